@@ -1,0 +1,58 @@
+"""Entry point: `python -m bot [serve | demo [--script FILE] [--scenario FILE] | manifest]`."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from bot.config import ConfigError, load_settings
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bot", description="tpu-chatops Slack bot")
+    sub = parser.add_subparsers(dest="action")
+    sub.add_parser("serve", help="run the bot (BOT_MODE=http or socket); the default")
+    demo = sub.add_parser("demo", help="run the bot against the local simulators, with a console")
+    demo.add_argument("--script", help="run console lines from this file and print the transcript")
+    demo.add_argument("--scenario", help="scenario YAML (default: the bundled demo scenario)")
+    manifest = sub.add_parser("manifest", help="print app_manifest.yaml generated from the command registry")
+    manifest.add_argument("--url", help="request URL for HTTP mode (default: a Socket Mode manifest)")
+    args = parser.parse_args(argv)
+
+    if args.action == "manifest":
+        from bot.manifest import manifest_yaml
+
+        sys.stdout.write(manifest_yaml(args.url))
+        return 0
+    if args.action == "demo":
+        return _demo(args.script, args.scenario)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        settings = load_settings()
+    except ConfigError as exc:
+        print(f"config error: {exc}", file=sys.stderr)
+        return 2
+    from bot.app import serve
+
+    serve(settings)
+    return 0
+
+
+def _demo(script: str | None, scenario: str | None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    from bot.console import interactive, run_script
+    from bot.demo import Demo
+
+    with Demo(scenario) as demo:
+        print(demo.banner())
+        if script:
+            with open(script) as lines:
+                missing = run_script(demo.user, lines)
+            return 1 if missing else 0
+        interactive(demo.user)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,135 @@
+"""The Bolt app from Settings and Services, and the two ways Slack reaches it.
+
+HTTP mode: Bolt's WSGI adapter behind waitress (a threaded WSGI server), requests at `/slack/events`, each
+verified against the signing secret (HTTP 401 otherwise, including requests over five minutes old).
+Socket Mode: a websocket opened with the app-level token; no public URL needed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from slack_bolt import App
+from slack_bolt.adapter.socket_mode import SocketModeHandler
+from slack_bolt.adapter.wsgi import SlackRequestHandler
+from slack_sdk import WebClient
+from waitress.server import create_server
+
+import bot.handlers  # noqa: F401  (importing it declares every command on the registry)
+from bot import listeners
+from bot.auth import Authorizer
+from bot.commands import Registry, registry
+from bot.config import Settings
+from bot.runner import Runner, retry_handlers
+from bot.services import Services
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Bot:
+    """A wired bot: the Bolt app, its worker pool and its backends."""
+
+    app: App
+    runner: Runner
+    services: Services
+    registry: Registry
+
+    def close(self) -> None:
+        self.runner.shutdown()
+
+
+def build(settings: Settings, services: Services | None = None) -> Bot:
+    """Build the Bolt app. Calls Slack's `auth.test` once to check the bot token.
+
+    Raises:
+        slack_bolt.error.BoltError: the token was refused by Slack.
+    """
+    services = services or Services.from_settings(settings)
+    client = WebClient(
+        token=settings.slack_bot_token.get_secret_value(),
+        base_url=settings.slack_api_url,
+        retry_handlers=retry_handlers(),
+    )
+    signing_secret = settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else ""
+    app = App(
+        client=client,
+        signing_secret=signing_secret,
+        request_verification_enabled=settings.bot_mode == "http",
+        raise_error_for_unhandled_request=False,
+    )
+    runner = Runner(services, registry, client, Authorizer(settings, client))
+    listeners.register(app, registry, runner)
+    return Bot(app=app, runner=runner, services=services, registry=registry)
+
+
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+def wsgi(bot: Bot, *, slack_events: bool = True) -> WsgiApp:
+    """A WSGI app: `/healthz` answers 200 while the process is alive; with `slack_events`, `/slack/events`
+    goes to Bolt (HTTP mode). In Socket Mode only `/healthz` is served, so no unsigned path exists."""
+    slack = SlackRequestHandler(bot.app, path="/slack/events") if slack_events else None
+
+    def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") == "/healthz":
+            start_response("200 OK", [("Content-Type", "text/plain")])
+            return [b"ok\n"]
+        if slack is None:
+            start_response("404 Not Found", [("Content-Type", "text/plain")])
+            return [b"not found\n"]
+        return slack(environ, start_response)
+
+    return application
+
+
+class HttpServer:
+    """The bot's HTTP server (waitress). `port` is the bound port (useful with port 0)."""
+
+    def __init__(
+        self, bot: Bot, host: str, port: int, threads: int = 16, *, slack_events: bool = True
+    ) -> None:
+        app = wsgi(bot, slack_events=slack_events)
+        self._server = create_server(app, host=host, port=port, threads=threads, ident="tpu-chatops")
+        self.host = host
+        self.port = int(self._server.effective_port)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def serve_forever(self) -> None:
+        self._server.run()
+
+    def close(self) -> None:
+        self._server.close()
+
+
+def serve(settings: Settings) -> None:
+    """Run the bot in the mode `BOT_MODE` selects, until interrupted. Both modes serve `/healthz` on
+    BOT_HOST:BOT_PORT; only HTTP mode serves `/slack/events`."""
+    bot = build(settings)
+    socket_mode = settings.bot_mode == "socket"
+    server = HttpServer(
+        bot,
+        settings.bot_host,
+        settings.bot_port,
+        threads=settings.worker_threads,
+        slack_events=not socket_mode,
+    )
+    try:
+        if socket_mode:
+            assert settings.slack_app_token is not None  # checked by Settings
+            threading.Thread(target=server.serve_forever, name="healthz", daemon=True).start()
+            log.info("starting in Socket Mode; health at %s/healthz", server.url)
+            SocketModeHandler(bot.app, settings.slack_app_token.get_secret_value()).start()
+        else:
+            log.info("listening on %s/slack/events", server.url)
+            server.serve_forever()
+    finally:
+        server.close()
+        bot.close()

@@ -1,0 +1,295 @@
+"""The command registry, parser and help.
+
+Each command is declared once, with the `command` decorator: its words (`tpu list`), typed parameters, the
+role it needs and whether it changes infrastructure. Slash commands, @mentions, the console, `help` and the
+app manifest all read this registry. Parsing never raises anything but `UsageError`, whose message is the
+command's usage line (or the group's command list) plus what was wrong.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from enum import IntEnum
+from typing import Any
+
+
+class Role(IntEnum):
+    """Access levels; each includes the ones below it."""
+
+    VIEWER = 1
+    OPERATOR = 2
+    ADMIN = 3
+
+
+class UsageError(Exception):
+    """Input that does not parse. `str()` is what the user sees: what was wrong, then the usage."""
+
+    def __init__(self, problem: str, usage: str) -> None:
+        super().__init__(f"{problem}\n{usage}" if problem else usage)
+        self.problem = problem
+        self.usage = usage
+
+
+# ---- argument types: each takes the raw word and returns the value or raises ValueError(reason) ----
+
+_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+_ZONE = re.compile(r"^[a-z]+-[a-z]+\d+-[a-z]$")
+_DURATION = re.compile(r"^(\d+)([smhd])$")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def resource_name(word: str) -> str:
+    """A queued resource or node id: lowercase letters, digits and hyphens, starting with a letter, at most
+    63 characters (the TPU API's resource id rule, https://cloud.google.com/tpu/docs/queued-resources)."""
+    if not _NAME.match(word):
+        raise ValueError(f"{word!r} is not a TPU resource name (lowercase letters, digits, hyphens)")
+    return word
+
+
+def zone_name(word: str) -> str:
+    """A Google Cloud zone such as us-east5-a."""
+    if not _ZONE.match(word):
+        raise ValueError(f"{word!r} is not a zone (e.g. us-east5-a)")
+    return word
+
+
+def duration(word: str) -> timedelta:
+    """A duration such as 30s, 10m, 4h or 2d."""
+    match = _DURATION.match(word)
+    if not match:
+        raise ValueError(f"{word!r} is not a duration (e.g. 10m, 4h, 2d)")
+    return timedelta(seconds=int(match.group(1)) * _UNIT_SECONDS[match.group(2)])
+
+
+# ---- declarations ----
+
+
+@dataclass(frozen=True)
+class Param:
+    """One argument of a command.
+
+    `flag` is "--zone" for an option, None for a positional. A `switch` takes no value (True when given).
+    `kind` converts the raw word (raising ValueError with a reason). A `rest` positional takes all the
+    remaining words joined by spaces (for prompts).
+    """
+
+    name: str
+    help: str
+    flag: str | None = None
+    kind: Callable[[str], Any] = str
+    default: Any = None
+    required: bool = False
+    switch: bool = False
+    metavar: str = "X"
+    rest: bool = False
+
+    def usage(self) -> str:
+        if self.flag is None:
+            text = self.metavar + ("..." if self.rest else "")
+        elif self.switch:
+            text = self.flag
+        else:
+            text = f"{self.flag} {self.metavar}"
+        return text if self.required else f"[{text}]"
+
+
+@dataclass(frozen=True)
+class Command:
+    """A declared command. `func(ctx, **params)` returns a `bot.render.Reply`."""
+
+    words: tuple[str, ...]
+    summary: str
+    params: tuple[Param, ...]
+    role: Role
+    changes_infra: bool
+    func: Callable[..., Any]
+    exclusive: tuple[tuple[str, ...], ...] = ()
+
+    @property
+    def name(self) -> str:
+        return " ".join(self.words)
+
+    def usage(self) -> str:
+        """The usage line, e.g. "/tpu list [--zone Z | --all-zones]"."""
+        parts: list[str] = []
+        grouped = {name for group in self.exclusive for name in group}
+        by_name = {p.name: p for p in self.params}
+        for group in self.exclusive:
+            parts.append("[" + " | ".join(by_name[n].usage().strip("[]") for n in group) + "]")
+        parts += [p.usage() for p in self.params if p.name not in grouped]
+        return " ".join([f"/{self.words[0]}", *self.words[1:], *parts])
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """A parsed command line: the command and its converted arguments."""
+
+    command: Command
+    args: dict[str, Any] = field(default_factory=dict)
+
+
+_HELP_WORDS = ("help", "-h", "--help")
+_QUOTES = str.maketrans({"“": '"', "”": '"', "„": '"', "‘": "'", "’": "'"})
+_MENTION = re.compile(r"<@[A-Z0-9]+(\|[^>]*)?>")
+
+
+def normalize(text: str) -> str:
+    """Undo what Slack does to typed text: HTML escapes, smart quotes, and the em dash that autocorrect
+    makes of "--"; drop user mentions (`<@U123>`) so "@bot tpu list" reads as "tpu list"."""
+    text = html.unescape(_MENTION.sub(" ", text)).translate(_QUOTES)
+    return re.sub(r"(^|\s)[—–]", r"\1--", text).strip()
+
+
+class Registry:
+    """All commands, keyed by their words."""
+
+    def __init__(self) -> None:
+        self._commands: dict[tuple[str, ...], Command] = {}
+
+    def command(
+        self,
+        words: str,
+        summary: str,
+        *params: Param,
+        role: Role = Role.VIEWER,
+        changes_infra: bool = False,
+        exclusive: tuple[tuple[str, ...], ...] = (),
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Decorator declaring a command, e.g. `@registry.command("tpu list", "List ...", Param(...))`."""
+
+        def register(func: Callable[..., Any]) -> Callable[..., Any]:
+            key = tuple(words.split())
+            if key in self._commands:
+                raise ValueError(f"command {words!r} declared twice")
+            self._commands[key] = Command(key, summary, params, role, changes_infra, func, exclusive)
+            return func
+
+        return register
+
+    def commands(self, group: str | None = None) -> list[Command]:
+        """Declared commands in declaration order, optionally only those of one group ("tpu")."""
+        return [c for c in self._commands.values() if group is None or c.words[0] == group]
+
+    def groups(self) -> list[str]:
+        """Top-level words, i.e. the slash commands ("tpu", "vllm", ...), in declaration order."""
+        return list(dict.fromkeys(c.words[0] for c in self._commands.values() if c.words[0] != "help"))
+
+    def group_usage(self, group: str) -> str:
+        lines = [f"`/{group}` commands:"]
+        lines += [f"• `{c.usage()}`: {c.summary}" for c in self.commands(group)]
+        return "\n".join(lines)
+
+    def parse(self, text: str) -> Invocation:
+        """Parse command words and arguments, e.g. "tpu list --zone us-east5-a".
+
+        Returns:
+            The Invocation. Empty text, "help" or "GROUP" alone, and "... --help" give the `help` command.
+
+        Raises:
+            UsageError: unknown command or option, missing or malformed argument, unbalanced quotes.
+        """
+        try:
+            tokens = shlex.split(normalize(text))
+        except ValueError as exc:
+            raise UsageError(f"could not read that: {exc}", self._general_usage()) from None
+        if tokens and tokens[0].startswith("/"):
+            tokens[0] = tokens[0][1:]
+        if not tokens or tokens[0] in _HELP_WORDS:
+            return self._help(tokens[1] if len(tokens) > 1 else None)
+        command = self._match(tokens)
+        if command is None:
+            if tokens[0] not in self.groups():
+                raise UsageError(f"unknown command `{tokens[0]}`", self._general_usage())
+            if len(tokens) == 1 or tokens[1] in _HELP_WORDS:
+                return self._help(tokens[0])
+            raise UsageError(f"unknown command `{tokens[0]} {tokens[1]}`", self.group_usage(tokens[0]))
+        rest = tokens[len(command.words) :]
+        if any(word in _HELP_WORDS for word in rest):
+            return self._help(command.name)
+        return Invocation(command, _parse_args(command, rest))
+
+    def _help(self, topic: str | None) -> Invocation:
+        help_command = self._commands.get(("help",))
+        if help_command is None:
+            raise UsageError("", self._general_usage())
+        return Invocation(help_command, {"topic": topic})
+
+    def _match(self, tokens: list[str]) -> Command | None:
+        for length in range(min(len(tokens), 3), 0, -1):
+            command = self._commands.get(tuple(tokens[:length]))
+            if command is not None:
+                return command
+        return None
+
+    def _general_usage(self) -> str:
+        groups = ", ".join(f"`/{g}`" for g in self.groups())
+        return f"Commands: {groups}. Type `/tpu help` or `@gemma-bot help` for the list."
+
+
+def _parse_args(command: Command, words: list[str]) -> dict[str, Any]:
+    usage = f"Usage: `{command.usage()}`"
+    options = {p.flag: p for p in command.params if p.flag}
+    positionals = [p for p in command.params if p.flag is None]
+    raw: dict[str, Any] = {}
+    index = 0
+    while index < len(words):
+        word = words[index]
+        index += 1
+        if word.startswith("--") and len(word) > 2:
+            flag, has_value, value = word.partition("=")
+            param = options.get(flag)
+            if param is None:
+                raise UsageError(f"unknown option `{flag}`", usage)
+            if param.name in raw:
+                raise UsageError(f"`{flag}` given twice", usage)
+            if param.switch:
+                if has_value:
+                    raise UsageError(f"`{flag}` takes no value", usage)
+                raw[param.name] = True
+                continue
+            if not has_value:
+                if index >= len(words) or words[index].startswith("--"):
+                    raise UsageError(f"`{flag}` needs a value ({param.metavar})", usage)
+                value = words[index]
+                index += 1
+            raw[param.name] = _convert(param, value, usage)
+            continue
+        if not positionals:
+            raise UsageError(f"unexpected `{word}`", usage)
+        param = positionals.pop(0)
+        if param.rest:
+            raw[param.name] = " ".join(words[index - 1 :])
+            break
+        raw[param.name] = _convert(param, word, usage)
+    for param in command.params:
+        if param.name not in raw:
+            if param.required:
+                raise UsageError(f"missing {param.flag or param.metavar}", usage)
+            raw[param.name] = False if param.switch else param.default
+    for group in command.exclusive:
+        given = [n for n in group if raw[n] not in (None, False)]
+        if len(given) > 1:
+            flags = " and ".join(f"`{_label(command, n)}`" for n in given)
+            raise UsageError(f"{flags} cannot be used together", usage)
+    return raw
+
+
+def _label(command: Command, name: str) -> str:
+    param = next(p for p in command.params if p.name == name)
+    return param.flag or param.metavar
+
+
+def _convert(param: Param, value: str, usage: str) -> Any:
+    try:
+        return param.kind(value)
+    except ValueError as exc:
+        raise UsageError(f"{param.flag or param.metavar}: {exc}", usage) from None
+
+
+registry = Registry()
+"""The bot's one registry; handler modules declare their commands on it (see `bot.handlers`)."""

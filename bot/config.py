@@ -1,0 +1,152 @@
+"""Settings, read once at start-up from the environment and `.env` (pydantic-settings).
+
+Every field maps to the upper-case environment variable of the same name (`gcp_project` -> `GCP_PROJECT`).
+Lists are comma-separated (`TPU_ZONES=us-east5-a,asia-northeast1-b`). A missing or malformed setting stops
+start-up with one line naming it (see `load_settings`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
+CommaList = Annotated[list[str], NoDecode]
+
+# Zone names as the TPU API spells them, e.g. "us-east5-a" (https://cloud.google.com/tpu/docs/regions-zones).
+_ZONE = re.compile(r"^[a-z]+-[a-z]+\d+-[a-z]$")
+# Slack user ids (U..., W...) and user-group ids (S...).
+_SLACK_PRINCIPAL = re.compile(r"^[UWS][A-Z0-9]{2,}$")
+
+
+class ConfigError(Exception):
+    """A setting is missing or malformed. The message is one line naming the setting."""
+
+
+class Settings(BaseSettings):
+    """All settings of the bot. See README.md "Settings" for each one."""
+
+    model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8", extra="ignore")
+
+    # Slack
+    slack_bot_token: SecretStr = Field(description="Bot token (xoxb-...).")
+    slack_signing_secret: SecretStr | None = Field(None, description="Signing secret; required in http mode.")
+    slack_app_token: SecretStr | None = Field(None, description="App-level token (xapp-...); socket mode.")
+    slack_api_url: str = Field("https://slack.com/api/", description="Slack Web API base URL.")
+    bot_mode: Literal["http", "socket"] = Field("http", description="How Slack reaches the bot.")
+    bot_host: str = Field("0.0.0.0", description="HTTP listen address (http mode).")
+    bot_port: int = Field(3000, ge=1, le=65535, description="HTTP listen port (http mode).")
+    worker_threads: int = Field(16, ge=1, le=256, description="Threads running commands after the ack.")
+
+    # Google Cloud
+    gcp_project: str = Field(pattern=r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$", description="GCP project id.")
+    tpu_zones: CommaList = Field(description="Zones to watch, comma-separated.")
+    tpu_accelerator_type: str = Field("v6e-8", pattern=r"^v[0-9a-z]+-\d+$")
+    tpu_runtime_version: str = Field("v2-alpha-tpuv6e")
+    google_api_endpoint: str | None = Field(
+        None, description="Override for Google APIs (the local emulator); unset in production."
+    )
+
+    # vLLM
+    vllm_base_url: str | None = Field(None, description="vLLM server URL; discovered from the TPU if unset.")
+    vllm_port: int = Field(8000, ge=1, le=65535, description="vLLM port on the TPU VM (discovery).")
+    vllm_model: str = Field("google/gemma-4-31B-it", description="Served model name.")
+    vllm_api_key: SecretStr | None = Field(None, description="vLLM --api-key, if the server has one.")
+    http_timeout_s: float = Field(10.0, gt=0, le=300, description="Timeout of vLLM HTTP calls, seconds.")
+
+    # SSH to the TPU VM
+    ssh_user: str = Field("tpu-chatops", pattern=r"^[a-z_][a-z0-9_-]{0,31}$")
+    ssh_key_path: str | None = None
+    ssh_known_hosts_path: str | None = None
+
+    # Access control: Slack user ids (U.../W...) and user-group ids (S...).
+    viewers: CommaList = Field(default_factory=list, description="Empty: everyone may read.")
+    operators: CommaList = Field(default_factory=list)
+    admins: CommaList = Field(default_factory=list)
+
+    alert_channel: str | None = Field(None, pattern=r"^[CG][A-Z0-9]{2,}$", description="Channel id.")
+    state_database_url: str = Field("sqlite:///tpu-chatops.db", description="SQLAlchemy URL.")
+
+    @field_validator("tpu_zones", "viewers", "operators", "admins", mode="before")
+    @classmethod
+    def _split_commas(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("tpu_zones")
+    @classmethod
+    def _check_zones(cls, zones: list[str]) -> list[str]:
+        if not zones:
+            raise ValueError("give at least one zone, e.g. us-east5-a")
+        bad = [zone for zone in zones if not _ZONE.match(zone)]
+        if bad:
+            raise ValueError(f"not a zone name: {', '.join(bad)} (expected e.g. us-east5-a)")
+        return zones
+
+    @field_validator("viewers", "operators", "admins")
+    @classmethod
+    def _check_principals(cls, ids: list[str]) -> list[str]:
+        bad = [item for item in ids if not _SLACK_PRINCIPAL.match(item)]
+        if bad:
+            raise ValueError(f"not a Slack user or user-group id: {', '.join(bad)}")
+        return ids
+
+    @field_validator("vllm_base_url", "google_api_endpoint")
+    @classmethod
+    def _check_url(cls, url: str | None) -> str | None:
+        if url is None:
+            return None
+        if not re.match(r"^https?://[^\s/]+(:\d+)?/?$", url):
+            raise ValueError(f"not a base URL: {url!r} (expected e.g. http://10.0.0.5:8000)")
+        return url.rstrip("/")
+
+    @field_validator("state_database_url")
+    @classmethod
+    def _check_db_url(cls, url: str) -> str:
+        try:
+            make_url(url)
+        except ArgumentError as exc:
+            raise ValueError("not a SQLAlchemy URL (e.g. sqlite:///tpu-chatops.db)") from exc
+        return url
+
+    @model_validator(mode="after")
+    def _check_mode(self) -> Settings:
+        if self.bot_mode == "http" and self.slack_signing_secret is None:
+            raise ValueError("SLACK_SIGNING_SECRET is required when BOT_MODE=http")
+        if self.bot_mode == "socket" and self.slack_app_token is None:
+            raise ValueError("SLACK_APP_TOKEN is required when BOT_MODE=socket")
+        return self
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Read Settings from the environment and `.env`, with `overrides` taking precedence.
+
+    Returns:
+        The validated Settings.
+
+    Raises:
+        ConfigError: one line per the first bad setting, e.g. "GCP_PROJECT: field required".
+    """
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = "_".join(str(part) for part in error["loc"]).upper()
+        message = str(error["msg"]).removeprefix("Value error, ")
+        if error["type"] == "missing":
+            message = "required but not set"
+        raise ConfigError(f"{where}: {message}" if where else message) from None
+
+
+def masked(secret: SecretStr | None) -> str:
+    """Show a secret as set or unset without revealing it: "xoxb-…(set)" keeps only a known prefix."""
+    if secret is None:
+        return "(unset)"
+    value = secret.get_secret_value()
+    prefix = value.split("-", 1)[0] if value.startswith(("xoxb-", "xapp-", "xoxp-")) else ""
+    return f"{prefix}-…(set)" if prefix else "…(set)"

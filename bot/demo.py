@@ -1,0 +1,100 @@
+"""The local demo: SIMULATED Slack, Google Cloud and vLLM on 127.0.0.1, and the real bot in HTTP mode."""
+
+from __future__ import annotations
+
+import secrets
+import tempfile
+import threading
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from bot.app import Bot, HttpServer, build
+from bot.config import Settings
+from bot.console import SlackUser
+from sim import scenario as scenarios
+from sim.gcp import GcpSimulator
+from sim.slack import SlackSimulator
+from sim.vllm import VllmSimulator
+
+BANNER = """\
+tpu-chatops demo: everything below is SIMULATED on 127.0.0.1.
+  Slack:        simulator at {slack}
+  Google Cloud: emulator at {gcp} (project {project}, zones {zones})
+  vLLM:         simulator at {vllm} (model {model})
+  Bot:          real bot, HTTP mode, at {bot}/slack/events (signed requests)
+Nothing here touches a real Slack workspace, Google project or TPU."""
+
+
+class Demo:
+    """Start the simulators and the bot; `user` sends requests as a Slack user. Use as a context manager.
+
+    Args:
+        scenario_path: a scenario YAML file, or None for the bundled default.
+        overrides: extra Settings fields (e.g. worker_threads) for tests and benchmarks.
+    """
+
+    def __init__(self, scenario_path: str | Path | None = None, **overrides: Any) -> None:
+        self.scenario = scenarios.load(scenario_path)
+        self._state_dir = tempfile.TemporaryDirectory(prefix="tpu-chatops-demo-")
+        token = "xoxb-simulated-" + secrets.token_hex(8)
+        self.signing_secret = secrets.token_hex(16)
+        self.gcp = GcpSimulator(self.scenario)
+        self.vllm = VllmSimulator(self.scenario["vllm"])
+        self.slack = SlackSimulator(token)
+        self.gcp.start()
+        self.vllm.start()
+        self.slack.start()
+        zones = list(self.scenario["google"].get("zones", {})) or ["us-east5-a"]
+        vllm_port = int(self.vllm.url.rsplit(":", 1)[1])
+        fields: dict[str, Any] = {
+            "slack_bot_token": token,
+            "slack_signing_secret": self.signing_secret,
+            "slack_app_token": None,
+            "slack_api_url": self.slack.api_url,
+            "bot_mode": "http",
+            "bot_host": "127.0.0.1",
+            "gcp_project": self.scenario["project"],
+            "tpu_zones": zones,
+            "google_api_endpoint": self.gcp.url,
+            "vllm_base_url": None,
+            "vllm_port": vllm_port,
+            "vllm_model": self.scenario["vllm"].get("model", "google/gemma-4-31B-it"),
+            "state_database_url": f"sqlite:///{self._state_dir.name}/state.db",
+        }
+        fields.update(overrides)
+        self.settings = Settings(_env_file=None, **fields)  # type: ignore[call-arg]
+        self.bot: Bot = build(self.settings)
+        self.server = HttpServer(self.bot, "127.0.0.1", 0, threads=self.settings.worker_threads)
+        self._serving = threading.Thread(target=self.server.serve_forever, name="bot-http", daemon=True)
+        self._serving.start()
+        self.user = SlackUser(self.server.url, self.signing_secret, self.slack)
+
+    def banner(self) -> str:
+        s = self.settings
+        return BANNER.format(
+            slack=self.slack.url,
+            gcp=self.gcp.url,
+            project=s.gcp_project,
+            zones=", ".join(s.tpu_zones),
+            vllm=self.vllm.url,
+            model=s.vllm_model,
+            bot=self.server.url,
+        )
+
+    def close(self) -> None:
+        self.user.close()
+        self.server.close()
+        self.bot.close()
+        self.slack.stop()
+        self.vllm.stop()
+        self.gcp.stop()
+        self._state_dir.cleanup()
+
+    def __enter__(self) -> Demo:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

@@ -1,0 +1,50 @@
+"""`help [TOPIC]`: the command list from the registry, and the active settings with secrets masked."""
+
+from __future__ import annotations
+
+from bot.commands import Param, Role, registry
+from bot.config import masked
+from bot.context import Context
+from bot.render import Reply, blocks_reply, section, text_reply
+
+
+@registry.command(
+    "help",
+    "Commands, their usage, and the active settings",
+    Param("topic", "group or command", metavar="TOPIC"),
+)
+def show_help(ctx: Context, topic: str | None) -> Reply:
+    """The whole command list (no topic), one group's list ("tpu"), or one command's usage ("tpu list")."""
+    reg = ctx.registry
+    if topic:
+        words = topic.split()
+        if len(words) == 1 and words[0] in reg.groups():
+            return text_reply(reg.group_usage(words[0]))
+        command = next((c for c in reg.commands() if list(c.words) == words), None)
+        if command is None:
+            groups = ", ".join(reg.groups())
+            return text_reply(f"No help topic `{topic}`. Topics: {groups}, or a command such as `tpu list`.")
+        lines = [f"`{command.usage()}`", command.summary]
+        lines += [f"• `{p.flag or p.metavar}`: {p.help}" for p in command.params]
+        if command.role > Role.VIEWER:
+            lines.append(f"_Needs the {command.role.name.lower()} role._")
+        return text_reply("\n".join(lines))
+    blocks = [section(reg.group_usage(group)) for group in reg.groups()]
+    blocks.append(section(_settings_summary(ctx)))
+    return blocks_reply(blocks)
+
+
+def _settings_summary(ctx: Context) -> str:
+    s = ctx.services.settings
+    endpoint = s.vllm_base_url or f"discovered from the ACTIVE queued resource's node, port {s.vllm_port}"
+    return "\n".join(
+        [
+            "*Active settings*",
+            f"• project `{s.gcp_project}`, zones `{', '.join(s.tpu_zones)}`",
+            f"• default accelerator `{s.tpu_accelerator_type}`, runtime `{s.tpu_runtime_version}`",
+            f"• model `{s.vllm_model}`, endpoint {endpoint}",
+            f"• mode `{s.bot_mode}`, bot token {masked(s.slack_bot_token)}, "
+            f"signing secret {masked(s.slack_signing_secret)}, app token {masked(s.slack_app_token)}, "
+            f"vLLM API key {masked(s.vllm_api_key)}",
+        ]
+    )

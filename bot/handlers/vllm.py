@@ -1,0 +1,93 @@
+"""`/vllm` read-only commands: health, endpoint, models, info, metrics."""
+
+from __future__ import annotations
+
+from bot.commands import Param, registry
+from bot.context import Context
+from bot.handlers.formats import metrics_lines, ms
+from bot.render import Attachment, Reply, blocks_reply, code, context, header, section
+from ops.errors import OpsError
+from ops.metrics import summarize
+
+
+@registry.command("vllm health", "vLLM /health plus a one-token chat completion, with latencies")
+def vllm_health(ctx: Context) -> Reply:
+    """Check /health, then ask the served model for one token; each step's latency is shown."""
+    client, endpoint = ctx.services.vllm()
+    with client:
+        health = client.health()
+    icon = ":large_green_circle:" if health.state == "ready" else ":red_circle:"
+    detail = "" if health.state == "ready" else f": {health.detail}"
+    lines = [f"{icon} `/health`: {health.state} in {ms(health.latency_s)}{detail}"]
+    gemma, _ = ctx.services.gemma()
+    try:
+        probe = gemma.probe()
+        lines.append(
+            f":large_green_circle: one-token chat completion from `{probe.model}` in {ms(probe.latency_s)}"
+        )
+    except OpsError as exc:
+        lines.append(
+            f":red_circle: chat completion failed: {exc.message}" + (f" _({exc.hint})_" if exc.hint else "")
+        )
+    return blocks_reply(
+        [section("\n".join(lines)), context(f"Endpoint `{endpoint.url}` ({endpoint.source})")]
+    )
+
+
+@registry.command("vllm endpoint", "The vLLM URL in use and how it was found")
+def vllm_endpoint(ctx: Context) -> Reply:
+    endpoint = ctx.services.endpoints.resolve()
+    return blocks_reply([section(f"vLLM endpoint `{endpoint.url}`\n_Found from: {endpoint.source}_")])
+
+
+@registry.command("vllm models", "Models the server serves, with max_model_len")
+def vllm_models(ctx: Context) -> Reply:
+    client, endpoint = ctx.services.vllm()
+    with client:
+        models = client.models()
+    if not models:
+        return blocks_reply([section(f"`{endpoint.url}` serves no models.")])
+    lines = []
+    for m in models:
+        extra = f", adapter of `{m.parent}`" if m.parent else ""
+        root = f", root `{m.root}`" if m.root and m.root != m.id else ""
+        lines.append(f"• `{m.id}`: max_model_len {m.max_model_len or '-'}{root}{extra}")
+    return blocks_reply(
+        [section("*Served models*\n" + "\n".join(lines)), context(f"Endpoint `{endpoint.url}`")]
+    )
+
+
+@registry.command("vllm info", "vLLM version and the served model's max_model_len")
+def vllm_info(ctx: Context) -> Reply:
+    client, endpoint = ctx.services.vllm()
+    with client:
+        version = client.version()
+        models = client.models()
+    model_lines = [f"• `{m.id}`: max_model_len {m.max_model_len or '-'}" for m in models] or ["• (none)"]
+    text = f"*vLLM* {version} at `{endpoint.url}`\n" + "\n".join(model_lines)
+    return blocks_reply([section(text)])
+
+
+@registry.command(
+    "vllm metrics",
+    "Summary of vLLM's Prometheus metrics: load, KV cache, prefix cache, TTFT/ITL/TPOT/E2E",
+    Param("raw", "also attach the raw /metrics text", flag="--raw", switch=True),
+)
+def vllm_metrics(ctx: Context, raw: bool) -> Reply:
+    client, endpoint = ctx.services.vllm()
+    with client:
+        text = client.metrics_text()
+    summary = summarize(text)
+    models = ", ".join(f"`{m}`" for m in summary.models) or "unknown model"
+    reply = blocks_reply(
+        [
+            header("vLLM metrics"),
+            section("\n".join(metrics_lines(summary))),
+            context(f"{models} at `{endpoint.url}` · counters since server start"),
+        ]
+    )
+    if raw:
+        vllm_lines = [line for line in text.splitlines() if line.startswith("vllm:")]
+        reply.blocks.append(section(code("\n".join(vllm_lines[:40]) or "(no vllm: samples)")))
+        reply.files.append(Attachment("metrics.txt", text, "Raw /metrics"))
+    return reply

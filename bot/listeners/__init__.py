@@ -1,0 +1,15 @@
+"""Slack listeners, one module per kind; `register` wires them all onto a Bolt app."""
+
+from __future__ import annotations
+
+from slack_bolt import App
+
+from bot.commands import Registry
+from bot.listeners import commands, events
+from bot.runner import Runner
+
+
+def register(app: App, registry: Registry, runner: Runner) -> None:
+    """Register every listener: one slash command per registry group, and @mentions."""
+    commands.register(app, registry, runner)
+    events.register(app, registry, runner)

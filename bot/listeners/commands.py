@@ -1,0 +1,41 @@
+"""Slash commands: `/tpu ...`, `/vllm ...`, one per registry group.
+
+The listener parses, acks, and hands the work to the runner. Bad input is answered in the ack itself (an
+ephemeral usage line); nothing else happens for it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from slack_bolt import Ack, App
+
+from bot.commands import Registry, UsageError
+from bot.runner import Origin, Runner
+
+
+def register(app: App, registry: Registry, runner: Runner) -> None:
+    for group in registry.groups():
+        app.command(f"/{group}")(_listener(group, registry, runner))
+
+
+def _listener(group: str, registry: Registry, runner: Runner) -> Any:
+    def on_command(ack: Ack, command: dict[str, Any]) -> None:
+        typed = command.get("text", "")
+        try:
+            invocation = registry.parse(f"{group} {typed}")
+        except UsageError as exc:
+            ack(text=str(exc))
+            return
+        ack(text=f":hourglass_flowing_sand: `/{group} {typed.strip()}`".rstrip() + " …")
+        runner.submit(
+            invocation,
+            Origin(
+                user_id=command.get("user_id", ""),
+                channel_id=command.get("channel_id", ""),
+                response_url=command.get("response_url"),
+            ),
+        )
+
+    on_command.__name__ = f"on_{group}_command"
+    return on_command

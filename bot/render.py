@@ -1,0 +1,185 @@
+"""Pure rendering: results -> Block Kit blocks plus a plain-text fallback, within Slack's limits.
+
+Limits (slack_sdk/models/blocks/blocks.py and docs.slack.dev/reference/block-kit/blocks): section text
+3,000 characters, header text 150, 50 blocks per message; about 12,000 characters of block text per message
+before `msg_blocks_too_long` (bolt-js#2509, empirical). Output that does not fit is cut with a note and the
+whole text is attached as a file, never sent as an oversized message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+SECTION_LIMIT = 3000
+HEADER_LIMIT = 150
+BLOCKS_LIMIT = 50
+MESSAGE_TEXT_LIMIT = 12000
+FALLBACK_TEXT_LIMIT = 3900
+
+Block = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """A file to upload beside the message (to its thread): name, text content, title."""
+
+    filename: str
+    content: str
+    title: str
+
+
+@dataclass
+class Reply:
+    """What a command answers: a plain-text fallback, blocks, and files for the thread."""
+
+    text: str
+    blocks: list[Block] = field(default_factory=list)
+    files: list[Attachment] = field(default_factory=list)
+
+
+def blocks_reply(blocks: list[Block]) -> Reply:
+    """A reply whose fallback text is the text of its blocks, one paragraph per block."""
+    text = "\n\n".join(t for t in (_block_text(b) for b in blocks) if t)
+    return Reply(text=text, blocks=blocks)
+
+
+def header(text: str) -> Block:
+    return {"type": "header", "text": {"type": "plain_text", "text": _cut(text, HEADER_LIMIT), "emoji": True}}
+
+
+def section(markdown: str) -> Block:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": _cut(markdown, SECTION_LIMIT)}}
+
+
+def context(markdown: str) -> Block:
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": _cut(markdown, SECTION_LIMIT)}]}
+
+
+def divider() -> Block:
+    return {"type": "divider"}
+
+
+def code(text: str) -> str:
+    """A preformatted block; backtick runs inside are broken so they cannot end it early."""
+    return "```" + text.replace("```", "`\u200b``") + "```"
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def error_reply(message: str, hint: str = "") -> Reply:
+    """A one-line failure: what failed, then what to try."""
+    text = f":x: {message}" + (f"\n_{hint}_" if hint else "")
+    return Reply(text=text, blocks=[section(text)])
+
+
+def text_reply(markdown: str) -> Reply:
+    """A reply made of markdown paragraphs, split into sections at blank lines where needed."""
+    return Reply(text=markdown, blocks=[section(part) for part in split_sections(markdown)])
+
+
+def split_sections(markdown: str, limit: int = SECTION_LIMIT) -> list[str]:
+    """Split text into chunks of at most `limit` characters, preferring line boundaries.
+
+    Code fences are closed at a split and reopened in the next chunk so each chunk renders alone.
+    """
+    chunks: list[str] = []
+    current = ""
+    in_code = False
+    for line in markdown.split("\n"):
+        while len(line) > limit - 8:
+            head, line = line[: limit - 8], line[limit - 8 :]
+            current, in_code = _flush_if_needed(chunks, current, head, in_code, limit)
+            current += head + "\n"
+        current, in_code = _flush_if_needed(chunks, current, line, in_code, limit)
+        current += line + "\n"
+        if line.count("```") % 2 == 1:
+            in_code = not in_code
+    if current.strip():
+        chunks.append(current.rstrip("\n"))
+    return chunks or [""]
+
+
+def _flush_if_needed(
+    chunks: list[str], current: str, line: str, in_code: bool, limit: int
+) -> tuple[str, bool]:
+    if len(current) + len(line) + 5 <= limit:
+        return current, in_code
+    chunks.append(current.rstrip("\n") + ("\n```" if in_code else ""))
+    return ("```\n" if in_code else ""), in_code
+
+
+def fit(reply: Reply, filename: str = "output.txt") -> Reply:
+    """Make a reply acceptable to Slack: at most 50 blocks and ~12,000 characters of block text, and a
+    fallback text under ~4,000 characters. What is cut goes whole into an attached text file.
+
+    Returns:
+        The same reply if it fits, else a shortened copy with the full text attached.
+    """
+    total = 0
+    kept: list[Block] = []
+    cut = False
+    for block in reply.blocks:
+        size = len(_block_text(block))
+        if len(kept) >= BLOCKS_LIMIT - 1 or total + size > MESSAGE_TEXT_LIMIT - 200:
+            cut = True
+            break
+        kept.append(block)
+        total += size
+    text = reply.text
+    if len(text) > FALLBACK_TEXT_LIMIT:
+        text = text[: FALLBACK_TEXT_LIMIT - 40] + "\n… (cut: full text attached)"
+        cut = True
+    if not cut:
+        return reply
+    kept.append(
+        context(f":page_facing_up: Output was longer than Slack allows; the full text is in `{filename}`.")
+    )
+    files = [*reply.files, Attachment(filename, reply.text, "Full output")]
+    return Reply(text=text, blocks=kept, files=files)
+
+
+def _block_text(block: Block) -> str:
+    parts: list[str] = []
+    text = block.get("text")
+    if isinstance(text, dict):
+        parts.append(str(text.get("text", "")))
+    for element in block.get("elements", []) + block.get("fields", []):
+        if isinstance(element, dict):
+            inner = element.get("text")
+            parts.append(str(inner.get("text", "")) if isinstance(inner, dict) else str(inner or ""))
+    return "".join(parts)
+
+
+def ago(moment: datetime | None, now: datetime | None = None) -> str:
+    """'3h 05m ago' for a past moment, '-' when unknown."""
+    if moment is None:
+        return "-"
+    return f"{human_duration((now or datetime.now(UTC)) - moment)} ago"
+
+
+def human_duration(delta: timedelta | None) -> str:
+    """A compact duration: '2d 3h', '3h 05m', '12m', '45s'; negative durations get a leading '-'."""
+    if delta is None:
+        return "-"
+    seconds = int(delta.total_seconds())
+    sign = "-" if seconds < 0 else ""
+    seconds = abs(seconds)
+    days, rem = divmod(seconds, 86400)
+    hours, rem = divmod(rem, 3600)
+    minutes, secs = divmod(rem, 60)
+    if days:
+        return f"{sign}{days}d {hours}h"
+    if hours:
+        return f"{sign}{hours}h {minutes:02d}m"
+    if minutes:
+        return f"{sign}{minutes}m"
+    return f"{sign}{secs}s"
+
+
+def utc(moment: datetime | None) -> str:
+    """'2026-11-29 14:05 UTC', or '-' when unknown."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC") if moment else "-"

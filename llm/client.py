@@ -1,0 +1,185 @@
+"""OpenAI-SDK client for the hosted Gemma model on vLLM's OpenAI-compatible API (`/v1/chat/completions`).
+
+vLLM answers the OpenAI chat-completions protocol (https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html);
+see /work/shared/notes/vllm.md sections 1.4 to 1.7 for the fields it adds and its error bodies.
+SDK errors are translated to `ops.errors` by `translate_errors`, which streamed calls can reuse.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+import openai
+
+from ops.errors import (
+    BackendTimeout,
+    BackendUnavailable,
+    BadInput,
+    NotFound,
+    OpsError,
+    PermissionDenied,
+    QuotaExceeded,
+)
+from ops.vllm import AUTH_HINT, BOOTING_HINT, SERVER_ERROR_HINT, TIMEOUT_HINT, error_message
+
+__all__ = ["GemmaClient", "ProbeResult", "translate_errors"]
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """Result of `GemmaClient.probe`.
+
+    Attributes:
+        model: the model that answered (the `model` field of the response).
+        latency_s: wall time of the one-token completion, seconds.
+        prompt_tokens: prompt tokens as counted by the server (chat template included), or None.
+        completion_tokens: generated tokens (1 normally), or None.
+    """
+
+    model: str
+    latency_s: float
+    prompt_tokens: int | None
+    completion_tokens: int | None
+
+
+def _server_message(exc: openai.APIStatusError) -> str:
+    """The server's own message (the SDK has already unwrapped a nested `{"error": {...}}` body)."""
+    body = exc.body
+    message = error_message(body)
+    if message is None and isinstance(body, str) and body.strip():
+        message = body
+    text = " ".join((message or "").split())
+    return text[:500] if text else f"HTTP {exc.status_code}"
+
+
+@contextmanager
+def translate_errors(what: str, base_url: str) -> Iterator[None]:
+    """Run a block of openai SDK calls, turning SDK errors into `ops.errors`.
+
+    Args:
+        what: the operation, for messages, e.g. "chat completion".
+        base_url: the server root, for messages (never a key).
+
+    Raises:
+        BackendTimeout: `APITimeoutError`.
+        BackendUnavailable: `APIConnectionError` (refused: booting or down), `InternalServerError` (5xx),
+            or a response the SDK could not parse.
+        BadInput: `BadRequestError` (400; e.g. prompt + max_tokens exceed max_model_len), with the server's
+            message.
+        PermissionDenied: `AuthenticationError` (401) or `PermissionDeniedError` (403).
+        NotFound: `NotFoundError` (404, e.g. an unknown model name).
+        QuotaExceeded: `RateLimitError` (429).
+        OpsError: any other HTTP error status.
+    """
+    try:
+        yield
+    except openai.APITimeoutError as exc:  # subclass of APIConnectionError: test it first
+        raise BackendTimeout(f"vLLM {what} at {base_url} timed out", TIMEOUT_HINT, backend="vllm") from exc
+    except openai.APIConnectionError as exc:
+        raise BackendUnavailable(
+            f"cannot connect to vLLM at {base_url}", BOOTING_HINT, backend="vllm"
+        ) from exc
+    except openai.APIResponseValidationError as exc:
+        raise BackendUnavailable(
+            f"vLLM returned a malformed {what} body ({base_url})", SERVER_ERROR_HINT, backend="vllm"
+        ) from exc
+    except openai.APIStatusError as exc:
+        message = f"vLLM {what} failed (HTTP {exc.status_code}): {_server_message(exc)}"
+        if isinstance(exc, openai.InternalServerError):
+            raise BackendUnavailable(message, SERVER_ERROR_HINT, backend="vllm") from exc
+        if isinstance(exc, openai.BadRequestError):
+            raise BadInput(message, "shorten the prompt or lower max_tokens", backend="vllm") from exc
+        if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
+            raise PermissionDenied(message, AUTH_HINT, backend="vllm") from exc
+        if isinstance(exc, openai.NotFoundError):
+            raise NotFound(message, "check VLLM_MODEL against /vllm models", backend="vllm") from exc
+        if isinstance(exc, openai.RateLimitError):
+            raise QuotaExceeded(message, "retry in a moment", backend="vllm") from exc
+        raise OpsError(message, "", backend="vllm") from exc
+
+
+class GemmaClient:
+    """Chat-completions client for the Gemma model served by vLLM.
+
+    One `openai.OpenAI` client per instance (thread-safe, reuses connections), without SDK retries so that
+    errors surface at once. Streaming is meant to be added as a method that calls
+    `self._openai.chat.completions.create(..., stream=True, stream_options={"include_usage": True})` inside
+    `with translate_errors("chat stream", self.base_url):`, iterating the chunks inside the block too.
+
+    Args:
+        base_url: the server root without `/v1`, e.g. "http://10.0.0.5:8000".
+        model: the served model name (the `id` in `/v1/models`), e.g. "google/gemma-4-31B-it".
+        api_key: the server's `--api-key`, or None; vLLM ignores the bearer token when it has no key, so
+            "EMPTY" is sent then (the SDK requires one).
+        timeout_s: timeout of each request, seconds.
+    """
+
+    def __init__(
+        self, base_url: str, *, model: str, api_key: str | None = None, timeout_s: float = 30.0
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.timeout_s = timeout_s
+        self._openai = openai.OpenAI(
+            base_url=self.base_url + "/v1",
+            api_key=api_key or "EMPTY",
+            max_retries=0,
+            timeout=timeout_s,
+        )
+
+    def __repr__(self) -> str:
+        return f"GemmaClient({self.base_url!r}, model={self.model!r})"
+
+    def close(self) -> None:
+        """Close the underlying HTTP connection pool."""
+        self._openai.close()
+
+    def __enter__(self) -> GemmaClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _create(self, what: str, **kwargs: Any) -> Any:
+        """`chat.completions.create(model=self.model, **kwargs)` with errors translated."""
+        with translate_errors(what, self.base_url):
+            return self._openai.chat.completions.create(model=self.model, **kwargs)
+
+    def probe(self) -> ProbeResult:
+        """Ask for a one-token completion of "ping" and time it: proves the model actually generates.
+
+        Returns:
+            ProbeResult with the wall time in seconds and the token counts from `usage`.
+
+        Raises:
+            The errors listed in `translate_errors`; BackendUnavailable if the response has no model name.
+        """
+        start = time.monotonic()
+        response = self._create(
+            "probe", messages=[{"role": "user", "content": "ping"}], max_tokens=1, temperature=0.0
+        )
+        latency = time.monotonic() - start
+        model = getattr(response, "model", None)
+        if not isinstance(model, str):
+            raise BackendUnavailable(
+                f"vLLM returned a malformed chat completion body ({self.base_url})",
+                SERVER_ERROR_HINT,
+                backend="vllm",
+            )
+        usage = getattr(response, "usage", None)
+        return ProbeResult(
+            model=model,
+            latency_s=latency,
+            prompt_tokens=getattr(usage, "prompt_tokens", None) if usage is not None else None,
+            completion_tokens=getattr(usage, "completion_tokens", None) if usage is not None else None,
+        )

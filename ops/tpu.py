@@ -1,0 +1,667 @@
+"""Typed, read-only view of Cloud TPU queued resources (QRs) and nodes.
+
+Queued resources and node listings are read through the v2alpha1 REST API (google-api-python-client,
+see `ops.google.tpu_v2alpha1`), because only v2alpha1 defines the flex-start fields
+(`provisioningModel`, `runDuration`, `schedulingConfig.terminationTimestamp`) and the google-cloud-tpu
+protos silently drop them. `TpuOps.get_node` uses the GAPIC `tpu_v2` REST client.
+
+Every failure is raised as an `ops.errors.OpsError` subclass with a one-line message naming the API and
+a hint; raw library exceptions never escape. Transient failures (HTTP 429 and 5xx) are first retried by
+the libraries themselves (`execute(num_retries=...)`, google-api-core `Retry`) a small bounded number of
+times.
+"""
+
+from __future__ import annotations
+
+import http
+import json
+import re
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httplib2
+import requests
+from google.api_core import exceptions as core_exceptions
+from google.api_core import retry as core_retry
+from google.auth import exceptions as auth_exceptions
+from google.auth.credentials import Credentials
+from google.cloud import tpu_v2
+from googleapiclient.errors import HttpError
+
+from ops import google
+from ops.errors import (
+    BackendTimeout,
+    BackendUnavailable,
+    BadInput,
+    NotFound,
+    OpsError,
+    PermissionDenied,
+    QuotaExceeded,
+)
+
+__all__ = ["NodeInfo", "QueuedResourceInfo", "TpuOps", "ZoneListing"]
+
+
+MAX_MESSAGE_CHARS = 300
+_ID = re.compile(r"^[a-z0-9][-a-z0-9_]*$", re.IGNORECASE)
+_PROJECT = re.compile(r"^[a-z0-9][-a-z0-9.:]*$")
+_ZONE = re.compile(r"^[a-z]+-[a-z]+\d+-[a-z]$")
+_QR_PATH = re.compile(
+    r"^projects/(?P<project>[^/]+)/locations/(?P<zone>[^/]+)/queuedResources/(?P<id>[^/]+)$"
+)
+_TIME = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
+_DURATION = re.compile(r"^(-?\d+(?:\.\d+)?)s$")
+_REQUEST_PREFIX = re.compile(r"^(?:GET|POST|PUT|PATCH|DELETE) \S+: ")
+_UNSPECIFIED = {"", "STATE_UNSPECIFIED", "HEALTH_UNSPECIFIED", "STATE_INITIATOR_UNSPECIFIED"}
+
+
+# --------------------------------------------------------------------------------------------------
+# Value types
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """A TPU VM (Cloud TPU API `Node`).
+
+    Attributes:
+        name: node id, the last segment of `Node.name`, e.g. "gemma4-qr-node".
+        zone: zone from `Node.name`, e.g. "us-east5-a".
+        state: `Node.state` enum name: READY, CREATING, PREEMPTED, STOPPED, ... ("STATE_UNSPECIFIED" if
+            absent).
+        health: `Node.health` enum name (HEALTHY, TIMEOUT, UNHEALTHY_TENSORFLOW, UNHEALTHY_MAINTENANCE), or
+            None when the API gives none.
+        health_description: `Node.healthDescription`, "" if absent.
+        accelerator_type: `Node.acceleratorType`, e.g. "v6e-8".
+        runtime_version: `Node.runtimeVersion`, e.g. "v2-alpha-tpuv6e".
+        internal_ips: `networkEndpoints[].ipAddress`, one per worker.
+        external_ips: `networkEndpoints[].accessConfig.externalIp` (empty without external IPs).
+        create_time: `Node.createTime`, timezone-aware UTC.
+        termination_time: `schedulingConfig.terminationTimestamp` (v2alpha1 only; None from v2 or when unset).
+    """
+
+    name: str
+    zone: str
+    state: str
+    health: str | None
+    health_description: str
+    accelerator_type: str
+    runtime_version: str
+    internal_ips: tuple[str, ...]
+    external_ips: tuple[str, ...]
+    create_time: datetime | None
+    termination_time: datetime | None
+
+
+@dataclass(frozen=True)
+class QueuedResourceInfo:
+    """A queued resource (Cloud TPU API v2alpha1 `QueuedResource`) and its existing nodes.
+
+    Attributes:
+        name: QR id, the last segment of `QueuedResource.name`, e.g. "gemma4-qr".
+        zone: zone from `QueuedResource.name`.
+        state: `state.state` enum name: ACTIVE, WAITING_FOR_RESOURCES, PROVISIONING, FAILED, SUSPENDING,
+            SUSPENDED, DELETING, CREATING, ACCEPTED.
+        state_initiator: `state.stateInitiator` (USER | SERVICE), None if unspecified.
+        provisioning_model: "flex-start" | "spot" | "on-demand" | "reserved" | "best-effort", from
+            `provisioningModel`, `spot`, `guaranteed.reserved`, `reservationName`, `bestEffort`.
+        accelerator_type: `tpu.nodeSpec[0].node.acceleratorType` (else the first node's), "" if unknown.
+        runtime_version: `tpu.nodeSpec[0].node.runtimeVersion`, "" if unknown.
+        create_time: `createTime`, timezone-aware UTC.
+        node_ids: `tpu.nodeSpec[].nodeId`, plus the ids of fetched nodes pointing at this QR.
+        nodes: the nodes that exist (fetched from the nodes API); empty while waiting, failed or suspended.
+        termination_time: when the TPU VMs will be deleted: `runDuration.terminationTime`, else the
+            earliest node `schedulingConfig.terminationTimestamp`, else `createTime + maxRunDuration` for
+            an ACTIVE QR; None when unknown (e.g. on-demand and spot have no fixed end).
+        valid_until: queueing deadline: `queueingPolicy.validUntilTime`, else createTime +
+            `validUntilDuration`, else `validInterval.endTime`.
+        max_run_duration: `runDuration.maxRunDuration` (flex-start).
+        error: `state.failedData.error.message` for FAILED QRs.
+    """
+
+    name: str
+    zone: str
+    state: str
+    state_initiator: str | None
+    provisioning_model: str
+    accelerator_type: str
+    runtime_version: str
+    create_time: datetime | None
+    node_ids: tuple[str, ...]
+    nodes: tuple[NodeInfo, ...]
+    termination_time: datetime | None
+    valid_until: datetime | None
+    max_run_duration: timedelta | None
+    error: str | None
+
+    def time_left(self, now: datetime) -> timedelta | None:
+        """Time until `termination_time`, clamped at zero once it is past.
+
+        Args:
+            now: the current time, timezone-aware.
+
+        Returns:
+            The remaining run time, or None if the termination time is unknown.
+        """
+        if self.termination_time is None:
+            return None
+        return max(timedelta(0), self.termination_time - now)
+
+
+@dataclass(frozen=True)
+class ZoneListing:
+    """The result of listing several zones: what could be read, and per-zone failures.
+
+    Attributes:
+        resources: queued resources of all zones that answered, sorted by (zone, name).
+        errors: zone -> the OpsError that zone raised; the other zones are still listed. A zone whose
+            QRs were listed but whose nodes could not be read appears in both (its QRs with no nodes).
+    """
+
+    resources: tuple[QueuedResourceInfo, ...]
+    errors: dict[str, OpsError] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------------------------------
+# Pure mapping from API JSON
+# --------------------------------------------------------------------------------------------------
+
+
+def parse_time(value: Any) -> datetime | None:
+    """Parse a Google RFC 3339 timestamp ("2026-01-01T00:00:00.123456789Z") into an aware UTC datetime.
+
+    Returns None for a missing or malformed value.
+    """
+    if not isinstance(value, str):
+        return None
+    match = _TIME.match(value.strip())
+    if not match:
+        return None
+    base, fraction, offset = match.groups()
+    text = (
+        base
+        + (f".{fraction[:6].ljust(6, '0')}" if fraction else "")
+        + ("+00:00" if offset == "Z" else offset)
+    )
+    try:
+        return datetime.fromisoformat(text).astimezone(UTC)
+    except ValueError:
+        return None
+
+
+def parse_duration(value: Any) -> timedelta | None:
+    """Parse a google.protobuf.Duration JSON string ("14400s", "1.5s"); None if missing or malformed."""
+    if not isinstance(value, str):
+        return None
+    match = _DURATION.match(value.strip())
+    return timedelta(seconds=float(match.group(1))) if match else None
+
+
+def provisioning_model_label(raw: Mapping[str, Any]) -> str:
+    """The bot's name for how a v2alpha1 QueuedResource dict is provisioned.
+
+    Returns:
+        "flex-start" (`provisioningModel` FLEX_START), "spot" (SPOT or a `spot` field), "reserved"
+        (RESERVATION_BOUND, `guaranteed.reserved` or `reservationName`), "best-effort" (`bestEffort`),
+        else "on-demand" (STANDARD, unspecified, `guaranteed` without reservation).
+    """
+    model = raw.get("provisioningModel")
+    guaranteed = raw.get("guaranteed") or {}
+    if model == "FLEX_START":
+        return "flex-start"
+    if model == "SPOT" or "spot" in raw:
+        return "spot"
+    if model == "RESERVATION_BOUND" or guaranteed.get("reserved") or raw.get("reservationName"):
+        return "reserved"
+    if "bestEffort" in raw:
+        return "best-effort"
+    return "on-demand"
+
+
+def _zone_of(name: str) -> str:
+    parts = name.split("/")
+    return parts[3] if len(parts) > 3 and parts[2] == "locations" else ""
+
+
+def _enum(value: Any) -> str | None:
+    return None if value is None or str(value) in _UNSPECIFIED else str(value)
+
+
+def node_from_api(raw: Mapping[str, Any]) -> NodeInfo:
+    """Map a Node JSON dict (v2alpha1 or v2, camelCase, enum names) to a NodeInfo."""
+    name = str(raw.get("name", ""))
+    endpoints = [e for e in raw.get("networkEndpoints") or [] if isinstance(e, Mapping)]
+    external = [str((e.get("accessConfig") or {}).get("externalIp") or "") for e in endpoints]
+    return NodeInfo(
+        name=name.rsplit("/", 1)[-1],
+        zone=_zone_of(name),
+        state=str(raw.get("state") or "STATE_UNSPECIFIED"),
+        health=_enum(raw.get("health")),
+        health_description=str(raw.get("healthDescription") or ""),
+        accelerator_type=str(raw.get("acceleratorType") or ""),
+        runtime_version=str(raw.get("runtimeVersion") or ""),
+        internal_ips=tuple(str(e["ipAddress"]) for e in endpoints if e.get("ipAddress")),
+        external_ips=tuple(ip for ip in external if ip),
+        create_time=parse_time(raw.get("createTime")),
+        termination_time=parse_time((raw.get("schedulingConfig") or {}).get("terminationTimestamp")),
+    )
+
+
+def termination_time_of(raw: Mapping[str, Any], nodes: Sequence[NodeInfo] = ()) -> datetime | None:
+    """When a QR's TPU VMs will be deleted (see QueuedResourceInfo.termination_time for the order)."""
+    run = raw.get("runDuration") or {}
+    explicit = parse_time(run.get("terminationTime"))
+    if explicit is not None:
+        return explicit
+    node_times = [n.termination_time for n in nodes if n.termination_time is not None]
+    if node_times:
+        return min(node_times)
+    created, max_run = parse_time(raw.get("createTime")), parse_duration(run.get("maxRunDuration"))
+    if (raw.get("state") or {}).get("state") == "ACTIVE" and created is not None and max_run is not None:
+        return created + max_run
+    return None
+
+
+def valid_until_of(raw: Mapping[str, Any]) -> datetime | None:
+    """A QR's queueing deadline from `queueingPolicy` (validUntilTime, validUntilDuration, validInterval)."""
+    policy = raw.get("queueingPolicy") or {}
+    until = parse_time(policy.get("validUntilTime"))
+    if until is not None:
+        return until
+    created, within = parse_time(raw.get("createTime")), parse_duration(policy.get("validUntilDuration"))
+    if created is not None and within is not None:
+        return created + within
+    return parse_time((policy.get("validInterval") or {}).get("endTime"))
+
+
+def _belongs_to(node: Mapping[str, Any], qr_id: str, node_ids: Iterable[str]) -> bool:
+    node_id = str(node.get("name", "")).rsplit("/", 1)[-1]
+    owner = str(node.get("queuedResource") or "").rsplit("/", 1)[-1]
+    return node_id in node_ids or (bool(owner) and owner == qr_id)
+
+
+def queued_resource_from_api(
+    raw: Mapping[str, Any], node_dicts: Sequence[Mapping[str, Any]] = ()
+) -> QueuedResourceInfo:
+    """Map a v2alpha1 QueuedResource JSON dict to a QueuedResourceInfo.
+
+    Args:
+        raw: the QueuedResource dict as the API returned it.
+        node_dicts: Node dicts of the same zone (e.g. a whole nodes.list); those belonging to this QR
+            (by `tpu.nodeSpec[].nodeId` or `Node.queuedResource`) become `nodes`.
+    """
+    name = str(raw.get("name", ""))
+    qr_id = name.rsplit("/", 1)[-1]
+    specs = [s for s in (raw.get("tpu") or {}).get("nodeSpec") or [] if isinstance(s, Mapping)]
+    spec_ids = [str(s["nodeId"]) for s in specs if s.get("nodeId")]
+    nodes = tuple(
+        sorted(
+            (node_from_api(n) for n in node_dicts if _belongs_to(n, qr_id, spec_ids)), key=lambda n: n.name
+        )
+    )
+    node_ids = tuple(spec_ids + [n.name for n in nodes if n.name not in spec_ids])
+    first = (specs[0].get("node") or {}) if specs else {}
+    state = raw.get("state") or {}
+    error = ((state.get("failedData") or {}).get("error") or {}).get("message")
+    return QueuedResourceInfo(
+        name=qr_id,
+        zone=_zone_of(name),
+        state=str(state.get("state") or "STATE_UNSPECIFIED"),
+        state_initiator=_enum(state.get("stateInitiator")),
+        provisioning_model=provisioning_model_label(raw),
+        accelerator_type=str(first.get("acceleratorType") or (nodes[0].accelerator_type if nodes else "")),
+        runtime_version=str(first.get("runtimeVersion") or (nodes[0].runtime_version if nodes else "")),
+        create_time=parse_time(raw.get("createTime")),
+        node_ids=node_ids,
+        nodes=nodes,
+        termination_time=termination_time_of(raw, nodes),
+        valid_until=valid_until_of(raw),
+        max_run_duration=parse_duration((raw.get("runDuration") or {}).get("maxRunDuration")),
+        error=" ".join(str(error).split()) if error else None,
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Error mapping
+# --------------------------------------------------------------------------------------------------
+
+
+def _one_line(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _http_phrase(status: int) -> str:
+    try:
+        return http.HTTPStatus(status).phrase
+    except ValueError:
+        return "Error"
+
+
+def _hint_for_status(status: int) -> tuple[type[OpsError], str]:
+    if status == 404:
+        return NotFound, "check the name and the zone"
+    if status in (401, 403):
+        return PermissionDenied, "check the bot's credentials and its TPU roles on the project"
+    if status == 429:
+        return QuotaExceeded, "API rate limit or quota hit: retry after a minute"
+    if status == 504:
+        return BackendTimeout, "the TPU API timed out: retry in a minute"
+    if status >= 500:
+        return BackendUnavailable, "the TPU API is having trouble: retry in a minute"
+    if status == 400:
+        return BadInput, "check the zone and the request"
+    return OpsError, "see the message"
+
+
+def map_error(exc: BaseException, what: str) -> OpsError:
+    """Translate a Google client exception into an OpsError with a one-line message and a hint.
+
+    Args:
+        exc: what the library raised (HttpError, GoogleAPICallError, RetryError, requests/httplib2/socket
+            errors, google-auth errors, ...).
+        what: the API and call, e.g. "TPU API v2alpha1 queuedResources.list us-east5-a".
+
+    Returns:
+        NotFound (404), PermissionDenied (401/403, credential errors), QuotaExceeded (429),
+        BackendUnavailable (5xx, connection refused, DNS), BackendTimeout (timeouts, 504), BadInput (400),
+        or a plain OpsError for anything else; `backend` is "tpu".
+    """
+    if isinstance(exc, OpsError):
+        return exc
+    if isinstance(exc, core_exceptions.RetryError) and exc.cause is not None:
+        exc = exc.cause
+    status: int | None = None
+    detail = ""
+    if isinstance(exc, HttpError):
+        status, detail = int(exc.status_code), str(exc.reason or "")
+    elif isinstance(exc, core_exceptions.GoogleAPICallError) and isinstance(exc.code, int):
+        # REST errors from google-api-core read "GET http://...: <message>"; keep only the message.
+        status, detail = exc.code, _REQUEST_PREFIX.sub("", str(exc.message or ""))
+    if status is not None:
+        cls, hint = _hint_for_status(status)
+        message = f"{what}: HTTP {status} {_http_phrase(status)}" + (f": {detail}" if detail else "")
+        return cls(_one_line(message), hint, backend="tpu")
+    if isinstance(exc, requests.exceptions.Timeout | TimeoutError | core_exceptions.DeadlineExceeded):
+        return BackendTimeout(_one_line(f"{what}: no answer in time"), "retry in a minute", backend="tpu")
+    if isinstance(exc, auth_exceptions.RefreshError | auth_exceptions.DefaultCredentialsError):
+        return PermissionDenied(
+            _one_line(f"{what}: credentials rejected: {exc}"),
+            "refresh the bot's Google credentials",
+            backend="tpu",
+        )
+    if isinstance(
+        exc,
+        requests.exceptions.ConnectionError
+        | ConnectionError
+        | OSError
+        | httplib2.HttpLib2Error
+        | auth_exceptions.TransportError,
+    ):
+        return BackendUnavailable(
+            _one_line(f"{what}: cannot connect ({type(exc).__name__}: {exc})"),
+            "check the network and the API endpoint, then retry",
+            backend="tpu",
+        )
+    return BackendUnavailable(
+        _one_line(f"{what}: unexpected {type(exc).__name__}: {exc}"),
+        "retry; report it if it persists",
+        backend="tpu",
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# TpuOps
+# --------------------------------------------------------------------------------------------------
+
+_RETRYABLE = (
+    core_exceptions.TooManyRequests,
+    core_exceptions.InternalServerError,
+    core_exceptions.BadGateway,
+    core_exceptions.ServiceUnavailable,
+)
+
+
+class TpuOps:
+    """Read queued resources and nodes of one project.
+
+    Args:
+        project: project id, e.g. "demo-project".
+        api_endpoint: base URL of the API, e.g. the simulator's "http://127.0.0.1:43121"; None for Google.
+        credentials: google-auth credentials; None: anonymous with `api_endpoint`, else Application
+            Default Credentials (see `ops.google`).
+        max_workers: zones fetched concurrently by `list_queued_resources`.
+        timeout_s: per-HTTP-request timeout, seconds.
+        num_retries: retries of HTTP 429/5xx (and connection errors, for v2alpha1) done by the client
+            libraries with exponential backoff; 0 disables them.
+
+    Thread-safe: each thread gets its own v2alpha1 client. Call `close()` to stop the worker threads.
+    """
+
+    def __init__(
+        self,
+        project: str,
+        *,
+        api_endpoint: str | None = None,
+        credentials: Credentials | None = None,
+        max_workers: int = 8,
+        timeout_s: float = 30.0,
+        num_retries: int = 2,
+    ) -> None:
+        if not project or not _PROJECT.match(project):
+            raise BadInput(f"bad project id {project!r}", "use the project id, e.g. my-project-123")
+        self.project = project
+        self._endpoint = api_endpoint
+        self._credentials = credentials
+        self._max_workers = max(1, max_workers)
+        self._timeout_s = timeout_s
+        self._num_retries = max(0, num_retries)
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+        self._gapic: tpu_v2.TpuClient | None = None
+        self._gapic_retry = (
+            core_retry.Retry(
+                predicate=core_retry.if_exception_type(*_RETRYABLE),
+                initial=0.25,
+                multiplier=2.0,
+                maximum=2.0,
+                timeout=0.5 * 2**self._num_retries,
+            )
+            if self._num_retries
+            else None
+        )
+
+    def close(self) -> None:
+        """Stop the zone-listing worker threads (idempotent)."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False)
+
+    # ---- plumbing
+    def _parent(self, zone: str) -> str:
+        return f"projects/{self.project}/locations/{zone}"
+
+    def _alpha(self) -> Any:
+        return google.tpu_v2alpha1(self._endpoint, self._credentials, timeout_s=self._timeout_s)
+
+    def _execute(self, request: Any, what: str) -> dict[str, Any]:
+        try:
+            result: dict[str, Any] = request.execute(num_retries=self._num_retries)
+            return result
+        except Exception as exc:
+            raise map_error(exc, what) from exc
+
+    def _list_all(self, collection: Any, request: Any, key: str, what: str) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        while request is not None:
+            response = self._execute(request, what)
+            items.extend(response.get(key) or [])
+            request = collection.list_next(request, response)
+        return items
+
+    def _executor(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self._max_workers, thread_name_prefix="tpu-ops")
+            return self._pool
+
+    def _v2(self) -> tpu_v2.TpuClient:
+        with self._lock:
+            if self._gapic is None:
+                self._gapic = google.tpu_v2(self._endpoint, self._credentials)
+            return self._gapic
+
+    @staticmethod
+    def _check_zone(zone: str) -> None:
+        if not _ZONE.match(zone or ""):
+            raise BadInput(f"bad zone {zone!r}", "use a zone such as us-east5-a")
+
+    def _list_qr_dicts(self, zone: str) -> list[dict[str, Any]]:
+        qrs = self._alpha().projects().locations().queuedResources()
+        what = f"TPU API v2alpha1 queuedResources.list {zone}"
+        return self._list_all(qrs, qrs.list(parent=self._parent(zone)), "queuedResources", what)
+
+    def _list_node_dicts(self, zone: str) -> list[dict[str, Any]]:
+        nodes = self._alpha().projects().locations().nodes()
+        what = f"TPU API v2alpha1 nodes.list {zone}"
+        return self._list_all(nodes, nodes.list(parent=self._parent(zone)), "nodes", what)
+
+    def _zone_qrs(self, zone: str) -> list[dict[str, Any]]:
+        self._check_zone(zone)
+        return self._list_qr_dicts(zone)
+
+    def _zone_nodes(self, zone: str) -> list[dict[str, Any]]:
+        self._check_zone(zone)
+        return self._list_node_dicts(zone)
+
+    # ---- public API
+    def list_zones(self) -> list[str]:
+        """The project's TPU locations (`locations.list`, v2alpha1), for --all-zones.
+
+        Returns:
+            Sorted location ids (`Location.locationId`), e.g. ["asia-northeast1-b", "us-east5-a"].
+
+        Raises:
+            PermissionDenied, QuotaExceeded, BackendUnavailable, BackendTimeout, NotFound: see `map_error`.
+        """
+        locations = self._alpha().projects().locations()
+        request = locations.list(name=f"projects/{self.project}")
+        items = self._list_all(locations, request, "locations", "TPU API v2alpha1 locations.list")
+        return sorted({str(loc.get("locationId") or _zone_of(str(loc.get("name", "")))) for loc in items})
+
+    def list_queued_resources(self, zones: Sequence[str], *, with_nodes: bool = True) -> ZoneListing:
+        """List the queued resources of several zones, fetched concurrently (`queuedResources.list`).
+
+        Args:
+            zones: zone names; duplicates are ignored.
+            with_nodes: also list each zone's nodes (`nodes.list`, one call per zone, sent together with
+                the queued-resource call) and attach them to their QRs.
+
+        Returns:
+            A ZoneListing: QRs sorted by (zone, name), and zone -> OpsError for zones that failed (after the
+            library retries). Never raises for a zone failure; a malformed zone name is reported as BadInput
+            in `errors`.
+        """
+        unique = list(dict.fromkeys(zones))
+        pool = self._executor()
+        # Every zone's queuedResources.list and nodes.list go out at once (no call waits on another), so
+        # the listing takes about as long as the slowest single call.
+        qr_calls = {zone: pool.submit(self._zone_qrs, zone) for zone in unique}
+        node_calls = {zone: pool.submit(self._zone_nodes, zone) for zone in unique} if with_nodes else {}
+        resources: list[QueuedResourceInfo] = []
+        errors: dict[str, OpsError] = {}
+        for zone in unique:
+            try:
+                raw_qrs = qr_calls[zone].result()
+            except OpsError as exc:
+                errors[zone] = exc
+                continue
+            node_dicts: list[dict[str, Any]] = []
+            if zone in node_calls and raw_qrs:
+                try:
+                    node_dicts = node_calls[zone].result()
+                except OpsError as exc:
+                    errors[zone] = exc
+            resources.extend(queued_resource_from_api(raw, node_dicts) for raw in raw_qrs)
+        resources.sort(key=lambda qr: (qr.zone, qr.name))
+        return ZoneListing(tuple(resources), errors)
+
+    def get_queued_resource(self, name: str, zones: Sequence[str]) -> QueuedResourceInfo:
+        """Describe one queued resource, with its nodes (`queuedResources.get`, then `nodes.list`).
+
+        Args:
+            name: QR id ("gemma4-qr") or full name ("projects/P/locations/Z/queuedResources/ID", which
+                pins the zone).
+            zones: zones to search in order; the first zone that has it wins.
+
+        Returns:
+            The QueuedResourceInfo, nodes included.
+
+        Raises:
+            BadInput: malformed name or zone.
+            NotFound: no searched zone has it (the message names the zones searched).
+            PermissionDenied, QuotaExceeded, BackendUnavailable, BackendTimeout: a zone failed otherwise
+                and no other zone had the QR (the first such failure is raised).
+        """
+        match = _QR_PATH.match(name or "")
+        if match:
+            qr_id, search = match["id"], [match["zone"]]
+        else:
+            qr_id, search = name, list(dict.fromkeys(zones))
+        if not _ID.match(qr_id or ""):
+            raise BadInput(f"bad queued resource name {name!r}", "use the id shown by list, e.g. gemma4-qr")
+        if not search:
+            raise BadInput("no zone to search", "give --zone or configure default zones")
+        failures: list[OpsError] = []
+        for zone in search:
+            self._check_zone(zone)
+            qrs = self._alpha().projects().locations().queuedResources()
+            request = qrs.get(name=f"{self._parent(zone)}/queuedResources/{qr_id}")
+            try:
+                raw = self._execute(request, f"TPU API v2alpha1 queuedResources.get {zone}/{qr_id}")
+            except NotFound:
+                continue
+            except OpsError as exc:
+                failures.append(exc)
+                continue
+            return queued_resource_from_api(raw, self._list_node_dicts(zone))
+        if failures:
+            raise failures[0]
+        raise NotFound(
+            f"TPU queued resource {qr_id!r} not found in {', '.join(search)}",
+            "check the name with list, or search more zones (--all-zones)",
+            backend="tpu",
+        )
+
+    def get_node(self, zone: str, node_id: str) -> NodeInfo:
+        """Describe one TPU VM through the GAPIC `tpu_v2` REST client (`nodes.get`, API v2).
+
+        Args:
+            zone: e.g. "us-east5-a".
+            node_id: node id, e.g. "gemma4-qr-node".
+
+        Returns:
+            NodeInfo; `termination_time` is None because API v2 has no `terminationTimestamp`.
+
+        Raises:
+            BadInput: malformed zone or node id.
+            NotFound: no such node (e.g. the QR is not ACTIVE yet).
+            PermissionDenied, QuotaExceeded, BackendUnavailable, BackendTimeout: see `map_error`.
+        """
+        self._check_zone(zone)
+        if not _ID.match(node_id or ""):
+            raise BadInput(f"bad node id {node_id!r}", "use the node id shown by describe")
+        what = f"TPU API v2 nodes.get {zone}/{node_id}"
+        client = self._v2()
+        try:
+            node = client.get_node(
+                name=f"{self._parent(zone)}/nodes/{node_id}", retry=self._gapic_retry, timeout=self._timeout_s
+            )
+        except Exception as exc:
+            raise map_error(exc, what) from exc
+        return node_from_api(json.loads(tpu_v2.Node.to_json(node, use_integers_for_enums=False)))

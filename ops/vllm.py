@@ -1,0 +1,301 @@
+"""HTTP client for a vLLM server's operational endpoints: `/health`, `/version`, `/v1/models`, `/metrics`.
+
+Endpoint facts (see /work/shared/notes/vllm.md section 1):
+- `GET /health` has an empty body: 200 when the engine is healthy, 503 when it is dead
+  (`vllm/entrypoints/serve/instrumentator/health.py`). There is no "warming up" status: uvicorn starts
+  listening only once the engine is initialized, so a booting server refuses connections.
+- `GET /version` returns `{"version": "<vllm version>"}` (`show_version()` in `api_server.py`).
+- `GET /v1/models` returns `{"object": "list", "data": [ModelCard, ...]}`
+  (`vllm/entrypoints/openai/protocol.py`).
+- Error bodies are flat `{"object": "error", "message": ...}` in older builds and nested
+  `{"error": {"message": ...}}` in newer ones; the `--api-key` middleware answers `{"error": "Unauthorized"}`.
+
+Chat completions are not here: see `llm.client.GemmaClient`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+from ops.errors import BackendTimeout, BackendUnavailable, OpsError, PermissionDenied
+from ops.metrics import MetricsSummary, summarize
+
+__all__ = ["HealthCheck", "ModelCard", "VllmClient", "error_message"]
+
+BOOTING_HINT = "vLLM may still be booting (about 10 minutes on TPU) or be down: try /vllm health"
+TIMEOUT_HINT = "the server may be overloaded or the network slow: try /vllm health, or raise HTTP_TIMEOUT_S"
+SERVER_ERROR_HINT = "check /vllm health; if the engine is dead, restart the vLLM container"
+AUTH_HINT = "set VLLM_API_KEY to the server's --api-key value"
+
+
+@dataclass(frozen=True)
+class HealthCheck:
+    """Result of `GET /health`.
+
+    Attributes:
+        state: "ready" (HTTP 200), "engine-dead" (HTTP 503: restart the container), "refused" (connection
+            refused: the server is booting, about 10 minutes on TPU, or down), "timeout" (no answer within the
+            client timeout), or "error" (any other status or transport failure).
+        status: the HTTP status, or None when no response arrived.
+        latency_s: wall time of the request in seconds.
+        detail: one line for humans.
+    """
+
+    state: str
+    status: int | None
+    latency_s: float
+    detail: str
+
+
+@dataclass(frozen=True)
+class ModelCard:
+    """One entry of `GET /v1/models` (vLLM's `ModelCard`).
+
+    Attributes:
+        id: the served model name (`--served-model-name`, else the model path); also the `model_name`
+            metrics label.
+        root: the base model path, or None.
+        parent: the base model id for a LoRA adapter card, None for the base model.
+        max_model_len: the effective context window in tokens, or None if the server does not say.
+        owned_by: normally "vllm".
+        created: unix time in seconds, or None.
+    """
+
+    id: str
+    root: str | None
+    parent: str | None
+    max_model_len: int | None
+    owned_by: str | None
+    created: int | None
+
+
+def error_message(body: object) -> str | None:
+    """The human message of a vLLM error body, or None.
+
+    Accepts the flat shape `{"object": "error", "message": ..., "type": ..., "code": ...}` (older vLLM), the
+    nested shape `{"error": {"message": ..., ...}}` (newer vLLM), `{"error": "Unauthorized"}` (the `--api-key`
+    middleware) and FastAPI's `{"detail": ...}`.
+    """
+    if not isinstance(body, dict):
+        return None
+    inner = body.get("error")
+    if isinstance(inner, dict) and isinstance(inner.get("message"), str):
+        return str(inner["message"])
+    if isinstance(inner, str):
+        return inner
+    if isinstance(body.get("message"), str):
+        return str(body["message"])
+    if isinstance(body.get("detail"), str):
+        return str(body["detail"])
+    return None
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _opt_str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _opt_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+class VllmClient:
+    """Client for one vLLM server. Thread-safe: one shared `httpx.Client`; call `close()` (or use `with`).
+
+    Args:
+        base_url: the server root without `/v1`, e.g. "http://10.0.0.5:8000".
+        api_key: the server's `--api-key`; sent as `Authorization: Bearer <key>` only when set. It never
+            appears in messages or logs.
+        timeout_s: timeout of each request in seconds (connect, read, write and pool).
+    """
+
+    def __init__(self, base_url: str, *, api_key: str | None = None, timeout_s: float = 10.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout_s = timeout_s
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout_s)
+
+    def __repr__(self) -> str:
+        return f"VllmClient({self.base_url!r})"
+
+    def close(self) -> None:
+        """Close the connection pool. The client cannot be used afterwards."""
+        self._http.close()
+
+    def __enter__(self) -> VllmClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- endpoints -----------------------------------------------------------------------------------------
+
+    def health(self) -> HealthCheck:
+        """`GET /health`. Never raises.
+
+        Returns:
+            A HealthCheck; see its `state` for the mapping (200 ready, 503 engine-dead, connection refused,
+            timeout, anything else error).
+        """
+        url = f"{self.base_url}/health"
+        start = time.monotonic()
+
+        def elapsed() -> float:
+            return time.monotonic() - start
+
+        try:
+            response = self._http.get("/health")
+        except httpx.TimeoutException:
+            detail = f"no answer from {url} within {self.timeout_s:g} s"
+            return HealthCheck("timeout", None, elapsed(), detail)
+        except httpx.ConnectError:
+            return HealthCheck(
+                "refused",
+                None,
+                elapsed(),
+                f"cannot connect to {url}: vLLM is booting (about 10 minutes on TPU) or down",
+            )
+        except Exception as exc:  # health must never raise
+            detail = f"{url}: {type(exc).__name__}: {_one_line(str(exc))}"
+            return HealthCheck("error", None, elapsed(), detail)
+        latency = elapsed()
+        status = response.status_code
+        if status == 200:
+            detail = f"vLLM is ready (HTTP 200 in {latency * 1000:.0f} ms)"
+            return HealthCheck("ready", status, latency, detail)
+        if status == 503:
+            return HealthCheck(
+                "engine-dead", status, latency, "vLLM engine is dead (HTTP 503): restart the vLLM container"
+            )
+        return HealthCheck("error", status, latency, f"{url} answered HTTP {status}")
+
+    def version(self) -> str:
+        """`GET /version`.
+
+        Returns:
+            The vLLM version string, e.g. "0.19.1".
+
+        Raises:
+            BackendUnavailable: connection refused, 5xx, or a malformed body.
+            BackendTimeout: no answer within the timeout.
+            PermissionDenied: 401/403.
+            OpsError: other 4xx.
+        """
+        body = self._get_json("/version")
+        version = body.get("version") if isinstance(body, dict) else None
+        if not isinstance(version, str):
+            raise self._malformed("/version")
+        return version
+
+    def models(self) -> list[ModelCard]:
+        """`GET /v1/models`.
+
+        Returns:
+            The model cards: the base model first, then any LoRA adapters (with `parent` set).
+
+        Raises:
+            Same as `version`.
+        """
+        body = self._get_json("/v1/models")
+        data = body.get("data") if isinstance(body, dict) else None
+        if not isinstance(data, list):
+            raise self._malformed("/v1/models")
+        cards = []
+        for item in data:
+            if not isinstance(item, dict) or not isinstance(item.get("id"), str):
+                raise self._malformed("/v1/models")
+            cards.append(
+                ModelCard(
+                    id=item["id"],
+                    root=_opt_str(item.get("root")),
+                    parent=_opt_str(item.get("parent")),
+                    max_model_len=_opt_int(item.get("max_model_len")),
+                    owned_by=_opt_str(item.get("owned_by")),
+                    created=_opt_int(item.get("created")),
+                )
+            )
+        return cards
+
+    def metrics_text(self) -> str:
+        """`GET /metrics`.
+
+        Returns:
+            The Prometheus text exposition, unparsed.
+
+        Raises:
+            Same as `version` (except the malformed-body case).
+        """
+        return self._get("/metrics").text
+
+    def metrics(self) -> MetricsSummary:
+        """`GET /metrics`, summarized with `ops.metrics.summarize`.
+
+        Raises:
+            Same as `version`; BackendUnavailable when the body is not Prometheus text format.
+        """
+        text = self.metrics_text()
+        try:
+            return summarize(text)
+        except ValueError as exc:
+            raise self._malformed("/metrics") from exc
+
+    # -- plumbing ------------------------------------------------------------------------------------------
+
+    def _malformed(self, path: str) -> BackendUnavailable:
+        return BackendUnavailable(
+            f"vLLM returned a malformed {path} body ({self.base_url})",
+            "is this URL really a vLLM server? check VLLM_BASE_URL",
+            backend="vllm",
+        )
+
+    def _get_json(self, path: str) -> Any:
+        response = self._get(path)
+        try:
+            return response.json()
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise self._malformed(path) from exc
+
+    def _get(self, path: str) -> httpx.Response:
+        """GET `path`; return a 2xx response or raise the matching `ops.errors` error."""
+        url = f"{self.base_url}{path}"
+        try:
+            response = self._http.get(path)
+        except httpx.TimeoutException as exc:
+            raise BackendTimeout(
+                f"vLLM at {url} did not answer within {self.timeout_s:g} s", TIMEOUT_HINT, backend="vllm"
+            ) from exc
+        except httpx.ConnectError as exc:
+            message = f"cannot connect to vLLM at {url}"
+            raise BackendUnavailable(message, BOOTING_HINT, backend="vllm") from exc
+        except httpx.HTTPError as exc:
+            message = f"vLLM at {url}: {type(exc).__name__}: {_one_line(str(exc))}"
+            raise BackendUnavailable(message, SERVER_ERROR_HINT, backend="vllm") from exc
+        status = response.status_code
+        if status < 400:
+            return response
+        try:
+            detail = error_message(response.json())
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            detail = None
+        reason = f"HTTP {status}" + (f": {_one_line(detail)}" if detail else "")
+        message = f"vLLM {path} failed ({reason})"
+        if status >= 500:
+            raise BackendUnavailable(message, SERVER_ERROR_HINT, backend="vllm")
+        if status in (401, 403):
+            raise PermissionDenied(message, AUTH_HINT, backend="vllm")
+        raise OpsError(message, "check VLLM_BASE_URL points at a vLLM server", backend="vllm")

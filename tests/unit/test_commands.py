@@ -1,0 +1,102 @@
+"""The command parser and registry: every bad input is a UsageError with the usage line."""
+
+from datetime import timedelta
+
+import pytest
+
+from bot.commands import Param, Registry, UsageError, duration, normalize, resource_name, zone_name
+from bot.commands import registry as real_registry
+from bot.handlers import tpu  # noqa: F401  (declares the real commands)
+
+
+def _registry() -> Registry:
+    reg = Registry()
+    reg.command("help", "help", Param("topic", "topic", metavar="TOPIC"))(lambda ctx, topic: topic)
+    reg.command(
+        "tpu list",
+        "list",
+        Param("zone", "zone", flag="--zone", kind=zone_name, metavar="Z"),
+        Param("all_zones", "all", flag="--all-zones", switch=True),
+        exclusive=(("zone", "all_zones"),),
+    )(lambda ctx, **kw: kw)
+    reg.command(
+        "tpu describe",
+        "describe",
+        Param("name", "name", kind=resource_name, required=True, metavar="NAME"),
+        Param("since", "since", flag="--since", kind=duration, metavar="D"),
+    )(lambda ctx, **kw: kw)
+    reg.command("gemma ask", "ask", Param("prompt", "prompt", required=True, rest=True, metavar="PROMPT"))(
+        lambda ctx, **kw: kw
+    )
+    return reg
+
+
+def test_parses_options_switches_and_positionals() -> None:
+    reg = _registry()
+    inv = reg.parse("tpu list --zone us-east5-a")
+    assert inv.command.name == "tpu list"
+    assert inv.args == {"zone": "us-east5-a", "all_zones": False}
+    assert reg.parse("tpu list --all-zones").args == {"zone": None, "all_zones": True}
+    assert reg.parse("tpu describe gemma4-qr --since=10m").args == {
+        "name": "gemma4-qr",
+        "since": timedelta(minutes=10),
+    }
+
+
+def test_rest_positional_keeps_the_whole_prompt() -> None:
+    inv = _registry().parse('gemma ask why is "vLLM" slow --today?')
+    assert inv.args["prompt"] == "why is vLLM slow --today?"
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("tpu list --zone", "`--zone` needs a value"),
+        ("tpu list --zone EU", "is not a zone"),
+        ("tpu list --zone us-east5-a --all-zones", "cannot be used together"),
+        ("tpu list --frobnicate", "unknown option `--frobnicate`"),
+        ("tpu list extra", "unexpected `extra`"),
+        ("tpu describe", "missing NAME"),
+        ("tpu describe 'x; rm -rf /'", "is not a TPU resource name"),
+        ("tpu describe $(id)", "is not a TPU resource name"),
+        ("tpu describe a --since forever", "is not a duration"),
+        ("tpu describe a --since 1h --since 2h", "given twice"),
+        ("tpu list --all-zones=yes", "takes no value"),
+        ("tpu describe 'unbalanced", "could not read that"),
+        ("tpu frob", "unknown command `tpu frob`"),
+        ("kubectl get pods", "unknown command `kubectl`"),
+    ],
+)
+def test_bad_input_gets_the_usage_line(text: str, problem: str) -> None:
+    with pytest.raises(UsageError) as caught:
+        _registry().parse(text)
+    assert problem in caught.value.problem
+    assert caught.value.usage
+
+
+def test_usage_line_shows_exclusive_groups() -> None:
+    command = _registry().parse("tpu list").command
+    assert command.usage() == "/tpu list [--zone Z | --all-zones]"
+
+
+def test_help_forms() -> None:
+    reg = _registry()
+    assert reg.parse("").args == {"topic": None}
+    assert reg.parse("help").args == {"topic": None}
+    assert reg.parse("tpu").args == {"topic": "tpu"}
+    assert reg.parse("tpu help").args == {"topic": "tpu"}
+    assert reg.parse("tpu list --help").args == {"topic": "tpu list"}
+
+
+def test_slack_text_is_normalized() -> None:
+    # Slack escapes &, <, > and autocorrect turns quotes and "--" into typographic ones.
+    assert normalize("<@U0LAN0Z89> tpu list —zone us-east5-a") == "tpu list --zone us-east5-a"
+    assert normalize("gemma ask “a &amp; b”") == 'gemma ask "a & b"'
+    assert _registry().parse("<@U0BOT> /tpu list").command.name == "tpu list"
+
+
+def test_real_registry_groups_and_usage() -> None:
+    assert {"tpu", "vllm"} <= set(real_registry.groups())
+    for command in real_registry.commands():
+        assert command.usage().startswith("/")
+        assert command.summary

@@ -1,0 +1,66 @@
+"""Rendering stays within Slack's limits: what Slack would reject never leaves the bot."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from bot.render import (
+    MESSAGE_TEXT_LIMIT,
+    Reply,
+    blocks_reply,
+    fit,
+    human_duration,
+    section,
+    split_sections,
+    text_reply,
+)
+from sim.slack import block_errors
+
+
+def test_long_text_is_split_into_valid_sections() -> None:
+    text = "\n".join(f"line {i} " + "x" * 90 for i in range(100))
+    chunks = split_sections(text)
+    assert len(chunks) > 3
+    assert all(len(chunk) <= 3000 for chunk in chunks)
+    assert "".join(chunks).count("line ") == 100
+    assert block_errors([section(c) for c in chunks]) == []
+
+
+def test_code_fences_are_closed_and_reopened_at_splits() -> None:
+    text = "```" + "\n".join("y" * 80 for _ in range(100)) + "```"
+    for chunk in split_sections(text):
+        assert chunk.count("```") % 2 == 0
+
+
+def test_a_single_huge_line_is_split() -> None:
+    chunks = split_sections("z" * 10000)
+    assert all(len(c) <= 3000 for c in chunks) and sum(len(c) for c in chunks) >= 10000
+
+
+def test_fit_moves_overflow_to_a_file() -> None:
+    reply = text_reply("\n".join("row " + "w" * 200 for _ in range(400)))
+    fitted = fit(reply, filename="big.txt")
+    assert len(fitted.blocks) <= 50
+    assert sum(len(b.get("text", {}).get("text", "")) for b in fitted.blocks) < MESSAGE_TEXT_LIMIT
+    assert len(fitted.text) < 4000
+    assert fitted.files[-1].filename == "big.txt" and fitted.files[-1].content == reply.text
+    assert block_errors(fitted.blocks) == []
+
+
+def test_fit_keeps_small_replies_unchanged() -> None:
+    reply = blocks_reply([section("hello")])
+    assert fit(reply) is reply
+    assert reply.text == "hello"
+
+
+def test_too_many_blocks_are_cut() -> None:
+    reply = Reply(text="t", blocks=[section(str(i)) for i in range(80)])
+    assert len(fit(reply).blocks) <= 50
+
+
+def test_human_duration() -> None:
+    assert human_duration(timedelta(hours=2, minutes=5)) == "2h 05m"
+    assert human_duration(timedelta(days=1, hours=3)) == "1d 3h"
+    assert human_duration(timedelta(seconds=45)) == "45s"
+    assert human_duration(timedelta(minutes=-12)) == "-12m"
+    assert human_duration(None) == "-"
