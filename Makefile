@@ -7,6 +7,8 @@ STAMP := $(VENV)/.installed
 .PHONY: install demo test lint manifest bench clean
 
 $(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' || \
+		{ echo "Python 3.11 is required; run e.g. 'make clean; make PYTHON=python3.11 demo'"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'

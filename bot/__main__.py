@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from pathlib import Path
 
 from bot.config import ConfigError, load_settings
 
@@ -33,22 +34,41 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"config error: {exc}", file=sys.stderr)
         return 2
+    from slack_bolt.error import BoltError
+
     from bot.app import serve
 
-    serve(settings)
+    try:
+        serve(settings)
+    except BoltError as exc:
+        print(f"Slack error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 0
     return 0
 
 
 def _demo(script: str | None, scenario: str | None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    # The console already says when the bot does not handle a command; Bolt's developer hint is noise here.
+    logging.getLogger("slack_bolt").setLevel(logging.ERROR)
+    import yaml
+
     from bot.console import interactive, run_script
     from bot.demo import Demo
 
-    with Demo(scenario) as demo:
+    try:
+        lines = Path(script).read_text().splitlines() if script else None
+        demo = Demo(scenario)
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        print(f"demo: {exc}", file=sys.stderr)
+        return 2
+    with demo:
         print(demo.banner())
-        if script:
-            with open(script) as lines:
-                missing = run_script(demo.user, lines)
+        if lines is not None:
+            missing = run_script(demo.user, lines)
+            if missing:
+                print(f"\n{missing} command(s) got no final answer", file=sys.stderr)
             return 1 if missing else 0
         interactive(demo.user)
     return 0

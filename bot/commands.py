@@ -58,6 +58,35 @@ def zone_name(word: str) -> str:
     return word
 
 
+_MODEL = re.compile(r"^[A-Za-z0-9._-]+/[A-Za-z0-9._-]+$")
+_ACCELERATOR = re.compile(r"^(v\d+[a-z]*|v5litepod)-\d+$")
+
+
+def model_id(word: str) -> str:
+    """A Hugging Face model id, owner/name (e.g. google/gemma-4-31B-it)."""
+    if not _MODEL.match(word):
+        raise ValueError(f"{word!r} is not a model id (e.g. google/gemma-4-31B-it)")
+    return word
+
+
+def accelerator_type(word: str) -> str:
+    """A TPU accelerator type such as v6e-8, v5litepod-4 or v5p-8 (its shape; the API checks the rest)."""
+    if not _ACCELERATOR.match(word):
+        raise ValueError(f"{word!r} is not an accelerator type (e.g. v6e-8)")
+    return word
+
+
+def int_range(low: int, high: int) -> Callable[[str], int]:
+    """An argument type: a whole number from `low` to `high`."""
+
+    def convert(word: str) -> int:
+        if not word.isdigit() or not low <= int(word) <= high:
+            raise ValueError(f"{word!r} is not a whole number from {low} to {high}")
+        return int(word)
+
+    return convert
+
+
 def duration(word: str) -> timedelta:
     """A duration such as 30s, 10m, 4h or 2d."""
     match = _DURATION.match(word)
@@ -109,6 +138,7 @@ class Command:
     changes_infra: bool
     func: Callable[..., Any]
     exclusive: tuple[tuple[str, ...], ...] = ()
+    preview: Callable[..., Any] | None = None
 
     @property
     def name(self) -> str:
@@ -127,10 +157,12 @@ class Command:
 
 @dataclass(frozen=True)
 class Invocation:
-    """A parsed command line: the command and its converted arguments."""
+    """A parsed command line: the command, its converted arguments, and the words as typed (normalized,
+    quoted so that parsing `text` again gives the same invocation)."""
 
     command: Command
     args: dict[str, Any] = field(default_factory=dict)
+    text: str = ""
 
 
 _HELP_WORDS = ("help", "-h", "--help")
@@ -159,14 +191,19 @@ class Registry:
         role: Role = Role.VIEWER,
         changes_infra: bool = False,
         exclusive: tuple[tuple[str, ...], ...] = (),
+        preview: Callable[..., Any] | None = None,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """Decorator declaring a command, e.g. `@registry.command("tpu list", "List ...", Param(...))`."""
+        """Decorator declaring a command, e.g. `@registry.command("tpu list", "List ...", Param(...))`.
+
+        A command that `changes_infra` runs only after a Confirm click; `preview(ctx, **args)` returns the
+        Reply that shows exactly what it will do (without it, the confirmation shows the command line).
+        """
 
         def register(func: Callable[..., Any]) -> Callable[..., Any]:
             key = tuple(words.split())
             if key in self._commands:
                 raise ValueError(f"command {words!r} declared twice")
-            self._commands[key] = Command(key, summary, params, role, changes_infra, func, exclusive)
+            self._commands[key] = Command(key, summary, params, role, changes_infra, func, exclusive, preview)
             return func
 
         return register
@@ -200,7 +237,7 @@ class Registry:
         if tokens and tokens[0].startswith("/"):
             tokens[0] = tokens[0][1:]
         if not tokens or tokens[0] in _HELP_WORDS:
-            return self._help(tokens[1] if len(tokens) > 1 else None)
+            return self._help(" ".join(word.lstrip("/") for word in tokens[1:]) or None)
         command = self._match(tokens)
         if command is None:
             if tokens[0] not in self.groups():
@@ -211,13 +248,15 @@ class Registry:
         rest = tokens[len(command.words) :]
         if any(word in _HELP_WORDS for word in rest):
             return self._help(command.name)
-        return Invocation(command, _parse_args(command, rest))
+        return Invocation(command, _parse_args(command, rest), shlex.join(tokens))
 
     def _help(self, topic: str | None) -> Invocation:
         help_command = self._commands.get(("help",))
         if help_command is None:
             raise UsageError("", self._general_usage())
-        return Invocation(help_command, {"topic": topic})
+        return Invocation(
+            help_command, {"topic": topic}, "help" + (f" {shlex.quote(topic)}" if topic else "")
+        )
 
     def _match(self, tokens: list[str]) -> Command | None:
         for length in range(min(len(tokens), 3), 0, -1):

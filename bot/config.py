@@ -30,7 +30,9 @@ class ConfigError(Exception):
 class Settings(BaseSettings):
     """All settings of the bot. See README.md "Settings" for each one."""
 
-    model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8", extra="ignore")
+    model_config = SettingsConfigDict(
+        env_file=".env", env_file_encoding="utf-8", extra="ignore", env_ignore_empty=True
+    )
 
     # Slack
     slack_bot_token: SecretStr = Field(description="Bot token (xoxb-...).")
@@ -47,6 +49,13 @@ class Settings(BaseSettings):
     tpu_zones: CommaList = Field(description="Zones to watch, comma-separated.")
     tpu_accelerator_type: str = Field("v6e-8", pattern=r"^v[0-9a-z]+-\d+$")
     tpu_runtime_version: str = Field("v2-alpha-tpuv6e")
+    tpu_primary: str = Field(
+        "gemma4-qr",
+        pattern=r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$",
+        description="Queued resource that /tpu ensure keeps.",
+    )
+    tpu_service_account: str | None = Field(None, description="Service account of created TPU VMs.")
+    capacity_poll_s: float = Field(5.0, gt=0, le=300, description="State polling of /tpu find, seconds.")
     google_api_endpoint: str | None = Field(
         None, description="Override for Google APIs (the local emulator); unset in production."
     )
@@ -55,6 +64,14 @@ class Settings(BaseSettings):
     vllm_base_url: str | None = Field(None, description="vLLM server URL; discovered from the TPU if unset.")
     vllm_port: int = Field(8000, ge=1, le=65535, description="vLLM port on the TPU VM (discovery).")
     vllm_model: str = Field("google/gemma-4-31B-it", description="Served model name.")
+    vllm_image: str = Field("vllm/vllm-tpu:gemma4", description="vLLM TPU container image.")
+    vllm_tensor_parallel_size: int = Field(8, ge=1, le=256)
+    vllm_max_model_len: int = Field(16384, ge=256, le=1048576)
+    hf_token_secret: str = Field(
+        "hf-token",
+        pattern=r"^[A-Za-z0-9_-]{1,255}$",
+        description="Secret Manager secret holding the Hugging Face token.",
+    )
     vllm_api_key: SecretStr | None = Field(None, description="vLLM --api-key, if the server has one.")
     http_timeout_s: float = Field(10.0, gt=0, le=300, description="Timeout of vLLM HTTP calls, seconds.")
 
@@ -67,6 +84,8 @@ class Settings(BaseSettings):
     viewers: CommaList = Field(default_factory=list, description="Empty: everyone may read.")
     operators: CommaList = Field(default_factory=list)
     admins: CommaList = Field(default_factory=list)
+
+    confirmation_ttl_s: int = Field(300, ge=30, le=3600, description="How long a Confirm button works, s.")
 
     alert_channel: str | None = Field(None, pattern=r"^[CG][A-Z0-9]{2,}$", description="Channel id.")
     state_database_url: str = Field("sqlite:///tpu-chatops.db", description="SQLAlchemy URL.")
@@ -140,6 +159,8 @@ def load_settings(**overrides: object) -> Settings:
         message = str(error["msg"]).removeprefix("Value error, ")
         if error["type"] == "missing":
             message = "required but not set"
+        elif error["type"] == "string_pattern_mismatch":
+            message = f"{error['input']!r} is not a valid value (see README.md, Settings)"
         raise ConfigError(f"{where}: {message}" if where else message) from None
 
 

@@ -12,7 +12,8 @@ import contextlib
 import itertools
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 from urllib.parse import urlencode
 
 import httpx
@@ -111,41 +112,142 @@ class SlackUser:
         )
 
     def run(self, line: str, *, timeout: float = 30.0) -> tuple[list[str], bool]:
-        """Send one console line and wait for the bot's answer.
+        """Send one console line and wait for the bot's final answer.
+
+        Lines: `/tpu status` (slash command), `@gemma-bot ...` (mention), `click LABEL [as USER]` (click the
+        newest button whose label starts with LABEL, e.g. `click Confirm as U0OTHER001`).
 
         Returns:
             (lines to print, whether a final answer arrived within `timeout` seconds).
         """
         line = line.strip()
         start = len(self._slack.messages)
+        if line.startswith("click "):
+            return self._click(line.removeprefix("click ").strip(), start, timeout)
+        if line.startswith("submit "):
+            return self._submit(line.removeprefix("submit ").strip(), start, timeout)
         if line.startswith("/"):
             command, _, text = line.partition(" ")
             response_id = f"r{next(self._ids)}"
-            response = self.post_signed(
-                self.slash_body(command, text, response_id), "application/x-www-form-urlencoded"
-            )
+            body = self.slash_body(command, text, response_id)
+            response = self.post_signed(body, "application/x-www-form-urlencoded")
+            if response.status_code == 404:
+                return [f"[HTTP 404] the bot does not handle {command} (try /tpu help)"], False
             out = [f"[HTTP {response.status_code}] {_ack_text(response)}".rstrip()]
             if response.status_code != 200 or not _is_working(response):
                 return out, response.status_code == 200
+            lines, answered = self._await(start, lambda m: m.response_id == response_id, timeout)
+            return out + lines, answered
+        ts = f"{int(time.time())}.{next(self._ids):06d}"
+        response = self.post_signed(self.mention_body(_strip_mention(line), ts), "application/json")
+        out = [f"[HTTP {response.status_code}]"]
+        if response.status_code != 200:
+            return out, False
+        lines, answered = self._await(start, lambda m: m.thread_ts == ts and m.kind == "post", timeout)
+        return out + lines, answered
 
-            def done(m: Message) -> bool:
-                return m.response_id == response_id
-        else:
-            text = _strip_mention(line)
-            ts = f"{int(time.time())}.{next(self._ids):06d}"
-            response = self.post_signed(self.mention_body(text, ts), "application/json")
-            out = [f"[HTTP {response.status_code}]"]
-            if response.status_code != 200:
-                return out, False
+    def _click(self, spec: str, start: int, timeout: float) -> tuple[list[str], bool]:
+        label, _, as_user = spec.partition(" as ")
+        found = self._find_button(label.strip())
+        if found is None:
+            return [f"(no button labelled {label.strip()!r} in the conversation)"], False
+        message, block_id, element = found
+        response_id = f"a{next(self._ids)}"
+        body = self.click_body(
+            message, block_id, element, response_id, user_id=as_user.strip() or self.user_id
+        )
+        response = self.post_signed(body, "application/x-www-form-urlencoded")
+        out = [f"[HTTP {response.status_code}] clicked {element['text']['text']!r}"]
+        if response.status_code != 200:
+            return out, False
+        lines, answered = self._await(start, lambda m: m.response_id == response_id, timeout)
+        return out + lines, answered
 
-            def done(m: Message) -> bool:
-                return m.thread_ts == ts and m.kind == "post"
+    def _submit(self, value: str, start: int, timeout: float) -> tuple[list[str], bool]:
+        modal = next((m for m in reversed(self._slack.messages) if m.kind == "modal"), None)
+        if modal is None or modal.view is None:
+            return ["(no form is open)"], False
+        response = self.post_signed(
+            self.submission_body(modal.view, value), "application/x-www-form-urlencoded"
+        )
+        ack = _ack_text(response) or (response.text if response.content else "")
+        out = [f"[HTTP {response.status_code}] submitted {modal.text!r} {ack}".rstrip()]
+        if response.status_code != 200 or "errors" in response.text:
+            return out, response.status_code == 200
+        lines, answered = self._await(start, lambda m: m.kind in ("post", "ephemeral"), timeout)
+        return out + lines, answered
 
+    def submission_body(self, view: dict[str, Any], value: str) -> str:
+        """A form-encoded `view_submission` giving `value` to every input of the modal."""
+        values = {
+            block["block_id"]: {
+                block["element"]["action_id"]: {"type": block["element"]["type"], "value": value}
+            }
+            for block in view.get("blocks", [])
+            if block.get("type") == "input"
+        }
+        payload = {
+            "type": "view_submission",
+            "team": {"id": TEAM_ID, "domain": "demo"},
+            "user": {"id": self.user_id, "username": "demo-user", "name": "demo-user", "team_id": TEAM_ID},
+            "api_app_id": "A0DEMOAPP1",
+            "token": "simulated-verification-token",
+            "trigger_id": f"{next(self._ids)}.{TEAM_ID}.simulated",
+            "view": {**view, "state": {"values": values}},
+        }
+        return urlencode({"payload": json.dumps(payload)})
+
+    def _find_button(self, label: str) -> tuple[Message, str, dict[str, Any]] | None:
+        for message in reversed(self._slack.messages):
+            for block_id, element in message.buttons():
+                if element.get("text", {}).get("text", "").lower().startswith(label.lower()):
+                    return message, block_id, element
+        return None
+
+    def click_body(
+        self, message: Message, block_id: str, element: dict[str, Any], response_id: str, *, user_id: str
+    ) -> str:
+        """A form-encoded `block_actions` click (tests/fixtures/slack/block_actions.json)."""
+        payload: dict[str, Any] = {
+            "type": "block_actions",
+            "user": {"id": user_id, "username": user_id.lower(), "name": user_id.lower(), "team_id": TEAM_ID},
+            "api_app_id": "A0DEMOAPP1",
+            "token": "simulated-verification-token",
+            "container": {
+                "type": "message",
+                "message_ts": message.ts,
+                "channel_id": self.channel_id,
+                "is_ephemeral": message.ephemeral,
+                "thread_ts": message.thread_ts,
+            },
+            "trigger_id": f"{next(self._ids)}.{TEAM_ID}.simulated",
+            "team": {"id": TEAM_ID, "domain": "demo"},
+            "enterprise": None,
+            "is_enterprise_install": False,
+            "channel": {"id": self.channel_id, "name": "tpu-ops"},
+            "message": {"type": "message", "user": BOT_USER_ID, "ts": message.ts, "text": message.text},
+            "state": {"values": {}},
+            "response_url": self._slack.response_url(response_id),
+            "actions": [{**element, "block_id": block_id, "action_ts": f"{time.time():.6f}"}],
+        }
+        return urlencode({"payload": json.dumps(payload)})
+
+    def _await(self, start: int, done: Callable[[Message], bool], timeout: float) -> tuple[list[str], bool]:
+        """Wait for the first message matching `done`, then until the conversation settles (no new message
+        for a moment and the newest one is not an intermediate state); return what arrived."""
+        deadline = time.monotonic() + timeout
         answered = self._slack.wait_for(done, timeout) is not None
-        _wait_quiet(self._slack)
-        out += [m.render() for m in self._slack.messages[start:]]
+        while answered and time.monotonic() < deadline:
+            count = len(self._slack.messages)
+            time.sleep(0.3)
+            newest = self._slack.messages[-1]
+            if len(self._slack.messages) == count and not newest.in_progress:
+                break
+        else:
+            answered = answered and not self._slack.messages[-1].in_progress
+        out = [m.render() for m in self._slack.messages[start:]]
         if not answered:
-            out.append(f"(no answer within {timeout:.0f} s)")
+            out.append(f"(no final answer within {timeout:.0f} s)")
         return out, answered
 
 
@@ -167,17 +269,6 @@ def _strip_mention(line: str) -> str:
         if line.startswith(prefix):
             return line[len(prefix) :].strip()
     return line
-
-
-def _wait_quiet(slack: SlackSimulator, quiet_s: float = 0.3, limit_s: float = 3.0) -> None:
-    """Wait until no new message has arrived for `quiet_s` (files follow their message)."""
-    deadline = time.monotonic() + limit_s
-    count = len(slack.messages)
-    while time.monotonic() < deadline:
-        time.sleep(quiet_s)
-        if len(slack.messages) == count:
-            return
-        count = len(slack.messages)
 
 
 def run_script(user: SlackUser, lines: Iterable[str], echo: bool = True) -> int:
@@ -203,7 +294,7 @@ def interactive(user: SlackUser) -> None:
     """Read lines from the terminal until `quit` or end of input."""
     with contextlib.suppress(ImportError):
         import readline  # noqa: F401  (line editing and history for input())
-    print("Type /tpu status, /tpu list, /vllm metrics, @gemma-bot help ... ('quit' to leave)")
+    print("Type /tpu status, /tpu list, /vllm metrics, @gemma-bot help, click Confirm ... ('quit' to leave)")
     while True:
         try:
             line = input("\nyou> ")
@@ -213,4 +304,7 @@ def interactive(user: SlackUser) -> None:
         if line.strip() in ("quit", "exit"):
             return
         if line.strip():
-            print("\n".join(user.run(line)[0]))
+            try:
+                print("\n".join(user.run(line)[0]))
+            except KeyboardInterrupt:
+                print("\n(stopped waiting; the bot may still answer)")

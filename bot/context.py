@@ -2,17 +2,33 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 from bot.commands import Registry
+from bot.progress import Progress
 from bot.services import Services
 
 
 @dataclass(frozen=True)
 class Context:
-    """Who asked, where, and the backends to use."""
+    """Who asked, where, and the backends to use.
+
+    `progress` (when the transport provides one) shows intermediate states in one message updated in
+    place; `cancelled` is set when someone with the command's role clicks its Cancel button, whose
+    action value is `operation_id`. `confirmed_plan` is the plan fingerprint the confirmation showed
+    (empty when the command needed no confirmation). `open_modal` opens a Slack modal; it is set only
+    when the request carries a trigger id (slash commands and button clicks).
+    """
 
     services: Services
     registry: Registry
     user_id: str
     channel_id: str
+    progress: Progress | None = None
+    operation_id: str = ""
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    confirmed_plan: str = ""
+    open_modal: Callable[[dict[str, Any]], None] | None = None

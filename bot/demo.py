@@ -11,7 +11,7 @@ from typing import Any
 
 from bot.app import Bot, HttpServer, build
 from bot.config import Settings
-from bot.console import SlackUser
+from bot.console import DEMO_USER, SlackUser
 from sim import scenario as scenarios
 from sim.gcp import GcpSimulator
 from sim.slack import SlackSimulator
@@ -23,6 +23,7 @@ tpu-chatops demo: everything below is SIMULATED on 127.0.0.1.
   Google Cloud: emulator at {gcp} (project {project}, zones {zones})
   vLLM:         simulator at {vllm} (model {model})
   Bot:          real bot, HTTP mode, at {bot}/slack/events (signed requests)
+You are {user} (admin). Others are viewers: `click Confirm as U0VIEWER01` clicks as one of them.
 Nothing here touches a real Slack workspace, Google project or TPU."""
 
 
@@ -61,6 +62,7 @@ class Demo:
             "vllm_port": vllm_port,
             "vllm_model": self.scenario["vllm"].get("model", "google/gemma-4-31B-it"),
             "state_database_url": f"sqlite:///{self._state_dir.name}/state.db",
+            "admins": [DEMO_USER],
         }
         fields.update(overrides)
         self.settings = Settings(_env_file=None, **fields)  # type: ignore[call-arg]
@@ -80,6 +82,7 @@ class Demo:
             vllm=self.vllm.url,
             model=s.vllm_model,
             bot=self.server.url,
+            user=DEMO_USER,
         )
 
     def close(self) -> None:

@@ -32,11 +32,16 @@ class Attachment:
 
 @dataclass
 class Reply:
-    """What a command answers: a plain-text fallback, blocks, and files for the thread."""
+    """What a command answers: a plain-text fallback, blocks, and files for the thread.
+
+    A preview of a change may set `plan`: a fingerprint of exactly what it showed. It is kept with the
+    confirmation, and the change refuses to run if the plan it would carry out differs.
+    """
 
     text: str
     blocks: list[Block] = field(default_factory=list)
     files: list[Attachment] = field(default_factory=list)
+    plan: str = ""
 
 
 def blocks_reply(blocks: list[Block]) -> Reply:
@@ -183,3 +188,54 @@ def human_duration(delta: timedelta | None) -> str:
 def utc(moment: datetime | None) -> str:
     """'2026-11-29 14:05 UTC', or '-' when unknown."""
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC") if moment else "-"
+
+
+def confirm_buttons(token: str, command: str, *, expires_in: str) -> Block:
+    """Confirm (danger, with Slack's confirm dialog) and Cancel buttons for a pending change.
+
+    Both carry the confirmation token as their value; the dialog repeats the exact command.
+    """
+    dialog = {
+        "title": {"type": "plain_text", "text": "Run this change?"},
+        "text": {"type": "mrkdwn", "text": _cut(f"`/{command}`\nThis changes real infrastructure.", 300)},
+        "confirm": {"type": "plain_text", "text": "Run it"},
+        "deny": {"type": "plain_text", "text": "Back"},
+        "style": "danger",
+    }
+    return {
+        "type": "actions",
+        "block_id": "confirmation",
+        "elements": [
+            {
+                "type": "button",
+                "action_id": "confirm_change",
+                "style": "danger",
+                "text": {"type": "plain_text", "text": f"Confirm (expires in {expires_in})"},
+                "value": token,
+                "confirm": dialog,
+            },
+            {
+                "type": "button",
+                "action_id": "cancel_change",
+                "text": {"type": "plain_text", "text": "Cancel"},
+                "value": token,
+            },
+        ],
+    }
+
+
+def cancel_button(operation_id: str) -> Block:
+    """A Cancel button for a running operation (capacity search, benchmark)."""
+    return {
+        "type": "actions",
+        "block_id": "operation",
+        "elements": [
+            {
+                "type": "button",
+                "action_id": "cancel_operation",
+                "style": "danger",
+                "text": {"type": "plain_text", "text": "Cancel"},
+                "value": operation_id,
+            }
+        ],
+    }

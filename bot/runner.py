@@ -4,15 +4,24 @@ The Slack listener only parses and acks (well inside the 3 s window); the comman
 outcome reaches the user: the reply, a one-line `OpsError` with its hint, or for an unexpected exception a
 short message with a reference id (the traceback stays in the bot's log). Slack 429s are retried after
 `Retry-After` by slack_sdk's retry handlers, so a rate-limited reply is delayed, not dropped.
+
+Access control lives here, not in handlers: the caller's role is checked before anything runs; a command
+that changes infrastructure first answers with what it will do and a Confirm button, and on the click the
+clicker's role is checked again and the confirmation is consumed (once, before it expires). Every command,
+confirmation, refusal and result goes to the audit trail (state store and a log line).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from typing import Any
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
@@ -25,11 +34,13 @@ from slack_sdk.http_retry.handler import RetryHandler
 from slack_sdk.webhook import WebhookClient
 
 from bot.auth import Authorizer
-from bot.commands import Invocation, Registry
+from bot.commands import Invocation, Registry, UsageError
 from bot.context import Context
-from bot.render import Reply, error_reply, fit
+from bot.progress import Progress
+from bot.render import Reply, confirm_buttons, context, error_reply, fit, human_duration, section
 from bot.services import Services
-from ops.errors import OpsError
+from ops.errors import OpsError, PermissionDenied
+from ops.store import AuditEntry, ConfirmationRefused
 
 log = logging.getLogger(__name__)
 
@@ -45,19 +56,28 @@ def retry_handlers() -> list[RetryHandler]:
 
 @dataclass(frozen=True)
 class Origin:
-    """Where a command came from and where its answer goes.
+    """Where a request came from and where its answer goes.
 
-    A slash command answers through its `response_url`; a mention answers in the thread `thread_ts`.
+    A slash command answers through its `response_url`; a mention answers in the thread `thread_ts`; a
+    button click replaces the message it was on through the click's `response_url` (`replace=True`).
     """
 
     user_id: str
     channel_id: str
     response_url: str | None = None
     thread_ts: str | None = None
+    replace: bool = False
+    trigger_id: str | None = None
+
+
+@dataclass
+class _Running:
+    invocation: Invocation
+    cancelled: threading.Event
 
 
 class Runner:
-    """The worker pool. `submit` returns at once; the command runs and answers in the background."""
+    """The worker pool. `submit`, `confirm`, `cancel_change` and `cancel_operation` return at once."""
 
     def __init__(self, services: Services, registry: Registry, client: WebClient, authorizer: Authorizer):
         self._services = services
@@ -67,49 +87,241 @@ class Runner:
         self._pool = ThreadPoolExecutor(
             max_workers=services.settings.worker_threads, thread_name_prefix="command"
         )
+        self._running: dict[str, _Running] = {}
+        self._running_lock = threading.Lock()
 
     def submit(self, invocation: Invocation, origin: Origin) -> None:
-        self._pool.submit(self._run, invocation, origin)
+        self._pool.submit(self._guard, self._request, invocation, origin)
+
+    def confirm(self, token: str, origin: Origin) -> None:
+        """A Confirm click: re-authorize the clicker, consume the confirmation, run the change."""
+        self._pool.submit(self._guard, self._confirm, token, origin)
+
+    def cancel_change(self, token: str, origin: Origin) -> None:
+        """A Cancel click on a pending change."""
+        self._pool.submit(self._guard, self._cancel_change, token, origin)
+
+    def submit_form(self, command_name: str, func: object, args: dict[str, Any], origin: Origin) -> None:
+        """A modal submission for `command_name`: run `func(ctx, **args)` under that command's role.
+
+        The audit line names the command, never the submitted values.
+        """
+        command = next(c for c in self._registry.commands() if c.name == command_name)
+        invocation = Invocation(replace(command, func=func), args, f"{command_name} (form submitted)")  # type: ignore[arg-type]
+        self._pool.submit(self._guard, self._request, invocation, origin)
+
+    def cancel_operation(self, operation_id: str, origin: Origin) -> None:
+        """A Cancel click on a running operation: sets its cancel event if the clicker holds its role."""
+        self._pool.submit(self._guard, self._cancel_operation, operation_id, origin)
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=False)
 
-    def _run(self, invocation: Invocation, origin: Origin) -> None:
-        started = time.monotonic()
-        name = invocation.command.name
+    # ---- flows
+
+    def _request(self, invocation: Invocation, origin: Origin) -> None:
+        command = invocation.command
+        self._audit(origin, "command", invocation.text, "received")
         try:
+            self._authorizer.check(origin.user_id, command)
+        except PermissionDenied as exc:
+            self._audit(origin, "refuse", invocation.text, exc.message)
+            self.deliver(error_reply(exc.message, exc.hint), origin)
+            return
+        if command.changes_infra:
+            self._ask_confirmation(invocation, origin)
+            return
+        self._execute(invocation, origin)
+
+    def _ask_confirmation(self, invocation: Invocation, origin: Origin) -> None:
+        services = self._services
+        ttl = timedelta(seconds=services.settings.confirmation_ttl_s)
+        command = invocation.command
+        if command.preview is not None:
+            preview, failed = self._call(invocation, origin, command.preview)
+            if failed:
+                self._audit(origin, "result", invocation.text, failed)
+                self.deliver(preview, origin)
+                return
+        else:
+            preview = Reply(text=f"`/{invocation.text}`", blocks=[section(f"`/{invocation.text}`")])
+        confirmation = services.store.create_confirmation(
+            invocation.text, origin.user_id, origin.channel_id, ttl=ttl, now=services.now(), plan=preview.plan
+        )
+        note = f"Requested by <@{origin.user_id}>. Needs the {command.role.name.lower()} role to confirm."
+        reply = Reply(
+            text=f"Confirm: {preview.text}",
+            blocks=[
+                section(":warning: *This changes infrastructure.* Review, then confirm:"),
+                *preview.blocks,
+                context(note),
+                confirm_buttons(confirmation.token, invocation.text, expires_in=human_duration(ttl)),
+            ],
+        )
+        self._audit(origin, "confirm-requested", invocation.text, "awaiting confirmation")
+        self.deliver(reply, origin)
+
+    def _confirm(self, token: str, origin: Origin) -> None:
+        store = self._services.store
+        pending = store.get_confirmation(token)
+        if pending is None:
+            self._refuse_click(origin, "(unknown)", "this confirmation is unknown", "run the command again")
+            return
+        try:
+            invocation = self._registry.parse(pending.command)
             self._authorizer.check(origin.user_id, invocation.command)
-            ctx = Context(self._services, self._registry, origin.user_id, origin.channel_id)
-            reply = invocation.command.func(ctx, **invocation.args)
-            outcome = "ok"
+            store.consume_confirmation(token, origin.user_id, now=self._services.now())
+        except (PermissionDenied, ConfirmationRefused) as exc:
+            self._refuse_click(origin, pending.command, exc.message, exc.hint)
+            return
+        except UsageError as exc:
+            self._refuse_click(origin, pending.command, exc.problem or "the command no longer parses", "")
+            return
+        self._audit(origin, "confirm", pending.command, f"confirmed (requested by {pending.requested_by})")
+        running = f":hourglass_flowing_sand: Confirmed by <@{origin.user_id}>: running `/{pending.command}` …"
+        self.deliver(Reply(text=running, blocks=[section(running)]), origin)
+        self._execute(
+            invocation,
+            Origin(origin.user_id, origin.channel_id, origin.response_url, replace=True),
+            confirmed_plan=pending.plan,
+        )
+
+    def _cancel_change(self, token: str, origin: Origin) -> None:
+        pending = self._services.store.get_confirmation(token)
+        command = pending.command if pending else "(unknown)"
+        try:
+            self._services.store.consume_confirmation(token, origin.user_id, now=self._services.now())
+        except ConfirmationRefused as exc:
+            self._refuse_click(origin, command, exc.message, exc.hint)
+            return
+        self._audit(origin, "cancel", command, "cancelled before running")
+        self.deliver(
+            Reply(text=f"Cancelled by <@{origin.user_id}>: `/{command}` (nothing was changed)."), origin
+        )
+
+    def _cancel_operation(self, operation_id: str, origin: Origin) -> None:
+        with self._running_lock:
+            running = self._running.get(operation_id)
+        if running is None:
+            self._refuse_click(origin, "(finished)", "that operation has already finished", "")
+            return
+        try:
+            self._authorizer.check(origin.user_id, running.invocation.command)
+        except PermissionDenied as exc:
+            self._refuse_click(origin, running.invocation.text, exc.message, exc.hint)
+            return
+        self._audit(origin, "cancel", running.invocation.text, "cancel requested")
+        running.cancelled.set()
+
+    def _execute(self, invocation: Invocation, origin: Origin, *, confirmed_plan: str = "") -> None:
+        started = time.monotonic()
+        operation_id = uuid.uuid4().hex
+        cancelled = threading.Event()
+        progress = Progress(self._client, origin.channel_id, origin.thread_ts)
+        with self._running_lock:
+            self._running[operation_id] = _Running(invocation, cancelled)
+        try:
+            reply, failed = self._call(
+                invocation,
+                origin,
+                invocation.command.func,
+                progress=progress,
+                operation_id=operation_id,
+                cancelled=cancelled,
+                confirmed_plan=confirmed_plan,
+                open_modal=self._modal_opener(origin),
+            )
+        finally:
+            with self._running_lock:
+                del self._running[operation_id]
+        self._audit(origin, "result", invocation.text, failed or "ok", time.monotonic() - started)
+        reply = fit(reply, filename=invocation.command.name.replace(" ", "-") + ".txt")
+        if progress.ts is not None:
+            progress.finish(reply)
+            self._upload(reply, origin)
+        else:
+            self.deliver(reply, origin)
+
+    def _modal_opener(self, origin: Origin) -> Callable[[dict[str, Any]], None] | None:
+        trigger_id = origin.trigger_id
+        if not trigger_id:
+            return None
+
+        def open_modal(view: dict[str, Any]) -> None:
+            self._client.views_open(trigger_id=trigger_id, view=view)
+
+        return open_modal
+
+    def _call(self, invocation: Invocation, origin: Origin, func: object, **fields: Any) -> tuple[Reply, str]:
+        """Call a handler (or a preview). Returns its reply and "" — or, when it raised an OpsError, a
+        one-line error reply and the error for the audit trail."""
+        ctx = Context(self._services, self._registry, origin.user_id, origin.channel_id, **fields)
+        try:
+            reply: Reply = func(ctx, **invocation.args)  # type: ignore[operator]
+            return reply, ""
         except OpsError as exc:
-            reply = error_reply(f"`{name}`: {exc.message}", exc.hint)
-            outcome = f"error: {type(exc).__name__}"
+            name = invocation.command.name
+            return error_reply(f"`{name}`: {exc.message}", exc.hint), f"error: {exc.message}"
+
+    def _guard(self, flow: object, *args: object) -> None:
+        """Run a flow on the pool; nothing escapes silently (a crash is logged and answered)."""
+        try:
+            flow(*args)  # type: ignore[operator]
         except Exception:
             ref = uuid.uuid4().hex[:8]
-            log.exception("command %r failed (ref %s)", name, ref)
-            reply = error_reply(f"`{name}` failed unexpectedly (ref {ref})", "the bot's log has the details")
-            outcome = "crash"
-        log.info(
-            "command=%r user=%s channel=%s outcome=%s duration_s=%.3f",
-            name,
-            origin.user_id,
-            origin.channel_id,
-            outcome,
-            time.monotonic() - started,
-        )
-        self.deliver(fit(reply, filename=name.replace(" ", "-") + ".txt"), origin)
+            log.exception("request failed (ref %s)", ref)
+            origin = next((a for a in args if isinstance(a, Origin)), None)
+            if origin is not None:
+                self.deliver(
+                    error_reply(f"that failed unexpectedly (ref {ref})", "the bot's log has the details"),
+                    origin,
+                )
 
-    def deliver(self, reply: Reply, origin: Origin) -> None:
-        """Post a reply where the command came from; if Slack rejects the blocks, post the text alone."""
+    def _refuse_click(self, origin: Origin, command: str, message: str, hint: str) -> None:
+        self._audit(origin, "refuse", command, message)
+        self.deliver(
+            error_reply(message, hint),
+            Origin(origin.user_id, origin.channel_id, origin.response_url),
+            ephemeral=True,
+        )
+
+    def _audit(
+        self, origin: Origin, action: str, command: str, outcome: str, duration_s: float | None = None
+    ) -> None:
+        entry = AuditEntry(
+            at=self._services.now(),
+            user_id=origin.user_id,
+            channel_id=origin.channel_id,
+            action=action,
+            command=command,
+            outcome=outcome[:200],
+            duration_s=duration_s,
+        )
+        log.info(
+            "audit action=%s user=%s channel=%s command=%r outcome=%r duration_s=%s",
+            action, origin.user_id, origin.channel_id, command, outcome,
+            "-" if duration_s is None else f"{duration_s:.3f}",
+        )  # fmt: skip
         try:
-            self._post(reply, origin, with_blocks=True)
+            self._services.store.record(entry)
+        except Exception:
+            log.exception("could not write the audit entry")
+
+    # ---- delivery
+
+    def deliver(self, reply: Reply, origin: Origin, *, ephemeral: bool = False) -> None:
+        """Post a reply where the request came from; if Slack rejects the blocks, post the text alone."""
+        try:
+            self._post(reply, origin, with_blocks=True, ephemeral=ephemeral)
         except SlackApiError as exc:
             log.warning("Slack rejected the reply (%s); sending text only", exc.response.get("error"))
             try:
-                self._post(reply, origin, with_blocks=False)
+                self._post(reply, origin, with_blocks=False, ephemeral=ephemeral)
             except SlackApiError as again:
                 log.error("could not deliver reply: %s", again.response.get("error"))
+        self._upload(reply, origin)
+
+    def _upload(self, reply: Reply, origin: Origin) -> None:
         for attachment in reply.files:
             try:
                 self._client.files_upload_v2(
@@ -122,14 +334,29 @@ class Runner:
             except SlackApiError as exc:
                 log.error("could not upload %s: %s", attachment.filename, exc.response.get("error"))
 
-    def _post(self, reply: Reply, origin: Origin, *, with_blocks: bool) -> None:
+    def _post(self, reply: Reply, origin: Origin, *, with_blocks: bool, ephemeral: bool) -> None:
         blocks = reply.blocks if with_blocks else None
         if origin.response_url:
-            response = WebhookClient(origin.response_url, retry_handlers=retry_handlers()).send(
-                text=reply.text, blocks=blocks, response_type="in_channel"
-            )
+            webhook = WebhookClient(origin.response_url, retry_handlers=retry_handlers())
+            if ephemeral:
+                response = webhook.send(
+                    text=reply.text, blocks=blocks, response_type="ephemeral", replace_original=False
+                )
+            elif origin.replace:
+                response = webhook.send(text=reply.text, blocks=blocks, replace_original=True)
+            else:
+                response = webhook.send(text=reply.text, blocks=blocks, response_type="in_channel")
             if response.status_code != 200:
                 raise SlackApiError(f"response_url answered {response.status_code}", {"error": response.body})
+            return
+        if ephemeral:
+            self._client.chat_postEphemeral(
+                channel=origin.channel_id,
+                user=origin.user_id,
+                thread_ts=origin.thread_ts,
+                text=reply.text,
+                blocks=blocks,
+            )
             return
         self._client.chat_postMessage(
             channel=origin.channel_id, thread_ts=origin.thread_ts, text=reply.text, blocks=blocks

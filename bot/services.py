@@ -9,6 +9,8 @@ from datetime import UTC, datetime
 from bot.config import Settings
 from llm.client import GemmaClient
 from ops.endpoint import Endpoint, EndpointResolver
+from ops.secrets import SecretStore
+from ops.store import Store
 from ops.tpu import TpuOps
 from ops.vllm import VllmClient
 
@@ -24,13 +26,19 @@ class Services:
     settings: Settings
     tpu: TpuOps
     endpoints: EndpointResolver
+    store: Store
+    secrets: SecretStore
     now: Callable[[], datetime] = _utcnow
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Services:
         tpu = TpuOps(settings.gcp_project, api_endpoint=settings.google_api_endpoint)
-        endpoints = EndpointResolver(settings.vllm_base_url, tpu, settings.tpu_zones, settings.vllm_port)
-        return cls(settings=settings, tpu=tpu, endpoints=endpoints)
+        endpoints = EndpointResolver(
+            settings.vllm_base_url, tpu, settings.tpu_zones, settings.vllm_port, primary=settings.tpu_primary
+        )
+        store = Store(settings.state_database_url)
+        secrets = SecretStore(settings.gcp_project, api_endpoint=settings.google_api_endpoint)
+        return cls(settings=settings, tpu=tpu, endpoints=endpoints, store=store, secrets=secrets)
 
     def vllm(self) -> tuple[VllmClient, Endpoint]:
         """A vLLM client for the current endpoint, and that endpoint. Raises what `resolve()` raises."""

@@ -8,12 +8,13 @@ SDK errors are translated to `ops.errors` by `translate_errors`, which streamed 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
+import httpx
 import openai
 
 from ops.errors import (
@@ -27,7 +28,12 @@ from ops.errors import (
 )
 from ops.vllm import AUTH_HINT, BOOTING_HINT, SERVER_ERROR_HINT, TIMEOUT_HINT, error_message
 
-__all__ = ["GemmaClient", "ProbeResult", "translate_errors"]
+__all__ = ["GemmaClient", "ProbeResult", "StreamResult", "translate_errors"]
+
+NO_USAGE_NOTE = (
+    "the server sent no usage chunk (stream_options.include_usage unsupported?): token counts, TPOT and "
+    "tokens/s are unknown"
+)
 
 
 @dataclass(frozen=True)
@@ -45,6 +51,35 @@ class ProbeResult:
     latency_s: float
     prompt_tokens: int | None
     completion_tokens: int | None
+
+
+@dataclass(frozen=True)
+class StreamResult:
+    """Result of `GemmaClient.stream`: the text and exact timing statistics of one streamed completion.
+
+    Attributes:
+        text: the generated content (reasoning text excluded).
+        ttft_s: time to first token, seconds: from sending the request to the first delta carrying generated
+            text (content, or reasoning when a reasoning parser runs); None if nothing was generated.
+        tpot_s: time per output token after the first, seconds: (total_s - ttft_s) / (completion_tokens - 1);
+            None without usage or with fewer than 2 tokens.
+        output_tokens_per_s: completion_tokens / total_s (end to end, TTFT included); None without usage.
+        prompt_tokens, completion_tokens: from the streamed `usage` chunk (the server's tokenizer, chat
+            template included); None if the server sent no usage chunk.
+        total_s: wall time from sending the request to the end of the stream, seconds.
+        finish_reason: "stop", "length", "tool_calls", ... or None if the stream ended without one.
+        note: "" normally; says why figures are missing (e.g. no usage chunk).
+    """
+
+    text: str
+    ttft_s: float | None
+    tpot_s: float | None
+    output_tokens_per_s: float | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    total_s: float
+    finish_reason: str | None
+    note: str = ""
 
 
 def _server_message(exc: openai.APIStatusError) -> str:
@@ -107,9 +142,8 @@ class GemmaClient:
     """Chat-completions client for the Gemma model served by vLLM.
 
     One `openai.OpenAI` client per instance (thread-safe, reuses connections), without SDK retries so that
-    errors surface at once. Streaming is meant to be added as a method that calls
-    `self._openai.chat.completions.create(..., stream=True, stream_options={"include_usage": True})` inside
-    `with translate_errors("chat stream", self.base_url):`, iterating the chunks inside the block too.
+    errors surface at once. `probe` times a one-token completion; `stream` streams a completion with exact
+    statistics (token counts from the streamed `usage` chunk).
 
     Args:
         base_url: the server root without `/v1`, e.g. "http://10.0.0.5:8000".
@@ -183,3 +217,105 @@ class GemmaClient:
             prompt_tokens=getattr(usage, "prompt_tokens", None) if usage is not None else None,
             completion_tokens=getattr(usage, "completion_tokens", None) if usage is not None else None,
         )
+
+    def stream(
+        self,
+        messages: Sequence[dict[str, Any]],
+        *,
+        max_tokens: int,
+        on_delta: Callable[[str], None] | None = None,
+        temperature: float | None = None,
+    ) -> StreamResult:
+        """Stream a chat completion and measure it.
+
+        Sends `stream=True, stream_options={"include_usage": True}` (notes section 1.5: vLLM then sends one
+        extra chunk with `choices: []` and `usage` after the content). Token counts come from that chunk,
+        never from counting chunks (one chunk can carry several tokens).
+
+        Args:
+            messages: OpenAI chat messages, e.g. [{"role": "user", "content": "hi"}].
+            max_tokens: the most tokens to generate (>= 1).
+            on_delta: called with each content fragment as it arrives (from this thread); exceptions it raises
+                abort the stream and propagate.
+            temperature: sampling temperature, or None for the server default.
+
+        Returns:
+            StreamResult; see its attributes for the exact definitions of TTFT, TPOT and tokens/s.
+
+        Raises:
+            The errors listed in `translate_errors` (also for failures in the middle of the stream);
+            BackendUnavailable when the connection breaks mid-stream or the server sends an error event.
+        """
+        kwargs: dict[str, Any] = {
+            "messages": list(messages),
+            "max_tokens": max_tokens,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if temperature is not None:
+            kwargs["temperature"] = temperature
+        parts: list[str] = []
+        ttft: float | None = None
+        finish: str | None = None
+        usage: Any = None
+        start = time.monotonic()
+        with translate_errors("chat stream", self.base_url):
+            try:
+                chunks = self._openai.chat.completions.create(model=self.model, **kwargs)
+                try:
+                    for chunk in chunks:
+                        if getattr(chunk, "usage", None) is not None:
+                            usage = chunk.usage
+                        for choice in getattr(chunk, "choices", None) or []:
+                            delta = choice.delta
+                            content = getattr(delta, "content", None) if delta is not None else None
+                            extra = getattr(delta, "model_extra", None) or {}
+                            reasoning = extra.get("reasoning_content") or extra.get("reasoning")
+                            if ttft is None and (content or reasoning):
+                                ttft = time.monotonic() - start
+                            if content:
+                                parts.append(content)
+                                if on_delta is not None:
+                                    on_delta(content)
+                            if choice.finish_reason is not None:
+                                finish = choice.finish_reason
+                finally:
+                    chunks.close()
+            except httpx.HTTPError as exc:  # the connection broke mid-stream
+                raise BackendUnavailable(
+                    f"vLLM chat stream from {self.base_url} broke off: {type(exc).__name__}",
+                    SERVER_ERROR_HINT,
+                    backend="vllm",
+                ) from exc
+            except openai.APIError as exc:
+                if isinstance(exc, openai.APIStatusError | openai.APIConnectionError):
+                    raise
+                # an error event inside the stream (`data: {"error": ...}`)
+                raise BackendUnavailable(
+                    f"vLLM chat stream failed: {' '.join(str(exc.message).split())[:300]}",
+                    SERVER_ERROR_HINT,
+                    backend="vllm",
+                ) from exc
+        total = time.monotonic() - start
+        prompt_tokens = _opt_count(getattr(usage, "prompt_tokens", None))
+        completion_tokens = _opt_count(getattr(usage, "completion_tokens", None))
+        tpot = per_s = None
+        if completion_tokens is not None:
+            per_s = completion_tokens / total if total > 0 else None
+            if ttft is not None and completion_tokens > 1:
+                tpot = (total - ttft) / (completion_tokens - 1)
+        return StreamResult(
+            text="".join(parts),
+            ttft_s=ttft,
+            tpot_s=tpot,
+            output_tokens_per_s=per_s,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            total_s=total,
+            finish_reason=finish,
+            note="" if usage is not None else NO_USAGE_NOTE,
+        )
+
+
+def _opt_count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -32,6 +32,7 @@ class EndpointResolver:
         tpu: the TPU API, used for discovery.
         zones: the watched zones, searched in order.
         port: the vLLM port on the node (the `VLLM_PORT` setting).
+        primary: the queued resource to prefer (`TPU_PRIMARY`); then the zones' order.
         ttl_s: how long a discovered endpoint is reused, seconds.
     """
 
@@ -42,6 +43,7 @@ class EndpointResolver:
         zones: Sequence[str],
         port: int,
         *,
+        primary: str | None = None,
         ttl_s: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -49,6 +51,7 @@ class EndpointResolver:
         self._tpu = tpu
         self._zones = list(zones)
         self._port = port
+        self._primary = primary
         self._ttl_s = ttl_s
         self._clock = clock
         self._lock = threading.Lock()
@@ -77,7 +80,12 @@ class EndpointResolver:
 
     def _discover(self, fetch: Callable[[], ZoneListing]) -> Endpoint:
         listing = fetch()
-        for resource in listing.resources:
+        order = {zone: index for index, zone in enumerate(self._zones)}
+
+        def rank(qr: QueuedResourceInfo) -> tuple[bool, int]:
+            return qr.name != self._primary, order.get(qr.zone, len(order))
+
+        for resource in sorted(listing.resources, key=rank):
             endpoint = self._from_resource(resource)
             if endpoint is not None:
                 return endpoint
@@ -86,7 +94,7 @@ class EndpointResolver:
         zones = ", ".join(self._zones)
         raise NotFound(
             f"no vLLM endpoint: no ACTIVE queued resource with a node IP in {zones}",
-            "set VLLM_BASE_URL, or create one with /tpu create",
+            "set VLLM_BASE_URL, or create a queued resource with /tpu create",
         )
 
     def _from_resource(self, resource: QueuedResourceInfo) -> Endpoint | None:

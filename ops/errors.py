@@ -57,3 +57,11 @@ class BackendUnavailable(OpsError):
 
 class BackendTimeout(OpsError):
     """The backend did not answer within the configured timeout."""
+
+
+class AlreadyExists(OpsError):
+    """A resource with that name already exists (HTTP 409): reported, never duplicated."""
+
+
+class Cancelled(OpsError):
+    """The user cancelled the operation."""

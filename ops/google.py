@@ -1,9 +1,10 @@
 """The one place Google API clients are built.
 
-Everything else asks this module for a client, so pointing the whole bot at the local simulator
-(`sim.gcp.GcpSimulator`) only changes `api_endpoint`. With an endpoint such as "http://127.0.0.1:43121"
-the clients use `AnonymousCredentials` (unless credentials are given) and talk plain HTTP to it; with
-`api_endpoint=None` they use Application Default Credentials and the real `https://tpu.googleapis.com/`.
+Everything else asks this module for a client (Cloud TPU v2alpha1 and v2, Cloud Quotas, Secret Manager),
+so pointing the whole bot at the local simulator (`sim.gcp.GcpSimulator`) only changes `api_endpoint`.
+With an endpoint such as "http://127.0.0.1:43121" the clients use `AnonymousCredentials` (unless
+credentials are given) and talk plain HTTP to it; with `api_endpoint=None` they use Application Default
+Credentials and the real `https://*.googleapis.com/` endpoints.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import httplib2
 from google.api_core.client_options import ClientOptions
 from google.auth.credentials import AnonymousCredentials, Credentials
 from google.auth.exceptions import DefaultCredentialsError
+from google.cloud import cloudquotas_v1, secretmanager_v1
 from google.cloud import tpu_v2 as gapic_tpu_v2
 from googleapiclient import discovery, discovery_cache
 
@@ -135,3 +137,48 @@ def tpu_v2(api_endpoint: str | None, credentials: Credentials | None = None) -> 
     creds = _credentials(api_endpoint, credentials)
     options = ClientOptions(api_endpoint=api_endpoint) if api_endpoint else None
     return gapic_tpu_v2.TpuClient(transport="rest", credentials=creds, client_options=options)
+
+
+def cloud_quotas(
+    api_endpoint: str | None, credentials: Credentials | None = None
+) -> cloudquotas_v1.CloudQuotasClient:
+    """A GAPIC `google.cloud.cloudquotas_v1.CloudQuotasClient` using the REST transport.
+
+    Args:
+        api_endpoint: base URL with scheme, e.g. "http://127.0.0.1:43121" (the simulator); None for the
+            real API (https://cloudquotas.googleapis.com/).
+        credentials: as for `tpu_v2alpha1`.
+
+    Returns:
+        `CloudQuotasClient(transport="rest")`, safe to share between threads; its calls raise
+        `google.api_core.exceptions.GoogleAPICallError` subclasses for HTTP errors.
+
+    Raises:
+        PermissionDenied: no credentials given and no Application Default Credentials found.
+    """
+    creds = _credentials(api_endpoint, credentials)
+    options = ClientOptions(api_endpoint=api_endpoint) if api_endpoint else None
+    return cloudquotas_v1.CloudQuotasClient(transport="rest", credentials=creds, client_options=options)
+
+
+def secret_manager(
+    api_endpoint: str | None, credentials: Credentials | None = None
+) -> secretmanager_v1.SecretManagerServiceClient:
+    """A GAPIC `google.cloud.secretmanager_v1.SecretManagerServiceClient` using the REST transport.
+
+    Args:
+        api_endpoint: base URL with scheme, e.g. "http://127.0.0.1:43121" (the simulator); None for the
+            real API (https://secretmanager.googleapis.com/).
+        credentials: as for `tpu_v2alpha1`.
+
+    Returns:
+        `SecretManagerServiceClient(transport="rest")`, safe to share between threads.
+
+    Raises:
+        PermissionDenied: no credentials given and no Application Default Credentials found.
+    """
+    creds = _credentials(api_endpoint, credentials)
+    options = ClientOptions(api_endpoint=api_endpoint) if api_endpoint else None
+    return secretmanager_v1.SecretManagerServiceClient(
+        transport="rest", credentials=creds, client_options=options
+    )

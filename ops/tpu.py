@@ -1,14 +1,17 @@
-"""Typed, read-only view of Cloud TPU queued resources (QRs) and nodes.
+"""Typed view of Cloud TPU queued resources (QRs) and nodes, and the calls that change them.
 
 Queued resources and node listings are read through the v2alpha1 REST API (google-api-python-client,
 see `ops.google.tpu_v2alpha1`), because only v2alpha1 defines the flex-start fields
 (`provisioningModel`, `runDuration`, `schedulingConfig.terminationTimestamp`) and the google-cloud-tpu
-protos silently drop them. `TpuOps.get_node` uses the GAPIC `tpu_v2` REST client.
+protos silently drop them. `TpuOps.get_node`, `start_node` and `stop_node` use the GAPIC `tpu_v2` REST
+client. Creating, deleting and resetting queued resources goes through v2alpha1 too (flex-start's
+`provisioningModel` and `runDuration` exist only there); every change returns a long-running operation
+name (`projects/P/locations/Z/operations/ID`) that `TpuOps.wait_operation` polls.
 
 Every failure is raised as an `ops.errors.OpsError` subclass with a one-line message naming the API and
-a hint; raw library exceptions never escape. Transient failures (HTTP 429 and 5xx) are first retried by
-the libraries themselves (`execute(num_retries=...)`, google-api-core `Retry`) a small bounded number of
-times.
+a hint; raw library exceptions never escape. Transient failures (HTTP 429 and 5xx) of reads are first
+retried by the libraries themselves (`execute(num_retries=...)`, google-api-core `Retry`) a small bounded
+number of times; changes are sent once (a retried create could collide with its own first attempt).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import http
 import json
 import re
 import threading
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -34,16 +38,31 @@ from googleapiclient.errors import HttpError
 
 from ops import google
 from ops.errors import (
+    AlreadyExists,
     BackendTimeout,
     BackendUnavailable,
     BadInput,
+    Cancelled,
+    CapacityUnavailable,
     NotFound,
     OpsError,
     PermissionDenied,
     QuotaExceeded,
+    UnsupportedInZone,
 )
 
-__all__ = ["NodeInfo", "QueuedResourceInfo", "TpuOps", "ZoneListing"]
+__all__ = [
+    "PROVISIONING_MODELS",
+    "CreateSpec",
+    "NodeInfo",
+    "QueuedResourceInfo",
+    "TpuOps",
+    "ZoneListing",
+    "check_create_spec",
+    "create_error",
+    "operation_error",
+    "queued_resource_body",
+]
 
 
 MAX_MESSAGE_CHARS = 300
@@ -57,6 +76,34 @@ _TIME = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d
 _DURATION = re.compile(r"^(-?\d+(?:\.\d+)?)s$")
 _REQUEST_PREFIX = re.compile(r"^(?:GET|POST|PUT|PATCH|DELETE) \S+: ")
 _UNSPECIFIED = {"", "STATE_UNSPECIFIED", "HEALTH_UNSPECIFIED", "STATE_INITIATOR_UNSPECIFIED"}
+# Resource ids (queued resource, node): RFC 1035 labels, as the TPU API and gcloud require.
+_RESOURCE_ID = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+_ACCELERATOR = re.compile(r"^v\d+[a-z]*-\d+$")
+_OP_PATH = re.compile(r"^projects/(?P<project>[^/]+)/locations/(?P<zone>[^/]+)/operations/(?P<id>[^/]+)$")
+CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+# The bot's provisioning model names (as QueuedResourceInfo.provisioning_model) accepted by CreateSpec.
+PROVISIONING_MODELS = ("flex-start", "spot", "on-demand", "reserved")
+# Flex-start may run up to 7 days (https://cloud.google.com/tpu/docs/request-using-flex-start).
+FLEX_START_MAX_RUN = timedelta(days=7)
+# google.rpc.Code names (https://github.com/googleapis/googleapis/blob/master/google/rpc/code.proto).
+RPC_CODES = {
+    1: "CANCELLED",
+    2: "UNKNOWN",
+    3: "INVALID_ARGUMENT",
+    4: "DEADLINE_EXCEEDED",
+    5: "NOT_FOUND",
+    6: "ALREADY_EXISTS",
+    7: "PERMISSION_DENIED",
+    8: "RESOURCE_EXHAUSTED",
+    9: "FAILED_PRECONDITION",
+    10: "ABORTED",
+    11: "OUT_OF_RANGE",
+    12: "UNIMPLEMENTED",
+    13: "INTERNAL",
+    14: "UNAVAILABLE",
+    15: "DATA_LOSS",
+    16: "UNAUTHENTICATED",
+}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -164,6 +211,122 @@ class ZoneListing:
 
     resources: tuple[QueuedResourceInfo, ...]
     errors: dict[str, OpsError] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CreateSpec:
+    """What to request in `TpuOps.create_queued_resource` (gcloud `queued-resources create` terms).
+
+    Attributes:
+        name: queued resource id (RFC 1035: 1-63 lowercase letters, digits, hyphens), e.g. "gemma4-qr".
+        node_id: the node's id, usually f"{name}-node".
+        zone: e.g. "us-east5-a".
+        accelerator_type: e.g. "v6e-8".
+        runtime_version: TPU software version, e.g. "v2-alpha-tpuv6e".
+        provisioning_model: "flex-start" | "spot" | "on-demand" | "reserved".
+        max_run_duration: flex-start only, and required for it: how long the TPU VMs may run once ACTIVE
+            (`runDuration.maxRunDuration`, at most 7 days).
+        valid_until: how long the request may wait for capacity (`queueingPolicy.validUntilDuration`); None:
+            no deadline.
+        startup_script: node metadata "startup-script" ("" for none).
+        labels: node labels (the queued resource itself has none).
+        service_account: the node's service account email (scope cloud-platform); None: the default one.
+    """
+
+    name: str
+    node_id: str
+    zone: str
+    accelerator_type: str
+    runtime_version: str
+    provisioning_model: str
+    max_run_duration: timedelta | None
+    valid_until: timedelta | None
+    startup_script: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    service_account: str | None = None
+
+
+def _duration_json(value: timedelta) -> str:
+    """A google.protobuf.Duration in JSON, whole seconds: timedelta(hours=4) -> "14400s"."""
+    return f"{round(value.total_seconds())}s"
+
+
+def check_create_spec(spec: CreateSpec) -> None:
+    """Validate a CreateSpec before anything is sent.
+
+    Raises:
+        BadInput: malformed name, node id, zone, accelerator type or runtime version; unknown provisioning
+            model; flex-start without a max run duration (or over 7 days); a max run duration for another
+            model; a valid-until or max run duration under one second.
+    """
+    for label, value in (("queued resource name", spec.name), ("node id", spec.node_id)):
+        if not _RESOURCE_ID.match(value or ""):
+            raise BadInput(
+                f"bad {label} {value!r}",
+                "use 1-63 lowercase letters, digits and hyphens, starting with a letter",
+            )
+    TpuOps._check_zone(spec.zone)
+    if not _ACCELERATOR.match(spec.accelerator_type or ""):
+        raise BadInput(f"bad accelerator type {spec.accelerator_type!r}", "use e.g. v6e-8")
+    if not spec.runtime_version or any(c.isspace() for c in spec.runtime_version):
+        raise BadInput(f"bad runtime version {spec.runtime_version!r}", "use e.g. v2-alpha-tpuv6e")
+    if spec.provisioning_model not in PROVISIONING_MODELS:
+        raise BadInput(
+            f"unknown provisioning model {spec.provisioning_model!r}",
+            f"use one of {', '.join(PROVISIONING_MODELS)}",
+        )
+    if spec.provisioning_model == "flex-start":
+        if spec.max_run_duration is None:
+            raise BadInput("flex-start needs a max run duration", "give one, e.g. 4h (at most 7d)")
+        if spec.max_run_duration > FLEX_START_MAX_RUN:
+            raise BadInput("flex-start max run duration is over 7 days", "use 7d or less")
+    elif spec.max_run_duration is not None:
+        raise BadInput("a max run duration applies to flex-start only", "drop it, or use flex-start")
+    for label, span in (("max run duration", spec.max_run_duration), ("valid-until", spec.valid_until)):
+        if span is not None and span.total_seconds() < 1:
+            raise BadInput(f"{label} must be at least one second", "use e.g. 4h")
+
+
+def queued_resource_body(spec: CreateSpec, project: str) -> dict[str, Any]:
+    """The v2alpha1 `QueuedResource` JSON body for `queuedResources.create` (no validation).
+
+    Field mapping as gcloud's `alpha compute tpus queued-resources create` (google-cloud-sdk 578.0.0,
+    command_lib/compute/tpus/queued_resources): node id -> `tpu.nodeSpec[0].nodeId` (+ `parent`),
+    accelerator/runtime -> `node.acceleratorType`/`runtimeVersion`, startup script -> `node.metadata`,
+    labels -> `node.labels`, network "default" with `enableExternalIps: true` set explicitly (the API
+    default is false, gcloud's is true), service account -> `node.serviceAccount{email, scope:
+    [cloud-platform]}`; flex-start -> `provisioningModel: FLEX_START` + `runDuration.maxRunDuration`; spot
+    -> `spot: {}` + `provisioningModel: SPOT`; reserved -> `guaranteed: {reserved: true}`; on-demand ->
+    `provisioningModel: STANDARD`; valid-until -> `queueingPolicy.validUntilDuration`. Durations are JSON
+    Durations in whole seconds ("14400s").
+    """
+    parent = f"projects/{project}/locations/{spec.zone}"
+    node: dict[str, Any] = {
+        "acceleratorType": spec.accelerator_type,
+        "runtimeVersion": spec.runtime_version,
+        "networkConfig": {"network": "default", "enableExternalIps": True},
+    }
+    if spec.service_account:
+        node["serviceAccount"] = {"email": spec.service_account, "scope": [CLOUD_PLATFORM_SCOPE]}
+    if spec.startup_script:
+        node["metadata"] = {"startup-script": spec.startup_script}
+    if spec.labels:
+        node["labels"] = dict(spec.labels)
+    body: dict[str, Any] = {"tpu": {"nodeSpec": [{"parent": parent, "nodeId": spec.node_id, "node": node}]}}
+    if spec.provisioning_model == "flex-start":
+        body["provisioningModel"] = "FLEX_START"
+        if spec.max_run_duration is not None:
+            body["runDuration"] = {"maxRunDuration": _duration_json(spec.max_run_duration)}
+    elif spec.provisioning_model == "spot":
+        body["spot"] = {}
+        body["provisioningModel"] = "SPOT"
+    elif spec.provisioning_model == "reserved":
+        body["guaranteed"] = {"reserved": True}
+    else:
+        body["provisioningModel"] = "STANDARD"
+    if spec.valid_until is not None:
+        body["queueingPolicy"] = {"validUntilDuration": _duration_json(spec.valid_until)}
+    return body
 
 
 # --------------------------------------------------------------------------------------------------
@@ -342,57 +505,67 @@ def _http_phrase(status: int) -> str:
         return "Error"
 
 
-def _hint_for_status(status: int) -> tuple[type[OpsError], str]:
+def _hint_for_status(status: int, api: str = "the TPU API") -> tuple[type[OpsError], str]:
     if status == 404:
-        return NotFound, "check the name and the zone"
+        return NotFound, "check the name and the zone" if api == "the TPU API" else "check the name"
     if status in (401, 403):
-        return PermissionDenied, "check the bot's credentials and its TPU roles on the project"
+        roles = "its TPU roles" if api == "the TPU API" else "its roles"
+        return PermissionDenied, f"check the bot's credentials and {roles} on the project"
     if status == 429:
         return QuotaExceeded, "API rate limit or quota hit: retry after a minute"
     if status == 504:
-        return BackendTimeout, "the TPU API timed out: retry in a minute"
+        return BackendTimeout, f"{api} timed out: retry in a minute"
     if status >= 500:
-        return BackendUnavailable, "the TPU API is having trouble: retry in a minute"
+        return BackendUnavailable, f"{api} is having trouble: retry in a minute"
     if status == 400:
         return BadInput, "check the zone and the request"
     return OpsError, "see the message"
 
 
-def map_error(exc: BaseException, what: str) -> OpsError:
+def error_status(exc: BaseException) -> tuple[int | None, str]:
+    """(HTTP status, the server's error message in full) of a Google client exception; (None, "") if none."""
+    if isinstance(exc, core_exceptions.RetryError) and exc.cause is not None:
+        exc = exc.cause
+    if isinstance(exc, HttpError):
+        return int(exc.status_code), str(exc.reason or "")
+    if isinstance(exc, core_exceptions.GoogleAPICallError) and isinstance(exc.code, int):
+        # REST errors from google-api-core read "GET http://...: <message>"; keep only the message.
+        return exc.code, _REQUEST_PREFIX.sub("", str(exc.message or ""))
+    return None, ""
+
+
+def map_error(exc: BaseException, what: str, *, backend: str = "tpu", api: str = "the TPU API") -> OpsError:
     """Translate a Google client exception into an OpsError with a one-line message and a hint.
 
     Args:
         exc: what the library raised (HttpError, GoogleAPICallError, RetryError, requests/httplib2/socket
             errors, google-auth errors, ...).
         what: the API and call, e.g. "TPU API v2alpha1 queuedResources.list us-east5-a".
+        backend: the `backend` of the returned error ("tpu", "quotas", "secrets", ...).
+        api: how hints name the API ("the TPU API").
 
     Returns:
         NotFound (404), PermissionDenied (401/403, credential errors), QuotaExceeded (429),
         BackendUnavailable (5xx, connection refused, DNS), BackendTimeout (timeouts, 504), BadInput (400),
-        or a plain OpsError for anything else; `backend` is "tpu".
+        or a plain OpsError for anything else (409 included: `create_error` makes it AlreadyExists).
+        Messages are one line of at most 300 characters.
     """
     if isinstance(exc, OpsError):
         return exc
     if isinstance(exc, core_exceptions.RetryError) and exc.cause is not None:
         exc = exc.cause
-    status: int | None = None
-    detail = ""
-    if isinstance(exc, HttpError):
-        status, detail = int(exc.status_code), str(exc.reason or "")
-    elif isinstance(exc, core_exceptions.GoogleAPICallError) and isinstance(exc.code, int):
-        # REST errors from google-api-core read "GET http://...: <message>"; keep only the message.
-        status, detail = exc.code, _REQUEST_PREFIX.sub("", str(exc.message or ""))
+    status, detail = error_status(exc)
     if status is not None:
-        cls, hint = _hint_for_status(status)
+        cls, hint = _hint_for_status(status, api)
         message = f"{what}: HTTP {status} {_http_phrase(status)}" + (f": {detail}" if detail else "")
-        return cls(_one_line(message), hint, backend="tpu")
+        return cls(_one_line(message), hint, backend=backend)
     if isinstance(exc, requests.exceptions.Timeout | TimeoutError | core_exceptions.DeadlineExceeded):
-        return BackendTimeout(_one_line(f"{what}: no answer in time"), "retry in a minute", backend="tpu")
+        return BackendTimeout(_one_line(f"{what}: no answer in time"), "retry in a minute", backend=backend)
     if isinstance(exc, auth_exceptions.RefreshError | auth_exceptions.DefaultCredentialsError):
         return PermissionDenied(
             _one_line(f"{what}: credentials rejected: {exc}"),
             "refresh the bot's Google credentials",
-            backend="tpu",
+            backend=backend,
         )
     if isinstance(
         exc,
@@ -405,13 +578,101 @@ def map_error(exc: BaseException, what: str) -> OpsError:
         return BackendUnavailable(
             _one_line(f"{what}: cannot connect ({type(exc).__name__}: {exc})"),
             "check the network and the API endpoint, then retry",
-            backend="tpu",
+            backend=backend,
         )
     return BackendUnavailable(
         _one_line(f"{what}: unexpected {type(exc).__name__}: {exc}"),
         "retry; report it if it persists",
+        backend=backend,
+    )
+
+
+# Longer than MAX_MESSAGE_CHARS: create and operation errors quote Google's text in full (the accelerator
+# error alone is ~260 characters) because the capacity search and the user both need all of it.
+MAX_CHANGE_MESSAGE_CHARS = 600
+
+
+def _zone_error(message: str, reason: str) -> UnsupportedInZone:
+    return UnsupportedInZone(
+        _one_line(message, MAX_CHANGE_MESSAGE_CHARS),
+        f"{reason}: permanent for this zone, type and provisioning model; try another zone",
         backend="tpu",
     )
+
+
+def create_error(exc: BaseException, what: str) -> OpsError:
+    """Map a failed change (create, delete, reset, start, stop): like `map_error`, but HTTP 409 becomes
+    AlreadyExists, 400/404 texts that say the zone does not offer the accelerator type, the provisioning
+    model or the zone itself become UnsupportedInZone (see `ops.capacity.classify`), and Google's message
+    is kept in full (up to 600 characters).
+    """
+    from ops import capacity  # ops.capacity imports this module
+
+    error = map_error(exc, what)
+    status, detail = error_status(exc)
+    if status is None:
+        return error
+    message = f"{what}: HTTP {status} {_http_phrase(status)}" + (f": {detail}" if detail else "")
+    verdict = capacity.classify(f"HTTP {status}: {detail}")
+    if status in (400, 404) and verdict.remember:
+        return _zone_error(message, verdict.reason)
+    line = _one_line(message, MAX_CHANGE_MESSAGE_CHARS)
+    if status == 409:
+        return AlreadyExists(line, "pick another name, or delete the existing one first", backend="tpu")
+    return type(error)(line, error.hint, backend="tpu")
+
+
+def operation_error(error: Mapping[str, Any], what: str) -> OpsError:
+    """The typed error of a failed long-running operation (`Operation.error`, a google.rpc.Status).
+
+    Args:
+        error: the operation's `error` dict: {"code": 8, "message": "..."}.
+        what: the operation, e.g. "TPU operation create projects/p/locations/z/queuedResources/q".
+
+    Returns:
+        UnsupportedInZone when the text says the zone does not offer the accelerator type, provisioning
+        model or zone (e.g. code 3 "FLEX_START provisioning model is not supported ..."); for code 8
+        (RESOURCE_EXHAUSTED) QuotaExceeded if the text names a quota, else CapacityUnavailable (stockout);
+        else by code: 1 Cancelled, 3/9/11 BadInput, 4 BackendTimeout, 5 NotFound, 6 AlreadyExists, 7/16
+        PermissionDenied, 2/10/13/14/15 BackendUnavailable, others OpsError. Codes: google.rpc.Code.
+    """
+    from ops import capacity  # ops.capacity imports this module
+
+    try:
+        code = int(error.get("code", 2))
+    except (TypeError, ValueError):
+        code = 2
+    text = str(error.get("message") or "")
+    message = f"{what} failed: {RPC_CODES.get(code, f'code {code}')} (code {code})" + (
+        f": {text}" if text else ""
+    )
+    verdict = capacity.classify(f"code {code}: {text}")
+    if verdict.remember:
+        return _zone_error(message, verdict.reason)
+    line = _one_line(message, MAX_CHANGE_MESSAGE_CHARS)
+    if code == 8:
+        if verdict.reason == "quota exceeded":
+            return QuotaExceeded(
+                line, "TPU quota exhausted: free some, ask for more, or try another zone", backend="tpu"
+            )
+        return CapacityUnavailable(
+            line, "no capacity now: try another zone, or wait and retry", backend="tpu"
+        )
+    by_code: dict[int, tuple[type[OpsError], str]] = {
+        1: (Cancelled, "the operation was cancelled"),
+        3: (BadInput, "check the request"),
+        9: (BadInput, "the resource is not in a state that allows this"),
+        11: (BadInput, "check the request"),
+        4: (BackendTimeout, "the operation timed out: retry"),
+        5: (NotFound, "check the name and the zone"),
+        6: (AlreadyExists, "pick another name, or delete the existing one first"),
+        7: (PermissionDenied, "check the bot's credentials and its TPU roles on the project"),
+        16: (PermissionDenied, "check the bot's credentials"),
+    }
+    cls, hint = by_code.get(code, (BackendUnavailable, "the TPU API had trouble: retry in a minute"))
+    if code not in by_code and code not in (2, 10, 13, 14, 15):
+        cls, hint = OpsError, "see the message"
+    return cls(line, hint, backend="tpu")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -665,3 +926,230 @@ class TpuOps:
         except Exception as exc:
             raise map_error(exc, what) from exc
         return node_from_api(json.loads(tpu_v2.Node.to_json(node, use_integers_for_enums=False)))
+
+    # ---- changes (long-running operations)
+    def _check_id(self, value: str, label: str) -> None:
+        if not _RESOURCE_ID.match(value or ""):
+            raise BadInput(f"bad {label} {value!r}", "use the id shown by list, e.g. gemma4-qr")
+
+    def create_queued_resource(self, spec: CreateSpec) -> str:
+        """Request a queued resource (`queuedResources.create`, v2alpha1; body: `queued_resource_body`).
+
+        Args:
+            spec: what to request; see CreateSpec.
+
+        Returns:
+            The create operation's name, "projects/P/locations/Z/operations/ID", for `wait_operation`.
+
+        Raises:
+            BadInput: the spec is malformed (nothing sent), or the API rejected the request (HTTP 400).
+            AlreadyExists: a queued resource with that name exists in the zone (HTTP 409).
+            UnsupportedInZone: the zone does not offer the accelerator type (HTTP 400 "could not be found in
+                the zonal accelerator configurations"), or the zone is unknown (HTTP 404 location).
+            PermissionDenied, QuotaExceeded, BackendUnavailable, BackendTimeout: see `map_error`. A timeout
+                may leave the request created: check with `get_queued_resource`.
+        """
+        check_create_spec(spec)
+        qrs = self._alpha().projects().locations().queuedResources()
+        request = qrs.create(
+            parent=self._parent(spec.zone),
+            queuedResourceId=spec.name,
+            body=queued_resource_body(spec, self.project),
+        )
+        what = f"TPU API v2alpha1 queuedResources.create {spec.zone}/{spec.name}"
+        try:
+            operation: dict[str, Any] = request.execute(num_retries=0)
+        except Exception as exc:
+            raise create_error(exc, what) from exc
+        return str(operation.get("name", ""))
+
+    def wait_operation(
+        self,
+        op_name: str,
+        *,
+        timeout_s: float,
+        poll_s: float = 2.0,
+        cancel: threading.Event | None = None,
+    ) -> dict[str, Any]:
+        """Poll a long-running operation (`operations.get`, v2alpha1) until it is done.
+
+        Args:
+            op_name: "projects/P/locations/Z/operations/ID" as returned by the change calls.
+            timeout_s: give up after this many seconds (wall time).
+            poll_s: seconds between polls.
+            cancel: set it to stop waiting (the operation itself goes on at Google).
+
+        Returns:
+            The finished operation's `response` (e.g. the QueuedResource or Node dict with its "@type";
+            {"@type": ".../google.protobuf.Empty"} for a delete; {} when it has none).
+
+        Raises:
+            BadInput: malformed operation name.
+            Cancelled: `cancel` was set.
+            BackendTimeout: not done within `timeout_s` (poll failures of HTTP 429/5xx are retried until
+                then and named in the message).
+            the classified error of a failed operation (see `operation_error`): UnsupportedInZone,
+                CapacityUnavailable, QuotaExceeded, BadInput, ...
+            NotFound, PermissionDenied: the operation cannot be read.
+        """
+        match = _OP_PATH.match(op_name or "")
+        if not match:
+            raise BadInput(f"bad operation name {op_name!r}", "expected projects/P/locations/Z/operations/ID")
+        what = f"TPU API v2alpha1 operations.get {match['zone']}/{match['id']}"
+        deadline = time.monotonic() + max(0.0, timeout_s)
+        last_error: OpsError | None = None
+        while True:
+            if cancel is not None and cancel.is_set():
+                raise Cancelled(
+                    f"stopped waiting for TPU operation {match['id']}",
+                    "the operation may still finish: check the resource with list",
+                    backend="tpu",
+                )
+            operations = self._alpha().projects().locations().operations()
+            try:
+                operation = self._execute(operations.get(name=op_name), what)
+            except (BackendUnavailable, BackendTimeout, QuotaExceeded) as exc:
+                last_error, operation = exc, {}
+            if operation.get("done"):
+                metadata = operation.get("metadata") or {}
+                label = f"TPU operation {metadata.get('verb', '')} {metadata.get('target', op_name)}"
+                if operation.get("error"):
+                    raise operation_error(operation["error"], " ".join(label.split()))
+                return dict(operation.get("response") or {})
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                polled = f" (last poll: {last_error.message})" if last_error else ""
+                raise BackendTimeout(
+                    _one_line(f"TPU operation {match['id']} not done after {timeout_s:g} s{polled}"),
+                    "it may still finish: check the resource with list or describe",
+                    backend="tpu",
+                )
+            pause = min(poll_s, remaining)
+            if cancel is not None:
+                cancel.wait(pause)
+            else:
+                time.sleep(pause)
+
+    def delete_queued_resource(
+        self,
+        name: str,
+        zone: str,
+        *,
+        force: bool = False,
+        wait: bool = True,
+        timeout_s: float = 600.0,
+        poll_s: float = 2.0,
+    ) -> str:
+        """Delete a queued resource (`queuedResources.delete`, v2alpha1, query `force=true` when forced).
+
+        Args:
+            name: queued resource id, e.g. "gemma4-qr".
+            zone: its zone.
+            force: delete its nodes first. Without it the API refuses a QR whose nodes exist unless it is
+                ACCEPTED, FAILED or SUSPENDED (DeleteQueuedResourceRequest.force, cloud_tpu.proto).
+            wait: poll the operation until done (`timeout_s` seconds, every `poll_s` seconds).
+
+        Returns:
+            The delete operation's name.
+
+        Raises:
+            BadInput: malformed name or zone, or the API refused (e.g. nodes exist and force is off: HTTP 400
+                FAILED_PRECONDITION).
+            NotFound: no such queued resource.
+            BackendTimeout: with `wait`, the deletion did not finish in time.
+            PermissionDenied, QuotaExceeded, BackendUnavailable: see `map_error`.
+        """
+        self._check_zone(zone)
+        self._check_id(name, "queued resource name")
+        qrs = self._alpha().projects().locations().queuedResources()
+        qr_name = f"{self._parent(zone)}/queuedResources/{name}"
+        request = qrs.delete(name=qr_name, force=True) if force else qrs.delete(name=qr_name)
+        what = f"TPU API v2alpha1 queuedResources.delete {zone}/{name}"
+        try:
+            operation: dict[str, Any] = request.execute(num_retries=0)
+        except Exception as exc:
+            error = create_error(exc, what)
+            if isinstance(error, BadInput) and not force:
+                error.hint = "its nodes still exist: delete with force (deletes the nodes first)"
+            raise error from exc
+        op_name = str(operation.get("name", ""))
+        if wait:
+            self.wait_operation(op_name, timeout_s=timeout_s, poll_s=poll_s)
+        return op_name
+
+    def reset_queued_resource(self, name: str, zone: str) -> str:
+        """Put a FAILED or SUSPENDED queued resource back in the queue (`queuedResources.reset`, v2alpha1).
+
+        Args:
+            name: queued resource id; zone: its zone.
+
+        Returns:
+            The reset operation's name (its response is the QueuedResource).
+
+        Raises:
+            BadInput: malformed name or zone, or the API refused (HTTP 400, e.g. not FAILED/SUSPENDED).
+            NotFound, PermissionDenied, QuotaExceeded, BackendUnavailable, BackendTimeout: see `map_error`.
+        """
+        self._check_zone(zone)
+        self._check_id(name, "queued resource name")
+        qrs = self._alpha().projects().locations().queuedResources()
+        request = qrs.reset(name=f"{self._parent(zone)}/queuedResources/{name}", body={})
+        try:
+            operation: dict[str, Any] = request.execute(num_retries=0)
+        except Exception as exc:
+            raise create_error(exc, f"TPU API v2alpha1 queuedResources.reset {zone}/{name}") from exc
+        return str(operation.get("name", ""))
+
+    def _node_operation(self, verb: str, zone: str, node_id: str) -> str:
+        self._check_zone(zone)
+        self._check_id(node_id, "node id")
+        client = self._v2()
+        request = {"name": f"{self._parent(zone)}/nodes/{node_id}"}
+        try:
+            if verb == "start":
+                operation = client.start_node(request=request, timeout=self._timeout_s)
+            else:
+                operation = client.stop_node(request=request, timeout=self._timeout_s)
+        except Exception as exc:
+            raise create_error(exc, f"TPU API v2 nodes.{verb} {zone}/{node_id}") from exc
+        return str(operation.operation.name)
+
+    def start_node(self, zone: str, node_id: str) -> str:
+        """Start a STOPPED TPU VM (`nodes.start` through the GAPIC `tpu_v2` client, request= form).
+
+        Returns:
+            The operation's name (its response is the Node).
+
+        Raises:
+            BadInput: malformed zone or node id, or the node is not STOPPED (HTTP 400).
+            NotFound, PermissionDenied, QuotaExceeded, BackendUnavailable, BackendTimeout: see `map_error`.
+        """
+        return self._node_operation("start", zone, node_id)
+
+    def stop_node(self, zone: str, node_id: str) -> str:
+        """Stop a READY TPU VM (`nodes.stop` through the GAPIC `tpu_v2` client, request= form).
+
+        Returns:
+            The operation's name (its response is the Node).
+
+        Raises:
+            BadInput: malformed zone or node id, or the node is not READY (HTTP 400).
+            NotFound, PermissionDenied, QuotaExceeded, BackendUnavailable, BackendTimeout: see `map_error`.
+        """
+        return self._node_operation("stop", zone, node_id)
+
+    def list_accelerator_types(self, zone: str) -> list[str]:
+        """The accelerator types a zone offers (`acceleratorTypes.list`, v2alpha1, all pages).
+
+        Returns:
+            Sorted `AcceleratorType.type` values, e.g. ["v6e-1", "v6e-4", "v6e-8"].
+
+        Raises:
+            BadInput: malformed zone. NotFound: unknown zone (HTTP 404).
+            PermissionDenied, QuotaExceeded, BackendUnavailable, BackendTimeout: see `map_error`.
+        """
+        self._check_zone(zone)
+        types = self._alpha().projects().locations().acceleratorTypes()
+        what = f"TPU API v2alpha1 acceleratorTypes.list {zone}"
+        items = self._list_all(types, types.list(parent=self._parent(zone)), "acceleratorTypes", what)
+        return sorted({str(t.get("type") or str(t.get("name", "")).rsplit("/", 1)[-1]) for t in items})

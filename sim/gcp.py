@@ -1,42 +1,89 @@
-"""Local SIMULATOR of the Google Cloud TPU REST API (no Google project is contacted).
+"""Local SIMULATOR of the Google Cloud TPU, Cloud Quotas and Secret Manager REST APIs (no Google project
+is contacted).
 
-`GcpSimulator` serves, on one 127.0.0.1 port, the subset of `tpu.googleapis.com` that the bot reads, in
-the exact JSON shapes of the discovery documents google-api-python-client ships (`tpu.v2alpha1.json`,
-`tpu.v2.json`), so the REAL clients can be pointed at it by changing only the endpoint
-(`ops.google.tpu_v2alpha1(url)`, `ops.google.tpu_v2(url)`):
+`GcpSimulator` serves, on one 127.0.0.1 port, the subset of `tpu.googleapis.com`,
+`cloudquotas.googleapis.com` and `secretmanager.googleapis.com` that the bot uses, in the exact JSON shapes
+of the discovery documents google-api-python-client ships (`tpu.v2alpha1.json`, `tpu.v2.json`,
+`secretmanager.v1.json`) and of the `cloudquotas_v1` protos, so the REAL clients can be pointed at it by
+changing only the endpoint (`ops.google.tpu_v2alpha1(url)`, `ops.google.tpu_v2(url)`,
+`ops.google.cloud_quotas(url)`, `ops.google.secret_manager(url)`):
 
     GET /{v2alpha1|v2}/projects/{p}/locations                      locations.list (the scenario's zones)
     GET /{v}/projects/{p}/locations/{zone}                         locations.get
     GET /{v}/projects/{p}/locations/{zone}/queuedResources[/{id}]  list (pageSize/pageToken) / get
+    POST /{v}/.../queuedResources?queuedResourceId={id}            create (LRO)
+    DELETE /{v}/.../queuedResources/{id}[?force=true]              delete (LRO)
+    POST /{v}/.../queuedResources/{id}:reset                       reset (LRO; FAILED or SUSPENDED only)
     GET /{v}/projects/{p}/locations/{zone}/nodes[/{id}]            list / get
+    POST /{v}/.../nodes/{id}:start | :stop                         start / stop (LRO; response: the Node)
     GET /{v}/projects/{p}/locations/{zone}/acceleratorTypes[/{t}]  list / get
     GET /{v}/projects/{p}/locations/{zone}/operations/{op}         operations.get
+    GET /v1/projects/{p}/locations/global/services/{s}/quotaInfos[/{id}]   Cloud Quotas list / get
+    POST /v1/projects/{p}/secrets?secretId={s}                     Secret Manager secrets.create
+    GET /v1/projects/{p}/secrets/{s}                               secrets.get
+    POST /v1/projects/{p}/secrets/{s}:addVersion                   secrets.addVersion
+    GET /v1/projects/{p}/secrets/{s}/versions/{v}[:access]         versions.get / versions.access
 
 v2 responses drop what only v2alpha1 defines (provisioningModel, runDuration, bestEffort,
 guaranteed.reserved, schedulingConfig.provisioningModel/terminationTimestamp/reservationName). Errors
-use the Google envelope `{"error": {"code": 404, "message": "...", "status": "NOT_FOUND"}}`.
+use the Google envelope `{"error": {"code": 404, "message": "...", "status": "NOT_FOUND"}}`. Request
+bodies may encode enums as names (google-api-python-client) or integers (GAPIC REST).
 
 The world comes from a scenario's `google` section (see `sim/scenarios/default.yaml`); times there are
 relative to the moment the simulator is built (`created: -90m`, `valid_until: 3h`, `max_run_duration: 4h`).
 Besides the keys used in the default scenario, the section accepts:
 
     page_size: 50                 # default page size of list calls without pageSize
+    time_speed: 1                 # simulated seconds per real second (GcpSimulator(speed=) overrides)
+    operation_duration: 0s        # simulated time until a create/reset/start/stop operation is done
+    delete_duration: 0s           # simulated time a queued resource spends in DELETING (default:
+                                  # operation_duration); the delete operation is done when it is gone
     operations:                   # finished (or running) LROs served by operations.get
       - {id: operation-1, zone: us-east5-a, verb: create, queued_resource: gemma4-qr,
          created: -91m, done: true, error: {code: 8, message: "..."}}
+    zones.<zone>.accelerator_types: [v6e-8]   # offered types; a create of another type is refused with
+                                  # the real INVALID_ARGUMENT text (tpu-create-accelerator-not-in-zone.txt)
+    zones.<zone>.flex_start: false            # a FLEX_START create fails its operation with code 3 and the
+                                  # real text (tpu-create-flex-start-unsupported.txt); no QR is kept
+    zones.<zone>.capacity: available          # default: a request is ACTIVE at once
+    zones.<zone>.capacity: none               # stockout: WAITING_FOR_RESOURCES until its valid-until, then
+                                  # FAILED (failedData.error code 8, tpu-create-zone-stockout.txt's text)
+    zones.<zone>.capacity: {after: 5m, provisioning: 1m}   # WAITING_FOR_RESOURCES, PROVISIONING for the
+                                  # last `provisioning` (default min(after, 1m)), ACTIVE `after` the
+                                  # request (re)entered the queue, with a READY node and IPs
+    zones.<zone>.spot_preempt_after: 30m      # spot nodes of that zone are PREEMPTED this long after ACTIVE
+    zones.<zone>.quota: {TPUV6EPerProjectPerZoneForTPUAPI: 64}   # Cloud Quotas values for that zone
     queued_resources[].reservation: my-res        # reservationName (RESERVATION_BOUND)
+    queued_resources[].preempt_after: 10m         # spot: node PREEMPTED 10m after the simulator starts (or
+                                                  # after it becomes ACTIVE, if later)
     queued_resources[].node.health_description / internal_ip / external_ip (a string or a list)
     queued_resources[].node.enable_external_ips: true
+    secrets: {hf-token: "value"}  # Secret Manager secrets with one version each
 
-Layout, for whoever extends it (create/delete/reset LROs, stockouts, provisioning delays, Cloud Logging
-`POST /v2/entries:list`, Cloud Quotas, Secret Manager): the world state is a small dataclass model
-(`World`) guarded by `World.lock`; JSON rendering is in the `*_json` functions; HTTP routing is the
-`GcpSimulator._routes` table of (method, path regex, handler). Add a route and a handler method; the
+Lifecycle, computed lazily from the simulated clock on every request (no background thread): a created
+(or reset) queued resource is WAITING_FOR_RESOURCES, then follows its zone's `capacity`; scenario QRs that
+are WAITING_FOR_RESOURCES follow it from their `created` time. An ACTIVE flex-start QR reaching
+(time it became ACTIVE, else createTime) + maxRunDuration goes SUSPENDED with stateInitiator SERVICE and its
+node is deleted. A preempted spot node is PREEMPTED while its QR stays ACTIVE (the QR state after a
+preemption is unverified). Delete without force of a QR whose node exists, unless it is ACCEPTED, FAILED or
+SUSPENDED, is refused with 400 FAILED_PRECONDITION (DeleteQueuedResourceRequest.force semantics).
+Simulator-only texts (not captured from Google): the FAILED_PRECONDITION messages, the request-validation
+messages, the Cloud Quotas metric names.
+
+Controls for tests: `GcpSimulator.now()`, `.advance(seconds)`, `.preempt(zone, node_id)`,
+`.set_capacity(zone, spec)`, `.inject_fault(...)`, `.requests` and `.request_bodies` (JSON bodies sent to
+TPU paths; Secret Manager bodies are never recorded).
+
+Layout, for whoever extends it (Cloud Logging `POST /v2/entries:list`, ...): the world state is a small
+dataclass model (`World`) guarded by `World.lock`; JSON rendering is in the `*_json` functions; HTTP routing
+is the `GcpSimulator._routes` table of (method, path regex, handler). Add a route and a handler method; the
 handler reads or changes the `World` under its lock and returns a JSON-able dict or raises `ApiError`.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
 import threading
@@ -47,7 +94,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from sim.scenario import duration
 
@@ -103,15 +150,17 @@ _TOPOLOGY_3D = {8: "2x2x1", 16: "2x2x2", 32: "2x2x4", 64: "2x4x4", 128: "4x4x4"}
 class ApiError(Exception):
     """An HTTP error the simulator answers with, in the Google error envelope."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, *, status_name: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.status_name = status_name  # e.g. FAILED_PRECONDITION, sent with HTTP 400
 
 
-def error_envelope(status: int, message: str) -> dict[str, Any]:
+def error_envelope(status: int, message: str, status_name: str | None = None) -> dict[str, Any]:
     """The JSON body Google sends with an HTTP error: {"error": {code, message, status}}."""
-    return {"error": {"code": status, "message": message, "status": STATUS_NAMES.get(status, "UNKNOWN")}}
+    name = status_name or STATUS_NAMES.get(status, "UNKNOWN")
+    return {"error": {"code": status, "message": message, "status": name}}
 
 
 def rfc3339(value: datetime) -> str:
@@ -129,17 +178,96 @@ def duration_json(value: timedelta) -> str:
 # World model
 # --------------------------------------------------------------------------------------------------
 
+# Real error texts (tests/fixtures/cases/tpu-create-*.txt), with the type, zone or model substituted.
+ACCELERATOR_NOT_IN_ZONE = (
+    "Cloud TPU received a bad request. The requested accelerator configuration for accelerator type, "
+    '"{type}", could not be found in the zonal accelerator configurations for "{zone}".; the accelerator '
+    "{type} was not found in zone {zone}"
+)
+MODEL_NOT_SUPPORTED = (
+    '{model} provisioning model is not supported for accelerator type "{type}" in location "{zone}"'
+)
+STOCKOUT = (
+    'There is no more capacity in the zone "{zone}"; you can try in another zone where Cloud TPU Nodes are '
+    "offered (see https://cloud.google.com/tpu/docs/regions)"
+)
+# google.rpc.Code values used in operation errors and failedData.
+CODE_INVALID_ARGUMENT = 3
+CODE_RESOURCE_EXHAUSTED = 8
+MAX_RUN_DURATION_LIMIT = timedelta(days=7)  # flex-start: "up to 7 days" (tpu/docs/request-using-flex-start)
+_RESOURCE_ID = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+_SECRET_ID = re.compile(r"^[A-Za-z0-9_-]{1,255}$")
+# Enum integers of request bodies (GAPIC REST sends enums as ints).
+_PROVISIONING_MODEL_INTS = {0: "PROVISIONING_MODEL_UNSPECIFIED", 1: "STANDARD", 2: "SPOT"}
+_PROVISIONING_MODEL_INTS.update({3: "RESERVATION_BOUND", 4: "FLEX_START"})
+_ACCEL_TYPE_INTS = {2: "V2", 4: "V3", 7: "V4", 9: "V5LITE_POD", 10: "V5P", 11: "V6E"}
+_WAITING = "WAITING_FOR_RESOURCES"
+_PROVISIONING_DEFAULT = timedelta(minutes=1)
+
+
+def _crc32c_table() -> list[int]:
+    table = []
+    for i in range(256):
+        crc = i
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
+        table.append(crc)
+    return table
+
+
+_CRC32C = _crc32c_table()
+
+
+def crc32c(data: bytes) -> int:
+    """CRC32C (Castagnoli) of `data`, as Secret Manager's `dataCrc32c`."""
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc = _CRC32C[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+def _capacity(value: Any) -> tuple[timedelta | None, timedelta | None]:
+    """Parse a zone `capacity` value into (after, provisioning); after None means stockout."""
+    if value is None or value == "available":
+        return timedelta(0), None
+    if value == "none":
+        return None, None
+    if isinstance(value, dict):
+        after = duration(value.get("after", "0s"))
+        provisioning = duration(value["provisioning"]) if "provisioning" in value else None
+        return after, provisioning
+    raise ValueError(f"bad zone capacity {value!r}: use available, none or {{after: 5m}}")
+
 
 @dataclass
 class SimZone:
-    """A TPU zone of the simulated project and the accelerator types it offers."""
+    """A TPU zone of the simulated project and what it offers (see the module docstring for the keys)."""
 
     name: str
     accelerator_types: list[str] = field(default_factory=list)
+    flex_start: bool = True
+    capacity_after: timedelta | None = timedelta(0)  # None: stockout
+    provisioning: timedelta | None = None
+    spot_preempt_after: timedelta | None = None
+    quota: dict[str, int] = field(default_factory=dict)
 
     @property
     def region(self) -> str:
         return self.name.rsplit("-", 1)[0]
+
+    @classmethod
+    def from_scenario(cls, name: str, spec: dict[str, Any]) -> SimZone:
+        after, provisioning = _capacity(spec.get("capacity"))
+        preempt = spec.get("spot_preempt_after")
+        return cls(
+            name=name,
+            accelerator_types=[str(t) for t in spec.get("accelerator_types", [])],
+            flex_start=bool(spec.get("flex_start", True)),
+            capacity_after=after,
+            provisioning=provisioning,
+            spot_preempt_after=duration(preempt) if preempt is not None else None,
+            quota={str(k): int(v) for k, v in (spec.get("quota") or {}).items()},
+        )
 
 
 @dataclass
@@ -156,11 +284,22 @@ class SimNode:
     external_ips: list[str] = field(default_factory=list)
     enable_external_ips: bool = True
     create_time: datetime | None = None
+    network: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    metadata: dict[str, str] = field(default_factory=dict)
+    service_account: dict[str, Any] | None = None
+    pending_state: str | None = None  # STOPPED / READY after a stop / start operation
+    pending_at: datetime | None = None
+    preempt_at: datetime | None = None
 
 
 @dataclass
 class SimQueuedResource:
-    """A queued resource (QR) with one node spec."""
+    """A queued resource (QR) with one node spec.
+
+    `requested_at` is set for QRs that follow their zone's capacity (created, reset, or WAITING in the
+    scenario); `provision_at`/`active_at` are then when they go PROVISIONING/ACTIVE (None: never).
+    """
 
     qr_id: str
     zone: str
@@ -174,13 +313,20 @@ class SimQueuedResource:
     reservation: str | None = None
     error_code: int | None = None
     error_message: str | None = None
+    requested_at: datetime | None = None
+    provision_at: datetime | None = None
+    active_at: datetime | None = None
+    active_time: datetime | None = None
+    valid_for: timedelta | None = None  # queueingPolicy.validUntilDuration of the request
+    delete_at: datetime | None = None
+    preempt_after: timedelta | None = None
 
     @property
     def termination_time(self) -> datetime | None:
-        """runDuration.terminationTime: createTime + maxRunDuration once ACTIVE (flex-start only)."""
+        """runDuration.terminationTime: (ACTIVE time, else createTime) + maxRunDuration (flex-start only)."""
         if self.max_run_duration is None or self.state not in ("ACTIVE", "SUSPENDING"):
             return None
-        return self.create_time + self.max_run_duration
+        return (self.active_time or self.create_time) + self.max_run_duration
 
     @property
     def node_visible(self) -> bool:
@@ -189,7 +335,7 @@ class SimQueuedResource:
 
 @dataclass
 class SimOperation:
-    """A long-running operation as returned by operations.get."""
+    """A long-running operation as returned by operations.get (`done_at`: when a running one finishes)."""
 
     op_id: str
     zone: str
@@ -201,18 +347,39 @@ class SimOperation:
     error_code: int | None = None
     error_message: str | None = None
     response_qr: str | None = None  # QR id whose current JSON is the response
+    response_node: str | None = None  # node id whose current JSON is the response (start/stop)
+    done_at: datetime | None = None
+
+
+@dataclass
+class SimSecret:
+    """A Secret Manager secret and its versions (payload, create time, client gave a CRC32C); version n is
+    at index n-1."""
+
+    secret_id: str
+    create_time: datetime
+    labels: dict[str, str] = field(default_factory=dict)
+    versions: list[tuple[bytes, datetime, bool]] = field(default_factory=list)
 
 
 @dataclass
 class World:
-    """The simulated Google state. Read and change it only while holding `lock`."""
+    """The simulated Google state. Read and change it only while holding `lock`.
+
+    `now` is the simulated time of the request being served (set by `evolve`).
+    """
 
     project: str
     start: datetime
     zones: dict[str, SimZone] = field(default_factory=dict)
     queued_resources: dict[tuple[str, str], SimQueuedResource] = field(default_factory=dict)
     operations: dict[tuple[str, str], SimOperation] = field(default_factory=dict)
+    secrets: dict[str, SimSecret] = field(default_factory=dict)
     page_size: int = DEFAULT_PAGE_SIZE
+    operation_duration: timedelta = timedelta(0)
+    delete_duration: timedelta = timedelta(0)
+    now: datetime = field(default_factory=lambda: datetime.now(UTC))
+    op_seq: int = 0
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     @classmethod
@@ -223,18 +390,30 @@ class World:
             ValueError: a required key is missing or a value is malformed.
         """
         google = scenario.get("google") or {}
-        world = cls(project=str(scenario["project"]), start=start)
+        world = cls(project=str(scenario["project"]), start=start, now=start)
         world.page_size = int(google.get("page_size", DEFAULT_PAGE_SIZE))
+        world.operation_duration = duration(google.get("operation_duration", "0s"))
+        world.delete_duration = duration(
+            google.get("delete_duration", world.operation_duration.total_seconds())
+        )
         for name, spec in (google.get("zones") or {}).items():
-            world.zones[name] = SimZone(name, list((spec or {}).get("accelerator_types", [])))
+            world.zones[name] = SimZone.from_scenario(name, spec or {})
         for spec in google.get("queued_resources") or []:
             qr = _qr_from_scenario(spec, start)
             if qr.zone not in world.zones:
                 world.zones[qr.zone] = SimZone(qr.zone, [qr.node.accelerator_type])
+            if qr.state == _WAITING:
+                world.schedule(qr, qr.create_time)
+            if qr.preempt_after is not None and qr.state == "ACTIVE":
+                qr.node.preempt_at = start + qr.preempt_after
             world.queued_resources[(qr.zone, qr.qr_id)] = qr
         for spec in google.get("operations") or []:
             op = _op_from_scenario(spec, world, start)
             world.operations[(op.zone, op.op_id)] = op
+        for secret_id, value in (google.get("secrets") or {}).items():
+            world.secrets[str(secret_id)] = SimSecret(
+                str(secret_id), start, versions=[(str(value).encode(), start, False)]
+            )
         return world
 
     def parent(self, zone: str) -> str:
@@ -274,6 +453,73 @@ class World:
         except KeyError:
             raise ApiError(404, f'Resource "{self.parent(zone)}/operations/{op_id}" was not found') from None
 
+    # ---- lifecycle
+    def schedule(self, qr: SimQueuedResource, at: datetime) -> None:
+        """(Re)queue `qr` at `at`: its PROVISIONING and ACTIVE times follow its zone's capacity."""
+        zone = self.zones[qr.zone]
+        qr.requested_at = at
+        if zone.capacity_after is None:
+            qr.provision_at = qr.active_at = None
+            return
+        provisioning = zone.provisioning
+        if provisioning is None:
+            provisioning = min(zone.capacity_after, _PROVISIONING_DEFAULT)
+        qr.active_at = at + zone.capacity_after
+        qr.provision_at = qr.active_at - min(provisioning, zone.capacity_after)
+
+    def new_operation(self, zone: str, verb: str, target: str, *, done_at: datetime) -> SimOperation:
+        """Register a running operation finishing at `done_at` (ids as Google's: operation-<ms>-<seq>)."""
+        self.op_seq += 1
+        op_id = f"operation-{int(self.now.timestamp() * 1000)}-{self.op_seq:06x}"
+        op = SimOperation(op_id, zone, verb, target, self.now, done=False, done_at=done_at)
+        self.operations[(zone, op_id)] = op
+        return op
+
+    def evolve(self, now: datetime) -> None:
+        """Apply every state transition due up to `now` (simulated), then remember `now`."""
+        self.now = max(self.now, now)
+        for key, qr in list(self.queued_resources.items()):
+            if not self._evolve_qr(qr, self.now):
+                del self.queued_resources[key]
+        for op in self.operations.values():
+            if not op.done and op.done_at is not None and op.done_at <= self.now:
+                op.done, op.end_time = True, op.done_at
+
+    def _evolve_qr(self, qr: SimQueuedResource, now: datetime) -> bool:
+        """Advance one QR; False when it is gone (deleted)."""
+        node, zone = qr.node, self.zones[qr.zone]
+        if qr.state == "DELETING":
+            return qr.delete_at is None or qr.delete_at > now
+        if qr.state == _WAITING and qr.requested_at is not None:
+            start, deadline = qr.provision_at, qr.valid_until
+            if deadline is not None and deadline <= now and (start is None or deadline <= start):
+                qr.state, qr.state_initiator = "FAILED", "SERVICE"
+                qr.error_code, qr.error_message = CODE_RESOURCE_EXHAUSTED, STOCKOUT.format(zone=qr.zone)
+                return True
+            if start is not None and start <= now:
+                qr.state = "PROVISIONING"
+                node.state, node.health, node.create_time = "CREATING", None, start
+        if qr.state == "PROVISIONING" and qr.active_at is not None and qr.active_at <= now:
+            qr.state, qr.active_time = "ACTIVE", qr.active_at
+            node.state, node.health = "READY", "HEALTHY"
+            if not node.internal_ips:
+                _assign_ips(qr)
+            preempt = qr.preempt_after if qr.preempt_after is not None else zone.spot_preempt_after
+            if qr.provisioning_model == "SPOT" and preempt is not None:
+                node.preempt_at = qr.active_at + preempt
+        if qr.state == "ACTIVE":
+            if node.pending_state and node.pending_at is not None and node.pending_at <= now:
+                node.state = node.pending_state
+                node.health = "HEALTHY" if node.state == "READY" else None
+                node.pending_state = node.pending_at = None
+            if node.preempt_at is not None and node.preempt_at <= now:
+                node.state, node.health, node.preempt_at = "PREEMPTED", None, None
+            end = qr.termination_time
+            if end is not None and end <= now:
+                qr.state, qr.state_initiator = "SUSPENDED", "SERVICE"
+                node.state, node.health = "DELETING", None
+        return True
+
 
 def _qr_key(qr: SimQueuedResource) -> str:
     return qr.qr_id
@@ -283,6 +529,16 @@ def _ips(value: Any) -> list[str]:
     if value is None:
         return []
     return [str(v) for v in value] if isinstance(value, list) else [str(value)]
+
+
+def _assign_ips(qr: SimQueuedResource) -> None:
+    """Deterministic addresses, all on the loopback network (127.0.0.0/8), so nothing the demo or the tests
+    do ever reaches another host: "internal" 127.10.x.y and "external" 127.34.x.y. Nothing listens there
+    until a scenario says so, which is what a freshly created TPU VM looks like (vLLM still booting)."""
+    h = zlib.crc32(f"{qr.zone}/{qr.qr_id}".encode())
+    b, c = (h >> 8) & 0xFF, max(2, h & 0xFF)
+    qr.node.internal_ips = [f"127.10.{b}.{c}"]
+    qr.node.external_ips = [f"127.34.{b}.{c}"] if qr.node.enable_external_ips else []
 
 
 def _qr_from_scenario(spec: dict[str, Any], start: datetime) -> SimQueuedResource:
@@ -304,7 +560,7 @@ def _qr_from_scenario(spec: dict[str, Any], start: datetime) -> SimQueuedResourc
         state=str(node_state),
         health=node_spec.get("health", "HEALTHY" if node_state == "READY" else None),
         health_description=str(node_spec.get("health_description", "")),
-        internal_ips=_ips(node_spec.get("internal_ip", "10.0.0.2")),
+        internal_ips=_ips(node_spec.get("internal_ip", "127.0.0.2")),
         external_ips=_ips(node_spec.get("external_ip")),
         enable_external_ips=bool(node_spec.get("enable_external_ips", True)),
         create_time=created + duration(node_spec.get("created_after", "2m")),
@@ -325,6 +581,7 @@ def _qr_from_scenario(spec: dict[str, Any], start: datetime) -> SimQueuedResourc
         error_message=str(error.get("message", "Internal error")).strip()
         if error or state == "FAILED"
         else None,
+        preempt_after=duration(spec["preempt_after"]) if "preempt_after" in spec else None,
     )
 
 
@@ -405,12 +662,15 @@ def queued_resource_json(world: World, qr: SimQueuedResource, api: str) -> dict[
                         "acceleratorType": qr.node.accelerator_type,
                         "runtimeVersion": qr.node.runtime_version,
                         "networkConfig": {"enableExternalIps": qr.node.enable_external_ips},
+                        **_node_extras(qr.node),
                     },
                 }
             ]
         },
         "state": state,
     }
+    if qr.node.network:
+        body["tpu"]["nodeSpec"][0]["node"]["networkConfig"]["network"] = qr.node.network
     if qr.provisioning_model == "SPOT":
         body["spot"] = {}
     if qr.provisioning_model == "RESERVATION_BOUND":
@@ -425,6 +685,18 @@ def queued_resource_json(world: World, qr: SimQueuedResource, api: str) -> dict[
     if qr.valid_until is not None:
         body["queueingPolicy"] = {"validUntilTime": rfc3339(qr.valid_until)}
     return body
+
+
+def _node_extras(node: SimNode) -> dict[str, Any]:
+    """The request-given Node fields echoed back: labels, metadata, serviceAccount."""
+    extras: dict[str, Any] = {}
+    if node.labels:
+        extras["labels"] = dict(node.labels)
+    if node.metadata:
+        extras["metadata"] = dict(node.metadata)
+    if node.service_account is not None:
+        extras["serviceAccount"] = dict(node.service_account)
+    return extras
 
 
 def node_json(world: World, qr: SimQueuedResource, api: str) -> dict[str, Any]:
@@ -472,7 +744,7 @@ def node_json(world: World, qr: SimQueuedResource, api: str) -> dict[str, Any]:
         body["health"] = node.health
     if node.health_description:
         body["healthDescription"] = node.health_description
-    return body
+    return {**body, **_node_extras(node)}
 
 
 def operation_json(world: World, op: SimOperation, api: str) -> dict[str, Any]:
@@ -502,9 +774,80 @@ def operation_json(world: World, op: SimOperation, api: str) -> dict[str, Any]:
             "@type": f"type.googleapis.com/google.cloud.tpu.{api}.QueuedResource",
             **queued_resource_json(world, qr, api),
         }
+    elif op.response_node and any(q.node.node_id == op.response_node for q in world.nodes_in(op.zone)):
+        body["response"] = {
+            "@type": f"type.googleapis.com/google.cloud.tpu.{api}.Node",
+            **node_json(world, world.node_owner(op.zone, op.response_node), api),
+        }
     else:
         body["response"] = {"@type": "type.googleapis.com/google.protobuf.Empty"}
     return body
+
+
+QUOTA_SERVICE = "tpu.googleapis.com"
+
+
+def quota_infos(world: World) -> dict[str, list[tuple[str, int]]]:
+    """Quota id -> [(zone, value)] from the zones' `quota` entries, ids and zones sorted."""
+    infos: dict[str, list[tuple[str, int]]] = {}
+    for zone in sorted(world.zones):
+        for quota_id, value in world.zones[zone].quota.items():
+            infos.setdefault(quota_id, []).append((zone, value))
+    return dict(sorted(infos.items()))
+
+
+def quota_info_json(world: World, quota_id: str, values: list[tuple[str, int]]) -> dict[str, Any]:
+    """A Cloud Quotas `QuotaInfo` (cloudquotas_v1 proto JSON) with one dimensionsInfo per zone.
+
+    The metric name and display names are the simulator's own (not captured from Google).
+    """
+    family = re.sub(r"^TPU|(Preemptible)?PerProjectPerZoneForTPUAPI$", "", quota_id).lower() or "tpu"
+    preemptible = "Preemptible" in quota_id
+    metric = f"{QUOTA_SERVICE}/{'preemptible_' if preemptible else ''}tpu_{family}_cores"
+    return {
+        "name": f"projects/{world.project}/locations/global/services/{QUOTA_SERVICE}/quotaInfos/{quota_id}",
+        "quotaId": quota_id,
+        "metric": metric,
+        "service": QUOTA_SERVICE,
+        "isPrecise": True,
+        "containerType": "PROJECT",
+        "dimensions": ["zone"],
+        "metricDisplayName": f"{'Preemptible ' if preemptible else ''}TPU {family} cores",
+        "quotaDisplayName": f"{'Preemptible ' if preemptible else ''}TPU {family} cores per project per zone",
+        "metricUnit": "1/{project}/{zone}",
+        "quotaIncreaseEligibility": {"isEligible": True},
+        "isFixed": False,
+        "isConcurrent": False,
+        "dimensionsInfos": [
+            {"dimensions": {"zone": zone}, "details": {"value": str(value)}, "applicableLocations": [zone]}
+            for zone, value in values
+        ],
+    }
+
+
+def secret_json(world: World, secret: SimSecret) -> dict[str, Any]:
+    """A Secret Manager `Secret` (secretmanager.v1 discovery shape)."""
+    body: dict[str, Any] = {
+        "name": f"projects/{world.project}/secrets/{secret.secret_id}",
+        "replication": {"automatic": {}},
+        "createTime": rfc3339(secret.create_time),
+        "etag": f'"{zlib.crc32(secret.secret_id.encode()):x}{len(secret.versions):x}"',
+    }
+    if secret.labels:
+        body["labels"] = dict(secret.labels)
+    return body
+
+
+def secret_version_json(world: World, secret: SimSecret, number: int) -> dict[str, Any]:
+    """A `SecretVersion` (versions are 1-based and always ENABLED here)."""
+    _, created, checksum = secret.versions[number - 1]
+    return {
+        "name": f"projects/{world.project}/secrets/{secret.secret_id}/versions/{number}",
+        "createTime": rfc3339(created),
+        "state": "ENABLED",
+        "etag": f'"{number:x}"',
+        "clientSpecifiedPayloadChecksum": checksum,
+    }
 
 
 def paginate(items: list[Any], query: dict[str, str], default_size: int) -> tuple[list[Any], str | None]:
@@ -573,13 +916,15 @@ class _RequestHandler(BaseHTTPRequestHandler):
 
 
 class GcpSimulator:
-    """The simulated Google TPU API server (see the module docstring).
+    """The simulated Google Cloud API server (see the module docstring).
 
     Args:
         scenario: a scenario mapping (`sim.scenario.load()`); uses `project` and the `google` section.
         host, port: where to listen; port 0 picks a free port (read it back from `url`).
         now: clock returning an aware UTC datetime; scenario times are relative to its value at
             construction. Defaults to the wall clock.
+        speed: simulated seconds per real second of `now` (None: the scenario's `google.time_speed`, else
+            1). A fixed `now` with any speed gives a clock that only `advance()` moves.
 
     Use `start()` / `stop()` (or a `with` block), then point the clients at `url`.
     """
@@ -591,26 +936,89 @@ class GcpSimulator:
         host: str = "127.0.0.1",
         port: int = 0,
         now: Callable[[], datetime] | None = None,
+        speed: float | None = None,
     ) -> None:
-        self._now = now or (lambda: datetime.now(UTC))
-        self.world = World.from_scenario(scenario, self._now())
+        self._clock = now or (lambda: datetime.now(UTC))
+        self._base = self._clock()
+        google = scenario.get("google") or {}
+        self.speed = float(speed if speed is not None else google.get("time_speed", 1))
+        if self.speed <= 0:
+            raise ValueError("time speed must be positive")
+        self._offset = timedelta(0)
+        self.world = World.from_scenario(scenario, self._base)
         self._host, self._port = host, port
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._faults: list[_Fault] = []
         self._faults_lock = threading.Lock()
         self.requests: list[tuple[str, str]] = []  # (method, path with query) of every request seen
+        # (method, path, parsed JSON body) of every TPU request with a body; Secret Manager never recorded.
+        self.request_bodies: list[tuple[str, str, Any]] = []
+        qr_path = _Z + r"/queuedResources/(?P<id>[^/:]+)"
+        node_path = _Z + r"/nodes/(?P<id>[^/:]+)"
+        quotas = r"/v1/projects/(?P<project>[^/]+)/locations/global/services/(?P<service>[^/]+)/quotaInfos"
+        secret = r"/v1/projects/(?P<project>[^/]+)/secrets/(?P<secret>[^/:]+)"
         self._routes: list[tuple[str, re.Pattern[str], Handler]] = [
             ("GET", re.compile(_V + r"$"), self._list_locations),
             ("GET", re.compile(_Z + r"$"), self._get_location),
             ("GET", re.compile(_Z + r"/queuedResources$"), self._list_queued_resources),
-            ("GET", re.compile(_Z + r"/queuedResources/(?P<id>[^/:]+)$"), self._get_queued_resource),
+            ("POST", re.compile(_Z + r"/queuedResources$"), self._create_queued_resource),
+            ("GET", re.compile(qr_path + "$"), self._get_queued_resource),
+            ("DELETE", re.compile(qr_path + "$"), self._delete_queued_resource),
+            ("POST", re.compile(qr_path + ":reset$"), self._reset_queued_resource),
             ("GET", re.compile(_Z + r"/nodes$"), self._list_nodes),
-            ("GET", re.compile(_Z + r"/nodes/(?P<id>[^/:]+)$"), self._get_node),
+            ("GET", re.compile(node_path + "$"), self._get_node),
+            ("POST", re.compile(node_path + ":start$"), self._start_node),
+            ("POST", re.compile(node_path + ":stop$"), self._stop_node),
             ("GET", re.compile(_Z + r"/acceleratorTypes$"), self._list_accelerator_types),
             ("GET", re.compile(_Z + r"/acceleratorTypes/(?P<id>[^/:]+)$"), self._get_accelerator_type),
             ("GET", re.compile(_Z + r"/operations/(?P<id>[^/:]+)$"), self._get_operation),
+            ("GET", re.compile(quotas + "$"), self._list_quota_infos),
+            ("GET", re.compile(quotas + r"/(?P<id>[^/:]+)$"), self._get_quota_info),
+            ("POST", re.compile(r"/v1/projects/(?P<project>[^/]+)/secrets$"), self._create_secret),
+            ("GET", re.compile(secret + "$"), self._get_secret),
+            ("POST", re.compile(secret + ":addVersion$"), self._add_secret_version),
+            ("GET", re.compile(secret + r"/versions/(?P<version>[^/:]+)$"), self._get_secret_version),
+            ("GET", re.compile(secret + r"/versions/(?P<version>[^/:]+):access$"), self._access_secret),
         ]
+
+    # ---- simulated time and controls
+    def now(self) -> datetime:
+        """The simulated time: start + (clock elapsed) x speed + everything `advance()` added."""
+        elapsed = self._clock() - self._base
+        return self._base + elapsed * self.speed + self._offset
+
+    def advance(self, seconds: float) -> datetime:
+        """Move simulated time forward by `seconds` and apply the transitions due. Returns the new time."""
+        with self.world.lock:
+            self._offset += timedelta(seconds=seconds)
+            now = self.now()
+            self.world.evolve(now)
+            return now
+
+    def preempt(self, zone: str, node_id: str) -> None:
+        """Preempt a spot node now: its state becomes PREEMPTED (its queued resource stays ACTIVE).
+
+        Raises:
+            KeyError: no such node exists now; ValueError: the node is not spot.
+        """
+        with self.world.lock:
+            self.world.evolve(self.now())
+            try:
+                qr = self.world.node_owner(zone, node_id)
+            except ApiError as exc:
+                raise KeyError(exc.message) from None
+            if qr.provisioning_model != "SPOT":
+                raise ValueError(
+                    f"node {node_id} is {qr.provisioning_model}, not SPOT: it cannot be preempted"
+                )
+            qr.node.state, qr.node.health, qr.node.preempt_at = "PREEMPTED", None, None
+
+    def set_capacity(self, zone: str, capacity: Any) -> None:
+        """Change a zone's `capacity` (same values as the scenario key) for requests queued from now on."""
+        with self.world.lock:
+            sim_zone = self.world.zones[zone]
+            sim_zone.capacity_after, sim_zone.provisioning = _capacity(capacity)
 
     # ---- lifecycle
     def start(self) -> GcpSimulator:
@@ -681,7 +1089,7 @@ class GcpSimulator:
         """Answer one request: returns (HTTP status, JSON body bytes)."""
         self.requests.append((method, raw_path))
         split = urlsplit(raw_path)
-        path = split.path
+        path = unquote(split.path)
         query = {k: v[-1] for k, v in parse_qs(split.query).items()}
         fault = self._take_fault(path)
         if fault is not None:
@@ -699,13 +1107,19 @@ class GcpSimulator:
             for route_method, pattern, handler in self._routes:
                 match = pattern.match(path)
                 if match and route_method == method:
+                    if body and "/secrets" not in path:
+                        self.request_bodies.append((method, raw_path, _json_or_text(body)))
                     with self.world.lock:
-                        return 200, json.dumps(handler(match, query, body)).encode()
+                        now = self.now()
+                        self.world.evolve(now)
+                        result = handler(match, query, body)
+                        self.world.evolve(now)
+                        return 200, json.dumps(result).encode()
             if any(p.match(path) for _, p, _ in self._routes):
                 raise ApiError(501, f"The simulator does not implement {method} {path}.")
             raise ApiError(404, f"The requested URL {path} was not found on this server.")
         except ApiError as exc:
-            return exc.status, json.dumps(error_envelope(exc.status, exc.message)).encode()
+            return exc.status, json.dumps(error_envelope(exc.status, exc.message, exc.status_name)).encode()
 
     # ---- handlers (called with world.lock held)
     def _list_locations(self, m: re.Match[str], query: dict[str, str], _: bytes) -> dict[str, Any]:
@@ -760,3 +1174,336 @@ class GcpSimulator:
         w = self.world
         w.check(m["project"], m["zone"])
         return operation_json(w, w.operation(m["zone"], m["id"]), m["api"])
+
+    # ---- TPU changes (LROs)
+    def _create_queued_resource(self, m: re.Match[str], query: dict[str, str], raw: bytes) -> dict[str, Any]:
+        w, zone, api = self.world, m["zone"], m["api"]
+        w.check(m["project"], zone)
+        qr_id = query.get("queuedResourceId", "")
+        if not _RESOURCE_ID.match(qr_id):
+            raise ApiError(
+                400, f"Invalid queued resource id {qr_id!r}: use 1-63 lowercase letters, digits, hyphens."
+            )
+        if (zone, qr_id) in w.queued_resources:
+            raise ApiError(409, f"Resource '{w.parent(zone)}/queuedResources/{qr_id}' already exists")
+        body = _json_body(raw)
+        qr = _qr_from_request(w, zone, qr_id, body)
+        target = f"{w.parent(zone)}/queuedResources/{qr_id}"
+        done_at = w.now + w.operation_duration
+        op = w.new_operation(zone, "create", target, done_at=done_at)
+        if qr.provisioning_model == "FLEX_START" and not w.zones[zone].flex_start:
+            op.error_code = CODE_INVALID_ARGUMENT
+            op.error_message = MODEL_NOT_SUPPORTED.format(
+                model="FLEX_START", type=qr.node.accelerator_type, zone=zone
+            )
+        else:
+            w.queued_resources[(zone, qr_id)] = qr
+            w.schedule(qr, w.now)
+            op.response_qr = qr_id
+        w.evolve(w.now)
+        return operation_json(w, op, api)
+
+    def _delete_queued_resource(self, m: re.Match[str], query: dict[str, str], _: bytes) -> dict[str, Any]:
+        w, zone = self.world, m["zone"]
+        w.check(m["project"], zone)
+        qr = w.qr(zone, m["id"])
+        force = query.get("force", "").lower() in ("true", "1")
+        if qr.state != "DELETING":
+            if qr.node_visible and qr.state not in ("ACCEPTED", "FAILED", "SUSPENDED") and not force:
+                raise ApiError(
+                    400,
+                    f"Queued resource {qr.qr_id} is {qr.state} and its nodes exist: delete them first or set "
+                    "force=true.",
+                    status_name="FAILED_PRECONDITION",
+                )
+            qr.state, qr.state_initiator = "DELETING", "USER"
+            qr.delete_at = w.now + w.delete_duration
+            qr.node.state, qr.node.health = "DELETING", None
+        done_at = qr.delete_at or w.now
+        op = w.new_operation(zone, "delete", f"{w.parent(zone)}/queuedResources/{qr.qr_id}", done_at=done_at)
+        w.evolve(w.now)
+        return operation_json(w, op, m["api"])
+
+    def _reset_queued_resource(self, m: re.Match[str], query: dict[str, str], _: bytes) -> dict[str, Any]:
+        w, zone = self.world, m["zone"]
+        w.check(m["project"], zone)
+        qr = w.qr(zone, m["id"])
+        if qr.state not in ("FAILED", "SUSPENDED"):
+            raise ApiError(
+                400,
+                f"Queued resource {qr.qr_id} is {qr.state}: only FAILED or SUSPENDED ones can be reset.",
+                status_name="FAILED_PRECONDITION",
+            )
+        qr.state, qr.state_initiator = _WAITING, "USER"
+        qr.error_code = qr.error_message = None
+        qr.active_time = None
+        qr.node.state, qr.node.health, qr.node.preempt_at = "CREATING", None, None
+        qr.node.pending_state = qr.node.pending_at = None
+        if qr.valid_for is not None:
+            qr.valid_until = w.now + qr.valid_for
+        w.schedule(qr, w.now)
+        op = w.new_operation(
+            zone,
+            "reset",
+            f"{w.parent(zone)}/queuedResources/{qr.qr_id}",
+            done_at=w.now + w.operation_duration,
+        )
+        op.response_qr = qr.qr_id
+        w.evolve(w.now)
+        return operation_json(w, op, m["api"])
+
+    def _node_change(self, m: re.Match[str], verb: str, need: str, during: str, then: str) -> dict[str, Any]:
+        w, zone = self.world, m["zone"]
+        w.check(m["project"], zone)
+        qr = w.node_owner(zone, m["id"])
+        if qr.state != "ACTIVE" or qr.node.state != need:
+            raise ApiError(
+                400,
+                f"Node {qr.node.node_id} is {qr.node.state}: it must be {need} to {verb}.",
+                status_name="FAILED_PRECONDITION",
+            )
+        done_at = w.now + w.operation_duration
+        qr.node.state, qr.node.pending_state, qr.node.pending_at = during, then, done_at
+        op = w.new_operation(zone, verb, f"{w.parent(zone)}/nodes/{qr.node.node_id}", done_at=done_at)
+        op.response_node = qr.node.node_id
+        w.evolve(w.now)
+        return operation_json(w, op, m["api"])
+
+    def _start_node(self, m: re.Match[str], query: dict[str, str], _: bytes) -> dict[str, Any]:
+        return self._node_change(m, "start", "STOPPED", "STARTING", "READY")
+
+    def _stop_node(self, m: re.Match[str], query: dict[str, str], _: bytes) -> dict[str, Any]:
+        return self._node_change(m, "stop", "READY", "STOPPING", "STOPPED")
+
+    # ---- Cloud Quotas
+    def _list_quota_infos(self, m: re.Match[str], query: dict[str, str], _: bytes) -> dict[str, Any]:
+        w = self.world
+        w.check(m["project"])
+        infos = quota_infos(w) if m["service"] == QUOTA_SERVICE else {}
+        items = [quota_info_json(w, quota_id, values) for quota_id, values in infos.items()]
+        page, token = paginate(items, query, w.page_size)
+        return {"quotaInfos": page, **({"nextPageToken": token} if token else {})}
+
+    def _get_quota_info(self, m: re.Match[str], query: dict[str, str], _: bytes) -> dict[str, Any]:
+        w = self.world
+        w.check(m["project"])
+        infos = quota_infos(w) if m["service"] == QUOTA_SERVICE else {}
+        if m["id"] not in infos:
+            raise ApiError(404, f"QuotaInfo {m['id']} of service {m['service']} was not found.")
+        return quota_info_json(w, m["id"], infos[m["id"]])
+
+    # ---- Secret Manager (payloads never appear in a message)
+    def _secret(self, m: re.Match[str]) -> SimSecret:
+        w = self.world
+        w.check(m["project"])
+        secret = w.secrets.get(m["secret"])
+        if secret is None:
+            raise ApiError(
+                404, f"Secret [projects/{w.project}/secrets/{m['secret']}] not found or has no versions."
+            )
+        return secret
+
+    def _create_secret(self, m: re.Match[str], query: dict[str, str], raw: bytes) -> dict[str, Any]:
+        w = self.world
+        w.check(m["project"])
+        secret_id = query.get("secretId", "")
+        if not _SECRET_ID.match(secret_id):
+            raise ApiError(400, "Invalid secret id: use 1-255 letters, digits, hyphens and underscores.")
+        if secret_id in w.secrets:
+            raise ApiError(409, f"Secret [projects/{w.project}/secrets/{secret_id}] already exists.")
+        body = _json_body(raw)
+        if not isinstance(body.get("replication"), dict) or not body["replication"]:
+            raise ApiError(400, "Secret.replication is required.")
+        labels = body.get("labels") or {}
+        w.secrets[secret_id] = SimSecret(secret_id, w.now, labels={str(k): str(v) for k, v in labels.items()})
+        return secret_json(w, w.secrets[secret_id])
+
+    def _get_secret(self, m: re.Match[str], query: dict[str, str], _: bytes) -> dict[str, Any]:
+        return secret_json(self.world, self._secret(m))
+
+    def _add_secret_version(self, m: re.Match[str], query: dict[str, str], raw: bytes) -> dict[str, Any]:
+        secret = self._secret(m)
+        payload = _json_body(raw).get("payload") or {}
+        try:
+            data = base64.b64decode(str(payload.get("data", "")), validate=True)
+        except (binascii.Error, ValueError):
+            raise ApiError(400, "Invalid value at 'payload.data': not valid base64.") from None
+        checksum = payload.get("dataCrc32c")
+        if checksum is not None and str(checksum) != str(crc32c(data)):
+            raise ApiError(400, "The checksum in field payload.data_crc32c is incorrect.")
+        secret.versions.append((data, self.world.now, checksum is not None))
+        return secret_version_json(self.world, secret, len(secret.versions))
+
+    def _version_number(self, secret: SimSecret, version: str) -> int:
+        number = len(secret.versions) if version == "latest" else int(version) if version.isdigit() else 0
+        if not 1 <= number <= len(secret.versions):
+            raise ApiError(
+                404,
+                f"Secret Version [projects/{self.world.project}/secrets/{secret.secret_id}/versions/"
+                f"{version}] not found.",
+            )
+        return number
+
+    def _get_secret_version(self, m: re.Match[str], query: dict[str, str], _: bytes) -> dict[str, Any]:
+        secret = self._secret(m)
+        return secret_version_json(self.world, secret, self._version_number(secret, m["version"]))
+
+    def _access_secret(self, m: re.Match[str], query: dict[str, str], _: bytes) -> dict[str, Any]:
+        secret = self._secret(m)
+        number = self._version_number(secret, m["version"])
+        data = secret.versions[number - 1][0]
+        return {
+            "name": f"projects/{self.world.project}/secrets/{secret.secret_id}/versions/{number}",
+            "payload": {"data": base64.b64encode(data).decode(), "dataCrc32c": str(crc32c(data))},
+        }
+
+
+# --------------------------------------------------------------------------------------------------
+# Request parsing
+# --------------------------------------------------------------------------------------------------
+
+
+def _json_or_text(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw.decode(errors="replace")
+
+
+def _json_body(raw: bytes) -> dict[str, Any]:
+    """The request's JSON object (an empty body is {}). Raises ApiError 400 for anything else."""
+    if not raw:
+        return {}
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        raise ApiError(400, "Invalid JSON payload received.") from None
+    if not isinstance(body, dict):
+        raise ApiError(400, "Invalid JSON payload received. Expected an object.")
+    return body
+
+
+def _enum_name(value: Any, ints: dict[int, str]) -> str:
+    """An enum field given as a name (google-api-python-client) or an int (GAPIC REST)."""
+    if isinstance(value, bool):
+        raise ApiError(400, f"Invalid enum value {value!r}.")
+    if isinstance(value, int):
+        if value not in ints:
+            raise ApiError(400, f"Invalid enum value {value}.")
+        return ints[value]
+    return str(value)
+
+
+def _accelerator_type_of(node: dict[str, Any]) -> str:
+    """`node.acceleratorType`, else one built from `node.acceleratorConfig{type, topology}`."""
+    if node.get("acceleratorType"):
+        return str(node["acceleratorType"])
+    config = node.get("acceleratorConfig") or {}
+    family_enum = _enum_name(config.get("type", 0), {0: "", **_ACCEL_TYPE_INTS})
+    family = {v: k for k, v in _ACCEL_FAMILY.items()}.get(family_enum)
+    topology = str(config.get("topology") or "")
+    if not family or not re.match(r"^\d+(x\d+)+$", topology):
+        raise ApiError(
+            400, "Either node.acceleratorType or node.acceleratorConfig{type, topology} is required."
+        )
+    chips = 1
+    for part in topology.split("x"):
+        chips *= int(part)
+    return f"{family}-{chips * 2 if family in ('v4', 'v5p') else chips}"
+
+
+def _request_duration(value: Any, field_name: str) -> timedelta:
+    match = re.match(r"^(\d+(?:\.\d+)?)s$", str(value))
+    if not match:
+        raise ApiError(400, f"Invalid value at '{field_name}': expected a duration such as \"3600s\".")
+    return timedelta(seconds=float(match.group(1)))
+
+
+def _qr_from_request(w: World, zone: str, qr_id: str, body: dict[str, Any]) -> SimQueuedResource:
+    """Validate a QueuedResource create body (v2alpha1 or v2) and build the QR it asks for.
+
+    Raises:
+        ApiError: 400 INVALID_ARGUMENT for a malformed body, or (the real text) for an accelerator type the
+            zone does not offer.
+    """
+    specs = (body.get("tpu") or {}).get("nodeSpec") or []
+    if len(specs) != 1 or not isinstance(specs[0], dict):
+        raise ApiError(400, "tpu.nodeSpec must hold exactly one node spec (multi-node is not simulated).")
+    spec = specs[0]
+    node_id = str(spec.get("nodeId") or "")
+    if not _RESOURCE_ID.match(node_id):
+        raise ApiError(400, f"Invalid tpu.nodeSpec[0].nodeId {node_id!r}.")
+    if spec.get("parent") != w.parent(zone):
+        raise ApiError(400, f"tpu.nodeSpec[0].parent must be {w.parent(zone)}.")
+    node = spec.get("node") or {}
+    accelerator_type = _accelerator_type_of(node)
+    if accelerator_type not in w.zones[zone].accelerator_types:
+        raise ApiError(400, ACCELERATOR_NOT_IN_ZONE.format(type=accelerator_type, zone=zone))
+    if not node.get("runtimeVersion"):
+        raise ApiError(400, "tpu.nodeSpec[0].node.runtimeVersion is required.")
+    model = _enum_name(
+        body.get("provisioningModel", "PROVISIONING_MODEL_UNSPECIFIED"), _PROVISIONING_MODEL_INTS
+    )
+    if model not in (*PROVISIONING_MODELS, "PROVISIONING_MODEL_UNSPECIFIED"):
+        raise ApiError(400, f"Invalid value at 'provisioning_model': {model!r}.")
+    guaranteed = body.get("guaranteed") or {}
+    if model == "PROVISIONING_MODEL_UNSPECIFIED" or (model == "STANDARD" and guaranteed.get("reserved")):
+        if "spot" in body:
+            model = "SPOT"
+        elif guaranteed.get("reserved") or body.get("reservationName"):
+            model = "RESERVATION_BOUND"
+        else:
+            model = "STANDARD"
+    run = body.get("runDuration") or {}
+    max_run = _request_duration(run["maxRunDuration"], "run_duration.max_run_duration") if run else None
+    if model == "FLEX_START" and max_run is None:
+        raise ApiError(400, "runDuration.maxRunDuration is required for the FLEX_START provisioning model.")
+    if max_run is not None and model != "FLEX_START":
+        raise ApiError(400, "runDuration is only supported with the FLEX_START provisioning model.")
+    if max_run is not None and not timedelta(0) < max_run <= MAX_RUN_DURATION_LIMIT:
+        raise ApiError(400, "runDuration.maxRunDuration must be more than 0s and at most 7 days.")
+    policy = body.get("queueingPolicy") or {}
+    if len(policy) > 1:
+        raise ApiError(400, "queueingPolicy: only one of its start timing constraints may be set.")
+    valid_for = (
+        _request_duration(policy["validUntilDuration"], "queueing_policy.valid_until_duration")
+        if "validUntilDuration" in policy
+        else None
+    )
+    valid_until = w.now + valid_for if valid_for is not None else None
+    if "validUntilTime" in policy:
+        valid_until = _parse_request_time(policy["validUntilTime"])
+    network = node.get("networkConfig") or {}
+    account = node.get("serviceAccount")
+    reservation = str(body.get("reservationName") or "").rsplit("/", 1)[-1] or None
+    return SimQueuedResource(
+        qr_id=qr_id,
+        zone=zone,
+        state=_WAITING,
+        state_initiator="USER",
+        provisioning_model=model,
+        create_time=w.now,
+        node=SimNode(
+            node_id=node_id,
+            accelerator_type=accelerator_type,
+            runtime_version=str(node["runtimeVersion"]),
+            state="CREATING",
+            health=None,
+            enable_external_ips=bool(network.get("enableExternalIps", False)),
+            network=str(network["network"]) if network.get("network") else None,
+            labels={str(k): str(v) for k, v in (node.get("labels") or {}).items()},
+            metadata={str(k): str(v) for k, v in (node.get("metadata") or {}).items()},
+            service_account=dict(account) if isinstance(account, dict) and account else None,
+        ),
+        max_run_duration=max_run,
+        valid_until=valid_until,
+        valid_for=valid_for,
+        reservation=reservation if reservation != "-" else None,
+    )
+
+
+def _parse_request_time(value: Any) -> datetime:
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).astimezone(UTC)
+    except ValueError:
+        raise ApiError(400, f"Invalid timestamp {value!r}.") from None

@@ -41,15 +41,48 @@ class Message:
     response_id: str | None = None
     filename: str | None = None
     content: bytes = b""
+    ephemeral: bool = False
+    replaces: bool = False
+    view: dict[str, Any] | None = None
+
+    @property
+    def in_progress(self) -> bool:
+        """Whether this is an intermediate state (an hourglass, or a running operation's Cancel button)."""
+        return self.text.startswith(":hourglass_flowing_sand:") or any(
+            element.get("action_id") == "cancel_operation"
+            for block in self.blocks
+            if block.get("type") == "actions"
+            for element in block.get("elements", [])
+        )
+
+    def buttons(self) -> list[tuple[str, dict[str, Any]]]:
+        """(block_id, element) of every button in the message."""
+        return [
+            (str(block.get("block_id", "")), element)
+            for block in self.blocks
+            if block.get("type") == "actions"
+            for element in block.get("elements", [])
+            if element.get("type") == "button"
+        ]
 
     def render(self) -> str:
         """The message as console text."""
         if self.kind == "file":
             size = len(self.content)
             return f"[file {self.filename}: {size:,} bytes]"
-        if not self.blocks:
-            return self.text
-        return "\n".join(filter(None, (render_block(block) for block in self.blocks)))
+        if self.kind == "modal":
+            inputs = [b.get("label", {}).get("text", "") for b in self.blocks if b.get("type") == "input"]
+            return f"[modal {self.text!r} opened: fields {', '.join(inputs)}; type `submit VALUE`]"
+        body = (
+            "\n".join(filter(None, (render_block(block) for block in self.blocks)))
+            if self.blocks
+            else self.text
+        )
+        if self.ephemeral:
+            return "(only visible to you) " + body
+        if self.kind == "update" or self.replaces:
+            return "(updated) " + body
+        return body
 
 
 def render_block(block: dict[str, Any]) -> str:
@@ -205,6 +238,25 @@ class SlackSimulator:
             return {"ok": True, "upload_url": f"{self.url}/upload/{file_id}", "file_id": file_id}
         if method == "files.completeUploadExternal":
             return self._complete_upload(args)
+        if method == "views.open":
+            view = args.get("view") or {}
+            if isinstance(view, str):
+                view = json.loads(view)
+            if not args.get("trigger_id"):
+                return {"ok": False, "error": "invalid_trigger_id"}
+            view_id = f"V{next(self._ts):09d}"
+            title = view.get("title", {}).get("text", "")
+            self._record(
+                Message(
+                    "modal",
+                    str(view.get("private_metadata", "")),
+                    self._next_ts(),
+                    title,
+                    view.get("blocks", []),
+                    view=dict(view, id=view_id),
+                )
+            )
+            return {"ok": True, "view": dict(view, id=view_id)}
         if method == "usergroups.users.list":
             return {"ok": True, "users": self.usergroups.get(str(args.get("usergroup")), [])}
         return {"ok": False, "error": "unknown_method"}
@@ -227,7 +279,11 @@ class SlackSimulator:
         kind = {"chat.postMessage": "post", "chat.update": "update", "chat.postEphemeral": "ephemeral"}[
             method
         ]
-        self._record(Message(kind, str(args["channel"]), ts, text, blocks, thread_ts=args.get("thread_ts")))
+        channel = str(args["channel"])
+        thread_ts = args.get("thread_ts")
+        self._record(
+            Message(kind, channel, ts, text, blocks, thread_ts=thread_ts, ephemeral=kind == "ephemeral")
+        )
         return {"ok": True, "channel": args["channel"], "ts": ts, "message": {"text": text, "blocks": blocks}}
 
     def _complete_upload(self, args: dict[str, Any]) -> dict[str, Any]:
@@ -331,6 +387,8 @@ class SlackSimulator:
                         str(payload.get("text") or ""),
                         blocks,
                         response_id=response_id,
+                        ephemeral=payload.get("response_type") == "ephemeral",
+                        replaces=bool(payload.get("replace_original")),
                     )
                 )
                 self._reply(200, "ok")

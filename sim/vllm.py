@@ -22,9 +22,12 @@ Scenario keys (the `vllm` section of a scenario file; defaults in `DEFAULTS`):
     kv_cache_usage    base KV-cache usage fraction (0..1) shown by `vllm:kv_cache_usage_perc`
     prefix_cache_hit_rate  hit rate of the pre-start history (0..1)
     block_size, num_gpu_blocks   shown in `vllm:cache_config_info`
+    boot_s            seconds the "booting" mode refuses connections before turning ready
 
-Controls (thread-safe, callable while serving): `set_mode("ready" | "engine-dead" | "slow")`,
-`set_latency(seconds)`, `fail_next(path_pattern, status, count=1)`.
+Controls (thread-safe, callable while serving): `set_mode("ready" | "engine-dead" | "slow" | "booting")`,
+`set_latency(seconds)`, `fail_next(path_pattern, status, count=1)`. "booting" closes the port (connection
+refused, as a real `vllm serve` that is still loading weights and compiling) for `boot_s` seconds, then
+listens again in mode "ready" (notes section 1.1: there is no "warming up" HTTP status).
 """
 
 from __future__ import annotations
@@ -64,9 +67,10 @@ DEFAULTS: dict[str, Any] = {
     "prefix_cache_hit_rate": 0.6,
     "block_size": 16,
     "num_gpu_blocks": 16384,
+    "boot_s": 3.0,
 }
 
-MODES = ("ready", "engine-dead", "slow")
+MODES = ("ready", "engine-dead", "slow", "booting")
 
 # Histogram buckets as in vllm/v1/metrics/loggers.py (PrometheusStatLogger).
 TTFT_BUCKETS = [
@@ -334,6 +338,7 @@ class VllmSimulator:
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._created = int(time.time())
+        self._boot_timer: threading.Timer | None = None
         self.metrics = _Metrics(self.config)
         self.metrics.seed(int(self.config["served_requests"]), float(self.config["prefix_cache_hit_rate"]))
 
@@ -355,7 +360,14 @@ class VllmSimulator:
         return self
 
     def stop(self) -> None:
-        """Stop serving and close the port: clients then get connection refused, as with a booting server."""
+        """Stop serving and close the port: clients then get connection refused, as with a booting server.
+
+        Also cancels a pending "booting" timer (the server then stays down until `start()`).
+        """
+        self._cancel_boot()
+        self._shutdown()
+
+    def _shutdown(self) -> None:
         server, self._server = self._server, None
         if server is None:
             return
@@ -388,28 +400,72 @@ class VllmSimulator:
 
     @property
     def mode(self) -> str:
-        """The current mode: "ready", "engine-dead" or "slow"."""
+        """The current mode: "ready", "engine-dead", "slow" or "booting"."""
         return self._mode
+
+    @property
+    def listening(self) -> bool:
+        """True while the port accepts connections (False when stopped or booting)."""
+        return self._server is not None
 
     @property
     def requests_served(self) -> int:
         """Chat completions finished since start (not counting the seeded history)."""
         return self._served
 
-    def set_mode(self, mode: str) -> None:
+    def set_mode(self, mode: str, *, boot_s: float | None = None) -> None:
         """Switch behaviour.
 
         Args:
             mode: "ready" (normal); "engine-dead" (`/health` 503, chat completions HTTP 500 with vLLM's
-                EngineDeadError message); "slow" (every response waits `slow_latency_s` more).
+                EngineDeadError message); "slow" (every response waits `slow_latency_s` more); "booting"
+                (stop listening now, so clients get connection refused, then after `boot_s` seconds listen
+                again in mode "ready"). Setting another mode while booting ends the boot at once.
+            boot_s: seconds of "booting"; None takes the scenario's `boot_s`. Ignored for other modes.
 
         Raises:
             ValueError: unknown mode.
         """
         if mode not in MODES:
             raise ValueError(f"unknown simulator mode {mode!r}; use one of {', '.join(MODES)}")
+        if mode == "booting":
+            self._boot(float(self.config["boot_s"]) if boot_s is None else float(boot_s))
+            return
+        was_booting = self._cancel_boot()
         with self._lock:
             self._mode = mode
+        if was_booting:
+            self.start()
+
+    def _boot(self, seconds: float) -> None:
+        self._cancel_boot()
+        self._shutdown()
+        timer = threading.Timer(max(0.0, seconds), self._finish_boot)
+        timer.daemon = True
+        with self._lock:
+            self._mode = "booting"
+            self._boot_timer = timer
+        timer.args = (timer,)
+        timer.start()
+
+    def _finish_boot(self, timer: threading.Timer) -> None:
+        with self._lock:
+            if self._boot_timer is not timer:
+                return
+            self._boot_timer = None
+            self._mode = "ready"
+        self.start()
+
+    def _cancel_boot(self) -> bool:
+        """Cancel a pending boot; True if one was pending (the mode goes back to "ready")."""
+        with self._lock:
+            timer, self._boot_timer = self._boot_timer, None
+            if timer is None:
+                return False
+            if self._mode == "booting":
+                self._mode = "ready"
+        timer.cancel()
+        return True
 
     def set_latency(self, seconds: float) -> None:
         """Seconds to wait before every response (replaces the scenario's `latency_s`)."""

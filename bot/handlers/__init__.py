@@ -1,5 +1,11 @@
-"""Command handlers. Importing this package declares every command on `bot.commands.registry`."""
+"""Command handlers. Importing this package declares every command on `bot.commands.registry`.
 
-from bot.handlers import help, tpu, vllm
+Modules are imported in this order because `help` lists commands in the order they were declared.
+"""
 
-__all__ = ["help", "tpu", "vllm"]
+import importlib
+
+MODULES = ("help", "tpu", "lifecycle", "capacity", "cost", "admin", "vllm")
+
+for _module in MODULES:
+    importlib.import_module(f"bot.handlers.{_module}")

@@ -5,11 +5,13 @@ from __future__ import annotations
 from slack_bolt import App
 
 from bot.commands import Registry
-from bot.listeners import commands, events
+from bot.listeners import actions, commands, events, views
 from bot.runner import Runner
 
 
 def register(app: App, registry: Registry, runner: Runner) -> None:
-    """Register every listener: one slash command per registry group, and @mentions."""
+    """Register every listener: one slash command per registry group, @mentions, button clicks, modals."""
     commands.register(app, registry, runner)
     events.register(app, registry, runner)
+    actions.register(app, runner)
+    views.register(app, runner)

@@ -27,13 +27,14 @@ def _listener(group: str, registry: Registry, runner: Runner) -> Any:
         except UsageError as exc:
             ack(text=str(exc))
             return
-        ack(text=f":hourglass_flowing_sand: `/{group} {typed.strip()}`".rstrip() + " …")
+        ack(text=f":hourglass_flowing_sand: `{f'/{group} {typed.strip()}'.strip()}` …")
         runner.submit(
             invocation,
             Origin(
                 user_id=command.get("user_id", ""),
                 channel_id=command.get("channel_id", ""),
                 response_url=command.get("response_url"),
+                trigger_id=command.get("trigger_id"),
             ),
         )
 

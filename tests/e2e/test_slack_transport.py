@@ -79,12 +79,12 @@ def test_rate_limited_reply_is_delivered_after_retry_after(demo: Demo) -> None:
 
 
 def test_roles_limit_who_may_read() -> None:
-    with Demo(viewers=["U0SOMEONE1"]) as restricted:
+    with Demo(viewers=["U0SOMEONE1"], admins=[]) as restricted:
         out, answered = restricted.user.run("/tpu list", timeout=20)
         assert answered
         text = "\n".join(out)
         assert "needs the viewer role" in text and "gemma4-qr" not in text
-    with Demo(viewers=["S0VIEWERS1"]) as by_group:
+    with Demo(viewers=["S0VIEWERS1"], admins=[]) as by_group:
         by_group.slack.usergroups["S0VIEWERS1"] = [by_group.user.user_id]
         out, _ = by_group.user.run("/tpu list", timeout=20)
         assert "gemma4-qr" in "\n".join(out)

@@ -262,3 +262,202 @@ def test_validator_catches_bad_enum_unknown_field_and_wrong_type() -> None:
     assert validate(doc, "Node", node_flex)[0].startswith(
         "$.schedulingConfig.provisioningModel: 'FLEX_START'"
     )
+
+
+# ---- changes (LROs), Cloud Quotas and Secret Manager ---------------------------------------------
+
+SECRET_DOC = json.loads(discovery_cache.get_static_doc("secretmanager", "v1"))
+
+
+def send(sim: GcpSimulator, method: str, path: str, body: Any = None) -> tuple[int, dict[str, Any]]:
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(sim.url + path, data=data, method=method)
+    request.add_header("Content-Type", "application/json")
+    try:
+        with opener.open(request, timeout=5) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+def operation_problems(doc: dict[str, Any], body: dict[str, Any]) -> list[str]:
+    """An Operation body, its metadata (OperationMetadata) and its response (by @type) against `doc`."""
+    problems = validate(doc, "Operation", body)
+    assert re.match(r"^projects/[^/]+/locations/[^/]+/operations/[^/]+$", body["name"]), body["name"]
+    meta = {k: v for k, v in body["metadata"].items() if k != "@type"}
+    problems += [f"metadata: {p}" for p in validate(doc, "OperationMetadata", meta)]
+    response = body.get("response") or {}
+    kind = str(response.get("@type", "")).rsplit(".", 1)[-1]
+    if kind in ("QueuedResource", "Node"):
+        inner = {k: v for k, v in response.items() if k != "@type"}
+        problems += [f"response: {p}" for p in validate(doc, kind, inner)]
+    return problems
+
+
+def lifecycle_world() -> dict[str, Any]:
+    scenario = default_scenario()
+    zones = scenario["google"]["zones"]
+    zones["us-east5-a"]["capacity"] = {"after": "5m"}
+    return scenario
+
+
+def qr_body(api: str, zone: str, node_id: str, model: str) -> dict[str, Any]:
+    parent = f"projects/demo-project/locations/{zone}"
+    node: dict[str, Any] = {
+        "acceleratorType": "v6e-8",
+        "runtimeVersion": "v2-alpha-tpuv6e",
+        "networkConfig": {"network": "default", "enableExternalIps": True},
+        "labels": {"managed-by": "tpu-chatops"},
+        "metadata": {"startup-script": "#!/bin/bash"},
+        "serviceAccount": {"email": "sa@demo-project.iam.gserviceaccount.com", "scope": ["x"]},
+    }
+    if api == "v2":  # GAPIC REST: enums as integers
+        node = {**node, "acceleratorConfig": {"type": 11, "topology": "2x4"}}
+        del node["acceleratorType"]
+    body: dict[str, Any] = {"tpu": {"nodeSpec": [{"parent": parent, "nodeId": node_id, "node": node}]}}
+    if model == "FLEX_START":
+        body |= {"provisioningModel": "FLEX_START", "runDuration": {"maxRunDuration": "3600s"}}
+    elif model == "SPOT":
+        body["spot"] = {}
+    elif model == "RESERVED":
+        body["guaranteed"] = {"reserved": True}
+    body["queueingPolicy"] = {"validUntilDuration": "1800s"}
+    return body
+
+
+@pytest.mark.parametrize("api", ["v2alpha1", "v2"])
+def test_changes_and_every_lifecycle_state_match_the_discovery_document(api: str) -> None:
+    doc, problems, checked = DOCS[api], list[str](), 0
+    models = ["FLEX_START", "SPOT", "RESERVED", "STANDARD"] if api == "v2alpha1" else ["SPOT", "STANDARD"]
+    with GcpSimulator(lifecycle_world(), now=lambda: NOW) as sim:
+        base = f"/{api}/projects/{sim.project}/locations"
+
+        def change(method: str, path: str, body: Any = None, expect: int = 200) -> dict[str, Any]:
+            nonlocal problems, checked
+            status, answer = send(sim, method, base + path, body)
+            assert status == expect, (path, answer)
+            if status == 200:
+                problems += [f"{method} {path}: {p}" for p in operation_problems(doc, answer)]
+                checked += 1
+            else:
+                assert set(answer["error"]) == {"code", "message", "status"}
+            return answer
+
+        for zone in ("us-east5-a", "asia-northeast1-b"):
+            for model in models:
+                name = f"c-{model.lower().replace('_', '-')}-{zone[:4]}"
+                change(
+                    "POST",
+                    f"/{zone}/queuedResources?queuedResourceId={name}",
+                    qr_body(api, zone, f"{name}-n", model),
+                )
+        change(
+            "POST",
+            "/europe-west4-a/queuedResources?queuedResourceId=c-eu",
+            qr_body(api, "europe-west4-a", "c-eu-n", "FLEX_START" if api == "v2alpha1" else "SPOT"),
+        )
+        dup = change(
+            "POST",
+            "/us-east5-a/queuedResources?queuedResourceId=gemma4-qr",
+            qr_body(api, "us-east5-a", "x", "SPOT"),
+            409,
+        )
+        assert dup["error"]["status"] == "ALREADY_EXISTS"
+        wrong = qr_body(api, "europe-west4-a", "w-n", "SPOT")
+        wrong["tpu"]["nodeSpec"][0]["node"]["acceleratorType"] = "v6e-1"
+        wrong["tpu"]["nodeSpec"][0]["node"].pop("acceleratorConfig", None)
+        assert (
+            change("POST", "/europe-west4-a/queuedResources?queuedResourceId=w", wrong, 400)["error"][
+                "status"
+            ]
+            == "INVALID_ARGUMENT"
+        )
+        refused = change("DELETE", "/us-east5-a/queuedResources/gemma4-qr", None, 400)
+        assert refused["error"]["status"] == "FAILED_PRECONDITION"
+        change("POST", "/us-east5-a/nodes/gemma4-qr-node:stop", {})
+        change("POST", "/europe-west4-a/queuedResources/gemma4-old:reset", {})
+        for step in (
+            0,
+            1,
+            4 * 60 + 30,
+            60,
+            30 * 60,
+            3600,
+        ):  # WAITING, PROVISIONING, ACTIVE, FAILED, SUSPENDED
+            sim.advance(step)
+            for path in all_paths(sim, api):
+                status, body = fetch(sim, path)
+                assert status == 200, (path, body)
+                if "/operations/" in path:
+                    problems += [f"{path}: {p}" for p in operation_problems(doc, body)]
+                else:
+                    problems += [f"{path}: {p}" for p in validate(doc, response_schema(doc, path), body)]
+                checked += 1
+            if step == 60:
+                change("POST", "/us-east5-a/nodes/gemma4-qr-node:start", {})
+                change("DELETE", "/us-east5-a/queuedResources/c-spot-us-e?force=true")
+        states = {qr.state for qr in sim.world.queued_resources.values()}
+    assert {"FAILED", "SUSPENDED", "ACTIVE"} <= states or api == "v2"
+    assert problems == []
+    assert checked >= 60
+
+
+def test_quota_infos_round_trip_through_the_cloudquotas_protos() -> None:
+    from google.cloud import cloudquotas_v1
+
+    with GcpSimulator(default_scenario(), now=lambda: NOW) as sim:
+        base = f"/v1/projects/{sim.project}/locations/global/services/tpu.googleapis.com/quotaInfos"
+        status, listing = fetch(sim, base)
+        assert status == 200
+        parsed = cloudquotas_v1.ListQuotaInfosResponse.from_json(
+            json.dumps(listing), ignore_unknown_fields=False
+        )
+        assert len(parsed.quota_infos) == 2
+        for info in listing["quotaInfos"]:
+            status, body = fetch(sim, f"{base}/{info['quotaId']}")
+            assert status == 200 and body == info
+            quota = cloudquotas_v1.QuotaInfo.from_json(json.dumps(body), ignore_unknown_fields=False)
+            assert {d.dimensions["zone"] for d in quota.dimensions_infos} == set(sim.world.zones)
+        assert fetch(sim, f"{base}/NoSuchQuota")[0] == 404
+        assert fetch(sim, base.replace(sim.project, "other-project"))[0] == 403
+
+
+def test_secret_manager_responses_match_the_discovery_document() -> None:
+    from google.cloud import secretmanager_v1
+
+    doc, problems = SECRET_DOC, list[str]()
+    protos: dict[str, Any] = {
+        "Secret": secretmanager_v1.Secret,
+        "SecretVersion": secretmanager_v1.SecretVersion,
+        "AccessSecretVersionResponse": secretmanager_v1.AccessSecretVersionResponse,
+    }
+    with GcpSimulator(default_scenario(), now=lambda: NOW) as sim:
+        base = f"/v1/projects/{sim.project}/secrets"
+        calls: list[tuple[str, str, Any, str]] = [
+            ("POST", f"{base}?secretId=hf-token", {"replication": {"automatic": {}}}, "Secret"),
+            ("GET", f"{base}/hf-token", None, "Secret"),
+            (
+                "POST",
+                f"{base}/hf-token:addVersion",
+                {"payload": {"data": "aGk=", "dataCrc32c": "4120762818"}},
+                "SecretVersion",
+            ),
+            ("POST", f"{base}/hf-token:addVersion", {"payload": {"data": "aG8="}}, "SecretVersion"),
+            ("GET", f"{base}/hf-token/versions/1", None, "SecretVersion"),
+            ("GET", f"{base}/hf-token/versions/latest:access", None, "AccessSecretVersionResponse"),
+            ("GET", f"{base}/hf-token/versions/1:access", None, "AccessSecretVersionResponse"),
+        ]
+        for method, path, body, schema in calls:
+            status, answer = send(sim, method, path, body)
+            assert status == 200, (path, answer)
+            problems += [f"{method} {path}: {p}" for p in validate(doc, schema, answer)]
+            protos[schema].from_json(json.dumps(answer), ignore_unknown_fields=False)
+        assert send(sim, "GET", f"{base}/hf-token/versions/1:access")[1]["payload"]["data"] == "aGk="
+        bad_crc = send(
+            sim, "POST", f"{base}/hf-token:addVersion", {"payload": {"data": "aGk=", "dataCrc32c": "1"}}
+        )
+        assert bad_crc[0] == 400 and "aGk=" not in json.dumps(bad_crc[1])
+        assert send(sim, "POST", f"{base}?secretId=hf-token", {"replication": {"automatic": {}}})[0] == 409
+        assert send(sim, "GET", f"{base}/nope/versions/latest:access")[0] == 404
+    assert problems == []

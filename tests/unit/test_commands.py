@@ -86,6 +86,17 @@ def test_help_forms() -> None:
     assert reg.parse("tpu").args == {"topic": "tpu"}
     assert reg.parse("tpu help").args == {"topic": "tpu"}
     assert reg.parse("tpu list --help").args == {"topic": "tpu list"}
+    assert reg.parse("help tpu list").args == {"topic": "tpu list"}
+    assert reg.parse("help /tpu").args == {"topic": "tpu"}
+
+
+def test_invocation_text_parses_back_to_the_same_invocation() -> None:
+    reg = _registry()
+    first = reg.parse("tpu describe gemma4-qr   --since=10m")
+    again = reg.parse(first.text)
+    assert (again.command, again.args) == (first.command, first.args)
+    prompt = reg.parse('gemma ask "it\'s slow; why?"')
+    assert reg.parse(prompt.text).args == prompt.args
 
 
 def test_slack_text_is_normalized() -> None:

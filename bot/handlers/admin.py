@@ -1,0 +1,91 @@
+"""Admin commands: `/tpu audit` (the audit trail) and `/tpu token` (a new Hugging Face token version)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from bot.commands import Param, Role, int_range, registry
+from bot.context import Context
+from bot.render import Reply, blocks_reply, code, header, section, utc
+from ops.errors import BadInput
+
+SECRET_FORM_ID = "hf_token_form"  # noqa: S105  (a Slack callback id, not a secret)
+
+
+@registry.command(
+    "tpu audit",
+    "The audit trail: who ran what, where, and how it ended",
+    Param("last", "how many entries (default 20)", flag="--last", kind=int_range(1, 500), metavar="N"),
+    role=Role.ADMIN,
+)
+def tpu_audit(ctx: Context, last: int | None) -> Reply:
+    entries = ctx.services.store.audit(last or 20)
+    if not entries:
+        return blocks_reply([section("The audit trail is empty.")])
+    lines = [
+        f"{utc(e.at)} {e.user_id:<11} {e.channel_id:<11} {e.action:<17} /{e.command} -> {e.outcome}"
+        + (f" ({e.duration_s:.1f} s)" if e.duration_s is not None else "")
+        for e in entries
+    ]
+    return blocks_reply([header(f"Audit: last {len(entries)}"), section(code("\n".join(lines)))])
+
+
+def token_modal(channel_id: str, secret: str) -> dict[str, Any]:
+    """The modal that takes a Hugging Face token (a password-style single-line input)."""
+    return {
+        "type": "modal",
+        "callback_id": SECRET_FORM_ID,
+        "private_metadata": channel_id,
+        "title": {"type": "plain_text", "text": "Hugging Face token"},
+        "submit": {"type": "plain_text", "text": "Store"},
+        "close": {"type": "plain_text", "text": "Cancel"},
+        "blocks": [
+            {
+                "type": "section",
+                "text": {
+                    "type": "mrkdwn",
+                    "text": f"Stored as a new version of Secret Manager secret `{secret}`. "
+                    "The TPU VM reads it there; it is never shown, logged or sent to the model.",
+                },
+            },
+            {
+                "type": "input",
+                "block_id": "token",
+                "label": {"type": "plain_text", "text": "Token (hf_...)"},
+                "element": {"type": "plain_text_input", "action_id": "value", "max_length": 200},
+            },
+        ],
+    }
+
+
+@registry.command(
+    "tpu token", "Store a new Hugging Face token in Secret Manager (opens a form)", role=Role.ADMIN
+)
+def tpu_token(ctx: Context) -> Reply:
+    """Open the token form; the submission is checked and stored by the view listener."""
+    if ctx.open_modal is None:
+        raise BadInput("the token form opens from the slash command only", "type /tpu token")
+    ctx.open_modal(token_modal(ctx.channel_id, ctx.services.settings.hf_token_secret))
+    return blocks_reply([section("Opened a form to paste the Hugging Face token (only you can see it).")])
+
+
+# Hugging Face user access tokens look like "hf_" followed by letters and digits
+# (https://huggingface.co/docs/hub/security-tokens).
+HF_TOKEN_SHAPE = re.compile(r"^hf_[A-Za-z0-9]{20,100}$")
+
+
+def token_problem(token: str) -> str | None:
+    """Why a pasted token is refused (shown in the form), or None when it has the right shape."""
+    if not HF_TOKEN_SHAPE.match(token.strip()):
+        return "That does not look like a Hugging Face token (hf_ followed by letters and digits)."
+    return None
+
+
+def store_token(ctx: Context, token: str) -> Reply:
+    """Store the token as a new Secret Manager version. The token appears in no reply, log or error."""
+    secret = ctx.services.settings.hf_token_secret
+    version = ctx.services.secrets.add_version(secret, token.strip())
+    return blocks_reply(
+        [section(f":white_check_mark: <@{ctx.user_id}> stored a new Hugging Face token: `{version}`.")]
+    )

@@ -1,0 +1,161 @@
+"""`/tpu cost` (estimates and live burn) and `/tpu config` (equivalent gcloud, GKE and startup configs)."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+from bot.commands import Param, accelerator_type, registry
+from bot.context import Context
+from bot.render import Attachment, Reply, blocks_reply, code, context, header, human_duration, section
+from ops import cost, deploy
+from ops.errors import BadInput, OpsError
+
+_REGION = re.compile(r"^[a-z]+-[a-z]+\d+$")
+
+
+def region_name(word: str) -> str:
+    """A Google Cloud region such as us-east5."""
+    if not _REGION.match(word):
+        raise ValueError(f"{word!r} is not a region (e.g. us-east5)")
+    return word
+
+
+def pricing_model(word: str) -> str:
+    """One of flex-start, spot, on-demand, 1y, 3y."""
+    if word not in cost.MODELS:
+        raise ValueError(f"{word!r} is not a pricing model ({', '.join(cost.MODELS)})")
+    return word
+
+
+def hours_value(word: str) -> float:
+    """A positive number of hours, at most a year."""
+    try:
+        hours = float(word)
+    except ValueError:
+        raise ValueError(f"{word!r} is not a number of hours") from None
+    if not 0 < hours <= 8760:
+        raise ValueError(f"{word!r} hours is out of range (0 to 8760)")
+    return hours
+
+
+@registry.command(
+    "tpu cost",
+    "Cost estimate from the price table, and the live burn of running queued resources",
+    Param(
+        "type_",
+        "accelerator type (default TPU_ACCELERATOR_TYPE)",
+        flag="--type",
+        kind=accelerator_type,
+        metavar="T",
+    ),
+    Param("hours", "hours to estimate (default 1)", flag="--hours", kind=hours_value, metavar="N"),
+    Param(
+        "model",
+        "flex-start, spot, on-demand, 1y or 3y (default on-demand)",
+        flag="--model",
+        kind=pricing_model,
+        metavar="M",
+    ),
+    Param(
+        "region",
+        "region (default: that of the first watched zone)",
+        flag="--region",
+        kind=region_name,
+        metavar="R",
+    ),
+)
+def tpu_cost(
+    ctx: Context, type_: str | None, hours: float | None, model: str | None, region: str | None
+) -> Reply:
+    """Estimate in USD from the price table; an unknown type, model or region is an error naming what is
+    known, never a guess."""
+    settings = ctx.services.settings
+    accelerator = type_ or settings.tpu_accelerator_type
+    where = region or cost.region_of(settings.tpu_zones[0])
+    estimate = cost.estimate(accelerator, hours or 1.0, model or "on-demand", where)
+    lines = [
+        f"*{estimate.accelerator_type}* ({estimate.chips} chips) {estimate.model} in {estimate.region}: "
+        f"${estimate.usd_per_chip_hour:.3f} per chip-hour = *${estimate.usd_per_hour:,.2f}/h*; "
+        f"{estimate.hours:g} h = *${estimate.total_usd:,.2f}*",
+        f"_Price source: {estimate.source}, as of {estimate.as_of}. Check https://cloud.google.com/tpu/pricing._",
+    ]
+    blocks = [header("TPU cost"), section("\n".join(lines))]
+    blocks.append(section(_burn_text(ctx)))
+    return blocks_reply(blocks)
+
+
+def _burn_text(ctx: Context) -> str:
+    now = ctx.services.now()
+    try:
+        listing = ctx.services.tpu.list_queued_resources(ctx.services.settings.tpu_zones)
+    except OpsError as exc:
+        return f":red_circle: live burn unavailable: {exc.message}"
+    lines = ["*Live burn* (ACTIVE queued resources)"]
+    for qr in listing.resources:
+        if qr.state != "ACTIVE":
+            continue
+        try:
+            spend = cost.burn(qr, now)
+        except BadInput as exc:
+            lines.append(f"• `{qr.name}`: {exc.message}")
+            continue
+        rest = ""
+        if spend.usd_until_termination is not None:
+            left = human_duration(qr.time_left(now))
+            rest = f", ${spend.usd_until_termination:,.2f} more until termination in {left}"
+        lines.append(
+            f"• `{qr.name}` ({qr.accelerator_type}, {qr.provisioning_model}, {qr.zone}): "
+            f"${spend.usd_so_far:,.2f} over {spend.hours_so_far:.1f} h at ${spend.usd_per_hour:,.2f}/h{rest}"
+        )
+    if len(lines) == 1:
+        lines.append("none running")
+    lines += [f":red_circle: `{zone}`: {err.message}" for zone, err in sorted(listing.errors.items())]
+    return "\n".join(lines)
+
+
+def config_kind(word: str) -> str:
+    """gcloud, gke or startup."""
+    if word not in ("gcloud", "gke", "startup"):
+        raise ValueError(f"{word!r} is not one of gcloud, gke, startup")
+    return word
+
+
+@registry.command(
+    "tpu config",
+    "The equivalent gcloud command, GKE manifest or startup script for the current settings",
+    Param("kind", "gcloud, gke or startup", kind=config_kind, required=True, metavar="gcloud|gke|startup"),
+)
+def tpu_config(ctx: Context, kind: str) -> Reply:
+    """Configs for the current settings; secrets appear only as names (Secret Manager, Kubernetes Secret)."""
+    s = ctx.services.settings
+    startup = deploy.StartupConfig(
+        project=s.gcp_project,
+        model=s.vllm_model,
+        image=s.vllm_image,
+        tensor_parallel_size=s.vllm_tensor_parallel_size,
+        max_model_len=s.vllm_max_model_len,
+        port=s.vllm_port,
+        hf_token_secret=s.hf_token_secret,
+    )
+    if kind == "gcloud":
+        text = deploy.gcloud_command(
+            s.tpu_primary,
+            s.tpu_zones[0],
+            s.gcp_project,
+            s.tpu_accelerator_type,
+            s.tpu_runtime_version,
+            "flex-start",
+            timedelta(hours=4),
+        )
+        body, filename = text, "create.sh"
+    elif kind == "gke":
+        body, filename = deploy.gke_manifest(startup, s.tpu_accelerator_type), "vllm-gke.yaml"
+    else:
+        body, filename = deploy.startup_script(startup), "startup.sh"
+    note = (
+        f"The Hugging Face token stays in Secret Manager (`{s.hf_token_secret}`); nothing here contains it."
+    )
+    reply = blocks_reply([section(code(body)), context(note)])
+    reply.files.append(Attachment(filename, body, filename))
+    return reply

@@ -1,0 +1,404 @@
+"""`/tpu` commands that change infrastructure: create, delete, reset, start, stop, ensure.
+
+Each one is declared `changes_infra`: the runner first shows its preview with a Confirm button and runs the
+command only after an authorized click. Previews read the current state, so the confirmation shows exactly
+what will happen (and the cost it starts).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import timedelta
+
+from bot.commands import (
+    Param,
+    Role,
+    accelerator_type,
+    duration,
+    int_range,
+    model_id,
+    registry,
+    resource_name,
+    zone_name,
+)
+from bot.context import Context
+from bot.handlers.tpu import resource_line
+from bot.render import Reply, blocks_reply, context, header, human_duration, section
+from ops import cost, deploy
+from ops.errors import AlreadyExists, BadInput, NotFound, OpsError
+from ops.tpu import CreateSpec, QueuedResourceInfo
+
+# Flex-start requests may run up to 7 days (https://cloud.google.com/tpu/docs/request-using-flex-start).
+FLEX_START_MAX_RUN = timedelta(days=7)
+OPERATION_TIMEOUT_S = 600.0
+
+_MODEL_FLAGS = ("flex_start", "spot", "on_demand", "reserved")
+
+
+@dataclass(frozen=True)
+class CreateArgs:
+    """The arguments of /tpu create, as parsed (None: use the setting's default)."""
+
+    name: str
+    type_: str | None
+    zone: str | None
+    flex_start: bool
+    max_run: timedelta | None
+    spot: bool
+    on_demand: bool
+    reserved: bool
+    valid_until: timedelta | None
+    runtime: str | None
+    model: str | None
+    tp: int | None
+    max_model_len: int | None
+
+    @property
+    def provisioning(self) -> str:
+        """flex-start (the default), spot, on-demand or reserved."""
+        chosen = [flag for flag in _MODEL_FLAGS if getattr(self, flag)]
+        return (chosen[0] if chosen else "flex_start").replace("_", "-")
+
+
+def create_spec(ctx: Context, args: CreateArgs) -> tuple[CreateSpec, deploy.StartupConfig]:
+    settings = ctx.services.settings
+    max_run = args.max_run
+    if args.provisioning == "flex-start":
+        max_run = max_run or timedelta(hours=4)
+        if max_run > FLEX_START_MAX_RUN:
+            raise BadInput(
+                f"--max-run {human_duration(max_run)} is over flex-start's 7-day limit", "use 7d or less"
+            )
+    elif max_run is not None:
+        raise BadInput("--max-run applies to --flex-start only", "drop --max-run, or use --flex-start")
+    startup = deploy.StartupConfig(
+        project=settings.gcp_project,
+        model=args.model or settings.vllm_model,
+        image=settings.vllm_image,
+        tensor_parallel_size=args.tp or settings.vllm_tensor_parallel_size,
+        max_model_len=args.max_model_len or settings.vllm_max_model_len,
+        port=settings.vllm_port,
+        hf_token_secret=settings.hf_token_secret,
+    )
+    spec = CreateSpec(
+        name=args.name,
+        node_id=f"{args.name}-node"[:63],
+        zone=args.zone or settings.tpu_zones[0],
+        accelerator_type=args.type_ or settings.tpu_accelerator_type,
+        runtime_version=args.runtime or settings.tpu_runtime_version,
+        provisioning_model=args.provisioning,
+        max_run_duration=max_run,
+        valid_until=args.valid_until,
+        startup_script=deploy.startup_script(startup),
+        labels={"managed-by": "tpu-chatops"},
+        service_account=settings.tpu_service_account,
+    )
+    return spec, startup
+
+
+def default_create_args(name: str) -> CreateArgs:
+    """/tpu create NAME with every option left to the settings (flex-start, 4 h)."""
+    return CreateArgs(name, None, None, True, None, False, False, False, None, None, None, None, None)
+
+
+def _cost_line(accelerator: str, provisioning: str, zone: str, hours: float | None) -> str:
+    try:
+        estimate = cost.estimate(accelerator, hours or 1.0, provisioning, cost.region_of(zone))
+    except BadInput as exc:
+        return f"*Cost* unknown: {exc.message}"
+    rate = f"${estimate.usd_per_hour:,.2f}/h ({estimate.chips} chips × ${estimate.usd_per_chip_hour:.3f})"
+    total = f", ${estimate.total_usd:,.2f} for {hours:g} h" if hours else ""
+    return f"*Cost* {rate}{total} _(price source: {estimate.source}, {estimate.as_of})_"
+
+
+_CREATE_PARAMS = (
+    Param("name", "queued resource name", kind=resource_name, required=True, metavar="NAME"),
+    Param(
+        "type_",
+        "accelerator type (default TPU_ACCELERATOR_TYPE)",
+        flag="--type",
+        kind=accelerator_type,
+        metavar="T",
+    ),
+    Param("zone", "zone (default: the first of TPU_ZONES)", flag="--zone", kind=zone_name, metavar="Z"),
+    Param("flex_start", "flex-start (the default): runs up to --max-run", flag="--flex-start", switch=True),
+    Param(
+        "max_run",
+        "flex-start max run duration (default 4h, at most 7d)",
+        flag="--max-run",
+        kind=duration,
+        metavar="D",
+    ),
+    Param("spot", "spot: cheaper, may be preempted", flag="--spot", switch=True),
+    Param("on_demand", "on-demand (standard)", flag="--on-demand", switch=True),
+    Param("reserved", "from the project's reservation", flag="--reserved", switch=True),
+    Param(
+        "valid_until", "give up if not provisioned within D", flag="--valid-until", kind=duration, metavar="D"
+    ),
+    Param("runtime", "TPU runtime version", flag="--runtime", metavar="R"),
+    Param("model", "model to serve", flag="--model", kind=model_id, metavar="M"),
+    Param("tp", "tensor parallel size", flag="--tp", kind=int_range(1, 256), metavar="N"),
+    Param(
+        "max_model_len",
+        "vLLM --max-model-len, tokens",
+        flag="--max-model-len",
+        kind=int_range(256, 1 << 20),
+        metavar="L",
+    ),
+)
+
+
+def _preview_create(ctx: Context, **kw: object) -> Reply:
+    spec, startup = create_spec(ctx, CreateArgs(**kw))  # type: ignore[arg-type]
+    try:
+        existing = ctx.services.tpu.get_queued_resource(spec.name, [spec.zone])
+    except NotFound:
+        existing = None
+    if existing is not None:
+        raise AlreadyExists(
+            f"queued resource {spec.name} already exists in {spec.zone} ({existing.state})",
+            "pick another name, or /tpu delete it first",
+        )
+    hours = spec.max_run_duration.total_seconds() / 3600 if spec.max_run_duration else None
+    lines = [
+        f"*Create* queued resource `{spec.name}` in `{spec.zone}`: "
+        f"{spec.accelerator_type}, {spec.provisioning_model}"
+        + (f", max run duration {human_duration(spec.max_run_duration)}" if spec.max_run_duration else "")
+        + (f", valid for {human_duration(spec.valid_until)}" if spec.valid_until else ""),
+        f"*Node* `{spec.node_id}`, runtime {spec.runtime_version}, external IP on",
+        f"*Serves* `{startup.model}` with {startup.image}: "
+        f"tensor parallel size {startup.tensor_parallel_size}, "
+        f"max_model_len {startup.max_model_len}, port {startup.port}",
+        f"*Hugging Face token* read on the VM from Secret Manager secret `{startup.hf_token_secret}`",
+        _cost_line(spec.accelerator_type, spec.provisioning_model, spec.zone, hours),
+    ]
+    return blocks_reply([section("\n".join(lines))])
+
+
+@registry.command(
+    "tpu create",
+    "Create a queued resource whose node starts vLLM serving the model",
+    *_CREATE_PARAMS,
+    role=Role.OPERATOR,
+    changes_infra=True,
+    exclusive=(_MODEL_FLAGS,),
+    preview=_preview_create,
+)
+def tpu_create(ctx: Context, **kw: object) -> Reply:
+    """Create the queued resource and wait for the create operation (the request is then queued)."""
+    spec, _ = create_spec(ctx, CreateArgs(**kw))  # type: ignore[arg-type]
+    tpu = ctx.services.tpu
+    operation = tpu.create_queued_resource(spec)
+    tpu.wait_operation(operation, timeout_s=OPERATION_TIMEOUT_S, cancel=ctx.cancelled)
+    qr = tpu.get_queued_resource(spec.name, [spec.zone])
+    now = ctx.services.now()
+    return blocks_reply(
+        [
+            section(f":white_check_mark: Created queued resource `{spec.name}`.\n" + resource_line(qr, now)),
+            context(f"Follow it with `/tpu describe {spec.name}`; vLLM needs about 10 minutes after ACTIVE."),
+        ]
+    )
+
+
+def _find(ctx: Context, name: str, zone: str | None) -> QueuedResourceInfo:
+    zones = [zone] if zone else ctx.services.settings.tpu_zones
+    return ctx.services.tpu.get_queued_resource(name, zones)
+
+
+def _burn_line(ctx: Context, qr: QueuedResourceInfo) -> str:
+    if qr.state != "ACTIVE":
+        return ""
+    try:
+        spend = cost.burn(qr, ctx.services.now())
+    except BadInput:
+        return ""
+    return f"\n*Spent so far* about ${spend.usd_so_far:,.2f} at ${spend.usd_per_hour:,.2f}/h"
+
+
+_NAME_ZONE = (
+    Param("name", "queued resource name", kind=resource_name, required=True, metavar="NAME"),
+    Param("zone", "zone (default: search TPU_ZONES)", flag="--zone", kind=zone_name, metavar="Z"),
+)
+
+
+def _preview_delete(ctx: Context, name: str, zone: str | None, force: bool) -> Reply:
+    qr = _find(ctx, name, zone)
+    has_nodes = bool(qr.nodes) and qr.state not in ("FAILED", "SUSPENDED", "ACCEPTED")
+    if has_nodes and not force:
+        raise BadInput(
+            f"{name} has running nodes ({', '.join(n.name for n in qr.nodes)})",
+            f"add --force to delete the nodes too: /tpu delete {name} --force",
+        )
+    what = "the queued resource and its nodes" if qr.nodes else "the queued resource"
+    now = ctx.services.now()
+    text = f"*Delete* {what}:\n{resource_line(qr, now)}{_burn_line(ctx, qr)}"
+    return blocks_reply([section(text)])
+
+
+@registry.command(
+    "tpu delete",
+    "Delete a queued resource (and with --force its nodes)",
+    *_NAME_ZONE,
+    Param("force", "also delete running nodes", flag="--force", switch=True),
+    role=Role.ADMIN,
+    changes_infra=True,
+    preview=_preview_delete,
+)
+def tpu_delete(ctx: Context, name: str, zone: str | None, force: bool) -> Reply:
+    """Delete, wait for the operation, and verify the queued resource is gone."""
+    qr = _find(ctx, name, zone)
+    tpu = ctx.services.tpu
+    tpu.delete_queued_resource(qr.name, qr.zone, force=force, wait=True)
+    try:
+        tpu.get_queued_resource(qr.name, [qr.zone])
+    except NotFound:
+        return blocks_reply(
+            [section(f":white_check_mark: Deleted queued resource `{qr.name}` in `{qr.zone}`.")]
+        )
+    raise OpsError(f"{qr.name} still exists after the delete operation finished", "check /tpu describe")
+
+
+def _preview_reset(ctx: Context, name: str, zone: str | None) -> Reply:
+    qr = _find(ctx, name, zone)
+    text = "*Reset* (its nodes are recreated; data on them is lost):\n" + resource_line(
+        qr, ctx.services.now()
+    )
+    return blocks_reply([section(text)])
+
+
+@registry.command(
+    "tpu reset",
+    "Reset a queued resource (re-provisions it; its nodes are recreated)",
+    *_NAME_ZONE,
+    role=Role.ADMIN,
+    changes_infra=True,
+    preview=_preview_reset,
+)
+def tpu_reset(ctx: Context, name: str, zone: str | None) -> Reply:
+    qr = _find(ctx, name, zone)
+    tpu = ctx.services.tpu
+    operation = tpu.reset_queued_resource(qr.name, qr.zone)
+    tpu.wait_operation(operation, timeout_s=OPERATION_TIMEOUT_S, cancel=ctx.cancelled)
+    qr = tpu.get_queued_resource(qr.name, [qr.zone])
+    return blocks_reply(
+        [section(":white_check_mark: Reset requested.\n" + resource_line(qr, ctx.services.now()))]
+    )
+
+
+def _node_zone(ctx: Context, node: str, zone: str | None) -> str:
+    """The zone holding node `node`: the given one, else the first watched zone whose listing has it."""
+    if zone:
+        return zone
+    listing = ctx.services.tpu.list_queued_resources(ctx.services.settings.tpu_zones)
+    for qr in listing.resources:
+        if any(n.name == node for n in qr.nodes):
+            return qr.zone
+    raise NotFound(f"no node {node} in {', '.join(ctx.services.settings.tpu_zones)}", "give --zone")
+
+
+def _node_command(verb: str) -> None:
+    """Declare `/tpu start NODE` or `/tpu stop NODE`."""
+
+    def preview(ctx: Context, node: str, zone: str | None) -> Reply:
+        where = _node_zone(ctx, node, zone)
+        info = ctx.services.tpu.get_node(where, node)
+        return blocks_reply(
+            [section(f"*{verb.capitalize()}* node `{node}` in `{where}` (now {info.state}).")]
+        )
+
+    def run(ctx: Context, node: str, zone: str | None) -> Reply:
+        where = _node_zone(ctx, node, zone)
+        tpu = ctx.services.tpu
+        operation = tpu.start_node(where, node) if verb == "start" else tpu.stop_node(where, node)
+        tpu.wait_operation(operation, timeout_s=OPERATION_TIMEOUT_S, cancel=ctx.cancelled)
+        info = tpu.get_node(where, node)
+        return blocks_reply([section(f":white_check_mark: Node `{node}` is {info.state}.")])
+
+    registry.command(
+        f"tpu {verb}",
+        f"{verb.capitalize()} a TPU node",
+        Param("node", "node id", kind=resource_name, required=True, metavar="NODE"),
+        Param("zone", "zone (default: search TPU_ZONES)", flag="--zone", kind=zone_name, metavar="Z"),
+        role=Role.OPERATOR,
+        changes_infra=True,
+        preview=preview,
+    )(run)
+
+
+_node_command("start")
+_node_command("stop")
+
+_STALE_STATES = ("FAILED", "SUSPENDED")
+
+
+def _ensure_plan(ctx: Context, name: str) -> tuple[list[QueuedResourceInfo], bool, list[QueuedResourceInfo]]:
+    """(queued resources to delete, whether to create the primary, other live ones left alone)."""
+    listing = ctx.services.tpu.list_queued_resources(ctx.services.settings.tpu_zones)
+    if listing.errors:
+        zone, err = next(iter(listing.errors.items()))
+        raise OpsError(f"cannot plan: listing {zone} failed: {err.message}", "retry when every zone answers")
+    delete = [qr for qr in listing.resources if qr.state in _STALE_STATES]
+    primary = [qr for qr in listing.resources if qr.name == name and qr.state not in _STALE_STATES]
+    others = [qr for qr in listing.resources if qr.name != name and qr.state not in _STALE_STATES]
+    return delete, not primary, others
+
+
+def _fingerprint(delete: list[QueuedResourceInfo], create: bool) -> str:
+    items = sorted(f"{qr.zone}/{qr.name}" for qr in delete) + (["create"] if create else [])
+    return hashlib.sha256("\n".join(items).encode()).hexdigest()[:16]
+
+
+def _preview_ensure(ctx: Context, name: str | None) -> Reply:
+    primary = name or ctx.services.settings.tpu_primary
+    delete, create, others = _ensure_plan(ctx, primary)
+    now = ctx.services.now()
+    blocks = [header(f"Ensure {primary}")]
+    if delete:
+        blocks.append(section("*Delete* (FAILED or SUSPENDED queued resources hold quota until deleted):"))
+        blocks += [section(resource_line(qr, now)) for qr in delete]
+    if create:
+        zone = ctx.services.settings.tpu_zones[0]
+        blocks.append(
+            section(f"*Create* `{primary}` in `{zone}` with the default settings (flex-start, 4 h).")
+        )
+    if others:
+        names = ", ".join(f"`{qr.name}` ({qr.state})" for qr in others)
+        blocks.append(
+            context(f"Left alone (not the primary, still live; delete explicitly if redundant): {names}")
+        )
+    if not delete and not create:
+        raise BadInput(f"nothing to do: {primary} is live and nothing is FAILED or SUSPENDED", "")
+    reply = blocks_reply(blocks)
+    reply.plan = _fingerprint(delete, create)
+    return reply
+
+
+@registry.command(
+    "tpu ensure",
+    "Keep the primary queued resource: delete FAILED/SUSPENDED ones, recreate the primary if needed",
+    Param("name", "primary queued resource (default TPU_PRIMARY)", kind=resource_name, metavar="NAME"),
+    role=Role.ADMIN,
+    changes_infra=True,
+    preview=_preview_ensure,
+)
+def tpu_ensure(ctx: Context, name: str | None) -> Reply:
+    """Carry out exactly the confirmed plan; if the world changed since, refuse and ask to look again."""
+    primary = name or ctx.services.settings.tpu_primary
+    delete, create, _ = _ensure_plan(ctx, primary)
+    if _fingerprint(delete, create) != ctx.confirmed_plan:
+        raise OpsError(
+            "the queued resources changed since the confirmation", f"run /tpu ensure {primary} again"
+        )
+    tpu = ctx.services.tpu
+    done = []
+    for qr in delete:
+        tpu.delete_queued_resource(qr.name, qr.zone, force=True, wait=True)
+        done.append(f"deleted `{qr.name}` ({qr.zone})")
+    if create:
+        spec, _ = create_spec(ctx, default_create_args(primary))
+        tpu.wait_operation(
+            tpu.create_queued_resource(spec), timeout_s=OPERATION_TIMEOUT_S, cancel=ctx.cancelled
+        )
+        done.append(f"created `{primary}` ({spec.zone})")
+    return blocks_reply([section(":white_check_mark: " + "; ".join(done) + ".")])

@@ -1,0 +1,599 @@
+"""Where can we get TPUs now? Create-error classification and a capacity search across zones.
+
+`classify` tells a failure that is permanent for a (zone, accelerator type, provisioning model) (the zone
+does not offer the type or the model, or the zone does not exist) from a transient one (stockout, quota,
+timeout, 5xx), from the typed errors of `ops.errors` and from Google's texts (the real ones are in
+tests/fixtures/cases/tpu-create-*.txt). `CapacitySearch` requests a queued resource in several zones at
+once, keeps the first that becomes ACTIVE, deletes every other request and checks that each one is gone,
+and remembers permanent failures in the `Store` so the next search skips those zones.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from types import MappingProxyType
+from typing import Literal
+
+from ops.errors import (
+    AlreadyExists,
+    BackendTimeout,
+    BackendUnavailable,
+    BadInput,
+    Cancelled,
+    CapacityUnavailable,
+    NotFound,
+    OpsError,
+    PermissionDenied,
+    QuotaExceeded,
+    UnsupportedInZone,
+)
+from ops.store import Store
+from ops.tpu import CreateSpec, QueuedResourceInfo, TpuOps, check_create_spec
+
+__all__ = ["CapacitySearch", "Classification", "SearchResult", "classify", "search_name"]
+
+log = logging.getLogger(__name__)
+
+MAX_ID_CHARS = 63  # queued resource and node ids are RFC 1035 labels
+
+# ---- texts (case-insensitive). Sources: tests/fixtures/cases/tpu-create-*.txt (real gcloud/Terraform
+# outputs) and the TPU API's own wording for unknown locations ("Location ... is not found").
+_ACCELERATOR_NOT_OFFERED = re.compile(
+    r"could not be found in the zonal accelerator configurations"
+    r"|accelerator \S+ was not found in zone"
+    r"|accelerator type \S+ is not (?:available|offered|supported) in",
+    re.IGNORECASE,
+)
+_MODEL_NOT_OFFERED = re.compile(
+    r"\b(FLEX_START|SPOT|STANDARD|RESERVATION_BOUND|flex-start|spot)\b provisioning model is not supported",
+    re.IGNORECASE,
+)
+_ZONE_UNKNOWN = re.compile(
+    r"location \S+ (?:is )?not found|unknown (?:zone|location)|invalid (?:zone|location)"
+    r"|zone \S+ (?:is )?not (?:supported|found|valid)",
+    re.IGNORECASE,
+)
+_STOCKOUT = re.compile(
+    r"no more capacity|stockout|insufficient capacity|not enough resources|resource pool exhausted"
+    r"|ZONE_RESOURCE_POOL_EXHAUSTED",
+    re.IGNORECASE,
+)
+_QUOTA = re.compile(r"quota|rate limit", re.IGNORECASE)
+_TIMEOUT = re.compile(r"timed? ?out|deadline[_ ]exceeded|no answer in time", re.IGNORECASE)
+_SERVER = re.compile(
+    r"\bHTTP 5\d\d\b|\bcode:? (?:13|14)\b|internal error|backend error|cannot connect|service unavailable",
+    re.IGNORECASE,
+)
+_SERVER_STATUS = re.compile(r"\b(?:UNAVAILABLE|INTERNAL)\b")  # google.rpc.Code names, upper case only
+_BAD_REQUEST = re.compile(r"INVALID_ARGUMENT|FAILED_PRECONDITION|\bHTTP 400\b|\"code\": 3\b|\bcode 3\b")
+_CODE_8 = re.compile(r"\bcode:? 8\b|\"code\": 8\b|RESOURCE_EXHAUSTED|\bHTTP 429\b", re.IGNORECASE)
+_MODEL_LABELS = {
+    "flex_start": "flex-start",
+    "flex-start": "flex-start",
+    "spot": "spot",
+    "standard": "on-demand",
+    "reservation_bound": "reserved",
+}
+
+
+@dataclass(frozen=True)
+class Classification:
+    """What a create failure means for the capacity search.
+
+    Attributes:
+        kind: "permanent" (retrying the same request will fail the same way) or "transient" (another try,
+            later or elsewhere, may work).
+        reason: short words for people and for the zone memory: "accelerator not offered", "flex-start not
+            offered", "zone unknown", "stockout", "quota exceeded", "timeout", "server error", "permission
+            denied", "bad request", "already exists", "cancelled", "unknown error".
+        scope: "zone" (about this zone, type and provisioning model) or "request" (about the request or the
+            credentials: every zone would fail the same way, so a search stops).
+    """
+
+    kind: Literal["permanent", "transient"]
+    reason: str
+    scope: Literal["zone", "request"] = "zone"
+
+    @property
+    def remember(self) -> bool:
+        """True when the zone memory should keep it: permanent for this zone, type and model."""
+        return self.kind == "permanent" and self.scope == "zone"
+
+
+def classify(error: BaseException | str) -> Classification:
+    """Classify a create failure (an exception, typically an `ops.errors.OpsError`, or a raw text).
+
+    Permanent for the zone: the accelerator type is not offered there, the provisioning model (e.g.
+    flex-start) is not offered for the type there, the zone is unknown or unsupported (UnsupportedInZone
+    or those texts). Transient: stockout (code 8 / "no more capacity", CapacityUnavailable), quota or rate
+    limit (HTTP 429, RESOURCE_EXHAUSTED naming a quota, QuotaExceeded), timeouts (BackendTimeout), 5xx and
+    connection failures (BackendUnavailable), AlreadyExists, Cancelled and anything unrecognised.
+    Permanent for the whole request: PermissionDenied, and a BadInput/INVALID_ARGUMENT whose text names no
+    zone problem.
+
+    Args:
+        error: the exception, or the text of an error (e.g. a gcloud or Terraform output, a
+            `failedData.error.message`).
+
+    Returns:
+        A Classification (kind, reason, scope).
+    """
+    text = error if isinstance(error, str) else (error.message if isinstance(error, OpsError) else str(error))
+    model = _MODEL_NOT_OFFERED.search(text)
+    if model:
+        return Classification(
+            "permanent", f"{_MODEL_LABELS.get(model.group(1).lower(), 'model')} not offered"
+        )
+    if _ACCELERATOR_NOT_OFFERED.search(text):
+        return Classification("permanent", "accelerator not offered")
+    if _ZONE_UNKNOWN.search(text):
+        return Classification("permanent", "zone unknown")
+    if isinstance(error, UnsupportedInZone):
+        return Classification("permanent", "not offered in zone")
+    if isinstance(error, CapacityUnavailable) or _STOCKOUT.search(text):
+        return Classification("transient", "stockout")
+    if isinstance(error, QuotaExceeded) or _QUOTA.search(text):
+        return Classification("transient", "quota exceeded")
+    if isinstance(error, PermissionDenied):
+        return Classification("permanent", "permission denied", "request")
+    if isinstance(error, AlreadyExists):
+        return Classification("transient", "already exists")
+    if isinstance(error, Cancelled):
+        return Classification("transient", "cancelled")
+    if isinstance(error, BackendTimeout) or _TIMEOUT.search(text):
+        return Classification("transient", "timeout")
+    if isinstance(error, BackendUnavailable) or _SERVER.search(text) or _SERVER_STATUS.search(text):
+        return Classification("transient", "server error")
+    if isinstance(error, BadInput) or (isinstance(error, str) and _BAD_REQUEST.search(text)):
+        return Classification("permanent", "bad request", "request")
+    if _CODE_8.search(text):
+        return Classification("transient", "stockout")
+    return Classification("transient", "unknown error")
+
+
+def search_name(name: str, zone: str, parallel: int) -> str:
+    """The queued resource id a search uses in `zone`: `name` when it runs one zone at a time, else
+    f"{name}-{zone}" cut to 63 characters (without a trailing hyphen)."""
+    if parallel <= 1:
+        return name
+    return f"{name}-{zone}"[:MAX_ID_CHARS].rstrip("-")
+
+
+def _node_id(qr_name: str) -> str:
+    return qr_name[: MAX_ID_CHARS - len("-node")].rstrip("-") + "-node"
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """The outcome of `CapacitySearch.run`.
+
+    Attributes:
+        winner: the ACTIVE queued resource kept (with its nodes), or None.
+        zones: zone -> final state string, in the order tried (see CapacitySearch for the strings).
+        elapsed_s: wall time of the search, seconds.
+        leftovers: queued resources the search created, besides the winner, that it could not verify as
+            deleted (0 unless the API kept failing; they are named in `zones`).
+        cancelled: the cancel event was set before a winner was found.
+        error: the error that stopped the whole search (e.g. PermissionDenied, a bad request), else None.
+    """
+
+    winner: QueuedResourceInfo | None
+    zones: Mapping[str, str]
+    elapsed_s: float
+    leftovers: int
+    cancelled: bool = False
+    error: OpsError | None = None
+
+
+@dataclass
+class _Run:
+    """Mutable state of one search, shared by its worker threads (guarded by `lock`)."""
+
+    name: str
+    accelerator_type: str
+    provisioning_model: str
+    parallel: int
+    template: CreateSpec
+    progress: Callable[[Mapping[str, str]], None] | None
+    cancel: threading.Event
+    stop: threading.Event = field(default_factory=threading.Event)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    progress_lock: threading.Lock = field(default_factory=threading.Lock)
+    states: dict[str, str] = field(default_factory=dict)
+    queue: deque[str] = field(default_factory=deque)
+    created: dict[str, str] = field(default_factory=dict)  # zone -> QR id not yet verified gone
+    winner: QueuedResourceInfo | None = None
+    error: OpsError | None = None
+
+
+class CapacitySearch:
+    """Request a queued resource in several zones at once and keep the first that becomes ACTIVE.
+
+    Zone states reported to `progress` (and in SearchResult.zones): "pending", "skipped (remembered:
+    <reason>, <YYYY-MM-DD HH:MM>)", "requesting", the queued resource's state ("WAITING_FOR_RESOURCES",
+    "PROVISIONING", "ACTIVE", ...), "failed: <reason>[ (remembered)]", "deleted" (a request deleted because
+    another zone won), "cancelled", "not tried" (a winner was found first), "leftover: <QR id>" (its
+    deletion could not be verified).
+
+    Args:
+        tpu: the TPU API.
+        store: zone memory (`Store.zone_failures`, `Store.remember_zone_failure`).
+        poll_s: seconds between state polls (and operation polls).
+        operation_timeout_s: seconds to wait for a create or delete operation.
+        zone_timeout_s: give up on a zone still not ACTIVE after this many seconds (transient "still
+            waiting"); None: wait until the request's own valid-until fails it.
+        delete_timeout_s: seconds to wait for a deleted queued resource to disappear.
+        now: clock for the zone memory timestamps (aware UTC).
+    """
+
+    def __init__(
+        self,
+        tpu: TpuOps,
+        store: Store,
+        *,
+        poll_s: float = 5.0,
+        operation_timeout_s: float = 600.0,
+        zone_timeout_s: float | None = None,
+        delete_timeout_s: float = 600.0,
+        now: Callable[[], datetime] | None = None,
+    ) -> None:
+        self.tpu = tpu
+        self.store = store
+        self.poll_s = poll_s
+        self.operation_timeout_s = operation_timeout_s
+        self.zone_timeout_s = zone_timeout_s
+        self.delete_timeout_s = delete_timeout_s
+        self._now = now or (lambda: datetime.now(UTC))
+        self._store_lock = threading.Lock()
+
+    # ---- zones
+    def candidate_zones(self, accelerator_type: str) -> list[str]:
+        """Every zone of the project (`locations.list`) whose `acceleratorTypes.list` has the type.
+
+        Zones whose accelerator types cannot be read are left out.
+
+        Raises:
+            OpsError: the locations cannot be listed.
+        """
+        zones = self.tpu.list_zones()
+
+        def offers(zone: str) -> bool:
+            try:
+                return accelerator_type in self.tpu.list_accelerator_types(zone)
+            except OpsError as exc:
+                log.warning("capacity search: skipping %s: %s", zone, exc)
+                return False
+
+        with ThreadPoolExecutor(max_workers=8, thread_name_prefix="capacity-zones") as pool:
+            flags = list(pool.map(offers, zones))
+        return [zone for zone, ok in zip(zones, flags, strict=True) if ok]
+
+    # ---- the search
+    def run(
+        self,
+        name: str,
+        accelerator_type: str,
+        provisioning_model: str,
+        zones: Sequence[str] | None = None,
+        *,
+        parallel: int = 1,
+        retry_all: bool = False,
+        runtime_version: str = "v2-alpha-tpuv6e",
+        max_run_duration: timedelta | None = None,
+        valid_until: timedelta | None = None,
+        startup_script: str = "",
+        labels: Mapping[str, str] | None = None,
+        service_account: str | None = None,
+        progress: Callable[[Mapping[str, str]], None] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> SearchResult:
+        """Search for capacity.
+
+        Args:
+            name: base queued resource id (see `search_name` for the id used in each zone).
+            accelerator_type: e.g. "v6e-8".
+            provisioning_model: "flex-start" | "spot" | "on-demand" | "reserved".
+            zones: zones to try, in order; None: `candidate_zones(accelerator_type)`.
+            parallel: at most this many requests outstanding at once (K >= 1).
+            retry_all: also try zones with a remembered permanent failure.
+            runtime_version, max_run_duration, valid_until, startup_script, labels, service_account: as in
+                CreateSpec (max_run_duration is required for flex-start; valid_until bounds how long each
+                zone's request waits for capacity).
+            progress: called with an immutable snapshot (zone -> state) after every change, from the
+                search's threads, one call at a time; its exceptions are logged and ignored.
+            cancel: set it to stop: every request made is deleted (and verified gone) before returning.
+
+        Returns:
+            SearchResult. Never leaves a request besides the winner unless deletions kept failing
+            (`leftovers` counts them).
+
+        Raises:
+            BadInput: malformed arguments (nothing is requested).
+            OpsError: the zones could not be listed (when `zones` is None).
+            Any unexpected exception of the search itself, after deleting everything it created (winner
+            included).
+        """
+        if parallel < 1:
+            raise BadInput(f"parallel must be at least 1, not {parallel}", "use e.g. --parallel 4")
+        started = time.monotonic()
+        template = CreateSpec(
+            name=name,
+            node_id=_node_id(name),
+            zone="us-east5-a",  # replaced per zone
+            accelerator_type=accelerator_type,
+            runtime_version=runtime_version,
+            provisioning_model=provisioning_model,
+            max_run_duration=max_run_duration,
+            valid_until=valid_until,
+            startup_script=startup_script,
+            labels=dict(labels or {}),
+            service_account=service_account,
+        )
+        check_create_spec(template)
+        order = list(dict.fromkeys(zones if zones is not None else self.candidate_zones(accelerator_type)))
+        run = _Run(
+            name=name,
+            accelerator_type=accelerator_type,
+            provisioning_model=provisioning_model,
+            parallel=parallel,
+            template=template,
+            progress=progress,
+            cancel=cancel or threading.Event(),
+        )
+        with self._store_lock:
+            remembered = self.store.zone_failures(accelerator_type, provisioning_model)
+        for zone in order:
+            failure = remembered.get(zone)
+            if failure is not None and not retry_all:
+                when = failure.at.astimezone(UTC).strftime("%Y-%m-%d %H:%M")
+                run.states[zone] = f"skipped (remembered: {failure.message.split(':', 1)[0]}, {when})"
+            else:
+                run.states[zone] = "pending"
+                run.queue.append(zone)
+        self._report(run)
+        watcher = threading.Thread(
+            target=self._watch_cancel, args=(run,), name="capacity-cancel", daemon=True
+        )
+        watcher.start()
+        workers = [
+            threading.Thread(target=self._worker, args=(run,), name=f"capacity-{i}", daemon=True)
+            for i in range(min(parallel, max(1, len(run.queue))))
+        ]
+        try:
+            for worker in workers:
+                worker.start()
+            for worker in workers:
+                worker.join()
+        except BaseException:
+            run.stop.set()
+            for worker in workers:
+                if worker.is_alive():
+                    worker.join()
+            self._sweep(run, include_winner=True)
+            raise
+        finally:
+            run.stop.set()
+        leftovers = self._sweep(run, include_winner=False)
+        with run.lock:
+            for zone, state in run.states.items():
+                if state == "pending":
+                    run.states[zone] = "cancelled" if run.cancel.is_set() else "not tried"
+        self._report(run)
+        return SearchResult(
+            winner=run.winner,
+            zones=MappingProxyType(dict(run.states)),
+            elapsed_s=time.monotonic() - started,
+            leftovers=leftovers,
+            cancelled=run.cancel.is_set() and run.winner is None,
+            error=run.error,
+        )
+
+    # ---- internals
+    def _watch_cancel(self, run: _Run) -> None:
+        while not run.stop.is_set():
+            if run.cancel.wait(0.02):
+                run.stop.set()
+                return
+
+    def _report(self, run: _Run) -> None:
+        if run.progress is None:
+            return
+        with run.progress_lock:
+            with run.lock:
+                snapshot = MappingProxyType(dict(run.states))
+            try:
+                run.progress(snapshot)
+            except Exception:  # a broken progress display must not break the search or its cleanup
+                log.exception("capacity search: progress callback failed")
+
+    def _set(self, run: _Run, zone: str, state: str) -> None:
+        with run.lock:
+            if run.states.get(zone) == state:
+                return
+            run.states[zone] = state
+        self._report(run)
+
+    def _next_zone(self, run: _Run) -> str | None:
+        with run.lock:
+            if run.stop.is_set() or not run.queue:
+                return None
+            return run.queue.popleft()
+
+    def _worker(self, run: _Run) -> None:
+        while True:
+            zone = self._next_zone(run)
+            if zone is None:
+                return
+            try:
+                self._try_zone(run, zone)
+            except Exception as exc:  # unexpected: stop the search; run() cleans up
+                log.exception("capacity search: %s failed unexpectedly", zone)
+                with run.lock:
+                    if run.error is None:
+                        run.error = (
+                            exc
+                            if isinstance(exc, OpsError)
+                            else OpsError(f"capacity search failed in {zone}: {type(exc).__name__}: {exc}")
+                        )
+                run.stop.set()
+                self._remove(run, zone, final="failed: unexpected error")
+
+    def _fail(self, run: _Run, zone: str, error: OpsError) -> None:
+        """Record a zone failure: remember it if permanent for the zone; stop all if about the request."""
+        verdict = classify(error)
+        state = f"failed: {verdict.reason}"
+        if verdict.remember:
+            with self._store_lock:
+                self.store.remember_zone_failure(
+                    zone,
+                    run.accelerator_type,
+                    run.provisioning_model,
+                    f"{verdict.reason}: {error.message}"[:1000],
+                    now=self._now(),
+                )
+            state += " (remembered)"
+        elif verdict.scope == "request":
+            with run.lock:
+                if run.error is None:
+                    run.error = error
+            run.stop.set()
+        self._remove(run, zone, final=state)
+
+    def _try_zone(self, run: _Run, zone: str) -> None:
+        qr_name = search_name(run.name, zone, run.parallel)
+        spec = replace(run.template, name=qr_name, node_id=_node_id(qr_name), zone=zone)
+        self._set(run, zone, "requesting")
+        try:
+            op_name = self.tpu.create_queued_resource(spec)
+        except (BackendTimeout, BackendUnavailable) as exc:
+            # The request may have been created anyway: make sure it is not left behind.
+            with run.lock:
+                run.created[zone] = qr_name
+            self._fail(run, zone, exc)
+            return
+        except OpsError as exc:
+            self._fail(run, zone, exc)  # nothing was created (AlreadyExists: someone else's; left alone)
+            return
+        with run.lock:
+            run.created[zone] = qr_name
+        try:
+            self.tpu.wait_operation(
+                op_name, timeout_s=self.operation_timeout_s, poll_s=self.poll_s, cancel=run.stop
+            )
+        except Cancelled:
+            self._remove(run, zone, final=self._stopped_state(run))
+            return
+        except OpsError as exc:
+            self._fail(run, zone, exc)
+            return
+        self._watch_zone(run, zone, qr_name)
+
+    def _stopped_state(self, run: _Run) -> str:
+        return "cancelled" if run.cancel.is_set() and run.winner is None else "deleted"
+
+    def _watch_zone(self, run: _Run, zone: str, qr_name: str) -> None:
+        """Poll the request until ACTIVE (claim the win), FAILED, a stop, or the zone timeout."""
+        since = time.monotonic()
+        while not run.stop.is_set():
+            try:
+                qr = self.tpu.get_queued_resource(qr_name, [zone])
+            except NotFound:
+                self._fail(run, zone, CapacityUnavailable(f"queued resource {qr_name} disappeared in {zone}"))
+                return
+            except (BackendUnavailable, BackendTimeout, QuotaExceeded) as exc:
+                log.info("capacity search: polling %s: %s", zone, exc)
+            else:
+                if qr.state == "ACTIVE":
+                    with run.lock:
+                        won = run.winner is None and not run.cancel.is_set()
+                        if won:
+                            run.winner = qr
+                            run.created.pop(zone, None)
+                    if won:
+                        run.stop.set()
+                        self._set(run, zone, "ACTIVE")
+                        return
+                    break
+                if qr.state in ("FAILED", "SUSPENDED", "SUSPENDING", "DELETING"):
+                    text = qr.error or f"queued resource went {qr.state}"
+                    self._fail(run, zone, CapacityUnavailable(text) if qr.error is None else _from_text(text))
+                    return
+                self._set(run, zone, qr.state)
+            if self.zone_timeout_s is not None and time.monotonic() - since > self.zone_timeout_s:
+                self._fail(
+                    run, zone, CapacityUnavailable(f"still waiting after {self.zone_timeout_s:g} s in {zone}")
+                )
+                return
+            run.stop.wait(self.poll_s)
+        self._remove(run, zone, final=self._stopped_state(run))
+
+    def _remove(self, run: _Run, zone: str, *, final: str) -> bool:
+        """Delete this search's request in `zone` (force) and verify it is gone; set the zone's state."""
+        with run.lock:
+            qr_name = run.created.get(zone)
+        if qr_name is None:
+            self._set(run, zone, final)
+            return True
+        gone = self._delete_and_verify(zone, qr_name)
+        with run.lock:
+            if gone:
+                run.created.pop(zone, None)
+        self._set(run, zone, final if gone else f"leftover: {qr_name}")
+        return gone
+
+    def _delete_and_verify(self, zone: str, qr_name: str) -> bool:
+        """Delete (force) and poll `queuedResources.get` until NotFound; False if not verified in time."""
+        deadline = time.monotonic() + self.delete_timeout_s
+        deleted = False
+        while time.monotonic() < deadline:
+            if not deleted:
+                try:
+                    remaining = max(0.1, deadline - time.monotonic())
+                    self.tpu.delete_queued_resource(
+                        qr_name, zone, force=True, wait=True, timeout_s=remaining, poll_s=self.poll_s
+                    )
+                    deleted = True
+                except NotFound:
+                    deleted = True
+                except OpsError as exc:
+                    log.warning("capacity search: deleting %s in %s: %s", qr_name, zone, exc)
+            try:
+                self.tpu.get_queued_resource(qr_name, [zone])
+            except NotFound:
+                return True
+            except OpsError as exc:
+                log.warning("capacity search: verifying %s in %s: %s", qr_name, zone, exc)
+            time.sleep(self.poll_s)
+        return False
+
+    def _sweep(self, run: _Run, *, include_winner: bool) -> int:
+        """Delete what is still recorded as created (and the winner if asked); count what is not gone."""
+        if include_winner and run.winner is not None:
+            with run.lock:
+                run.created[run.winner.zone] = run.winner.name
+                run.winner = None
+        with run.lock:
+            pending = dict(run.created)
+        leftovers = 0
+        for zone in pending:
+            if not self._remove(run, zone, final=self._stopped_state(run)):
+                leftovers += 1
+        return leftovers
+
+
+def _from_text(text: str) -> OpsError:
+    """An OpsError for a FAILED queued resource's `failedData.error.message`, typed by `classify`."""
+    verdict = classify(text)
+    if verdict.remember:
+        return UnsupportedInZone(text, "try another zone", backend="tpu")
+    if verdict.reason == "quota exceeded":
+        return QuotaExceeded(text, "free some quota or ask for more", backend="tpu")
+    return CapacityUnavailable(text, "try another zone or later", backend="tpu")

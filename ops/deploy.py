@@ -1,0 +1,477 @@
+"""Deployment artefacts for vLLM serving Gemma 4 on Cloud TPU: a TPU VM startup script, the equivalent
+`gcloud` queued-resource command, and a GKE Deployment + Service manifest.
+
+Everything is pure text generation. Every value interpolated into shell is validated against a strict
+pattern first (raising `BadInput`) and then `shlex.quote`d, so a hostile value is rejected rather than run.
+The Hugging Face token is never an input here: the startup script reads it from Secret Manager on the VM,
+and the GKE manifest references a Kubernetes Secret by name.
+
+Sources: /work/shared/notes/vllm.md §4 (docker flags, explicit `vllm serve` command, `docker rm -f` before a
+restart) and /work/shared/notes/google-apis.md §5 (gcloud flags and the API fields they set).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import yaml
+
+from ops.errors import BadInput
+
+__all__ = [
+    "FLEX_START_MAX_RUN",
+    "PROVISIONING_MODELS",
+    "StartupConfig",
+    "gcloud_command",
+    "gke_manifest",
+    "startup_script",
+]
+
+# Hugging Face repo id "owner/name"; the first character of each part must be alphanumeric so that a value
+# can never be read as an option.
+_MODEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+# Docker image reference: [registry[:port]/]path[:tag][@sha256:digest] (distribution/reference grammar,
+# simplified: lowercase path components, tag up to 128 characters).
+_IMAGE = re.compile(
+    r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*"
+    r"(?::[0-9]+)?/)?"
+    r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?$"
+)
+# Secret Manager secret id: letters, digits, '-' and '_', at most 255 characters.
+_SECRET = re.compile(r"^[A-Za-z0-9_-]{1,255}$")
+# Docker container name.
+_CONTAINER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+# GCP project id (same rule as bot.config).
+_PROJECT = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
+_ZONE = re.compile(r"^[a-z]+-[a-z]+[0-9]+-[a-z]$")
+# Queued-resource / node id: RFC 1035 label.
+_RESOURCE_ID = re.compile(r"^[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?$")
+_ACCEL = re.compile(r"^v[0-9][a-z0-9]*-[0-9]+$")
+_RUNTIME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_PATH = re.compile(r"^[A-Za-z0-9_./-]+$")
+# Kubernetes DNS-1123 label (Deployment, Service, container names) and subdomain (Secret name).
+_K8S_LABEL = re.compile(r"^[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?$")
+_K8S_SUBDOMAIN = re.compile(r"^[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?$")
+_K8S_KEY = re.compile(r"^[-._A-Za-z0-9]{1,253}$")
+
+#: gcloud provisioning models accepted by `gcloud_command`.
+PROVISIONING_MODELS: tuple[str, ...] = ("flex-start", "spot", "on-demand", "reserved")
+#: Flex-start requests may run at most 7 days (https://cloud.google.com/tpu/docs/request-using-flex-start).
+FLEX_START_MAX_RUN = timedelta(days=7)
+
+# Single-host GKE TPU slices: accelerator type -> (gke-tpu-accelerator label, gke-tpu-topology, chips).
+# vLLM on GKE TPUs is single-host only. Source:
+# https://cloud.google.com/kubernetes-engine/docs/concepts/plan-tpus and
+# https://cloud.google.com/kubernetes-engine/docs/tutorials/serve-vllm-tpu
+_GKE_SLICES: dict[str, tuple[str, str, int]] = {
+    "v6e-1": ("tpu-v6e-slice", "1x1", 1),
+    "v6e-4": ("tpu-v6e-slice", "2x2", 4),
+    "v6e-8": ("tpu-v6e-slice", "2x4", 8),
+    "v5litepod-1": ("tpu-v5-lite-podslice", "1x1", 1),
+    "v5litepod-4": ("tpu-v5-lite-podslice", "2x2", 4),
+    "v5litepod-8": ("tpu-v5-lite-podslice", "2x4", 8),
+}
+
+
+def _check(value: Any, pattern: re.Pattern[str], what: str, example: str) -> str:
+    if not isinstance(value, str) or not pattern.fullmatch(value):
+        raise BadInput(f"invalid {what}: {value!r}", f"expected e.g. {example}")
+    return value
+
+
+def _int(value: Any, what: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise BadInput(f"invalid {what}: {value!r}", f"expected an integer in [{low}, {high}]")
+    return value
+
+
+@dataclass(frozen=True, kw_only=True)
+class StartupConfig:
+    """What the TPU VM (or GKE pod) should serve. All fields are validated on construction.
+
+    Attributes:
+        project: GCP project id holding the Secret Manager secret (required), e.g. "my-project".
+        model: Hugging Face repo id, `owner/name` of [A-Za-z0-9._-].
+        image: docker image reference (vllm.md §4.1: `vllm/vllm-tpu:gemma4`).
+        tensor_parallel_size: vLLM `--tensor-parallel-size`, 1..256 (8 for v6e-8, vllm.md §4.1).
+        max_model_len: vLLM `--max-model-len` in tokens, 1..1048576 (16384 in the recipes).
+        port: HTTP port of the OpenAI-compatible server, 1..65535.
+        hf_token_secret: Secret Manager secret id holding the Hugging Face token (startup script), and the
+            Kubernetes Secret name (GKE manifest). A name, never the token.
+        container_name: docker container name; also the Deployment/Service name on GKE.
+
+    Raises:
+        BadInput: any field fails validation.
+    """
+
+    project: str
+    model: str = "google/gemma-4-31B-it"
+    image: str = "vllm/vllm-tpu:gemma4"
+    tensor_parallel_size: int = 8
+    max_model_len: int = 16384
+    port: int = 8000
+    hf_token_secret: str = "hf-token"  # noqa: S105 - a secret *name*, not a credential
+    container_name: str = "vllm-gemma4"
+
+    def __post_init__(self) -> None:
+        _check(self.project, _PROJECT, "GCP project id", "my-project")
+        _check(self.model, _MODEL, "model id", "google/gemma-4-31B-it")
+        _check(self.image, _IMAGE, "image reference", "vllm/vllm-tpu:gemma4")
+        _int(self.tensor_parallel_size, "tensor parallel size", 1, 256)
+        _int(self.max_model_len, "max model length", 1, 1 << 20)
+        _int(self.port, "port", 1, 65535)
+        _check(self.hf_token_secret, _SECRET, "secret name", "hf-token")
+        _check(self.container_name, _CONTAINER, "container name", "vllm-gemma4")
+
+    def vllm_argv(self) -> list[str]:
+        """The explicit server command, as argv: `vllm serve MODEL --tensor-parallel-size N ...`.
+
+        An explicit command works whether or not the image has the entrypoint.sh ENTRYPOINT (vllm.md §4.2).
+        """
+        return [
+            "vllm",
+            "serve",
+            self.model,
+            "--tensor-parallel-size",
+            str(self.tensor_parallel_size),
+            "--max-model-len",
+            str(self.max_model_len),
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(self.port),
+            "--enable-auto-tool-choice",
+            "--tool-call-parser",
+            "gemma4",
+            "--reasoning-parser",
+            "gemma4",
+            "--disable_chunked_mm_input",
+        ]
+
+
+def _q(value: str) -> str:
+    return shlex.quote(value)
+
+
+def startup_script(cfg: StartupConfig) -> str:
+    """A bash startup script (GCE `startup-script` metadata) that serves `cfg.model` with vLLM in docker.
+
+    What it does, as root on each boot: checks that `docker` and `gcloud` exist (it installs nothing; TPU VM
+    runtime images ship both), reads the Hugging Face token with
+    `gcloud secrets versions access latest --secret=NAME --project=P` on the VM (retrying 5 times), pulls the
+    image (retrying 3 times, for registry rate limits), runs `docker rm -f` on a stale container (only one
+    process may own the TPU, vllm.md §4.3), then `docker run -d --name C --privileged --net=host
+    --shm-size 16G -v /dev/shm:/dev/shm --env HF_TOKEN IMAGE vllm serve ...` (vllm.md §4.1/§4.2).
+
+    Token hygiene: the token never appears in the script; tracing is off (`set +x`), the variable is never
+    echoed or logged, and docker gets it through `--env HF_TOKEN` (value taken from the environment of the
+    docker CLI, not the command line, so it is absent from `ps`); it is unset right after. It is visible to
+    root via `docker inspect`, as any container environment variable is.
+
+    Args:
+        cfg: a validated `StartupConfig`.
+
+    Returns:
+        The script text, starting with `#!/bin/bash`.
+
+    Raises:
+        BadInput: `cfg` is not a `StartupConfig` (its fields are validated on construction).
+    """
+    if not isinstance(cfg, StartupConfig):
+        raise BadInput("startup_script needs a StartupConfig", "build one with StartupConfig(project=...)")
+    name = _q(cfg.container_name)
+    image = _q(cfg.image)
+    secret_cmd = shlex.join(
+        [
+            "gcloud",
+            "secrets",
+            "versions",
+            "access",
+            "latest",
+            f"--secret={cfg.hf_token_secret}",
+            f"--project={cfg.project}",
+        ]
+    )
+    argv = cfg.vllm_argv()
+    lines = [
+        ["docker", "run", "-d", "--name", cfg.container_name],
+        ["--privileged", "--net=host", "--shm-size", "16G", "-v", "/dev/shm:/dev/shm"],  # noqa: S108
+        ["--env", "HF_TOKEN"],
+        [cfg.image],
+        argv[:3],
+    ]
+    flags = argv[3:]
+    while flags:
+        takes_value = len(flags) > 1 and not flags[1].startswith("--")
+        lines.append(flags[: 2 if takes_value else 1])
+        flags = flags[2 if takes_value else 1 :]
+    serve = " \\\n    ".join(shlex.join(line) for line in lines)
+    return f"""#!/bin/bash
+# Generated by tpu-chatops (ops.deploy.startup_script). Runs as root on every boot of the TPU VM.
+# Serves a Hugging Face model with vLLM in docker on port {cfg.port}.
+set -uo pipefail
+set +x  # never trace: the Hugging Face token passes through a variable below
+umask 077
+
+log() {{ echo "tpu-chatops startup: $*"; }}
+
+for tool in docker gcloud; do
+  if ! command -v "$tool" >/dev/null 2>&1; then
+    log "$tool not found on this image; aborting"
+    exit 1
+  fi
+done
+
+# Read the Hugging Face token on the VM. It is never printed, and not exported before the container starts.
+unset HF_TOKEN
+HF_TOKEN=""
+for attempt in 1 2 3 4 5; do
+  if HF_TOKEN="$({secret_cmd})" && [ -n "$HF_TOKEN" ]; then
+    break
+  fi
+  HF_TOKEN=""
+  log "reading secret" {_q(cfg.hf_token_secret)} "failed (attempt $attempt of 5)"
+  sleep 10
+done
+if [ -z "$HF_TOKEN" ]; then
+  log "no Hugging Face token: check the secret and the VM service account's secretAccessor role"
+  exit 1
+fi
+
+for attempt in 1 2 3; do
+  if docker pull {image}; then
+    break
+  fi
+  log "docker pull failed (attempt $attempt of 3)"
+  sleep 30
+done
+
+# Only one process can own the TPU: remove a stale container first.
+docker rm -f {name} >/dev/null 2>&1 || true
+
+export HF_TOKEN
+{serve}
+status=$?
+unset HF_TOKEN
+if [ "$status" -ne 0 ]; then
+  log "docker run failed with status $status"
+  exit "$status"
+fi
+log "container" {name} "started; vLLM listens on port {cfg.port} once 'Application startup complete.'"
+"""
+
+
+def _duration(value: timedelta, what: str) -> str:
+    seconds = value.total_seconds()
+    if seconds <= 0 or seconds != int(seconds):
+        raise BadInput(f"invalid {what}: {value}", "give a positive whole number of seconds")
+    total = int(seconds)
+    if total % 3600 == 0:
+        return f"{total // 3600}h"
+    if total % 60 == 0:
+        return f"{total // 60}m"
+    return f"{total}s"
+
+
+def gcloud_command(
+    name: str,
+    zone: str,
+    project: str,
+    accelerator_type: str,
+    runtime_version: str,
+    provisioning_model: str,
+    max_run_duration: timedelta | None = None,
+    valid_until: timedelta | datetime | None = None,
+    *,
+    node_id: str | None = None,
+    startup_script_file: str = "startup.sh",
+) -> str:
+    """The `gcloud alpha compute tpus queued-resources create` command equivalent to a create request.
+
+    Flag -> API field (v2alpha1) mapping, from google-cloud-sdk 578.0.0 (google-apis.md §5):
+    `--node-id` -> tpu.nodeSpec[0].nodeId; `--accelerator-type` -> node.acceleratorType; `--runtime-version`
+    -> node.runtimeVersion; `--metadata-from-file=startup-script=F` -> node.metadata["startup-script"];
+    `--provisioning-model=flex-start` -> provisioningModel FLEX_START with `--max-run-duration` ->
+    runDuration.maxRunDuration; `--provisioning-model=spot` -> SPOT plus `spot: {}` (used instead of `--spot`,
+    whose hook overwrites provisioningModel with STANDARD); `--provisioning-model=standard` -> STANDARD
+    (on-demand; also gcloud's default); `--reserved` -> guaranteed.reserved = true;
+    `--valid-until-duration` / `--valid-until-time` -> queueingPolicy.validUntilDuration / validUntilTime.
+    Docs: https://cloud.google.com/tpu/docs/queued-resources,
+    https://cloud.google.com/tpu/docs/request-using-flex-start
+
+    Args:
+        name: queued-resource id (RFC 1035 label), e.g. "vllm-gemma4-qr".
+        zone: e.g. "us-east5-a".
+        project: GCP project id.
+        accelerator_type: e.g. "v6e-8".
+        runtime_version: e.g. "v2-alpha-tpuv6e".
+        provisioning_model: one of `PROVISIONING_MODELS`: "flex-start", "spot", "on-demand", "reserved".
+        max_run_duration: required for flex-start (at most 7 days, whole seconds); rejected otherwise.
+        valid_until: queueing deadline: a timedelta (`--valid-until-duration`) or an aware datetime
+            (`--valid-until-time`, RFC 3339 UTC); None for no deadline.
+        node_id: the node id; default f"{name}-node" as in the reference project.
+        startup_script_file: local path of the startup script (see `startup_script`).
+
+    Returns:
+        One shell command, continued over lines with trailing backslashes, every value shell-quoted.
+
+    Raises:
+        BadInput: any argument is invalid, or max_run_duration is missing for flex-start / given otherwise.
+    """
+    _check(name, _RESOURCE_ID, "queued resource id", "vllm-gemma4-qr")
+    node = node_id if node_id is not None else f"{name}-node"
+    _check(node, _RESOURCE_ID, "node id", "vllm-gemma4-qr-node")
+    _check(zone, _ZONE, "zone", "us-east5-a")
+    _check(project, _PROJECT, "GCP project id", "my-project")
+    _check(accelerator_type, _ACCEL, "accelerator type", "v6e-8")
+    _check(runtime_version, _RUNTIME, "runtime version", "v2-alpha-tpuv6e")
+    _check(startup_script_file, _PATH, "startup script path", "startup.sh")
+    if provisioning_model not in PROVISIONING_MODELS:
+        raise BadInput(
+            f"unknown provisioning model {provisioning_model!r}", f"known: {', '.join(PROVISIONING_MODELS)}"
+        )
+    args = [
+        ["gcloud", "alpha", "compute", "tpus", "queued-resources", "create", name],
+        [f"--zone={zone}", f"--project={project}"],
+        [f"--node-id={node}", f"--accelerator-type={accelerator_type}"],
+        [f"--runtime-version={runtime_version}"],
+        [f"--metadata-from-file=startup-script={startup_script_file}"],
+    ]
+    if provisioning_model == "flex-start":
+        if max_run_duration is None:
+            raise BadInput("flex-start needs a max run duration", "e.g. 4h; at most 7 days")
+        if max_run_duration > FLEX_START_MAX_RUN:
+            raise BadInput(
+                f"max run duration {max_run_duration} exceeds 7 days", "flex-start allows at most 7d"
+            )
+        args.append(
+            [
+                "--provisioning-model=flex-start",
+                f"--max-run-duration={_duration(max_run_duration, 'duration')}",
+            ]
+        )
+    else:
+        if max_run_duration is not None:
+            raise BadInput(
+                f"a max run duration applies only to flex-start, not {provisioning_model}",
+                "drop the duration or use flex-start",
+            )
+        args.append(
+            {
+                "spot": ["--provisioning-model=spot"],
+                "on-demand": ["--provisioning-model=standard"],
+                "reserved": ["--reserved"],
+            }[provisioning_model]
+        )
+    if isinstance(valid_until, timedelta):
+        args.append([f"--valid-until-duration={_duration(valid_until, 'valid-until duration')}"])
+    elif isinstance(valid_until, datetime):
+        if valid_until.tzinfo is None:
+            raise BadInput("valid_until must be timezone-aware", "use e.g. datetime(..., tzinfo=UTC)")
+        stamp = valid_until.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        args.append([f"--valid-until-time={stamp}"])
+    elif valid_until is not None:
+        raise BadInput(f"invalid valid_until {valid_until!r}", "give a timedelta or an aware datetime")
+    return " \\\n  ".join(shlex.join(line) for line in args)
+
+
+def gke_manifest(cfg: StartupConfig, accelerator_type: str, *, hf_token_key: str = "hf_api_token") -> str:  # noqa: S107
+    """A Deployment + Service (YAML, two documents) serving `cfg.model` with vLLM on a GKE TPU node pool.
+
+    The pod selects the node pool with `cloud.google.com/gke-tpu-accelerator` and
+    `cloud.google.com/gke-tpu-topology` (v6e-8: tpu-v6e-slice, 2x4) and requests `google.com/tpu: <chips>`
+    (https://cloud.google.com/kubernetes-engine/docs/concepts/plan-tpus). Only single-host slices are
+    supported (vLLM on GKE TPUs is single-host). The container runs the explicit `vllm serve ...` command
+    (vllm.md §4.2), mounts a 16Gi memory-backed /dev/shm, and gets HF_TOKEN from the Kubernetes Secret
+    `cfg.hf_token_secret`, key `hf_token_key`: create it out of band, e.g.
+    `kubectl create secret generic hf-token --from-literal=hf_api_token=...`. No token value appears here.
+    A startup probe on GET /health allows 30 minutes for weight download and XLA compilation.
+
+    Args:
+        cfg: a validated `StartupConfig`; `container_name` names the Deployment and Service and must be a
+            DNS-1123 label, `hf_token_secret` must be a DNS-1123 subdomain.
+        accelerator_type: one of v6e-1, v6e-4, v6e-8, v5litepod-1, v5litepod-4, v5litepod-8.
+        hf_token_key: the key inside the Secret.
+
+    Returns:
+        YAML text (yaml.safe_dump_all of a Deployment and a Service).
+
+    Raises:
+        BadInput: unsupported accelerator type, or a name that is not a valid Kubernetes name.
+    """
+    if not isinstance(cfg, StartupConfig):
+        raise BadInput("gke_manifest needs a StartupConfig", "build one with StartupConfig(project=...)")
+    shape = _GKE_SLICES.get(accelerator_type)
+    if shape is None:
+        raise BadInput(
+            f"no single-host GKE TPU slice for {accelerator_type!r}", f"supported: {', '.join(_GKE_SLICES)}"
+        )
+    accelerator, topology, n_chips = shape
+    app = _check(cfg.container_name, _K8S_LABEL, "Kubernetes name (container_name)", "vllm-gemma4")
+    secret = _check(cfg.hf_token_secret, _K8S_SUBDOMAIN, "Kubernetes Secret name", "hf-token")
+    _check(hf_token_key, _K8S_KEY, "Kubernetes Secret key", "hf_api_token")
+    argv = cfg.vllm_argv()
+    deployment: dict[str, Any] = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": app, "labels": {"app": app}},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": app}},
+            "template": {
+                "metadata": {"labels": {"app": app}},
+                "spec": {
+                    "nodeSelector": {
+                        "cloud.google.com/gke-tpu-accelerator": accelerator,
+                        "cloud.google.com/gke-tpu-topology": topology,
+                    },
+                    "containers": [
+                        {
+                            "name": "vllm",
+                            "image": cfg.image,
+                            "command": argv[:2],
+                            "args": argv[2:],
+                            "env": [
+                                {
+                                    "name": "HF_TOKEN",
+                                    "valueFrom": {"secretKeyRef": {"name": secret, "key": hf_token_key}},
+                                }
+                            ],
+                            "ports": [{"name": "http", "containerPort": cfg.port}],
+                            "resources": {
+                                "requests": {"google.com/tpu": n_chips},
+                                "limits": {"google.com/tpu": n_chips},
+                            },
+                            "startupProbe": {
+                                "httpGet": {"path": "/health", "port": cfg.port},
+                                "periodSeconds": 10,
+                                "failureThreshold": 180,
+                            },
+                            "readinessProbe": {
+                                "httpGet": {"path": "/health", "port": cfg.port},
+                                "periodSeconds": 10,
+                            },
+                            "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],  # noqa: S108
+                        }
+                    ],
+                    "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}}],
+                },
+            },
+        },
+    }
+    service: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": app, "labels": {"app": app}},
+        "spec": {
+            "type": "ClusterIP",
+            "selector": {"app": app},
+            "ports": [{"name": "http", "port": cfg.port, "targetPort": cfg.port, "protocol": "TCP"}],
+        },
+    }
+    return yaml.safe_dump_all([deployment, service], sort_keys=False)

@@ -1,0 +1,247 @@
+"""ops.remote.VllmContainer over real SSH (paramiko client, host key pinned) against the SIMULATED TPU VM
+(sim.host.HostSimulator), linked to the vLLM simulator."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from llm.diagnose import diagnose
+from ops.bench import parse_bench_serve
+from ops.errors import AlreadyExists, NotFound, QuotaExceeded
+from ops.remote import BenchParams, RemoteHost, VllmContainer, VllmSpec
+from ops.vllm import VllmClient
+from sim import scenario
+from sim.host import NOT_ALLOWED, HostSimulator, generate_ed25519_key
+from sim.vllm import VllmSimulator
+
+BOOT_S = 0.6
+FAIL_S = 0.2
+
+
+@pytest.fixture
+def vllm() -> Iterator[VllmSimulator]:
+    sim = VllmSimulator({**scenario.load()["vllm"], "latency_s": 0.0}).start()
+    yield sim
+    sim.stop()
+
+
+@pytest.fixture
+def world(vllm: VllmSimulator) -> Iterator[tuple[HostSimulator, RemoteHost]]:
+    cfg: dict[str, Any] = {**scenario.load()["host"], "boot_s": BOOT_S, "fail_after_s": FAIL_S}
+    host = HostSimulator(cfg, vllm=vllm).start()
+    key = generate_ed25519_key()
+    host.authorize(key)
+    remote = RemoteHost(
+        host.host,
+        host.port,
+        user=host.user,
+        pkey=key,
+        pinned_host_keys=host.pinned_host_keys,
+        connect_timeout_s=5,
+    )
+    yield host, remote
+    remote.close()
+    host.stop()
+
+
+def _wait(predicate: Any, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.05)
+
+
+def _health(vllm: VllmSimulator) -> str:
+    with VllmClient(vllm.url, timeout_s=2) as client:
+        return client.health().state
+
+
+def test_status_of_running_exited_and_absent_containers(world: tuple[HostSimulator, RemoteHost]) -> None:
+    _, remote = world
+    running = VllmContainer(remote, "vllm").status()
+    assert running.exists and running.running and running.state == "running"
+    assert running.image == "vllm/vllm-tpu:gemma4" and running.restart_count == 0
+    assert running.started_at is not None and running.started_at.tzinfo is not None
+    exited = VllmContainer(remote, "vllm-longctx").status()
+    assert (exited.exists, exited.running, exited.state, exited.exit_code) == (True, False, "exited", 1)
+    assert exited.finished_at is not None and exited.started_at is not None
+    assert exited.finished_at > exited.started_at
+    absent = VllmContainer(remote, "nothing-here").status()
+    assert (absent.exists, absent.state, absent.running) == (False, "absent", False)
+
+
+def test_logs_tail_grep_since_and_diagnosis_of_a_failed_container(
+    world: tuple[HostSimulator, RemoteHost],
+) -> None:
+    host, remote = world
+    healthy = VllmContainer(remote, "vllm")
+    last = healthy.logs(tail=1)
+    assert last.strip().endswith("Application startup complete.")
+    assert len(healthy.logs(tail=5).splitlines()) == 5
+    assert healthy.logs(tail=200, grep="Application startup complete.").count("\n") == 1
+    assert healthy.logs(tail=200, grep="no such text anywhere") == ""
+    assert healthy.logs(tail=200, since="10m") == ""  # started 45 minutes ago, nothing since
+    assert diagnose(healthy.logs(tail=1000)) == []  # a healthy start-up log raises nothing
+    failed = VllmContainer(remote, "vllm-longctx")
+    text = failed.logs(tail=1000)
+    (finding,) = diagnose(text)
+    assert finding.name == "kv-cache-insufficient"
+    assert finding.values["estimated_max_model_len"] == "5632"
+    assert "docker logs --tail 1 -- vllm 2>&1" in host.commands
+    with pytest.raises(NotFound):
+        VllmContainer(remote, "nothing-here").logs(tail=10)
+    with pytest.raises(NotFound):
+        VllmContainer(remote, "nothing-here").logs(tail=10, grep="x")
+
+
+def test_syslog(world: tuple[HostSimulator, RemoteHost]) -> None:
+    _, remote = world
+    container = VllmContainer(remote, "vllm")
+    assert "dockerd[812]" in container.syslog("docker.service", tail=20)
+    agent = container.syslog("google-guest-agent.service", tail=1)
+    assert agent.strip().endswith("Updating keys for user tpu-chatops.")
+    assert container.syslog("nothing.service", tail=5) == "-- No entries --\n"
+
+
+def test_stop_start_restart_rm_drive_the_linked_vllm_simulator(
+    world: tuple[HostSimulator, RemoteHost], vllm: VllmSimulator
+) -> None:
+    host, remote = world
+    container = VllmContainer(remote, "vllm")
+    assert _health(vllm) == "ready"
+
+    stopped = container.stop()
+    assert (stopped.state, stopped.running, stopped.exit_code) == ("exited", False, 0)
+    assert _health(vllm) == "refused"
+
+    started = container.start(VllmSpec())
+    assert started.running
+    assert host.commands[-2] == "docker start -- vllm"  # it existed: start, not run
+    assert vllm.mode == "booting" and _health(vllm) == "refused"
+    assert "Application startup complete." not in container.logs(tail=3)
+    _wait(lambda: _health(vllm) == "ready")
+    _wait(lambda: container.logs(tail=1).strip().endswith("Application startup complete."))
+
+    restarted = container.restart(VllmSpec(max_model_len=8192))
+    assert restarted.running and restarted.restart_count == 0  # a new container
+    assert "docker rm -f -- vllm" in host.commands
+    run = host.commands[-2]
+    assert "docker run -d --name vllm" in run and "--max-model-len 8192" in run
+    assert _health(vllm) == "refused"
+    _wait(lambda: _health(vllm) == "ready")
+
+    container.rm()
+    assert container.status().state == "absent"
+    assert _health(vllm) == "refused"
+    container.rm()  # idempotent
+    with pytest.raises(NotFound):
+        container.stop()
+
+
+def test_second_container_fails_with_tpu_busy_until_restart_frees_it(
+    world: tuple[HostSimulator, RemoteHost],
+) -> None:
+    host, remote = world
+    second = VllmContainer(remote, "vllm-b")
+    status = second.start(VllmSpec(port=8001))
+    assert status.exists
+    _wait(lambda: host.container_state("vllm-b") == "exited")
+    assert second.status().exit_code == 1
+    findings = diagnose(second.logs(tail=100))
+    assert findings[0].name == "tpu-device-busy"
+    # restart of the second one still collides with the running "vllm"; after removing "vllm" it is healthy
+    VllmContainer(remote, "vllm").rm()
+    second.restart(VllmSpec(port=8001))
+    time.sleep(FAIL_S + 0.2)
+    assert second.status().running
+
+
+def test_failing_run_replays_the_scenario_case(
+    world: tuple[HostSimulator, RemoteHost], vllm: VllmSimulator
+) -> None:
+    host, remote = world
+    host.set_run_failing_log("vllm-hbm-oom-program-load.log")
+    container = VllmContainer(remote, "vllm")
+    container.restart(VllmSpec())
+    assert _health(vllm) == "refused"
+    _wait(lambda: not container.status().running)
+    findings = diagnose(container.logs(tail=500))
+    assert findings[0].name == "tpu-hbm-oom-program-load"
+    time.sleep(BOOT_S)
+    assert _health(vllm) == "refused"  # a failing container never becomes ready
+
+
+def test_crash_control(world: tuple[HostSimulator, RemoteHost], vllm: VllmSimulator) -> None:
+    host, remote = world
+    host.crash("vllm", "vllm-hbm-oom-allocate-buffer.log")
+    status = VllmContainer(remote, "vllm").status()
+    assert (status.state, status.exit_code) == ("exited", 1)
+    assert _health(vllm) == "refused"
+    assert diagnose(VllmContainer(remote, "vllm").logs(tail=5))[0].name == "tpu-hbm-oom-allocate-buffer"
+
+
+def test_run_errors_are_typed(world: tuple[HostSimulator, RemoteHost]) -> None:
+    host, remote = world
+    with pytest.raises(NotFound, match="hf-missing"):
+        VllmContainer(remote, "new-one").start(VllmSpec(hf_token_secret="hf-missing"))
+    host.set_pull_rate_limited(True)
+    with pytest.raises(QuotaExceeded) as info:
+        VllmContainer(remote, "new-one").start(VllmSpec(image="vllm/vllm-tpu:nightly"))
+    assert "rate limit" in info.value.hint
+    with pytest.raises(AlreadyExists):
+        VllmContainer(remote, "vllm")._run(VllmSpec())
+
+
+def test_bench_output_parses_with_figures_from_the_parameters(
+    world: tuple[HostSimulator, RemoteHost],
+) -> None:
+    _, remote = world
+    params = BenchParams(num_prompts=64, input_len=512, output_len=64, max_concurrency=8)
+    result = parse_bench_serve(VllmContainer(remote, "vllm").bench(params))
+    assert result.successful_requests == 64 and result.failed_requests == 0
+    assert result.max_concurrency == 8
+    assert result.total_input_tokens == 64 * 512 and result.total_generated_tokens == 64 * 64
+    assert result.duration_s is not None and result.duration_s > 0
+    assert result.output_throughput == pytest.approx(64 * 64 / result.duration_s, rel=0.01)
+    assert result.peak_concurrent_requests == 8.0
+    for value in (result.mean_ttft_ms, result.median_tpot_ms, result.p99_itl_ms):
+        assert value is not None and value > 0
+    faster = parse_bench_serve(
+        VllmContainer(remote, "vllm").bench(BenchParams(num_prompts=64, max_concurrency=1))
+    )
+    assert faster.mean_tpot_ms is not None and result.mean_tpot_ms is not None
+    assert faster.mean_tpot_ms < result.mean_tpot_ms  # less contention, faster decode
+    VllmContainer(remote, "vllm").stop()
+    with pytest.raises(Exception, match="not running"):
+        VllmContainer(remote, "vllm").bench(params)
+
+
+def test_sudo_prefix_and_unknown_commands(world: tuple[HostSimulator, RemoteHost]) -> None:
+    host, _ = world
+    key = generate_ed25519_key()
+    host.authorize(key)
+    with RemoteHost(
+        host.host, host.port, user=host.user, pkey=key, pinned_host_keys=host.pinned_host_keys, sudo=True
+    ) as r:
+        assert VllmContainer(r, "vllm").status().running
+        assert host.commands[-1] == "sudo -n docker inspect --type container -- vllm"
+        VllmContainer(r, "vllm").restart(VllmSpec())
+        assert host.commands[-2].count("sudo -n --preserve-env=HF_TOKEN docker run") == 1
+        time.sleep(FAIL_S + 0.1)
+        assert VllmContainer(r, "vllm").status().running  # the token reached the container (no 401)
+    for command in (
+        "rm -rf /",
+        "docker ps",
+        "docker logs vllm; id",
+        "cat /etc/passwd",
+        "docker logs $(id)",
+        "docker logs `id`",
+        "docker logs *",
+    ):
+        status, _, err = host.execute(command)
+        assert status == 127 and NOT_ALLOWED in err, command

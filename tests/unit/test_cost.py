@@ -1,0 +1,294 @@
+"""ops.cost: the sourced price table, chip counting, estimates and live burn arithmetic."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from ops import cost
+from ops.errors import BadInput
+from ops.tpu import NodeInfo, QueuedResourceInfo
+
+T0 = datetime(2026, 1, 1, 10, 0, tzinfo=UTC)
+
+
+def _qr(**kw: object) -> QueuedResourceInfo:
+    base = QueuedResourceInfo(
+        name="gemma4-qr",
+        zone="us-east5-a",
+        state="ACTIVE",
+        state_initiator=None,
+        provisioning_model="flex-start",
+        accelerator_type="v6e-8",
+        runtime_version="v2-alpha-tpuv6e",
+        create_time=T0,
+        node_ids=("gemma4-qr-node",),
+        nodes=(),
+        termination_time=T0 + timedelta(hours=4),
+        valid_until=None,
+        max_run_duration=timedelta(hours=4),
+        error=None,
+    )
+    return replace(base, **kw)  # type: ignore[arg-type]
+
+
+def _node(create_time: datetime | None, name: str = "gemma4-qr-node") -> NodeInfo:
+    return NodeInfo(
+        name=name,
+        zone="us-east5-a",
+        state="READY",
+        health="HEALTHY",
+        health_description="",
+        accelerator_type="v6e-8",
+        runtime_version="v2-alpha-tpuv6e",
+        internal_ips=("10.0.0.2",),
+        external_ips=(),
+        create_time=create_time,
+        termination_time=None,
+    )
+
+
+# ---- the table ------------------------------------------------------------------------------------------
+
+
+def test_every_row_has_a_source_and_a_date() -> None:
+    assert cost.PRICES
+    for (family, model, region), row in cost.PRICES.items():
+        assert (row.family, row.model, row.region) == (family, model, region)
+        assert model in cost.MODELS
+        assert row.usd_per_chip_hour > 0
+        assert row.source.strip()
+        assert re.fullmatch(r"\d{4}-\d\d-\d\d", row.as_of)
+
+
+def test_unverified_figures_are_absent() -> None:
+    # google-apis.md §4.1: no source for 3-year CUDs, flex-start outside v6e us-east5, other 1-year CUDs.
+    assert not [k for k in cost.PRICES if k[1] == "3y"]
+    assert [k for k in cost.PRICES if k[1] == "flex-start"] == [("v6e", "flex-start", "us-east5")]
+    assert [k for k in cost.PRICES if k[1] == "1y"] == [("v6e", "1y", "us-east5")]
+
+
+@pytest.mark.parametrize(
+    ("family", "model", "region", "rate", "source"),
+    [
+        ("v6e", "on-demand", "us-east5", 2.70, "SkyPilot"),
+        ("v6e", "on-demand", "europe-west4", 2.97, "SkyPilot"),
+        ("v6e", "on-demand", "asia-northeast1", 3.24, "SkyPilot"),
+        ("v6e", "spot", "us-east5", 1.08, "SkyPilot"),
+        ("v6e", "spot", "us-east4", 0.858, "SkyPilot"),
+        ("v6e", "flex-start", "us-east5", 1.35, "DWS Defined Duration"),
+        ("v6e", "1y", "us-east5", 1.89, "Commitment"),
+        ("v5e", "on-demand", "us-west4", 1.20, "SkyPilot"),
+        ("v5e", "spot", "asia-southeast1", 0.78, "SkyPilot"),
+        ("v5p", "on-demand", "us-south1", 4.779, "SkyPilot"),
+        ("v5p", "spot", "europe-west4", 1.348, "SkyPilot"),
+        ("v4", "on-demand", "us-central2", 3.22, "SkyPilot"),
+        ("v4", "spot", "us-central2", 0.9215, "SkyPilot"),
+    ],
+)
+def test_rates_match_the_notes(family: str, model: str, region: str, rate: float, source: str) -> None:
+    row = cost.PRICES[(family, model, region)]
+    assert row.usd_per_chip_hour == rate
+    assert source in row.source
+
+
+# ---- chips / region_of ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("accel", "n"),
+    [
+        ("v6e-1", 1),
+        ("v6e-8", 8),
+        ("V6E-8", 8),
+        ("v6e-256", 256),
+        ("v5litepod-4", 4),
+        ("v5litepod-16", 16),
+        ("v5p-8", 4),
+        ("v5p-1024", 512),
+        ("v4-8", 4),
+        ("v4-32", 16),
+    ],
+)
+def test_chip_counts(accel: str, n: int) -> None:
+    assert cost.chips(accel) == n
+
+
+@pytest.mark.parametrize(
+    "accel", ["v9-8", "v3-8", "tpu-v6e-slice", "v6e", "", "v6e-0", "v5p-7", "v4-3", "v6e-x"]
+)
+def test_bad_accelerator_types(accel: str) -> None:
+    with pytest.raises(BadInput):
+        cost.chips(accel)
+
+
+def test_unknown_family_names_the_known_ones() -> None:
+    with pytest.raises(BadInput) as err:
+        cost.chips("v9-8")
+    assert "v6e-N" in str(err.value) and "v5p-N" in str(err.value)
+
+
+def test_region_of() -> None:
+    assert cost.region_of("us-east5-a") == "us-east5"
+    assert cost.region_of("asia-northeast1-b") == "asia-northeast1"
+    for bad in ["us-east5", "us-east5-ab", "", "$(id)"]:
+        with pytest.raises(BadInput):
+            cost.region_of(bad)
+
+
+# ---- estimate -------------------------------------------------------------------------------------------
+
+
+def test_estimate_flex_start_v6e_us_east5() -> None:
+    est = cost.estimate("v6e-8", 4, "flex-start", "us-east5")
+    assert (est.accelerator_type, est.chips, est.model, est.region) == ("v6e-8", 8, "flex-start", "us-east5")
+    assert est.usd_per_chip_hour == 1.35
+    assert est.hours == 4.0
+    assert est.total_usd == pytest.approx(8 * 1.35 * 4)
+    assert est.usd_per_hour == pytest.approx(10.8)
+    assert est.as_of == "2026-08-07"
+    assert "reference project" in est.source
+
+
+def test_estimate_on_demand_and_spot_and_core_counted_types() -> None:
+    assert cost.estimate("v6e-8", 1, "on-demand", "us-east5").total_usd == pytest.approx(21.6)
+    assert cost.estimate("v6e-4", 0.5, "spot", "us-central1").total_usd == pytest.approx(4 * 0.648 * 0.5)
+    v5p = cost.estimate("v5p-8", 2, "on-demand", "us-central1")
+    assert v5p.chips == 4
+    assert v5p.total_usd == pytest.approx(4 * 4.20 * 2)
+    assert "017e2502fb63c7a28757acd94002b2d6099d3e3d" in v5p.source
+    assert cost.estimate("v5litepod-4", 10, "spot", "us-west4").total_usd == pytest.approx(4 * 0.469 * 10)
+    assert cost.estimate("v6e-8", 0, "on-demand", "us-east5").total_usd == 0
+
+
+def test_estimate_1y_commitment() -> None:
+    assert cost.estimate("v6e-8", 1, "1y", "us-east5").total_usd == pytest.approx(8 * 1.89)
+
+
+def test_missing_model_in_region_names_what_is_known() -> None:
+    with pytest.raises(BadInput) as err:
+        cost.estimate("v6e-8", 1, "flex-start", "europe-west4")
+    assert err.value.message == "no flex-start price for v6e in europe-west4; known: on-demand, spot"
+    assert "us-east5" in err.value.hint
+
+
+def test_3y_is_never_guessed() -> None:
+    with pytest.raises(BadInput) as err:
+        cost.estimate("v6e-8", 1, "3y", "us-east5")
+    assert err.value.message == "no 3y price for v6e in us-east5; known: 1y, flex-start, on-demand, spot"
+
+
+def test_no_extrapolation_between_regions_or_generations() -> None:
+    with pytest.raises(BadInput, match="no flex-start price for v5e in us-central1; known: on-demand, spot"):
+        cost.estimate("v5litepod-8", 1, "flex-start", "us-central1")
+    with pytest.raises(BadInput, match="no 1y price for v6e in us-central1"):
+        cost.estimate("v6e-8", 1, "1y", "us-central1")
+    # europe-north1 has a v5e on-demand price but no spot price.
+    with pytest.raises(BadInput) as err:
+        cost.estimate("v5litepod-8", 1, "spot", "europe-north1")
+    assert err.value.message == "no spot price for v5e in europe-north1; known: on-demand"
+
+
+def test_unknown_region() -> None:
+    with pytest.raises(BadInput) as err:
+        cost.estimate("v6e-8", 1, "on-demand", "mars-east1")
+    assert err.value.message.startswith("no price for v6e in mars-east1; v6e is priced in: ")
+    assert "us-east5" in err.value.message
+
+
+def test_zone_instead_of_region_is_rejected_with_a_hint() -> None:
+    with pytest.raises(BadInput) as err:
+        cost.estimate("v6e-8", 1, "on-demand", "us-east5-a")
+    assert "us-east5" in err.value.hint
+
+
+def test_unknown_model_and_type() -> None:
+    with pytest.raises(BadInput) as err:
+        cost.estimate("v6e-8", 1, "preemptible", "us-east5")
+    assert "flex-start, spot, on-demand, 1y, 3y" in str(err.value)
+    with pytest.raises(BadInput, match="unknown TPU accelerator family"):
+        cost.estimate("v7x-8", 1, "on-demand", "us-east5")
+
+
+@pytest.mark.parametrize("hours", [-1, math.nan, math.inf, True, "4"])
+def test_bad_hours(hours: object) -> None:
+    with pytest.raises(BadInput):
+        cost.estimate("v6e-8", hours, "on-demand", "us-east5")  # type: ignore[arg-type]
+
+
+# ---- burn -----------------------------------------------------------------------------------------------
+
+
+def test_burn_flex_start_from_qr_create_time() -> None:
+    b = cost.burn(_qr(), T0 + timedelta(hours=2, minutes=30))
+    assert b.usd_per_hour == pytest.approx(8 * 1.35)
+    assert b.hours_so_far == pytest.approx(2.5)
+    assert b.usd_so_far == pytest.approx(10.8 * 2.5)
+    assert b.usd_until_termination == pytest.approx(10.8 * 1.5)
+    assert b.start == T0
+    assert "2026-08-07" in b.price_source
+
+
+def test_burn_starts_at_the_earliest_node_create_time_when_known() -> None:
+    qr = _qr(nodes=(_node(T0 + timedelta(minutes=30)),))
+    b = cost.burn(qr, T0 + timedelta(hours=2, minutes=30))
+    assert b.start == T0 + timedelta(minutes=30)
+    assert b.hours_so_far == pytest.approx(2.0)
+    assert b.usd_so_far == pytest.approx(21.6)
+
+
+def test_burn_counts_every_slice() -> None:
+    qr = _qr(nodes=(_node(T0, "a"), _node(T0, "b")), provisioning_model="on-demand", termination_time=None)
+    b = cost.burn(qr, T0 + timedelta(hours=1))
+    assert b.usd_per_hour == pytest.approx(2 * 8 * 2.70)
+
+
+def test_burn_spot_has_no_termination() -> None:
+    b = cost.burn(_qr(provisioning_model="spot", termination_time=None), T0 + timedelta(hours=3))
+    assert b.usd_until_termination is None
+    assert b.usd_so_far == pytest.approx(8 * 1.08 * 3)
+
+
+def test_burn_reserved_uses_the_1y_price() -> None:
+    b = cost.burn(_qr(provisioning_model="reserved", termination_time=None), T0 + timedelta(hours=1))
+    assert b.usd_per_hour == pytest.approx(8 * 1.89)
+    assert "Commitment" in b.price_source
+
+
+def test_burn_reserved_without_a_1y_price_is_bad_input() -> None:
+    with pytest.raises(BadInput, match="1-year commitment") as err:
+        cost.burn(_qr(provisioning_model="reserved", zone="europe-west4-a"), T0 + timedelta(hours=1))
+    assert "no 1y price for v6e in europe-west4" in err.value.message
+
+
+def test_burn_clamps_times() -> None:
+    before = cost.burn(_qr(), T0 - timedelta(minutes=5))
+    assert before.hours_so_far == 0 and before.usd_so_far == 0
+    after = cost.burn(_qr(), T0 + timedelta(hours=5))
+    assert after.usd_until_termination == 0
+    assert after.usd_so_far == pytest.approx(10.8 * 5)
+
+
+@pytest.mark.parametrize(
+    "qr",
+    [
+        _qr(state="WAITING_FOR_RESOURCES"),
+        _qr(state="SUSPENDED"),
+        _qr(create_time=None),
+        _qr(accelerator_type=""),
+        _qr(provisioning_model="best-effort"),
+        _qr(zone="europe-west4-a"),  # no flex-start price there
+    ],
+)
+def test_burn_bad_input(qr: QueuedResourceInfo) -> None:
+    with pytest.raises(BadInput):
+        cost.burn(qr, T0 + timedelta(hours=1))
+
+
+def test_burn_needs_an_aware_now() -> None:
+    with pytest.raises(BadInput):
+        cost.burn(_qr(), datetime(2026, 1, 1, 12, 0))

@@ -1,0 +1,371 @@
+"""ops.deploy: startup script (syntax, token hygiene, quoting, stub-tool run), gcloud command, GKE YAML."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ops.deploy import StartupConfig, gcloud_command, gke_manifest, startup_script
+from ops.errors import BadInput
+
+BASH = shutil.which("bash") or "bash"
+TOKEN = "hf_FAKEtokenVALUE0123456789"
+HOSTILE = ["x; rm -rf /", "$(id)", "`id`", "a/b; id", "a/$(id)", "google/gemma 4", "-rf/x", "a/b\nid", ""]
+
+pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="bash not installed")
+
+
+def _cfg(**kw: object) -> StartupConfig:
+    return StartupConfig(project="demo-project", **kw)  # type: ignore[arg-type]
+
+
+def _bash_n(text: str, tmp_path: Path) -> None:
+    path = tmp_path / "check.sh"
+    path.write_text(text)
+    proc = subprocess.run([BASH, "-n", str(path)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+# ---- StartupConfig / startup_script ----------------------------------------------------------------------
+
+
+def test_defaults() -> None:
+    cfg = _cfg()
+    assert (cfg.model, cfg.image, cfg.tensor_parallel_size, cfg.max_model_len, cfg.port) == (
+        "google/gemma-4-31B-it",
+        "vllm/vllm-tpu:gemma4",
+        8,
+        16384,
+        8000,
+    )
+    assert (cfg.hf_token_secret, cfg.container_name) == ("hf-token", "vllm-gemma4")
+
+
+def test_startup_script_is_valid_bash(tmp_path: Path) -> None:
+    script = startup_script(_cfg())
+    assert script.startswith("#!/bin/bash\n")
+    _bash_n(script, tmp_path)
+
+
+def test_startup_script_content() -> None:
+    script = startup_script(_cfg())
+    assert "set +x" in script and "set -x" not in script
+    assert "gcloud secrets versions access latest --secret=hf-token --project=demo-project" in script
+    assert "docker rm -f vllm-gemma4" in script
+    assert script.index("docker rm -f") < script.index("docker run")
+    flat = " ".join(
+        shlex.split(script[script.index("docker run") :].split("\nstatus=")[0].replace("\\\n", " "))
+    )
+    assert flat == (
+        "docker run -d --name vllm-gemma4 --privileged --net=host --shm-size 16G -v /dev/shm:/dev/shm "
+        "--env HF_TOKEN vllm/vllm-tpu:gemma4 vllm serve google/gemma-4-31B-it --tensor-parallel-size 8 "
+        "--max-model-len 16384 --host 0.0.0.0 --port 8000 --enable-auto-tool-choice "
+        "--tool-call-parser gemma4 --reasoning-parser gemma4 --disable_chunked_mm_input"
+    )
+    # Nothing is installed.
+    for installer in ("apt-get", "apt ", "pip ", "pip3", "curl", "wget", "snap"):
+        assert installer not in script
+
+
+def test_startup_script_never_handles_the_token_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    script = startup_script(_cfg())
+    assert TOKEN not in script
+    assert "HF_TOKEN=" not in script.replace('HF_TOKEN=""', "").replace('HF_TOKEN="$(gcloud', "")
+    for line in script.splitlines():
+        if "echo" in line or line.lstrip().startswith("log "):
+            assert "HF_TOKEN" not in line
+
+
+@pytest.mark.parametrize("field", ["model", "image", "hf_token_secret", "container_name", "project"])
+@pytest.mark.parametrize("value", HOSTILE)
+def test_hostile_strings_are_rejected(field: str, value: str) -> None:
+    kw = {"project": "demo-project", field: value}
+    with pytest.raises(BadInput):
+        StartupConfig(**kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("tensor_parallel_size", 0),
+        ("tensor_parallel_size", "8"),
+        ("tensor_parallel_size", True),
+        ("tensor_parallel_size", 8.0),
+        ("max_model_len", -1),
+        ("port", 0),
+        ("port", 70000),
+        ("port", "8000; id"),
+    ],
+)
+def test_bad_integers_are_rejected(field: str, value: object) -> None:
+    with pytest.raises(BadInput):
+        _cfg(**{field: value})
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        "vllm/vllm-tpu:gemma4",
+        "vllm/vllm-tpu:nightly-20260604-2aaa59e-4f423bd",
+        "us-docker.pkg.dev/my-project/repo/vllm-tpu:gemma4",
+        "localhost:5000/vllm:latest",
+        "vllm/vllm-tpu@sha256:" + "a" * 64,
+    ],
+)
+def test_valid_image_references(image: str) -> None:
+    assert _cfg(image=image).image == image
+
+
+def _stub_tools(tmp_path: Path, *, token_ok: bool = True) -> dict[str, str]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "calls"
+    (bin_dir / "gcloud").write_text(
+        "#!/bin/bash\n"
+        f'printf "%s\\n" "gcloud $*" >> {shlex.quote(str(log))}\n'
+        + (f"printf '%s\\n' {shlex.quote(TOKEN)}\n" if token_ok else "echo 'PERMISSION_DENIED' >&2; exit 1\n")
+    )
+    (bin_dir / "docker").write_text(
+        "#!/bin/bash\n"
+        f'printf "%s\\n" "docker $*" >> {shlex.quote(str(log))}\n'
+        f'for a in "$@"; do printf "%s\\n" "$a"; done > {shlex.quote(str(tmp_path))}/argv.$1\n'
+        f'printf "%s" "${{HF_TOKEN-}}" > {shlex.quote(str(tmp_path))}/env.$1\n'
+    )
+    (bin_dir / "sleep").write_text("#!/bin/bash\nexit 0\n")
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    return {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path)}
+
+
+def _run(script: str, tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    path = tmp_path / "startup.sh"
+    path.write_text(script)
+    return subprocess.run(
+        [BASH, str(path)], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=30
+    )
+
+
+def test_startup_script_runs_against_stub_tools(tmp_path: Path) -> None:
+    env = _stub_tools(tmp_path)
+    proc = _run(startup_script(_cfg()), tmp_path, env)
+    assert proc.returncode == 0, proc.stderr
+    assert TOKEN not in proc.stdout + proc.stderr
+    calls = (tmp_path / "calls").read_text()
+    assert TOKEN not in calls  # not on any command line
+    assert (
+        calls.splitlines()[0]
+        == "gcloud secrets versions access latest --secret=hf-token --project=demo-project"
+    )
+    assert "docker pull vllm/vllm-tpu:gemma4" in calls
+    assert calls.index("docker rm -f vllm-gemma4") < calls.index("docker run")
+    argv = (tmp_path / "argv.run").read_text().splitlines()
+    assert argv[argv.index("--env") + 1] == "HF_TOKEN"
+    assert argv[argv.index("vllm/vllm-tpu:gemma4") + 1 :][:3] == ["vllm", "serve", "google/gemma-4-31B-it"]
+    assert (tmp_path / "env.run").read_text() == TOKEN  # docker got it from the environment
+    assert (tmp_path / "env.pull").read_text() == ""  # not exported before docker run
+    assert (tmp_path / "env.rm").read_text() == ""
+
+
+def test_an_inherited_hf_token_is_not_exported_early(tmp_path: Path) -> None:
+    env = {**_stub_tools(tmp_path), "HF_TOKEN": "inherited"}
+    proc = _run(startup_script(_cfg()), tmp_path, env)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "env.pull").read_text() == ""
+    assert (tmp_path / "env.run").read_text() == TOKEN
+
+
+def test_startup_script_fails_cleanly_without_a_token(tmp_path: Path) -> None:
+    env = _stub_tools(tmp_path, token_ok=False)
+    proc = _run(startup_script(_cfg()), tmp_path, env)
+    assert proc.returncode == 1
+    assert "no Hugging Face token" in proc.stdout
+    assert "docker run" not in (tmp_path / "calls").read_text()
+
+
+def test_values_are_quoted_even_if_validation_were_bypassed(tmp_path: Path) -> None:
+    cfg = _cfg()
+    object.__setattr__(cfg, "model", "x/y; touch PWNED_MODEL")
+    object.__setattr__(cfg, "image", "img$(touch PWNED_IMAGE)")
+    object.__setattr__(cfg, "container_name", "`touch PWNED_NAME`")
+    env = _stub_tools(tmp_path)
+    proc = _run(startup_script(cfg), tmp_path, env)
+    assert proc.returncode == 0, proc.stderr
+    assert not list(tmp_path.glob("PWNED*"))
+    argv = (tmp_path / "argv.run").read_text().splitlines()
+    assert "x/y; touch PWNED_MODEL" in argv
+    assert "img$(touch PWNED_IMAGE)" in argv
+    assert "`touch PWNED_NAME`" in argv
+
+
+# ---- gcloud_command -------------------------------------------------------------------------------------
+
+
+def _argv(cmd: str) -> list[str]:
+    return shlex.split(cmd.replace("\\\n", " "))
+
+
+BASE = [
+    "gcloud",
+    "alpha",
+    "compute",
+    "tpus",
+    "queued-resources",
+    "create",
+    "vllm-gemma4-qr",
+    "--zone=us-east5-a",
+    "--project=demo-project",
+    "--node-id=vllm-gemma4-qr-node",
+    "--accelerator-type=v6e-8",
+    "--runtime-version=v2-alpha-tpuv6e",
+    "--metadata-from-file=startup-script=startup.sh",
+]
+
+
+def _gc(model: str, run: timedelta | None = None, until: timedelta | datetime | None = None) -> str:
+    return gcloud_command(
+        "vllm-gemma4-qr", "us-east5-a", "demo-project", "v6e-8", "v2-alpha-tpuv6e", model, run, until
+    )
+
+
+def test_gcloud_flex_start(tmp_path: Path) -> None:
+    cmd = _gc("flex-start", timedelta(hours=4), timedelta(hours=4))
+    assert _argv(cmd) == [
+        *BASE,
+        "--provisioning-model=flex-start",
+        "--max-run-duration=4h",
+        "--valid-until-duration=4h",
+    ]
+    _bash_n(cmd + "\n", tmp_path)
+
+
+def test_gcloud_spot_on_demand_reserved() -> None:
+    assert _argv(_gc("spot")) == [*BASE, "--provisioning-model=spot"]
+    assert _argv(_gc("on-demand")) == [*BASE, "--provisioning-model=standard"]
+    assert _argv(_gc("reserved")) == [*BASE, "--reserved"]
+
+
+def test_gcloud_durations_and_deadlines() -> None:
+    assert "--max-run-duration=90m" in _argv(_gc("flex-start", timedelta(minutes=90)))
+    assert "--max-run-duration=168h" in _argv(_gc("flex-start", timedelta(days=7)))
+    until = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+    assert _argv(_gc("spot", None, until))[-1] == "--valid-until-time=2026-01-01T12:00:00Z"
+    custom = gcloud_command(
+        "qr",
+        "us-east5-b",
+        "demo-project",
+        "v6e-8",
+        "v2-alpha-tpuv6e",
+        "spot",
+        node_id="n1",
+        startup_script_file="out/startup.sh",
+    )
+    assert "--node-id=n1" in _argv(custom)
+    assert "--metadata-from-file=startup-script=out/startup.sh" in _argv(custom)
+
+
+@pytest.mark.parametrize(
+    ("model", "run", "until"),
+    [
+        ("flex-start", None, None),  # flex-start needs a run duration
+        ("flex-start", timedelta(days=7, seconds=1), None),
+        ("flex-start", timedelta(0), None),
+        ("flex-start", timedelta(milliseconds=1500), None),
+        ("spot", timedelta(hours=4), None),  # run duration only for flex-start
+        ("best-effort", None, None),
+        ("STANDARD", None, None),
+        ("spot", None, datetime(2026, 1, 1)),  # naive deadline
+        ("spot", None, "4h"),
+    ],
+)
+def test_gcloud_bad_provisioning_args(model: str, run: timedelta | None, until: object) -> None:
+    with pytest.raises(BadInput):
+        _gc(model, run, until)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("position", range(5))
+@pytest.mark.parametrize("value", ["x; rm -rf /", "$(id)", "`id`", "a b", ""])
+def test_gcloud_hostile_values_rejected(position: int, value: str) -> None:
+    args = ["vllm-gemma4-qr", "us-east5-a", "demo-project", "v6e-8", "v2-alpha-tpuv6e"]
+    args[position] = value
+    name, zone, project, accel, runtime = args
+    with pytest.raises(BadInput):
+        gcloud_command(name, zone, project, accel, runtime, "spot")
+
+
+@pytest.mark.parametrize("value", ["x; rm -rf /", "$(id)", "`id`", "a b", "", "-x"])
+def test_gcloud_hostile_node_id_and_script_path_rejected(value: str) -> None:
+    args = ("vllm-gemma4-qr", "us-east5-a", "demo-project", "v6e-8", "v2-alpha-tpuv6e", "spot")
+    with pytest.raises(BadInput):
+        gcloud_command(*args, node_id=value)
+    if value != "-x":
+        with pytest.raises(BadInput):
+            gcloud_command(*args, startup_script_file=value)
+
+
+# ---- gke_manifest ---------------------------------------------------------------------------------------
+
+
+def test_gke_manifest_v6e_8() -> None:
+    docs = list(yaml.safe_load_all(gke_manifest(_cfg(), "v6e-8")))
+    assert [d["kind"] for d in docs] == ["Deployment", "Service"]
+    dep, svc = docs
+    pod = dep["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {
+        "cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
+        "cloud.google.com/gke-tpu-topology": "2x4",
+    }
+    (container,) = pod["containers"]
+    assert container["image"] == "vllm/vllm-tpu:gemma4"
+    assert container["resources"]["limits"] == {"google.com/tpu": 8}
+    assert container["resources"]["requests"] == {"google.com/tpu": 8}
+    assert container["command"] + container["args"] == _cfg().vllm_argv()
+    assert container["args"][:3] == ["google/gemma-4-31B-it", "--tensor-parallel-size", "8"]
+    (env,) = container["env"]
+    assert env == {
+        "name": "HF_TOKEN",
+        "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "hf_api_token"}},
+    }
+    assert dep["spec"]["selector"]["matchLabels"] == dep["spec"]["template"]["metadata"]["labels"]
+    assert svc["spec"]["selector"] == {"app": "vllm-gemma4"}
+    assert svc["spec"]["ports"][0]["targetPort"] == 8000
+
+
+def test_gke_manifest_has_no_token_and_no_anchors(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    text = gke_manifest(_cfg(), "v6e-8")
+    assert TOKEN not in text
+    assert "&id" not in text and "*id" not in text
+
+
+@pytest.mark.parametrize(
+    ("accel", "label", "topo", "n"),
+    [
+        ("v6e-4", "tpu-v6e-slice", "2x2", 4),
+        ("v6e-1", "tpu-v6e-slice", "1x1", 1),
+        ("v5litepod-8", "tpu-v5-lite-podslice", "2x4", 8),
+    ],
+)
+def test_gke_manifest_other_single_host_shapes(accel: str, label: str, topo: str, n: int) -> None:
+    dep = next(yaml.safe_load_all(gke_manifest(_cfg(tensor_parallel_size=n), accel)))
+    pod = dep["spec"]["template"]["spec"]
+    assert pod["nodeSelector"]["cloud.google.com/gke-tpu-accelerator"] == label
+    assert pod["nodeSelector"]["cloud.google.com/gke-tpu-topology"] == topo
+    assert pod["containers"][0]["resources"]["limits"]["google.com/tpu"] == n
+
+
+def test_gke_manifest_rejects_multi_host_and_bad_names() -> None:
+    with pytest.raises(BadInput):
+        gke_manifest(_cfg(), "v6e-16")
+    with pytest.raises(BadInput):
+        gke_manifest(_cfg(container_name="VLLM_Gemma"), "v6e-8")  # valid for docker, not for Kubernetes
+    with pytest.raises(BadInput):
+        gke_manifest(_cfg(hf_token_secret="HF_TOKEN"), "v6e-8")
+    with pytest.raises(BadInput):
+        gke_manifest(_cfg(), "v6e-8", hf_token_key="a b")
