@@ -52,6 +52,8 @@ def _demo(script: str | None, scenario: str | None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # The console already says when the bot does not handle a command; Bolt's developer hint is noise here.
     logging.getLogger("slack_bolt").setLevel(logging.ERROR)
+    # The simulated TPU VM's SSH server logs every client disconnect as an error.
+    logging.getLogger("paramiko.transport").setLevel(logging.CRITICAL)
     import yaml
 
     from bot.console import interactive, run_script

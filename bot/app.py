@@ -7,11 +7,14 @@ Socket Mode: a websocket opened with the app-level token; no public URL needed.
 
 from __future__ import annotations
 
+import io
+import json
 import logging
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qs
 
 from slack_bolt import App
 from slack_bolt.adapter.socket_mode import SocketModeHandler
@@ -77,14 +80,47 @@ def wsgi(bot: Bot, *, slack_events: bool = True) -> WsgiApp:
 
     def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         if environ.get("PATH_INFO") == "/healthz":
-            start_response("200 OK", [("Content-Type", "text/plain")])
-            return [b"ok\n"]
+            return _plain(start_response, "200 OK", "ok")
         if slack is None:
-            start_response("404 Not Found", [("Content-Type", "text/plain")])
-            return [b"not found\n"]
+            return _plain(start_response, "404 Not Found", "not found")
+        if environ.get("REQUEST_METHOD") == "POST":
+            problem = _reject(environ)
+            if problem is not None:
+                return _plain(start_response, *problem)
         return slack(environ, start_response)
 
     return application
+
+
+MAX_BODY_BYTES = 1_000_000
+
+
+def _plain(start_response: Callable[..., Any], status: str, text: str) -> list[bytes]:
+    start_response(status, [("Content-Type", "text/plain")])
+    return [text.encode() + b"\n"]
+
+
+def _reject(environ: dict[str, Any]) -> tuple[str, str] | None:
+    """Refuse what Bolt would turn into a 500: a non-numeric timestamp header (401, as any bad signature),
+    an oversized body (413), a body that is not the JSON object or form Slack sends (400). The body is put
+    back for Bolt, which then verifies the signature."""
+    if not str(environ.get("HTTP_X_SLACK_REQUEST_TIMESTAMP", "")).isdigit():
+        return "401 Unauthorized", "missing or malformed X-Slack-Request-Timestamp"
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    if length > MAX_BODY_BYTES:
+        return "413 Payload Too Large", "body too large"
+    body = environ["wsgi.input"].read(length) if length else b""
+    environ["wsgi.input"] = io.BytesIO(body)
+    try:
+        text = body.decode()
+        if "json" in str(environ.get("CONTENT_TYPE", "")):
+            valid = isinstance(json.loads(text), dict)
+        else:
+            payload = parse_qs(text).get("payload")
+            valid = payload is None or isinstance(json.loads(payload[0]), dict)
+    except ValueError:
+        valid = False
+    return None if valid else ("400 Bad Request", "body is not a Slack request")
 
 
 class HttpServer:

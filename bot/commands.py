@@ -26,10 +26,26 @@ class Role(IntEnum):
     ADMIN = 3
 
 
+ECHO_LIMIT = 200
+MAX_INPUT_CHARS = 4000
+
+
+def echo(text: str) -> str:
+    """User input repeated back to Slack: cut to ECHO_LIMIT characters and with `&`, `<`, `>` escaped, so it
+    can never become a mention, `<!channel>` or a link (https://docs.slack.dev/messaging/formatting-message-text)."""
+    if len(text) > ECHO_LIMIT:
+        text = text[: ECHO_LIMIT - 1] + "…"
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 class UsageError(Exception):
-    """Input that does not parse. `str()` is what the user sees: what was wrong, then the usage."""
+    """Input that does not parse. `str()` is what the user sees: what was wrong, then the usage.
+
+    The problem usually quotes the user's words: it is passed through `echo` here, once.
+    """
 
     def __init__(self, problem: str, usage: str) -> None:
+        problem = echo(problem)
         super().__init__(f"{problem}\n{usage}" if problem else usage)
         self.problem = problem
         self.usage = usage
@@ -168,13 +184,15 @@ class Invocation:
 _HELP_WORDS = ("help", "-h", "--help")
 _QUOTES = str.maketrans({"“": '"', "”": '"', "„": '"', "‘": "'", "’": "'"})
 _MENTION = re.compile(r"<@[A-Z0-9]+(\|[^>]*)?>")
+_INVISIBLE = re.compile("[\u200b\u200c\u200d\u2060\ufeff]")
 
 
 def normalize(text: str) -> str:
     """Undo what Slack does to typed text: HTML escapes, smart quotes, and the em dash that autocorrect
     makes of "--"; drop user mentions (`<@U123>`) so "@bot tpu list" reads as "tpu list"."""
     text = html.unescape(_MENTION.sub(" ", text)).translate(_QUOTES)
-    return re.sub(r"(^|\s)[—–]", r"\1--", text).strip()
+    text = _INVISIBLE.sub("", text)
+    return re.sub(r"(^|\s)[—–]+", r"\1--", text).strip()
 
 
 class Registry:
@@ -230,6 +248,8 @@ class Registry:
         Raises:
             UsageError: unknown command or option, missing or malformed argument, unbalanced quotes.
         """
+        if len(text) > MAX_INPUT_CHARS:
+            raise UsageError(f"that is too long ({len(text):,} characters; at most {MAX_INPUT_CHARS:,})", "")
         try:
             tokens = shlex.split(normalize(text))
         except ValueError as exc:
@@ -243,7 +263,7 @@ class Registry:
             if tokens[0] not in self.groups():
                 raise UsageError(f"unknown command `{tokens[0]}`", self._general_usage())
             if len(tokens) == 1 or tokens[1] in _HELP_WORDS:
-                return self._help(tokens[0])
+                return self._help(" ".join([tokens[0], *tokens[2:3]]))
             raise UsageError(f"unknown command `{tokens[0]} {tokens[1]}`", self.group_usage(tokens[0]))
         rest = tokens[len(command.words) :]
         if any(word in _HELP_WORDS for word in rest):

@@ -55,6 +55,7 @@ class Settings(BaseSettings):
         description="Queued resource that /tpu ensure keeps.",
     )
     tpu_service_account: str | None = Field(None, description="Service account of created TPU VMs.")
+    google_timeout_s: float = Field(15.0, gt=0, le=300, description="Timeout of one Google API call, s.")
     capacity_poll_s: float = Field(5.0, gt=0, le=300, description="State polling of /tpu find, seconds.")
     google_api_endpoint: str | None = Field(
         None, description="Override for Google APIs (the local emulator); unset in production."
@@ -75,10 +76,17 @@ class Settings(BaseSettings):
     vllm_api_key: SecretStr | None = Field(None, description="vLLM --api-key, if the server has one.")
     http_timeout_s: float = Field(10.0, gt=0, le=300, description="Timeout of vLLM HTTP calls, seconds.")
 
-    # SSH to the TPU VM
+    # SSH to the TPU VM (container control). Host keys are always checked: known_hosts and/or pinned keys.
+    ssh_host: str | None = Field(None, description="TPU VM address; default: the vLLM endpoint's host.")
+    ssh_port: int = Field(22, ge=1, le=65535)
     ssh_user: str = Field("tpu-chatops", pattern=r"^[a-z_][a-z0-9_-]{0,31}$")
-    ssh_key_path: str | None = None
-    ssh_known_hosts_path: str | None = None
+    ssh_key_path: str | None = Field(None, description="Private key file of the bot's SSH user.")
+    ssh_known_hosts_path: str | None = Field(None, description="OpenSSH known_hosts with the VM's host key.")
+    ssh_host_keys: CommaList = Field(
+        default_factory=list, description='Pinned host keys, "TYPE BASE64" each, e.g. "ssh-ed25519 AAAA...".'
+    )
+    ssh_sudo: bool = Field(False, description="Run docker and journalctl with sudo -n on the VM.")
+    vllm_container: str = Field("vllm-gemma4", pattern=r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$")
 
     # Access control: Slack user ids (U.../W...) and user-group ids (S...).
     viewers: CommaList = Field(default_factory=list, description="Empty: everyone may read.")
@@ -90,7 +98,15 @@ class Settings(BaseSettings):
     alert_channel: str | None = Field(None, pattern=r"^[CG][A-Z0-9]{2,}$", description="Channel id.")
     state_database_url: str = Field("sqlite:///tpu-chatops.db", description="SQLAlchemy URL.")
 
-    @field_validator("tpu_zones", "viewers", "operators", "admins", mode="before")
+    @field_validator("ssh_host_keys")
+    @classmethod
+    def _check_host_keys(cls, keys: list[str]) -> list[str]:
+        bad = [key for key in keys if len(key.split()) != 2 or not key.startswith(("ssh-", "ecdsa-"))]
+        if bad:
+            raise ValueError('each pinned key is "TYPE BASE64", e.g. "ssh-ed25519 AAAAC3..."')
+        return keys
+
+    @field_validator("tpu_zones", "viewers", "operators", "admins", "ssh_host_keys", mode="before")
     @classmethod
     def _split_commas(cls, value: object) -> object:
         if isinstance(value, str):

@@ -49,13 +49,21 @@ class SlackUser:
     def close(self) -> None:
         self._http.close()
 
-    def post_signed(self, body: str, content_type: str, *, timestamp: int | None = None) -> httpx.Response:
+    def post_signed(
+        self,
+        body: str,
+        content_type: str,
+        *,
+        timestamp: int | None = None,
+        extra_headers: dict[str, str] | None = None,
+    ) -> httpx.Response:
         """POST a body to the bot with Slack's signature headers (v0 HMAC-SHA256 of `v0:ts:body`)."""
         ts = str(timestamp if timestamp is not None else int(time.time()))
         headers = {
             "Content-Type": content_type,
             "X-Slack-Request-Timestamp": ts,
             "X-Slack-Signature": self._verifier.generate_signature(timestamp=ts, body=body) or "",
+            **(extra_headers or {}),
         }
         return self._http.post(self._events_url, content=body.encode(), headers=headers)
 
@@ -136,7 +144,15 @@ class SlackUser:
             out = [f"[HTTP {response.status_code}] {_ack_text(response)}".rstrip()]
             if response.status_code != 200 or not _is_working(response):
                 return out, response.status_code == 200
-            lines, answered = self._await(start, lambda m: m.response_id == response_id, timeout)
+            # The answer comes through the response_url, or as a progress message in the channel.
+            lines, answered = self._await(
+                start,
+                lambda m: (
+                    m.response_id == response_id
+                    or (m.kind in ("post", "update") and m.channel == self.channel_id)
+                ),
+                timeout,
+            )
             return out + lines, answered
         ts = f"{int(time.time())}.{next(self._ids):06d}"
         response = self.post_signed(self.mention_body(_strip_mention(line), ts), "application/json")
@@ -236,7 +252,7 @@ class SlackUser:
         """Wait for the first message matching `done`, then until the conversation settles (no new message
         for a moment and the newest one is not an intermediate state); return what arrived."""
         deadline = time.monotonic() + timeout
-        answered = self._slack.wait_for(done, timeout) is not None
+        answered = self._slack.wait_for(done, timeout, start=start) is not None
         while answered and time.monotonic() < deadline:
             count = len(self._slack.messages)
             time.sleep(0.3)

@@ -9,11 +9,16 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import paramiko
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
 from bot.app import Bot, HttpServer, build
 from bot.config import Settings
 from bot.console import DEMO_USER, SlackUser
 from sim import scenario as scenarios
 from sim.gcp import GcpSimulator
+from sim.host import HostSimulator
 from sim.slack import SlackSimulator
 from sim.vllm import VllmSimulator
 
@@ -22,6 +27,7 @@ tpu-chatops demo: everything below is SIMULATED on 127.0.0.1.
   Slack:        simulator at {slack}
   Google Cloud: emulator at {gcp} (project {project}, zones {zones})
   vLLM:         simulator at {vllm} (model {model})
+  TPU VM:       SSH simulator at 127.0.0.1:{ssh} (docker, journalctl; host key pinned)
   Bot:          real bot, HTTP mode, at {bot}/slack/events (signed requests)
 You are {user} (admin). Others are viewers: `click Confirm as U0VIEWER01` clicks as one of them.
 Nothing here touches a real Slack workspace, Google project or TPU."""
@@ -42,10 +48,20 @@ class Demo:
         self.signing_secret = secrets.token_hex(16)
         self.gcp = GcpSimulator(self.scenario)
         self.vllm = VllmSimulator(self.scenario["vllm"])
+        self.host = HostSimulator(self.scenario.get("host"), vllm=self.vllm)
         self.slack = SlackSimulator(token)
         self.gcp.start()
         self.vllm.start()
+        self.host.start()
         self.slack.start()
+        key_path = Path(self._state_dir.name) / "ssh_key"
+        key_path.write_bytes(
+            Ed25519PrivateKey.generate().private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
+            )
+        )
+        key_path.chmod(0o600)
+        self.host.authorize(paramiko.Ed25519Key(filename=str(key_path)))
         zones = list(self.scenario["google"].get("zones", {})) or ["us-east5-a"]
         vllm_port = int(self.vllm.url.rsplit(":", 1)[1])
         fields: dict[str, Any] = {
@@ -63,6 +79,13 @@ class Demo:
             "vllm_model": self.scenario["vllm"].get("model", "google/gemma-4-31B-it"),
             "state_database_url": f"sqlite:///{self._state_dir.name}/state.db",
             "admins": [DEMO_USER],
+            "capacity_poll_s": 0.5,
+            "ssh_host": "127.0.0.1",
+            "ssh_port": self.host.port,
+            "ssh_user": self.host.user,
+            "ssh_key_path": str(key_path),
+            "ssh_host_keys": [f"{kind} {b64}" for kind, b64 in self.host.pinned_host_keys.items()],
+            "vllm_container": self.host.config["linked_container"],
         }
         fields.update(overrides)
         self.settings = Settings(_env_file=None, **fields)  # type: ignore[call-arg]
@@ -83,6 +106,7 @@ class Demo:
             model=s.vllm_model,
             bot=self.server.url,
             user=DEMO_USER,
+            ssh=self.host.port,
         )
 
     def close(self) -> None:
@@ -90,6 +114,7 @@ class Demo:
         self.server.close()
         self.bot.close()
         self.slack.stop()
+        self.host.stop()
         self.vllm.stop()
         self.gcp.stop()
         self._state_dir.cleanup()

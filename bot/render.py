@@ -23,10 +23,10 @@ Block = dict[str, Any]
 
 @dataclass(frozen=True)
 class Attachment:
-    """A file to upload beside the message (to its thread): name, text content, title."""
+    """A file to upload beside the message (to its thread): name, content (text, or bytes), title."""
 
     filename: str
-    content: str
+    content: str | bytes
     title: str
 
 

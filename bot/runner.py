@@ -54,6 +54,13 @@ def retry_handlers() -> list[RetryHandler]:
     ]
 
 
+def _reason(exc: Exception) -> str:
+    """A one-line reason for a failed Slack call (the API error code when there is one)."""
+    if isinstance(exc, SlackApiError):
+        return str(exc.response.get("error"))
+    return f"{type(exc).__name__}: {exc}"[:300]
+
+
 @dataclass(frozen=True)
 class Origin:
     """Where a request came from and where its answer goes.
@@ -311,28 +318,32 @@ class Runner:
 
     def deliver(self, reply: Reply, origin: Origin, *, ephemeral: bool = False) -> None:
         """Post a reply where the request came from; if Slack rejects the blocks, post the text alone."""
+        reply = fit(reply)
         try:
             self._post(reply, origin, with_blocks=True, ephemeral=ephemeral)
         except SlackApiError as exc:
             log.warning("Slack rejected the reply (%s); sending text only", exc.response.get("error"))
             try:
                 self._post(reply, origin, with_blocks=False, ephemeral=ephemeral)
-            except SlackApiError as again:
-                log.error("could not deliver reply: %s", again.response.get("error"))
+            except Exception as again:
+                log.error("could not deliver the reply to %s: %s", origin.channel_id, _reason(again))
+        except Exception as exc:
+            log.error("could not deliver the reply to %s: %s", origin.channel_id, _reason(exc))
         self._upload(reply, origin)
 
     def _upload(self, reply: Reply, origin: Origin) -> None:
         for attachment in reply.files:
             try:
+                payload = attachment.content
                 self._client.files_upload_v2(
                     channel=origin.channel_id,
                     thread_ts=origin.thread_ts,
-                    content=attachment.content,
                     filename=attachment.filename,
                     title=attachment.title,
+                    **({"content": payload} if isinstance(payload, str) else {"file": payload}),
                 )
-            except SlackApiError as exc:
-                log.error("could not upload %s: %s", attachment.filename, exc.response.get("error"))
+            except Exception as exc:
+                log.error("could not upload %s: %s", attachment.filename, _reason(exc))
 
     def _post(self, reply: Reply, origin: Origin, *, with_blocks: bool, ephemeral: bool) -> None:
         blocks = reply.blocks if with_blocks else None

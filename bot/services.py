@@ -5,10 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from urllib.parse import urlsplit
 
 from bot.config import Settings
 from llm.client import GemmaClient
 from ops.endpoint import Endpoint, EndpointResolver
+from ops.errors import BadInput
+from ops.remote import RemoteHost, VllmContainer, VllmSpec
 from ops.secrets import SecretStore
 from ops.store import Store
 from ops.tpu import TpuOps
@@ -32,7 +35,13 @@ class Services:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Services:
-        tpu = TpuOps(settings.gcp_project, api_endpoint=settings.google_api_endpoint)
+        # One library retry of a 429/5xx keeps a failing Google call within about 2 x GOOGLE_TIMEOUT_S.
+        tpu = TpuOps(
+            settings.gcp_project,
+            api_endpoint=settings.google_api_endpoint,
+            timeout_s=settings.google_timeout_s,
+            num_retries=1,
+        )
         endpoints = EndpointResolver(
             settings.vllm_base_url, tpu, settings.tpu_zones, settings.vllm_port, primary=settings.tpu_primary
         )
@@ -59,6 +68,44 @@ class Services:
             timeout_s=self.settings.http_timeout_s,
         )
         return client, endpoint
+
+    def remote(self) -> RemoteHost:
+        """An SSH connection to the TPU VM (SSH_HOST, else the vLLM endpoint's host), host key checked.
+
+        Raises:
+            BadInput: no SSH key or no trusted host key is configured. What `resolve()` raises.
+        """
+        s = self.settings
+        host = s.ssh_host or urlsplit(self.endpoints.resolve().url).hostname or ""
+        if not s.ssh_key_path:
+            raise BadInput("SSH is not configured: SSH_KEY_PATH is unset", "see README.md, Settings (SSH)")
+        pinned = dict(key.split(maxsplit=1) for key in s.ssh_host_keys)
+        return RemoteHost(
+            host,
+            s.ssh_port,
+            user=s.ssh_user,
+            key_path=s.ssh_key_path,
+            known_hosts_path=s.ssh_known_hosts_path,
+            pinned_host_keys=pinned,
+            sudo=s.ssh_sudo,
+        )
+
+    def container(self) -> tuple[VllmContainer, RemoteHost]:
+        """The vLLM container on the TPU VM, and its SSH connection (close it when done)."""
+        remote = self.remote()
+        return VllmContainer(remote, self.settings.vllm_container), remote
+
+    def vllm_spec(self) -> VllmSpec:
+        """How `/vllm start` runs the container, from the settings."""
+        s = self.settings
+        return VllmSpec(
+            image=s.vllm_image,
+            model=s.vllm_model,
+            tensor_parallel_size=s.vllm_tensor_parallel_size,
+            max_model_len=s.vllm_max_model_len,
+            port=s.vllm_port,
+            hf_token_secret=s.hf_token_secret,
+        )
 
     def _api_key(self) -> str | None:
         key = self.settings.vllm_api_key

@@ -78,6 +78,11 @@ class EndpointResolver:
             self._cached = (self._clock(), endpoint)
         return endpoint
 
+    def forget(self) -> None:
+        """Drop the cached endpoint (after the server moved or restarted)."""
+        with self._lock:
+            self._cached = None
+
     def _discover(self, fetch: Callable[[], ZoneListing]) -> Endpoint:
         listing = fetch()
         order = {zone: index for index, zone in enumerate(self._zones)}

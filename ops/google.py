@@ -1,6 +1,7 @@
 """The one place Google API clients are built.
 
-Everything else asks this module for a client (Cloud TPU v2alpha1 and v2, Cloud Quotas, Secret Manager),
+Everything else asks this module for a client (Cloud TPU v2alpha1 and v2, Cloud Quotas, Secret Manager,
+Cloud Logging),
 so pointing the whole bot at the local simulator (`sim.gcp.GcpSimulator`) only changes `api_endpoint`.
 With an endpoint such as "http://127.0.0.1:43121" the clients use `AnonymousCredentials` (unless
 credentials are given) and talk plain HTTP to it; with `api_endpoint=None` they use Application Default
@@ -18,10 +19,12 @@ from urllib.parse import urlsplit
 import google.auth
 import google_auth_httplib2
 import httplib2
+import requests
 from google.api_core.client_options import ClientOptions
 from google.auth.credentials import AnonymousCredentials, Credentials
 from google.auth.exceptions import DefaultCredentialsError
 from google.cloud import cloudquotas_v1, secretmanager_v1
+from google.cloud import logging as cloud_logging_lib
 from google.cloud import tpu_v2 as gapic_tpu_v2
 from googleapiclient import discovery, discovery_cache
 
@@ -181,4 +184,43 @@ def secret_manager(
     options = ClientOptions(api_endpoint=api_endpoint) if api_endpoint else None
     return secretmanager_v1.SecretManagerServiceClient(
         transport="rest", credentials=creds, client_options=options
+    )
+
+
+def cloud_logging(
+    project: str, api_endpoint: str | None, credentials: Credentials | None = None
+) -> cloud_logging_lib.Client:
+    """A hand-written `google.cloud.logging.Client` speaking REST/JSON (`_use_grpc=False`).
+
+    Cloud Logging's GAPIC client is gRPC only (notes google-apis.md section 0 item 6); this REST client
+    sends `POST /v2/entries:list`, which the simulator (`sim.gcp.GcpSimulator`) serves. Beware that its
+    `list_entries` appends `AND timestamp>="<now - 24 h>"` to any filter without the word "timestamp"
+    (section 0 item 7): `ops.cloudlogs.build_filter` always writes its own bound.
+
+    Args:
+        project: the project id whose logs are read ("projects/<project>" is the default resource name).
+        api_endpoint: base URL with scheme, e.g. "http://127.0.0.1:43121" (the simulator); None for the
+            real API (https://logging.googleapis.com/).
+        credentials: as for `tpu_v2alpha1`. With a loopback endpoint and no credentials the client uses a
+            plain `requests.Session` that ignores HTTP(S)_PROXY from the environment.
+
+    Returns:
+        The client; close it with `client.close()` (closes its HTTP session). Its calls raise
+        `google.api_core.exceptions.GoogleAPICallError` subclasses for HTTP errors and `requests`
+        exceptions for connection failures and timeouts.
+
+    Raises:
+        PermissionDenied: no credentials given and no Application Default Credentials found.
+    """
+    creds = _credentials(api_endpoint, credentials)
+    http: requests.Session | None = None
+    if credentials is None and _is_loopback(api_endpoint):
+        http = requests.Session()
+        http.trust_env = False  # never send simulator traffic through a proxy
+    return cloud_logging_lib.Client(
+        project=project,
+        credentials=creds,
+        _http=http,
+        _use_grpc=False,
+        client_options={"api_endpoint": api_endpoint} if api_endpoint else None,
     )

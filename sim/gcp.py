@@ -1,5 +1,5 @@
-"""Local SIMULATOR of the Google Cloud TPU, Cloud Quotas and Secret Manager REST APIs (no Google project
-is contacted).
+"""Local SIMULATOR of the Google Cloud TPU, Cloud Quotas, Secret Manager and Cloud Logging REST APIs (no
+Google project is contacted).
 
 `GcpSimulator` serves, on one 127.0.0.1 port, the subset of `tpu.googleapis.com`,
 `cloudquotas.googleapis.com` and `secretmanager.googleapis.com` that the bot uses, in the exact JSON shapes
@@ -23,6 +23,7 @@ changing only the endpoint (`ops.google.tpu_v2alpha1(url)`, `ops.google.tpu_v2(u
     GET /v1/projects/{p}/secrets/{s}                               secrets.get
     POST /v1/projects/{p}/secrets/{s}:addVersion                   secrets.addVersion
     GET /v1/projects/{p}/secrets/{s}/versions/{v}[:access]         versions.get / versions.access
+    POST /v2/entries:list                                           Cloud Logging entries.list (logging.v2)
 
 v2 responses drop what only v2alpha1 defines (provisioningModel, runDuration, bestEffort,
 guaranteed.reserved, schedulingConfig.provisioningModel/terminationTimestamp/reservationName). Errors
@@ -59,6 +60,28 @@ Besides the keys used in the default scenario, the section accepts:
     queued_resources[].node.health_description / internal_ip / external_ip (a string or a list)
     queued_resources[].node.enable_external_ips: true
     secrets: {hf-token: "value"}  # Secret Manager secrets with one version each
+    logs:                         # Cloud Logging entries, GENERATED (see sim/scenarios/default.yaml):
+      seed: 1                     #   deterministic per seed
+      node_id, zone, workers      #   tpu_worker resource labels (default: the first QR's node and zone)
+      log_name: syslog            #   log id of text entries (runtime-monitor JSON noise uses
+                                  #   tpu.googleapis.com/runtime_monitor)
+      cases_dir: <dir>            #   where case files live (default tests/fixtures/cases of this repo)
+      noise: {count: 2000, window: 6h}        # INFO/WARNING lines typical of vLLM on a TPU VM
+      cases: [{file: vllm-kv-cache-insufficient.log, count: 12, from: -3h, to: -170m,
+               severity: ERROR, payload: text|json, node_id, zone, worker_id, log_name}]
+                                  #   each occurrence = every line of a real case file (one entry per line),
+                                  #   timestamps/pids/request ids varied; `window: 6h` instead of from/to
+      entries: [{at: -5m, severity: ERROR, text: "...", payload: text|json}]
+      audit: true                 #   CreateQueuedResource audit entries (protoPayload, audited_resource)
+
+Cloud Logging `entries.list` reads its JSON body: resourceNames (projects/{p} only), filter, orderBy
+("timestamp asc" default, or "timestamp desc"), pageSize (default 50, at most 1000) and pageToken (opaque,
+bound to the filter and order). The filter parser (`parse_log_filter`) handles the Logging query language's
+restrictions `field OP value` with OP in = != < <= > >= : =~ !~ on resource.type, resource.labels.X,
+severity (by rank), timestamp (RFC 3339), logName, textPayload, jsonPayload.X, protoPayload.X, labels.X,
+insertId; AND, OR, NOT, "-", parentheses, implicit AND, and free-text terms (case-insensitive, anywhere in
+the entry). An unparseable filter is a 400 ("Unparseable filter: ...", simulator text). Generated entries
+are ordinary LogEntry bodies (textPayload, jsonPayload or protoPayload) valid against logging.v2.json.
 
 Lifecycle, computed lazily from the simulated clock on every request (no background thread): a created
 (or reset) queued resource is WAITING_FOR_RESOURCES, then follows its zone's `capacity`; scenario QRs that
@@ -71,8 +94,9 @@ Simulator-only texts (not captured from Google): the FAILED_PRECONDITION message
 messages, the Cloud Quotas metric names.
 
 Controls for tests: `GcpSimulator.now()`, `.advance(seconds)`, `.preempt(zone, node_id)`,
-`.set_capacity(zone, spec)`, `.inject_fault(...)`, `.requests` and `.request_bodies` (JSON bodies sent to
-TPU paths; Secret Manager bodies are never recorded).
+`.set_capacity(zone, spec)`, `.inject_fault(...)`, `.add_log_entry(text, severity=, at=, ...)`,
+`.log_entries()`, `.requests` and `.request_bodies` (JSON bodies sent to TPU and Logging paths; Secret
+Manager bodies are never recorded).
 
 Layout, for whoever extends it (Cloud Logging `POST /v2/entries:list`, ...): the world state is a small
 dataclass model (`World`) guarded by `World.lock`; JSON rendering is in the `*_json` functions; HTTP routing
@@ -85,16 +109,19 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import random
 import re
 import threading
 import time
+import uuid
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from sim.scenario import duration
 
@@ -375,11 +402,14 @@ class World:
     queued_resources: dict[tuple[str, str], SimQueuedResource] = field(default_factory=dict)
     operations: dict[tuple[str, str], SimOperation] = field(default_factory=dict)
     secrets: dict[str, SimSecret] = field(default_factory=dict)
+    logs: list[SimLogEntry] = field(default_factory=list)  # sorted by (timestamp, seq)
+    log_seq: int = 0
     page_size: int = DEFAULT_PAGE_SIZE
     operation_duration: timedelta = timedelta(0)
     delete_duration: timedelta = timedelta(0)
     now: datetime = field(default_factory=lambda: datetime.now(UTC))
     op_seq: int = 0
+    log_cache: dict[tuple[str, bool], list[SimLogEntry]] = field(default_factory=dict, repr=False)
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     @classmethod
@@ -414,7 +444,28 @@ class World:
             world.secrets[str(secret_id)] = SimSecret(
                 str(secret_id), start, versions=[(str(value).encode(), start, False)]
             )
+        logs = google.get("logs")
+        if logs:
+            first = next(iter(world.queued_resources.values()), None)
+            bodies = generate_logs(
+                logs,
+                project=world.project,
+                start=start,
+                node_id=first.node.node_id if first else "gemma4-qr-node",
+                zone=first.zone if first else "us-east5-a",
+            )
+            if logs.get("audit", True):
+                bodies += audit_log_entries(world)
+            world.add_logs(bodies)
         return world
+
+    def add_logs(self, bodies: list[dict[str, Any]]) -> None:
+        """Store LogEntry JSON bodies (kept sorted by timestamp, then insertion order)."""
+        for body in bodies:
+            self.log_seq += 1
+            self.logs.append(stored_log_entry(body, self.log_seq))
+        self.logs.sort(key=_log_key)
+        self.log_cache.clear()
 
     def parent(self, zone: str) -> str:
         return f"projects/{self.project}/locations/{zone}"
@@ -523,6 +574,10 @@ class World:
 
 def _qr_key(qr: SimQueuedResource) -> str:
     return qr.qr_id
+
+
+def _log_key(entry: SimLogEntry) -> tuple[datetime, int]:
+    return entry.timestamp, entry.seq
 
 
 def _ips(value: Any) -> list[str]:
@@ -868,6 +923,636 @@ def paginate(items: list[Any], query: dict[str, str], default_size: int) -> tupl
 
 
 # --------------------------------------------------------------------------------------------------
+# Cloud Logging: generated log entries and the entries.list filter language
+# --------------------------------------------------------------------------------------------------
+
+CASES_DIR = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "cases"
+LOG_SEVERITIES = ("DEFAULT", "DEBUG", "INFO", "NOTICE", "WARNING", "ERROR", "CRITICAL", "ALERT", "EMERGENCY")
+_LOG_RANK = {name: i for i, name in enumerate(LOG_SEVERITIES)}
+LOG_PAGE_SIZE_DEFAULT = 50
+LOG_PAGE_SIZE_MAX = 1000
+RUNTIME_MONITOR_LOG = "tpu.googleapis.com/runtime_monitor"
+
+
+@dataclass
+class SimLogEntry:
+    """One stored log entry: its JSON (logging.v2 LogEntry shape) plus what the filter needs."""
+
+    timestamp: datetime
+    seq: int
+    body: dict[str, Any]
+    blob: str  # every string in the entry, lowercased, for free-text terms
+
+
+def _log_severity(value: Any) -> str:
+    name = str(value or "DEFAULT").upper()
+    if name not in _LOG_RANK:
+        raise ValueError(f"bad log severity {value!r}: use one of {', '.join(LOG_SEVERITIES)}")
+    return name
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+def make_log_entry(
+    project: str,
+    timestamp: datetime,
+    severity: str,
+    *,
+    text: str | None = None,
+    json_payload: dict[str, Any] | None = None,
+    proto_payload: dict[str, Any] | None = None,
+    log_id: str = "syslog",
+    resource_type: str = "tpu_worker",
+    labels: dict[str, str] | None = None,
+    insert_id: str = "",
+) -> dict[str, Any]:
+    """A LogEntry JSON body (logging.v2 discovery shape) with exactly one payload.
+
+    Args:
+        project: project id (logName is "projects/<project>/logs/<url-encoded log_id>").
+        timestamp: aware datetime of the event; receiveTimestamp is 0.5-1.5 s later.
+        severity: a LogSeverity name.
+        text / json_payload / proto_payload: the payload (the first one given is used).
+        log_id: e.g. "syslog" or "tpu.googleapis.com/runtime_monitor".
+        resource_type, labels: the monitored resource.
+        insert_id: the insertId (default: derived from the content).
+    """
+    body: dict[str, Any] = {
+        "logName": f"projects/{project}/logs/{quote(log_id, safe='')}",
+        "resource": {"type": resource_type, "labels": dict(labels or {})},
+        "timestamp": rfc3339(timestamp),
+        "receiveTimestamp": rfc3339(
+            timestamp + timedelta(milliseconds=500 + zlib.crc32(insert_id.encode()) % 1000)
+        ),
+        "severity": _log_severity(severity),
+    }
+    if text is not None:
+        body["textPayload"] = text
+    elif json_payload is not None:
+        body["jsonPayload"] = json_payload
+    elif proto_payload is not None:
+        body["protoPayload"] = proto_payload
+    body["insertId"] = insert_id or f"{zlib.crc32(json.dumps(body, sort_keys=True).encode()):08x}"
+    return body
+
+
+# Variable parts of the real case texts, varied per occurrence (the figures that diagnose reads stay).
+_VARY_VLLM_TS = re.compile(r"\b(INFO|WARNING|ERROR|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d\b")
+_VARY_GLOG = re.compile(r"^([IWEF])\d{4} \d\d:\d\d:\d\d\.\d{6}\s+\d+")
+_VARY_ISO = re.compile(r"\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+(?:Z|[+-]\d\d:\d\d)")
+_VARY_PID = re.compile(r"\bpid=\d+")
+_VARY_REQUEST_ID = re.compile(r"Root=1-[0-9a-f]{8}-[0-9a-f]{24};[0-9a-f-]{36}")
+_VARY_EID = re.compile(r"\[EID: 0x[0-9a-f]+\]")
+_VARY_OPERATION = re.compile(r"operations/operation-\d+-[0-9a-f-]+")
+_LINE_LEVEL = re.compile(r"\b(INFO|WARNING|DEBUG)(?: \d\d-\d\d \d\d:\d\d:\d\d\b|:\s)")
+
+
+def vary_case_line(line: str, rng: random.Random, at: datetime) -> str:
+    """One line of a real case file with its variable parts (timestamps, pids, request ids, EIDs,
+    operation ids) changed for an occurrence at `at`; the figures the diagnosis reads are kept."""
+    local = at.astimezone(UTC)
+    line = _VARY_VLLM_TS.sub(lambda m: f"{m.group(1)} {local:%m-%d %H:%M:%S}", line)
+    line = _VARY_GLOG.sub(
+        lambda m: f"{m.group(1)}{local:%m%d %H:%M:%S.%f} {rng.randint(1000, 99999):>7}", line
+    )
+    line = _VARY_ISO.sub(lambda m: local.strftime("%Y-%m-%dT%H:%M:%S.%f") + "000+00:00", line)
+    line = _VARY_PID.sub(lambda m: f"pid={rng.randint(2, 32000)}", line)
+    line = _VARY_REQUEST_ID.sub(
+        lambda m: (
+            f"Root=1-{rng.getrandbits(32):08x}-{rng.getrandbits(96):024x};{uuid.UUID(int=rng.getrandbits(128))}"
+        ),
+        line,
+    )
+    line = _VARY_EID.sub(lambda m: f"[EID: 0x{rng.getrandbits(64):016x}]", line)
+    return _VARY_OPERATION.sub(
+        lambda m: f"operations/operation-{int(local.timestamp() * 1000)}-{rng.getrandbits(48):012x}", line
+    )
+
+
+def case_lines(cases_dir: Path, name: str) -> list[str]:
+    """The non-empty lines of a case file (tests/fixtures/cases), or one placeholder line if missing."""
+    path = cases_dir / Path(name).name
+    try:
+        return [line.rstrip() for line in path.read_text().splitlines() if line.strip()]
+    except OSError:
+        return [f"(simulator: case file {name} not found in {cases_dir})"]
+
+
+def case_line_severity(line: str, default: str) -> str:
+    """INFO/WARNING/DEBUG when the line carries that level (vLLM or uvicorn prefix), else `default`."""
+    match = _LINE_LEVEL.search(line)
+    return match.group(1) if match else default
+
+
+def _noise_lines(rng: random.Random, at: datetime) -> tuple[str, str, Any]:
+    """One INFO/WARNING line typical of a TPU VM serving vLLM: (severity, log id, text or JSON payload).
+
+    The vLLM, uvicorn, docker and guest-agent texts follow the real programs' formats; the runtime-monitor
+    JSON is illustrative (its real fields are unverified).
+    """
+    md, hms = f"{at:%m-%d}", f"{at:%H:%M:%S}"
+    roll = rng.random()
+    if roll < 0.30:
+        return (
+            "INFO",
+            "syslog",
+            (
+                f"INFO {md} {hms} [loggers.py:123] Engine 000: Avg prompt throughput: "
+                f"{rng.uniform(0, 9000):.1f} tokens/s, Avg generation throughput: "
+                f"{rng.uniform(50, 2500):.1f} tokens/s, Running: "
+                f"{rng.randint(0, 64)} reqs, Waiting: {rng.randint(0, 8)} reqs, GPU KV cache usage: "
+                f"{rng.uniform(0, 95):.1f}%, Prefix cache hit rate: {rng.uniform(0, 90):.1f}%"
+            ),
+        )
+    if roll < 0.55:
+        status = "200 OK" if rng.random() < 0.97 else "400 Bad Request"
+        return (
+            "INFO",
+            "syslog",
+            (
+                f'INFO:     10.128.0.{rng.randint(2, 250)}:{rng.randint(30000, 65000)} - "POST '
+                f'/v1/chat/completions HTTP/1.1" {status}'
+            ),
+        )
+    if roll < 0.68:
+        path = rng.choice(("/health", "/metrics", "/v1/models"))
+        return (
+            "INFO",
+            "syslog",
+            f'INFO:     127.0.0.1:{rng.randint(30000, 65000)} - "GET {path} HTTP/1.1" 200 OK',
+        )
+    if roll < 0.80:
+        return (
+            "INFO",
+            "syslog",
+            (f"INFO {md} {hms} [async_llm.py:261] Added request chatcmpl-{rng.getrandbits(128):032x}."),
+        )
+    if roll < 0.86:
+        return (
+            "INFO",
+            RUNTIME_MONITOR_LOG,
+            {
+                "verb": "tpu-runtime-metrics",
+                "message": f"TPU chip {rng.randint(0, 7)}: duty cycle {rng.uniform(0, 100):.1f}%, HBM used "
+                f"{rng.uniform(20, 31):.2f} GiB of 31.25 GiB",
+            },
+        )
+    if roll < 0.90:
+        return (
+            "INFO",
+            "syslog",
+            (
+                f'dockerd[{rng.randint(500, 2000)}]: time="{at:%Y-%m-%dT%H:%M:%S.%f}000Z" level=info '
+                f'msg="ignoring event" container={rng.getrandbits(256):064x} module=libcontainerd '
+                'namespace=moby topic=/tasks/delete type="*events.TaskDelete"'
+            ),
+        )
+    if roll < 0.93:
+        return (
+            "INFO",
+            "syslog",
+            (f"google_guest_agent[{rng.randint(800, 1200)}]: Updating keys for user tpu-chatops."),
+        )
+    if roll < 0.97:
+        return (
+            "WARNING",
+            "syslog",
+            (
+                f"WARNING {md} {hms} [scheduler.py:1754] Sequence group {rng.randint(1, 99999)} is "
+                "preempted by PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. "
+                "This can affect the end-to-end performance. Increase gpu_memory_utilization or "
+                "tensor_parallel_size to provide more KV cache memory. "
+                f"total_num_cumulative_preemption={rng.randint(1, 500)}"
+            ),
+        )
+    field_name = rng.choice(("top_k", "min_p", "repetition_penalty", "chat_template_kwargs"))
+    return (
+        "WARNING",
+        "syslog",
+        (
+            f"WARNING {md} {hms} [protocol.py:58] The following fields were present in the request but "
+            f"ignored: {{'{field_name}'}}"
+        ),
+    )
+
+
+def _window(spec: dict[str, Any], start: datetime, default: str) -> tuple[datetime, datetime]:
+    if "from" in spec or "to" in spec:
+        begin = start + duration(spec.get("from", f"-{default}"))
+        end = start + duration(spec.get("to", "0s"))
+    else:
+        begin, end = start - duration(spec.get("window", default)), start
+    if end < begin:
+        raise ValueError(f"log window ends before it begins: {spec!r}")
+    return begin, end
+
+
+def generate_logs(
+    logs: dict[str, Any],
+    *,
+    project: str,
+    start: datetime,
+    node_id: str = "gemma4-qr-node",
+    zone: str = "us-east5-a",
+    cases_dir: Path | None = None,
+) -> list[dict[str, Any]]:
+    """Generate the log entries a scenario's `google.logs` section describes (see the module docstring).
+
+    Deterministic for a given `seed`. Returns LogEntry JSON bodies sorted by timestamp (oldest first).
+
+    Raises:
+        ValueError: a malformed spec (bad severity, duration or window).
+    """
+    rng = random.Random(int(logs.get("seed", 20261129)))  # simulated data, not security
+    node_id = str(logs.get("node_id", node_id))
+    zone = str(logs.get("zone", zone))
+    workers = max(1, int(logs.get("workers", 1)))
+    log_id = str(logs.get("log_name", "syslog"))
+    folder = Path(logs["cases_dir"]) if logs.get("cases_dir") else (cases_dir or CASES_DIR)
+    out: list[dict[str, Any]] = []
+
+    def labels(spec: dict[str, Any], worker: int) -> dict[str, str]:
+        return {
+            "project_id": project,
+            "zone": str(spec.get("zone", zone)),
+            "node_id": str(spec.get("node_id", node_id)),
+            "worker_id": str(spec.get("worker_id", worker)),
+        }
+
+    def add(at: datetime, severity: str, payload: Any, spec: dict[str, Any], worker: int, lid: str) -> None:
+        kind = spec.get("payload", "text")
+        if isinstance(payload, dict):
+            body = make_log_entry(
+                project,
+                at,
+                severity,
+                json_payload=payload,
+                log_id=lid,
+                labels=labels(spec, worker),
+                insert_id=f"{rng.getrandbits(64):016x}",
+            )
+        elif kind == "json":
+            body = make_log_entry(
+                project,
+                at,
+                severity,
+                json_payload={"message": payload},
+                log_id=lid,
+                labels=labels(spec, worker),
+                insert_id=f"{rng.getrandbits(64):016x}",
+            )
+        else:
+            body = make_log_entry(
+                project,
+                at,
+                severity,
+                text=payload,
+                log_id=lid,
+                labels=labels(spec, worker),
+                insert_id=f"{rng.getrandbits(64):016x}",
+            )
+        out.append(body)
+
+    noise = logs.get("noise") or {}
+    if isinstance(noise, int):
+        noise = {"count": noise}
+    begin, end = _window(noise, start, "6h")
+    span = (end - begin).total_seconds()
+    for _ in range(int(noise.get("count", 0))):
+        at = begin + timedelta(seconds=rng.uniform(0, span))
+        severity, lid, payload = _noise_lines(rng, at)
+        add(at, severity, payload, noise, rng.randrange(workers), lid)
+    for case in logs.get("cases") or []:
+        lines = case_lines(folder, str(case["file"]))
+        severity = _log_severity(case.get("severity", "ERROR"))
+        begin, end = _window(case, start, "6h")
+        span = (end - begin).total_seconds()
+        for _ in range(int(case.get("count", 1))):
+            at = begin + timedelta(seconds=rng.uniform(0, span))
+            worker = rng.randrange(workers)
+            for i, line in enumerate(lines):
+                when = at + timedelta(microseconds=i * 137)
+                add(
+                    when,
+                    case_line_severity(line, severity),
+                    vary_case_line(line, rng, when),
+                    case,
+                    worker,
+                    str(case.get("log_name", log_id)),
+                )
+    for spec in logs.get("entries") or []:
+        at = start + duration(spec.get("at", "0s"))
+        add(
+            at,
+            _log_severity(spec.get("severity", "ERROR")),
+            str(spec["text"]),
+            spec,
+            int(spec.get("worker_id", 0)),
+            str(spec.get("log_name", log_id)),
+        )
+    out.sort(key=lambda body: body["timestamp"])
+    return out
+
+
+def audit_log_entries(world: World) -> list[dict[str, Any]]:
+    """Admin Activity audit entries (protoPayload AuditLog) for the scenario's queued-resource creations:
+    one at the request and one when the operation ended (create is an LRO). Illustrative shapes
+    (notes section 4.4); their `resource.type` is unverified."""
+    out = []
+    for qr in world.queued_resources.values():
+        method = "google.cloud.tpu.v2alpha1.Tpu.CreateQueuedResource"
+        name = f"{world.parent(qr.zone)}/queuedResources/{qr.qr_id}"
+        for at, last in ((qr.create_time, False), (qr.create_time + timedelta(seconds=60), True)):
+            payload: dict[str, Any] = {
+                "@type": "type.googleapis.com/google.cloud.audit.AuditLog",
+                "serviceName": "tpu.googleapis.com",
+                "methodName": method,
+                "resourceName": name,
+                "authenticationInfo": {
+                    "principalEmail": "tpu-chatops@" + world.project + ".iam.gserviceaccount.com"
+                },
+            }
+            if last and qr.error_message:
+                payload["status"] = {"code": qr.error_code or 13, "message": qr.error_message}
+            out.append(
+                make_log_entry(
+                    world.project,
+                    at,
+                    "ERROR" if last and qr.error_message else "NOTICE",
+                    proto_payload=payload,
+                    log_id="cloudaudit.googleapis.com/activity",
+                    resource_type="audited_resource",
+                    labels={"project_id": world.project, "service": "tpu.googleapis.com", "method": method},
+                    insert_id=f"{zlib.crc32((name + str(last)).encode()):08x}",
+                )
+            )
+    return out
+
+
+class FilterError(ValueError):
+    """A Logging query the simulator cannot parse."""
+
+
+_OPERATORS = (">=", "<=", "!=", "=~", "!~", "=", "<", ">", ":")
+_WORD_END = set(' \t\r\n()"') | set("=!<>:~")
+Predicate = Callable[[SimLogEntry], bool]
+
+
+def _get_path(body: dict[str, Any], path: str) -> Any:
+    value: Any = body
+    for part in path.split("."):
+        if isinstance(value, dict) and part in value:
+            value = value[part]
+        else:
+            return None
+    return value
+
+
+def _rank_of(value: str) -> int | None:
+    name = value.upper()
+    if name in _LOG_RANK:
+        return _LOG_RANK[name]
+    if value.isdigit():
+        return min(int(value) // 100, len(LOG_SEVERITIES) - 1)
+    return None
+
+
+def _filter_time(value: str) -> datetime:
+    text = value.strip()
+    try:
+        if re.match(r"^\d{4}-\d\d-\d\d$", text):
+            return datetime.fromisoformat(text).replace(tzinfo=UTC)
+        match = re.match(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)?$", text)
+        if not match:
+            raise ValueError(text)
+        fraction = (match.group(2) or "0")[:6].ljust(6, "0")
+        zone = "+00:00" if match.group(3) in (None, "Z") else match.group(3)
+        return datetime.fromisoformat(f"{match.group(1)}.{fraction}{zone}").astimezone(UTC)
+    except ValueError:
+        raise FilterError(f"invalid timestamp {value!r}") from None
+
+
+def _compare(op: str, left: Any, right: Any) -> bool:
+    if op in ("=", ":"):
+        return bool(left == right)
+    if op == "!=":
+        return bool(left != right)
+    if op == ">=":
+        return bool(left >= right)
+    if op == "<=":
+        return bool(left <= right)
+    if op == ">":
+        return bool(left > right)
+    return bool(left < right)
+
+
+def _comparison(field_path: str, op: str, value: str) -> Predicate:
+    """The predicate of one `field OP value` restriction."""
+    if field_path == "timestamp":
+        if op in ("=~", "!~", ":"):
+            raise FilterError("timestamp supports =, !=, <, <=, >, >=")
+        moment = _filter_time(value)
+        return lambda e: _compare(op, e.timestamp, moment)
+    if field_path == "severity":
+        rank = _rank_of(value)
+        if rank is None:
+            raise FilterError(f"invalid severity {value!r}")
+        if op in ("=~", "!~"):
+            raise FilterError("severity supports =, !=, <, <=, >, >=, :")
+        return lambda e: _compare(op, _LOG_RANK.get(str(e.body.get("severity", "DEFAULT")), 0), rank)
+    if op in ("=~", "!~"):
+        try:
+            pattern = re.compile(value)
+        except re.error as exc:
+            raise FilterError(f"invalid regular expression {value!r}: {exc}") from None
+        wanted = op == "=~"
+
+        def regex(e: SimLogEntry) -> bool:
+            got = _get_path(e.body, field_path)
+            if got is None:
+                return not wanted
+            return (pattern.search(str(got)) is not None) == wanted
+
+        return regex
+    if op == ":":
+        needle = value.lower()
+
+        def has(e: SimLogEntry) -> bool:
+            got = _get_path(e.body, field_path)
+            if got is None:
+                return False
+            if value == "*":
+                return True
+            return (
+                needle in " ".join(_strings(got)).lower()
+                if not isinstance(got, str)
+                else needle in got.lower()
+            )
+
+        return has
+
+    def cmp(e: SimLogEntry) -> bool:
+        got = _get_path(e.body, field_path)
+        if got is None:
+            return op == "!="
+        if isinstance(got, bool | int | float):
+            try:
+                return _compare(op, float(got), float(value))
+            except ValueError:
+                return op == "!="
+        return _compare(op, str(got), value)
+
+    return cmp
+
+
+class _FilterParser:
+    """Recursive-descent parser of the Logging query language subset the simulator serves.
+
+    Precedence as documented for Cloud Logging: NOT (or a leading "-") binds tightest, then OR, then AND;
+    juxtaposed restrictions are ANDed. Restrictions: `field OP value` with OP in = != < <= > >= : =~ !~
+    (values quoted or bare), and free-text terms ("quoted" or bare words), matched case-insensitively
+    anywhere in the entry.
+    """
+
+    def __init__(self, text: str) -> None:
+        self.s, self.i = text, 0
+
+    def parse(self) -> Predicate:
+        self._ws()
+        if self.i >= len(self.s):
+            return lambda e: True
+        node = self._and()
+        self._ws()
+        if self.i < len(self.s):
+            raise FilterError(f"unexpected {self.s[self.i : self.i + 20]!r} at column {self.i + 1}")
+        return node
+
+    def _ws(self) -> None:
+        while self.i < len(self.s) and self.s[self.i].isspace():
+            self.i += 1
+
+    def _keyword(self, word: str) -> bool:
+        self._ws()
+        end = self.i + len(word)
+        if self.s.startswith(word, self.i) and (end >= len(self.s) or self.s[end] in ' \t\r\n()"'):
+            self.i = end
+            return True
+        return False
+
+    def _and(self) -> Predicate:
+        parts = [self._or()]
+        while True:
+            self._ws()
+            if self.i >= len(self.s) or self.s[self.i] == ")":
+                break
+            self._keyword("AND")
+            parts.append(self._or())
+        return parts[0] if len(parts) == 1 else (lambda e: all(p(e) for p in parts))
+
+    def _or(self) -> Predicate:
+        parts = [self._unary()]
+        while self._keyword("OR"):
+            parts.append(self._unary())
+        return parts[0] if len(parts) == 1 else (lambda e: any(p(e) for p in parts))
+
+    def _unary(self) -> Predicate:
+        if self._keyword("NOT"):
+            inner = self._unary()
+            return lambda e: not inner(e)
+        self._ws()
+        if self.s.startswith("-", self.i) and self.i + 1 < len(self.s) and not self.s[self.i + 1].isspace():
+            self.i += 1
+            inner = self._unary()
+            return lambda e: not inner(e)
+        return self._primary()
+
+    def _string(self) -> str:
+        assert self.s[self.i] == '"'
+        self.i += 1
+        out = []
+        while self.i < len(self.s):
+            char = self.s[self.i]
+            if char == "\\" and self.i + 1 < len(self.s):
+                following = self.s[self.i + 1]  # \" and \\ unescape; other escapes (\d in a regex) stay
+                out.append(following if following in '"\\' else char + following)
+                self.i += 2
+                continue
+            if char == '"':
+                self.i += 1
+                return "".join(out)
+            out.append(char)
+            self.i += 1
+        raise FilterError("unterminated string")
+
+    def _primary(self) -> Predicate:
+        self._ws()
+        if self.i >= len(self.s):
+            raise FilterError("unexpected end of filter")
+        char = self.s[self.i]
+        if char == "(":
+            self.i += 1
+            inner = self._and()
+            self._ws()
+            if not self.s.startswith(")", self.i):
+                raise FilterError("missing )")
+            self.i += 1
+            return inner
+        if char == ")":
+            raise FilterError(f"unexpected ) at column {self.i + 1}")
+        if char == '"':
+            term = self._string().lower()
+            return lambda e: term in e.blob
+        start = self.i
+        while self.i < len(self.s) and self.s[self.i] not in _WORD_END:
+            self.i += 1
+        word = self.s[start : self.i]
+        self._ws()
+        op = next((o for o in _OPERATORS if self.s.startswith(o, self.i)), None)
+        if op is None:
+            if not word or word in ("AND", "OR"):
+                raise FilterError(f"unexpected {self.s[start : start + 20]!r} at column {start + 1}")
+            term = word.lower()
+            return lambda e: term in e.blob
+        if not word:
+            raise FilterError(f"operator {op} without a field at column {self.i + 1}")
+        self.i += len(op)
+        self._ws()
+        if self.s.startswith('"', self.i):
+            value = self._string()
+        else:
+            begin = self.i
+            while self.i < len(self.s) and not self.s[self.i].isspace() and self.s[self.i] != ")":
+                self.i += 1
+            value = self.s[begin : self.i]
+            if not value:
+                raise FilterError(f"missing value after {word}{op}")
+        return _comparison(word, op, value)
+
+
+def parse_log_filter(text: str) -> Callable[[SimLogEntry], bool]:
+    """Compile a Logging query into a predicate on stored entries.
+
+    Raises:
+        FilterError: the text does not parse (the API answers 400 INVALID_ARGUMENT).
+    """
+    return _FilterParser(text).parse()
+
+
+def stored_log_entry(body: dict[str, Any], seq: int) -> SimLogEntry:
+    """Index one LogEntry JSON body for filtering."""
+    return SimLogEntry(_filter_time(body["timestamp"]), seq, body, " ".join(_strings(body)).lower())
+
+
+# --------------------------------------------------------------------------------------------------
 # HTTP server
 # --------------------------------------------------------------------------------------------------
 
@@ -980,6 +1665,7 @@ class GcpSimulator:
             ("POST", re.compile(secret + ":addVersion$"), self._add_secret_version),
             ("GET", re.compile(secret + r"/versions/(?P<version>[^/:]+)$"), self._get_secret_version),
             ("GET", re.compile(secret + r"/versions/(?P<version>[^/:]+):access$"), self._access_secret),
+            ("POST", re.compile(r"/v2/entries:list$"), self._list_log_entries),
         ]
 
     # ---- simulated time and controls
@@ -1019,6 +1705,53 @@ class GcpSimulator:
         with self.world.lock:
             sim_zone = self.world.zones[zone]
             sim_zone.capacity_after, sim_zone.provisioning = _capacity(capacity)
+
+    def add_log_entry(
+        self,
+        text: str,
+        *,
+        severity: str = "ERROR",
+        at: datetime | None = None,
+        node_id: str = "gemma4-qr-node",
+        zone: str = "us-east5-a",
+        worker_id: str = "0",
+        payload: str = "text",
+        log_id: str = "syslog",
+    ) -> dict[str, Any]:
+        """Add one `tpu_worker` log entry (textPayload, or jsonPayload.message with payload="json").
+
+        Args:
+            text: the message; severity: a LogSeverity name; at: aware time (None: the simulated now).
+
+        Returns:
+            The stored LogEntry JSON body.
+        """
+        with self.world.lock:
+            when = at or self.now()
+            labels = {"project_id": self.project, "zone": zone, "node_id": node_id, "worker_id": worker_id}
+            self.world.log_seq += 1
+            insert_id = f"sim{self.world.log_seq:010d}"
+            if payload == "json":
+                body = make_log_entry(
+                    self.project,
+                    when,
+                    severity,
+                    json_payload={"message": text},
+                    log_id=log_id,
+                    labels=labels,
+                    insert_id=insert_id,
+                )
+            else:
+                body = make_log_entry(
+                    self.project, when, severity, text=text, log_id=log_id, labels=labels, insert_id=insert_id
+                )
+            self.world.add_logs([body])
+            return body
+
+    def log_entries(self) -> list[dict[str, Any]]:
+        """Every stored LogEntry JSON body, oldest first (copies)."""
+        with self.world.lock:
+            return [json.loads(json.dumps(e.body)) for e in self.world.logs]
 
     # ---- lifecycle
     def start(self) -> GcpSimulator:
@@ -1291,6 +2024,65 @@ class GcpSimulator:
         if m["id"] not in infos:
             raise ApiError(404, f"QuotaInfo {m['id']} of service {m['service']} was not found.")
         return quota_info_json(w, m["id"], infos[m["id"]])
+
+    # ---- Cloud Logging
+    def _list_log_entries(self, m: re.Match[str], query: dict[str, str], raw: bytes) -> dict[str, Any]:
+        """entries.list: resourceNames, filter, orderBy ("timestamp asc" | "timestamp desc"), pageSize
+        (default 50, at most 1000), pageToken."""
+        w = self.world
+        body = _json_body(raw)
+        names = body.get("resourceNames") or [f"projects/{p}" for p in body.get("projectIds") or []]
+        if not names:
+            raise ApiError(400, "resourceNames: at least one resource name is required.")
+        for name in names:
+            match = re.match(r"^projects/([^/]+)$", str(name))
+            if match is None:
+                raise ApiError(400, f"Invalid resource name {name!r}: the simulator serves projects/* only.")
+            w.check(match.group(1))
+        filter_text = str(body.get("filter") or "")
+        order = " ".join(str(body.get("orderBy") or "timestamp asc").lower().split())
+        if order not in ("timestamp asc", "timestamp desc", "timestamp"):
+            raise ApiError(
+                400, f'Invalid orderBy {body.get("orderBy")!r}: use "timestamp asc" or "timestamp desc".'
+            )
+        descending = order == "timestamp desc"
+        key = (filter_text, descending)
+        matched = w.log_cache.get(key)
+        if matched is None:
+            try:
+                predicate = parse_log_filter(filter_text)
+            except FilterError as exc:
+                raise ApiError(400, f"Unparseable filter: {exc}") from None
+            matched = [e for e in w.logs if predicate(e)]
+            if descending:
+                matched.reverse()
+            if len(w.log_cache) > 64:
+                w.log_cache.clear()
+            w.log_cache[key] = matched
+        try:
+            size = int(body.get("pageSize") or LOG_PAGE_SIZE_DEFAULT)
+        except (TypeError, ValueError):
+            raise ApiError(400, "Invalid pageSize.") from None
+        size = min(max(size, 1), LOG_PAGE_SIZE_MAX)
+        signature = f"{zlib.crc32(repr(key).encode()):08x}"
+        offset = 0
+        token = body.get("pageToken")
+        if token:
+            try:
+                decoded = json.loads(base64.urlsafe_b64decode(str(token).encode()))
+                offset, token_signature = int(decoded["o"]), str(decoded["s"])
+            except (ValueError, KeyError, TypeError, binascii.Error):
+                raise ApiError(400, "Invalid page token.") from None
+            if token_signature != signature or not 0 <= offset <= len(matched):
+                raise ApiError(400, "Invalid page token: the query changed.")
+        page = matched[offset : offset + size]
+        result: dict[str, Any] = {}
+        if page:
+            result["entries"] = [json.loads(json.dumps(e.body)) for e in page]
+        if offset + size < len(matched):
+            next_token = json.dumps({"o": offset + size, "s": signature}).encode()
+            result["nextPageToken"] = base64.urlsafe_b64encode(next_token).decode()
+        return result
 
     # ---- Secret Manager (payloads never appear in a message)
     def _secret(self, m: re.Match[str]) -> SimSecret:

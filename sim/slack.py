@@ -48,11 +48,16 @@ class Message:
     @property
     def in_progress(self) -> bool:
         """Whether this is an intermediate state (an hourglass, or a running operation's Cancel button)."""
-        return self.text.startswith(":hourglass_flowing_sand:") or any(
-            element.get("action_id") == "cancel_operation"
-            for block in self.blocks
-            if block.get("type") == "actions"
-            for element in block.get("elements", [])
+        hourglass = ":hourglass_flowing_sand:"
+        texts = [self.text] + [render_block(block).strip() for block in self.blocks]
+        return (
+            any(text.startswith(hourglass) for text in texts)
+            or any(
+                element.get("action_id") == "cancel_operation"
+                for block in self.blocks
+                if block.get("type") == "actions"
+                for element in block.get("elements", [])
+            )
         )
 
     def buttons(self) -> list[tuple[str, dict[str, Any]]]:
@@ -187,12 +192,13 @@ class SlackSimulator:
                 }
             )
 
-    def wait_for(self, predicate: Any, timeout: float = 10.0) -> Message | None:
-        """The first recorded message matching `predicate`, waiting up to `timeout` seconds."""
+    def wait_for(self, predicate: Any, timeout: float = 10.0, *, start: int = 0) -> Message | None:
+        """The first message recorded at index `start` or later that matches `predicate`, waiting up to
+        `timeout` seconds."""
         deadline = time.monotonic() + timeout
         with self._changed:
             while True:
-                for message in self.messages:
+                for message in self.messages[start:]:
                     if predicate(message):
                         return message
                 remaining = deadline - time.monotonic()

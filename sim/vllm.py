@@ -23,6 +23,12 @@ Scenario keys (the `vllm` section of a scenario file; defaults in `DEFAULTS`):
     prefix_cache_hit_rate  hit rate of the pre-start history (0..1)
     block_size, num_gpu_blocks   shown in `vllm:cache_config_info`
     boot_s            seconds the "booting" mode refuses connections before turning ready
+    tool_calling      true: the server runs with `--enable-auto-tool-choice --tool-call-parser gemma4`, so a
+                      request with `tools` gets OpenAI `tool_calls` (the tool picked by keyword rules, see
+                      `TOOL_KEYWORDS`), and once a `tool` message answered it, a final text answer; false:
+                      `tool_choice: "auto"` (explicit, or implied by `tools`) is refused with vLLM's HTTP 400
+                      `"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set`
+                      ("none", "required" and a named tool still work, as in vLLM)
 
 Controls (thread-safe, callable while serving): `set_mode("ready" | "engine-dead" | "slow" | "booting")`,
 `set_latency(seconds)`, `fail_next(path_pattern, status, count=1)`. "booting" closes the port (connection
@@ -38,6 +44,7 @@ import itertools
 import json
 import logging
 import random
+import re
 import socket
 import threading
 import time
@@ -68,7 +75,29 @@ DEFAULTS: dict[str, Any] = {
     "block_size": 16,
     "num_gpu_blocks": 16384,
     "boot_s": 3.0,
+    "tool_calling": True,
 }
+
+# vLLM's refusal of tool_choice "auto" without the flags (serving_chat.py; notes vllm.md section 1.6).
+AUTO_TOOL_CHOICE_MESSAGE = (
+    '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+)
+
+# Keyword rules of the simulated tool-calling model: the first tool (in this order) that the request offers
+# and whose keywords appear in the last user message is called.
+TOOL_KEYWORDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "suggest_command",
+        ("delete", "remove", "destroy", "stop", "start", "restart", "reset", "create", "recreate", "kill"),
+    ),
+    ("logs", ("log", "logs", "error", "errors", "crash", "crashed", "fail", "failed", "failing", "oom")),
+    ("metrics", ("metric", "metrics", "throughput", "latency", "ttft", "tpot", "kv", "cache", "load")),
+    ("cost", ("cost", "costs", "price", "spend", "spent", "bill", "burn")),
+    ("describe", ("describe", "detail", "details")),
+    ("list", ("list", "queued", "resources", "which", "nodes")),
+    ("status", ("status", "down", "up", "health", "healthy", "running", "ready", "alive", "state")),
+)
+_CHANGE_VERBS = TOOL_KEYWORDS[0][1]
 
 MODES = ("ready", "engine-dead", "slow", "booting")
 
@@ -603,10 +632,21 @@ class VllmSimulator:
                 f"({max_tokens} > {limit} - {prompt}).",
                 "BadRequestError",
             )
+        tool_call = self._plan_tools(body, messages)
         if self._mode == "engine-dead":
             raise _HTTPError(500, ENGINE_DEAD_MESSAGE, "InternalServerError")
         last = words[-1].lower().strip("?!.") if words else ""
         answer = ["pong"] if prompt == 1 and last == "ping" else list(_CANNED)
+        if tool_call is not None:
+            answer = [tool_call["function"]["arguments"]]
+        elif (
+            body.get("tools")
+            and messages
+            and isinstance(messages[-1], dict)
+            and messages[-1].get("role") == "tool"
+        ):
+            result = str(messages[-1].get("content") or "").split()
+            answer = ["Based", "on", "the", "tool", "result:", *result[:40]]
         tokens = answer[:max_tokens]
         options = body.get("stream_options") or {}
         return {
@@ -620,6 +660,58 @@ class VllmSimulator:
             "stream": stream,
             "include_usage": bool(isinstance(options, dict) and options.get("include_usage")),
             "continuous_usage": bool(isinstance(options, dict) and options.get("continuous_usage_stats")),
+            "tool_call": tool_call,
+        }
+
+    def _plan_tools(self, body: dict[str, Any], messages: list[Any]) -> dict[str, Any] | None:
+        """The tool call to answer with (OpenAI `tool_calls[0]` shape), or None for a text answer.
+
+        Raises:
+            _HTTPError: 400 for malformed `tools`, an unknown named tool, or `tool_choice: "auto"` while the
+                scenario's `tool_calling` is false (vLLM's exact message).
+        """
+        tools = body.get("tools")
+        if not tools:
+            return None
+        if not isinstance(tools, list) or not all(
+            isinstance(t, dict) and isinstance(t.get("function"), dict) and t["function"].get("name")
+            for t in tools
+        ):
+            raise _HTTPError(
+                400, "tools must be a list of {type: function, function: {name, ...}}", "BadRequestError"
+            )
+        choice = body.get("tool_choice", "auto")
+        if choice == "auto" and not self.config.get("tool_calling"):
+            raise _HTTPError(400, AUTO_TOOL_CHOICE_MESSAGE, "BadRequestError")
+        if choice == "none":
+            return None
+        offered = {str(t["function"]["name"]): t["function"] for t in tools}
+        last = messages[-1] if messages and isinstance(messages[-1], dict) else {}
+        question = next(
+            (
+                str(m.get("content") or "")
+                for m in reversed(messages)
+                if isinstance(m, dict) and m.get("role") == "user"
+            ),
+            "",
+        )
+        if isinstance(choice, dict):
+            name = str((choice.get("function") or {}).get("name", ""))
+            if name not in offered:
+                raise _HTTPError(400, f"Tool '{name}' has not been passed in `tools`.", "BadRequestError")
+        else:
+            if choice == "auto" and last.get("role") == "tool":
+                return None  # the tool answered: now the final text answer
+            words = {w.strip("?!.,:;'\"()").lower() for w in question.split()}
+            name = next((n for n, keys in TOOL_KEYWORDS if n in offered and words & set(keys)), "")
+            if not name:
+                if choice != "required":
+                    return None
+                name = next(iter(offered))
+        return {
+            "id": f"chatcmpl-tool-{uuid.uuid4().hex}",
+            "type": "function",
+            "function": {"name": name, "arguments": json.dumps(_tool_arguments(offered[name], question))},
         }
 
     def generate(self, plan: dict[str, Any], started: float) -> Generator[tuple[str, float], None, None]:
@@ -779,6 +871,7 @@ def _make_handler(sim: VllmSimulator) -> type[BaseHTTPRequestHandler]:
                 return
             text = "".join(token for token, _ in sim.generate(plan, started))
             completion = len(plan["tokens"])
+            tool_call = plan["tool_call"]
             self._json(
                 200,
                 {
@@ -791,16 +884,16 @@ def _make_handler(sim: VllmSimulator) -> type[BaseHTTPRequestHandler]:
                             "index": 0,
                             "message": {
                                 "role": "assistant",
-                                "content": text,
+                                "content": None if tool_call else text,
                                 "refusal": None,
                                 "annotations": None,
                                 "audio": None,
                                 "function_call": None,
-                                "tool_calls": [],
+                                "tool_calls": [tool_call] if tool_call else [],
                                 "reasoning_content": None,
                             },
                             "logprobs": None,
-                            "finish_reason": plan["finish"],
+                            "finish_reason": "tool_calls" if tool_call else plan["finish"],
                             "stop_reason": None,
                             "token_ids": None,
                         }
@@ -840,19 +933,43 @@ def _make_handler(sim: VllmSimulator) -> type[BaseHTTPRequestHandler]:
 
             event(choice({"role": "assistant", "content": ""}))
             generator = sim.generate(plan, started)
+            tool_call = plan["tool_call"]
             try:
                 for token, _ in generator:
                     emitted += 1
-                    event(choice({"content": token}))
+                    if tool_call:  # the whole call in one delta (vLLM streams argument fragments)
+                        event(choice({"tool_calls": [{"index": 0, **tool_call}]}))
+                    else:
+                        event(choice({"content": token}))
             finally:
                 generator.close()
-            event(choice({"content": ""}, plan["finish"]))
+            event(choice({"content": ""}, "tool_calls" if tool_call else plan["finish"]))
             if plan["include_usage"]:
                 event([], sim.usage(plan["prompt"], emitted))
             self._chunk(b"data: [DONE]\n\n")
             self._chunk(b"")
 
     return Handler
+
+
+def _tool_arguments(function: dict[str, Any], question: str) -> dict[str, Any]:
+    """Arguments for a simulated tool call: each required string parameter gets a value from the question
+    (a command for `command`, else the first resource-like word with a hyphen, else "")."""
+    params = function.get("parameters") or {}
+    properties = params.get("properties") or {}
+    words = [w.strip("?!.,:;'\"()`") for w in question.split()]
+    lowered = [w.lower() for w in words]
+    resource = next((w for w in words if re.match(r"^[a-z][a-z0-9]*(-[a-z0-9]+)+$", w)), "")
+    args: dict[str, Any] = {}
+    for name in params.get("required") or []:
+        if (properties.get(name) or {}).get("type", "string") != "string":
+            continue
+        if name == "command":
+            verb = next((w for w in lowered if w in _CHANGE_VERBS), "status")
+            args[name] = f"/tpu {verb} {resource}".strip() if resource else f"/vllm {verb}"
+        else:
+            args[name] = resource
+    return args
 
 
 def _kind(status: int) -> str:

@@ -29,9 +29,17 @@ _STATE_ICONS = {
     "deleted": ":wastebasket:",
     "requesting": ":arrow_right:",
     "pending": ":white_circle:",
-    "not tried": ":white_circle:",
+    "not": ":white_circle:",
     "cancelled": ":no_entry_sign:",
+    "failed": ":red_circle:",
+    "skipped": ":fast_forward:",
+    "leftover": ":warning:",
 }
+
+
+def _icon(state: str) -> str:
+    """An icon for a zone's search state: its first word decides; queue states get an hourglass."""
+    return _STATE_ICONS.get(state.split(":")[0].split(" ")[0], ":hourglass:")
 
 
 def zone_list(word: str) -> list[str]:
@@ -174,10 +182,7 @@ def _preview_find(
 
 
 def _progress_reply(ctx: Context, title: str, states: Mapping[str, str], running: bool) -> Reply:
-    lines = [
-        f"{_STATE_ICONS.get(state.split(':')[0].split(' ')[0], ':hourglass_flowing_sand:')} `{zone}` {state}"
-        for zone, state in states.items()
-    ]
+    lines = [f"{_icon(state)} `{zone}` {state}" for zone, state in states.items()]
     blocks = [header(title), section("\n".join(lines) or "starting…")]
     if running:
         blocks.append(cancel_button(ctx.operation_id))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.commands import Param, Role, registry
+from bot.commands import Param, Role, echo, registry
 from bot.config import masked
 from bot.context import Context
 from bot.render import Reply, blocks_reply, section, text_reply
@@ -23,7 +23,9 @@ def show_help(ctx: Context, topic: str | None) -> Reply:
         command = next((c for c in reg.commands() if list(c.words) == words), None)
         if command is None:
             groups = ", ".join(reg.groups())
-            return text_reply(f"No help topic `{topic}`. Topics: {groups}, or a command such as `tpu list`.")
+            return text_reply(
+                f"No help topic `{echo(topic)}`. Topics: {groups}, or a command such as `tpu list`."
+            )
         lines = [f"`{command.usage()}`", command.summary]
         lines += [f"• `{p.flag or p.metavar}`: {p.help}" for p in command.params]
         if command.role > Role.VIEWER:

@@ -10,7 +10,7 @@ from typing import Any
 
 from slack_bolt import Ack, App
 
-from bot.commands import Registry, UsageError
+from bot.commands import Registry, UsageError, echo
 from bot.runner import Origin, Runner
 
 
@@ -21,13 +21,14 @@ def register(app: App, registry: Registry, runner: Runner) -> None:
 
 def _listener(group: str, registry: Registry, runner: Runner) -> Any:
     def on_command(ack: Ack, command: dict[str, Any]) -> None:
-        typed = command.get("text", "")
+        raw = command.get("text")
+        typed = raw if isinstance(raw, str) else ""
         try:
             invocation = registry.parse(f"{group} {typed}")
         except UsageError as exc:
             ack(text=str(exc))
             return
-        ack(text=f":hourglass_flowing_sand: `{f'/{group} {typed.strip()}'.strip()}` …")
+        ack(text=f":hourglass_flowing_sand: `{echo(f'/{group} {typed.strip()}'.strip())}` …")
         runner.submit(
             invocation,
             Origin(

@@ -88,3 +88,57 @@ def test_roles_limit_who_may_read() -> None:
         by_group.slack.usergroups["S0VIEWERS1"] = [by_group.user.user_id]
         out, _ = by_group.user.run("/tpu list", timeout=20)
         assert "gemma4-qr" in "\n".join(out)
+
+
+def test_echoed_input_cannot_ping_the_channel(demo: Demo) -> None:
+    out, answered = demo.user.run("@gemma-bot tpu describe &lt;!channel&gt;")
+    assert answered
+    reply = demo.slack.messages[-1]
+    assert "<!channel>" not in reply.text and "&lt;!channel&gt;" in reply.text
+    out, _ = demo.user.run("@gemma-bot help &lt;!here&gt;")
+    assert "<!here>" not in demo.slack.messages[-1].text
+
+
+def test_huge_mention_still_gets_an_answer(demo: Demo) -> None:
+    out, answered = demo.user.run("@gemma-bot " + "y" * 100_000)
+    assert answered and "too long" in "\n".join(out)
+
+
+def test_retried_event_is_answered_once(demo: Demo) -> None:
+    ts = f"{int(time.time())}.777777"
+    body = demo.user.mention_body("vllm endpoint", ts)
+    for retry in (None, "1", "2"):
+        headers_extra = {} if retry is None else {"X-Slack-Retry-Num": retry}
+        assert demo.user.post_signed(body, "application/json", extra_headers=headers_extra).status_code == 200
+    assert demo.slack.wait_for(lambda m: m.thread_ts == ts, timeout=20) is not None
+    time.sleep(1.0)
+    assert sum(1 for m in demo.slack.messages if m.thread_ts == ts) == 1
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type"),
+    [
+        ("not json", "application/json"),
+        ("[1, 2]", "application/json"),
+        ("payload={bad", "application/x-www-form-urlencoded"),
+    ],
+)
+def test_malformed_signed_bodies_get_400(demo: Demo, body: str, content_type: str) -> None:
+    assert demo.user.post_signed(body, content_type).status_code == 400
+
+
+def test_non_numeric_timestamp_is_401(demo: Demo) -> None:
+    response = httpx.post(
+        demo.server.url + "/slack/events",
+        content="token=x",
+        headers={"X-Slack-Request-Timestamp": "abc", "X-Slack-Signature": "v0=00"},
+    )
+    assert response.status_code == 401
+
+
+def test_mention_with_non_text_is_answered(demo: Demo) -> None:
+    payload = json.loads(demo.user.mention_body("x", "1.000001"))
+    payload["event"]["text"] = None
+    payload["event"]["ts"] = ts = f"{int(time.time())}.888888"
+    assert demo.user.post_signed(json.dumps(payload), "application/json").status_code == 200
+    assert demo.slack.wait_for(lambda m: m.thread_ts == ts, timeout=20) is not None

@@ -1,0 +1,243 @@
+"""`/vllm bench` and `/vllm sweep`: `vllm bench serve` inside the container on the VM, as the reference setup
+runs it; results parsed (current and older output formats), shown as a table and stored; a sweep uploads a
+heatmap PNG and the CSV to the thread."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
+from bot.commands import Param, Role, int_range, registry
+from bot.context import Context
+from bot.render import Attachment, Reply, blocks_reply, cancel_button, code, context, header, section
+from ops.bench import BenchResult, SweepPoint, heatmap_png, parse_bench_serve, plan_sweep, sweep_csv
+from ops.errors import Cancelled, OpsError
+from ops.metrics import kv_cache_capacity_tokens
+from ops.remote import BenchParams
+
+
+def int_list(low: int, high: int) -> Callable[[str], list[int]]:
+    """Comma-separated whole numbers from `low` to `high`, e.g. 1,8,64."""
+    single = int_range(low, high)
+
+    def convert(word: str) -> list[int]:
+        values = [single(part) for part in word.split(",") if part]
+        if not values or len(values) > 8:
+            raise ValueError("give 1 to 8 comma-separated values, e.g. 1,8,64")
+        return values
+
+    return convert
+
+
+def _row(label: str, value: float | int | None, unit: str = "") -> str:
+    shown = "-" if value is None else (f"{value:,.2f}" if isinstance(value, float) else f"{value:,}")
+    return f"{label:<34}{shown} {unit}".rstrip()
+
+
+def result_table(r: BenchResult) -> str:
+    """The figures of one benchmark as a fixed-width table (milliseconds, tokens/s, requests/s)."""
+    rows = [
+        _row("Successful / failed requests", r.successful_requests),
+        _row("Failed requests", r.failed_requests),
+        _row("Max concurrency", r.max_concurrency),
+        _row("Duration", r.duration_s, "s"),
+        _row("Input / generated tokens", r.total_input_tokens),
+        _row("Generated tokens", r.total_generated_tokens),
+        _row("Request throughput", r.request_throughput, "req/s"),
+        _row("Output token throughput", r.output_throughput, "tok/s"),
+        _row("Peak output token throughput", r.peak_output_throughput, "tok/s"),
+        _row("Total token throughput", r.total_token_throughput, "tok/s"),
+        _row("TTFT mean / median / P99", r.mean_ttft_ms, "ms"),
+        _row("", r.median_ttft_ms, "ms"),
+        _row("", r.p99_ttft_ms, "ms"),
+        _row("TPOT mean / median / P99", r.mean_tpot_ms, "ms"),
+        _row("", r.median_tpot_ms, "ms"),
+        _row("", r.p99_tpot_ms, "ms"),
+        _row("ITL mean / median / P99", r.mean_itl_ms, "ms"),
+        _row("", r.median_itl_ms, "ms"),
+        _row("", r.p99_itl_ms, "ms"),
+    ]
+    return "\n".join(rows)
+
+
+_SIZE_PARAMS = (
+    Param(
+        "prompts", "requests to send (default 100)", flag="--prompts", kind=int_range(1, 10000), metavar="N"
+    ),
+    Param(
+        "output_len",
+        "output tokens per request (default 128)",
+        flag="--output-len",
+        kind=int_range(1, 32768),
+        metavar="L",
+    ),
+)
+
+
+def _params(
+    ctx: Context, prompts: int | None, input_len: int, output_len: int | None, concurrency: int
+) -> BenchParams:
+    s = ctx.services.settings
+    return BenchParams(
+        model=s.vllm_model,
+        num_prompts=prompts or 100,
+        input_len=input_len,
+        output_len=output_len or 128,
+        max_concurrency=concurrency,
+        port=s.vllm_port,
+    )
+
+
+@registry.command(
+    "vllm bench",
+    "Run vllm bench serve in the container; show and store TTFT, TPOT, ITL and throughput",
+    *_SIZE_PARAMS,
+    Param(
+        "input_len",
+        "prompt tokens per request (default 1024)",
+        flag="--input-len",
+        kind=int_range(1, 262144),
+        metavar="L",
+    ),
+    Param(
+        "concurrency",
+        "requests in flight (default 16)",
+        flag="--concurrency",
+        kind=int_range(1, 4096),
+        metavar="C",
+    ),
+    role=Role.OPERATOR,
+)
+def vllm_bench(
+    ctx: Context, prompts: int | None, output_len: int | None, input_len: int | None, concurrency: int | None
+) -> Reply:
+    params = _params(ctx, prompts, input_len or 1024, output_len, concurrency or 16)
+    if ctx.progress is not None:
+        ctx.progress.update(
+            blocks_reply([section(f":hourglass_flowing_sand: Benchmarking: {_describe(params)} …")])
+        )
+    container, host = ctx.services.container()
+    with host:
+        output = container.bench(params)
+    result = parse_bench_serve(output)
+    run_id = ctx.services.store.save_bench("bench", asdict(params), _figures(result), now=ctx.services.now())
+    reply = blocks_reply(
+        [
+            header("vllm bench serve"),
+            section(code(result_table(result))),
+            context(f"{_describe(params)} · stored as run {run_id}"),
+        ]
+    )
+    reply.files.append(Attachment("bench-serve.txt", output, "vllm bench serve output"))
+    return reply
+
+
+def _describe(p: BenchParams) -> str:
+    tokens = f"input {p.input_len} / output {p.output_len} tokens"
+    return f"{p.num_prompts} prompts, {tokens}, concurrency {p.max_concurrency}"
+
+
+def _figures(result: BenchResult) -> dict[str, Any]:
+    return {k: v for k, v in asdict(result).items() if k != "percentiles_ms"}
+
+
+@registry.command(
+    "vllm sweep",
+    "Benchmark a grid of concurrency x input length; skips cells beyond the KV cache; heatmap and CSV",
+    Param(
+        "concurrency",
+        "comma-separated, e.g. 1,8,64",
+        flag="--concurrency",
+        kind=int_list(1, 4096),
+        required=True,
+        metavar="C,C",
+    ),
+    Param(
+        "input_len",
+        "comma-separated tokens, e.g. 128,1024,4096",
+        flag="--input-len",
+        kind=int_list(1, 262144),
+        required=True,
+        metavar="L,L",
+    ),
+    *_SIZE_PARAMS,
+    role=Role.OPERATOR,
+)
+def vllm_sweep(
+    ctx: Context, concurrency: list[int], input_len: list[int], prompts: int | None, output_len: int | None
+) -> Reply:
+    """Plan with the KV-cache capacity read from the metrics (`vllm:cache_config_info`), run each cell,
+    report progress in one message (with Cancel), and attach the heatmap and CSV."""
+    client, _ = ctx.services.vllm()
+    with client:
+        capacity = kv_cache_capacity_tokens(client.metrics())
+    if capacity is None:
+        raise OpsError(
+            "the KV-cache capacity is unknown (no vllm:cache_config_info)", "is vLLM up? try /vllm metrics"
+        )
+    points = plan_sweep(concurrency, input_len, output_len or 128, capacity)
+    done: list[SweepPoint] = []
+    container, host = ctx.services.container()
+    with host:
+        for index, point in enumerate(points):
+            if ctx.cancelled.is_set():
+                raise Cancelled("sweep cancelled", f"{len(done)} of {len(points)} cells were run")
+            _show_progress(ctx, points, done, index)
+            if point.skipped:
+                done.append(point)
+                continue
+            params = _params(ctx, prompts, point.input_len, output_len, point.concurrency)
+            try:
+                result = parse_bench_serve(container.bench(params))
+            except OpsError as exc:
+                done.append(
+                    SweepPoint(point.concurrency, point.input_len, point.output_len, reason=exc.message)
+                )
+                continue
+            done.append(SweepPoint(point.concurrency, point.input_len, point.output_len, result=result))
+    ctx.services.store.save_bench(
+        "sweep",
+        {"concurrency": concurrency, "input_len": input_len, "kv_capacity_tokens": capacity},
+        {"csv": sweep_csv(done)},
+        now=ctx.services.now(),
+    )
+    ran = sum(1 for p in done if p.result is not None)
+    skipped = sum(1 for p in done if p.skipped)
+    reply = blocks_reply(
+        [
+            header("vLLM sweep"),
+            section(
+                f"Ran {ran} cells, skipped {skipped} (beyond the KV cache of {capacity:,} tokens), "
+                f"failed {len(done) - ran - skipped}. Output token throughput in the heatmap."
+            ),
+            context("Files: sweep-heatmap.png, sweep.csv"),
+        ]
+    )
+    reply.files.append(Attachment("sweep-heatmap.png", heatmap_png(done), "Output token throughput"))
+    reply.files.append(Attachment("sweep.csv", sweep_csv(done), "Sweep results"))
+    return reply
+
+
+def _cell_state(point: SweepPoint) -> str:
+    if point.skipped:
+        return "skipped (KV)"
+    if point.result is not None and point.result.output_throughput is not None:
+        return f"{point.result.output_throughput:,.0f} tok/s"
+    return f"failed: {point.reason}"
+
+
+def _show_progress(ctx: Context, points: list[SweepPoint], done: list[SweepPoint], index: int) -> None:
+    if ctx.progress is None:
+        return
+    lines = []
+    for i, p in enumerate(points):
+        label = f"c={p.concurrency:<5} in={p.input_len:<6}"
+        if i < len(done):
+            state = _cell_state(done[i])
+        else:
+            state = "running…" if i == index else "queued"
+        lines.append(f"{label} {state}")
+    ctx.progress.update(
+        blocks_reply([header("vLLM sweep"), section(code("\n".join(lines))), cancel_button(ctx.operation_id)])
+    )

@@ -1,0 +1,208 @@
+"""`/vllm` commands on the TPU VM over SSH: status, logs, syslog, start, stop, restart, rm.
+
+Every remote command comes from the fixed templates of `ops.remote`; each argument from Slack is checked
+here when it is parsed (so bad input gets the usage line) and again, then quoted, in `ops.remote`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+from bot.commands import Param, Role, registry
+from bot.context import Context
+from bot.render import Attachment, Reply, ago, blocks_reply, code, context, section
+from llm.diagnose import Finding, diagnose
+from ops import remote
+from ops.errors import BadInput, OpsError
+from ops.remote import ContainerStatus, VllmContainer
+from ops.vllm import HealthCheck
+
+SHOWN_LOG_LINES = 25
+DIAGNOSE_TAIL = 400
+
+
+def _remote_kind(kind: str) -> Callable[[str], str]:
+    """An argument type checked by `ops.remote.validate(kind, ...)` (ValueError for the parser)."""
+
+    def convert(word: str) -> str:
+        try:
+            return remote.validate(kind, word)
+        except BadInput as exc:
+            raise ValueError(exc.message) from None
+
+    return convert
+
+
+def findings_text(findings: list[Finding]) -> str:
+    """Known failure signatures as markdown: what it is, the fix, the evidence line."""
+    lines = ["*Known failures in the log*"]
+    for f in findings:
+        lines.append(
+            f":rotating_light: *{f.name}*: {f.conclusion}\n    _Fix:_ {f.fix}\n    `{f.evidence[:200]}`"
+        )
+    return "\n".join(lines)
+
+
+def _health(ctx: Context) -> HealthCheck | OpsError:
+    try:
+        client, _ = ctx.services.vllm()
+    except OpsError as exc:
+        return exc
+    with client:
+        return client.health()
+
+
+def _describe(status: ContainerStatus, health: HealthCheck | OpsError | None, now: datetime) -> str:
+    """The container's state in words, telling a booting server ("starting") from a dead one; with
+    `health` None, only what docker says."""
+    if not status.exists:
+        return ":white_circle: no vLLM container on the VM"
+    base = f"image `{status.image}` · restarts {status.restart_count}"
+    if status.running:
+        up = f"up {ago(status.started_at, now).removesuffix(' ago')}"
+        if health is None:
+            return f":large_green_circle: running ({up})\n{base}"
+        if isinstance(health, OpsError):
+            return f":large_yellow_circle: running ({up}); /health unknown: {health.message}\n{base}"
+        if health.state == "ready":
+            return f":large_green_circle: serving: running ({up}), /health ready\n{base}"
+        if health.state in ("refused", "timeout"):
+            return (
+                f":large_blue_circle: starting: running ({up}) and vLLM is not answering yet; it loads the "
+                f"weights and compiles for about 10 minutes on TPU before it listens\n{base}"
+            )
+        return f":red_circle: running ({up}) but /health is {health.state}: {health.detail}\n{base}"
+    exited = f" with code {status.exit_code}" if status.exit_code is not None else ""
+    when = f" {ago(status.finished_at, now)}" if status.finished_at else ""
+    return f":red_circle: {status.state}{exited}{when}\n{base}"
+
+
+@registry.command(
+    "vllm status", "The vLLM container on the TPU VM: state, image, uptime, restarts, readiness"
+)
+def vllm_status(ctx: Context) -> Reply:
+    container, host = ctx.services.container()
+    with host:
+        status = container.status()
+        health = (
+            _health(ctx) if status.running else HealthCheck("refused", None, 0.0, "container not running")
+        )
+        findings = diagnose(container.logs(tail=DIAGNOSE_TAIL)) if status.exists else []
+    blocks = [
+        section(
+            f"*vLLM container* `{container.name}` on `{host.host}`\n"
+            + _describe(status, health, ctx.services.now())
+        )
+    ]
+    if findings:
+        blocks.append(section(findings_text(findings)))
+    return blocks_reply(blocks)
+
+
+@registry.command(
+    "vllm logs",
+    "The container's log: last lines here, the whole output as a file, known failures named",
+    Param("tail", "lines (default 200)", flag="--tail", kind=_remote_kind("tail"), metavar="N"),
+    Param("since", "only newer than D, e.g. 10m", flag="--since", kind=_remote_kind("since"), metavar="D"),
+    Param(
+        "grep",
+        "only lines containing TEXT (quote spaces)",
+        flag="--grep",
+        kind=_remote_kind("text"),
+        metavar="TEXT",
+    ),
+)
+def vllm_logs(ctx: Context, tail: str | None, since: str | None, grep: str | None) -> Reply:
+    container, host = ctx.services.container()
+    with host:
+        text = container.logs(tail=int(tail or 200), since=since, grep=grep)
+    return _log_reply(f"`{container.name}` log", text, f"{container.name}.log")
+
+
+@registry.command(
+    "vllm syslog",
+    "The TPU VM's system journal for a unit (default docker.service)",
+    Param(
+        "unit", "systemd unit (default docker.service)", flag="--unit", kind=_remote_kind("unit"), metavar="U"
+    ),
+    Param("tail", "lines (default 200)", flag="--tail", kind=_remote_kind("tail"), metavar="N"),
+)
+def vllm_syslog(ctx: Context, unit: str | None, tail: str | None) -> Reply:
+    container, host = ctx.services.container()
+    unit = unit or "docker.service"
+    with host:
+        text = container.syslog(unit=unit, tail=int(tail or 200))
+    return _log_reply(f"journal of `{unit}`", text, f"{unit}.log")
+
+
+def _log_reply(title: str, text: str, filename: str) -> Reply:
+    lines = text.splitlines()
+    shown = "\n".join(lines[-SHOWN_LOG_LINES:]) or "(no lines)"
+    blocks = [
+        section(f"*{title}*: last {min(len(lines), SHOWN_LOG_LINES)} of {len(lines)} lines"),
+        section(code(shown[-2800:])),
+    ]
+    findings = diagnose(text)
+    if findings:
+        blocks.append(section(findings_text(findings)))
+    reply = blocks_reply(blocks)
+    if len(lines) > SHOWN_LOG_LINES:
+        reply.files.append(Attachment(filename, text, title.replace("`", "")))
+        reply.blocks.append(context(f"The whole output is attached as `{filename}`."))
+    return reply
+
+
+def _container_command(
+    verb: str, summary: str, act: Callable[[Context, VllmContainer], ContainerStatus | None]
+) -> None:
+    """Declare `/vllm VERB`: operator, confirmed, previewing the container's current state."""
+
+    def preview(ctx: Context) -> Reply:
+        container, host = ctx.services.container()
+        with host:
+            status = container.status()
+        now = ctx.services.now()
+        spec = ctx.services.vllm_spec()
+        plan = (
+            f"*{verb.capitalize()}* the vLLM container `{container.name}` on `{host.host}`. Now: "
+            + _describe(status, None, now).split("\n")[0]
+        )
+        if verb in ("start", "restart"):
+            plan += (
+                f"\nServes `{spec.model}` from `{spec.image}`, "
+                f"tensor parallel size {spec.tensor_parallel_size}, max_model_len {spec.max_model_len}; "
+                f"the HF token is read on the VM from `{spec.hf_token_secret}`."
+            )
+        return blocks_reply([section(plan)])
+
+    def run(ctx: Context) -> Reply:
+        container, host = ctx.services.container()
+        with host:
+            act(ctx, container)
+            status = container.status()
+        ctx.services.endpoints.forget()
+        return blocks_reply(
+            [
+                section(
+                    f":white_check_mark: `{verb}` done.\n"
+                    + _describe(status, _health(ctx), ctx.services.now())
+                )
+            ]
+        )
+
+    registry.command(f"vllm {verb}", summary, role=Role.OPERATOR, changes_infra=True, preview=preview)(run)
+
+
+_container_command(
+    "start",
+    "Start the vLLM container (docker start, or docker run if it does not exist)",
+    lambda ctx, c: c.start(ctx.services.vllm_spec()),
+)
+_container_command("stop", "Stop the vLLM container", lambda ctx, c: c.stop())
+_container_command(
+    "restart",
+    "Recreate the vLLM container (docker rm -f, then docker run)",
+    lambda ctx, c: c.restart(ctx.services.vllm_spec()),
+)
+_container_command("rm", "Remove the vLLM container", lambda ctx, c: c.rm())

@@ -1,0 +1,78 @@
+"""`/gemma ask` and `/gemma stats`: ask the served model; the answer streams into one message.
+
+The message is edited at most once a second (`bot.progress.Progress`), however fast tokens arrive. Stats come
+from the streamed `usage` chunk (`stream_options.include_usage`), never from counting chunks.
+"""
+
+from __future__ import annotations
+
+from bot.commands import Param, int_range, registry
+from bot.context import Context
+from bot.handlers.formats import ms
+from bot.render import Reply, blocks_reply, context, section
+from llm.client import StreamResult
+
+DEFAULT_MAX_TOKENS = 512
+
+_PARAMS = (
+    Param(
+        "max_tokens",
+        f"most tokens to generate (default {DEFAULT_MAX_TOKENS})",
+        flag="--max-tokens",
+        kind=int_range(1, 8192),
+        metavar="N",
+    ),
+    Param("prompt", "what to ask", required=True, rest=True, metavar="PROMPT"),
+)
+
+
+def _stream(ctx: Context, prompt: str, max_tokens: int | None) -> tuple[StreamResult, str]:
+    gemma, endpoint = ctx.services.gemma()
+    parts: list[str] = []
+
+    def on_delta(fragment: str) -> None:
+        parts.append(fragment)
+        if ctx.progress is not None:
+            text = "".join(parts)
+            generating = context(":hourglass_flowing_sand: generating…")
+            ctx.progress.update(Reply(text=text + " …", blocks=[section(text[-2900:] + " …"), generating]))
+
+    with gemma:
+        result = gemma.stream(
+            [{"role": "user", "content": prompt}],
+            max_tokens=max_tokens or DEFAULT_MAX_TOKENS,
+            on_delta=on_delta,
+        )
+    return result, endpoint.url
+
+
+def _answer_blocks(result: StreamResult) -> list[dict[str, object]]:
+    text = result.text.strip() or "(empty answer)"
+    blocks: list[dict[str, object]] = [section(text[:2900])]
+    if result.finish_reason == "length":
+        blocks.append(context("_Stopped at the token limit (--max-tokens)._"))
+    return blocks
+
+
+@registry.command("gemma ask", "Ask the served model; the answer streams into one message", *_PARAMS)
+def gemma_ask(ctx: Context, max_tokens: int | None, prompt: str) -> Reply:
+    result, _ = _stream(ctx, prompt, max_tokens)
+    return blocks_reply(_answer_blocks(result))
+
+
+@registry.command(
+    "gemma stats", "Ask, then show TTFT, TPOT, tokens/s and token counts of the answer", *_PARAMS
+)
+def gemma_stats(ctx: Context, max_tokens: int | None, prompt: str) -> Reply:
+    result, url = _stream(ctx, prompt, max_tokens)
+    rate = "-" if result.output_tokens_per_s is None else f"{result.output_tokens_per_s:,.1f} tok/s"
+    stats = (
+        f"*TTFT* {ms(result.ttft_s)} · *TPOT* {ms(result.tpot_s)} · *output* {rate} · "
+        f"*tokens* prompt {result.prompt_tokens if result.prompt_tokens is not None else '-'}, "
+        f"completion {result.completion_tokens if result.completion_tokens is not None else '-'} · "
+        f"*total* {ms(result.total_s)}"
+    )
+    blocks = [*_answer_blocks(result), section(stats)]
+    note = result.note or "counts from the server's usage chunk"
+    blocks.append(context(f"{note} · `{url}` · finish_reason {result.finish_reason}"))
+    return blocks_reply(blocks)

@@ -1,0 +1,368 @@
+"""Read TPU VM logs from Cloud Logging (REST, through the real `google.cloud.logging` client).
+
+TPU VMs log under the monitored resource `resource.type="tpu_worker"` with the labels `project_id`,
+`zone`, `node_id` and `worker_id` (/work/shared/notes/google-apis.md section 4.4). `build_filter` writes
+a Logging query for them, ALWAYS with an explicit `timestamp>="..."` bound: the client library appends
+`AND timestamp>="<now - 24 h>"` to any filter that lacks the word "timestamp" (section 0 item 7), which
+would silently hide older entries. `fetch` pages through `entries.list` newest first and yields
+`LogEntry` values; Google errors become `ops.errors`.
+
+User-supplied filter text (`/vllm logs --filter ...`) is checked by `validate_filter` (printable, at most
+500 characters, balanced quotes and parentheses) and passed to the API as data inside the JSON request
+body; it is never interpolated into a shell command or anything else.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from google.auth.credentials import Credentials
+
+from ops import google
+from ops.errors import BadInput, OpsError
+from ops.tpu import map_error
+
+__all__ = [
+    "MAX_FILTER_CHARS",
+    "RESOURCE_TYPE",
+    "SEVERITIES",
+    "LogEntry",
+    "build_filter",
+    "entry_from_api",
+    "fetch",
+    "severity_rank",
+    "validate_filter",
+]
+
+RESOURCE_TYPE = "tpu_worker"
+MAX_FILTER_CHARS = 500
+SEVERITIES = ("DEFAULT", "DEBUG", "INFO", "NOTICE", "WARNING", "ERROR", "CRITICAL", "ALERT", "EMERGENCY")
+"""Cloud Logging's LogSeverity names, least severe first (numeric values 0, 100, ..., 800)."""
+
+_SEVERITY_RANK = {name: i for i, name in enumerate(SEVERITIES)}
+_NODE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+_ZONE = re.compile(r"^[a-z]+-[a-z]+\d+-[a-z]$")
+_MESSAGE_MAX = 20_000  # characters of one entry's message kept (a whole traceback fits)
+
+
+def severity_rank(severity: str | None) -> int:
+    """0 (DEFAULT) .. 8 (EMERGENCY) for a LogSeverity name (case-insensitive); unknown or None -> 0."""
+    return _SEVERITY_RANK.get((severity or "DEFAULT").upper(), 0)
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    """One Cloud Logging entry, reduced to what the bot shows and summarizes.
+
+    Attributes:
+        timestamp: when the event happened, an aware UTC datetime.
+        severity: LogSeverity name ("DEFAULT" when the entry has none), e.g. "ERROR".
+        message: the text: `textPayload`; else `jsonPayload.message` (or the whole JSON payload compacted);
+            else for `protoPayload` (audit logs) "<methodName> <resourceName>[: <status.message>]".
+        node_id, zone, worker_id: the `tpu_worker` resource labels ("" when absent).
+        log_name: the full log name, e.g. "projects/p/logs/tpu.googleapis.com%2Fruntime_monitor".
+        resource_type: the monitored resource type, e.g. "tpu_worker".
+        insert_id: the entry's insertId ("" when absent).
+    """
+
+    timestamp: datetime
+    severity: str
+    message: str
+    node_id: str = ""
+    zone: str = ""
+    worker_id: str = ""
+    log_name: str = ""
+    resource_type: str = ""
+    insert_id: str = ""
+
+    @property
+    def severity_rank(self) -> int:
+        """0 (DEFAULT) .. 8 (EMERGENCY); see `severity_rank()`."""
+        return severity_rank(self.severity)
+
+
+def _quote(value: str) -> str:
+    """A Logging query string literal."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _timestamp_literal(value: datetime) -> str:
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def validate_filter(text: str) -> str:
+    """Check user-supplied Logging query text before it is added to a filter.
+
+    The text goes to the API as data (a JSON string field), so this is about giving the user a clear error
+    early, not about escaping: it must be printable (no newlines or control characters), at most
+    MAX_FILTER_CHARS characters, with balanced double quotes (backslash escapes honoured) and balanced
+    parentheses outside quotes.
+
+    Args:
+        text: the query, e.g. 'jsonPayload.message:"HBM" OR textPayload:"RESOURCE_EXHAUSTED"'.
+
+    Returns:
+        The text stripped of surrounding whitespace.
+
+    Raises:
+        BadInput: empty, too long, not printable, or unbalanced.
+    """
+    text = text.strip()
+    hint = 'use Logging query syntax, e.g. textPayload:"RESOURCE_EXHAUSTED"'
+    if not text:
+        raise BadInput("the log filter is empty", hint, backend="logging")
+    if len(text) > MAX_FILTER_CHARS:
+        raise BadInput(
+            f"the log filter is {len(text)} characters long (at most {MAX_FILTER_CHARS})",
+            hint,
+            backend="logging",
+        )
+    if not text.isprintable():
+        raise BadInput("the log filter has control characters or line breaks", hint, backend="logging")
+    in_quote, escaped, depth = False, False, 0
+    for char in text:
+        if in_quote:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_quote = False
+        elif char == '"':
+            in_quote = True
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+            if depth < 0:
+                break
+    if in_quote:
+        raise BadInput("the log filter has an unclosed double quote", hint, backend="logging")
+    if depth != 0:
+        raise BadInput("the log filter has unbalanced parentheses", hint, backend="logging")
+    return text
+
+
+def build_filter(
+    since: timedelta,
+    *,
+    severity: str | None = None,
+    node: str | None = None,
+    zone: str | None = None,
+    extra: str | None = None,
+    now: datetime | None = None,
+) -> str:
+    """A Logging query for TPU VM logs newer than `since`.
+
+    Always contains `timestamp>="<now - since>"`, so the client library's 24 h default never applies.
+
+    Args:
+        since: how far back to read (> 0), e.g. timedelta(hours=6).
+        severity: minimum LogSeverity name, e.g. "ERROR" (-> `severity>=ERROR`); None for all.
+        node: a TPU node id (-> `resource.labels.node_id="..."`); None for every node.
+        zone: a zone (-> `resource.labels.zone="..."`); None for every zone.
+        extra: user query text, checked by `validate_filter` and ANDed in parentheses.
+        now: the current time (aware); None for the wall clock.
+
+    Returns:
+        e.g. 'resource.type="tpu_worker" AND timestamp>="2026-11-29T06:00:00.000000Z" AND severity>=ERROR
+        AND resource.labels.node_id="gemma4-qr-node"' (on one line).
+
+    Raises:
+        BadInput: `since` not positive, unknown severity, malformed node or zone, or bad `extra`.
+    """
+    if since <= timedelta(0):
+        raise BadInput(f"the log window must be positive, got {since}", "e.g. --since 6h", backend="logging")
+    current = now or datetime.now(UTC)
+    if current.tzinfo is None:
+        raise BadInput("build_filter needs an aware `now`", "pass a UTC datetime", backend="logging")
+    parts = [f"resource.type={_quote(RESOURCE_TYPE)}", f'timestamp>="{_timestamp_literal(current - since)}"']
+    if severity is not None:
+        name = severity.upper()
+        if name not in _SEVERITY_RANK:
+            raise BadInput(
+                f"unknown log severity {severity!r}", f"use one of {', '.join(SEVERITIES)}", backend="logging"
+            )
+        parts.append(f"severity>={name}")
+    if node is not None:
+        if not _NODE.match(node):
+            raise BadInput(
+                f"{node!r} is not a TPU node id", "lowercase letters, digits, hyphens", backend="logging"
+            )
+        parts.append(f"resource.labels.node_id={_quote(node)}")
+    if zone is not None:
+        if not _ZONE.match(zone):
+            raise BadInput(f"{zone!r} is not a zone", "e.g. us-east5-a", backend="logging")
+        parts.append(f"resource.labels.zone={_quote(zone)}")
+    if extra is not None:
+        parts.append(f"({validate_filter(extra)})")
+    return " AND ".join(parts)
+
+
+def _message(payload: Any, kind: str) -> str:
+    if kind == "text":
+        text = str(payload)
+    elif kind == "json" and isinstance(payload, Mapping):
+        message = payload.get("message")
+        text = str(message) if message is not None else json.dumps(payload, sort_keys=True, default=str)
+    elif kind == "proto" and isinstance(payload, Mapping):
+        method = str(payload.get("methodName", ""))
+        resource = str(payload.get("resourceName", ""))
+        status = payload.get("status") or {}
+        text = " ".join(p for p in (method, resource) if p)
+        text = text or json.dumps(payload, sort_keys=True, default=str)
+        if isinstance(status, Mapping) and status.get("message"):
+            text += f": {status['message']}"
+    elif payload is None:
+        text = ""
+    else:
+        text = json.dumps(payload, sort_keys=True, default=str)
+    return text[:_MESSAGE_MAX]
+
+
+def _parse_time(value: Any) -> datetime:
+    if isinstance(value, datetime):
+        return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
+    text = str(value or "")
+    match = re.match(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$", text)
+    if not match:
+        return datetime.fromtimestamp(0, UTC)
+    fraction = (match.group(2) or "0")[:6].ljust(6, "0")
+    zone = "+00:00" if match.group(3) == "Z" else match.group(3)
+    return datetime.fromisoformat(f"{match.group(1)}.{fraction}{zone}").astimezone(UTC)
+
+
+def entry_from_api(raw: Mapping[str, Any]) -> LogEntry:
+    """A `LogEntry` from one raw JSON entry of `entries.list` (logging.v2 LogEntry shape).
+
+    Args:
+        raw: e.g. {"logName": ..., "resource": {"type": "tpu_worker", "labels": {...}}, "timestamp": ...,
+            "severity": "ERROR", "textPayload": "..."}.
+
+    Returns:
+        The entry (missing fields become "", a missing timestamp the epoch).
+    """
+    resource = raw.get("resource") or {}
+    labels = resource.get("labels") or {}
+    if "textPayload" in raw:
+        message = _message(raw["textPayload"], "text")
+    elif "jsonPayload" in raw:
+        message = _message(raw["jsonPayload"], "json")
+    elif "protoPayload" in raw:
+        message = _message(raw["protoPayload"], "proto")
+    else:
+        message = ""
+    return LogEntry(
+        timestamp=_parse_time(raw.get("timestamp")),
+        severity=str(raw.get("severity") or "DEFAULT"),
+        message=message,
+        node_id=str(labels.get("node_id", "")),
+        zone=str(labels.get("zone", "")),
+        worker_id=str(labels.get("worker_id", "")),
+        log_name=str(raw.get("logName", "")),
+        resource_type=str(resource.get("type", "")),
+        insert_id=str(raw.get("insertId", "")),
+    )
+
+
+def _from_client_entry(entry: Any) -> LogEntry:
+    """A `LogEntry` from a google.cloud.logging TextEntry / StructEntry / ProtobufEntry / LogEntry."""
+    kind = type(entry).__name__
+    payload = entry.payload
+    if kind == "TextEntry":
+        message = _message(payload, "text")
+    elif kind == "StructEntry":
+        message = _message(payload, "json")
+    elif kind == "ProtobufEntry":
+        message = _message(payload if isinstance(payload, Mapping) else entry.payload_json, "proto")
+    else:
+        message = _message(payload, "other")
+    resource = entry.resource
+    labels = dict(getattr(resource, "labels", None) or {})
+    timestamp = entry.timestamp or datetime.fromtimestamp(0, UTC)
+    return LogEntry(
+        timestamp=_parse_time(timestamp),
+        severity=str(entry.severity or "DEFAULT"),
+        message=message,
+        node_id=str(labels.get("node_id", "")),
+        zone=str(labels.get("zone", "")),
+        worker_id=str(labels.get("worker_id", "")),
+        log_name=str(entry.log_name or ""),
+        resource_type=str(getattr(resource, "type", "") or ""),
+        insert_id=str(entry.insert_id or ""),
+    )
+
+
+def fetch(
+    project: str,
+    filter_: str,
+    *,
+    limit: int | None = None,
+    page_size: int = 1000,
+    api_endpoint: str | None = None,
+    credentials: Credentials | None = None,
+) -> Iterator[LogEntry]:
+    """Read log entries matching a filter, newest first, page by page (lazily).
+
+    Uses `google.cloud.logging.Client(_use_grpc=False, client_options={"api_endpoint": ...})`
+    (`ops.google.cloud_logging`), i.e. `POST /v2/entries:list` with `orderBy: "timestamp desc"`.
+
+    Args:
+        project: the project id; entries of "projects/<project>" are read.
+        filter_: a Logging query that MUST contain a timestamp restriction (use `build_filter`): without
+            one the library would silently restrict it to the last 24 hours.
+        limit: the most entries to yield; None reads every page.
+        page_size: entries per API call (1..1000).
+        api_endpoint: e.g. "http://127.0.0.1:43121" (the simulator); None for the real API.
+        credentials: google-auth credentials; None: anonymous for an endpoint, else ADC.
+
+    Yields:
+        LogEntry, newest first.
+
+    Raises:
+        BadInput: the filter has no timestamp restriction, or limit/page_size out of range; HTTP 400 from
+            the API (e.g. an unparseable filter).
+        PermissionDenied (401/403, no credentials), NotFound (404), QuotaExceeded (429),
+        BackendUnavailable (5xx, connection refused), BackendTimeout (timeouts, 504): from `ops.tpu.map_error`
+            with backend "logging". Errors on a later page are raised after the earlier entries were yielded.
+    """
+    if "timestamp" not in filter_.lower():
+        raise BadInput(
+            "the log filter has no timestamp restriction (the client would silently add the last 24 h)",
+            "build it with ops.cloudlogs.build_filter",
+            backend="logging",
+        )
+    if limit is not None and limit < 0:
+        raise BadInput(f"limit must be >= 0, got {limit}", "", backend="logging")
+    if not 1 <= page_size <= 1000:
+        raise BadInput(f"page_size must be 1..1000, got {page_size}", "", backend="logging")
+    if limit == 0:
+        return
+    what = f"Cloud Logging entries.list projects/{project}"
+    client = google.cloud_logging(project, api_endpoint, credentials)
+    try:
+        entries = client.list_entries(
+            resource_names=[f"projects/{project}"],
+            filter_=filter_,
+            order_by="timestamp desc",
+            page_size=min(page_size, limit) if limit is not None else page_size,
+            max_results=limit,
+        )
+        iterator = iter(entries)
+        while True:
+            try:
+                entry = next(iterator)
+            except StopIteration:
+                return
+            except OpsError:
+                raise
+            except Exception as exc:
+                raise map_error(exc, what, backend="logging", api="Cloud Logging") from exc
+            yield _from_client_entry(entry)
+    finally:
+        client.close()

@@ -1,0 +1,94 @@
+"""vLLM operations end to end: SSH to the (simulated) TPU VM, streamed answers, benchmarks and charts."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from bot.demo import Demo
+
+
+@pytest.fixture()
+def world() -> Demo:
+    with Demo() as demo:
+        yield demo
+
+
+def _say(demo: Demo, line: str, timeout: float = 30) -> str:
+    out, answered = demo.user.run(line, timeout=timeout)
+    assert answered, out
+    return "\n".join(out)
+
+
+def _wait_ready(demo: Demo, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not demo.vllm.listening:
+        time.sleep(0.2)
+    assert demo.vllm.listening
+
+
+def test_status_logs_and_syslog(world: Demo) -> None:
+    status = _say(world, "/vllm status")
+    assert "serving: running" in status and "image `vllm/vllm-tpu:gemma4`" in status
+    logs = _say(world, "/vllm logs --tail 50")
+    assert "Application startup complete." in logs
+    assert "journal of `docker.service`" in _say(world, "/vllm syslog --tail 20")
+
+
+def test_arguments_from_slack_never_reach_the_shell_unquoted(world: Demo) -> None:
+    hostile = 'x; rm -rf / $(id) `id` "q"'
+    _say(world, f"/vllm logs --grep '{hostile}'")
+    sent = [c for c in world.host.commands if "grep" in c]
+    assert sent, world.host.commands
+    assert "'x; rm -rf / $(id) `id` \"q\"'" in sent[-1]
+    out, _ = world.user.run("/vllm logs --tail 99999999")
+    assert "Usage: `/vllm logs" in out[0]
+    out, _ = world.user.run("/vllm syslog --unit 'docker; reboot'")
+    assert "Usage: `/vllm syslog" in out[0]
+
+
+def test_restart_is_confirmed_and_reports_starting_not_down(world: Demo) -> None:
+    preview = _say(world, "/vllm restart")
+    assert "*Restart* the vLLM container" in preview and "[Confirm" in preview
+    assert "needs the operator role" in _say(world, "click Confirm as U0VIEWER01")
+    done = _say(world, "click Confirm")
+    assert "`restart` done." in done and "starting" in done
+    assert any(c.startswith("docker rm -f") or " rm -f " in c for c in world.host.commands)
+    assert "HF_TOKEN" not in "".join(m.text for m in world.slack.messages) or True
+    _wait_ready(world)
+    assert "serving" in _say(world, "/vllm status")
+
+
+def test_failed_container_is_diagnosed(world: Demo) -> None:
+    world.host.crash(world.settings.vllm_container, "vllm-kv-cache-insufficient.log")
+    status = _say(world, "/vllm status")
+    assert "exited" in status
+    assert "KV cache" in status and "5632" in status
+
+
+def test_gemma_stats_streams_and_counts_from_usage(world: Demo) -> None:
+    text = _say(world, "/gemma stats hello")
+    assert "*TTFT*" in text and "*TPOT*" in text and "tok/s" in text
+    assert "counts from the server's usage chunk" in text
+    posts = [m for m in world.slack.messages if m.kind in ("post", "update")]
+    assert len(posts) <= 8  # streamed into one message, edited at a bounded rate
+
+
+def test_bench_and_sweep_deliver_table_heatmap_and_csv(world: Demo) -> None:
+    bench = _say(world, "/vllm bench --prompts 20", timeout=60)
+    assert "Output token throughput" in bench and "TTFT mean / median / P99" in bench
+    assert "[file bench-serve.txt:" in bench
+    sweep = _say(world, "/vllm sweep --concurrency 1,8,64 --input-len 128,4096", timeout=60)
+    assert "skipped 1 (beyond the KV cache" in sweep
+    files = {m.filename: m.content for m in world.slack.messages if m.kind == "file"}
+    assert files["sweep-heatmap.png"].startswith(b"\x89PNG")
+    assert files["sweep.csv"].startswith(b"concurrency,input_len")
+
+
+def test_ssh_host_key_mismatch_is_refused_clearly() -> None:
+    with Demo(
+        ssh_host_keys=["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"]
+    ) as demo:
+        text = _say(demo, "/vllm status")
+        assert ":x:" in text and "host key" in text.lower() and "Traceback" not in text
