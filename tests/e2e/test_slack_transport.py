@@ -91,11 +91,11 @@ def test_roles_limit_who_may_read() -> None:
 
 
 def test_echoed_input_cannot_ping_the_channel(demo: Demo) -> None:
-    out, answered = demo.user.run("@gemma-bot tpu describe &lt;!channel&gt;")
+    _, answered = demo.user.run("@gemma-bot tpu describe &lt;!channel&gt;")
     assert answered
     reply = demo.slack.messages[-1]
     assert "<!channel>" not in reply.text and "&lt;!channel&gt;" in reply.text
-    out, _ = demo.user.run("@gemma-bot help &lt;!here&gt;")
+    demo.user.run("@gemma-bot help &lt;!here&gt;")
     assert "<!here>" not in demo.slack.messages[-1].text
 
 
