@@ -50,14 +50,11 @@ class Message:
         """Whether this is an intermediate state (an hourglass, or a running operation's Cancel button)."""
         hourglass = ":hourglass_flowing_sand:"
         texts = [self.text] + [render_block(block).strip() for block in self.blocks]
-        return (
-            any(text.startswith(hourglass) for text in texts)
-            or any(
-                element.get("action_id") == "cancel_operation"
-                for block in self.blocks
-                if block.get("type") == "actions"
-                for element in block.get("elements", [])
-            )
+        return any(text.startswith(hourglass) for text in texts) or any(
+            element.get("action_id") == "cancel_operation"
+            for block in self.blocks
+            if block.get("type") == "actions"
+            for element in block.get("elements", [])
         )
 
     def buttons(self) -> list[tuple[str, dict[str, Any]]]:
