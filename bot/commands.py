@@ -161,14 +161,19 @@ class Command:
         return " ".join(self.words)
 
     def usage(self) -> str:
-        """The usage line, e.g. "/tpu list [--zone Z | --all-zones]"."""
-        parts: list[str] = []
-        grouped = {name for group in self.exclusive for name in group}
+        """The usage line, e.g. "/tpu list [--zone Z | --all-zones]"; an exclusive group is shown where its
+        first member is declared. Words that are not a slash command (help) get no slash."""
         by_name = {p.name: p for p in self.params}
-        for group in self.exclusive:
-            parts.append("[" + " | ".join(by_name[n].usage().strip("[]") for n in group) + "]")
-        parts += [p.usage() for p in self.params if p.name not in grouped]
-        return " ".join([f"/{self.words[0]}", *self.words[1:], *parts])
+        group_of = {name: group for group in self.exclusive for name in group}
+        parts: list[str] = []
+        for param in self.params:
+            group = group_of.get(param.name)
+            if group is None:
+                parts.append(param.usage())
+            elif group[0] == param.name:
+                parts.append("[" + " | ".join(by_name[n].usage().strip("[]") for n in group) + "]")
+        first = self.words[0] if len(self.words) == 1 else f"/{self.words[0]}"
+        return " ".join([first, *self.words[1:], *parts])
 
 
 @dataclass(frozen=True)

@@ -895,7 +895,7 @@ class TpuOps:
             raise failures[0]
         raise NotFound(
             f"TPU queued resource {qr_id!r} not found in {', '.join(search)}",
-            "check the name with list, or search more zones (--all-zones)",
+            "check the name with /tpu list, or search every zone with --all-zones",
             backend="tpu",
         )
 

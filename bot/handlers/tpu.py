@@ -100,11 +100,14 @@ def tpu_list(ctx: Context, zone: str | None, all_zones: bool) -> Reply:
     "Everything about one queued resource: state data, nodes, health, runtime",
     Param("name", "queued resource name", kind=resource_name, required=True, metavar="NAME"),
     Param("zone", "zone to look in (default: the watched zones)", flag="--zone", kind=zone_name, metavar="Z"),
+    Param("all_zones", "search every zone of the project", flag="--all-zones", switch=True),
+    exclusive=(("zone", "all_zones"),),
 )
-def tpu_describe(ctx: Context, name: str, zone: str | None) -> Reply:
-    """Describe one queued resource found in `zone` or the first watched zone that has it."""
-    zones = [zone] if zone else ctx.services.settings.tpu_zones
-    qr = ctx.services.tpu.get_queued_resource(name, zones)
+def tpu_describe(ctx: Context, name: str, zone: str | None, all_zones: bool) -> Reply:
+    """Describe one queued resource found in `zone`, the watched zones, or any zone of the project."""
+    tpu = ctx.services.tpu
+    zones = [zone] if zone else tpu.list_zones() if all_zones else ctx.services.settings.tpu_zones
+    qr = tpu.get_queued_resource(name, zones)
     now = ctx.services.now()
     lines = [
         f"*State* {_icon(qr.state)} {qr.state}"

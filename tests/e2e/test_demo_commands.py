@@ -94,7 +94,7 @@ def test_bad_input_gets_usage_in_the_ack_and_nothing_runs(demo: Demo) -> None:
     before = len(demo.slack.messages)
     out, answered = demo.user.run("/tpu describe")
     assert answered
-    assert "missing NAME" in out[0] and "Usage: `/tpu describe NAME [--zone Z]`" in out[0]
+    assert "missing NAME" in out[0] and "Usage: `/tpu describe NAME [--zone Z | --all-zones]`" in out[0]
     out, _ = demo.user.run("/tpu describe bad;name")
     assert "is not a TPU resource name" in out[0]
     out, _ = demo.user.run("/tpu frobnicate")
