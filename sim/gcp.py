@@ -123,6 +123,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
+from ops.secrets import crc32c
 from sim.scenario import duration
 
 # HTTP status -> google.rpc.Code name, as in Google's error envelope.
@@ -230,27 +231,6 @@ _PROVISIONING_MODEL_INTS.update({3: "RESERVATION_BOUND", 4: "FLEX_START"})
 _ACCEL_TYPE_INTS = {2: "V2", 4: "V3", 7: "V4", 9: "V5LITE_POD", 10: "V5P", 11: "V6E"}
 _WAITING = "WAITING_FOR_RESOURCES"
 _PROVISIONING_DEFAULT = timedelta(minutes=1)
-
-
-def _crc32c_table() -> list[int]:
-    table = []
-    for i in range(256):
-        crc = i
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
-        table.append(crc)
-    return table
-
-
-_CRC32C = _crc32c_table()
-
-
-def crc32c(data: bytes) -> int:
-    """CRC32C (Castagnoli) of `data`, as Secret Manager's `dataCrc32c`."""
-    crc = 0xFFFFFFFF
-    for byte in data:
-        crc = _CRC32C[(crc ^ byte) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
 
 
 def _capacity(value: Any) -> tuple[timedelta | None, timedelta | None]:

@@ -23,6 +23,7 @@ from bot.render import Reply, blocks_reply, cancel_button, context, header, huma
 from ops import cost, quotas
 from ops.capacity import CapacitySearch
 from ops.errors import OpsError
+from ops.store import ZoneFailure
 
 _STATE_ICONS = {
     "ACTIVE": ":large_green_circle:",
@@ -149,7 +150,10 @@ _FIND_PARAMS = (
 )
 
 
-def _plan(ctx: Context, name: str | None, type_: str | None, zones: list[str] | None, retry_all: bool):
+def _plan(
+    ctx: Context, name: str | None, type_: str | None, zones: list[str] | None, retry_all: bool
+) -> tuple[str, str, list[str] | None, dict[str, ZoneFailure]]:
+    """(queued resource name, accelerator type, zones to try or None for all, remembered failures)."""
     settings = ctx.services.settings
     primary = name or settings.tpu_primary
     accelerator = type_ or settings.tpu_accelerator_type
