@@ -28,7 +28,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.action == "demo":
         return _demo(args.script, args.scenario)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from bot.observability import setup_logging
+
+    setup_logging(logging.INFO)  # JSON for Cloud Logging on Cloud Run or LOG_FORMAT=json, else lines
     try:
         settings = load_settings()
     except ConfigError as exc:

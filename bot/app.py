@@ -3,6 +3,8 @@
 HTTP mode: Bolt's WSGI adapter behind waitress (a threaded WSGI server), requests at `/slack/events`, each
 verified against the signing secret (HTTP 401 otherwise, including requests over five minutes old).
 Socket Mode: a websocket opened with the app-level token; no public URL needed.
+Both modes serve the bot's own endpoints: `/healthz` (alive), `/readyz` (Slack auth and state database ok)
+and `/metrics` (Prometheus; see `bot.observability`).
 """
 
 from __future__ import annotations
@@ -11,8 +13,9 @@ import io
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -20,6 +23,7 @@ from slack_bolt import App
 from slack_bolt.adapter.socket_mode import SocketModeHandler
 from slack_bolt.adapter.wsgi import SlackRequestHandler
 from slack_sdk import WebClient
+from sqlalchemy import text
 from waitress.server import create_server
 
 import bot.handlers  # noqa: F401  (importing it declares every command on the registry)
@@ -27,6 +31,7 @@ from bot import listeners
 from bot.auth import Authorizer
 from bot.commands import Registry, registry
 from bot.config import Settings
+from bot.observability import Metrics, Readiness, trace_from_headers, use_trace
 from bot.runner import Runner, retry_handlers
 from bot.services import Services
 
@@ -41,6 +46,8 @@ class Bot:
     runner: Runner
     services: Services
     registry: Registry
+    metrics: Metrics = field(default_factory=Metrics)
+    readiness: Readiness | None = None
 
     def close(self) -> None:
         self.runner.shutdown()
@@ -65,29 +72,58 @@ def build(settings: Settings, services: Services | None = None) -> Bot:
         request_verification_enabled=settings.bot_mode == "http",
         raise_error_for_unhandled_request=False,
     )
-    runner = Runner(services, registry, client, Authorizer(settings, client))
+    # App() has just called auth.test (it raises BoltError otherwise): Slack auth is ok at start.
+    metrics = Metrics()
+    readiness = Readiness(client.auth_test, lambda: _ping(services), auth_ok=True)
+    runner = Runner(services, registry, client, Authorizer(settings, client), metrics=metrics)
     listeners.register(app, registry, runner)
-    return Bot(app=app, runner=runner, services=services, registry=registry)
+    return Bot(
+        app=app, runner=runner, services=services, registry=registry, metrics=metrics, readiness=readiness
+    )
+
+
+def _ping(services: Services) -> None:
+    """`SELECT 1` on the state database (raises if it does not answer)."""
+    with services.store.engine.connect() as conn:
+        conn.execute(text("SELECT 1"))
 
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
 def wsgi(bot: Bot, *, slack_events: bool = True) -> WsgiApp:
-    """A WSGI app: `/healthz` answers 200 while the process is alive; with `slack_events`, `/slack/events`
-    goes to Bolt (HTTP mode). In Socket Mode only `/healthz` is served, so no unsigned path exists."""
+    """A WSGI app: `/healthz` answers 200 while the process is alive; `/readyz` 200 when Slack auth and the
+    state database are ok (503 and a one-line reason otherwise); `/metrics` the Prometheus exposition; with
+    `slack_events`, `/slack/events` goes to Bolt (HTTP mode). In Socket Mode `/slack/events` is not served,
+    so no unsigned path into Bolt exists."""
     slack = SlackRequestHandler(bot.app, path="/slack/events") if slack_events else None
+    project = bot.services.settings.gcp_project or None
 
     def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        if environ.get("PATH_INFO") == "/healthz":
+        arrived = time.monotonic()
+        path = environ.get("PATH_INFO")
+        if path == "/healthz":
             return _plain(start_response, "200 OK", "ok")
+        if path == "/readyz":
+            reason = bot.readiness.problem() if bot.readiness is not None else None
+            if reason is not None:
+                return _plain(start_response, "503 Service Unavailable", reason)
+            return _plain(start_response, "200 OK", "ready")
+        if path == "/metrics":
+            body, content_type = bot.metrics.exposition()
+            start_response("200 OK", [("Content-Type", content_type)])
+            return [body]
         if slack is None:
             return _plain(start_response, "404 Not Found", "not found")
         if environ.get("REQUEST_METHOD") == "POST":
             problem = _reject(environ)
             if problem is not None:
                 return _plain(start_response, *problem)
-        return slack(environ, start_response)
+        with use_trace(trace_from_headers(environ, project)):
+            response = slack(environ, start_response)
+        if path == "/slack/events":
+            bot.metrics.ack_latency.observe(time.monotonic() - arrived)
+        return response
 
     return application
 

@@ -162,7 +162,7 @@ class Command:
 
     def usage(self) -> str:
         """The usage line, e.g. "/tpu list [--zone Z | --all-zones]"; an exclusive group is shown where its
-        first member is declared. Words that are not a slash command (help) get no slash."""
+        first member is declared. `help` is no slash command and gets no slash."""
         by_name = {p.name: p for p in self.params}
         group_of = {name: group for group in self.exclusive for name in group}
         parts: list[str] = []
@@ -172,7 +172,7 @@ class Command:
                 parts.append(param.usage())
             elif group[0] == param.name:
                 parts.append("[" + " | ".join(by_name[n].usage().strip("[]") for n in group) + "]")
-        first = self.words[0] if len(self.words) == 1 else f"/{self.words[0]}"
+        first = "help" if self.words == ("help",) else f"/{self.words[0]}"
         return " ".join([first, *self.words[1:], *parts])
 
 

@@ -45,6 +45,8 @@ class SlackUser:
         self._ids = itertools.count(1)
         self.user_id = user_id
         self.channel_id = channel_id
+        self.thread_ts: str | None = None
+        self.last_mention_ts: str | None = None
 
     def close(self) -> None:
         self._http.close()
@@ -123,13 +125,24 @@ class SlackUser:
         """Send one console line and wait for the bot's final answer.
 
         Lines: `/tpu status` (slash command), `@gemma-bot ...` (mention), `click LABEL [as USER]` (click the
-        newest button whose label starts with LABEL, e.g. `click Confirm as U0OTHER001`).
+        newest button whose label starts with LABEL, e.g. `click Confirm as U0OTHER001`), `submit VALUE` (fill
+        and submit the open form), `thread` (later mentions go to the thread of the last one), `unthread`.
 
         Returns:
             (lines to print, whether a final answer arrived within `timeout` seconds).
         """
         line = line.strip()
         start = len(self._slack.messages)
+        if line == "thread":
+            self.thread_ts = self.last_mention_ts
+            return [
+                f"(mentions now go to the thread of {self.thread_ts})"
+                if self.thread_ts
+                else "(mention first)"
+            ], True
+        if line == "unthread":
+            self.thread_ts = None
+            return ["(mentions go to the channel again)"], True
         if line.startswith("click "):
             return self._click(line.removeprefix("click ").strip(), start, timeout)
         if line.startswith("submit "):
@@ -155,11 +168,15 @@ class SlackUser:
             )
             return out + lines, answered
         ts = f"{int(time.time())}.{next(self._ids):06d}"
-        response = self.post_signed(self.mention_body(_strip_mention(line), ts), "application/json")
+        text = _strip_mention(line)
+        self._slack.record_user_message(self.channel_id, ts, text, thread_ts=self.thread_ts)
+        response = self.post_signed(self.mention_body(text, ts, self.thread_ts), "application/json")
         out = [f"[HTTP {response.status_code}]"]
         if response.status_code != 200:
             return out, False
-        lines, answered = self._await(start, lambda m: m.thread_ts == ts and m.kind == "post", timeout)
+        self.last_mention_ts = ts
+        thread = self.thread_ts or ts
+        lines, answered = self._await(start, lambda m: m.thread_ts == thread and m.kind == "post", timeout)
         return out + lines, answered
 
     def _click(self, spec: str, start: int, timeout: float) -> tuple[list[str], bool]:
@@ -261,7 +278,7 @@ class SlackUser:
                 break
         else:
             answered = answered and not self._slack.messages[-1].in_progress
-        out = [m.render() for m in self._slack.messages[start:]]
+        out = [m.render() for m in self._slack.messages[start:] if m.kind != "user"]
         if not answered:
             out.append(f"(no final answer within {timeout:.0f} s)")
         return out, answered

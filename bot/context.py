@@ -20,7 +20,8 @@ class Context:
     place; `cancelled` is set when someone with the command's role clicks its Cancel button, whose
     action value is `operation_id`. `confirmed_plan` is the plan fingerprint the confirmation showed
     (empty when the command needed no confirmation). `open_modal` opens a Slack modal; it is set only
-    when the request carries a trigger id (slash commands and button clicks).
+    when the request carries a trigger id (slash commands and button clicks). `thread_history` returns the
+    earlier messages of the thread a mention came from, oldest first, as chat messages.
     """
 
     services: Services
@@ -32,3 +33,4 @@ class Context:
     cancelled: threading.Event = field(default_factory=threading.Event)
     confirmed_plan: str = ""
     open_modal: Callable[[dict[str, Any]], None] | None = None
+    thread_history: Callable[[], list[dict[str, str]]] | None = None

@@ -13,13 +13,24 @@ import yaml
 import bot.handlers  # noqa: F401  (importing it declares every command on the registry)
 from bot.commands import registry
 
-# Only what the bot uses: slash commands, posting replies, reading @mentions, uploading long output to
-# threads, and reading the members of role user groups.
-BOT_SCOPES = ["app_mentions:read", "chat:write", "commands", "files:write", "usergroups:read"]
+# Only what the bot uses: slash commands, posting replies, reading @mentions and the thread they are in
+# (channels:history, groups:history: Gemma answers with the thread as context), uploading long output,
+# and reading the members of role user groups.
+BOT_SCOPES = [
+    "app_mentions:read",
+    "channels:history",
+    "chat:write",
+    "commands",
+    "files:write",
+    "groups:history",
+    "usergroups:read",
+]
 
 GROUP_DESCRIPTIONS = {
     "tpu": "Cloud TPU queued resources and nodes",
-    "vllm": "The vLLM server: health, endpoint, models, metrics",
+    "vllm": "The vLLM server: health, metrics, container, logs, benchmarks",
+    "gemma": "Ask the served Gemma model",
+    "logs": "Cloud Logging entries of the TPU VMs, and their analysis",
 }
 
 
@@ -27,7 +38,7 @@ def manifest(request_url: str | None = None) -> dict[str, Any]:
     """The manifest as a dict; `request_url` None gives the Socket Mode variant."""
     slash_commands = []
     for group in registry.groups():
-        subcommands = [" ".join(c.words[1:]) for c in registry.commands(group)]
+        subcommands = [" ".join(c.words[1:]) or "[options]" for c in registry.commands(group)]
         entry: dict[str, Any] = {
             "command": f"/{group}",
             "description": GROUP_DESCRIPTIONS.get(group, group),

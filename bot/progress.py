@@ -16,7 +16,7 @@ from collections.abc import Callable
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot.render import Reply, fit
+from bot.render import Reply, fit, scrub
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ class Progress:
             self._write(reply)
 
     def _write(self, reply: Reply) -> None:
-        reply = fit(reply)
+        reply = scrub(fit(reply))
         try:
             if self.ts is None:
                 response = self._client.chat_postMessage(

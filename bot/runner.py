@@ -36,9 +36,11 @@ from slack_sdk.webhook import WebhookClient
 from bot.auth import Authorizer
 from bot.commands import Invocation, Registry, UsageError
 from bot.context import Context
+from bot.observability import Metrics
 from bot.progress import Progress
-from bot.render import Reply, confirm_buttons, context, error_reply, fit, human_duration, section
+from bot.render import Reply, confirm_buttons, context, error_reply, fit, human_duration, scrub, section
 from bot.services import Services
+from llm.redact import redact
 from ops.errors import OpsError, PermissionDenied
 from ops.store import AuditEntry, ConfirmationRefused
 
@@ -86,8 +88,16 @@ class _Running:
 class Runner:
     """The worker pool. `submit`, `confirm`, `cancel_change` and `cancel_operation` return at once."""
 
-    def __init__(self, services: Services, registry: Registry, client: WebClient, authorizer: Authorizer):
+    def __init__(
+        self,
+        services: Services,
+        registry: Registry,
+        client: WebClient,
+        authorizer: Authorizer,
+        metrics: Metrics | None = None,
+    ):
         self._services = services
+        self.metrics = metrics if metrics is not None else Metrics()
         self._registry = registry
         self._client = client
         self._authorizer = authorizer
@@ -121,6 +131,10 @@ class Runner:
         """A Cancel click on a running operation: sets its cancel event if the clicker holds its role."""
         self._pool.submit(self._guard, self._cancel_operation, operation_id, origin)
 
+    @property
+    def services(self) -> Services:
+        return self._services
+
     def shutdown(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=False)
 
@@ -133,6 +147,7 @@ class Runner:
             self._authorizer.check(origin.user_id, command)
         except PermissionDenied as exc:
             self._audit(origin, "refuse", invocation.text, exc.message)
+            self.metrics.command_finished(command.name, "denied")
             self.deliver(error_reply(exc.message, exc.hint), origin)
             return
         if command.changes_infra:
@@ -227,6 +242,7 @@ class Runner:
         progress = Progress(self._client, origin.channel_id, origin.thread_ts)
         with self._running_lock:
             self._running[operation_id] = _Running(invocation, cancelled)
+        outcome = "exception"  # unless the handler returns
         try:
             reply, failed = self._call(
                 invocation,
@@ -237,10 +253,13 @@ class Runner:
                 cancelled=cancelled,
                 confirmed_plan=confirmed_plan,
                 open_modal=self._modal_opener(origin),
+                thread_history=self._history_reader(origin),
             )
+            outcome = "error" if failed else "ok"
         finally:
             with self._running_lock:
                 del self._running[operation_id]
+            self.metrics.command_finished(invocation.command.name, outcome)
         self._audit(origin, "result", invocation.text, failed or "ok", time.monotonic() - started)
         reply = fit(reply, filename=invocation.command.name.replace(" ", "-") + ".txt")
         if progress.ts is not None:
@@ -259,14 +278,41 @@ class Runner:
 
         return open_modal
 
+    def _history_reader(self, origin: Origin) -> Callable[[], list[dict[str, str]]] | None:
+        """Earlier messages of a mention's thread (`conversations.replies`), the mention itself excluded."""
+        thread_ts = origin.thread_ts
+        if not thread_ts:
+            return None
+
+        def read() -> list[dict[str, str]]:
+            try:
+                response = self._client.conversations_replies(
+                    channel=origin.channel_id, ts=thread_ts, limit=50
+                )
+            except Exception as exc:
+                log.warning("cannot read the thread: %s", _reason(exc))
+                return []
+            messages = list(response.get("messages") or [])[:-1]
+            return [
+                {"role": "assistant" if m.get("bot_id") else "user", "content": str(m.get("text") or "")}
+                for m in messages
+            ]
+
+        return read
+
     def _call(self, invocation: Invocation, origin: Origin, func: object, **fields: Any) -> tuple[Reply, str]:
         """Call a handler (or a preview). Returns its reply and "" — or, when it raised an OpsError, a
         one-line error reply and the error for the audit trail."""
         ctx = Context(self._services, self._registry, origin.user_id, origin.channel_id, **fields)
+        started = time.monotonic()
         try:
             reply: Reply = func(ctx, **invocation.args)  # type: ignore[operator]
+            # Backend latency by the command's group (tpu, vllm, gemma, ...); see bot.observability.
+            self.metrics.backend_call_finished(invocation.command.words[0], time.monotonic() - started)
             return reply, ""
         except OpsError as exc:
+            backend = exc.backend or invocation.command.words[0]
+            self.metrics.backend_call_finished(backend, time.monotonic() - started, failed=bool(exc.backend))
             name = invocation.command.name
             return error_reply(f"`{name}`: {exc.message}", exc.hint), f"error: {exc.message}"
 
@@ -318,7 +364,7 @@ class Runner:
 
     def deliver(self, reply: Reply, origin: Origin, *, ephemeral: bool = False) -> None:
         """Post a reply where the request came from; if Slack rejects the blocks, post the text alone."""
-        reply = fit(reply)
+        reply = scrub(fit(reply))
         try:
             self._post(reply, origin, with_blocks=True, ephemeral=ephemeral)
         except SlackApiError as exc:
@@ -334,7 +380,9 @@ class Runner:
     def _upload(self, reply: Reply, origin: Origin) -> None:
         for attachment in reply.files:
             try:
-                payload = attachment.content
+                payload = (
+                    redact(attachment.content) if isinstance(attachment.content, str) else attachment.content
+                )
                 self._client.files_upload_v2(
                     channel=origin.channel_id,
                     thread_ts=origin.thread_ts,

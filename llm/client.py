@@ -169,6 +169,11 @@ class GemmaClient:
     def __repr__(self) -> str:
         return f"GemmaClient({self.base_url!r}, model={self.model!r})"
 
+    @property
+    def openai(self) -> openai.OpenAI:
+        """The underlying OpenAI SDK client (for tool-calling loops such as `llm.agent.answer`)."""
+        return self._openai
+
     def close(self) -> None:
         """Close the underlying HTTP connection pool."""
         self._openai.close()

@@ -1,7 +1,10 @@
-"""The state store (SQLAlchemy Core): audit trail, confirmations, zone memory, benchmark results.
+"""The state store (SQLAlchemy Core): audit trail, confirmations, zone memory, benchmark results, and
+for several replicas sharing one database: named leases (one replica runs the scheduler) and processed Slack
+event ids (a retried or duplicated event is handled once).
 
-SQLite by default (`sqlite:///tpu-chatops.db`); a PostgreSQL URL works through the same code. Tables are
-created on first use. Every timestamp is timezone-aware UTC; callers pass `now` so tests control time.
+SQLite by default (`sqlite:///tpu-chatops.db`); a PostgreSQL URL (`postgresql+psycopg://user:pw@host/db`)
+works through the same code. Tables are created on first use. Every timestamp is timezone-aware UTC; callers
+pass `now` so tests control time.
 """
 
 from __future__ import annotations
@@ -22,13 +25,16 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    case,
     create_engine,
     delete,
     insert,
+    literal,
     select,
     update,
 )
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
 
 from ops.errors import NotFound, OpsError
 
@@ -80,6 +86,22 @@ bench_table = Table(
     Column("kind", String(32), nullable=False),
     Column("params", Text, nullable=False),
     Column("results", Text, nullable=False),
+)
+
+leases_table = Table(
+    "leases",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("holder", String(128), nullable=False),
+    Column("acquired_at", DateTime(timezone=True), nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+)
+
+processed_events_table = Table(
+    "processed_events",
+    metadata,
+    Column("event_id", String(128), primary_key=True),
+    Column("at", DateTime(timezone=True), nullable=False, index=True),
 )
 
 
@@ -297,3 +319,83 @@ class Store:
         if key is None:
             raise NotFound("benchmark row was not stored")
         return int(key[0])
+
+    # ---- leases (several replicas: exactly one runs the scheduler)
+
+    def acquire_lease(self, name: str, holder: str, ttl_s: float, now: datetime) -> bool:
+        """Take the lease `name` for `holder` until `now + ttl_s`, atomically: taken if nobody holds it or
+        the holder's lease has expired, renewed if `holder` already holds it; refused otherwise.
+
+        The holder calls this again well within `ttl_s` (e.g. every ttl_s / 3) to keep the lease; when it
+        dies, another replica gets it at its first call after the lease expires.
+
+        Returns:
+            True if `holder` holds the lease until `now + ttl_s`.
+        """
+        now = now.astimezone(UTC)
+        expires_at = now + timedelta(seconds=ttl_s)
+        table = leases_table
+        with self.engine.begin() as conn:
+            # One conditional UPDATE: PostgreSQL re-checks the WHERE clause on the locked row after a
+            # concurrent update commits, and SQLite serializes writers, so two replicas cannot both win.
+            taken = conn.execute(
+                update(table)
+                .where(table.c.name == name, (table.c.holder == holder) | (table.c.expires_at <= now))
+                .values(
+                    holder=holder,
+                    expires_at=expires_at,
+                    acquired_at=_case_acquired(table, holder, now),
+                )
+            )
+            if taken.rowcount == 1:
+                return True
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(
+                    insert(table).values(name=name, holder=holder, acquired_at=now, expires_at=expires_at)
+                )
+        except IntegrityError:
+            return False  # someone else holds it (or inserted it first)
+        return True
+
+    def release_lease(self, name: str, holder: str) -> bool:
+        """Give the lease up (on shutdown) so another replica takes it at once. True if `holder` held it."""
+        table = leases_table
+        with self.engine.begin() as conn:
+            gone = conn.execute(delete(table).where(table.c.name == name, table.c.holder == holder))
+        return gone.rowcount == 1
+
+    def lease_holder(self, name: str, now: datetime) -> str | None:
+        """Who holds the lease `name` at `now` (None if nobody, or it has expired)."""
+        table = leases_table
+        with self.engine.connect() as conn:
+            row = conn.execute(select(table).where(table.c.name == name)).mappings().first()
+        if row is None:
+            return None
+        expires_at = _aware(row["expires_at"])
+        assert expires_at is not None
+        return str(row["holder"]) if now < expires_at else None
+
+    # ---- processed Slack events (retries and duplicates across replicas)
+
+    def first_time_event(self, event_id: str, now: datetime) -> bool:
+        """Record that `event_id` is being handled, atomically: True for the first caller (on any replica
+        sharing this database), False for every later one."""
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(insert(processed_events_table).values(event_id=event_id, at=now.astimezone(UTC)))
+        except IntegrityError:
+            return False
+        return True
+
+    def forget_events(self, before: datetime) -> int:
+        """Delete processed event ids recorded before `before`; returns how many were deleted."""
+        table = processed_events_table
+        with self.engine.begin() as conn:
+            gone = conn.execute(delete(table).where(table.c.at < before.astimezone(UTC)))
+        return int(gone.rowcount)
+
+
+def _case_acquired(table: Table, holder: str, now: datetime) -> Any:
+    """`acquired_at` stays when the holder renews, and becomes `now` when the lease changes hands."""
+    return case((table.c.holder == holder, table.c.acquired_at), else_=literal(now, DateTime(timezone=True)))

@@ -260,6 +260,8 @@ class SlackSimulator:
                 )
             )
             return {"ok": True, "view": dict(view, id=view_id)}
+        if method == "conversations.replies":
+            return self._replies(str(args.get("channel")), str(args.get("ts")))
         if method == "usergroups.users.list":
             return {"ok": True, "users": self.usergroups.get(str(args.get("usergroup")), [])}
         return {"ok": False, "error": "unknown_method"}
@@ -288,6 +290,27 @@ class SlackSimulator:
             Message(kind, channel, ts, text, blocks, thread_ts=thread_ts, ephemeral=kind == "ephemeral")
         )
         return {"ok": True, "channel": args["channel"], "ts": ts, "message": {"text": text, "blocks": blocks}}
+
+    def record_user_message(self, channel: str, ts: str, text: str, thread_ts: str | None = None) -> None:
+        """Record a message a user typed (the console does this for mentions), for `conversations.replies`."""
+        self._record(Message("user", channel, ts, text, thread_ts=thread_ts))
+
+    def _replies(self, channel: str, ts: str) -> dict[str, Any]:
+        thread = [
+            m
+            for m in self.messages
+            if m.channel == channel and m.kind in ("user", "post") and (m.ts == ts or m.thread_ts == ts)
+        ]
+        messages = [
+            {
+                "type": "message",
+                "ts": m.ts,
+                "text": m.text,
+                **({"bot_id": "B0BOT00001"} if m.kind == "post" else {}),
+            }
+            for m in sorted(thread, key=lambda m: float(m.ts))
+        ]
+        return {"ok": True, "messages": messages, "has_more": False}
 
     def _complete_upload(self, args: dict[str, Any]) -> dict[str, Any]:
         files = args.get("files")

@@ -5,7 +5,20 @@ Modules are imported in this order because `help` lists commands in the order th
 
 import importlib
 
-MODULES = ("help", "tpu", "lifecycle", "capacity", "cost", "admin", "vllm", "container", "bench", "gemma")
+MODULES = (
+    "help",
+    "tpu",
+    "lifecycle",
+    "capacity",
+    "cost",
+    "admin",
+    "vllm",
+    "container",
+    "bench",
+    "gemma",
+    "chat",
+    "logs",
+)
 
 for _module in MODULES:
     importlib.import_module(f"bot.handlers.{_module}")

@@ -13,5 +13,5 @@ def register(app: App, registry: Registry, runner: Runner) -> None:
     """Register every listener: one slash command per registry group, @mentions, button clicks, modals."""
     commands.register(app, registry, runner)
     events.register(app, registry, runner)
-    actions.register(app, runner)
+    actions.register(app, registry, runner)
     views.register(app, runner)

@@ -1,4 +1,5 @@
-"""Button clicks (`block_actions`): Confirm / Cancel of a pending change, Cancel of a running operation.
+"""Button clicks (`block_actions`): Confirm / Cancel of a pending change, Cancel of a running operation, and
+"Review" of a command Gemma suggested (which then goes through the usual role check and confirmation).
 
 Each click is acked at once; the runner then checks the clicker's role again before anything happens.
 """
@@ -9,6 +10,8 @@ from typing import Any
 
 from slack_bolt import Ack, App
 
+from bot.commands import Registry, UsageError
+from bot.render import error_reply
 from bot.runner import Origin, Runner
 
 
@@ -28,7 +31,7 @@ def _value(action: dict[str, Any]) -> str:
     return str(action.get("value") or "")
 
 
-def register(app: App, runner: Runner) -> None:
+def register(app: App, registry: Registry, runner: Runner) -> None:
     def on_confirm(ack: Ack, body: dict[str, Any], action: dict[str, Any]) -> None:
         ack()
         runner.confirm(_value(action), _origin(body))
@@ -41,6 +44,21 @@ def register(app: App, runner: Runner) -> None:
         ack()
         runner.cancel_operation(_value(action), _origin(body))
 
+    def on_run_suggested(ack: Ack, body: dict[str, Any], action: dict[str, Any]) -> None:
+        ack()
+        origin = _origin(body)
+        try:
+            invocation = registry.parse(_value(action))
+        except UsageError as exc:
+            runner.deliver(
+                error_reply(exc.problem or "that command no longer parses"), origin, ephemeral=True
+            )
+            return
+        runner.submit(
+            invocation, Origin(origin.user_id, origin.channel_id, origin.response_url, origin.thread_ts)
+        )
+
     app.action("confirm_change")(on_confirm)
+    app.action("run_suggested")(on_run_suggested)
     app.action("cancel_change")(on_cancel_change)
     app.action("cancel_operation")(on_cancel_operation)

@@ -1,28 +1,60 @@
-"""@mentions: the same words as the slash commands, and usable inside threads (slash commands are not)."""
+"""@mentions: the same words as the slash commands, usable inside threads (slash commands are not); anything
+else is a question for Gemma (`gemma chat`)."""
 
 from __future__ import annotations
 
+import logging
+import shlex
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from slack_bolt import App
 
-from bot.commands import Registry, UsageError
+from bot.commands import Registry, UsageError, normalize
 from bot.render import text_reply
 from bot.runner import Origin, Runner
+from ops.store import Store
+
+log = logging.getLogger(__name__)
 
 
 class SeenEvents:
     """Event ids already handled, so a retried delivery (Slack retries when it did not get our 200 in
-    time, with the same `event_id`) is not answered twice. Bounded: the oldest ids are forgotten."""
+    time, with the same `event_id` and an `X-Slack-Retry-Num` header) or a duplicate is not answered twice.
 
-    def __init__(self, limit: int = 10_000) -> None:
+    Without a store: in memory, bounded (the oldest ids are forgotten); right for a single process. With a
+    store: in its processed-events table (`Store.first_time_event`), so replicas sharing the database
+    dedupe each other's events; ids older than `keep` are pruned every `prune_every` new events. If the
+    database fails, the in-memory set decides (better a rare duplicate than a dropped request).
+    """
+
+    def __init__(
+        self,
+        limit: int = 10_000,
+        *,
+        store: Store | None = None,
+        now: Callable[[], datetime] | None = None,
+        keep: timedelta = timedelta(days=1),
+        prune_every: int = 1000,
+    ) -> None:
         self._ids: OrderedDict[str, None] = OrderedDict()
         self._limit = limit
         self._lock = threading.Lock()
+        self._store = store
+        self._now = now or (lambda: datetime.now(UTC))
+        self._keep = keep
+        self._prune_every = prune_every
+        self._added = 0
 
     def first_time(self, event_id: str) -> bool:
+        if self._store is not None and event_id:
+            try:
+                return self._first_time_in_store(self._store, event_id)
+            except Exception:
+                log.exception("could not check event %s in the state store; deciding in memory", event_id)
         with self._lock:
             if event_id in self._ids:
                 return False
@@ -31,9 +63,21 @@ class SeenEvents:
                 self._ids.popitem(last=False)
             return True
 
+    def _first_time_in_store(self, store: Store, event_id: str) -> bool:
+        now = self._now()
+        first = store.first_time_event(event_id, now)
+        if first:
+            with self._lock:
+                self._added += 1
+                prune = self._added % self._prune_every == 0
+            if prune:
+                store.forget_events(now - self._keep)
+        return first
+
 
 def register(app: App, registry: Registry, runner: Runner) -> None:
-    seen = SeenEvents()
+    services = runner.services
+    seen = SeenEvents(store=services.store, now=services.now)
 
     def on_mention(body: dict[str, Any], event: dict[str, Any]) -> None:
         if not seen.first_time(str(body.get("event_id") or "")):
@@ -44,11 +88,16 @@ def register(app: App, registry: Registry, runner: Runner) -> None:
             thread_ts=event.get("thread_ts") or event.get("ts"),
         )
         text = event.get("text")
+        typed = text if isinstance(text, str) else ""
         try:
-            invocation = registry.parse(text if isinstance(text, str) else "")
+            invocation = registry.parse(typed)
         except UsageError as exc:
-            runner.deliver(text_reply(str(exc)), origin)
-            return
+            question = normalize(typed)
+            if not exc.problem.startswith("unknown command `") or not question:
+                runner.deliver(text_reply(str(exc)), origin)
+                return
+            # Not a command: a question for Gemma, answered with the thread as context.
+            invocation = registry.parse(f"gemma chat {shlex.quote(question)}")
         runner.submit(invocation, origin)
 
     app.event("app_mention")(on_mention)

@@ -120,7 +120,7 @@ def test_filters_severity_node_text_and_limit(sim: GcpSimulator) -> None:
     assert read(sim, build_filter(timedelta(hours=6), node="other-node", now=NOW)) == []
     five = read(sim, build_filter(timedelta(hours=6), now=NOW), limit=5, page_size=2)
     assert len(five) == 5
-    gated = read(sim, build_filter(timedelta(hours=30), extra="GatedRepoError", now=NOW))
+    gated = read(sim, build_filter(timedelta(hours=30), severity="CRITICAL", extra="GatedRepoError", now=NOW))
     assert len(gated) == 5 and all(e.severity == "CRITICAL" for e in gated)
     audit = read(sim, 'resource.type="audited_resource" AND timestamp>="2026-11-20T00:00:00Z"')
     assert audit and all("CreateQueuedResource" in e.message for e in audit)

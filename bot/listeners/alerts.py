@@ -1,0 +1,70 @@
+"""Alert buttons (`block_actions`): Delete now, Snooze 1 h, Acknowledge. Each carries the alert key.
+
+Delete now and Snooze go through the runner like typed commands (`tpu delete NAME --zone Z --force` and
+`alerts mute NAME 1h`), so the clicker's role is checked and the delete asks for confirmation with its
+Confirm button. Acknowledge marks the alert in the ledger (any role that can see the channel).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from slack_bolt import Ack, App
+
+import bot.handlers.alerts  # noqa: F401  (declares /alerts on the registry)
+from bot.commands import registry
+from bot.render import Reply, error_reply, section
+from bot.runner import Origin, Runner
+from bot.scheduler import AlertScheduler, parse_key
+
+
+def _origin(body: dict[str, Any]) -> Origin:
+    container = body.get("container") or {}
+    channel = (body.get("channel") or {}).get("id") or container.get("channel_id", "")
+    return Origin(
+        user_id=(body.get("user") or {}).get("id", ""),
+        channel_id=channel,
+        response_url=body.get("response_url"),
+    )
+
+
+def _key(action: dict[str, Any]) -> str:
+    return str(action.get("value") or "")
+
+
+def register(app: App, runner: Runner, scheduler: AlertScheduler) -> None:
+    """Register the `alert_delete`, `alert_snooze` and `alert_ack` button listeners on `app`."""
+
+    def on_delete(ack: Ack, body: dict[str, Any], action: dict[str, Any]) -> None:
+        ack()
+        origin = _origin(body)
+        try:
+            zone, name, _ = parse_key(_key(action))
+        except ValueError:
+            runner.deliver(error_reply("this alert is not about a queued resource"), origin, ephemeral=True)
+            return
+        runner.submit(registry.parse(f"tpu delete {name} --zone {zone} --force"), origin)
+
+    def on_snooze(ack: Ack, body: dict[str, Any], action: dict[str, Any]) -> None:
+        ack()
+        origin = _origin(body)
+        try:
+            _, name, _ = parse_key(_key(action))
+        except ValueError:
+            runner.deliver(error_reply("this alert cannot be snoozed"), origin, ephemeral=True)
+            return
+        runner.submit(registry.parse(f"alerts mute {name} 1h"), origin)
+
+    def on_ack(ack: Ack, body: dict[str, Any], action: dict[str, Any]) -> None:
+        ack()
+        origin = _origin(body)
+        row = scheduler.ledger.acknowledge(_key(action), origin.user_id)
+        if row is None:
+            runner.deliver(error_reply("this alert is unknown"), origin, ephemeral=True)
+            return
+        text = f":white_check_mark: Acknowledged by <@{origin.user_id}>: {row.text}"
+        runner.deliver(Reply(text=text, blocks=[section(text)]), origin)
+
+    app.action("alert_delete")(on_delete)
+    app.action("alert_snooze")(on_snooze)
+    app.action("alert_ack")(on_ack)

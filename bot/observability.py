@@ -1,0 +1,269 @@
+"""The bot's own observability: Prometheus metrics, readiness, and logs Cloud Logging understands.
+
+Metrics live in a per-app `CollectorRegistry` (so two bots in one process, as in tests, do not share
+counters) and are served at `/metrics` by `bot.app.wsgi`:
+
+    tpu_chatops_commands_total{command, outcome}       commands finished (ok | error | denied | exception)
+    tpu_chatops_ack_latency_seconds                    request arrival to Bolt's response on /slack/events
+    tpu_chatops_backend_call_seconds{backend}          backend call latency
+    tpu_chatops_backend_errors_total{backend}          OpsErrors, by `OpsError.backend`
+    tpu_chatops_alerts_sent_total{kind}                alerts posted to Slack (`Metrics.alerts_sent`)
+
+Logs: `setup_logging()` writes one JSON object per line (`severity`, `message`, `logging.googleapis.com/trace`
+when the request's trace is known) on Cloud Run (`K_SERVICE` is set) or with `LOG_FORMAT=json`, and readable
+lines otherwise. Every message goes through `llm.redact.redact`, so tokens and secrets never reach the log.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import IO, Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+
+from llm.redact import redact
+
+__all__ = [
+    "Metrics",
+    "Readiness",
+    "setup_logging",
+    "trace_from_headers",
+    "use_trace",
+]
+
+ACK_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0)
+BACKEND_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 180.0, 600.0, 1800.0)
+
+
+class Metrics:
+    """The bot's metrics, registered on their own `CollectorRegistry`.
+
+    `alerts_sent` is a Counter labelled by `kind`: `metrics.alerts_sent.labels(kind="hbm").inc()`
+    (or `metrics.alert_sent("hbm")`).
+    """
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.commands = Counter(
+            "tpu_chatops_commands",
+            "Commands finished, by command name and outcome (ok, error, denied, exception).",
+            ["command", "outcome"],
+            registry=self.registry,
+        )
+        self.ack_latency = Histogram(
+            "tpu_chatops_ack_latency_seconds",
+            "Time from a request's arrival at /slack/events to Bolt's response (Slack wants < 3 s).",
+            buckets=ACK_BUCKETS,
+            registry=self.registry,
+        )
+        self.backend_latency = Histogram(
+            "tpu_chatops_backend_call_seconds",
+            "Backend call latency, by backend.",
+            ["backend"],
+            buckets=BACKEND_BUCKETS,
+            registry=self.registry,
+        )
+        self.backend_errors = Counter(
+            "tpu_chatops_backend_errors",
+            "Backend errors (OpsError), by backend.",
+            ["backend"],
+            registry=self.registry,
+        )
+        self.alerts_sent = Counter(
+            "tpu_chatops_alerts_sent",
+            "Alerts posted to Slack, by kind.",
+            ["kind"],
+            registry=self.registry,
+        )
+
+    def command_finished(self, command: str, outcome: str) -> None:
+        self.commands.labels(command=command, outcome=outcome).inc()
+
+    def backend_call_finished(self, backend: str, seconds: float, *, failed: bool = False) -> None:
+        self.backend_latency.labels(backend=backend).observe(seconds)
+        if failed:
+            self.backend_errors.labels(backend=backend).inc()
+
+    @contextmanager
+    def backend_call(self, backend: str) -> Iterator[None]:
+        """Time a block as one call to `backend`; an exception counts as an error (and is re-raised)."""
+        started = time.monotonic()
+        try:
+            yield
+        except Exception:
+            self.backend_call_finished(backend, time.monotonic() - started, failed=True)
+            raise
+        self.backend_call_finished(backend, time.monotonic() - started)
+
+    def alert_sent(self, kind: str) -> None:
+        self.alerts_sent.labels(kind=kind).inc()
+
+    def exposition(self) -> tuple[bytes, str]:
+        """The text exposition format and its content type, for `/metrics`."""
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+class Readiness:
+    """What `/readyz` checks: Slack accepted the bot token (at start, or within `auth_max_age_s`; an older
+    success is re-checked by calling `auth_check`), and the state database answers (`db_check`).
+
+    Both checks raise on failure. `problem()` returns None when ready, else a one-line reason.
+    """
+
+    def __init__(
+        self,
+        auth_check: Callable[[], object],
+        db_check: Callable[[], object],
+        *,
+        auth_ok: bool = False,
+        auth_max_age_s: float = 300.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._auth_check = auth_check
+        self._db_check = db_check
+        self._max_age = auth_max_age_s
+        self._clock = clock
+        self._auth_ok_at: float | None = clock() if auth_ok else None
+        self._lock = threading.Lock()
+
+    def mark_auth_ok(self) -> None:
+        with self._lock:
+            self._auth_ok_at = self._clock()
+
+    def problem(self) -> str | None:
+        reason = self._slack_problem()
+        if reason is not None:
+            return reason
+        try:
+            self._db_check()
+        except Exception as exc:
+            return _one_line(f"state database unreachable: {type(exc).__name__}: {exc}")
+        return None
+
+    def _slack_problem(self) -> str | None:
+        with self._lock:
+            fresh = self._auth_ok_at is not None and self._clock() - self._auth_ok_at <= self._max_age
+            if fresh:
+                return None
+            try:
+                self._auth_check()
+            except Exception as exc:
+                error = getattr(getattr(exc, "response", None), "get", lambda _k: None)("error")
+                return _one_line(f"Slack auth.test failed: {error or type(exc).__name__}")
+            self._auth_ok_at = self._clock()
+            return None
+
+
+def _one_line(text: str) -> str:
+    return redact(" ".join(text.split()))[:300]
+
+
+# ---- trace context
+
+_trace: contextvars.ContextVar[str | None] = contextvars.ContextVar("tpu_chatops_trace", default=None)
+
+
+def trace_from_headers(environ: Mapping[str, Any], project: str | None = None) -> str | None:
+    """The Cloud Logging trace name (`projects/P/traces/T`) for a WSGI request, from Google's
+    `X-Cloud-Trace-Context: T/SPAN;o=1` or W3C `traceparent: 00-T-SPAN-01`. None when either the trace or
+    the project (argument, else `GOOGLE_CLOUD_PROJECT` / `GCP_PROJECT`) is unknown."""
+    project = project or os.environ.get("GOOGLE_CLOUD_PROJECT") or os.environ.get("GCP_PROJECT")
+    trace_id = ""
+    header = str(environ.get("HTTP_X_CLOUD_TRACE_CONTEXT") or "")
+    if header:
+        trace_id = header.split("/", 1)[0].split(";", 1)[0].strip()
+    else:
+        parts = str(environ.get("HTTP_TRACEPARENT") or "").split("-")
+        if len(parts) >= 3:
+            trace_id = parts[1]
+    if not project or not trace_id or not all(c in "0123456789abcdefABCDEF" for c in trace_id):
+        return None
+    return f"projects/{project}/traces/{trace_id}"
+
+
+@contextmanager
+def use_trace(trace: str | None) -> Iterator[None]:
+    """Log records made inside this block (on this thread) carry `trace`."""
+    token = _trace.set(trace)
+    try:
+        yield
+    finally:
+        _trace.reset(token)
+
+
+# ---- logging
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line, in the shape Cloud Logging's agent parses (structured logging)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = record.getMessage()
+        if record.exc_info:
+            message = f"{message}\n{self.formatException(record.exc_info)}"
+        elif record.stack_info:
+            message = f"{message}\n{self.formatStack(record.stack_info)}"
+        entry: dict[str, Any] = {
+            "severity": "CRITICAL" if record.levelno >= logging.CRITICAL else record.levelname,
+            "message": redact(message),
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(),
+            "logger": record.name,
+            "logging.googleapis.com/sourceLocation": {
+                "file": record.pathname,
+                "line": record.lineno,
+                "function": record.funcName,
+            },
+        }
+        trace = getattr(record, "trace", None) or _trace.get()
+        if trace:
+            entry["logging.googleapis.com/trace"] = trace
+        return json.dumps(entry, ensure_ascii=False, default=str)
+
+
+class ConsoleFormatter(logging.Formatter):
+    """Readable lines, secrets masked."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
+
+
+def json_logs_wanted(environ: Mapping[str, str] | None = None) -> bool:
+    """JSON on Cloud Run (`K_SERVICE` is set) or when `LOG_FORMAT=json`; `LOG_FORMAT=text` forces lines."""
+    env = os.environ if environ is None else environ
+    fmt = env.get("LOG_FORMAT", "").strip().lower()
+    if fmt in ("json", "text", "console"):
+        return fmt == "json"
+    return bool(env.get("K_SERVICE"))
+
+
+def setup_logging(
+    level: int = logging.INFO, *, json_format: bool | None = None, stream: IO[str] | None = None
+) -> logging.Handler:
+    """Configure the root logger with one handler (replacing any earlier ones) and return it.
+
+    Args:
+        level: the root level.
+        json_format: force JSON (True) or lines (False); None detects (`json_logs_wanted`).
+        stream: where to write (default: stderr).
+    """
+    use_json = json_logs_wanted() if json_format is None else json_format
+    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
+    handler.setFormatter(JsonFormatter() if use_json else ConsoleFormatter())
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level)
+    return handler

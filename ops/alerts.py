@@ -1,0 +1,664 @@
+"""Alerts: pure evaluation of what is due, and an exactly-once ledger in the state store.
+
+`evaluate` turns a listing of queued resources (and what was seen last time) into `Alert`s; it does no I/O.
+`evaluate_vllm` does the same for one vLLM check. `AlertLedger` records every alert key as sent, superseded
+or suppressed with an atomic insert-if-absent (a UNIQUE key; the losing insert raises IntegrityError on
+SQLite and PostgreSQL alike), so a restarted bot never sends a key twice. Its tables live on
+`ops.store.metadata`, so `Store(url)` creates them (and `AlertLedger` creates them too if needed).
+
+Keys: `"{zone}/{name}@{create time}|{kind}|{threshold}"`, e.g.
+`"us-east5-a/gemma4-qr@2026-11-30T00:00:00Z|expiry|15"`. Times are timezone-aware UTC; thresholds are
+minutes before the deadline.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Column, DateTime, String, Table, Text, delete, insert, select, update
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
+
+from ops.store import Store, metadata
+from ops.tpu import QueuedResourceInfo
+
+__all__ = [
+    "DEFAULT_THRESHOLDS",
+    "Alert",
+    "AlertLedger",
+    "LedgerRow",
+    "Observation",
+    "VllmCheck",
+    "VllmWatch",
+    "evaluate",
+    "evaluate_vllm",
+    "identity",
+]
+
+DEFAULT_THRESHOLDS: tuple[int, ...] = (60, 15, 5)
+WAITING_STATES = frozenset({"WAITING_FOR_RESOURCES", "ACCEPTED", "CREATING"})
+STALE_STATES = frozenset({"SUSPENDED", "FAILED"})
+GONE_STATES = frozenset({"DELETING"})
+NEW = "NEW"  # the "previous state" of a resource first seen after watching began
+
+ledger_table = Table(
+    "alert_ledger",
+    metadata,
+    Column("key", String(400), primary_key=True),  # the UNIQUE key of exactly-once
+    Column("kind", String(32), nullable=False),
+    Column("resource", String(200), nullable=False),
+    Column("status", String(16), nullable=False),  # sending | sent | superseded | suppressed
+    Column("at", DateTime(timezone=True), nullable=False),
+    Column("text", Text, nullable=False, default=""),
+    Column("channel", String(32), nullable=True),
+    Column("ts", String(32), nullable=True),
+    Column("acked_by", String(32), nullable=True),
+    Column("resolved_at", DateTime(timezone=True), nullable=True),
+)
+
+mutes_table = Table(
+    "alert_mutes",
+    metadata,
+    Column("resource", String(100), primary_key=True),  # a queued resource name (all zones)
+    Column("until", DateTime(timezone=True), nullable=False),
+    Column("by", String(32), nullable=False),
+)
+
+observations_table = Table(
+    "alert_observations",
+    metadata,
+    Column("resource", String(200), primary_key=True),  # identity(): zone/name@create
+    Column("state", String(40), nullable=False),
+    Column("nodes", Text, nullable=False, default="{}"),  # JSON node id -> state
+    Column("channel", String(32), nullable=True),
+    Column("ts", String(32), nullable=True),  # the resource's state message, updated in place
+    Column("at", DateTime(timezone=True), nullable=False),
+)
+
+kv_table = Table(
+    "alert_kv",
+    metadata,
+    Column("name", String(100), primary_key=True),
+    Column("value", Text, nullable=False),
+)
+
+
+def _aware(moment: datetime | None) -> datetime | None:
+    if moment is None:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _iso(moment: datetime | None) -> str:
+    return "-" if moment is None else moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def identity(qr: QueuedResourceInfo) -> str:
+    """The resource part of every key: "zone/name@create time" (a recreated QR is a new identity)."""
+    return f"{qr.zone}/{qr.name}@{_iso(qr.create_time)}"
+
+
+@dataclass(frozen=True)
+class Alert:
+    """One alert to post (or to record as suppressed when its resource is muted).
+
+    Attributes:
+        key: unique "resource|kind|threshold" string (see the module docstring).
+        kind: "expiry" (termination time), "valid_until" (queueing deadline), "state" (a state change),
+            "preempted" (a node), "stale" (SUSPENDED/FAILED over a day), "vllm_down", "kv_cache",
+            "preemptions", "test".
+        resource: identity "zone/name@create" or, for vLLM, "vllm:<url>".
+        name, zone: the queued resource ("" for vLLM alerts).
+        title: one line; text: the details (mrkdwn).
+        threshold: minutes before the deadline for expiry kinds; None otherwise.
+        deadline: the deadline of expiry kinds; None otherwise.
+        state, previous: new and old state for "state" alerts.
+        supersedes: keys of less urgent thresholds (already passed) to record as superseded.
+        buttons: whether to offer Delete now / Snooze 1 h / Acknowledge.
+        resolves: for a recovery: the key of the alert it resolves (its message is updated).
+    """
+
+    key: str
+    kind: str
+    resource: str
+    name: str
+    zone: str
+    title: str
+    text: str = ""
+    threshold: int | None = None
+    deadline: datetime | None = None
+    state: str = ""
+    previous: str = ""
+    supersedes: tuple[str, ...] = ()
+    buttons: bool = False
+    resolves: str | None = None
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the scheduler saw of a resource last time: its state and its nodes' states."""
+
+    state: str
+    nodes: Mapping[str, str] = field(default_factory=dict)
+
+
+def _minutes(delta: timedelta) -> str:
+    total = max(0, int(delta.total_seconds() // 60))
+    hours, minutes = divmod(total, 60)
+    return f"{hours} h {minutes} min" if hours else f"{minutes} min"
+
+
+def _deadlines(qr: QueuedResourceInfo) -> list[tuple[str, datetime]]:
+    """(kind, deadline) pairs of a resource: the termination time while it runs, valid-until while waiting."""
+    found: list[tuple[str, datetime]] = []
+    if qr.state in ("ACTIVE", "PROVISIONING"):
+        end = qr.termination_time
+        if end is None and qr.state == "ACTIVE" and qr.create_time and qr.max_run_duration:
+            end = qr.create_time + qr.max_run_duration
+        if end is not None:
+            found.append(("expiry", end))
+    if qr.state in WAITING_STATES and qr.valid_until is not None:
+        found.append(("valid_until", qr.valid_until))
+    return found
+
+
+def _threshold_alert(
+    qr: QueuedResourceInfo, kind: str, deadline: datetime, now: datetime, thresholds: Sequence[int]
+) -> Alert | None:
+    left = deadline - now
+    if left <= timedelta(0):
+        return None
+    crossed = sorted(t for t in thresholds if left <= timedelta(minutes=t))
+    if not crossed:
+        return None
+    urgent, passed = crossed[0], crossed[1:]
+    base = identity(qr)
+    what = "terminates" if kind == "expiry" else "stops waiting for capacity (valid-until)"
+    title = f"`{qr.name}` ({qr.zone}) {what} in {_minutes(left)}"
+    return Alert(
+        key=f"{base}|{kind}|{urgent}",
+        kind=kind,
+        resource=base,
+        name=qr.name,
+        zone=qr.zone,
+        title=title,
+        text=f"{qr.state} {qr.provisioning_model} {qr.accelerator_type}, deadline {_iso(deadline)}",
+        threshold=urgent,
+        deadline=deadline,
+        state=qr.state,
+        supersedes=tuple(f"{base}|{kind}|{t}" for t in passed),
+        buttons=True,
+    )
+
+
+def _state_text(qr: QueuedResourceInfo) -> str:
+    if qr.state == "FAILED":
+        return f"FAILED: {qr.error or 'no error message'}"
+    if qr.state == "SUSPENDED":
+        return f"SUSPENDED (initiated by {qr.state_initiator or 'unknown'})"
+    return qr.state
+
+
+def evaluate(
+    resources: Iterable[QueuedResourceInfo],
+    now: datetime,
+    *,
+    thresholds: Sequence[int] = DEFAULT_THRESHOLDS,
+    previous: Mapping[str, Observation] | None = None,
+    watch_since: datetime | None = None,
+    stale_after: timedelta = timedelta(days=1),
+) -> list[Alert]:
+    """The alerts due now for a listing of queued resources. Pure: no I/O, no clock.
+
+    Expiry: for each deadline (`termination_time`, else create time + max run duration, of an ACTIVE or
+    PROVISIONING QR; `valid_until` of a waiting QR), only the MOST URGENT threshold already crossed is
+    returned (e.g. 40 min left with (60, 15, 5) -> the 60-minute alert; 3 min left -> the 5-minute alert,
+    with the 60 and 15 keys in `supersedes`). Nothing once the deadline is past (the state change says it).
+    Whether a key was already sent is the ledger's business: the same alert is returned on every call.
+
+    State changes: compared with `previous` (identity -> Observation). A resource absent from `previous` is
+    a baseline (no alert) unless it was created after `watch_since`, when its first state is announced
+    ("NEW -> state"). A node newly PREEMPTED gives a "preempted" alert. DELETING resources give nothing.
+
+    Stale: SUSPENDED or FAILED and created more than `stale_after` ago (one alert per resource).
+
+    Args:
+        resources: the listed QRs (only zones that answered: a missing QR is not treated as deleted here).
+        now: timezone-aware current time.
+        thresholds: minutes before a deadline, any order (default 60, 15, 5).
+        previous: last observation per identity; None: everything is a baseline.
+        watch_since: when the bot started watching (None: never announce first sightings).
+        stale_after: age after which SUSPENDED/FAILED QRs are reported.
+
+    Returns:
+        Alerts in listing order (threshold alerts, then state, preemption and stale alerts per resource).
+
+    Raises:
+        ValueError: `now` is naive or a threshold is not a positive number of minutes.
+    """
+    if now.tzinfo is None:
+        raise ValueError("now must be timezone-aware")
+    if any(t <= 0 for t in thresholds):
+        raise ValueError("thresholds are positive minutes")
+    seen = previous or {}
+    alerts: list[Alert] = []
+    for qr in resources:
+        if qr.state in GONE_STATES:
+            continue
+        base = identity(qr)
+        for kind, deadline in _deadlines(qr):
+            alert = _threshold_alert(qr, kind, deadline, now, thresholds)
+            if alert is not None:
+                alerts.append(alert)
+        before = seen.get(base)
+        prev_state = before.state if before else None
+        if prev_state is None and watch_since is not None and qr.create_time and qr.create_time > watch_since:
+            prev_state = NEW
+        if prev_state is not None and prev_state != qr.state:
+            alerts.append(
+                Alert(
+                    key=f"{base}|state|{prev_state}->{qr.state}",
+                    kind="state",
+                    resource=base,
+                    name=qr.name,
+                    zone=qr.zone,
+                    title=f"`{qr.name}` ({qr.zone}): {prev_state} -> {_state_text(qr)}",
+                    state=qr.state,
+                    previous=prev_state,
+                )
+            )
+        old_nodes = before.nodes if before else {}
+        for node in qr.nodes:
+            if node.state == "PREEMPTED" and old_nodes.get(node.name) != "PREEMPTED" and before is not None:
+                alerts.append(
+                    Alert(
+                        key=f"{base}|preempted|{node.name}",
+                        kind="preempted",
+                        resource=base,
+                        name=qr.name,
+                        zone=qr.zone,
+                        title=f"`{qr.name}` ({qr.zone}): node `{node.name}` was PREEMPTED",
+                        state=qr.state,
+                    )
+                )
+        if qr.state in STALE_STATES and qr.create_time and now - qr.create_time > stale_after:
+            alerts.append(
+                Alert(
+                    key=f"{base}|stale|",
+                    kind="stale",
+                    resource=base,
+                    name=qr.name,
+                    zone=qr.zone,
+                    title=f"`{qr.name}` ({qr.zone}) is {qr.state} for over a day (holds quota until deleted)",
+                    text=_state_text(qr),
+                    state=qr.state,
+                    buttons=True,
+                )
+            )
+    return alerts
+
+
+def observe(qr: QueuedResourceInfo) -> Observation:
+    """The Observation to remember for a listed QR."""
+    return Observation(qr.state, {node.name: node.state for node in qr.nodes})
+
+
+# ---- vLLM ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VllmCheck:
+    """One vLLM check: /health ok or not, and (when it answered) KV-cache usage 0..1 and preemptions."""
+
+    ok: bool
+    detail: str = ""
+    kv_cache_usage: float | None = None
+    preemptions: float | None = None
+
+
+@dataclass(frozen=True)
+class VllmWatch:
+    """What the vLLM watcher remembers between checks (persisted as JSON by the scheduler).
+
+    failures: consecutive failed /health checks; down_since: first failure of the current run (ISO);
+    alerted: key of the open outage alert; kv_high: consecutive checks above the KV threshold;
+    kv_alerted: whether the current high streak was alerted; preemptions: last count seen.
+    """
+
+    failures: int = 0
+    down_since: str | None = None
+    alerted: str | None = None
+    kv_high: int = 0
+    kv_alerted: bool = False
+    preemptions: float | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(self.__dict__)
+
+    @classmethod
+    def from_json(cls, text: str | None) -> VllmWatch:
+        if not text:
+            return cls()
+        data = json.loads(text)
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+
+def evaluate_vllm(
+    check: VllmCheck,
+    watch: VllmWatch,
+    now: datetime,
+    *,
+    endpoint: str,
+    failures: int = 3,
+    kv_threshold: float = 0.9,
+    kv_checks: int = 3,
+) -> tuple[list[Alert], VllmWatch]:
+    """Alerts from one vLLM check, and the new watcher state. Pure.
+
+    `failures` failed /health checks in a row raise "vllm_down" (once per outage); the next good check
+    returns a recovery Alert with `resolves` = that key and the outage length (minutes). KV-cache usage
+    above `kv_threshold` (fraction 0..1) for `kv_checks` checks in a row raises "kv_cache" once per streak.
+    A preemption count higher than the last one seen raises "preemptions" (keyed by the count).
+
+    Returns:
+        (alerts, new watch state).
+    """
+    resource = f"vllm:{endpoint}"
+    alerts: list[Alert] = []
+    state = dict(watch.__dict__)
+    if not check.ok:
+        state["failures"] = watch.failures + 1
+        state["down_since"] = watch.down_since or _iso(now)
+        if state["failures"] >= failures and not watch.alerted:
+            key = f"{resource}@{state['down_since']}|vllm_down|{failures}"
+            state["alerted"] = key
+            alerts.append(
+                Alert(key, "vllm_down", resource, "", "", f"vLLM at `{endpoint}` is down", check.detail)
+            )
+        state["kv_high"], state["kv_alerted"] = 0, False
+        return alerts, VllmWatch(**state)
+    if watch.alerted and watch.down_since:
+        since = _aware(datetime.strptime(watch.down_since, "%Y-%m-%dT%H:%M:%SZ")) or now
+        alerts.append(
+            Alert(
+                f"{watch.alerted}|resolved",
+                "vllm_up",
+                resource,
+                "",
+                "",
+                f"vLLM at `{endpoint}` recovered after {_minutes(now - since)}",
+                resolves=watch.alerted,
+            )
+        )
+    state.update(failures=0, down_since=None, alerted=None)
+    if check.kv_cache_usage is not None and check.kv_cache_usage > kv_threshold:
+        state["kv_high"] = watch.kv_high + 1
+        if state["kv_high"] >= kv_checks and not watch.kv_alerted:
+            state["kv_alerted"] = True
+            alerts.append(
+                Alert(
+                    f"{resource}@{_iso(now)}|kv_cache|{int(kv_threshold * 100)}",
+                    "kv_cache",
+                    resource,
+                    "",
+                    "",
+                    f"vLLM KV cache at {check.kv_cache_usage:.0%} for {state['kv_high']} checks "
+                    f"(threshold {kv_threshold:.0%})",
+                )
+            )
+    else:
+        state["kv_high"], state["kv_alerted"] = 0, False
+    if check.preemptions is not None:
+        if watch.preemptions is not None and check.preemptions > watch.preemptions:
+            alerts.append(
+                Alert(
+                    f"{resource}|preemptions|{int(check.preemptions)}",
+                    "preemptions",
+                    resource,
+                    "",
+                    "",
+                    f"vLLM preemptions rising: {int(watch.preemptions)} -> {int(check.preemptions)} "
+                    "(KV-cache pressure)",
+                )
+            )
+        state["preemptions"] = check.preemptions
+    return alerts, VllmWatch(**state)
+
+
+# ---- the ledger ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LedgerRow:
+    """One recorded alert key."""
+
+    key: str
+    kind: str
+    resource: str
+    status: str
+    at: datetime
+    text: str
+    channel: str | None
+    ts: str | None
+    acked_by: str | None
+    resolved_at: datetime | None
+
+
+def _row(row: Any) -> LedgerRow:
+    return LedgerRow(
+        key=row["key"],
+        kind=row["kind"],
+        resource=row["resource"],
+        status=row["status"],
+        at=_aware(row["at"]) or datetime.now(UTC),
+        text=row["text"],
+        channel=row["channel"],
+        ts=row["ts"],
+        acked_by=row["acked_by"],
+        resolved_at=_aware(row["resolved_at"]),
+    )
+
+
+class AlertLedger:
+    """The exactly-once ledger, mutes, observations and small watcher state, in the state store.
+
+    Args:
+        store: a `Store` (its engine is used; the alert tables are created if missing), or an Engine.
+    """
+
+    def __init__(self, store: Store | Engine) -> None:
+        self.engine: Engine = store.engine if isinstance(store, Store) else store
+        metadata.create_all(
+            self.engine, tables=[ledger_table, mutes_table, observations_table, kv_table], checkfirst=True
+        )
+
+    # ---- keys
+    def claim(self, alert: Alert, status: str, *, now: datetime) -> bool:
+        """Insert the key with `status` ("sending", "superseded", "suppressed") if absent; atomic.
+
+        Returns:
+            True if this call inserted it (the caller may send); False if the key was already recorded.
+        """
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(
+                    insert(ledger_table).values(
+                        key=alert.key,
+                        kind=alert.kind,
+                        resource=alert.resource,
+                        status=status,
+                        at=now,
+                        text=alert.title[:1000],
+                    )
+                )
+        except IntegrityError:
+            return False
+        return True
+
+    def claim_key(self, key: str, kind: str, resource: str, status: str, *, now: datetime) -> bool:
+        """`claim` for a bare key (e.g. a superseded threshold)."""
+        return self.claim(Alert(key, kind, resource, "", "", ""), status, now=now)
+
+    def mark_sent(self, key: str, channel: str, ts: str | None) -> None:
+        """Record that a claimed key was posted (its message channel and ts)."""
+        with self.engine.begin() as conn:
+            conn.execute(
+                update(ledger_table)
+                .where(ledger_table.c.key == key)
+                .values(status="sent", channel=channel, ts=ts)
+            )
+
+    def release(self, key: str) -> None:
+        """Forget a claim whose post failed, so a later tick retries it."""
+        with self.engine.begin() as conn:
+            conn.execute(
+                delete(ledger_table).where(ledger_table.c.key == key, ledger_table.c.status == "sending")
+            )
+
+    def get(self, key: str) -> LedgerRow | None:
+        """The recorded key, or None."""
+        with self.engine.connect() as conn:
+            row = conn.execute(select(ledger_table).where(ledger_table.c.key == key)).mappings().first()
+        return None if row is None else _row(row)
+
+    def rows(self, *, since: datetime | None = None, status: str | None = None) -> list[LedgerRow]:
+        """Recorded keys, oldest first, optionally only those at/after `since` or with `status`."""
+        query = select(ledger_table).order_by(ledger_table.c.at)
+        if since is not None:
+            query = query.where(ledger_table.c.at >= since)
+        if status is not None:
+            query = query.where(ledger_table.c.status == status)
+        with self.engine.connect() as conn:
+            return [_row(r) for r in conn.execute(query).mappings().all()]
+
+    def counts(self) -> dict[str, int]:
+        """Number of keys per status, e.g. {"sent": 12, "superseded": 3, "suppressed": 2}."""
+        out: dict[str, int] = {}
+        for row in self.rows():
+            out[row.status] = out.get(row.status, 0) + 1
+        return out
+
+    def open_alerts(self, *, since: datetime) -> list[LedgerRow]:
+        """Sent alerts since `since`, neither acknowledged nor resolved (state changes excluded)."""
+        return [
+            r
+            for r in self.rows(since=since, status="sent")
+            if r.acked_by is None and r.resolved_at is None and r.kind not in ("state", "vllm_up", "test")
+        ]
+
+    def acknowledge(self, key: str, user_id: str) -> LedgerRow | None:
+        """Mark a sent alert acknowledged by `user_id`. Returns the row, None if the key is unknown."""
+        with self.engine.begin() as conn:
+            conn.execute(update(ledger_table).where(ledger_table.c.key == key).values(acked_by=user_id))
+        return self.get(key)
+
+    def resolve(self, key: str, *, now: datetime) -> None:
+        """Mark an alert resolved (e.g. vLLM recovered)."""
+        with self.engine.begin() as conn:
+            conn.execute(update(ledger_table).where(ledger_table.c.key == key).values(resolved_at=now))
+
+    # ---- mutes
+    def mute(self, name: str, until: datetime, *, by: str) -> None:
+        """Mute every alert of queued resource `name` (any zone) until `until` (replaces an older mute)."""
+        with self.engine.begin() as conn:
+            conn.execute(delete(mutes_table).where(mutes_table.c.resource == name))
+            conn.execute(insert(mutes_table).values(resource=name, until=until, by=by))
+
+    def unmute(self, name: str) -> bool:
+        """Remove a mute. Returns whether there was one."""
+        with self.engine.begin() as conn:
+            result = conn.execute(delete(mutes_table).where(mutes_table.c.resource == name))
+        return bool(result.rowcount)
+
+    def mutes(self, now: datetime) -> dict[str, tuple[datetime, str]]:
+        """Active mutes: name -> (until, who muted)."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(mutes_table)).mappings().all()
+        out: dict[str, tuple[datetime, str]] = {}
+        for row in rows:
+            until = _aware(row["until"])
+            if until is not None and until > now:
+                out[row["resource"]] = (until, row["by"])
+        return out
+
+    # ---- observations (state changes) and watcher state
+    def observations(self) -> dict[str, Observation]:
+        """identity -> last Observation."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(observations_table)).mappings().all()
+        return {r["resource"]: Observation(r["state"], json.loads(r["nodes"] or "{}")) for r in rows}
+
+    def thread(self, resource: str) -> tuple[str | None, str | None]:
+        """(channel, ts) of the resource's state message, (None, None) if none was posted."""
+        with self.engine.connect() as conn:
+            row = (
+                conn.execute(select(observations_table).where(observations_table.c.resource == resource))
+                .mappings()
+                .first()
+            )
+        return (None, None) if row is None else (row["channel"], row["ts"])
+
+    def observe(
+        self,
+        resource: str,
+        seen: Observation,
+        *,
+        now: datetime,
+        channel: str | None = None,
+        ts: str | None = None,
+    ) -> None:
+        """Remember the last state of a resource (and, when given, its state message's channel and ts)."""
+        values: dict[str, Any] = {"state": seen.state, "nodes": json.dumps(dict(seen.nodes)), "at": now}
+        if ts is not None:
+            values.update(channel=channel, ts=ts)
+        with self.engine.begin() as conn:
+            table = observations_table
+            done = conn.execute(update(table).where(table.c.resource == resource).values(**values))
+            if done.rowcount == 0:
+                try:
+                    with conn.begin_nested():
+                        conn.execute(insert(table).values(resource=resource, **values))
+                except IntegrityError:
+                    conn.execute(update(table).where(table.c.resource == resource).values(**values))
+
+    def observe_many(self, seen: Mapping[str, Observation], *, now: datetime) -> None:
+        """Remember several resources' last states in one transaction (keeps their message ts)."""
+        if not seen:
+            return
+        table = observations_table
+        with self.engine.begin() as conn:
+            known = set(
+                conn.execute(select(table.c.resource).where(table.c.resource.in_(list(seen)))).scalars()
+            )
+            for resource, obs in seen.items():
+                values: dict[str, Any] = {"state": obs.state, "nodes": json.dumps(dict(obs.nodes)), "at": now}
+                if resource in known:
+                    conn.execute(update(table).where(table.c.resource == resource).values(**values))
+                else:
+                    conn.execute(insert(table).values(resource=resource, **values))
+
+    def get_value(self, name: str) -> str | None:
+        """A stored watcher value (JSON text), or None."""
+        with self.engine.connect() as conn:
+            row = conn.execute(select(kv_table).where(kv_table.c.name == name)).mappings().first()
+        return None if row is None else str(row["value"])
+
+    def set_value(self, name: str, value: str) -> None:
+        """Store a watcher value (JSON text)."""
+        with self.engine.begin() as conn:
+            conn.execute(delete(kv_table).where(kv_table.c.name == name))
+            conn.execute(insert(kv_table).values(name=name, value=value))
+
+    def watch_since(self, now: datetime) -> datetime:
+        """When alerting first ran on this store (set to `now` on the first call; atomic)."""
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(insert(kv_table).values(name="watch_since", value=_iso(now)))
+        except IntegrityError:
+            pass
+        text = self.get_value("watch_since") or _iso(now)
+        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)

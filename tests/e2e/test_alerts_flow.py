@@ -1,0 +1,95 @@
+"""The demo world with alerts: `gemma4-qr` raises its 60/15/5-minute alerts as simulated time moves, and
+the buttons work (Acknowledge, Snooze 1 h through `/alerts mute`, Delete now through the confirmed flow).
+
+Uses only public objects of `bot.demo.Demo`; the alert scheduler and its listener are wired here the way
+the bot's start-up wires them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from slack_sdk import WebClient
+
+from bot.demo import Demo
+from bot.listeners import alerts as alert_listeners
+from bot.scheduler import AlertScheduler
+
+CHANNEL = "C0ALERTS01"
+
+
+@pytest.fixture(scope="module")
+def world() -> Iterator[tuple[Demo, AlertScheduler]]:
+    with Demo() as demo:
+        services = demo.bot.services
+        services.now = demo.gcp.now  # mutes and confirmations follow simulated time
+        client = WebClient(
+            token=demo.settings.slack_bot_token.get_secret_value(), base_url=demo.slack.api_url
+        )
+        scheduler = AlertScheduler(services, client, CHANNEL, clock=demo.gcp.now, vllm_checks=False)
+        alert_listeners.register(demo.bot.app, demo.bot.runner, scheduler)
+        yield demo, scheduler
+
+
+def _alerts(demo: Demo, start: int) -> list[str]:
+    return [
+        m.text
+        for m in demo.slack.messages[start:]
+        if m.channel == CHANNEL and m.kind == "post" and m.thread_ts is None
+    ]
+
+
+def test_gemma4_qr_thresholds_and_buttons(world: tuple[Demo, AlertScheduler]) -> None:
+    demo, scheduler = world
+    scheduler.tick()  # baseline: gemma4-qr ends 150 min after the demo started
+    (stale,) = _alerts(demo, 0)  # the FAILED gemma4-old (26 h old) holds quota
+    assert "`gemma4-old`" in stale and "FAILED for over a day" in stale
+
+    start = len(demo.slack.messages)
+    demo.gcp.advance(95 * 60)  # 55 min left
+    assert scheduler.tick().sent == 1
+    (text,) = _alerts(demo, start)
+    assert "`gemma4-qr`" in text and "terminates in 5" in text
+    assert scheduler.tick().sent == 0
+
+    lines, answered = demo.user.run("click Acknowledge")
+    assert answered, lines
+    assert any("Acknowledged by" in line for line in lines)
+    open_kinds = [r.kind for r in scheduler.ledger.open_alerts(since=demo.gcp.now().replace(year=2000))]
+    assert open_kinds == ["stale"]  # the expiry alert is acknowledged
+
+    start = len(demo.slack.messages)
+    demo.gcp.advance(42 * 60)  # 13 min left
+    scheduler.tick()  # also gemma4-standby's valid-until (60 min) alert
+    (text,) = [t for t in _alerts(demo, start) if "`gemma4-qr`" in t]
+    assert "terminates in 12 min" in text or "terminates in 13 min" in text
+
+    lines, answered = demo.user.run("click Snooze")
+    assert answered, lines
+    assert "gemma4-qr" in scheduler.ledger.mutes(demo.gcp.now())
+
+    demo.gcp.advance(10 * 60)  # 3 min left, muted: recorded as suppressed, not posted
+    start = len(demo.slack.messages)
+    result = scheduler.tick()
+    assert result.suppressed == 1
+    assert not [t for t in _alerts(demo, start) if "`gemma4-qr`" in t]
+
+    lines, answered = demo.user.run("/alerts unmute gemma4-qr")
+    assert answered, lines
+    lines, answered = demo.user.run("click Delete now")
+    assert answered, lines
+    assert any("Confirm" in line for line in lines)
+    lines, answered = demo.user.run("click Confirm", timeout=60)
+    assert answered, lines
+
+    listing = demo.bot.services.tpu.list_queued_resources(["us-east5-a"])
+    assert "gemma4-qr" not in [qr.name for qr in listing.resources if qr.state != "DELETING"]
+    start = len(demo.slack.messages)
+    demo.gcp.advance(60)
+    scheduler.tick()
+    assert not [m for m in demo.slack.messages[start:] if "`gemma4-qr`" in m.text]
+
+    lines, answered = demo.user.run("/alerts list")
+    assert answered, lines
+    assert any("suppressed" in line for line in lines)

@@ -1,0 +1,79 @@
+"""Gemma reads the logs and answers in threads: /logs, /logs analyze, @mention questions with tools."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from bot.demo import Demo
+
+
+@pytest.fixture()
+def world() -> Demo:
+    with Demo() as demo:
+        yield demo
+
+
+def _say(demo: Demo, line: str, timeout: float = 30) -> str:
+    out, answered = demo.user.run(line, timeout=timeout)
+    assert answered, out
+    return "\n".join(out)
+
+
+def test_logs_carry_an_explicit_time_bound_and_are_newest_first(world: Demo) -> None:
+    text = _say(world, "/logs --since 2h --severity ERROR --limit 5")
+    assert "*5 entries*, newest first" in text
+    assert 'timestamp>="' in text and "severity>=ERROR" in text
+    bodies = [body for method, path, body in world.gcp.request_bodies if path.startswith("/v2/entries:list")]
+    assert bodies and 'timestamp>="' in bodies[-1]["filter"]
+
+
+def test_analyze_names_the_real_failures_among_noise(world: Demo) -> None:
+    text = _say(world, "/logs analyze --since 1h", timeout=60)
+    assert "*Top error kinds*" in text and "*Gemma's analysis*" in text
+    for finding in (
+        "kv-cache-insufficient",
+        "tpu-device-busy",
+        "hf-gated-repo-401",
+        "docker-pull-rate-limit",
+        "tpu-hbm-oom-program-load",
+    ):
+        assert finding in text, finding
+    assert "[file log-templates.tsv:" in text
+
+
+def test_no_errors_means_no_model_call(world: Demo) -> None:
+    before = world.vllm.requests_served
+    text = _say(world, "/logs analyze --since 1m")
+    assert "No errors in the window" in text
+    assert world.vllm.requests_served == before
+
+
+def test_tokens_in_logs_are_masked_in_slack(world: Demo) -> None:
+    token = "hf_" + "Z" * 34
+    world.gcp.add_log_entry(
+        f"downloading with HF_TOKEN={token}", severity="ERROR", at=world.gcp.now() - timedelta(minutes=1)
+    )
+    text = _say(world, "/logs --since 5m --severity ERROR")
+    assert token not in text and "[REDACTED" in text
+
+
+def test_question_in_a_thread_uses_the_status_tool(world: Demo) -> None:
+    text = _say(world, "@gemma-bot why is vLLM down?")
+    assert "looked at: status" in text
+
+
+def test_change_request_becomes_a_review_button_never_an_action(world: Demo) -> None:
+    text = _say(world, "@gemma-bot please delete gemma4-old")
+    assert "[Review /tpu delete gemma4-old]" in text
+    assert world.bot.services.tpu.get_queued_resource("gemma4-old", ["europe-west4-a"])
+    preview = _say(world, "click Review")
+    assert "*Delete* the queued resource" in preview and "[Confirm" in preview
+
+
+def test_server_without_tools_still_answers() -> None:
+    with Demo() as demo:
+        demo.vllm.config["tool_calling"] = False
+        text = _say(demo, "@gemma-bot is the TPU healthy?")
+        assert "does not accept tools" in text

@@ -1,0 +1,181 @@
+"""The state store on a real PostgreSQL (a throwaway cluster): the same SQLAlchemy code as on SQLite, and
+the atomic operations several replicas rely on (confirmations, the scheduler lease, processed events)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+from threading import Barrier
+
+import pytest
+from sqlalchemy import inspect
+
+from bot.listeners.events import SeenEvents
+from ops.store import AuditEntry, ConfirmationRefused, Store
+from tests import postgres
+
+NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture(scope="module")
+def cluster_url() -> Iterator[str]:
+    with postgres.cluster() as url:
+        yield url
+
+
+@pytest.fixture
+def url(cluster_url: str) -> str:
+    return postgres.create_database(cluster_url)
+
+
+@pytest.fixture
+def store(url: str) -> Iterator[Store]:
+    store = Store(url)
+    yield store
+    store.close()
+
+
+def test_tables_are_created_on_postgresql(store: Store) -> None:
+    assert store.engine.dialect.name == "postgresql"
+    tables = set(inspect(store.engine).get_table_names())
+    assert {
+        "audit",
+        "confirmations",
+        "zone_failures",
+        "bench_results",
+        "leases",
+        "processed_events",
+    } <= tables
+
+
+def test_audit_round_trip(store: Store) -> None:
+    for i in range(3):
+        store.record(
+            AuditEntry(NOW + timedelta(seconds=i), "U1", "C1", "command", f"tpu list {i}", "received", 0.5)
+        )
+    lines = store.audit(last=2)
+    assert [line.command for line in lines] == ["tpu list 2", "tpu list 1"]
+    assert lines[0].at == NOW + timedelta(seconds=2) and lines[0].at.tzinfo is not None
+    assert lines[0].duration_s == 0.5
+
+
+def test_confirmation_is_consumed_exactly_once_under_concurrency(url: str) -> None:
+    replicas = [Store(url) for _ in range(4)]
+    try:
+        pending = replicas[0].create_confirmation(
+            "tpu delete gemma4-qr", "U1", "C1", ttl=timedelta(minutes=5), now=NOW, plan="p1"
+        )
+        assert replicas[1].get_confirmation(pending.token) == pending
+        barrier = Barrier(16)
+
+        def click(i: int) -> bool:
+            barrier.wait()
+            try:
+                replicas[i % 4].consume_confirmation(pending.token, f"U{i}", now=NOW + timedelta(seconds=1))
+            except ConfirmationRefused:
+                return False
+            return True
+
+        with ThreadPoolExecutor(16) as pool:
+            outcomes = list(pool.map(click, range(16)))
+        assert outcomes.count(True) == 1
+        with pytest.raises(ConfirmationRefused, match="already used"):
+            replicas[2].consume_confirmation(pending.token, "U9", now=NOW + timedelta(seconds=2))
+        late = replicas[0].create_confirmation("tpu stop x", "U1", "C1", ttl=timedelta(minutes=5), now=NOW)
+        with pytest.raises(ConfirmationRefused, match="expired"):
+            replicas[3].consume_confirmation(late.token, "U1", now=NOW + timedelta(minutes=6))
+    finally:
+        for replica in replicas:
+            replica.close()
+
+
+def test_zone_memory_and_bench(store: Store) -> None:
+    store.remember_zone_failure("us-east5-a", "v6e-8", "spot", "old", now=NOW)
+    store.remember_zone_failure("us-east5-a", "v6e-8", "spot", "not offered", now=NOW + timedelta(hours=1))
+    store.remember_zone_failure("us-central1-b", "v6e-8", "spot", "not offered", now=NOW)
+    failures = store.zone_failures("v6e-8", "spot")
+    assert set(failures) == {"us-east5-a", "us-central1-b"}
+    assert failures["us-east5-a"].message == "not offered"
+    assert failures["us-east5-a"].at == NOW + timedelta(hours=1)
+    assert store.zone_failures("v6e-8", "on-demand") == {}
+    first = store.save_bench("latency", {"n": 1}, {"p50": 0.2}, now=NOW)
+    assert store.save_bench("latency", {"n": 2}, {"p50": 0.3}, now=NOW) == first + 1
+
+
+def test_lease_take_renew_refuse_expire_release(store: Store) -> None:
+    assert store.lease_holder("scheduler", NOW) is None
+    assert store.acquire_lease("scheduler", "a", 30, NOW)
+    assert not store.acquire_lease("scheduler", "b", 30, NOW + timedelta(seconds=10))
+    assert store.acquire_lease("scheduler", "a", 30, NOW + timedelta(seconds=20))  # renewed to +50 s
+    assert not store.acquire_lease("scheduler", "b", 30, NOW + timedelta(seconds=45))
+    assert store.lease_holder("scheduler", NOW + timedelta(seconds=45)) == "a"
+    assert store.lease_holder("scheduler", NOW + timedelta(seconds=50)) is None
+    assert store.acquire_lease("scheduler", "b", 30, NOW + timedelta(seconds=50))  # a's lease expired
+    assert not store.acquire_lease("scheduler", "a", 30, NOW + timedelta(seconds=51))
+    assert store.acquire_lease("other", "a", 30, NOW + timedelta(seconds=51))  # leases are per name
+    assert not store.release_lease("scheduler", "a")
+    assert store.release_lease("scheduler", "b")
+    assert store.acquire_lease("scheduler", "a", 30, NOW + timedelta(seconds=52))
+
+
+@pytest.mark.parametrize("state", ["absent", "expired"])
+def test_lease_has_one_winner_under_concurrency(url: str, state: str) -> None:
+    replicas = [Store(url) for _ in range(4)]
+    try:
+        if state == "expired":
+            assert replicas[0].acquire_lease("scheduler", "dead", 10, NOW - timedelta(seconds=60))
+        barrier = Barrier(12)
+
+        def grab(i: int) -> bool:
+            barrier.wait()
+            return replicas[i % 4].acquire_lease("scheduler", f"replica-{i}", 30, NOW)
+
+        with ThreadPoolExecutor(12) as pool:
+            outcomes = list(pool.map(grab, range(12)))
+        assert outcomes.count(True) == 1
+        winner = f"replica-{outcomes.index(True)}"
+        assert replicas[1].lease_holder("scheduler", NOW) == winner
+    finally:
+        for replica in replicas:
+            replica.close()
+
+
+def test_first_time_event_is_atomic_across_replicas(url: str) -> None:
+    replicas = [Store(url) for _ in range(4)]
+    try:
+        barrier = Barrier(12)
+
+        def seen(i: int) -> bool:
+            barrier.wait()
+            return replicas[i % 4].first_time_event("Ev0123ABCD", NOW)
+
+        with ThreadPoolExecutor(12) as pool:
+            outcomes = list(pool.map(seen, range(12)))
+        assert outcomes.count(True) == 1
+        assert replicas[0].first_time_event("Ev0123ABCE", NOW + timedelta(hours=2))
+        assert replicas[0].forget_events(NOW + timedelta(hours=1)) == 1
+        assert replicas[1].first_time_event("Ev0123ABCD", NOW + timedelta(hours=3))  # forgotten: new again
+        assert not replicas[1].first_time_event("Ev0123ABCE", NOW + timedelta(hours=3))
+    finally:
+        for replica in replicas:
+            replica.close()
+
+
+def test_seen_events_share_the_store_between_replicas(url: str) -> None:
+    one, two = Store(url), Store(url)
+    try:
+        clock = [NOW]
+        a = SeenEvents(store=one, now=lambda: clock[0], keep=timedelta(hours=1), prune_every=2)
+        b = SeenEvents(store=two, now=lambda: clock[0])
+        assert a.first_time("Ev1")
+        assert not b.first_time("Ev1")
+        assert not a.first_time("Ev1")
+        clock[0] = NOW + timedelta(hours=2)
+        assert b.first_time("Ev2")
+        assert a.first_time("Ev3")  # a's second new id: prunes ids older than an hour (Ev1)
+        assert b.first_time("Ev1")
+        assert not a.first_time("Ev2")
+    finally:
+        one.close()
+        two.close()

@@ -1,0 +1,267 @@
+"""ops.alerts: evaluation edge cases, the vLLM watcher, the exactly-once ledger; bot.scheduler with fakes."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+
+from bot.scheduler import AlertScheduler, parse_key
+from ops.alerts import (
+    Alert,
+    AlertLedger,
+    Observation,
+    VllmCheck,
+    VllmWatch,
+    evaluate,
+    evaluate_vllm,
+    identity,
+)
+from ops.store import Store
+from ops.tpu import NodeInfo, QueuedResourceInfo, ZoneListing
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+CREATED = NOW - timedelta(hours=3)
+
+
+def node(state: str = "READY", name: str = "qr-node") -> NodeInfo:
+    return NodeInfo(name, "us-east5-a", state, None, "", "v6e-8", "v2-alpha-tpuv6e", (), (), CREATED, None)
+
+
+def qr(
+    state: str = "ACTIVE",
+    *,
+    left: timedelta | None = None,
+    valid_until: datetime | None = None,
+    created: datetime = CREATED,
+    nodes: tuple[NodeInfo, ...] = (),
+    **extra: Any,
+) -> QueuedResourceInfo:
+    base = QueuedResourceInfo(
+        name="qr",
+        zone="us-east5-a",
+        state=state,
+        state_initiator="USER",
+        provisioning_model="flex-start",
+        accelerator_type="v6e-8",
+        runtime_version="v2-alpha-tpuv6e",
+        create_time=created,
+        node_ids=("qr-node",),
+        nodes=nodes,
+        termination_time=None if left is None else NOW + left,
+        valid_until=valid_until,
+        max_run_duration=None,
+        error=None,
+    )
+    return replace(base, **extra)
+
+
+def kinds(alerts: list[Alert]) -> list[tuple[str, int | None]]:
+    return [(a.kind, a.threshold) for a in alerts]
+
+
+@pytest.mark.parametrize(
+    ("left_min", "want", "superseded"),
+    [
+        (61, None, ()),
+        (60, 60, ()),
+        (40, 60, ()),
+        (15, 15, (60,)),
+        (14.5, 15, (60,)),
+        (3, 5, (60, 15)),
+        (0.5, 5, (60, 15)),
+        (0, None, ()),
+        (-10, None, ()),
+    ],
+)
+def test_only_the_most_urgent_crossed_threshold(
+    left_min: float, want: int | None, superseded: tuple[int, ...]
+) -> None:
+    alerts = evaluate([qr(left=timedelta(minutes=left_min))], NOW)
+    if want is None:
+        assert alerts == []
+        return
+    (alert,) = alerts
+    base = identity(qr())
+    assert alert.kind == "expiry" and alert.threshold == want and alert.buttons
+    assert alert.key == f"{base}|expiry|{want}"
+    assert set(alert.supersedes) == {f"{base}|expiry|{t}" for t in superseded}
+
+
+def test_key_names_the_resource_its_create_time_kind_and_threshold() -> None:
+    (alert,) = evaluate([qr(left=timedelta(minutes=10))], NOW)
+    assert alert.key == "us-east5-a/qr@2026-11-30T09:00:00Z|expiry|15"
+    assert parse_key(alert.key) == ("us-east5-a", "qr", "2026-11-30T09:00:00Z")
+    recreated = evaluate([qr(left=timedelta(minutes=10), created=NOW - timedelta(hours=1))], NOW)
+    assert recreated[0].key != alert.key
+
+
+def test_expiry_falls_back_to_create_time_plus_max_run_duration() -> None:
+    running = qr(max_run_duration=timedelta(hours=3, minutes=10))  # ends NOW + 10 min
+    assert kinds(evaluate([running], NOW)) == [("expiry", 15)]
+    waiting = qr("WAITING_FOR_RESOURCES", max_run_duration=timedelta(hours=3, minutes=10))
+    assert evaluate([waiting], NOW) == []
+
+
+def test_valid_until_counts_only_while_waiting() -> None:
+    deadline = NOW + timedelta(minutes=50)
+    assert kinds(evaluate([qr("WAITING_FOR_RESOURCES", valid_until=deadline)], NOW)) == [("valid_until", 60)]
+    assert evaluate([qr("ACTIVE", valid_until=deadline)], NOW) == []
+
+
+def test_custom_thresholds_and_bad_input() -> None:
+    assert kinds(evaluate([qr(left=timedelta(minutes=25))], NOW, thresholds=(30, 10))) == [("expiry", 30)]
+    with pytest.raises(ValueError):
+        evaluate([qr()], NOW.replace(tzinfo=None))
+    with pytest.raises(ValueError):
+        evaluate([qr()], NOW, thresholds=(0,))
+
+
+def test_deleting_resources_give_nothing() -> None:
+    previous = {identity(qr()): Observation("ACTIVE")}
+    assert evaluate([qr("DELETING", left=timedelta(minutes=3))], NOW, previous=previous) == []
+
+
+def test_state_changes() -> None:
+    base = identity(qr())
+    previous = {base: Observation("WAITING_FOR_RESOURCES")}
+    (change,) = evaluate([qr("PROVISIONING")], NOW, previous=previous)
+    assert change.key == f"{base}|state|WAITING_FOR_RESOURCES->PROVISIONING"
+    assert evaluate([qr("WAITING_FOR_RESOURCES")], NOW, previous=previous) == []
+    failed = evaluate([qr("FAILED", error="stockout in zone")], NOW, previous=previous)
+    assert "FAILED: stockout in zone" in failed[0].title
+    suspended = evaluate([qr("SUSPENDED", state_initiator="SERVICE")], NOW, previous=previous)
+    assert "initiated by SERVICE" in suspended[0].title
+
+
+def test_first_sighting_is_a_baseline_unless_created_after_watching_began() -> None:
+    assert evaluate([qr("ACTIVE")], NOW, previous={}) == []
+    assert evaluate([qr("ACTIVE")], NOW, previous={}, watch_since=NOW - timedelta(hours=1)) == []
+    new = evaluate([qr("ACTIVE")], NOW, previous={}, watch_since=CREATED - timedelta(minutes=1))
+    assert [a.key.split("|", 1)[1] for a in new] == ["state|NEW->ACTIVE"]
+
+
+def test_node_preempted_once() -> None:
+    base = identity(qr())
+    previous = {base: Observation("ACTIVE", {"qr-node": "READY"})}
+    (alert,) = evaluate([qr(nodes=(node("PREEMPTED"),))], NOW, previous=previous)
+    assert alert.kind == "preempted" and "qr-node" in alert.title
+    again = {base: Observation("ACTIVE", {"qr-node": "PREEMPTED"})}
+    assert evaluate([qr(nodes=(node("PREEMPTED"),))], NOW, previous=again) == []
+
+
+def test_stale_after_a_day() -> None:
+    old = qr("SUSPENDED", created=NOW - timedelta(hours=25))
+    assert kinds(evaluate([old], NOW)) == [("stale", None)]
+    assert evaluate([qr("FAILED", created=NOW - timedelta(hours=23))], NOW) == []
+    assert evaluate([qr("ACTIVE", created=NOW - timedelta(days=3))], NOW) == []
+
+
+def test_vllm_down_after_n_failures_then_resolved_with_outage_length() -> None:
+    watch = VllmWatch()
+    sent: list[Alert] = []
+    for minute in range(5):
+        alerts, watch = evaluate_vllm(
+            VllmCheck(False, "refused"), watch, NOW + timedelta(minutes=minute), endpoint="http://v:8000"
+        )
+        sent += alerts
+    assert [a.kind for a in sent] == ["vllm_down"]  # at the third failure, once
+    watch = VllmWatch.from_json(watch.to_json())  # survives a restart
+    alerts, watch = evaluate_vllm(
+        VllmCheck(True), watch, NOW + timedelta(minutes=12), endpoint="http://v:8000"
+    )
+    (up,) = alerts
+    assert up.resolves == sent[0].key and "12 min" in up.title
+    assert watch.failures == 0 and watch.alerted is None
+
+
+def test_vllm_kv_cache_streak_and_rising_preemptions() -> None:
+    watch = VllmWatch()
+    kinds_seen: list[str] = []
+    for minute, (usage, preempted) in enumerate([(0.95, 0), (0.97, 0), (0.99, 2), (0.99, 2), (0.5, 5)]):
+        alerts, watch = evaluate_vllm(
+            VllmCheck(True, "", usage, preempted), watch, NOW + timedelta(minutes=minute), endpoint="u"
+        )
+        kinds_seen += [a.kind for a in alerts]
+    assert kinds_seen == ["kv_cache", "preemptions", "preemptions"]
+
+
+def test_ledger_claims_once_across_store_objects(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    first, second = AlertLedger(Store(url)), AlertLedger(Store(url))
+    (alert,) = evaluate([qr(left=timedelta(minutes=3))], NOW)
+    assert first.claim(alert, "sending", now=NOW)
+    assert not second.claim(alert, "sending", now=NOW)
+    first.mark_sent(alert.key, "C1", "1.000001")
+    assert second.get(alert.key) is not None and second.counts() == {"sent": 1}
+    assert second.open_alerts(since=NOW - timedelta(hours=1))[0].key == alert.key
+    second.acknowledge(alert.key, "U1")
+    assert first.open_alerts(since=NOW - timedelta(hours=1)) == []
+    first.release(alert.key)  # only an unsent claim is released
+    assert first.get(alert.key) is not None
+    assert first.watch_since(NOW) == second.watch_since(NOW + timedelta(hours=1)) == NOW
+
+
+def test_ledger_mutes_and_observations(tmp_path: Path) -> None:
+    ledger = AlertLedger(Store(f"sqlite:///{tmp_path / 'state.db'}"))
+    ledger.mute("qr", NOW + timedelta(hours=2), by="U1")
+    assert set(ledger.mutes(NOW)) == {"qr"}
+    assert ledger.mutes(NOW + timedelta(hours=3)) == {}
+    assert ledger.unmute("qr") and not ledger.unmute("qr")
+    ledger.observe("r", Observation("ACTIVE", {"n": "READY"}), now=NOW, channel="C1", ts="1.1")
+    ledger.observe_many({"r": Observation("SUSPENDED"), "s": Observation("FAILED")}, now=NOW)
+    assert ledger.observations()["r"] == Observation("SUSPENDED", {})
+    assert ledger.thread("r") == ("C1", "1.1")
+
+
+class FakeSlack:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def chat_postMessage(self, **kwargs: Any) -> dict[str, Any]:
+        self.calls.append(("post", kwargs))
+        return {"ok": True, "ts": f"1.{len(self.calls):06d}"}
+
+    def chat_update(self, **kwargs: Any) -> dict[str, Any]:
+        self.calls.append(("update", kwargs))
+        return {"ok": True, "ts": kwargs["ts"]}
+
+
+def test_scheduler_posts_once_updates_state_message_in_place_and_honours_mutes(tmp_path: Path) -> None:
+    clock = SimpleNamespace(now=NOW)
+    listing = {"resources": (qr("WAITING_FOR_RESOURCES", max_run_duration=timedelta(hours=4)),)}
+    tpu = SimpleNamespace(list_queued_resources=lambda zones: ZoneListing(listing["resources"]))
+    services = SimpleNamespace(
+        tpu=tpu,
+        store=Store(f"sqlite:///{tmp_path / 'state.db'}"),
+        settings=SimpleNamespace(tpu_zones=["us-east5-a"]),
+        now=lambda: clock.now,
+    )
+    slack = FakeSlack()
+    scheduler = AlertScheduler(
+        cast(Any, services), cast(Any, slack), "C0ALERTS", clock=lambda: clock.now, vllm_checks=False
+    )
+    assert scheduler.tick().sent == 0  # baseline
+    listing["resources"] = (qr("PROVISIONING"),)
+    assert scheduler.tick().sent == 1
+    listing["resources"] = (qr("ACTIVE", left=timedelta(minutes=12), nodes=(node(),)),)
+    result = scheduler.tick()
+    assert (result.sent, result.superseded) == (2, 1)  # state change + 15-minute alert; 60 superseded
+    assert scheduler.tick().sent == 0  # nothing twice
+    posts = [kw for kind, kw in slack.calls if kind == "post"]
+    updates = [kw for kind, kw in slack.calls if kind == "update"]
+    # one state message (the first post, ts 1.000001), each transition in its thread; one expiry alert
+    assert sorted(str(kw.get("thread_ts")) for kw in posts) == ["1.000001", "1.000001", "None", "None"]
+    assert len(updates) == 1 and "ACTIVE" in updates[0]["text"] and updates[0]["ts"] == "1.000001"
+    (expiry,) = [kw for kw in posts if any(b["type"] == "actions" for b in kw["blocks"])]
+    buttons = [e["action_id"] for b in expiry["blocks"] if b["type"] == "actions" for e in b["elements"]]
+    assert buttons == ["alert_delete", "alert_snooze", "alert_ack"]
+    assert "Cost so far: $" in expiry["blocks"][0]["text"]["text"]
+    scheduler.ledger.mute("qr", NOW + timedelta(hours=1), by="U1")
+    clock.now = NOW + timedelta(minutes=8)
+    result = scheduler.tick()
+    assert (result.sent, result.suppressed) == (0, 1)
