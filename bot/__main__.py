@@ -17,6 +17,9 @@ def main(argv: list[str] | None = None) -> int:
     demo = sub.add_parser("demo", help="run the bot against the local simulators, with a console")
     demo.add_argument("--script", help="run console lines from this file and print the transcript")
     demo.add_argument("--scenario", help="scenario YAML (default: the bundled demo scenario)")
+    demo.add_argument(
+        "--speed", type=float, help="simulated seconds per real second (e.g. 60 to watch alerts)"
+    )
     manifest = sub.add_parser("manifest", help="print app_manifest.yaml generated from the command registry")
     manifest.add_argument("--url", help="request URL for HTTP mode (default: a Socket Mode manifest)")
     args = parser.parse_args(argv)
@@ -27,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(manifest_yaml(args.url))
         return 0
     if args.action == "demo":
-        return _demo(args.script, args.scenario)
+        return _demo(args.script, args.scenario, args.speed)
     from bot.observability import setup_logging
 
     setup_logging(logging.INFO)  # JSON for Cloud Logging on Cloud Run or LOG_FORMAT=json, else lines
@@ -50,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _demo(script: str | None, scenario: str | None) -> int:
+def _demo(script: str | None, scenario: str | None, speed: float | None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # The console already says when the bot does not handle a command; Bolt's developer hint is noise here.
     logging.getLogger("slack_bolt").setLevel(logging.ERROR)
@@ -63,7 +66,7 @@ def _demo(script: str | None, scenario: str | None) -> int:
 
     try:
         lines = Path(script).read_text().splitlines() if script else None
-        demo = Demo(scenario)
+        demo = Demo(scenario, speed=speed, alerts=True)
     except (OSError, ValueError, yaml.YAMLError) as exc:
         print(f"demo: {exc}", file=sys.stderr)
         return 2

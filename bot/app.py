@@ -31,8 +31,10 @@ from bot import listeners
 from bot.auth import Authorizer
 from bot.commands import Registry, registry
 from bot.config import Settings
+from bot.listeners import alerts as alert_listeners
 from bot.observability import Metrics, Readiness, trace_from_headers, use_trace
 from bot.runner import Runner, retry_handlers
+from bot.scheduler import AlertScheduler
 from bot.services import Services
 
 log = logging.getLogger(__name__)
@@ -48,8 +50,11 @@ class Bot:
     registry: Registry
     metrics: Metrics = field(default_factory=Metrics)
     readiness: Readiness | None = None
+    alerts: AlertScheduler | None = None
 
     def close(self) -> None:
+        if self.alerts is not None:
+            self.alerts.shutdown()
         self.runner.shutdown()
 
 
@@ -77,8 +82,25 @@ def build(settings: Settings, services: Services | None = None) -> Bot:
     readiness = Readiness(client.auth_test, lambda: _ping(services), auth_ok=True)
     runner = Runner(services, registry, client, Authorizer(settings, client), metrics=metrics)
     listeners.register(app, registry, runner)
+    alerts = None
+    if settings.alert_channel:
+        alerts = AlertScheduler(
+            services,
+            client,
+            settings.alert_channel,
+            interval_s=settings.alert_interval_s,
+            thresholds=[int(minutes) for minutes in settings.alert_thresholds_min],
+            on_sent=lambda kind: metrics.alerts_sent.labels(kind=kind).inc(),
+        )
+        alert_listeners.register(app, runner, alerts)
     return Bot(
-        app=app, runner=runner, services=services, registry=registry, metrics=metrics, readiness=readiness
+        app=app,
+        runner=runner,
+        services=services,
+        registry=registry,
+        metrics=metrics,
+        readiness=readiness,
+        alerts=alerts,
     )
 
 
@@ -166,7 +188,10 @@ class HttpServer:
         self, bot: Bot, host: str, port: int, threads: int = 16, *, slack_events: bool = True
     ) -> None:
         app = wsgi(bot, slack_events=slack_events)
-        self._server = create_server(app, host=host, port=port, threads=threads, ident="tpu-chatops")
+        # waitress refuses new connections past connection_limit (default 100); Slack bursts can exceed it.
+        self._server = create_server(
+            app, host=host, port=port, threads=threads, connection_limit=1000, ident="tpu-chatops"
+        )
         self.host = host
         self.port = int(self._server.effective_port)
 
@@ -193,6 +218,8 @@ def serve(settings: Settings) -> None:
         threads=settings.worker_threads,
         slack_events=not socket_mode,
     )
+    if bot.alerts is not None:
+        bot.alerts.start()
     try:
         if socket_mode:
             assert settings.slack_app_token is not None  # checked by Settings

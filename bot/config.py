@@ -95,6 +95,10 @@ class Settings(BaseSettings):
 
     confirmation_ttl_s: int = Field(300, ge=30, le=3600, description="How long a Confirm button works, s.")
 
+    alert_interval_s: float = Field(60.0, ge=0.5, le=3600, description="How often alerts are evaluated, s.")
+    alert_thresholds_min: CommaList = Field(
+        default_factory=lambda: ["60", "15", "5"], description="Minutes before termination to alert at."
+    )
     alert_channel: str | None = Field(None, pattern=r"^[CG][A-Z0-9]{2,}$", description="Channel id.")
     state_database_url: str = Field("sqlite:///tpu-chatops.db", description="SQLAlchemy URL.")
 
@@ -106,7 +110,16 @@ class Settings(BaseSettings):
             raise ValueError('each pinned key is "TYPE BASE64", e.g. "ssh-ed25519 AAAAC3..."')
         return keys
 
-    @field_validator("tpu_zones", "viewers", "operators", "admins", "ssh_host_keys", mode="before")
+    @field_validator("alert_thresholds_min")
+    @classmethod
+    def _check_thresholds(cls, values: list[str]) -> list[str]:
+        if not values or not all(v.isdigit() and 0 < int(v) <= 10080 for v in values):
+            raise ValueError("give whole minutes from 1 to 10080, e.g. 60,15,5")
+        return values
+
+    @field_validator(
+        "tpu_zones", "viewers", "operators", "admins", "ssh_host_keys", "alert_thresholds_min", mode="before"
+    )
     @classmethod
     def _split_commas(cls, value: object) -> object:
         if isinstance(value, str):

@@ -47,6 +47,7 @@ class SlackUser:
         self.channel_id = channel_id
         self.thread_ts: str | None = None
         self.last_mention_ts: str | None = None
+        self._printed = len(slack.messages)
 
     def close(self) -> None:
         self._http.close()
@@ -278,7 +279,9 @@ class SlackUser:
                 break
         else:
             answered = answered and not self._slack.messages[-1].in_progress
-        out = [m.render() for m in self._slack.messages[start:] if m.kind != "user"]
+        # Also what arrived while the console was idle (alerts), since the last printed message.
+        out = [m.render() for m in self._slack.messages[min(start, self._printed) :] if m.kind != "user"]
+        self._printed = len(self._slack.messages)
         if not answered:
             out.append(f"(no final answer within {timeout:.0f} s)")
         return out, answered

@@ -16,6 +16,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from bot.app import Bot, HttpServer, build
 from bot.config import Settings
 from bot.console import DEMO_USER, SlackUser
+from bot.services import Services
 from sim import scenario as scenarios
 from sim.gcp import GcpSimulator
 from sim.host import HostSimulator
@@ -30,23 +31,39 @@ tpu-chatops demo: everything below is SIMULATED on 127.0.0.1.
   TPU VM:       SSH simulator at 127.0.0.1:{ssh} (docker, journalctl; host key pinned)
   Bot:          real bot, HTTP mode, at {bot}/slack/events (signed requests)
 You are {user} (admin). Others are viewers: `click Confirm as U0VIEWER01` clicks as one of them.
+Alerts go to channel {alerts}; `--speed 60` makes a simulated hour pass in a real minute.
 Nothing here touches a real Slack workspace, Google project or TPU."""
+
+
+ALERTS_CHANNEL = "C0ALERTS01"
 
 
 class Demo:
     """Start the simulators and the bot; `user` sends requests as a Slack user. Use as a context manager.
 
+    The simulated Google world keeps its own clock (`speed` simulated seconds per real second), and the bot
+    reads the time from it, so expiry alerts, ages and confirmations all follow simulated time.
+
     Args:
         scenario_path: a scenario YAML file, or None for the bundled default.
+        speed: simulated seconds per real second (None: the scenario's `google.time_speed`, else 1).
+        alerts: start the alert scheduler (posting to ALERTS_CHANNEL) as `serve` does.
         overrides: extra Settings fields (e.g. worker_threads) for tests and benchmarks.
     """
 
-    def __init__(self, scenario_path: str | Path | None = None, **overrides: Any) -> None:
+    def __init__(
+        self,
+        scenario_path: str | Path | None = None,
+        *,
+        speed: float | None = None,
+        alerts: bool = False,
+        **overrides: Any,
+    ) -> None:
         self.scenario = scenarios.load(scenario_path)
         self._state_dir = tempfile.TemporaryDirectory(prefix="tpu-chatops-demo-")
         token = "xoxb-simulated-" + secrets.token_hex(8)
         self.signing_secret = secrets.token_hex(16)
-        self.gcp = GcpSimulator(self.scenario)
+        self.gcp = GcpSimulator(self.scenario, speed=speed)
         self.vllm = VllmSimulator(self.scenario["vllm"])
         self.host = HostSimulator(self.scenario.get("host"), vllm=self.vllm)
         self.slack = SlackSimulator(token)
@@ -86,10 +103,16 @@ class Demo:
             "ssh_key_path": str(key_path),
             "ssh_host_keys": [f"{kind} {b64}" for kind, b64 in self.host.pinned_host_keys.items()],
             "vllm_container": self.host.config["linked_container"],
+            "alert_channel": ALERTS_CHANNEL,
+            "alert_interval_s": 2.0,
         }
         fields.update(overrides)
         self.settings = Settings(_env_file=None, **fields)  # type: ignore[call-arg]
-        self.bot: Bot = build(self.settings)
+        services = Services.from_settings(self.settings)
+        services.now = self.gcp.now
+        self.bot: Bot = build(self.settings, services)
+        if alerts and self.bot.alerts is not None:
+            self.bot.alerts.start()
         self.server = HttpServer(self.bot, "127.0.0.1", 0, threads=self.settings.worker_threads)
         self._serving = threading.Thread(target=self.server.serve_forever, name="bot-http", daemon=True)
         self._serving.start()
@@ -107,6 +130,7 @@ class Demo:
             bot=self.server.url,
             user=DEMO_USER,
             ssh=self.host.port,
+            alerts=ALERTS_CHANNEL,
         )
 
     def close(self) -> None:

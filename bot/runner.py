@@ -56,6 +56,13 @@ def retry_handlers() -> list[RetryHandler]:
     ]
 
 
+def plain(reply: Reply) -> Reply:
+    """The fallback when Slack rejects a reply's blocks: its text in one section, keeping its buttons (a
+    confirmation must stay confirmable)."""
+    buttons = [block for block in reply.blocks if block.get("type") == "actions"]
+    return Reply(text=reply.text, blocks=[section(reply.text[:2900]), *buttons], files=reply.files)
+
+
 def _reason(exc: Exception) -> str:
     """A one-line reason for a failed Slack call (the API error code when there is one)."""
     if isinstance(exc, SlackApiError):
@@ -368,9 +375,9 @@ class Runner:
         try:
             self._post(reply, origin, with_blocks=True, ephemeral=ephemeral)
         except SlackApiError as exc:
-            log.warning("Slack rejected the reply (%s); sending text only", exc.response.get("error"))
+            log.warning("Slack rejected the reply (%s); sending a plain version", exc.response.get("error"))
             try:
-                self._post(reply, origin, with_blocks=False, ephemeral=ephemeral)
+                self._post(plain(reply), origin, with_blocks=True, ephemeral=ephemeral)
             except Exception as again:
                 log.error("could not deliver the reply to %s: %s", origin.channel_id, _reason(again))
         except Exception as exc:

@@ -13,10 +13,14 @@ credentials.
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from urllib.parse import urlsplit, urlunsplit
 
 from apscheduler.schedulers.background import BackgroundScheduler
 from slack_sdk import WebClient
@@ -38,6 +42,9 @@ _active_lock = threading.Lock()
 def active() -> AlertScheduler | None:
     """The started AlertScheduler of this process (for `/alerts test`), or None."""
     return _active
+
+
+LEASE = "alert-scheduler"
 
 
 @dataclass
@@ -92,6 +99,14 @@ def _cost_line(qr: QueuedResourceInfo | None, now: datetime) -> str:
     return f"Cost so far: ${spend.usd_so_far:,.2f} (${spend.usd_per_hour:,.2f}/h)"
 
 
+def _public_url(url: str) -> str:
+    """The URL without user info or query (a URL may embed credentials; they are never posted)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
 def parse_key(key: str) -> tuple[str, str, str]:
     """(zone, name, create time) of a queued-resource alert key; raises ValueError for other keys."""
     resource = key.split("|", 1)[0]
@@ -132,6 +147,7 @@ class AlertScheduler:
         kv_threshold: float = 0.9,
         kv_checks: int = 3,
         digest_hour: int = 9,
+        on_sent: Callable[[str], None] | None = None,
     ) -> None:
         self.services = services
         self.client = client
@@ -145,6 +161,8 @@ class AlertScheduler:
         self.kv_checks = kv_checks
         self.digest_hour = digest_hour
         self.ledger = AlertLedger(services.store)
+        self.replica_id = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.on_sent = on_sent
         self._lock = threading.Lock()
         self._scheduler: BackgroundScheduler | None = None
 
@@ -154,7 +172,7 @@ class AlertScheduler:
         global _active
         scheduler = BackgroundScheduler(timezone=UTC)
         scheduler.add_job(
-            self.tick,
+            self._with_lease(self.tick),
             "interval",
             seconds=self.interval_s,
             id="alerts-tick",
@@ -163,7 +181,12 @@ class AlertScheduler:
             next_run_time=datetime.now(UTC),
         )
         scheduler.add_job(
-            self.digest, "cron", hour=self.digest_hour, minute=0, id="alerts-digest", max_instances=1
+            self._with_lease(self.digest),
+            "cron",
+            hour=self.digest_hour,
+            minute=0,
+            id="alerts-digest",
+            max_instances=1,
         )
         scheduler.start()
         self._scheduler = scheduler
@@ -171,12 +194,33 @@ class AlertScheduler:
             _active = self
         return self
 
+    def _with_lease(self, job: Callable[[], object]) -> Callable[[], None]:
+        """Run `job` only on the replica holding the scheduler lease (state store, TTL three intervals), so
+        with several replicas exactly one posts alerts and another takes over within an interval or so after
+        the holder dies."""
+
+        def run() -> None:
+            ttl_s = max(3 * self.interval_s, 5.0)
+            try:
+                held = self.services.store.acquire_lease(LEASE, self.replica_id, ttl_s, datetime.now(UTC))
+            except Exception:
+                log.exception("cannot read the scheduler lease")
+                return
+            if held:
+                job()
+
+        return run
+
     def shutdown(self) -> None:
-        """Stop the jobs (waits for a running tick)."""
+        """Stop the jobs (waits for a running tick) and give up the scheduler lease."""
         global _active
         if self._scheduler is not None:
             self._scheduler.shutdown(wait=True)
             self._scheduler = None
+            try:
+                self.services.store.release_lease(LEASE, self.replica_id)
+            except Exception:
+                log.exception("cannot release the scheduler lease")
         with _active_lock:
             if _active is self:
                 _active = None
@@ -246,6 +290,8 @@ class AlertScheduler:
                 continue
             self.ledger.mark_sent(alert.key, self.channel, ts)
             result.sent += 1
+            if self.on_sent is not None:
+                self.on_sent(alert.kind)
         changed = {}
         for ident, qr in by_identity.items():
             seen = alerts_mod.observe(qr)
@@ -337,7 +383,7 @@ class AlertScheduler:
             check,
             watch,
             now,
-            endpoint=endpoint.url,
+            endpoint=_public_url(endpoint.url),
             failures=self.health_failures,
             kv_threshold=self.kv_threshold,
             kv_checks=self.kv_checks,
@@ -356,6 +402,8 @@ class AlertScheduler:
                 continue
             self.ledger.mark_sent(alert.key, self.channel, ts)
             result.sent += 1
+            if self.on_sent is not None:
+                self.on_sent(alert.kind)
 
     # ---- digest and test
     def digest(self) -> str | None:

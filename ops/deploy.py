@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from ops.errors import BadInput
+from ops.tpu import FLEX_START_MAX_RUN, PROVISIONING_MODELS
 
 __all__ = [
     "FLEX_START_MAX_RUN",
@@ -59,10 +60,6 @@ _K8S_LABEL = re.compile(r"^[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?$")
 _K8S_SUBDOMAIN = re.compile(r"^[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?$")
 _K8S_KEY = re.compile(r"^[-._A-Za-z0-9]{1,253}$")
 
-#: gcloud provisioning models accepted by `gcloud_command`.
-PROVISIONING_MODELS: tuple[str, ...] = ("flex-start", "spot", "on-demand", "reserved")
-#: Flex-start requests may run at most 7 days (https://cloud.google.com/tpu/docs/request-using-flex-start).
-FLEX_START_MAX_RUN = timedelta(days=7)
 
 # Single-host GKE TPU slices: accelerator type -> (gke-tpu-accelerator label, gke-tpu-topology, chips).
 # vLLM on GKE TPUs is single-host only. Source:

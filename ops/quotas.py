@@ -8,6 +8,7 @@ quota ("you need sufficient preemptible quota", https://cloud.google.com/tpu/doc
 
 from __future__ import annotations
 
+from google.api_core.retry import Retry
 from google.auth.credentials import Credentials
 
 from ops import google
@@ -44,6 +45,7 @@ def zone_quotas(
     *,
     api_endpoint: str | None = None,
     credentials: Credentials | None = None,
+    timeout_s: float = 15.0,
 ) -> dict[str, dict[str, int]]:
     """The per-zone TPU quota limits of a project (`quotaInfos.get`, Cloud Quotas API v1).
 
@@ -55,6 +57,7 @@ def zone_quotas(
         family: accelerator family, e.g. "v6e".
         api_endpoint: base URL of the API, e.g. the simulator's "http://127.0.0.1:43121"; None for Google.
         credentials: google-auth credentials; None: see `ops.google`.
+        timeout_s: the most time one quota read may take, retries of 429/5xx included, seconds.
 
     Returns:
         zone -> {quota id -> limit (`dimensionsInfos[].details.value`, unit unverified: chips or cores)},
@@ -71,7 +74,7 @@ def zone_quotas(
         name = f"projects/{project}/locations/global/services/{QUOTA_SERVICE}/quotaInfos/{quota_id}"
         what = f"Cloud Quotas API quotaInfos.get {quota_id}"
         try:
-            info = client.get_quota_info(name=name)
+            info = client.get_quota_info(name=name, retry=Retry(timeout=timeout_s), timeout=timeout_s)
         except Exception as exc:
             error = map_error(exc, what, backend="quotas", api=_API)
             if isinstance(error, NotFound):  # the project has no such quota (e.g. another family)

@@ -36,7 +36,8 @@ Scenario keys (the `host` section; defaults in `DEFAULTS`):
     journal            unit -> list of extra journal lines
 
 Controls (thread-safe): `authorize(pkey)`, `set_run_failing_log(case)`, `set_pull_rate_limited(flag)`,
-`crash(name, case)`, `container_state(name)`, `commands`.
+`crash(name, case)`, `container_state(name)`, `commands`, `set_reject_auth(flag)`,
+`set_command_delay(seconds)`; `stop()` then `start()` refuses connections meanwhile (same port).
 """
 
 from __future__ import annotations
@@ -398,6 +399,8 @@ class HostSimulator:
             unit: list(lines) for unit, lines in (self.config["journal"] or {}).items()
         }
         self._containers: dict[str, _Container] = {}
+        self._reject_auth = False
+        self._command_delay_s = 0.0
         for spec in self.config["containers"] or []:
             self._load_container(spec)
         self._docker_journal(
@@ -494,6 +497,17 @@ class HostSimulator:
             container.logs.extend((now, line) for line in self._case_lines(case_file))
             self._exit(container, 1)
 
+    def set_reject_auth(self, flag: bool) -> None:
+        """True: every public-key authentication fails (as if the bot's key were removed from the VM)."""
+        with self._lock:
+            self._reject_auth = flag
+
+    def set_command_delay(self, seconds: float) -> None:
+        """Seconds every exec request waits before it runs (0: none); for command-timeout faults. The wait
+        ends early when the client closes the channel or the simulator stops."""
+        with self._lock:
+            self._command_delay_s = max(0.0, float(seconds))
+
     def container_state(self, name: str) -> str:
         """The container's state ("absent", "created", "running", "exited", "restarting")."""
         with self._lock:
@@ -533,10 +547,19 @@ class HostSimulator:
 
     def _is_authorized(self, username: str, key: paramiko.PKey) -> bool:
         with self._lock:
+            if self._reject_auth:
+                return False
             return username == self.user and key.asbytes() in self._authorized
 
     def _exec_channel(self, channel: paramiko.Channel, command: str) -> None:
         try:
+            with self._lock:
+                delay = self._command_delay_s
+            deadline = time.monotonic() + delay
+            while time.monotonic() < deadline and not channel.closed and not self._stopping.is_set():
+                time.sleep(0.05)
+            if channel.closed:
+                return
             status, out, err = self.execute(command)
             channel.sendall(out.encode())
             channel.sendall_stderr(err.encode())

@@ -18,6 +18,7 @@ MODULES = (
     "gemma",
     "chat",
     "logs",
+    "alerts",
 )
 
 for _module in MODULES:

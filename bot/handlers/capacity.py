@@ -78,7 +78,12 @@ def tpu_zones(ctx: Context, type_: str | None) -> Reply:
     fam = cost.family_of(wanted) if "-" in wanted else wanted
     fam = "v5litepod" if fam == "v5e" else fam
     quota_family = "v5e" if fam == "v5litepod" else fam
-    limits = quotas.zone_quotas(settings.gcp_project, quota_family, api_endpoint=settings.google_api_endpoint)
+    limits = quotas.zone_quotas(
+        settings.gcp_project,
+        quota_family,
+        api_endpoint=settings.google_api_endpoint,
+        timeout_s=settings.google_timeout_s,
+    )
     zones = sorted(zone for zone, values in limits.items() if any(values.values()))
 
     def offered(zone: str) -> list[str] | OpsError:

@@ -27,10 +27,8 @@ from bot.handlers.tpu import resource_line
 from bot.render import Reply, blocks_reply, context, header, human_duration, section
 from ops import cost, deploy
 from ops.errors import AlreadyExists, BadInput, NotFound, OpsError
-from ops.tpu import CreateSpec, QueuedResourceInfo
+from ops.tpu import FLEX_START_MAX_RUN, CreateSpec, QueuedResourceInfo
 
-# Flex-start requests may run up to 7 days (https://cloud.google.com/tpu/docs/request-using-flex-start).
-FLEX_START_MAX_RUN = timedelta(days=7)
 OPERATION_TIMEOUT_S = 600.0
 
 _MODEL_FLAGS = ("flex_start", "spot", "on_demand", "reserved")

@@ -113,16 +113,18 @@ def test_ensure_carries_out_exactly_what_it_showed(world: Demo) -> None:
     preview = _say(world, "/tpu ensure")
     assert "*Delete*" in preview and "*gemma4-old*" in preview
     assert "Left alone" in preview and "gemma4-standby" in preview
-    world.gcp.advance(4 * 3600)  # gemma4-standby's valid-until passes: it is FAILED now, not in the plan
+    # The world changes before the click: the primary disappears, so the plan would now also create it.
+    world.bot.services.tpu.delete_queued_resource("gemma4-qr", "us-east5-a", force=True, wait=True)
     changed = _say(world, "click Confirm")
     assert "changed since the confirmation" in changed
     assert _exists(world, "gemma4-old", "europe-west4-a")
 
     preview = _say(world, "/tpu ensure")
-    assert "*gemma4-old*" in preview and "*gemma4-standby*" in preview
+    assert "*gemma4-old*" in preview and "*Create* `gemma4-qr`" in preview
     done = _say(world, "click Confirm")
-    assert "deleted `gemma4-old`" in done and "deleted `gemma4-standby`" in done
+    assert "deleted `gemma4-old`" in done and "created `gemma4-qr`" in done
     assert not _exists(world, "gemma4-old", "europe-west4-a")
+    assert _exists(world, "gemma4-qr", "us-east5-a")
 
 
 def test_find_keeps_the_first_active_and_deletes_the_rest(world: Demo) -> None:

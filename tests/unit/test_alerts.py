@@ -265,3 +265,65 @@ def test_scheduler_posts_once_updates_state_message_in_place_and_honours_mutes(t
     clock.now = NOW + timedelta(minutes=8)
     result = scheduler.tick()
     assert (result.sent, result.suppressed) == (0, 1)
+
+
+class FakeVllm:
+    def __init__(self, states: list[str]) -> None:
+        self.states = states
+
+    def __enter__(self) -> FakeVllm:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def health(self) -> Any:
+        return SimpleNamespace(state=self.states.pop(0), detail="connection refused")
+
+    def metrics(self) -> Any:
+        return SimpleNamespace(kv_cache_usage=0.2, preemptions=0.0)
+
+
+def test_scheduler_vllm_outage_is_posted_once_and_resolved_in_place(tmp_path: Path) -> None:
+    clock = SimpleNamespace(now=NOW)
+    client = FakeVllm(["refused"] * 4 + ["ready"])
+    services = SimpleNamespace(
+        tpu=SimpleNamespace(list_queued_resources=lambda zones: ZoneListing(())),
+        store=Store(f"sqlite:///{tmp_path / 'state.db'}"),
+        settings=SimpleNamespace(tpu_zones=["us-east5-a"]),
+        now=lambda: clock.now,
+        vllm=lambda: (client, SimpleNamespace(url="http://10.0.0.2:8000")),
+    )
+    slack = FakeSlack()
+    scheduler = AlertScheduler(cast(Any, services), cast(Any, slack), "C0ALERTS", clock=lambda: clock.now)
+    sent = []
+    for _ in range(5):
+        clock.now += timedelta(minutes=1)
+        sent.append(scheduler.tick().sent)
+    assert sent == [0, 0, 1, 0, 1]
+    (post,) = [kw for kind, kw in slack.calls if kind == "post"]
+    (update,) = [kw for kind, kw in slack.calls if kind == "update"]
+    assert "is down" in post["text"] and update["ts"] == "1.000001"
+    assert "recovered after 4 min" in update["text"]  # first failure at +1 min, recovery at +5
+
+
+def test_digest_once_a_day(tmp_path: Path) -> None:
+    running = qr("ACTIVE", left=timedelta(hours=2))
+    services = SimpleNamespace(
+        tpu=SimpleNamespace(list_queued_resources=lambda zones: ZoneListing((running,))),
+        store=Store(f"sqlite:///{tmp_path / 'state.db'}"),
+        settings=SimpleNamespace(tpu_zones=["us-east5-a"]),
+        now=lambda: NOW,
+    )
+    slack = FakeSlack()
+    scheduler = AlertScheduler(cast(Any, services), cast(Any, slack), "C0ALERTS", clock=lambda: NOW)
+    assert scheduler.digest() is not None
+    assert scheduler.digest() is None
+    (post,) = [kw for _, kw in slack.calls]
+    assert "Running: 1 (`qr`)" in post["text"] and "Cost in the last 24 h: $" in post["text"]
+
+
+def test_posted_urls_carry_no_credentials() -> None:
+    from bot.scheduler import _public_url
+
+    assert _public_url("http://user:s3cret@10.0.0.2:8000/v?token=x") == "http://10.0.0.2:8000/v"
