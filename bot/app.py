@@ -32,6 +32,7 @@ from bot.auth import Authorizer
 from bot.commands import Registry, registry
 from bot.config import Settings
 from bot.listeners import alerts as alert_listeners
+from bot.listeners import home
 from bot.observability import Metrics, Readiness, trace_from_headers, use_trace
 from bot.runner import Runner, retry_handlers
 from bot.scheduler import AlertScheduler
@@ -93,6 +94,7 @@ def build(settings: Settings, services: Services | None = None) -> Bot:
             on_sent=lambda kind: metrics.alerts_sent.labels(kind=kind).inc(),
         )
         alert_listeners.register(app, runner, alerts)
+    home.register(app, registry, runner, alerts)
     return Bot(
         app=app,
         runner=runner,

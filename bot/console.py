@@ -12,6 +12,7 @@ import contextlib
 import itertools
 import json
 import time
+import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import urlencode
@@ -117,7 +118,7 @@ class SlackUser:
                         "is_enterprise_install": False,
                     }
                 ],
-                "event_id": f"Ev{int(time.time())}{next(self._ids):05d}",
+                "event_id": f"Ev{uuid.uuid4().hex[:16].upper()}",
                 "event_time": int(time.time()),
             }
         )

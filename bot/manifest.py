@@ -48,7 +48,7 @@ def manifest(request_url: str | None = None) -> dict[str, Any]:
         if request_url:
             entry["url"] = request_url
         slash_commands.append(entry)
-    events: dict[str, Any] = {"bot_events": ["app_mention"]}
+    events: dict[str, Any] = {"bot_events": ["app_home_opened", "app_mention"]}
     interactivity: dict[str, Any] = {"is_enabled": True}
     if request_url:
         events["request_url"] = request_url
@@ -61,6 +61,7 @@ def manifest(request_url: str | None = None) -> dict[str, Any]:
             "background_color": "#1d3557",
         },
         "features": {
+            "app_home": {"home_tab_enabled": True, "messages_tab_enabled": False},
             "bot_user": {"display_name": "gemma-bot", "always_online": True},
             "slash_commands": slash_commands,
         },

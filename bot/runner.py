@@ -142,6 +142,19 @@ class Runner:
     def services(self) -> Services:
         return self._services
 
+    def run_read_only(self, invocation: Invocation, user_id: str) -> Reply:
+        """Run a viewer command now, for `user_id` (the Home tab); a refusal or error is a one-line reply."""
+        try:
+            self._authorizer.check(user_id, invocation.command)
+        except PermissionDenied as exc:
+            return error_reply(exc.message, exc.hint)
+        reply, _ = self._call(invocation, Origin(user_id, ""), invocation.command.func)
+        return reply
+
+    def background(self, job: Callable[[], object]) -> None:
+        """Run `job` on the worker pool; a crash is logged."""
+        self._pool.submit(self._guard, job)
+
     def shutdown(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=False)
 

@@ -137,6 +137,7 @@ class SlackSimulator:
         self.messages: list[Message] = []
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.usergroups: dict[str, list[str]] = {}
+        self.home_views: dict[str, dict[str, Any]] = {}
         self._faults: list[dict[str, Any]] = []
         self._uploads: dict[str, dict[str, Any]] = {}
         self._ts = itertools.count(1)
@@ -260,6 +261,12 @@ class SlackSimulator:
                 )
             )
             return {"ok": True, "view": dict(view, id=view_id)}
+        if method == "views.publish":
+            view = args.get("view") or {}
+            if isinstance(view, str):
+                view = json.loads(view)
+            self.home_views[str(args.get("user_id"))] = view
+            return {"ok": True, "view": dict(view, id=f"V{next(self._ts):09d}")}
         if method == "conversations.replies":
             return self._replies(str(args.get("channel")), str(args.get("ts")))
         if method == "usergroups.users.list":

@@ -142,3 +142,23 @@ def test_mention_with_non_text_is_answered(demo: Demo) -> None:
     payload["event"]["ts"] = ts = f"{int(time.time())}.888888"
     assert demo.user.post_signed(json.dumps(payload), "application/json").status_code == 200
     assert demo.slack.wait_for(lambda m: m.thread_ts == ts, timeout=20) is not None
+
+
+def test_app_home_shows_the_dashboard_and_open_alerts(demo: Demo) -> None:
+    payload = json.loads(demo.user.mention_body("x", "1.000002"))
+    payload["event"] = {
+        "type": "app_home_opened",
+        "user": demo.user.user_id,
+        "channel": "D0DEMO0001",
+        "tab": "home",
+        "event_ts": f"{time.time():.6f}",
+    }
+    payload["event_id"] = "EvHOME0001"
+    assert demo.user.post_signed(json.dumps(payload), "application/json").status_code == 200
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and demo.user.user_id not in demo.slack.home_views:
+        time.sleep(0.1)
+    view = demo.slack.home_views[demo.user.user_id]
+    text = json.dumps(view)
+    assert view["type"] == "home" and "TPU / vLLM status" in text and "Open alerts" in text
+    assert len(view["blocks"]) <= 100

@@ -40,7 +40,8 @@ PIECES = st.one_of(
 LINES = st.one_of(st.text(max_size=80), st.lists(PIECES, max_size=8).map(" ".join))
 
 
-@settings(max_examples=300, deadline=None)
+# Derandomized: CI runs the same examples every time (drop derandomize to explore new ones locally).
+@settings(max_examples=300, deadline=None, derandomize=True)
 @given(LINES)
 def test_parse_raises_only_usage_errors_and_round_trips(text: str) -> None:
     try:
