@@ -52,7 +52,7 @@ def answered(demo: Demo, rids: list[str]) -> int:
 
 
 def main() -> None:
-    with Demo(worker_threads=128) as demo:
+    with Demo() as demo:  # the default WORKER_THREADS (16): work queues, acks stay fast
         demo.gcp.inject_fault(".*", 200, delay_s=BACKEND_S, count=10_000_000)
         demo.vllm.set_latency(BACKEND_S)
         users = [SlackUser(demo.server.url, demo.signing_secret, demo.slack) for _ in range(N)]

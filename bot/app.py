@@ -15,6 +15,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
@@ -77,6 +78,8 @@ def build(settings: Settings, services: Services | None = None) -> Bot:
         signing_secret=signing_secret,
         request_verification_enabled=settings.bot_mode == "http",
         raise_error_for_unhandled_request=False,
+        # Listeners only parse and ack; a pool wider than Bolt's default 5 keeps acks fast in bursts.
+        listener_executor=ThreadPoolExecutor(max_workers=32, thread_name_prefix="listener"),
     )
     # App() has just called auth.test (it raises BoltError otherwise): Slack auth is ok at start.
     metrics = Metrics()

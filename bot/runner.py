@@ -115,7 +115,10 @@ class Runner:
         self._running_lock = threading.Lock()
 
     def submit(self, invocation: Invocation, origin: Origin) -> None:
-        self._pool.submit(self._guard, self._request, invocation, origin)
+        try:
+            self._pool.submit(self._guard, self._request, invocation, origin)
+        except RuntimeError:  # the pool is shut down: the bot is stopping
+            log.warning("stopping: %r from %s not run", invocation.text, origin.user_id)
 
     def confirm(self, token: str, origin: Origin) -> None:
         """A Confirm click: re-authorize the clicker, consume the confirmation, run the change."""

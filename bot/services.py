@@ -41,6 +41,8 @@ class Services:
             api_endpoint=settings.google_api_endpoint,
             timeout_s=settings.google_timeout_s,
             num_retries=1,
+            # Each listing sends two calls per zone at once; leave room for every worker to list together.
+            max_workers=min(256, 2 * len(settings.tpu_zones) * settings.worker_threads),
         )
         endpoints = EndpointResolver(
             settings.vllm_base_url, tpu, settings.tpu_zones, settings.vllm_port, primary=settings.tpu_primary
