@@ -293,6 +293,11 @@ class SlackSimulator:
         ]
         channel = str(args["channel"])
         thread_ts = args.get("thread_ts")
+        if method == "chat.update":  # an edit stays in the thread of the message it edits
+            original = next(
+                (m for m in self.messages if m.ts == str(args["ts"]) and m.channel == channel), None
+            )
+            thread_ts = original.thread_ts if original else None
         self._record(
             Message(kind, channel, ts, text, blocks, thread_ts=thread_ts, ephemeral=kind == "ephemeral")
         )
