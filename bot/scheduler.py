@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from urllib.parse import urlsplit, urlunsplit
 
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -278,20 +279,10 @@ class AlertScheduler:
             if not self.ledger.claim(alert, "sending", now=now):
                 result.duplicate += 1
                 continue
-            try:
-                if alert.kind in ("state", "preempted"):
-                    ts = self._post_state(alert, qr, now, threads)
-                else:
-                    ts = self._post(alert, qr, now)
-            except Exception as exc:
-                log.warning("could not post alert %s: %s", alert.key, type(exc).__name__)
-                self.ledger.release(alert.key)
-                result.failed += 1
-                continue
-            self.ledger.mark_sent(alert.key, self.channel, ts)
-            result.sent += 1
-            if self.on_sent is not None:
-                self.on_sent(alert.kind)
+            if alert.kind in ("state", "preempted"):
+                self._send(alert, partial(self._post_state, alert, qr, now, threads), result)
+            else:
+                self._send(alert, partial(self._post, alert, qr, now), result)
         changed = {}
         for ident, qr in by_identity.items():
             seen = alerts_mod.observe(qr)
@@ -393,17 +384,21 @@ class AlertScheduler:
             if not self.ledger.claim(alert, "sending", now=now):
                 result.duplicate += 1
                 continue
-            try:
-                ts = self._post(alert, None, now)
-            except Exception as exc:
-                log.warning("could not post alert %s: %s", alert.key, type(exc).__name__)
-                self.ledger.release(alert.key)
-                result.failed += 1
-                continue
-            self.ledger.mark_sent(alert.key, self.channel, ts)
-            result.sent += 1
-            if self.on_sent is not None:
-                self.on_sent(alert.kind)
+            self._send(alert, partial(self._post, alert, None, now), result)
+
+    def _send(self, alert: Alert, post: Callable[[], str | None], result: TickResult) -> None:
+        """Post a claimed alert and record it as sent; on failure release the claim (next tick retries)."""
+        try:
+            ts = post()
+        except Exception as exc:
+            log.warning("could not post alert %s: %s", alert.key, type(exc).__name__)
+            self.ledger.release(alert.key)
+            result.failed += 1
+            return
+        self.ledger.mark_sent(alert.key, self.channel, ts)
+        result.sent += 1
+        if self.on_sent is not None:
+            self.on_sent(alert.kind)
 
     # ---- digest and test
     def digest(self) -> str | None:
