@@ -13,6 +13,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -78,7 +79,7 @@ def main() -> None:
     print(f"baseline: bare python interpreter RSS {rss_mb(baseline.pid):.1f} MB")
     baseline.kill()
     baseline.wait()
-    with Demo() as demo:
+    with Demo() as demo, tempfile.NamedTemporaryFile("w+", suffix=".log") as log_file:
         port = free_port()
         url = f"http://127.0.0.1:{port}"
         started = time.perf_counter()
@@ -86,15 +87,14 @@ def main() -> None:
             [sys.executable, "-m", "bot", "serve"],
             env=bot_env(demo, port),
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+            # A file, not a pipe: an unread pipe fills up and blocks the bot's logging.
+            stderr=log_file,
         )
         try:
             start_s = -1.0
             while time.perf_counter() - started < 60:
                 if proc.poll() is not None:
-                    raise SystemExit(
-                        f"bot exited: {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}"
-                    )
+                    raise SystemExit(f"bot exited: {Path(log_file.name).read_text()[-2000:]}")
                 try:
                     if httpx.get(url + "/healthz", timeout=1).status_code == 200:
                         start_s = time.perf_counter() - started
