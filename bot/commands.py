@@ -17,6 +17,8 @@ from datetime import timedelta
 from enum import IntEnum
 from typing import Any
 
+from ops.errors import BadInput
+
 
 class Role(IntEnum):
     """Access levels; each includes the ones below it."""
@@ -119,8 +121,8 @@ class Param:
     """One argument of a command.
 
     `flag` is "--zone" for an option, None for a positional. A `switch` takes no value (True when given).
-    `kind` converts the raw word (raising ValueError with a reason). A `rest` positional takes all the
-    remaining words joined by spaces (for prompts).
+    `kind` converts the raw word (raising ValueError or ops.errors.BadInput with a reason). A `rest`
+    positional takes all the remaining words joined by spaces (for prompts).
     """
 
     name: str
@@ -349,10 +351,14 @@ def _label(command: Command, name: str) -> str:
 
 
 def _convert(param: Param, value: str, usage: str) -> Any:
+    """Apply the argument type; its ValueError, or the BadInput of an `ops` validator used as a type, becomes
+    the usage error."""
     try:
         return param.kind(value)
     except ValueError as exc:
         raise UsageError(f"{param.flag or param.metavar}: {exc}", usage) from None
+    except BadInput as exc:
+        raise UsageError(f"{param.flag or param.metavar}: {exc.message}", usage) from None
 
 
 registry = Registry()

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from functools import partial
 
 from bot.commands import Param, Role, registry
 from bot.context import Context
 from bot.render import Attachment, Reply, ago, blocks_reply, code, context, section
 from llm.diagnose import Finding, diagnose
 from ops import remote
-from ops.errors import BadInput, OpsError
+from ops.errors import OpsError
 from ops.remote import ContainerStatus, VllmContainer
 from ops.vllm import HealthCheck
 
@@ -23,15 +24,8 @@ DIAGNOSE_TAIL = 400
 
 
 def _remote_kind(kind: str) -> Callable[[str], str]:
-    """An argument type checked by `ops.remote.validate(kind, ...)` (ValueError for the parser)."""
-
-    def convert(word: str) -> str:
-        try:
-            return remote.validate(kind, word)
-        except BadInput as exc:
-            raise ValueError(exc.message) from None
-
-    return convert
+    """An argument type checked by `ops.remote.validate(kind, ...)`, the same check the SSH layer applies."""
+    return partial(remote.validate, kind)
 
 
 def findings_text(findings: list[Finding]) -> str:

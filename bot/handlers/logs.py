@@ -12,7 +12,7 @@ from bot.handlers.container import findings_text
 from bot.render import Attachment, Reply, blocks_reply, code, context, header, section, utc
 from llm.logsum import analyze
 from ops import cloudlogs
-from ops.errors import BadInput, NotFound
+from ops.errors import NotFound
 
 SEVERITIES = ("DEFAULT", "DEBUG", "INFO", "NOTICE", "WARNING", "ERROR", "CRITICAL", "ALERT", "EMERGENCY")
 MAX_ENTRIES_ANALYZED = 200_000
@@ -24,14 +24,6 @@ def severity(word: str) -> str:
     if upper not in SEVERITIES:
         raise ValueError(f"{word!r} is not a severity ({', '.join(SEVERITIES)})")
     return upper
-
-
-def log_filter(word: str) -> str:
-    """Extra Logging query text (printable, balanced quotes, at most 500 characters)."""
-    try:
-        return cloudlogs.validate_filter(word)
-    except BadInput as exc:
-        raise ValueError(exc.message) from None
 
 
 _SINCE = Param("since", "how far back (default 1h)", flag="--since", kind=duration, metavar="D")
@@ -48,7 +40,7 @@ _NODE = Param("node", "only this TPU node", flag="--node", kind=resource_name, m
         "filter",
         "extra Logging query, e.g. 'textPayload:\"OOM\"'",
         flag="--filter",
-        kind=log_filter,
+        kind=cloudlogs.validate_filter,
         metavar="F",
     ),
     Param("limit", "entries (default 30)", flag="--limit", kind=int_range(1, 1000), metavar="N"),
