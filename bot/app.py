@@ -36,7 +36,7 @@ from bot.listeners import alerts as alert_listeners
 from bot.listeners import home
 from bot.observability import Metrics, Readiness, trace_from_headers, use_trace
 from bot.runner import Runner, retry_handlers
-from bot.scheduler import AlertScheduler
+from bot.scheduler import AlertScheduler, OncallOptions
 from bot.services import Services
 
 log = logging.getLogger(__name__)
@@ -95,6 +95,7 @@ def build(settings: Settings, services: Services | None = None) -> Bot:
             interval_s=settings.alert_interval_s,
             thresholds=[int(minutes) for minutes in settings.alert_thresholds_min],
             on_sent=lambda kind: metrics.alerts_sent.labels(kind=kind).inc(),
+            options=OncallOptions.from_settings(settings),
         )
         alert_listeners.register(app, runner, alerts)
     home.register(app, registry, runner, alerts)

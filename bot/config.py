@@ -8,12 +8,17 @@ start-up with one line naming it (see `load_settings`).
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
+
+from bot.routing import parse_routes
+from ops.idle import parse_schedule
+from ops.slo import load_rules, parse_span
 
 CommaList = Annotated[list[str], NoDecode]
 
@@ -100,6 +105,27 @@ class Settings(BaseSettings):
         default_factory=lambda: ["60", "15", "5"], description="Minutes before termination to alert at."
     )
     alert_channel: str | None = Field(None, pattern=r"^[CG][A-Z0-9]{2,}$", description="Channel id.")
+    alert_routes: CommaList = Field(
+        default_factory=list, description="KIND=CHANNEL or SEVERITY=CHANNEL items, e.g. critical=C0PAGE01."
+    )
+    alert_mention_group: str | None = Field(
+        None, pattern=r"^S[A-Z0-9]{2,}$", description="User group mentioned on critical alerts."
+    )
+    digest_channel: str | None = Field(
+        None, pattern=r"^[CG][A-Z0-9]{2,}$", description="Daily digest channel (default ALERT_CHANNEL)."
+    )
+    maintenance_timeout_min: int = Field(
+        30, ge=1, le=240, description="Longest wait for vLLM to serve after planned work, minutes."
+    )
+    slo_rules_file: str | None = Field(None, description="YAML file of serving SLO rules (ops/slo.py).")
+    idle_alert_after: str | None = Field(None, description="Alert after no request for this long, e.g. 2h.")
+    idle_stop_at: str | None = Field(None, description="UTC times to propose a stop, e.g. 'mon-fri 20:00'.")
+    idle_keep_hours: int = Field(4, ge=1, le=72, description="Hours the Keep button silences idle alerts.")
+    auto_recover: bool = Field(False, description="Recover a dead primary the bot created without a click.")
+    auto_recover_max_per_day: int = Field(2, ge=1, le=24, description="Automatic recoveries per UTC day.")
+    auto_recover_max_usd_per_day: float = Field(
+        200.0, gt=0, le=100000, description="Projected USD of automatic recoveries per UTC day."
+    )
     state_database_url: str = Field("sqlite:///tpu-chatops.db", description="SQLAlchemy URL.")
 
     @field_validator("ssh_host_keys")
@@ -117,8 +143,42 @@ class Settings(BaseSettings):
             raise ValueError("give whole minutes from 1 to 10080, e.g. 60,15,5")
         return values
 
+    @field_validator("alert_routes")
+    @classmethod
+    def _check_routes(cls, items: list[str]) -> list[str]:
+        parse_routes(items)
+        return items
+
+    @field_validator("slo_rules_file")
+    @classmethod
+    def _check_slo_rules(cls, path: str | None) -> str | None:
+        if path is not None:
+            load_rules(path)
+        return path
+
+    @field_validator("idle_alert_after")
+    @classmethod
+    def _check_idle_after(cls, text: str | None) -> str | None:
+        if text is not None and parse_span(text) < timedelta(minutes=5):
+            raise ValueError("give at least 5m, e.g. 2h")
+        return text
+
+    @field_validator("idle_stop_at")
+    @classmethod
+    def _check_idle_stop_at(cls, text: str | None) -> str | None:
+        if text is not None:
+            parse_schedule(text)
+        return text
+
     @field_validator(
-        "tpu_zones", "viewers", "operators", "admins", "ssh_host_keys", "alert_thresholds_min", mode="before"
+        "tpu_zones",
+        "viewers",
+        "operators",
+        "admins",
+        "ssh_host_keys",
+        "alert_thresholds_min",
+        "alert_routes",
+        mode="before",
     )
     @classmethod
     def _split_commas(cls, value: object) -> object:

@@ -76,6 +76,7 @@ class Origin:
 
     A slash command answers through its `response_url`; a mention answers in the thread `thread_ts`; a
     button click replaces the message it was on through the click's `response_url` (`replace=True`).
+    With `ephemeral_errors` (a click on an alert) a refusal or error is shown only to the clicker.
     """
 
     user_id: str
@@ -84,6 +85,7 @@ class Origin:
     thread_ts: str | None = None
     replace: bool = False
     trigger_id: str | None = None
+    ephemeral_errors: bool = False
 
 
 @dataclass
@@ -171,7 +173,7 @@ class Runner:
         except PermissionDenied as exc:
             self._audit(origin, "refuse", invocation.text, exc.message)
             self.metrics.command_finished(command.name, "denied")
-            self.deliver(error_reply(exc.message, exc.hint), origin)
+            self.deliver(error_reply(exc.message, exc.hint), origin, ephemeral=origin.ephemeral_errors)
             return
         if command.changes_infra:
             self._ask_confirmation(invocation, origin)
@@ -186,7 +188,7 @@ class Runner:
             preview, failed = self._call(invocation, origin, command.preview)
             if failed:
                 self._audit(origin, "result", invocation.text, failed)
-                self.deliver(preview, origin)
+                self.deliver(preview, origin, ephemeral=origin.ephemeral_errors)
                 return
         else:
             preview = Reply(text=f"`/{invocation.text}`", blocks=[section(f"`/{invocation.text}`")])
@@ -289,7 +291,7 @@ class Runner:
             progress.finish(reply)
             self._upload(reply, origin)
         else:
-            self.deliver(reply, origin)
+            self.deliver(reply, origin, ephemeral=bool(failed) and origin.ephemeral_errors)
 
     def _modal_opener(self, origin: Origin) -> Callable[[dict[str, Any]], None] | None:
         trigger_id = origin.trigger_id

@@ -26,12 +26,32 @@ from urllib.parse import urlsplit, urlunsplit
 from apscheduler.schedulers.background import BackgroundScheduler
 from slack_sdk import WebClient
 
+from bot.commands import registry
+from bot.config import Settings
+from bot.context import Context
 from bot.render import Block, context, human_duration, section, utc
+from bot.routing import Router, parse_routes
 from bot.services import Services
+from llm.diagnose import diagnose
 from ops import alerts as alerts_mod
-from ops.alerts import DEFAULT_THRESHOLDS, Alert, AlertLedger, VllmCheck, VllmWatch, evaluate, evaluate_vllm
+from ops.alerts import (
+    DEFAULT_THRESHOLDS,
+    Alert,
+    AlertLedger,
+    VllmCheck,
+    VllmWatch,
+    evaluate,
+    evaluate_vllm,
+    mute_subjects,
+)
 from ops.cost import burn
 from ops.errors import OpsError
+from ops.idle import IdleWatch, Schedule, parse_schedule
+from ops.maintenance import MaintenanceWindows, Window
+from ops.metrics import summarize
+from ops.recovery import RecoveryBudget, created_by_bot, dead_reason
+from ops.slo import DEFAULT_RULES, SloRule, SloWatch, Snapshot, evaluate_slo, load_rules, parse_span
+from ops.store import AuditEntry
 from ops.tpu import QueuedResourceInfo
 
 log = logging.getLogger(__name__)
@@ -108,6 +128,36 @@ def _public_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
+def _span(delta: timedelta) -> str:
+    """Whole minutes for messages: "11 min", "1 h 5 min"."""
+    total = max(0, round(delta.total_seconds() / 60))
+    hours, minutes = divmod(total, 60)
+    return f"{hours} h {minutes} min" if hours else f"{minutes} min"
+
+
+def _stamp(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _idle_cost(qr: QueuedResourceInfo, idle: timedelta, now: datetime) -> str:
+    """ "About $X of it while idle" from the live burn; "" without a sourced price."""
+    try:
+        spend = burn(qr, now)
+    except OpsError:
+        return ""
+    idle_h = min(idle.total_seconds() / 3600, spend.hours_so_far)
+    return f"About ${spend.usd_per_hour * idle_h:,.2f} of it while idle."
+
+
+def _snapshot(text: str | None, now: datetime) -> Snapshot | None:
+    if text is None:
+        return None
+    try:
+        return Snapshot.from_text(text, now)
+    except ValueError:
+        return None
+
+
 def parse_key(key: str) -> tuple[str, str, str]:
     """(zone, name, create time) of a queued-resource alert key; raises ValueError for other keys."""
     resource = key.split("|", 1)[0]
@@ -116,6 +166,104 @@ def parse_key(key: str) -> tuple[str, str, str]:
     if not zone or not name or not created:
         raise ValueError(f"not a queued-resource alert key: {key!r}")
     return zone, name, created
+
+
+@dataclass(frozen=True)
+class OncallOptions:
+    """What makes alerts trustworthy, from the settings (defaults: everything to the alert channel, default
+    SLO rules, no idle alerts, no automatic recovery).
+
+    Attributes:
+        routes: kind or severity -> channel id; mention_group: user group mentioned on critical alerts.
+        digest_channel: the daily digest's channel (None: the alert channel).
+        maintenance_timeout: longest wait for vLLM to serve after planned work.
+        slo_rules: serving rules (ops/slo.py).
+        idle_after: alert after no request for this long (None: off); idle_stop_at: proposed stop times.
+        idle_keep_hours: hours the Keep button silences idle alerts.
+        primary: the queued resource recovery and idle stop are about (TPU_PRIMARY).
+        auto_recover, auto_recover_max_per_day, auto_recover_max_usd_per_day: automatic recovery and its caps.
+    """
+
+    routes: dict[str, str] = field(default_factory=dict)
+    mention_group: str | None = None
+    digest_channel: str | None = None
+    maintenance_timeout: timedelta = timedelta(minutes=30)
+    slo_rules: tuple[SloRule, ...] = DEFAULT_RULES
+    idle_after: timedelta | None = None
+    idle_stop_at: Schedule | None = None
+    idle_keep_hours: int = 4
+    primary: str = "gemma4-qr"
+    auto_recover: bool = False
+    auto_recover_max_per_day: int = 2
+    auto_recover_max_usd_per_day: float = 200.0
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> OncallOptions:
+        """The options of validated Settings (see bot/config.py)."""
+        return cls(
+            routes=parse_routes(settings.alert_routes),
+            mention_group=settings.alert_mention_group,
+            digest_channel=settings.digest_channel,
+            maintenance_timeout=timedelta(minutes=settings.maintenance_timeout_min),
+            slo_rules=load_rules(settings.slo_rules_file) if settings.slo_rules_file else DEFAULT_RULES,
+            idle_after=parse_span(settings.idle_alert_after) if settings.idle_alert_after else None,
+            idle_stop_at=parse_schedule(settings.idle_stop_at) if settings.idle_stop_at else None,
+            idle_keep_hours=settings.idle_keep_hours,
+            primary=settings.tpu_primary,
+            auto_recover=settings.auto_recover,
+            auto_recover_max_per_day=settings.auto_recover_max_per_day,
+            auto_recover_max_usd_per_day=settings.auto_recover_max_usd_per_day,
+        )
+
+
+AUTO_RECOVER_USER = "auto-recover"  # the audit trail's user id of automatic recoveries
+
+
+def recover_buttons(qr: QueuedResourceInfo) -> Block:
+    """Recover (delete and recreate in its zone) / Recover by capacity search; value "zone/name"."""
+    value = f"{qr.zone}/{qr.name}"
+    return {
+        "type": "actions",
+        "block_id": "recover",
+        "elements": [
+            {
+                "type": "button",
+                "action_id": "alert_recover",
+                "style": "primary",
+                "text": {"type": "plain_text", "text": "Recover"},
+                "value": value,
+            },
+            {
+                "type": "button",
+                "action_id": "alert_recover_search",
+                "text": {"type": "plain_text", "text": "Recover by capacity search"},
+                "value": value,
+            },
+        ],
+    }
+
+
+def idle_buttons(key: str, keep_hours: int) -> Block:
+    """Delete / Keep for N hours on an idle alert; each carries the alert key."""
+    return {
+        "type": "actions",
+        "block_id": "idle",
+        "elements": [
+            {
+                "type": "button",
+                "action_id": "alert_delete",
+                "style": "danger",
+                "text": {"type": "plain_text", "text": "Delete"},
+                "value": key,
+            },
+            {
+                "type": "button",
+                "action_id": "alert_keep",
+                "text": {"type": "plain_text", "text": f"Keep for {keep_hours} h"},
+                "value": f"{keep_hours}",
+            },
+        ],
+    }
 
 
 class AlertScheduler:
@@ -132,6 +280,7 @@ class AlertScheduler:
         health_failures: failed /health checks in a row before "vLLM down" (default 3).
         kv_threshold: KV-cache usage fraction 0..1 (default 0.9); kv_checks: checks in a row (default 3).
         digest_hour: UTC hour of the daily digest (default 9).
+        options: routing, maintenance windows, SLO rules, idle stop and recovery (default: OncallOptions()).
     """
 
     def __init__(
@@ -149,6 +298,7 @@ class AlertScheduler:
         kv_checks: int = 3,
         digest_hour: int = 9,
         on_sent: Callable[[str], None] | None = None,
+        options: OncallOptions | None = None,
     ) -> None:
         self.services = services
         self.client = client
@@ -164,6 +314,14 @@ class AlertScheduler:
         self.ledger = AlertLedger(services.store)
         self.replica_id = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.on_sent = on_sent
+        self.options = options or OncallOptions()
+        self.router = Router(channel, self.options.routes, self.options.mention_group)
+        self.windows = MaintenanceWindows(services.store)
+        self.budget = RecoveryBudget(
+            services.store,
+            max_per_day=self.options.auto_recover_max_per_day,
+            max_usd_per_day=self.options.auto_recover_max_usd_per_day,
+        )
         self._lock = threading.Lock()
         self._scheduler: BackgroundScheduler | None = None
 
@@ -243,7 +401,9 @@ class AlertScheduler:
                 result.errors.append(f"{type(exc).__name__}: {exc}"[:300])
             if self.vllm_checks:
                 try:
-                    self._tick_vllm(now, result)
+                    held = self._tick_maintenance(now, result)
+                    if not held:
+                        self._tick_vllm(now, result)
                 except Exception as exc:
                     log.exception("vLLM alert check failed")
                     result.errors.append(f"vllm: {type(exc).__name__}"[:300])
@@ -270,7 +430,7 @@ class AlertScheduler:
             for key in alert.supersedes:
                 if self.ledger.claim_key(key, alert.kind, alert.resource, "superseded", now=now):
                     result.superseded += 1
-            if alert.name in mutes:
+            if mute_subjects(alert) & mutes.keys():
                 if self.ledger.claim(alert, "suppressed", now=now):
                     result.suppressed += 1
                 else:
@@ -283,6 +443,7 @@ class AlertScheduler:
                 self._send(alert, partial(self._post_state, alert, qr, now, threads), result)
             else:
                 self._send(alert, partial(self._post, alert, qr, now), result)
+        self._auto_recover_dead(found, by_identity, now, result)
         changed = {}
         for ident, qr in by_identity.items():
             seen = alerts_mod.observe(qr)
@@ -293,7 +454,8 @@ class AlertScheduler:
     # ---- posting
     def _blocks(self, alert: Alert, qr: QueuedResourceInfo | None, now: datetime) -> list[Block]:
         icon = {"stale": ":wastebasket:", "vllm_down": ":red_circle:", "vllm_up": ":large_green_circle:"}
-        lines = [f"{icon.get(alert.kind, ':alarm_clock:')} *{alert.title}*"]
+        mention = "" if alert.resolves else self.router.mention(alert)
+        lines = [f"{mention}{icon.get(alert.kind, ':alarm_clock:')} *{alert.title}*"]
         if alert.text:
             lines.append(alert.text)
         cost = _cost_line(qr, now)
@@ -302,10 +464,20 @@ class AlertScheduler:
         blocks = [section("\n".join(lines))]
         if alert.buttons:
             blocks.append(alert_buttons(alert.key))
+        if alert.kind == "idle":
+            blocks.append(idle_buttons(alert.key, self.options.idle_keep_hours))
         blocks.append(context(f"alert `{alert.kind}` · {utc(now)}"))
         return blocks
 
-    def _post(self, alert: Alert, qr: QueuedResourceInfo | None, now: datetime) -> str | None:
+    def _post(
+        self,
+        alert: Alert,
+        qr: QueuedResourceInfo | None,
+        now: datetime,
+        thread: tuple[str, str | None] | None = None,
+    ) -> str | None:
+        """Post `alert` to its routed channel, or as a reply in `thread` (channel, ts) when given; a
+        resolution updates the resolved alert's message in place."""
         blocks = self._blocks(alert, qr, now)
         if alert.resolves:
             row = self.ledger.get(alert.resolves)
@@ -318,7 +490,10 @@ class AlertScheduler:
                 )
                 self.ledger.resolve(alert.resolves, now=now)
                 return row.ts
-        response = self.client.chat_postMessage(channel=self.channel, text=alert.title, blocks=blocks)
+        channel, thread_ts = thread or (self.router.channel(alert), None)
+        response = self.client.chat_postMessage(
+            channel=channel, thread_ts=thread_ts, text=alert.title, blocks=blocks
+        )
         return str(response.get("ts") or "") or None
 
     def _post_state(
@@ -337,8 +512,9 @@ class AlertScheduler:
             summary += f"\nInitiated by {qr.state_initiator or 'unknown'}"
         blocks = [section(summary), context(f"updated {utc(now)} · transitions in the thread")]
         if ts is None:
-            response = self.client.chat_postMessage(channel=self.channel, text=summary, blocks=blocks)
-            channel, ts = self.channel, str(response.get("ts"))
+            channel = self.router.channel(alert)
+            response = self.client.chat_postMessage(channel=channel, text=summary, blocks=blocks)
+            ts = str(response.get("ts"))
         else:
             self.client.chat_update(channel=channel or self.channel, ts=ts, text=summary, blocks=blocks)
         threads[alert.resource] = (channel, ts)
@@ -349,8 +525,11 @@ class AlertScheduler:
             channel=channel,
             ts=ts,
         )
+        reply_blocks = [section(self.router.mention(alert) + alert.title)]
+        if qr is not None and qr.name == self.options.primary and dead_reason(qr):
+            reply_blocks.append(recover_buttons(qr))
         reply = self.client.chat_postMessage(
-            channel=channel or self.channel, thread_ts=ts, text=alert.title, blocks=[section(alert.title)]
+            channel=channel or self.channel, thread_ts=ts, text=alert.title, blocks=reply_blocks
         )
         return str(reply.get("ts") or "") or None
 
@@ -363,12 +542,14 @@ class AlertScheduler:
         with client:
             health = client.health()
             check = VllmCheck(ok=health.state == "ready", detail=health.detail)
+            text: str | None = None
             if check.ok:
                 try:
-                    summary = client.metrics()
+                    text = client.metrics_text()
+                    summary = summarize(text)
                     check = VllmCheck(True, "", summary.kv_cache_usage, summary.preemptions)
-                except OpsError:
-                    pass
+                except (OpsError, ValueError):
+                    text = None
         watch = VllmWatch.from_json(self.ledger.get_value("vllm_watch"))
         found, watch = evaluate_vllm(
             check,
@@ -380,13 +561,37 @@ class AlertScheduler:
             kv_checks=self.kv_checks,
         )
         self.ledger.set_value("vllm_watch", watch.to_json())
+        snapshot = _snapshot(text, now)
+        found += self._serving_alerts(snapshot, _public_url(endpoint.url), now)
+        mutes = self.ledger.mutes(now)
         for alert in found:
-            if not self.ledger.claim(alert, "sending", now=now):
-                result.duplicate += 1
-                continue
-            self._send(alert, partial(self._post, alert, None, now), result)
+            self._deliver(alert, None, now, result, mutes)
+        self._tick_idle(snapshot, now, result, mutes)
 
-    def _send(self, alert: Alert, post: Callable[[], str | None], result: TickResult) -> None:
+    def _deliver(
+        self,
+        alert: Alert,
+        qr: QueuedResourceInfo | None,
+        now: datetime,
+        result: TickResult,
+        mutes: dict[str, tuple[datetime, str]],
+        thread: tuple[str, str | None] | None = None,
+    ) -> None:
+        """Claim and post one alert (suppressed when one of its subjects is muted; resolutions always go)."""
+        if not alert.resolves and mute_subjects(alert) & mutes.keys():
+            if self.ledger.claim(alert, "suppressed", now=now):
+                result.suppressed += 1
+            return
+        if not self.ledger.claim(alert, "sending", now=now):
+            result.duplicate += 1
+            return
+        self._send(
+            alert, partial(self._post, alert, qr, now, thread), result, channel=thread[0] if thread else None
+        )
+
+    def _send(
+        self, alert: Alert, post: Callable[[], str | None], result: TickResult, channel: str | None = None
+    ) -> None:
         """Post a claimed alert and record it as sent; on failure release the claim (next tick retries)."""
         try:
             ts = post()
@@ -395,10 +600,213 @@ class AlertScheduler:
             self.ledger.release(alert.key)
             result.failed += 1
             return
-        self.ledger.mark_sent(alert.key, self.channel, ts)
+        self.ledger.mark_sent(alert.key, channel or self.router.channel(alert), ts)
         result.sent += 1
         if self.on_sent is not None:
             self.on_sent(alert.kind)
+
+    # ---- planned work (maintenance windows)
+    def _tick_maintenance(self, now: datetime, result: TickResult) -> bool:
+        """While planned work is under way, hold the deployment's health alerts; when vLLM serves (or the
+        window's deadline passes) close the window and say so in the command's thread.
+
+        Returns:
+            True while the window stays open (the vLLM health, SLO and idle checks are skipped).
+        """
+        window = self.windows.current()
+        if window is None:
+            return False
+        if self._serving():
+            if self.windows.close("serving", now=now):
+                took = _span(now - window.opened_at)
+                title = f"vLLM serving after {took} ({window.reason})"
+                self._report_window(window, "serving", title, "", now, result)
+            return False
+        if now < window.deadline:
+            return True
+        if self.windows.close("stuck", now=now):
+            took = _span(now - window.opened_at)
+            title = f"vLLM still not serving after {took}: start-up looks stuck ({window.reason})"
+            self._report_window(window, "stuck", title, self._startup_diagnosis(), now, result)
+        return False
+
+    def _report_window(
+        self, window: Window, kind: str, title: str, text: str, now: datetime, result: TickResult
+    ) -> None:
+        key = f"maintenance:{window.deployment}@{_stamp(window.opened_at)}|{kind}|"
+        alert = Alert(key, kind, f"maintenance:{window.deployment}", "", "", title, text)
+        thread = (window.channel, window.thread_ts) if window.channel else None
+        self._deliver(alert, None, now, result, {}, thread)
+
+    def _serving(self) -> bool:
+        """Whether the deployment's vLLM answers /health with 200 (no endpoint yet: not serving)."""
+        try:
+            client, _ = self.services.vllm()
+        except OpsError:
+            return False
+        with client:
+            return bool(client.health().state == "ready")
+
+    def _startup_diagnosis(self) -> str:
+        """What the TPU VM says about a start-up that does not finish: the container's state and the known
+        failure signatures in its log; a failing SSH or docker gives one line saying so."""
+        try:
+            container, host = self.services.container()
+            with host:
+                status = container.status()
+                findings = diagnose(container.logs(tail=400)) if status.exists else []
+        except OpsError as exc:
+            return f"Diagnosis unavailable: {exc.message}" + (f" ({exc.hint})" if exc.hint else "")
+        except Exception as exc:  # diagnosis is best effort: the stuck notice must still go out
+            log.warning("start-up diagnosis failed: %s", type(exc).__name__)
+            return f"Diagnosis unavailable: {type(exc).__name__}"
+        lines = [f"Container `{container.name}`: {status.state}, {status.restart_count} restart(s)"]
+        lines += [f"• *{f.name}*: {f.conclusion} _Fix:_ {f.fix}" for f in findings[:3]]
+        if not findings:
+            lines.append("No known failure signature in the last 400 log lines; see `/vllm logs`.")
+        return "\n".join(lines)
+
+    # ---- serving SLO rules and idle stop
+    def _serving_alerts(self, snapshot: Snapshot | None, endpoint: str, now: datetime) -> list[Alert]:
+        watch = SloWatch.from_json(self.ledger.get_value("slo_watch"))
+        found, watch = evaluate_slo(snapshot, watch, self.options.slo_rules, now, endpoint=endpoint)
+        self.ledger.set_value("slo_watch", watch.to_json())
+        return found
+
+    def _tick_idle(
+        self,
+        snapshot: Snapshot | None,
+        now: datetime,
+        result: TickResult,
+        mutes: dict[str, tuple[datetime, str]],
+    ) -> None:
+        """Idle alert after `idle_after` without a finished request (again every `idle_after` while it
+        lasts), and the proposed stop at each `idle_stop_at` time; both offer Delete / Keep for N hours."""
+        opts = self.options
+        if snapshot is None or (opts.idle_after is None and opts.idle_stop_at is None):
+            return
+        watch = IdleWatch.from_json(self.ledger.get_value("idle_watch")).observe(snapshot.requests, now)
+        self.ledger.set_value("idle_watch", watch.to_json())
+        idle = watch.idle_for(now)
+        due: list[tuple[str, str]] = []
+        if opts.idle_after is not None and idle >= opts.idle_after:
+            periods = int(idle / opts.idle_after)
+            due.append((f"{watch.since}#{periods}", f"served no request for {_span(idle)}"))
+        moment = opts.idle_stop_at.latest(now) if opts.idle_stop_at is not None else None
+        if moment is not None and now - moment <= timedelta(minutes=15):
+            due.append((f"stop@{_stamp(moment)}", f"is still running at its scheduled stop ({utc(moment)})"))
+        if not due:
+            return
+        qr = self._primary()
+        if qr is None or qr.state != "ACTIVE":
+            return
+        for suffix, what in due:
+            alert = Alert(
+                f"{alerts_mod.identity(qr)}|idle|{suffix}",
+                "idle",
+                alerts_mod.identity(qr),
+                qr.name,
+                qr.zone,
+                f"`{qr.name}` ({qr.zone}) {what}",
+                _idle_cost(qr, idle, now),
+            )
+            self._deliver(alert, qr, now, result, mutes)
+
+    def _primary(self) -> QueuedResourceInfo | None:
+        try:
+            return self.services.tpu.get_queued_resource(
+                self.options.primary, self.services.settings.tpu_zones
+            )
+        except OpsError:
+            return None
+
+    # ---- automatic recovery of the primary
+    def _auto_recover_dead(
+        self,
+        found: Sequence[Alert],
+        by_identity: dict[str, QueuedResourceInfo],
+        now: datetime,
+        result: TickResult,
+    ) -> None:
+        if not self.options.auto_recover:
+            return
+        for ident in dict.fromkeys(a.resource for a in found if a.kind in ("state", "preempted")):
+            qr = by_identity.get(ident)
+            if qr is not None and qr.name == self.options.primary and dead_reason(qr):
+                self._auto_recover(qr, now, result)
+
+    def _auto_recover(self, qr: QueuedResourceInfo, now: datetime, result: TickResult) -> None:
+        """Recover a dead primary without a click: only one the bot created, within the day's caps;
+        announced in the thread of its state message and written to the audit trail."""
+        from bot.handlers.recovery import projected_usd, recover  # the handlers import this module
+
+        ident = alerts_mod.identity(qr)
+        key = f"{ident}|recovery|auto"
+        channel, ts = self.ledger.thread(ident)
+        thread = (channel, ts) if channel and ts else None
+        reason = dead_reason(qr) or qr.state
+        command = f"tpu recover {qr.name} --zone {qr.zone}"
+        refusal: str | None = None
+        usd = 0.0
+        if not created_by_bot(qr):
+            refusal = f"`{qr.name}` was not created by the bot (no `managed-by: tpu-chatops` label)"
+        else:
+            try:
+                usd = projected_usd(qr)
+                refusal = self.budget.refusal(usd, now)
+            except OpsError as exc:
+                refusal = f"no price to check the spend cap against: {exc.message}"
+        if refusal is not None:
+            note = Alert(
+                key,
+                "recovery",
+                ident,
+                qr.name,
+                qr.zone,
+                f"Automatic recovery skipped: {refusal}. Use Recover.",
+            )
+            if self.ledger.get(key) is None:
+                self._audit_auto(channel, command, f"refused: {refusal}")
+            self._deliver(note, None, now, result, {}, thread)
+            return
+        title = f":ambulance: Recovering `{qr.name}` automatically ({reason}): delete it and create it again"
+        attempt = len(self.budget.today(now)) + 1
+        text = f"Projected spend ${usd:,.2f}; automatic recovery {attempt} of {self.budget.max_per_day} today"
+        announce = Alert(key, "recovery", ident, qr.name, qr.zone, title, text)
+        if not self.ledger.claim(announce, "sending", now=now):
+            result.duplicate += 1
+            return
+        self._send(announce, partial(self._post, announce, None, now, thread), result, channel=channel)
+        self._audit_auto(channel, command, f"started: {reason}")
+        ctx = Context(self.services, registry, AUTO_RECOVER_USER, channel or self.channel)
+        try:
+            outcome = recover(ctx, qr, search=False, thread=thread)
+        except OpsError as exc:
+            outcome = f"failed: {exc.message}"
+        except Exception as exc:  # an unexpected failure is reported, never silent
+            log.exception("automatic recovery failed")
+            outcome = f"failed unexpectedly: {type(exc).__name__}"
+        self.budget.record(ident, usd, outcome, now=now)
+        self._audit_auto(channel, command, outcome)
+        done = Alert(
+            f"{key}|done",
+            "recovery",
+            ident,
+            qr.name,
+            qr.zone,
+            f"Automatic recovery of `{qr.name}`: {outcome}",
+        )
+        self._deliver(done, None, now, result, {}, thread)
+
+    def _audit_auto(self, channel: str | None, command: str, outcome: str) -> None:
+        entry = AuditEntry(
+            self.clock(), AUTO_RECOVER_USER, channel or self.channel, "auto-recover", command, outcome[:200]
+        )
+        log.info("audit action=auto-recover command=%r outcome=%r", command, outcome)
+        try:
+            self.services.store.record(entry)
+        except Exception:
+            log.exception("could not write the audit entry")
 
     # ---- digest and test
     def digest(self) -> str | None:
@@ -412,12 +820,13 @@ class AlertScheduler:
             return None
         try:
             text = self.digest_text(now)
-            response = self.client.chat_postMessage(channel=self.channel, text=text, blocks=[section(text)])
+            channel = self.options.digest_channel or self.channel
+            response = self.client.chat_postMessage(channel=channel, text=text, blocks=[section(text)])
         except Exception:
             self.ledger.release(key)
             raise
         ts = str(response.get("ts") or "") or None
-        self.ledger.mark_sent(key, self.channel, ts)
+        self.ledger.mark_sent(key, channel, ts)
         return ts
 
     def digest_text(self, now: datetime) -> str:

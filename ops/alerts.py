@@ -37,6 +37,7 @@ __all__ = [
     "evaluate",
     "evaluate_vllm",
     "identity",
+    "mute_subjects",
 ]
 
 DEFAULT_THRESHOLDS: tuple[int, ...] = (60, 15, 5)
@@ -44,6 +45,8 @@ WAITING_STATES = frozenset({"WAITING_FOR_RESOURCES", "ACCEPTED", "CREATING"})
 STALE_STATES = frozenset({"SUSPENDED", "FAILED"})
 GONE_STATES = frozenset({"DELETING"})
 NEW = "NEW"  # the "previous state" of a resource first seen after watching began
+# Recorded kinds that are news, not problems someone must act on (never listed as open).
+NOT_OPEN_KINDS = frozenset({"state", "vllm_up", "test", "slo_ok", "serving", "recovery"})
 
 ledger_table = Table(
     "alert_ledger",
@@ -63,7 +66,7 @@ ledger_table = Table(
 mutes_table = Table(
     "alert_mutes",
     metadata,
-    Column("resource", String(100), primary_key=True),  # a queued resource name (all zones)
+    Column("resource", String(100), primary_key=True),  # a subject: QR or node name, "vllm", URL, kind
     Column("until", DateTime(timezone=True), nullable=False),
     Column("by", String(32), nullable=False),
 )
@@ -120,6 +123,8 @@ class Alert:
         supersedes: keys of less urgent thresholds (already passed) to record as superseded.
         buttons: whether to offer Delete now / Snooze 1 h / Acknowledge.
         resolves: for a recovery: the key of the alert it resolves (its message is updated).
+        severity: "info", "warning" or "critical"; "" takes the kind's default (see `bot.routing`).
+        node: the node an alert is about ("" when none), so a mute of the node silences it.
     """
 
     key: str
@@ -136,6 +141,8 @@ class Alert:
     supersedes: tuple[str, ...] = ()
     buttons: bool = False
     resolves: str | None = None
+    severity: str = ""
+    node: str = ""
 
 
 @dataclass(frozen=True)
@@ -283,6 +290,7 @@ def evaluate(
                         zone=qr.zone,
                         title=f"`{qr.name}` ({qr.zone}): node `{node.name}` was PREEMPTED",
                         state=qr.state,
+                        node=node.name,
                     )
                 )
         if qr.state in STALE_STATES and qr.create_time and now - qr.create_time > stale_after:
@@ -300,6 +308,18 @@ def evaluate(
                 )
             )
     return alerts
+
+
+def mute_subjects(alert: Alert) -> frozenset[str]:
+    """The `/alerts mute` subjects that silence `alert`: its queued resource name, its node, its kind, and
+    for vLLM alerts "vllm" and the endpoint URL (e.g. "http://10.0.0.5:8000")."""
+    subjects = {alert.kind}
+    if alert.kind == "slo_ok":
+        subjects.add("slo")
+    subjects.update(s for s in (alert.name, alert.node) if s)
+    if alert.resource.startswith("vllm:"):
+        subjects.update({"vllm", alert.resource.removeprefix("vllm:")})
+    return frozenset(subjects)
 
 
 def observe(qr: QueuedResourceInfo) -> Observation:
@@ -547,7 +567,7 @@ class AlertLedger:
         return [
             r
             for r in self.rows(since=since, status="sent")
-            if r.acked_by is None and r.resolved_at is None and r.kind not in ("state", "vllm_up", "test")
+            if r.acked_by is None and r.resolved_at is None and r.kind not in NOT_OPEN_KINDS
         ]
 
     def acknowledge(self, key: str, user_id: str) -> LedgerRow | None:
@@ -563,7 +583,7 @@ class AlertLedger:
 
     # ---- mutes
     def mute(self, name: str, until: datetime, *, by: str) -> None:
-        """Mute every alert of queued resource `name` (any zone) until `until` (replaces an older mute)."""
+        """Mute every alert of subject `name` (see `mute_subjects`) until `until` (replaces an older mute)."""
         with self.engine.begin() as conn:
             conn.execute(delete(mutes_table).where(mutes_table.c.resource == name))
             conn.execute(insert(mutes_table).values(resource=name, until=until, by=by))

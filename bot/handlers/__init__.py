@@ -10,6 +10,7 @@ MODULES = (
     "tpu",
     "lifecycle",
     "capacity",
+    "recovery",
     "cost",
     "admin",
     "vllm",

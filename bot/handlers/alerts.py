@@ -1,17 +1,49 @@
-"""`/alerts list | mute NAME 2h | unmute NAME | test`: open alerts and mutes of the alert scheduler."""
+"""`/alerts list | mute SUBJECT 2h | unmute SUBJECT | test`: open alerts and mutes of the alert scheduler.
+
+A mute's subject is anything an alert is about (`ops.alerts.mute_subjects`): a queued resource or node
+name, the vLLM endpoint ("vllm" or its URL) or an alert kind (`bot.routing.KINDS`). A subject the bot
+does not know is refused with the list of known ones, so a typo never silences nothing.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import re
 from datetime import timedelta
 
 from bot import scheduler
-from bot.commands import Param, Role, duration, registry, resource_name
+from bot.commands import Param, Role, duration, registry
 from bot.context import Context
 from bot.render import Reply, blocks_reply, header, human_duration, section, utc
+from bot.routing import KINDS
 from ops.alerts import AlertLedger
-from ops.errors import BadInput
+from ops.errors import BadInput, OpsError
+from ops.maintenance import MaintenanceWindows
 
 MAX_MUTE = timedelta(days=7)
+_SUBJECT = re.compile(r"^[A-Za-z0-9_.:/\[\]-]{1,100}$")
+
+
+def subject(word: str) -> str:
+    """An argument type: an alert subject (a name, a kind, "vllm" or a URL without spaces)."""
+    if not _SUBJECT.match(word):
+        raise ValueError(f"{word!r} is not an alert subject (a name, a kind, vllm or the vLLM URL)")
+    return word
+
+
+def known_subjects(ctx: Context) -> tuple[set[str], list[str]]:
+    """(subjects that exist now, backends that could not be read): alert kinds, "vllm" and the endpoint
+    URL, queued resources and their nodes in the watched zones."""
+    known = set(KINDS) | {"vllm"}
+    missing: list[str] = []
+    with contextlib.suppress(OpsError):  # no endpoint now: "vllm" still names it
+        known.add(ctx.services.endpoints.resolve().url)
+    listing = ctx.services.tpu.list_queued_resources(ctx.services.settings.tpu_zones)
+    missing += sorted(listing.errors)
+    for qr in listing.resources:
+        known.add(qr.name)
+        known.update(qr.node_ids)
+    return known, missing
 
 
 @registry.command("alerts list", "Open alerts of the last 7 days and the muted resources")
@@ -25,6 +57,12 @@ def alerts_list(ctx: Context) -> Reply:
     mute_lines = [
         f"• `{name}` until {utc(until)} (by <@{by}>)" for name, (until, by) in sorted(mutes.items())
     ]
+    window = MaintenanceWindows(ctx.services.store).current()
+    if window is not None:
+        mute_lines.append(
+            f"• health alerts held: `{window.reason}` by <@{window.opened_by}> until vLLM serves "
+            f"(at most until {utc(window.deadline)})"
+        )
     counts = ledger.counts()
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "nothing recorded yet"
     return blocks_reply(
@@ -39,19 +77,32 @@ def alerts_list(ctx: Context) -> Reply:
 
 @registry.command(
     "alerts mute",
-    "Mute every alert of a queued resource for a while (e.g. 2h; at most 7d)",
-    Param("name", "queued resource name", kind=resource_name, required=True, metavar="NAME"),
+    "Mute alerts of a queued resource, node, the vLLM endpoint or an alert kind for a while (at most 7d)",
+    Param(
+        "name",
+        "queued resource, node, vllm (or its URL) or alert kind",
+        kind=subject,
+        required=True,
+        metavar="SUBJECT",
+    ),
     Param("length", "how long, e.g. 30m, 2h, 1d", kind=duration, required=True, metavar="DURATION"),
     role=Role.OPERATOR,
 )
 def alerts_mute(ctx: Context, name: str, length: timedelta) -> Reply:
-    """Mute `name` for `length` (at most 7 days). Alerts due meanwhile are recorded as suppressed.
+    """Mute subject `name` for `length` (at most 7 days). Alerts due meanwhile are recorded as suppressed.
 
     Raises:
-        BadInput: zero length or longer than 7 days.
+        BadInput: zero length or longer than 7 days; a subject the bot does not know (the hint lists the
+            known ones).
     """
     if length <= timedelta(0) or length > MAX_MUTE:
         raise BadInput(f"cannot mute for {human_duration(length)}", "give a duration from 1m to 7d")
+    known, missing = known_subjects(ctx)
+    if name not in known:
+        unread = f" (zones not read: {', '.join(missing)})" if missing else ""
+        raise BadInput(
+            f"no alert subject `{name}`{unread}", "known subjects: " + ", ".join(sorted(known))[:1500]
+        )
     until = ctx.services.now() + length
     AlertLedger(ctx.services.store).mute(name, until, by=ctx.user_id)
     return blocks_reply([section(f":mute: Alerts of `{name}` muted until {utc(until)} by <@{ctx.user_id}>.")])
@@ -59,8 +110,8 @@ def alerts_mute(ctx: Context, name: str, length: timedelta) -> Reply:
 
 @registry.command(
     "alerts unmute",
-    "Unmute a queued resource's alerts",
-    Param("name", "queued resource name", kind=resource_name, required=True, metavar="NAME"),
+    "Unmute an alert subject",
+    Param("name", "the muted subject", kind=subject, required=True, metavar="SUBJECT"),
     role=Role.OPERATOR,
 )
 def alerts_unmute(ctx: Context, name: str) -> Reply:

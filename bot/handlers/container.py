@@ -7,11 +7,13 @@ here when it is parsed (so bad input gets the usage line) and again, then quoted
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
 from datetime import datetime
 from functools import partial
 
 from bot.commands import Param, Role, registry
 from bot.context import Context
+from bot.maintenance import planned_work
 from bot.render import Attachment, Reply, ago, blocks_reply, code, context, section
 from llm.diagnose import Finding, diagnose
 from ops import remote
@@ -172,7 +174,9 @@ def _container_command(
 
     def run(ctx: Context) -> Reply:
         container, host = ctx.services.container()
-        with host:
+        # Starting vLLM is planned downtime: health alerts wait until it serves (bot/maintenance.py).
+        planned = planned_work(ctx, f"vllm {verb}") if verb in ("start", "restart") else nullcontext()
+        with host, planned:
             act(ctx, container)
             status = container.status()
         ctx.services.endpoints.forget()

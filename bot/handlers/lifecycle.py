@@ -8,6 +8,7 @@ what will happen (and the cost it starts).
 from __future__ import annotations
 
 import hashlib
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -24,6 +25,7 @@ from bot.commands import (
 )
 from bot.context import Context
 from bot.handlers.tpu import resource_line
+from bot.maintenance import planned_work
 from bot.render import Reply, blocks_reply, context, header, human_duration, section
 from ops import cost, deploy
 from ops.errors import AlreadyExists, BadInput, NotFound, OpsError
@@ -187,8 +189,9 @@ def tpu_create(ctx: Context, **kw: object) -> Reply:
     """Create the queued resource and wait for the create operation (the request is then queued)."""
     spec, _ = create_spec(ctx, CreateArgs(**kw))  # type: ignore[arg-type]
     tpu = ctx.services.tpu
-    operation = tpu.create_queued_resource(spec)
-    tpu.wait_operation(operation, timeout_s=OPERATION_TIMEOUT_S, cancel=ctx.cancelled)
+    with _primary_work(ctx, spec.name, f"tpu create {spec.name}"):
+        operation = tpu.create_queued_resource(spec)
+        tpu.wait_operation(operation, timeout_s=OPERATION_TIMEOUT_S, cancel=ctx.cancelled)
     qr = tpu.get_queued_resource(spec.name, [spec.zone])
     now = ctx.services.now()
     return blocks_reply(
@@ -197,6 +200,11 @@ def tpu_create(ctx: Context, **kw: object) -> Reply:
             context(f"Follow it with `/tpu describe {spec.name}`; vLLM needs about 10 minutes after ACTIVE."),
         ]
     )
+
+
+def _primary_work(ctx: Context, name: str, reason: str) -> AbstractContextManager[None]:
+    """A maintenance window for work on the primary (the deployment vLLM serves from); none otherwise."""
+    return planned_work(ctx, reason) if name == ctx.services.settings.tpu_primary else nullcontext()
 
 
 def _find(ctx: Context, name: str, zone: str | None) -> QueuedResourceInfo:
@@ -276,8 +284,9 @@ def _preview_reset(ctx: Context, name: str, zone: str | None) -> Reply:
 def tpu_reset(ctx: Context, name: str, zone: str | None) -> Reply:
     qr = _find(ctx, name, zone)
     tpu = ctx.services.tpu
-    operation = tpu.reset_queued_resource(qr.name, qr.zone)
-    tpu.wait_operation(operation, timeout_s=OPERATION_TIMEOUT_S, cancel=ctx.cancelled)
+    with _primary_work(ctx, qr.name, f"tpu reset {qr.name}"):
+        operation = tpu.reset_queued_resource(qr.name, qr.zone)
+        tpu.wait_operation(operation, timeout_s=OPERATION_TIMEOUT_S, cancel=ctx.cancelled)
     qr = tpu.get_queued_resource(qr.name, [qr.zone])
     return blocks_reply(
         [section(":white_check_mark: Reset requested.\n" + resource_line(qr, ctx.services.now()))]
@@ -395,8 +404,9 @@ def tpu_ensure(ctx: Context, name: str | None) -> Reply:
         done.append(f"deleted `{qr.name}` ({qr.zone})")
     if create:
         spec, _ = create_spec(ctx, default_create_args(primary))
-        tpu.wait_operation(
-            tpu.create_queued_resource(spec), timeout_s=OPERATION_TIMEOUT_S, cancel=ctx.cancelled
-        )
+        with _primary_work(ctx, primary, f"tpu ensure {primary}"):
+            tpu.wait_operation(
+                tpu.create_queued_resource(spec), timeout_s=OPERATION_TIMEOUT_S, cancel=ctx.cancelled
+            )
         done.append(f"created `{primary}` ({spec.zone})")
     return blocks_reply([section(":white_check_mark: " + "; ".join(done) + ".")])

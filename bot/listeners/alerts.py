@@ -1,8 +1,11 @@
-"""Alert buttons (`block_actions`): Delete now, Snooze 1 h, Acknowledge. Each carries the alert key.
+"""Alert buttons (`block_actions`): Delete now, Snooze 1 h, Acknowledge (each carries the alert key);
+Recover / Recover by capacity search (value "zone/name"); Keep for N hours (value: the hours).
 
-Delete now and Snooze go through the runner like typed commands (`tpu delete NAME --zone Z --force` and
-`alerts mute NAME 1h`), so the clicker's role is checked and the delete asks for confirmation with its
-Confirm button. Acknowledge marks the alert in the ledger (any role that can see the channel).
+Delete now, Snooze, Recover and Keep go through the runner like typed commands (`tpu delete NAME --zone Z
+--force`, `alerts mute NAME 1h`, `tpu recover NAME --zone Z [--search]`, `alerts mute idle Nh`), so the
+clicker's role is checked and destructive ones ask for confirmation with their Confirm button. Acknowledge
+marks the alert in the ledger (any role that can see the channel). Refusals and errors are shown only to
+the clicker (ephemeral), never to the channel.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from typing import Any
 from slack_bolt import Ack, App
 
 import bot.handlers.alerts  # noqa: F401  (declares /alerts on the registry)
-from bot.commands import registry
+from bot.commands import UsageError, registry
 from bot.render import Reply, error_reply, section
 from bot.runner import Origin, Runner
 from bot.scheduler import AlertScheduler, parse_key
@@ -25,6 +28,7 @@ def _origin(body: dict[str, Any]) -> Origin:
         user_id=(body.get("user") or {}).get("id", ""),
         channel_id=channel,
         response_url=body.get("response_url"),
+        ephemeral_errors=True,
     )
 
 
@@ -65,6 +69,28 @@ def register(app: App, runner: Runner, scheduler: AlertScheduler) -> None:
         text = f":white_check_mark: Acknowledged by <@{origin.user_id}>: {row.text}"
         runner.deliver(Reply(text=text, blocks=[section(text)]), origin)
 
+    def on_recover(ack: Ack, body: dict[str, Any], action: dict[str, Any]) -> None:
+        ack()
+        zone, _, name = _key(action).partition("/")
+        search = " --search" if action.get("action_id") == "alert_recover_search" else ""
+        try:
+            invocation = registry.parse(f"tpu recover {name} --zone {zone}{search}")
+        except UsageError:
+            runner.deliver(error_reply("this alert names no queued resource"), _origin(body), ephemeral=True)
+            return
+        runner.submit(invocation, _origin(body))
+
+    def on_keep(ack: Ack, body: dict[str, Any], action: dict[str, Any]) -> None:
+        ack()
+        hours = _key(action)
+        if not hours.isdigit():
+            runner.deliver(error_reply("this button carries no duration"), _origin(body), ephemeral=True)
+            return
+        runner.submit(registry.parse(f"alerts mute idle {hours}h"), _origin(body))
+
     app.action("alert_delete")(on_delete)
+    app.action("alert_recover")(on_recover)
+    app.action("alert_recover_search")(on_recover)
+    app.action("alert_keep")(on_keep)
     app.action("alert_snooze")(on_snooze)
     app.action("alert_ack")(on_ack)

@@ -280,8 +280,11 @@ class FakeVllm:
     def health(self) -> Any:
         return SimpleNamespace(state=self.states.pop(0), detail="connection refused")
 
-    def metrics(self) -> Any:
-        return SimpleNamespace(kv_cache_usage=0.2, preemptions=0.0)
+    def metrics_text(self) -> str:
+        return (
+            'vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.2\n'
+            'vllm:num_preemptions_total{engine="0",model_name="m"} 0.0\n'
+        )
 
 
 def test_scheduler_vllm_outage_is_posted_once_and_resolved_in_place(tmp_path: Path) -> None:

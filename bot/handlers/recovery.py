@@ -1,0 +1,170 @@
+"""`/tpu recover [NAME] [--zone Z] [--search]`: bring a dead queued resource back.
+
+Dead means SUSPENDED, FAILED, or ACTIVE with a PREEMPTED node (`ops.recovery.dead_reason`). Recovery deletes
+it (a dead queued resource holds quota until deleted) and creates it again in its zone with the same
+accelerator type and provisioning model, or with `--search` runs the capacity search over the watched zones
+(TPU_ZONES). The alert of a dead primary carries Recover buttons that run this command (admin, confirmed);
+the alert scheduler calls `recover` itself for automatic recovery (AUTO_RECOVER). Both open a maintenance
+window, so the restart is not paged as an outage and the thread hears when vLLM serves.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from bot.commands import Param, Role, registry, resource_name, zone_name
+from bot.context import Context
+from bot.handlers.lifecycle import CreateArgs, create_spec
+from bot.handlers.tpu import resource_line
+from bot.maintenance import planned_work
+from bot.render import Reply, blocks_reply, section
+from ops import cost
+from ops.alerts import identity
+from ops.capacity import CapacitySearch
+from ops.errors import BadInput, OpsError
+from ops.recovery import dead_reason, exposure_hours
+from ops.tpu import QueuedResourceInfo
+
+OPERATION_TIMEOUT_S = 600.0
+
+
+def projected_usd(qr: QueuedResourceInfo) -> float:
+    """What the recreated `qr` may cost: its hourly price times its max run duration (else one day), USD.
+
+    Raises:
+        BadInput: no sourced price for its accelerator type, provisioning model and region.
+    """
+    model = qr.provisioning_model if qr.provisioning_model in cost.MODELS else "flex-start"
+    estimate = cost.estimate(qr.accelerator_type, exposure_hours(qr), model, cost.region_of(qr.zone))
+    return float(estimate.total_usd)
+
+
+def _recreate_args(qr: QueuedResourceInfo) -> CreateArgs:
+    """/tpu create arguments giving `qr` again: same zone, accelerator type, runtime and provisioning
+    model (flex-start keeps its max run duration; best-effort, not offered by /tpu create, becomes
+    flex-start)."""
+    model = qr.provisioning_model
+    flex = model not in ("spot", "on-demand", "reserved")
+    return CreateArgs(
+        name=qr.name,
+        type_=qr.accelerator_type or None,
+        zone=qr.zone,
+        flex_start=flex,
+        max_run=qr.max_run_duration if flex else None,
+        spot=model == "spot",
+        on_demand=model == "on-demand",
+        reserved=model == "reserved",
+        valid_until=None,
+        runtime=qr.runtime_version or None,
+        model=None,
+        tp=None,
+        max_model_len=None,
+    )
+
+
+def recover(
+    ctx: Context, qr: QueuedResourceInfo, *, search: bool, thread: tuple[str, str | None] | None = None
+) -> str:
+    """Delete the dead `qr` and create it again (or search the watched zones), inside a maintenance window.
+
+    Args:
+        ctx: the command's (or the scheduler's) context.
+        qr: the dead queued resource, as listed.
+        search: run the capacity search over TPU_ZONES instead of recreating in `qr.zone`.
+        thread: (channel, ts) of the alert thread where "serving after" goes (None: the command's message).
+
+    Returns:
+        One line saying what was done.
+
+    Raises:
+        OpsError: the delete, the create or the search failed (the window is then closed).
+    """
+    tpu = ctx.services.tpu
+    spec, _ = create_spec(ctx, _recreate_args(qr))
+    with planned_work(ctx, f"recovery of {qr.name}", thread):
+        tpu.delete_queued_resource(qr.name, qr.zone, force=True, wait=True)
+        if not search:
+            tpu.wait_operation(
+                tpu.create_queued_resource(spec), timeout_s=OPERATION_TIMEOUT_S, cancel=ctx.cancelled
+            )
+            fresh = tpu.get_queued_resource(qr.name, [qr.zone])
+            return f"deleted and recreated `{qr.name}` in `{qr.zone}`: now {fresh.state}"
+        settings = ctx.services.settings
+        result = CapacitySearch(
+            tpu, ctx.services.store, poll_s=settings.capacity_poll_s, now=ctx.services.now
+        ).run(
+            qr.name,
+            spec.accelerator_type,
+            "flex-start",
+            settings.tpu_zones,
+            parallel=min(4, len(settings.tpu_zones)),
+            runtime_version=spec.runtime_version,
+            max_run_duration=spec.max_run_duration or timedelta(hours=4),
+            valid_until=timedelta(hours=1),
+            startup_script=spec.startup_script,
+            labels=spec.labels,
+            service_account=spec.service_account,
+            cancel=ctx.cancelled,
+        )
+        if result.winner is None:
+            why = result.error.message if result.error is not None else "no watched zone had capacity"
+            raise OpsError(
+                f"deleted `{qr.name}`, but the capacity search failed: {why}", "try /tpu find later"
+            )
+        return f"deleted `{qr.name}` and found capacity in `{result.winner.zone}`: now {result.winner.state}"
+
+
+def _dead(ctx: Context, name: str | None, zone: str | None) -> tuple[QueuedResourceInfo, str]:
+    settings = ctx.services.settings
+    target = name or settings.tpu_primary
+    qr = ctx.services.tpu.get_queued_resource(target, [zone] if zone else settings.tpu_zones)
+    reason = dead_reason(qr)
+    if reason is None:
+        raise BadInput(f"nothing to recover: `{qr.name}` is {qr.state} and its nodes are not preempted", "")
+    return qr, reason
+
+
+def _preview_recover(ctx: Context, name: str | None, zone: str | None, search: bool) -> Reply:
+    qr, reason = _dead(ctx, name, zone)
+    zones = ", ".join(f"`{z}`" for z in ctx.services.settings.tpu_zones)
+    then = (
+        f"then *search for capacity* in {zones} (flex-start), keeping the first zone that becomes ACTIVE"
+        if search
+        else f"then *create it again* in `{qr.zone}` ({qr.accelerator_type}, {qr.provisioning_model})"
+    )
+    try:
+        spend = f"\n*Projected spend* up to ${projected_usd(qr):,.2f} ({exposure_hours(qr):g} h)"
+    except BadInput as exc:
+        spend = f"\n*Projected spend* unknown: {exc.message}"
+    now = ctx.services.now()
+    reply = blocks_reply(
+        [section(f"*Recover* ({reason}): *delete* it, {then}:\n{resource_line(qr, now)}{spend}")]
+    )
+    reply.plan = f"{identity(qr)}|{reason}|{search}"
+    return reply
+
+
+@registry.command(
+    "tpu recover",
+    "Recover a dead queued resource: delete it and create it again (or search the watched zones)",
+    Param("name", "queued resource (default TPU_PRIMARY)", kind=resource_name, metavar="NAME"),
+    Param("zone", "zone (default: search TPU_ZONES)", flag="--zone", kind=zone_name, metavar="Z"),
+    Param("search", "run the capacity search over TPU_ZONES instead", flag="--search", switch=True),
+    role=Role.ADMIN,
+    changes_infra=True,
+    preview=_preview_recover,
+)
+def tpu_recover(ctx: Context, name: str | None, zone: str | None, search: bool) -> Reply:
+    """Carry out the confirmed recovery; refuse if the resource changed since the confirmation."""
+    qr, reason = _dead(ctx, name, zone)
+    if f"{identity(qr)}|{reason}|{search}" != ctx.confirmed_plan:
+        raise OpsError(f"`{qr.name}` changed since the confirmation", f"run /tpu recover {qr.name} again")
+    done = recover(ctx, qr, search=search)
+    return blocks_reply(
+        [
+            section(
+                f":white_check_mark: Recovery: {done}. vLLM needs about 10 minutes to load; "
+                "this thread hears when it serves."
+            )
+        ]
+    )

@@ -1,0 +1,433 @@
+"""Serving SLO rules on vLLM's Prometheus metrics: windowed measures, rules that must hold for a while, and
+alerts that resolve in place with how long they lasted. Pure apart from `load_rules` (reads a YAML file).
+
+Each alert tick scrapes `/metrics` once. `Snapshot.from_text` keeps the cumulative figures a window needs
+(histogram buckets of TTFT and end-to-end latency, finished requests by reason, generation tokens,
+preemptions) and the gauges (waiting requests, KV-cache usage). `measure` compares the newest snapshot with
+the one a window earlier (counter deltas, as in https://docs.vllm.ai/en/latest/usage/metrics.html: "rates
+need two scrapes"), and `evaluate_slo` applies the rules.
+
+Metric names a rule may use (all "higher is worse"; a rule holds while the value is above its threshold):
+    ttft_p95_s           p95 time to first token over the window, seconds (`vllm:time_to_first_token_seconds`)
+    e2e_p95_s            p95 end-to-end request latency over the window, seconds
+                         (`vllm:e2e_request_latency_seconds`)
+    waiting_requests     requests waiting to be scheduled now (`vllm:num_requests_waiting`)
+    error_rate           share 0..1 of requests finished with reason "error" over the window
+                         (`vllm:request_success_total{finished_reason="error"}` / all finished)
+    kv_cache_usage       KV-cache blocks in use now, fraction 0..1 (`vllm:kv_cache_usage_perc`)
+    preemptions          engine preemptions during the window (`vllm:num_preemptions_total` delta)
+    generation_stalled   requests waiting while no token was generated during the window, else 0
+                         (`vllm:generation_tokens_total` unchanged, `vllm:num_requests_waiting` > 0)
+A measure without data (no request finished in the window, a single scrape, a counter that went down
+because the server restarted) is None, and a rule on it does not hold.
+
+Rules file (YAML), e.g.::
+
+    rules:
+      - name: ttft-p95
+        metric: ttft_p95_s
+        above: 2.0        # threshold, in the metric's unit
+        for: 5m           # how long it must hold before the alert (0s: at the first scrape)
+        window: 5m        # the measuring window of windowed metrics (default 5m)
+        severity: warning # info | warning | critical
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from ops.alerts import Alert
+from ops.metrics import histogram_quantile
+
+__all__ = [
+    "DEFAULT_RULES",
+    "METRICS",
+    "SEVERITIES",
+    "SloRule",
+    "SloWatch",
+    "Snapshot",
+    "evaluate_slo",
+    "load_rules",
+    "measure",
+    "parse_rules",
+    "parse_span",
+]
+
+SEVERITIES = ("info", "warning", "critical")
+
+# metric -> (label for messages, unit formatter)
+METRICS: dict[str, tuple[str, str]] = {
+    "ttft_p95_s": ("TTFT p95", "s"),
+    "e2e_p95_s": ("end-to-end latency p95", "s"),
+    "waiting_requests": ("requests waiting", ""),
+    "error_rate": ("error rate", "%"),
+    "kv_cache_usage": ("KV cache usage", "%"),
+    "preemptions": ("preemptions in the window", ""),
+    "generation_stalled": ("requests waiting with no token generated", ""),
+}
+
+_SPAN = re.compile(r"^(\d+)([smhd])$")
+_SPAN_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
+
+
+def parse_span(text: str) -> timedelta:
+    """A duration such as "30s", "5m", "2h" or "1d".
+
+    Raises:
+        ValueError: anything else.
+    """
+    match = _SPAN.match(str(text).strip())
+    if not match:
+        raise ValueError(f"{text!r} is not a duration (e.g. 30s, 5m, 2h)")
+    return timedelta(seconds=int(match.group(1)) * _SPAN_SECONDS[match.group(2)])
+
+
+@dataclass(frozen=True)
+class SloRule:
+    """One serving rule: `metric` above `threshold` for `hold` raises an alert of `severity`.
+
+    Attributes:
+        name: short id used in alert keys and `/alerts mute` (lowercase letters, digits, - and _).
+        metric: one of METRICS.
+        threshold: in the metric's unit (seconds, requests, fraction 0..1).
+        hold: how long the rule must hold before the alert (timedelta(0): at the first scrape).
+        window: measuring window of windowed metrics.
+        severity: "info", "warning" or "critical".
+    """
+
+    name: str
+    metric: str
+    threshold: float
+    hold: timedelta = timedelta(minutes=5)
+    window: timedelta = timedelta(minutes=5)
+    severity: str = "warning"
+
+
+# Starting points; a team replaces them with SLO_RULES_FILE. Thresholds are this project's defaults for an
+# interactive chat deployment, not vLLM figures.
+DEFAULT_RULES: tuple[SloRule, ...] = (
+    SloRule("ttft-p95", "ttft_p95_s", 2.0),
+    SloRule("e2e-p95", "e2e_p95_s", 60.0),
+    SloRule("queue", "waiting_requests", 20),
+    SloRule("errors", "error_rate", 0.05),
+    SloRule("stalled", "generation_stalled", 0, hold=timedelta(minutes=2), severity="critical"),
+)
+
+
+def parse_rules(data: Any) -> tuple[SloRule, ...]:
+    """Validate the parsed YAML of a rules file (a mapping with a `rules` list).
+
+    Raises:
+        ValueError: one line naming the rule and field at fault.
+    """
+    if not isinstance(data, Mapping) or not isinstance(data.get("rules"), list) or not data["rules"]:
+        raise ValueError("expected a mapping with a non-empty `rules` list")
+    rules: list[SloRule] = []
+    for i, item in enumerate(data["rules"], 1):
+        where = f"rule {i}"
+        if not isinstance(item, Mapping):
+            raise ValueError(f"{where}: expected a mapping with name, metric, above")
+        unknown = set(item) - {"name", "metric", "above", "for", "window", "severity"}
+        if unknown:
+            raise ValueError(f"{where}: unknown field(s) {', '.join(sorted(map(str, unknown)))}")
+        name = str(item.get("name", ""))
+        if not _NAME.match(name):
+            raise ValueError(f"{where}: name {name!r} must be 1-40 lowercase letters, digits, - or _")
+        where = f"rule {name}"
+        metric = str(item.get("metric", ""))
+        if metric not in METRICS:
+            raise ValueError(f"{where}: unknown metric {metric!r}; use one of {', '.join(METRICS)}")
+        above = item.get("above")
+        if isinstance(above, bool) or not isinstance(above, int | float) or above < 0:
+            raise ValueError(f"{where}: `above` must be a number >= 0")
+        severity = str(item.get("severity", "warning"))
+        if severity not in SEVERITIES:
+            raise ValueError(f"{where}: severity must be one of {', '.join(SEVERITIES)}")
+        try:
+            hold = parse_span(str(item.get("for", "5m")))
+            window = parse_span(str(item.get("window", "5m")))
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
+        if window <= timedelta(0):
+            raise ValueError(f"{where}: window must be longer than 0s")
+        if name in {r.name for r in rules}:
+            raise ValueError(f"{where}: duplicate name")
+        rules.append(SloRule(name, metric, float(above), hold, window, severity))
+    return tuple(rules)
+
+
+def load_rules(path: str | Path) -> tuple[SloRule, ...]:
+    """Read and validate a rules YAML file (format in the module docstring).
+
+    Raises:
+        ValueError: unreadable file, not YAML, or an invalid rule (one line).
+    """
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ValueError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path} is not YAML: {str(exc).splitlines()[0]}") from None
+    return parse_rules(data)
+
+
+# ---- snapshots and measures ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The cumulative and instantaneous figures of one scrape (summed over engines; KV usage: maximum).
+
+    Buckets map the upper bound `le` as text ("0.5", "+Inf") to the cumulative count.
+    """
+
+    at: str  # ISO 8601 UTC
+    ttft: dict[str, float] = field(default_factory=dict)
+    e2e: dict[str, float] = field(default_factory=dict)
+    finished: dict[str, float] = field(default_factory=dict)
+    generation_tokens: float | None = None
+    preemptions: float | None = None
+    waiting: float | None = None
+    kv_cache_usage: float | None = None
+
+    @classmethod
+    def from_text(cls, text: str, now: datetime) -> Snapshot:
+        """Read a `/metrics` body (Prometheus text format; `_created` samples ignored).
+
+        Raises:
+            ValueError: not Prometheus text format.
+        """
+        ttft: dict[str, float] = defaultdict(float)
+        e2e: dict[str, float] = defaultdict(float)
+        finished: dict[str, float] = defaultdict(float)
+        sums: dict[str, float] = defaultdict(float)
+        seen: set[str] = set()
+        kv: float | None = None
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                name, value = sample.name, float(sample.value)
+                if name == "vllm:time_to_first_token_seconds_bucket":
+                    ttft[sample.labels.get("le", "")] += value
+                elif name == "vllm:e2e_request_latency_seconds_bucket":
+                    e2e[sample.labels.get("le", "")] += value
+                elif name == "vllm:request_success_total":
+                    finished[sample.labels.get("finished_reason", "")] += value
+                elif name in ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"):
+                    kv = value if kv is None else max(kv, value)
+                elif name in (
+                    "vllm:generation_tokens_total",
+                    "vllm:num_preemptions_total",
+                    "vllm:num_requests_waiting",
+                ):
+                    sums[name] += value
+                    seen.add(name)
+
+        def total(name: str) -> float | None:
+            return sums[name] if name in seen else None
+
+        return cls(
+            at=now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            ttft=dict(ttft),
+            e2e=dict(e2e),
+            finished=dict(finished),
+            generation_tokens=total("vllm:generation_tokens_total"),
+            preemptions=total("vllm:num_preemptions_total"),
+            waiting=total("vllm:num_requests_waiting"),
+            kv_cache_usage=kv,
+        )
+
+    @property
+    def time(self) -> datetime:
+        return datetime.strptime(self.at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+
+    @property
+    def requests(self) -> float:
+        """Requests finished since the server started (all reasons)."""
+        return sum(self.finished.values())
+
+
+def _le(text: str) -> float:
+    return math.inf if text in ("+Inf", "Inf", "inf") else float(text)
+
+
+def _delta_p95(new: Mapping[str, float], old: Mapping[str, float]) -> float | None:
+    pairs = [(_le(le), count - old.get(le, 0.0)) for le, count in new.items()]
+    if not pairs or any(count < 0 for _, count in pairs):
+        return None  # no histogram, or the server restarted (counts went down)
+    if max(count for _, count in pairs) <= 0:
+        return None  # no request finished in the window
+    return histogram_quantile(0.95, pairs)
+
+
+def _baseline(history: Sequence[Snapshot], now: datetime, window: timedelta) -> Snapshot | None:
+    """The newest snapshot at least `window` old, else the oldest one (a partial window)."""
+    older = [s for s in history[:-1] if s.time <= now - window]
+    if older:
+        return older[-1]
+    return history[0] if len(history) > 1 else None
+
+
+def measure(history: Sequence[Snapshot], metric: str, window: timedelta) -> float | None:
+    """The value of `metric` (see METRICS) at the newest snapshot of `history` (oldest first), or None."""
+    if not history:
+        return None
+    new = history[-1]
+    if metric == "waiting_requests":
+        return new.waiting
+    if metric == "kv_cache_usage":
+        return new.kv_cache_usage
+    old = _baseline(history, new.time, window)
+    if old is None:
+        return None
+    if metric == "ttft_p95_s":
+        return _delta_p95(new.ttft, old.ttft)
+    if metric == "e2e_p95_s":
+        return _delta_p95(new.e2e, old.e2e)
+    if metric == "error_rate":
+        done = new.requests - old.requests
+        errors = new.finished.get("error", 0.0) - old.finished.get("error", 0.0)
+        return errors / done if done > 0 and errors >= 0 else None
+    if metric == "preemptions":
+        if new.preemptions is None or old.preemptions is None or new.preemptions < old.preemptions:
+            return None
+        return new.preemptions - old.preemptions
+    if metric == "generation_stalled":
+        if new.generation_tokens is None or old.generation_tokens is None or new.waiting is None:
+            return None
+        stalled = new.generation_tokens == old.generation_tokens and new.waiting > 0
+        return new.waiting if stalled else 0.0
+    raise ValueError(f"unknown metric {metric!r}")
+
+
+def show(metric: str, value: float) -> str:
+    """A value in the metric's unit for a message: "3.20 s", "12", "7%"."""
+    unit = METRICS[metric][1]
+    if unit == "s":
+        return f"{value:.2f} s"
+    if unit == "%":
+        return f"{value:.0%}"
+    return f"{value:g}"
+
+
+# ---- rule state and alerts -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SloWatch:
+    """What the SLO watcher remembers between ticks (JSON in the alert store).
+
+    history: recent snapshots, oldest first (as dicts); since: rule name -> when it started holding (ISO);
+    alerted: rule name -> key of its open alert.
+    """
+
+    history: tuple[dict[str, Any], ...] = ()
+    since: dict[str, str] = field(default_factory=dict)
+    alerted: dict[str, str] = field(default_factory=dict)
+
+    def snapshots(self) -> list[Snapshot]:
+        return [Snapshot(**item) for item in self.history]
+
+    def to_json(self) -> str:
+        return json.dumps({"history": list(self.history), "since": self.since, "alerted": self.alerted})
+
+    @classmethod
+    def from_json(cls, text: str | None) -> SloWatch:
+        if not text:
+            return cls()
+        data = json.loads(text)
+        return cls(tuple(data.get("history", ())), dict(data.get("since", {})), dict(data.get("alerted", {})))
+
+
+def _ago(delta: timedelta) -> str:
+    minutes = max(0, int(delta.total_seconds() // 60))
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min" if hours else f"{minutes} min"
+
+
+def evaluate_slo(
+    snapshot: Snapshot | None,
+    watch: SloWatch,
+    rules: Sequence[SloRule],
+    now: datetime,
+    *,
+    endpoint: str,
+) -> tuple[list[Alert], SloWatch]:
+    """Apply `rules` after a new scrape. Pure.
+
+    A rule that holds (value above threshold) for at least its `hold` raises one alert (kind "slo", keyed
+    by the rule and the time it started holding). When it stops holding (or has no data), a recovery Alert
+    with `resolves` = that key says how long it lasted. `snapshot` None (no scrape) changes nothing.
+
+    Args:
+        snapshot: this tick's scrape, or None.
+        watch: the previous state; rules: the rules; now: timezone-aware UTC.
+        endpoint: the vLLM URL without credentials (alerts' resource is "vllm:<endpoint>").
+
+    Returns:
+        (alerts to post, new state). The history keeps what the longest window needs.
+    """
+    if snapshot is None:
+        return [], watch
+    longest = max((max(r.window, r.hold) for r in rules), default=timedelta(minutes=5))
+    history = [s for s in watch.snapshots() if s.time >= now - longest - timedelta(minutes=1)]
+    history.append(snapshot)
+    since, alerted = dict(watch.since), dict(watch.alerted)
+    resource = f"vllm:{endpoint}"
+    alerts: list[Alert] = []
+    for rule in rules:
+        value = measure(history, rule.metric, rule.window)
+        label = METRICS[rule.metric][0]
+        holding = value is not None and value > rule.threshold
+        if holding:
+            assert value is not None
+            start = since.setdefault(rule.name, snapshot.at)
+            began = datetime.strptime(start, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+            if now - began >= rule.hold and rule.name not in alerted:
+                key = f"{resource}|slo|{rule.name}@{start}"
+                alerted[rule.name] = key
+                alerts.append(
+                    Alert(
+                        key,
+                        "slo",
+                        resource,
+                        "",
+                        "",
+                        f"SLO `{rule.name}`: {label} {show(rule.metric, value)} above "
+                        f"{show(rule.metric, rule.threshold)} for {_ago(now - began)}",
+                        f"vLLM at `{endpoint}`; rule: {rule.metric} > {rule.threshold:g} for "
+                        f"{_ago(rule.hold)} over {_ago(rule.window)}",
+                        severity=rule.severity,
+                    )
+                )
+            continue
+        started = since.pop(rule.name, "")
+        open_key = alerted.pop(rule.name, "")
+        if open_key and started:
+            began = datetime.strptime(started, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+            now_text = "no data" if value is None else show(rule.metric, value)
+            alerts.append(
+                Alert(
+                    f"{open_key}|resolved",
+                    "slo_ok",
+                    resource,
+                    "",
+                    "",
+                    f"SLO `{rule.name}` back within its threshold ({label} now {now_text}); "
+                    f"lasted {_ago(now - began)}",
+                    resolves=open_key,
+                    severity=rule.severity,
+                )
+            )
+    return alerts, SloWatch(tuple(asdict(s) for s in history), since, alerted)
