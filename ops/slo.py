@@ -381,8 +381,10 @@ def evaluate_slo(
     if snapshot is None:
         return [], watch
     longest = max((max(r.window, r.hold) for r in rules), default=timedelta(minutes=5))
-    history = [s for s in watch.snapshots() if s.time >= now - longest - timedelta(minutes=1)]
-    history.append(snapshot)
+    kept = watch.snapshots()
+    recent = [s for s in kept if s.time > now - longest]
+    older = [s for s in kept if s.time <= now - longest]
+    history = older[-1:] + recent + [snapshot]  # the newest older one is the baseline of a full window
     since, alerted = dict(watch.since), dict(watch.alerted)
     resource = f"vllm:{endpoint}"
     alerts: list[Alert] = []

@@ -31,9 +31,13 @@ Scenario keys (the `vllm` section of a scenario file; defaults in `DEFAULTS`):
                       ("none", "required" and a named tool still work, as in vLLM)
 
 Controls (thread-safe, callable while serving): `set_mode("ready" | "engine-dead" | "slow" | "booting")`,
-`set_latency(seconds)`, `fail_next(path_pattern, status, count=1)`. "booting" closes the port (connection
-refused, as a real `vllm serve` that is still loading weights and compiling) for `boot_s` seconds, then
-listens again in mode "ready" (notes section 1.1: there is no "warming up" HTTP status).
+`set_latency(seconds)`, `fail_next(path_pattern, status, count=1)`, and two that change only what /metrics
+reports (SIMULATED load, nothing waits): `set_reported_latency(seconds)` adds to the TTFT (hence the
+end-to-end latency) recorded for each request from then on, as if the engine were that much slower,
+without the test having to wait; `set_waiting(n)` shows `n` requests waiting to be scheduled.
+"booting" closes the port (connection refused, as a real `vllm serve` that is still loading weights and
+compiling) for `boot_s` seconds, then listens again in mode "ready" (notes section 1.1: there is no
+"warming up" HTTP status).
 """
 
 from __future__ import annotations
@@ -358,6 +362,7 @@ class VllmSimulator:
         self._lock = threading.Lock()
         self._mode = "ready"
         self._latency_s = float(self.config["latency_s"])
+        self._reported_latency_s = 0.0
         self._failures: list[list[Any]] = []  # [pattern, status, remaining]
         self._running = 0
         self._served = 0
@@ -500,6 +505,16 @@ class VllmSimulator:
         """Seconds to wait before every response (replaces the scenario's `latency_s`)."""
         with self._lock:
             self._latency_s = max(0.0, float(seconds))
+
+    def set_reported_latency(self, seconds: float) -> None:
+        """SIMULATED slowness: add `seconds` to the TTFT (and so the end-to-end latency) that /metrics records
+        for each request from now on; responses are not delayed. 0 turns it off."""
+        with self._lock:
+            self._reported_latency_s = max(0.0, float(seconds))
+
+    def set_waiting(self, requests: int) -> None:
+        """SIMULATED queue: `vllm:num_requests_waiting` shows `requests` (no request is actually held)."""
+        self.metrics.waiting.set(max(0, int(requests)))
 
     def fail_next(self, path_pattern: str, status: int, count: int = 1) -> None:
         """Answer the next `count` requests whose path matches with HTTP `status` and a vLLM error body.
@@ -741,7 +756,7 @@ class VllmSimulator:
             hits = self._prefix_hits(plan["words"])
             self.metrics.prefix_queries.inc(plan["prompt"])
             self.metrics.prefix_hits.inc(hits)
-            ttft = times[0] if times else time.monotonic() - started
+            ttft = (times[0] if times else time.monotonic() - started) + self._reported_latency_s
             gaps = [b - a for a, b in itertools.pairwise(times)]
             self.metrics.observe(plan["prompt"], emitted, ttft, gaps, reason)
 

@@ -1,0 +1,241 @@
+"""Alerts an on-call trusts, in the demo world (real bot over signed Slack requests, simulated Google, vLLM
+and TPU VM): planned work is not paged, SLO rules fire and resolve in place, alert kinds reach their own
+channels, a dead primary is recovered by a click and automatically, and an idle deployment is noticed.
+
+The alert scheduler is the one the bot's start-up builds (`demo.bot.alerts`); the tests call its `tick()`
+while moving the simulated clock, instead of waiting for APScheduler.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+from slack_sdk import WebClient
+
+from bot.demo import ALERTS_CHANNEL, Demo
+from bot.scheduler import AlertScheduler
+from sim.slack import Message
+
+SLO_CHANNEL = "C0SLOCHAN1"
+COST_CHANNEL = "C0COSTCHN1"
+RULES = """
+rules:
+  - name: ttft-p95
+    metric: ttft_p95_s
+    above: 1.0
+    for: 2m
+    window: 5m
+    severity: warning
+"""
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[Demo]:
+    """A fresh demo per test (the alert state is the subject), with routes, a rules file and idle alerts."""
+    rules = tmp_path / "slo.yaml"
+    rules.write_text(RULES)
+    with Demo(
+        alert_routes=[f"slo={SLO_CHANNEL}", f"expiry={COST_CHANNEL}"],
+        slo_rules_file=str(rules),
+        idle_alert_after="2h",
+    ) as world:
+        yield world
+
+
+def _scheduler(demo: Demo) -> AlertScheduler:
+    assert demo.bot.alerts is not None
+    return demo.bot.alerts
+
+
+def _posts(demo: Demo, start: int, channel: str | None = None) -> list[Message]:
+    return [
+        m
+        for m in demo.slack.messages[start:]
+        if m.kind == "post" and (channel is None or m.channel == channel)
+    ]
+
+
+def _chat(demo: Demo, n: int) -> None:
+    """`n` chat completions through the OpenAI client, as users of the deployment would send them."""
+    client = openai.OpenAI(base_url=demo.vllm.url + "/v1", api_key="unused", max_retries=0)
+    for _ in range(n):
+        client.chat.completions.create(
+            model=demo.settings.vllm_model, messages=[{"role": "user", "content": "hello"}], max_tokens=3
+        )
+
+
+def test_vllm_restart_is_planned_work_not_an_outage(world: Demo) -> None:
+    demo = world
+    scheduler = _scheduler(demo)
+    scheduler.tick()
+    start = len(demo.slack.messages)
+    lines, answered = demo.user.run("/vllm restart")
+    assert answered, lines
+    lines, answered = demo.user.run("click Confirm", timeout=60)
+    assert answered, lines
+    held = 0
+    deadline = time.monotonic() + 20
+    while not demo.vllm.listening and time.monotonic() < deadline:  # vLLM is loading (simulated boot)
+        demo.gcp.advance(60)
+        scheduler.tick()
+        held += 1
+    assert held >= 3, "the health check would have failed three times in a row"
+    demo.gcp.advance(60)
+    scheduler.tick()
+    scheduler.tick()
+    texts = [m.text for m in demo.slack.messages[start:]]
+    assert not [t for t in texts if "is down" in t]
+    (serving,) = [m for m in _posts(demo, start) if "serving after" in m.text]
+    assert serving.thread_ts is not None and serving.channel == demo.user.channel_id
+    command_message = next(m for m in demo.slack.messages if m.ts == serving.thread_ts)
+    assert "vllm restart" in command_message.text
+    minutes = int(serving.text.split("serving after ")[1].split(" min")[0])
+    assert held <= minutes <= held + 1  # one message, when the first check after the boot succeeded
+
+
+def test_slo_rule_fires_and_resolves_in_place_on_simulated_latency(world: Demo) -> None:
+    demo = world
+    scheduler = _scheduler(demo)
+    scheduler.tick()
+    start = len(demo.slack.messages)
+    demo.vllm.set_reported_latency(3.0)
+    for _ in range(3):
+        _chat(demo, 4)
+        demo.gcp.advance(60)
+        scheduler.tick()
+    (alert,) = _posts(demo, start, SLO_CHANNEL)
+    assert "SLO `ttft-p95`: TTFT p95" in alert.text and "above 1.00 s" in alert.text
+    assert all("SLO" not in m.text for m in _posts(demo, start, ALERTS_CHANNEL))
+
+    demo.vllm.set_reported_latency(0.0)
+    _chat(demo, 4)
+    demo.gcp.advance(6 * 60)  # past the 5-minute window: only fast requests in it
+    scheduler.tick()
+    updates = [m for m in demo.slack.messages if m.kind == "update" and m.ts == alert.ts]
+    assert updates, "the alert's own message is updated"
+    resolved = updates[-1].render()
+    assert "Resolved" in resolved and "TTFT p95 now 0." in resolved and "lasted 8 min" in resolved
+    assert not [m for m in _posts(demo, start, SLO_CHANNEL) if m.ts != alert.ts]
+
+
+def test_alert_kinds_reach_their_channels(world: Demo) -> None:
+    demo = world
+    scheduler = _scheduler(demo)
+    scheduler.tick()  # the FAILED gemma4-old, a day old: kind "stale", default channel
+    (stale,) = _posts(demo, 0, ALERTS_CHANNEL)
+    assert "`gemma4-old`" in stale.text
+    start = len(demo.slack.messages)
+    demo.gcp.advance(95 * 60)  # gemma4-qr: 55 min left, kind "expiry", routed to the cost channel
+    scheduler.tick()
+    (expiry,) = [m for m in _posts(demo, start) if "`gemma4-qr`" in m.text and "terminates" in m.text]
+    assert expiry.channel == COST_CHANNEL
+
+
+def _suspend_primary(demo: Demo, scheduler: AlertScheduler) -> Message:
+    """Move past gemma4-qr's max run duration (flex-start: SUSPENDED by the service); return the state
+    transition posted in its thread."""
+    start = len(demo.slack.messages)
+    listing = demo.bot.services.tpu.list_queued_resources(["us-east5-a"])
+    (qr,) = [q for q in listing.resources if q.name == "gemma4-qr"]
+    assert qr.termination_time is not None
+    demo.gcp.advance((qr.termination_time - demo.gcp.now()).total_seconds() + 60)
+    scheduler.tick()
+    return next(
+        m for m in _posts(demo, start) if "gemma4-qr" in m.text and "SUSPENDED" in m.text and m.thread_ts
+    )
+
+
+def _primary_state(demo: Demo) -> str:
+    listing = demo.bot.services.tpu.list_queued_resources(["us-east5-a"])
+    return next(q.state for q in listing.resources if q.name == "gemma4-qr")
+
+
+def test_dead_primary_recovered_by_click_then_automatically(world: Demo) -> None:
+    demo = world
+    base = _scheduler(demo)
+    client = WebClient(token=demo.settings.slack_bot_token.get_secret_value(), base_url=demo.slack.api_url)
+    scheduler = AlertScheduler(
+        demo.bot.services,
+        client,
+        ALERTS_CHANNEL,
+        options=dataclasses.replace(base.options, auto_recover=True),
+    )
+    scheduler.tick()
+
+    # The scenario's gemma4-qr was not made by the bot: no automatic recovery, a Recover button instead.
+    transition = _suspend_primary(demo, scheduler)
+    assert any(e["action_id"] == "alert_recover" for _, e in transition.buttons())
+    skipped = [m for m in demo.slack.messages if "Automatic recovery skipped" in m.text]
+    assert skipped and "not created by the bot" in skipped[0].text
+    assert skipped[0].thread_ts == transition.thread_ts
+
+    start = len(demo.slack.messages)
+    lines, answered = demo.user.run("click Recover as U0VIEWER01")
+    assert answered, lines
+    refusal = demo.slack.messages[-1]
+    assert refusal.ephemeral and "admin" in refusal.text
+    assert not [m for m in demo.slack.messages[start:] if not m.ephemeral and m.kind != "user"]
+
+    lines, answered = demo.user.run("click Recover")
+    assert answered, lines
+    assert any("delete" in line.lower() and "create it again" in line for line in lines)
+    lines, answered = demo.user.run("click Confirm", timeout=60)
+    assert answered, lines
+    assert any("deleted and recreated `gemma4-qr`" in line for line in lines)
+    assert _primary_state(demo) == "ACTIVE"
+    trail = demo.bot.services.store.audit(last=10)
+    recover = [(e.action, e.outcome) for e in trail if e.command.startswith("tpu recover gemma4-qr")]
+    assert ("result", "ok") in recover and any(action == "confirm" for action, _ in recover)
+
+    # The recreated gemma4-qr carries the bot's label: the next death is recovered without a click.
+    scheduler.tick()
+    _suspend_primary(demo, scheduler)
+    assert _primary_state(demo) == "ACTIVE"
+    announced = [m.text for m in demo.slack.messages if "utomatic" in m.text]
+    assert any("Recovering `gemma4-qr` automatically" in t for t in announced)
+    assert any("Automatic recovery of `gemma4-qr`: deleted and recreated" in t for t in announced)
+    auto = [e for e in demo.bot.services.store.audit(last=20) if e.user_id == "auto-recover"]
+    outcomes = [e.outcome for e in reversed(auto)]  # oldest first
+    assert outcomes[0].startswith("refused: `gemma4-qr` was not created by the bot")
+    assert outcomes[-2].startswith("started: SUSPENDED")
+    assert outcomes[-1].startswith("deleted and recreated `gemma4-qr` in `us-east5-a`: now ACTIVE")
+
+
+def test_idle_deployment_gets_the_idle_alert(world: Demo) -> None:
+    demo = world
+    scheduler = _scheduler(demo)
+    scheduler.tick()
+    start = len(demo.slack.messages)
+    demo.gcp.advance(2 * 3600 + 60)  # no request for 2 h (gemma4-qr still has 29 min to run)
+    scheduler.tick()
+    (idle,) = [m for m in _posts(demo, start) if "served no request" in m.text]
+    assert "`gemma4-qr`" in idle.text and "served no request for 2 h 1 min" in idle.text
+    assert "Cost so far: $" in idle.render() and "while idle" in idle.render()
+    labels = [e["text"]["text"] for _, e in idle.buttons()]
+    assert labels == ["Delete", "Keep for 4 h"]
+    lines, answered = demo.user.run("click Keep")
+    assert answered, lines
+    assert "idle" in scheduler.ledger.mutes(demo.gcp.now())
+    _chat(demo, 1)
+    demo.gcp.advance(60)
+    scheduler.tick()
+    assert len([m for m in _posts(demo, start) if "served no request" in m.text]) == 1
+
+
+def test_mute_takes_any_known_subject_and_refuses_unknown_ones(world: Demo) -> None:
+    demo = world
+    for subject in ("gemma4-qr-node", "vllm", "slo"):
+        lines, answered = demo.user.run(f"/alerts mute {subject} 1h")
+        assert answered and any("muted until" in line for line in lines), lines
+    lines, answered = demo.user.run("/alerts mute gemma4-typo 1h")
+    assert answered
+    text = "\n".join(lines)
+    assert "no alert subject `gemma4-typo`" in text and "gemma4-qr" in text and "vllm_down" in text
+    mutes: dict[str, Any] = _scheduler(demo).ledger.mutes(demo.gcp.now())
+    assert set(mutes) == {"gemma4-qr-node", "vllm", "slo"}
