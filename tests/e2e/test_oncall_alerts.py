@@ -239,3 +239,28 @@ def test_mute_takes_any_known_subject_and_refuses_unknown_ones(world: Demo) -> N
     assert "no alert subject `gemma4-typo`" in text and "gemma4-qr" in text and "vllm_down" in text
     mutes: dict[str, Any] = _scheduler(demo).ledger.mutes(demo.gcp.now())
     assert set(mutes) == {"gemma4-qr-node", "vllm", "slo"}
+
+
+def test_start_up_that_never_finishes_is_reported_stuck_then_paged(world: Demo) -> None:
+    demo = world
+    scheduler = _scheduler(demo)
+    scheduler.tick()
+    start = len(demo.slack.messages)
+    lines, answered = demo.user.run("/vllm restart")
+    assert answered, lines
+    lines, answered = demo.user.run("click Confirm", timeout=60)
+    assert answered, lines
+    demo.vllm.stop()  # the simulated server never comes up again
+    for minutes in (10, 10, 9):  # MAINTENANCE_TIMEOUT_MIN is 30: held until then
+        demo.gcp.advance(minutes * 60)
+        scheduler.tick()
+    assert not [m for m in demo.slack.messages[start:] if "is down" in m.text or "stuck" in m.text]
+    demo.gcp.advance(2 * 60)
+    scheduler.tick()
+    (stuck,) = [m for m in _posts(demo, start) if "start-up looks stuck" in m.text]
+    assert "still not serving after 31 min" in stuck.text and stuck.thread_ts is not None
+    assert "Container `" in stuck.render()  # the diagnosis read over SSH
+    for _ in range(3):  # the window is closed: the outage is paged as usual
+        demo.gcp.advance(60)
+        scheduler.tick()
+    assert [m for m in _posts(demo, start, ALERTS_CHANNEL) if "is down" in m.text]
