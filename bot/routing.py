@@ -30,6 +30,7 @@ KINDS = (
     "slo",
     "idle",
     "serving",
+    "stuck",
     "recovery",
 )
 _CHANNEL = re.compile(r"^[CG][A-Z0-9]{2,}$")
@@ -44,6 +45,7 @@ _DEFAULT_SEVERITY = {
     "slo": "warning",
     "idle": "info",
     "serving": "info",
+    "stuck": "critical",
     "recovery": "warning",
 }
 
