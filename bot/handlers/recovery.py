@@ -26,6 +26,7 @@ from ops.recovery import dead_reason, exposure_hours
 from ops.tpu import QueuedResourceInfo
 
 OPERATION_TIMEOUT_S = 600.0
+SEARCH_VALID_UNTIL = timedelta(minutes=15)  # how long recovery's capacity search waits in each zone
 
 
 def projected_usd(qr: QueuedResourceInfo) -> float:
@@ -97,10 +98,12 @@ def recover(
             spec.accelerator_type,
             "flex-start",
             settings.tpu_zones,
-            parallel=min(4, len(settings.tpu_zones)),
+            # One zone at a time keeps the primary's name (parallel requests get zone-suffixed names), and
+            # a short valid-until per zone moves on quickly from a stockout.
+            parallel=1,
             runtime_version=spec.runtime_version,
             max_run_duration=spec.max_run_duration or timedelta(hours=4),
-            valid_until=timedelta(hours=1),
+            valid_until=SEARCH_VALID_UNTIL,
             startup_script=spec.startup_script,
             labels=spec.labels,
             service_account=spec.service_account,

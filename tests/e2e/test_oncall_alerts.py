@@ -264,3 +264,17 @@ def test_start_up_that_never_finishes_is_reported_stuck_then_paged(world: Demo) 
         demo.gcp.advance(60)
         scheduler.tick()
     assert [m for m in _posts(demo, start, ALERTS_CHANNEL) if "is down" in m.text]
+
+
+def test_recover_by_capacity_search_keeps_the_primary_name(world: Demo) -> None:
+    demo = world
+    scheduler = _scheduler(demo)
+    scheduler.tick()
+    _suspend_primary(demo, scheduler)
+    lines, answered = demo.user.run("click Recover by capacity search")
+    assert answered, lines
+    assert any("search for capacity" in line for line in lines)
+    lines, answered = demo.user.run("click Confirm", timeout=90)
+    assert answered, lines
+    assert any("found capacity in `us-east5-a`" in line for line in lines), lines
+    assert _primary_state(demo) == "ACTIVE"
