@@ -176,7 +176,6 @@ class OncallOptions:
     Attributes:
         routes: kind or severity -> channel id; mention_group: user group mentioned on critical alerts.
         digest_channel: the daily digest's channel (None: the alert channel).
-        maintenance_timeout: longest wait for vLLM to serve after planned work.
         slo_rules: serving rules (ops/slo.py).
         idle_after: alert after no request for this long (None: off); idle_stop_at: proposed stop times.
         idle_keep_hours: hours the Keep button silences idle alerts.
@@ -187,7 +186,6 @@ class OncallOptions:
     routes: dict[str, str] = field(default_factory=dict)
     mention_group: str | None = None
     digest_channel: str | None = None
-    maintenance_timeout: timedelta = timedelta(minutes=30)
     slo_rules: tuple[SloRule, ...] = DEFAULT_RULES
     idle_after: timedelta | None = None
     idle_stop_at: Schedule | None = None
@@ -204,7 +202,6 @@ class OncallOptions:
             routes=parse_routes(settings.alert_routes),
             mention_group=settings.alert_mention_group,
             digest_channel=settings.digest_channel,
-            maintenance_timeout=timedelta(minutes=settings.maintenance_timeout_min),
             slo_rules=load_rules(settings.slo_rules_file) if settings.slo_rules_file else DEFAULT_RULES,
             idle_after=parse_span(settings.idle_alert_after) if settings.idle_alert_after else None,
             idle_stop_at=parse_schedule(settings.idle_stop_at) if settings.idle_stop_at else None,
@@ -577,8 +574,14 @@ class AlertScheduler:
         mutes: dict[str, tuple[datetime, str]],
         thread: tuple[str, str | None] | None = None,
     ) -> None:
-        """Claim and post one alert (suppressed when one of its subjects is muted; resolutions always go)."""
-        if not alert.resolves and mute_subjects(alert) & mutes.keys():
+        """Claim and post one alert: suppressed when one of its subjects is muted, or when it resolves an
+        alert that was suppressed (nobody saw the problem, so nobody needs its end)."""
+        if alert.resolves:
+            resolved = self.ledger.get(alert.resolves)
+            muted = resolved is not None and resolved.status == "suppressed"
+        else:
+            muted = bool(mute_subjects(alert) & mutes.keys())
+        if muted:
             if self.ledger.claim(alert, "suppressed", now=now):
                 result.suppressed += 1
             return
