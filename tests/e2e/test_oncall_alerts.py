@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from slack_sdk import WebClient
 
 from bot.demo import ALERTS_CHANNEL, Demo
 from bot.scheduler import AlertScheduler
+from ops.idle import parse_schedule
 from sim.slack import Message
 
 SLO_CHANNEL = "C0SLOCHAN1"
@@ -278,3 +280,26 @@ def test_recover_by_capacity_search_keeps_the_primary_name(world: Demo) -> None:
     assert answered, lines
     assert any("found capacity in `us-east5-a`" in line for line in lines), lines
     assert _primary_state(demo) == "ACTIVE"
+
+
+def test_scheduled_stop_proposes_delete_with_the_usual_confirmation(world: Demo) -> None:
+    demo = world
+    base = _scheduler(demo)
+    client = WebClient(token=demo.settings.slack_bot_token.get_secret_value(), base_url=demo.slack.api_url)
+    just_passed = demo.gcp.now() - timedelta(minutes=5)
+    options = dataclasses.replace(
+        base.options, idle_after=None, idle_stop_at=parse_schedule(just_passed.strftime("%H:%M"))
+    )
+    scheduler = AlertScheduler(demo.bot.services, client, ALERTS_CHANNEL, options=options)
+    start = len(demo.slack.messages)
+    scheduler.tick()
+    scheduler.tick()
+    (stop,) = [m for m in _posts(demo, start) if "scheduled stop" in m.text]
+    labels = [e["text"]["text"] for _, e in stop.buttons()]
+    assert "`gemma4-qr`" in stop.text and labels == ["Delete", "Keep for 4 h"]
+    lines, answered = demo.user.run("click Delete")
+    assert answered, lines
+    assert any("Confirm" in line for line in lines)
+    lines, answered = demo.user.run("click Confirm", timeout=60)
+    assert answered, lines
+    assert any("Deleted queued resource `gemma4-qr`" in line for line in lines)

@@ -6,18 +6,22 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 
 from bot.config import ConfigError, load_settings
 from bot.routing import Router, parse_routes, severity_of
+from bot.scheduler import AlertScheduler
 from ops.alerts import Alert, mute_subjects
 from ops.idle import IdleWatch, parse_schedule
 from ops.maintenance import MaintenanceWindows
 from ops.recovery import RecoveryBudget, created_by_bot, dead_reason
 from ops.slo import SloRule, SloWatch, Snapshot, evaluate_slo, load_rules, measure, parse_rules
 from ops.store import Store
-from ops.tpu import queued_resource_from_api
+from ops.tpu import ZoneListing, queued_resource_from_api
+from tests.unit.test_alerts import FakeSlack, FakeVllm
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 TTFT_BUCKETS = ("0.1", "0.5", "1.0", "2.5", "5.0", "+Inf")
@@ -214,3 +218,23 @@ def test_ownership_comes_from_the_node_label_and_death_from_state() -> None:
     theirs = replace(mine, labels={"managed-by": "someone-else"})
     assert not created_by_bot(theirs)
     assert dead_reason(replace(mine, state="ACTIVE")) is None
+
+
+def test_a_muted_outage_and_its_end_are_both_suppressed(tmp_path: Path) -> None:
+    clock = SimpleNamespace(now=NOW)
+    client = FakeVllm(["refused"] * 3 + ["ready"])
+    services = SimpleNamespace(
+        tpu=SimpleNamespace(list_queued_resources=lambda zones: ZoneListing(())),
+        store=Store(f"sqlite:///{tmp_path / 'state.db'}"),
+        settings=SimpleNamespace(tpu_zones=["us-east5-a"]),
+        now=lambda: clock.now,
+        vllm=lambda: (client, SimpleNamespace(url="http://10.0.0.2:8000")),
+    )
+    slack = FakeSlack()
+    scheduler = AlertScheduler(cast(Any, services), cast(Any, slack), "C0ALERTS", clock=lambda: clock.now)
+    scheduler.ledger.mute("vllm", NOW + timedelta(hours=1), by="U1")
+    results = []
+    for _ in range(4):
+        clock.now += timedelta(minutes=1)
+        results.append(scheduler.tick())
+    assert [r.suppressed for r in results] == [0, 0, 1, 1] and slack.calls == []
