@@ -129,8 +129,10 @@ def _public_url(url: str) -> str:
 
 
 def _span(delta: timedelta) -> str:
-    """Whole minutes for messages: "11 min", "1 h 5 min"."""
-    total = max(0, round(delta.total_seconds() / 60))
+    """Whole minutes for messages: "11 min", "1 h 5 min" ("40 s" under a minute)."""
+    if delta < timedelta(minutes=1):
+        return f"{max(0, int(delta.total_seconds()))} s"
+    total = round(delta.total_seconds() / 60)
     hours, minutes = divmod(total, 60)
     return f"{hours} h {minutes} min" if hours else f"{minutes} min"
 
