@@ -1,8 +1,9 @@
 """Maintenance windows: planned work (a bot-started create, restart, reset or recovery) is not an incident.
 
 A window is opened for a deployment when the bot starts such work and stays open until vLLM serves again or
-its deadline passes (vLLM on TPU loads weights and compiles for about 10 minutes, up to about 30 on a first
-compile: https://github.com/AI-Hypercomputer/tpu-recipes, inference/trillium/vLLM). While it is open the
+its deadline passes (`MAINTENANCE_TIMEOUT_MIN`, 30 by default: vLLM on TPU downloads the weights and
+compiles before it listens, about 10 minutes for Gemma 4 31B per the Trillium vLLM recipe in
+https://github.com/AI-Hypercomputer/tpu-recipes, longer on a first compile). While it is open the
 alert scheduler holds health alerts of that deployment; when it closes, the command's thread is told
 "serving after N min" or that start-up looks stuck. One row per deployment, in the state store.
 """

@@ -1,7 +1,8 @@
 """Recovery of a dead primary: what counts as dead, whether the bot made it, the automatic-recovery budget.
 
-A queued resource is dead when it is SUSPENDED or FAILED, or ACTIVE with a PREEMPTED node (a spot node
-stays PREEMPTED while its queued resource stays ACTIVE: https://cloud.google.com/tpu/docs/spot). Recovering
+A queued resource is dead when it is SUSPENDED or FAILED, or has a PREEMPTED node (after a preemption the
+node's state is PREEMPTED: https://cloud.google.com/tpu/docs/preemptible; what the queued resource's own
+state becomes is not documented, so either sign counts). Recovering
 it means deleting it (it holds quota until deleted) and creating it again, or searching the watched zones
 for capacity. Automatic recovery only touches resources carrying the bot's ownership label, at most
 `max_per_day` times and `max_usd_per_day` of projected spend per UTC day; every attempt is recorded.

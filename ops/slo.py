@@ -4,8 +4,9 @@ alerts that resolve in place with how long they lasted. Pure apart from `load_ru
 Each alert tick scrapes `/metrics` once. `Snapshot.from_text` keeps the cumulative figures a window needs
 (histogram buckets of TTFT and end-to-end latency, finished requests by reason, generation tokens,
 preemptions) and the gauges (waiting requests, KV-cache usage). `measure` compares the newest snapshot with
-the one a window earlier (counter deltas, as in https://docs.vllm.ai/en/latest/usage/metrics.html: "rates
-need two scrapes"), and `evaluate_slo` applies the rules.
+the one a window earlier (counters and histograms are cumulative since the server started, so a window
+needs the difference of two scrapes; names at https://docs.vllm.ai/en/latest/usage/metrics.html), and
+`evaluate_slo` applies the rules.
 
 Metric names a rule may use (all "higher is worse"; a rule holds while the value is above its threshold):
     ttft_p95_s           p95 time to first token over the window, seconds (`vllm:time_to_first_token_seconds`)
