@@ -26,6 +26,7 @@ from urllib.parse import urlsplit, urlunsplit
 from apscheduler.schedulers.background import BackgroundScheduler
 from slack_sdk import WebClient
 
+from bot.membership import invite_hint, not_member
 from bot.render import Block, context, human_duration, section, utc
 from bot.services import Services
 from ops import alerts as alerts_mod
@@ -164,6 +165,7 @@ class AlertScheduler:
         self.ledger = AlertLedger(services.store)
         self.replica_id = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.on_sent = on_sent
+        self.refused: str | None = None  # Slack's error while the bot is not in the alert channel
         self._lock = threading.Lock()
         self._scheduler: BackgroundScheduler | None = None
 
@@ -391,10 +393,15 @@ class AlertScheduler:
         try:
             ts = post()
         except Exception as exc:
-            log.warning("could not post alert %s: %s", alert.key, type(exc).__name__)
+            self.refused = not_member(exc)
+            if self.refused:  # never silent: every tick says so until someone invites the bot
+                log.error("alert %s not posted: %s; %s", alert.key, self.refused, invite_hint(self.channel))
+            else:
+                log.warning("could not post alert %s: %s", alert.key, type(exc).__name__)
             self.ledger.release(alert.key)
             result.failed += 1
             return
+        self.refused = None
         self.ledger.mark_sent(alert.key, self.channel, ts)
         result.sent += 1
         if self.on_sent is not None:
