@@ -62,6 +62,11 @@ def resource_line(qr: QueuedResourceInfo, now: datetime) -> str:
         parts.append("node " + ", ".join(f"`{n}`" for n in qr.node_ids) + ": not created")
     if qr.error:
         parts.append(f":warning: {qr.error}")
+    if qr.preempted:
+        parts.append(
+            ":warning: spot capacity preempted by Google: the node is gone and a reset cannot bring it back; "
+            f"`/tpu delete {qr.name} --zone {qr.zone}` then `/tpu create` (or `/tpu ensure` for the primary)"
+        )
     return "\n".join(parts)
 
 
