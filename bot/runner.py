@@ -50,6 +50,7 @@ log = logging.getLogger(__name__)
 
 # conversations.replies: 200 a page is Slack's recommendation ("no more than 200 results at a time",
 # docs.slack.dev/apis/web-api/pagination); 10 pages reach the newest end of any thread but a runaway one.
+SPENT_RESPONSE_URL = frozenset({"expired_url", "used_url"})
 HISTORY_PAGE_SIZE = 200
 HISTORY_PAGES = 10
 
@@ -421,7 +422,7 @@ class Runner:
         reply = scrub(fit(reply))
         undelivered: Reply | None = None
         try:
-            self._post(reply, origin, with_blocks=True, ephemeral=ephemeral)
+            self._post_or_channel(reply, origin, ephemeral=ephemeral)
         except SlackApiError as exc:
             if not_member(exc):
                 undelivered = reply
@@ -436,6 +437,18 @@ class Runner:
         except Exception as exc:
             log.error("could not deliver the reply to %s: %s", origin.channel_id, _reason(exc))
         self._report_lost(origin, [*lost, *self._upload(reply, origin)], undelivered)
+
+    def _post_or_channel(self, reply: Reply, origin: Origin, *, ephemeral: bool) -> None:
+        """Post through the response_url; once Slack refuses it as spent (404 `expired_url` after 30
+        minutes, `used_url` after 5 posts: docs.slack.dev/interactivity/handling-user-interaction), post the
+        same reply in the channel (or thread) with the Web API instead."""
+        try:
+            self._post(reply, origin, with_blocks=True, ephemeral=ephemeral)
+        except SlackApiError as exc:
+            if not origin.response_url or exc.response.get("error") not in SPENT_RESPONSE_URL:
+                raise
+            log.info("response_url spent (%s); posting in the channel", exc.response.get("error"))
+            self._post(reply, replace(origin, response_url=None), with_blocks=True, ephemeral=ephemeral)
 
     def _report_lost(self, origin: Origin, lost: Sequence[str], undelivered: Reply | None = None) -> None:
         """Tell the user what the channel refused and how to invite the bot: ephemerally through the
