@@ -582,8 +582,11 @@ class SlackSimulator:
             return {"ok": True, "messages": messages, "has_more": False}
         try:
             limit = min(int(args.get("limit") or 1000), 1000)
-            start = int(base64.b64decode(str(args.get("cursor") or "")).decode().removeprefix("next:") or 0)
-        except (ValueError, binascii.Error):
+            cursor = base64.b64decode(str(args.get("cursor") or ""), validate=True).decode()
+            if cursor and not cursor.startswith("next:"):
+                raise ValueError(cursor)
+            start = int(cursor.removeprefix("next:") or 0)
+        except (ValueError, binascii.Error, UnicodeDecodeError):
             return {"ok": False, "error": "invalid_cursor"}
         limit = max(limit, 1)
         page = messages[start : start + limit]
