@@ -182,7 +182,12 @@ class SlackUser:
             return out, False
         self.last_mention_ts = ts
         thread = self.thread_ts or ts
-        lines, answered = self._await(start, lambda m: m.thread_ts == thread and m.kind == "post", timeout)
+        # The answer comes in the thread, or (the bot not being in the channel) in the app's DM with the user.
+        lines, answered = self._await(
+            start,
+            lambda m: m.kind == "post" and (m.thread_ts == thread or m.channel == self.user_id),
+            timeout,
+        )
         return out + lines, answered
 
     def _switch_channel(self, channel_id: str) -> tuple[list[str], bool]:

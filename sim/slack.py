@@ -118,6 +118,8 @@ class Message:
         )
         if self.ephemeral:
             return "(only visible to you) " + body
+        if self.kind == "post" and self.channel[:1] in ("U", "W"):
+            return "(in your DM with the app) " + body
         if self.kind == "update" or self.replaces:
             return "(updated) " + body
         return body
