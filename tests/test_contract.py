@@ -34,6 +34,14 @@ CONTRACT: tuple[Limit, ...] = (
         f"{E2E}::test_console_shows_not_in_channel_guidance_in_an_uninvited_channel",
     ),
     Limit(
+        "Slack: progress messages refused in an uninvited channel are named, the answer comes through the "
+        "response_url",
+        "docs.slack.dev/reference/methods/chat.postMessage (Errors); docs.slack.dev/interactivity/"
+        "handling-user-interaction (response_url)",
+        f"{SIM}::test_slack_posting_needs_membership",
+        f"{E2E}::test_streamed_answer_in_an_uninvited_channel_arrives_with_the_lost_progress_named",
+    ),
+    Limit(
         "Slack: no answer is lost in an uninvited channel: DM fallback without a response_url",
         "docs.slack.dev/reference/methods/chat.postMessage (channel: a user id posts in the app DM)",
         f"{SIM}::test_slack_posting_needs_membership",

@@ -192,3 +192,15 @@ def test_engine_death_shows_as_refused_and_exited() -> None:
         out, answered = world.user.run("/vllm health")
         text = "\n".join(out).lower()
         assert answered and ("cannot connect" in text or "refused" in text), text
+
+
+def test_streamed_answer_in_an_uninvited_channel_arrives_with_the_lost_progress_named(demo: Demo) -> None:
+    user = _user(demo, UNINVITED)
+    start = len(demo.slack.messages)
+    out, answered = user.run("/gemma ask hello")
+    text = "\n".join(out)
+    assert answered and "simulated answer" in text, text  # the final answer, through the response_url
+    assert "progress updates could not be posted" in text and "/invite @gemma-bot" in text
+    assert not any(
+        m.channel == UNINVITED for m in demo.slack.messages[start:] if m.kind in ("post", "update")
+    )
