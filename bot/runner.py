@@ -48,9 +48,11 @@ from ops.store import AuditEntry, ConfirmationRefused
 log = logging.getLogger(__name__)
 
 
+# What a response_url answers (HTTP 404) after 30 minutes or 5 posts (tests/fixtures/cases/
+# slack-response-url-expired.txt): the reply then goes to the channel instead.
+SPENT_RESPONSE_URL = frozenset({"expired_url", "used_url"})
 # conversations.replies: 200 a page is Slack's recommendation ("no more than 200 results at a time",
 # docs.slack.dev/apis/web-api/pagination); 10 pages reach the newest end of any thread but a runaway one.
-SPENT_RESPONSE_URL = frozenset({"expired_url", "used_url"})
 HISTORY_PAGE_SIZE = 200
 HISTORY_PAGES = 10
 

@@ -28,6 +28,7 @@ from sim.gcp import GcpSimulator, make_log_entry
 from sim.host import DOCKER_SOCKET_DENIED, SUDO_PASSWORD_REQUIRED, HostSimulator
 from sim.slack import MAX_BLOCKS_TEXT, SlackSimulator
 from sim.vllm import VllmSimulator, count_chat_tokens
+from tests.conftest import CASES
 from tests.integration.test_gcp_sim import default_scenario
 from tests.integration.test_tpu_lifecycle import POLL, make_spec
 
@@ -83,6 +84,8 @@ def test_slack_response_url_takes_five_posts_within_30_minutes(slack: SlackSimul
     assert [webhook.send(text=f"post {i}").status_code for i in range(5)] == [200] * 5
     spent = webhook.send(text="sixth")
     assert (spent.status_code, spent.body) == (404, "used_url")
+    case = (CASES / "slack-response-url-expired.txt").read_text()
+    assert "HTTP/1.1 404 Not Found" in case and "expired_url" in case  # the real refusal's shape
     late = WebhookClient(slack.response_url("r2"))
     slack.advance(30 * 60 + 1)
     expired = late.send(text="after 30 minutes")
@@ -141,8 +144,10 @@ def test_slack_block_limits(slack: SlackSimulator) -> None:
     def post(blocks: list[dict[str, Any]]) -> str:
         return _error(lambda: client.chat_postMessage(channel="C0JOINED01", text="x", blocks=blocks))
 
-    # each block within its own 3,000 limit, together over the cumulative limit
-    assert post([_section("y" * 2900) for _ in range(MAX_BLOCKS_TEXT // 2900 + 1)]) == "msg_blocks_too_long"
+    # each block within its own 3,000 limit, together over the cumulative limit (the real error of
+    # tests/fixtures/cases/slack-msg-too-long.txt)
+    too_long = post([_section("y" * 2900) for _ in range(MAX_BLOCKS_TEXT // 2900 + 1)])
+    assert too_long == "msg_blocks_too_long" and too_long in (CASES / "slack-msg-too-long.txt").read_text()
     assert post([_section("")]) == "invalid_blocks"
     button = {"type": "button", "action_id": "a", "text": {"type": "plain_text", "text": "b" * 76}}
     assert post([{"type": "actions", "elements": [button]}]) == "invalid_blocks"
