@@ -330,6 +330,7 @@ class SlackSimulator:
         self.relaxed.update(rules)
 
     def enforces(self, rule: str) -> bool:
+        """Whether the named rule (one of RULES) is enforced now."""
         return rule not in self.relaxed
 
     def join(self, *channels: str) -> None:

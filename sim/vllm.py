@@ -62,6 +62,7 @@ import socket
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Generator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -423,7 +424,8 @@ class VllmSimulator:
         self._exit_timer: threading.Timer | None = None
         self.exited = False  # the API server stopped after the engine died
         self.on_exit: list[Any] = []  # callables run when the API server stops after engine death
-        self.chat_requests: list[dict[str, Any]] = []  # bodies of the chat requests received, in order
+        # bodies of the last 1,000 chat requests received, oldest first (what a test checks the bot sent)
+        self.chat_requests: deque[dict[str, Any]] = deque(maxlen=1000)
         self.metrics = _Metrics(self.config)
         self.metrics.seed(int(self.config["served_requests"]), float(self.config["prefix_cache_hit_rate"]))
 
@@ -566,6 +568,7 @@ class VllmSimulator:
                 return
             self._boot_timer = None
             self._mode = "ready"
+            self.exited = False
         self.start()
 
     def _cancel_boot(self) -> bool:
