@@ -157,6 +157,7 @@ class Command:
     func: Callable[..., Any]
     exclusive: tuple[tuple[str, ...], ...] = ()
     preview: Callable[..., Any] | None = None
+    opens_form: bool = False
 
     @property
     def name(self) -> str:
@@ -217,18 +218,22 @@ class Registry:
         changes_infra: bool = False,
         exclusive: tuple[tuple[str, ...], ...] = (),
         preview: Callable[..., Any] | None = None,
+        opens_form: bool = False,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Decorator declaring a command, e.g. `@registry.command("tpu list", "List ...", Param(...))`.
 
         A command that `changes_infra` runs only after a Confirm click; `preview(ctx, **args)` returns the
         Reply that shows exactly what it will do (without it, the confirmation shows the command line).
+        A command that `opens_form` opens a modal, and runs in the listener (a trigger_id lasts 3 s).
         """
 
         def register(func: Callable[..., Any]) -> Callable[..., Any]:
             key = tuple(words.split())
             if key in self._commands:
                 raise ValueError(f"command {words!r} declared twice")
-            self._commands[key] = Command(key, summary, params, role, changes_infra, func, exclusive, preview)
+            self._commands[key] = Command(
+                key, summary, params, role, changes_infra, func, exclusive, preview, opens_form
+            )
             return func
 
         return register

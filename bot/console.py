@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -87,7 +88,7 @@ class SlackUser:
                 "api_app_id": "A0DEMOAPP1",
                 "is_enterprise_install": "false",
                 "response_url": self._slack.response_url(response_id),
-                "trigger_id": f"{next(self._ids)}.{TEAM_ID}.simulated",
+                "trigger_id": self._slack.issue_trigger(),
             }
         )
 
@@ -128,7 +129,8 @@ class SlackUser:
 
         Lines: `/tpu status` (slash command), `@gemma-bot ...` (mention), `click LABEL [as USER]` (click the
         newest button whose label starts with LABEL, e.g. `click Confirm as U0OTHER001`), `submit VALUE` (fill
-        and submit the open form), `thread` (later mentions go to the thread of the last one), `unthread`.
+        and submit the open form), `thread` (later mentions go to the thread of the last one), `unthread`,
+        `channel C...` (later lines come from that channel).
 
         Returns:
             (lines to print, whether a final answer arrived within `timeout` seconds).
@@ -145,6 +147,8 @@ class SlackUser:
         if line == "unthread":
             self.thread_ts = None
             return ["(mentions go to the channel again)"], True
+        if line.startswith("channel "):
+            return self._switch_channel(line.removeprefix("channel ").strip())
         if line.startswith("click "):
             return self._click(line.removeprefix("click ").strip(), start, timeout)
         if line.startswith("submit "):
@@ -178,8 +182,21 @@ class SlackUser:
             return out, False
         self.last_mention_ts = ts
         thread = self.thread_ts or ts
-        lines, answered = self._await(start, lambda m: m.thread_ts == thread and m.kind == "post", timeout)
+        # The answer comes in the thread, or (the bot not being in the channel) in the app's DM with the user.
+        lines, answered = self._await(
+            start,
+            lambda m: m.kind == "post" and (m.thread_ts == thread or m.channel == self.user_id),
+            timeout,
+        )
         return out + lines, answered
+
+    def _switch_channel(self, channel_id: str) -> tuple[list[str], bool]:
+        """`channel C0NOTJOIND`: later lines come from that channel (the bot may not be a member)."""
+        if not re.fullmatch(r"[CGD][A-Z0-9]{8,}", channel_id):
+            return [f"(not a channel id: {channel_id!r}; e.g. channel C0NOTJOIND)"], False
+        self.channel_id, self.thread_ts = channel_id, None
+        member = "" if channel_id in self._slack.joined else " (the bot is not a member of it)"
+        return [f"(you are now in channel {channel_id}{member})"], True
 
     def _click(self, spec: str, start: int, timeout: float) -> tuple[list[str], bool]:
         label, _, as_user = spec.partition(" as ")
@@ -227,7 +244,7 @@ class SlackUser:
             "user": {"id": self.user_id, "username": "demo-user", "name": "demo-user", "team_id": TEAM_ID},
             "api_app_id": "A0DEMOAPP1",
             "token": "simulated-verification-token",
-            "trigger_id": f"{next(self._ids)}.{TEAM_ID}.simulated",
+            "trigger_id": self._slack.issue_trigger(),
             "view": {**view, "state": {"values": values}},
         }
         return urlencode({"payload": json.dumps(payload)})
@@ -255,7 +272,7 @@ class SlackUser:
                 "is_ephemeral": message.ephemeral,
                 "thread_ts": message.thread_ts,
             },
-            "trigger_id": f"{next(self._ids)}.{TEAM_ID}.simulated",
+            "trigger_id": self._slack.issue_trigger(),
             "team": {"id": TEAM_ID, "domain": "demo"},
             "enterprise": None,
             "is_enterprise_install": False,

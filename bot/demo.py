@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from bot.app import Bot, HttpServer, build
 from bot.config import Settings
-from bot.console import DEMO_USER, SlackUser
+from bot.console import DEMO_CHANNEL, DEMO_USER, SlackUser
 from bot.services import Services
 from sim import scenario as scenarios
 from sim.gcp import GcpSimulator
@@ -66,7 +66,8 @@ class Demo:
         self.gcp = GcpSimulator(self.scenario, speed=speed)
         self.vllm = VllmSimulator(self.scenario["vllm"])
         self.host = HostSimulator(self.scenario.get("host"), vllm=self.vllm)
-        self.slack = SlackSimulator(token)
+        # The bot was invited to the demo channel and the alert channel; any other channel is not joined.
+        self.slack = SlackSimulator(token, channels=[DEMO_CHANNEL, ALERTS_CHANNEL])
         self.gcp.start()
         self.vllm.start()
         self.host.start()

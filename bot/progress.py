@@ -16,6 +16,7 @@ from collections.abc import Callable
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
+from bot.membership import not_member
 from bot.render import Reply, fit, scrub
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,7 @@ class Progress:
         self._lock = threading.Lock()
         self._last_edit = float("-inf")
         self.ts: str | None = None
+        self.refused: str | None = None  # Slack's error when the bot may not post in the channel
 
     def update(self, reply: Reply) -> None:
         """Show `reply` now, or drop it if the last edit was under `min_interval_s` ago."""
@@ -61,6 +63,8 @@ class Progress:
             self._write(reply)
 
     def _write(self, reply: Reply) -> None:
+        if self.refused:  # not in the channel: the runner reports it once, instead of retrying each edit
+            return
         reply = scrub(fit(reply))
         try:
             if self.ts is None:
@@ -73,5 +77,6 @@ class Progress:
                     channel=self._channel, ts=self.ts, text=reply.text, blocks=reply.blocks
                 )
         except SlackApiError as exc:
+            self.refused = not_member(exc)
             log.warning("progress message not updated: %s", exc.response.get("error"))
         self._last_edit = self._clock()

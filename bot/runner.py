@@ -17,7 +17,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import timedelta
@@ -36,6 +36,7 @@ from slack_sdk.webhook import WebhookClient
 from bot.auth import Authorizer
 from bot.commands import Invocation, Registry, UsageError
 from bot.context import Context
+from bot.membership import guidance, not_member
 from bot.observability import Metrics
 from bot.progress import Progress
 from bot.render import Reply, confirm_buttons, context, error_reply, fit, human_duration, scrub, section
@@ -45,6 +46,15 @@ from ops.errors import OpsError, PermissionDenied
 from ops.store import AuditEntry, ConfirmationRefused
 
 log = logging.getLogger(__name__)
+
+
+# What a response_url answers (HTTP 404) after 30 minutes or 5 posts (tests/fixtures/cases/
+# slack-response-url-expired.txt): the reply then goes to the channel instead.
+SPENT_RESPONSE_URL = frozenset({"expired_url", "used_url"})
+# conversations.replies: 200 a page is Slack's recommendation ("no more than 200 results at a time",
+# docs.slack.dev/apis/web-api/pagination); 10 pages reach the newest end of any thread but a runaway one.
+HISTORY_PAGE_SIZE = 200
+HISTORY_PAGES = 10
 
 
 def retry_handlers() -> list[RetryHandler]:
@@ -86,6 +96,7 @@ class Origin:
     replace: bool = False
     trigger_id: str | None = None
     ephemeral_errors: bool = False
+    message_ts: str | None = None  # a mention's own ts (left out of its thread's history)
 
 
 @dataclass
@@ -155,6 +166,12 @@ class Runner:
             return error_reply(exc.message, exc.hint)
         reply, _ = self._call(invocation, Origin(user_id, ""), invocation.command.func)
         return reply
+
+    def run_now(self, invocation: Invocation, origin: Origin) -> None:
+        """Run a request on the caller's thread: for a command that opens a modal, which must reach Slack
+        within the trigger_id's 3 s (docs.slack.dev/interactivity/handling-user-interaction), so it cannot
+        wait for a worker behind other work."""
+        self._guard(self._request, invocation, origin)
 
     def background(self, job: Callable[[], object]) -> None:
         """Run `job` on the worker pool; a crash is logged."""
@@ -289,9 +306,14 @@ class Runner:
         reply = fit(reply, filename=invocation.command.name.replace(" ", "-") + ".txt")
         if progress.ts is not None:
             progress.finish(reply)
-            self._upload(reply, origin)
+            self._report_lost(origin, self._upload(reply, origin))
         else:
-            self.deliver(reply, origin, ephemeral=bool(failed) and origin.ephemeral_errors)
+            self.deliver(
+                reply,
+                origin,
+                ephemeral=bool(failed) and origin.ephemeral_errors,
+                lost=["progress updates"] if progress.refused else (),
+            )
 
     def _modal_opener(self, origin: Origin) -> Callable[[dict[str, Any]], None] | None:
         trigger_id = origin.trigger_id
@@ -304,20 +326,33 @@ class Runner:
         return open_modal
 
     def _history_reader(self, origin: Origin) -> Callable[[], list[dict[str, str]]] | None:
-        """Earlier messages of a mention's thread (`conversations.replies`), the mention itself excluded."""
+        """Earlier messages of a mention's thread (`conversations.replies`), oldest first, the mention itself
+        excluded. Slack pages a thread from its oldest message (`limit`, `cursor`, `has_more`), so every page
+        is read (up to HISTORY_PAGES) to reach the newest end; the agent keeps the newest that fit its
+        budget. Texts are as last edited (Slack returns the edited text)."""
         thread_ts = origin.thread_ts
         if not thread_ts:
             return None
 
         def read() -> list[dict[str, str]]:
+            messages: list[dict[str, Any]] = []
+            cursor = ""
             try:
-                response = self._client.conversations_replies(
-                    channel=origin.channel_id, ts=thread_ts, limit=50
-                )
+                for _ in range(HISTORY_PAGES):
+                    response = self._client.conversations_replies(
+                        channel=origin.channel_id,
+                        ts=thread_ts,
+                        limit=HISTORY_PAGE_SIZE,
+                        cursor=cursor or None,
+                    )
+                    messages += list(response.get("messages") or [])
+                    cursor = str((response.get("response_metadata") or {}).get("next_cursor") or "")
+                    if not response.get("has_more") or not cursor:
+                        break
             except Exception as exc:
                 log.warning("cannot read the thread: %s", _reason(exc))
-                return []
-            messages = list(response.get("messages") or [])[:-1]
+            if origin.message_ts:
+                messages = [m for m in messages if m.get("ts") != origin.message_ts]
             return [
                 {"role": "assistant" if m.get("bot_id") else "user", "content": str(m.get("text") or "")}
                 for m in messages
@@ -387,22 +422,67 @@ class Runner:
 
     # ---- delivery
 
-    def deliver(self, reply: Reply, origin: Origin, *, ephemeral: bool = False) -> None:
-        """Post a reply where the request came from; if Slack rejects the blocks, post the text alone."""
+    def deliver(
+        self, reply: Reply, origin: Origin, *, ephemeral: bool = False, lost: Sequence[str] = ()
+    ) -> None:
+        """Post a reply where the request came from; if Slack rejects the blocks, post the text alone. When
+        the bot is not in the channel, say what was lost there (`lost`, files, the reply itself) and how to
+        invite it (`bot.membership`)."""
         reply = scrub(fit(reply))
+        undelivered: Reply | None = None
+        try:
+            self._post_or_channel(reply, origin, ephemeral=ephemeral)
+        except SlackApiError as exc:
+            if not_member(exc):
+                undelivered = reply
+            else:
+                log.warning(
+                    "Slack rejected the reply (%s); sending a plain version", exc.response.get("error")
+                )
+                try:
+                    self._post(plain(reply), origin, with_blocks=True, ephemeral=ephemeral)
+                except Exception as again:
+                    log.error("could not deliver the reply to %s: %s", origin.channel_id, _reason(again))
+        except Exception as exc:
+            log.error("could not deliver the reply to %s: %s", origin.channel_id, _reason(exc))
+        self._report_lost(origin, [*lost, *self._upload(reply, origin)], undelivered)
+
+    def _post_or_channel(self, reply: Reply, origin: Origin, *, ephemeral: bool) -> None:
+        """Post through the response_url; once Slack refuses it as spent (404 `expired_url` after 30
+        minutes, `used_url` after 5 posts: docs.slack.dev/interactivity/handling-user-interaction), post the
+        same reply in the channel (or thread) with the Web API instead."""
         try:
             self._post(reply, origin, with_blocks=True, ephemeral=ephemeral)
         except SlackApiError as exc:
-            log.warning("Slack rejected the reply (%s); sending a plain version", exc.response.get("error"))
-            try:
-                self._post(plain(reply), origin, with_blocks=True, ephemeral=ephemeral)
-            except Exception as again:
-                log.error("could not deliver the reply to %s: %s", origin.channel_id, _reason(again))
-        except Exception as exc:
-            log.error("could not deliver the reply to %s: %s", origin.channel_id, _reason(exc))
-        self._upload(reply, origin)
+            if not origin.response_url or exc.response.get("error") not in SPENT_RESPONSE_URL:
+                raise
+            log.info("response_url spent (%s); posting in the channel", exc.response.get("error"))
+            self._post(reply, replace(origin, response_url=None), with_blocks=True, ephemeral=ephemeral)
 
-    def _upload(self, reply: Reply, origin: Origin) -> None:
+    def _report_lost(self, origin: Origin, lost: Sequence[str], undelivered: Reply | None = None) -> None:
+        """Tell the user what the channel refused and how to invite the bot: ephemerally through the
+        response_url, else (or when that fails) in the app's DM with the user, with the undelivered reply."""
+        if not lost and undelivered is None:
+            return
+        text = guidance(origin.channel_id, [*lost, *(["the answer"] if undelivered else [])])
+        log.warning("not in channel %s: %s", origin.channel_id, ", ".join(lost) or "the answer")
+        if undelivered is None and origin.response_url:
+            try:
+                self._post(Reply(text=text, blocks=[section(text)]), origin, with_blocks=True, ephemeral=True)
+                return
+            except Exception as exc:
+                log.warning("could not post the channel notice: %s", _reason(exc))
+        shown = fit(Reply(text=text, blocks=[*(undelivered.blocks if undelivered else []), section(text)]))
+        try:  # a user id as the channel posts in the app's DM with that user
+            self._client.chat_postMessage(channel=origin.user_id, text=shown.text, blocks=shown.blocks)
+        except Exception as exc:
+            log.error(
+                "could not tell %s about channel %s: %s", origin.user_id, origin.channel_id, _reason(exc)
+            )
+
+    def _upload(self, reply: Reply, origin: Origin) -> list[str]:
+        """Attach the reply's files; returns what the channel refused (the bot is not a member)."""
+        refused: list[str] = []
         for attachment in reply.files:
             try:
                 payload = (
@@ -416,7 +496,10 @@ class Runner:
                     **({"content": payload} if isinstance(payload, str) else {"file": payload}),
                 )
             except Exception as exc:
+                if not_member(exc):
+                    refused.append(f"the file `{attachment.filename}`")
                 log.error("could not upload %s: %s", attachment.filename, _reason(exc))
+        return refused
 
     def _post(self, reply: Reply, origin: Origin, *, with_blocks: bool, ephemeral: bool) -> None:
         blocks = reply.blocks if with_blocks else None

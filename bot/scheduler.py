@@ -29,6 +29,7 @@ from slack_sdk import WebClient
 from bot.commands import registry
 from bot.config import Settings
 from bot.context import Context
+from bot.membership import invite_hint, not_member
 from bot.render import Block, context, human_duration, section, utc
 from bot.routing import Router, parse_routes
 from bot.services import Services
@@ -321,6 +322,7 @@ class AlertScheduler:
             max_per_day=self.options.auto_recover_max_per_day,
             max_usd_per_day=self.options.auto_recover_max_usd_per_day,
         )
+        self.refused: str | None = None  # Slack's error while the bot is not in the alert channel
         self._lock = threading.Lock()
         self._scheduler: BackgroundScheduler | None = None
 
@@ -601,10 +603,20 @@ class AlertScheduler:
         try:
             ts = post()
         except Exception as exc:
-            log.warning("could not post alert %s: %s", alert.key, type(exc).__name__)
+            self.refused = not_member(exc)
+            if self.refused:  # never silent: every tick says so until someone invites the bot
+                log.error(
+                    "alert %s not posted: %s; %s",
+                    alert.key,
+                    self.refused,
+                    invite_hint(channel or self.router.channel(alert)),
+                )
+            else:
+                log.warning("could not post alert %s: %s", alert.key, type(exc).__name__)
             self.ledger.release(alert.key)
             result.failed += 1
             return
+        self.refused = None
         self.ledger.mark_sent(alert.key, channel or self.router.channel(alert), ts)
         result.sent += 1
         if self.on_sent is not None:

@@ -19,6 +19,7 @@ any other), for at most `max_rounds` rounds of tool calls, then returns the mode
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,7 +27,10 @@ from typing import Any
 
 from llm.client import translate_errors
 from llm.redact import redact
+from llm.tokens import TEMPLATE_OVERHEAD_TOKENS, PromptCounter, estimate_chat_tokens
 from ops.errors import BadInput, OpsError
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "CHANGE_COMMANDS",
@@ -223,6 +227,52 @@ def _history_messages(history: Sequence[Any]) -> list[dict[str, str]]:
     return out
 
 
+FIT_ROUNDS = 4
+
+
+def _fit_history(
+    messages: list[dict[str, Any]],
+    specs: list[dict[str, Any]],
+    counter: PromptCounter,
+    max_model_len: Callable[[], int | None],
+    answer_tokens: int,
+) -> int:
+    """Drop the oldest thread messages (never the system prompt or the question) until the counted prompt
+    plus `answer_tokens` fits the model's context. Returns how many were dropped."""
+    dropped = 0
+    limit: int | None = None
+    for _ in range(FIT_ROUNDS):
+        counted = counter.count(messages, specs)
+        limit = limit or counted.max_model_len or max_model_len()
+        if limit is None:
+            return dropped
+        excess = counted.tokens + answer_tokens - limit
+        history = messages[1:-1]
+        if excess <= 0 or not history:
+            return dropped
+        cut, freed = 0, 0
+        while cut < len(history) and freed < excess:
+            freed += estimate_chat_tokens([history[cut]]) - TEMPLATE_OVERHEAD_TOKENS
+            cut += 1
+        del messages[1 : 1 + cut]
+        dropped += cut
+        log.info("prompt over the context by %d tokens: dropped the %d oldest thread messages", excess, cut)
+    return dropped
+
+
+def _served_max_model_len(client: Any, base_url: str) -> int | None:
+    """`max_model_len` of the first model in /v1/models (vLLM's ModelCard field), None if not given."""
+    try:
+        with translate_errors("models list", base_url):
+            listed = client.models.list()
+    except OpsError:
+        return None
+    for card in list(getattr(listed, "data", None) or [])[:1]:
+        value = (getattr(card, "model_extra", None) or {}).get("max_model_len")
+        return value if isinstance(value, int) else None
+    return None
+
+
 def _model_of(client: Any, model: str | None, base_url: str) -> str:
     if model:
         return model
@@ -271,6 +321,7 @@ def answer(
     max_rounds: int = MAX_ROUNDS,
     max_tokens: int = 512,
     temperature: float | None = 0.2,
+    counter: PromptCounter | None = None,
 ) -> AgentAnswer:
     """Answer a question with read-only tools; suggest (never run) a command when a change is asked for.
 
@@ -285,6 +336,10 @@ def answer(
         max_rounds: the most requests that may return tool calls; then one last request without tools.
         max_tokens: max_tokens of each request, tokens.
         temperature: sampling temperature, or None for the server default.
+        counter: counts the prompt as the served model does (`llm.tokens.PromptCounter`); with it, the
+            oldest thread messages are dropped until the prompt leaves `max_tokens` within the model's
+            `max_model_len` (from /tokenize, else /v1/models). None: the history is only capped by
+            MAX_HISTORY_MESSAGES.
 
     Returns:
         AgentAnswer. `suggested_command` comes from `suggest_from_question` when it finds one, else from a
@@ -304,6 +359,8 @@ def answer(
     ]
     read_only = {n: t for n, t in tools.items() if n != SUGGEST_TOOL}
     specs = [_tool_spec(t) for t in read_only.values()] + [_SUGGEST_SPEC]
+    if counter is not None:
+        _fit_history(messages, specs, counter, lambda: _served_max_model_len(client, base_url), max_tokens)
     calls: list[ToolCall] = []
     model_command: str | None = None
     used_tools, rounds = True, 0

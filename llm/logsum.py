@@ -40,6 +40,7 @@ from drain3.template_miner_config import TemplateMinerConfig
 
 from llm.diagnose import Finding, diagnose
 from llm.redact import redact
+from llm.tokens import PromptCounter
 from ops.cloudlogs import SEVERITIES, LogEntry, severity_rank
 from ops.errors import BackendUnavailable, BadInput, OpsError
 
@@ -59,6 +60,7 @@ __all__ = [
     "summarize",
 ]
 
+FIT_ROUNDS = 3
 CHARS_PER_TOKEN = 3
 MESSAGE_OVERHEAD_TOKENS = 8
 """Tokens a chat template adds per message (role markers, separators), counted in the estimate."""
@@ -520,6 +522,7 @@ def analyze(
     answer_tokens: int = DEFAULT_ANSWER_TOKENS,
     budget_tokens: int | None = None,
     temperature: float | None = 0.2,
+    counter: PromptCounter | None = None,
 ) -> Analysis:
     """Summarize log entries and, if any is at ERROR or worse, ask the model what went wrong.
 
@@ -531,6 +534,10 @@ def analyze(
         budget_tokens: the first attempt's prompt budget, tokens; None derives it with
             `prompt_budget(max_model_len, answer_tokens)`.
         temperature: sampling temperature, or None for the server default.
+        counter: counts the built prompt as the served model does (`llm.tokens.PromptCounter`, vLLM's
+            /tokenize); when the count leaves less than `answer_tokens` within `max_model_len`, the prompt
+            is rebuilt with the budget scaled down before anything is sent (up to FIT_ROUNDS times). The
+            character estimate alone undercounts digit- and punctuation-heavy logs.
 
     Returns:
         Analysis. The model is not called without ERROR-or-worse entries. A context-length rejection (a
@@ -565,7 +572,7 @@ def analyze(
             note="no entry at ERROR or worse: the model was not asked",
         )
     budget = budget_tokens if budget_tokens is not None else prompt_budget(max_model_len, answer_tokens)
-    attempts, note, dropped_stream = 0, "", False
+    attempts, note, dropped_stream, fits = 0, "", False, 0
     prompt: Prompt | None = None
     error: str | None = None
     while True:
@@ -574,6 +581,18 @@ def analyze(
         except BadInput as exc:
             error = _line(exc)
             break
+        if counter is not None and fits < FIT_ROUNDS:
+            counted = counter.count(list(prompt.messages)).tokens
+            room = max_model_len - answer_tokens
+            if counted > room:
+                fits += 1
+                smaller = budget * room * 9 // (counted * 10)  # 10 % under the measured ratio
+                note = (
+                    f"the model's tokenizer counted {counted} tokens at a budget of {budget}; "
+                    f"rebuilt at {smaller}"
+                )
+                budget = smaller
+                continue
         attempts += 1
         retry_reason = ""
         try:

@@ -229,7 +229,9 @@ def evaluate(
 
     State changes: compared with `previous` (identity -> Observation). A resource absent from `previous` is
     a baseline (no alert) unless it was created after `watch_since`, when its first state is announced
-    ("NEW -> state"). A node newly PREEMPTED gives a "preempted" alert. DELETING resources give nothing.
+    ("NEW -> state"). A spot preemption (a node newly PREEMPTED, or the QR newly SUSPENDING/SUSPENDED by
+    the service with its node deleted: `QueuedResourceInfo.preempted`) gives one "preempted" alert per node.
+    DELETING resources give nothing.
 
     Stale: SUSPENDED or FAILED and created more than `stale_after` ago (one alert per resource).
 
@@ -279,18 +281,22 @@ def evaluate(
                 )
             )
         old_nodes = before.nodes if before else {}
-        for node in qr.nodes:
-            if node.state == "PREEMPTED" and old_nodes.get(node.name) != "PREEMPTED" and before is not None:
+        for node_name in _preempted_nodes(qr):
+            was = before is not None and (
+                old_nodes.get(node_name) == "PREEMPTED" or before.state in SUSPENDED
+            )
+            if before is not None and not was:
                 alerts.append(
                     Alert(
-                        key=f"{base}|preempted|{node.name}",
+                        key=f"{base}|preempted|{node_name}",
                         kind="preempted",
                         resource=base,
                         name=qr.name,
                         zone=qr.zone,
-                        title=f"`{qr.name}` ({qr.zone}): node `{node.name}` was PREEMPTED",
+                        title=f"`{qr.name}` ({qr.zone}): spot node `{node_name}` was PREEMPTED; the queued "
+                        f"resource is {qr.state} and must be deleted and created again",
                         state=qr.state,
-                        node=node.name,
+                        node=node_name,
                     )
                 )
         if qr.state in STALE_STATES and qr.create_time and now - qr.create_time > stale_after:
@@ -320,6 +326,18 @@ def mute_subjects(alert: Alert) -> frozenset[str]:
     if alert.resource.startswith("vllm:"):
         subjects.update({"vllm", alert.resource.removeprefix("vllm:")})
     return frozenset(subjects)
+
+
+SUSPENDED = frozenset({"SUSPENDING", "SUSPENDED"})
+
+
+def _preempted_nodes(qr: QueuedResourceInfo) -> list[str]:
+    """Names of the nodes a spot preemption took: those shown PREEMPTED, else (the node already deleted, as
+    Google does, see `QueuedResourceInfo.preempted`) the QR's node ids."""
+    shown = [node.name for node in qr.nodes if node.state == "PREEMPTED"]
+    if shown or not qr.preempted:
+        return shown
+    return list(qr.node_ids[:1]) or [qr.name]
 
 
 def observe(qr: QueuedResourceInfo) -> Observation:

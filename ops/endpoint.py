@@ -2,7 +2,8 @@
 
 No address is hard-coded: with no `VLLM_BASE_URL`, the endpoint is `http://<node external IP, else internal
 IP>:<vllm port>` of the first ACTIVE queued resource in the watched zones (the reference setup serves vLLM
-with `--host 0.0.0.0 --port 8000` on the TPU VM).
+with `--host 0.0.0.0 --port 8000` on the TPU VM). A preempted queued resource (`QueuedResourceInfo.preempted`)
+and a node that is not running are skipped.
 """
 
 from __future__ import annotations
@@ -14,6 +15,10 @@ from dataclasses import dataclass
 
 from ops.errors import NotFound
 from ops.tpu import QueuedResourceInfo, TpuOps, ZoneListing
+
+# Node states of a VM that cannot be serving (Node.State, cloud.google.com/tpu/docs/reference/rest/v2/
+# projects.locations.nodes): skipped by discovery, so a preempted primary is not kept as the endpoint.
+DEAD_NODE_STATES = frozenset({"PREEMPTED", "STOPPED", "STOPPING", "TERMINATED", "DELETING", "HIDDEN"})
 
 
 @dataclass(frozen=True)
@@ -103,9 +108,11 @@ class EndpointResolver:
         )
 
     def _from_resource(self, resource: QueuedResourceInfo) -> Endpoint | None:
-        if resource.state != "ACTIVE":
+        if resource.state != "ACTIVE" or resource.preempted:
             return None
         for node in resource.nodes:
+            if node.state in DEAD_NODE_STATES:  # a preempted or stopped VM serves nothing
+                continue
             for kind, ips in (("external", node.external_ips), ("internal", node.internal_ips)):
                 if ips:
                     return Endpoint(

@@ -8,6 +8,8 @@ quota ("you need sufficient preemptible quota", https://cloud.google.com/tpu/doc
 
 from __future__ import annotations
 
+import re
+
 from google.api_core.retry import Retry
 from google.auth.credentials import Credentials
 
@@ -18,6 +20,7 @@ from ops.tpu import map_error
 __all__ = ["QUOTA_SERVICE", "quota_ids", "zone_quotas"]
 
 QUOTA_SERVICE = "tpu.googleapis.com"
+_ZONE = re.compile(r"[a-z]+-[a-z]+\d+-[a-z]")  # e.g. us-east5-a (a region has no final letter)
 _API = "the Cloud Quotas API"
 
 
@@ -60,9 +63,12 @@ def zone_quotas(
         timeout_s: the most time one quota read may take, retries of 429/5xx included, seconds.
 
     Returns:
-        zone -> {quota id -> limit (`dimensionsInfos[].details.value`, unit unverified: chips or cores)},
+        zone -> {quota id -> limit (`dimensionsInfos[].details.value`, unit unverified: chips or cores)}: a
+        zone's own dimension, else the default dimension (empty `dimensions`) when its `applicableLocations`
+        lists the zone ("applicableLocations: The applicable regions or zones of this dimensions info",
+        cloud.google.com/docs/quotas/reference/rest/v1/DimensionsInfo),
         e.g. {"us-east5-a": {"TPUV6EPerProjectPerZoneForTPUAPI": 64,
-        "TPUV6EPreemptiblePerProjectPerZoneForTPUAPI": 64}}. Dimensions without a zone are left out.
+        "TPUV6EPreemptiblePerProjectPerZoneForTPUAPI": 64}}. Region and global locations are left out.
 
     Raises:
         BadInput: malformed family. PermissionDenied, QuotaExceeded, BackendUnavailable, BackendTimeout,
@@ -80,13 +86,23 @@ def zone_quotas(
             if isinstance(error, NotFound):  # the project has no such quota (e.g. another family)
                 continue
             raise error from exc
+        own: dict[str, int] = {}
+        default: dict[str, int] = {}
         for dimensions_info in info.dimensions_infos:
-            zone = dict(dimensions_info.dimensions).get("zone")
-            if not zone:
-                continue
+            dimensions = dict(dimensions_info.dimensions)
+            zone = dimensions.get("zone")
             try:
                 value = int(dimensions_info.details.value)
             except (TypeError, ValueError) as exc:
-                raise OpsError(f"{what}: non-integer value for {zone}", backend="quotas") from exc
+                raise OpsError(
+                    f"{what}: non-integer value for {zone or 'default'}", backend="quotas"
+                ) from exc
+            if zone:
+                own[zone] = value
+            elif not dimensions:  # the default dimension: every applicable zone without its own value
+                for location in dimensions_info.applicable_locations:
+                    if _ZONE.fullmatch(location):
+                        default[location] = value
+        for zone, value in {**default, **own}.items():
             result.setdefault(zone, {})[quota_id] = value
     return dict(sorted(result.items()))

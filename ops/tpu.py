@@ -200,6 +200,23 @@ class QueuedResourceInfo:
             return None
         return max(timedelta(0), self.termination_time - now)
 
+    @property
+    def preempted(self) -> bool:
+        """Whether Google reclaimed this queued resource's spot capacity.
+
+        A spot preemption goes ACTIVE -> SUSPENDING -> SUSPENDED with `stateInitiator` SERVICE and the node
+        deleted ("SUSPENDED: the resources have been deleted", cloud.google.com/tpu/docs/queued-resources;
+        preempted Spot TPUs must be recreated, cloud.google.com/tpu/docs/spot); a node may show PREEMPTED on
+        the way. A flex-start QR SUSPENDED at the end of its max run duration is not a preemption.
+        """
+        if any(node.state == "PREEMPTED" for node in self.nodes):
+            return True
+        return (
+            self.provisioning_model == "spot"
+            and self.state in ("SUSPENDING", "SUSPENDED")
+            and self.state_initiator == "SERVICE"
+        )
+
 
 @dataclass(frozen=True)
 class ZoneListing:
@@ -622,7 +639,17 @@ def create_error(exc: BaseException, what: str) -> OpsError:
     line = _one_line(message, MAX_CHANGE_MESSAGE_CHARS)
     if status == 409:
         return AlreadyExists(line, "pick another name, or delete the existing one first", backend="tpu")
+    if status == 429 and ZONE_QUOTA_EXHAUSTED.search(detail):
+        return QuotaExceeded(line, ZONE_QUOTA_HINT, backend="tpu")
     return type(error)(line, error.hint, backend="tpu")
+
+
+# A create over the zone's TPU quota is refused at once: "Quota '<quota id>' exhausted. Limit N in zone Z."
+ZONE_QUOTA_EXHAUSTED = re.compile(r"Quota '[^']+' exhausted\. Limit \d+ in zone")
+ZONE_QUOTA_HINT = (
+    "the zone's TPU quota is used up: delete FAILED or SUSPENDED queued resources (they hold quota), "
+    "ask for more in the Cloud console (IAM & Admin > Quotas), or try another zone"
+)
 
 
 def operation_error(error: Mapping[str, Any], what: str) -> OpsError:

@@ -13,7 +13,7 @@ changing only the endpoint (`ops.google.tpu_v2alpha1(url)`, `ops.google.tpu_v2(u
     GET /{v}/projects/{p}/locations/{zone}/queuedResources[/{id}]  list (pageSize/pageToken) / get
     POST /{v}/.../queuedResources?queuedResourceId={id}            create (LRO)
     DELETE /{v}/.../queuedResources/{id}[?force=true]              delete (LRO)
-    POST /{v}/.../queuedResources/{id}:reset                       reset (LRO; FAILED or SUSPENDED only)
+    POST /{v}/.../queuedResources/{id}:reset                       reset (LRO; FAILED only)
     GET /{v}/projects/{p}/locations/{zone}/nodes[/{id}]            list / get
     POST /{v}/.../nodes/{id}:start | :stop                         start / stop (LRO; response: the Node)
     GET /{v}/projects/{p}/locations/{zone}/acceleratorTypes[/{t}]  list / get
@@ -75,9 +75,10 @@ Besides the keys used in the default scenario, the section accepts:
       audit: true                 #   CreateQueuedResource audit entries (protoPayload, audited_resource)
 
 Cloud Logging `entries.list` reads its JSON body: resourceNames (projects/{p} only), filter, orderBy
-("timestamp asc" default, or "timestamp desc"), pageSize (default 50, at most 1000) and pageToken (opaque,
-bound to the filter and order). The filter parser (`parse_log_filter`) handles the Logging query language's
-restrictions `field OP value` with OP in = != < <= > >= : =~ !~ on resource.type, resource.labels.X,
+("timestamp asc" default, or "timestamp desc"; ties by insertId), pageSize (default 50, at most 1000, a
+negative one is a 400) and pageToken (opaque, bound to the filter and order). The filter parser
+(`parse_log_filter`) handles the Logging query language's restrictions `field OP value` with OP in
+= != < <= > >= : =~ !~ (RE2 syntax) on resource.type, resource.labels.X,
 severity (by rank), timestamp (RFC 3339), logName, textPayload, jsonPayload.X, protoPayload.X, labels.X,
 insertId; AND, OR, NOT, "-", parentheses, implicit AND, and free-text terms (case-insensitive, anywhere in
 the entry). An unparseable filter is a 400 ("Unparseable filter: ...", simulator text). Generated entries
@@ -87,8 +88,18 @@ Lifecycle, computed lazily from the simulated clock on every request (no backgro
 (or reset) queued resource is WAITING_FOR_RESOURCES, then follows its zone's `capacity`; scenario QRs that
 are WAITING_FOR_RESOURCES follow it from their `created` time. An ACTIVE flex-start QR reaching
 (time it became ACTIVE, else createTime) + maxRunDuration goes SUSPENDED with stateInitiator SERVICE and its
-node is deleted. A preempted spot node is PREEMPTED while its QR stays ACTIVE (the QR state after a
-preemption is unverified). Delete without force of a QR whose node exists, unless it is ACCEPTED, FAILED or
+node is deleted. A preempted spot node (scenario `preempt_after`, zone `spot_preempt_after`, or
+`preempt()`) makes its QR SUSPENDING (stateInitiator SERVICE, node PREEMPTED) and `SUSPEND_DURATION` later
+SUSPENDED with the node deleted ("SUSPENDED: the resources have been deleted", cloud.google.com/tpu/docs/
+queued-resources; spot TPUs "must be recreated" after preemption, cloud.google.com/tpu/docs/spot). Reset is
+accepted only from FAILED: a SUSPENDED one is refused with 400 FAILED_PRECONDITION (its resources are gone;
+delete and recreate it). A create that would take a zone over its Cloud Quotas limit is refused at once with
+429 RESOURCE_EXHAUSTED "Quota '<id>' exhausted. Limit N in zone Z." (spot and flex-start count against the
+preemptible id; every queued resource of the zone holds its chips until deleted, FAILED and SUSPENDED ones
+included). A quota's default (`google.quota_defaults: {id: N}`) is served as the QuotaInfo's default
+dimension (empty `dimensions`, `applicableLocations` = the zones without their own value), as Cloud Quotas
+does (cloud.google.com/docs/quotas/reference/rest/v1/DimensionsInfo). Delete without force of a QR whose
+node exists, unless it is ACCEPTED, FAILED or
 SUSPENDED, is refused with 400 FAILED_PRECONDITION (DeleteQueuedResourceRequest.force semantics).
 Simulator-only texts (not captured from Google): the FAILED_PRECONDITION messages, the request-validation
 messages, the Cloud Quotas metric names.
@@ -123,8 +134,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
+import re2
+
 from ops.secrets import crc32c
 from sim.scenario import duration
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # a bad pattern is the caller's 400, not a line on stderr
 
 # HTTP status -> google.rpc.Code name, as in Google's error envelope.
 STATUS_NAMES = {
@@ -158,7 +174,7 @@ API_VERSIONS = ("v2alpha1", "v2")
 DEFAULT_PAGE_SIZE = 50
 PROVISIONING_MODELS = ("STANDARD", "SPOT", "RESERVATION_BOUND", "FLEX_START")
 # QR states whose nodes exist (are returned by nodes.list/get).
-NODE_VISIBLE_STATES = frozenset({"ACTIVE", "PROVISIONING"})
+NODE_VISIBLE_STATES = frozenset({"ACTIVE", "PROVISIONING", "SUSPENDING"})
 # QueuedResourceState oneof state_data member for each state (WAITING_FOR_RESOURCES has none).
 _STATE_DATA = {
     "CREATING": "creatingData",
@@ -327,6 +343,7 @@ class SimQueuedResource:
     valid_for: timedelta | None = None  # queueingPolicy.validUntilDuration of the request
     delete_at: datetime | None = None
     preempt_after: timedelta | None = None
+    suspend_at: datetime | None = None  # SUSPENDING -> SUSPENDED (node deleted) after a preemption
 
     @property
     def termination_time(self) -> datetime | None:
@@ -390,6 +407,7 @@ class World:
     now: datetime = field(default_factory=lambda: datetime.now(UTC))
     op_seq: int = 0
     log_cache: dict[tuple[str, bool], list[SimLogEntry]] = field(default_factory=dict, repr=False)
+    quota_defaults: dict[str, int] = field(default_factory=dict)
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     @classmethod
@@ -408,6 +426,7 @@ class World:
         )
         for name, spec in (google.get("zones") or {}).items():
             world.zones[name] = SimZone.from_scenario(name, spec or {})
+        world.quota_defaults = {str(k): int(v) for k, v in (google.get("quota_defaults") or {}).items()}
         for spec in google.get("queued_resources") or []:
             qr = _qr_from_scenario(spec, start)
             if qr.zone not in world.zones:
@@ -544,20 +563,77 @@ class World:
                 node.health = "HEALTHY" if node.state == "READY" else None
                 node.pending_state = node.pending_at = None
             if node.preempt_at is not None and node.preempt_at <= now:
-                node.state, node.health, node.preempt_at = "PREEMPTED", None, None
+                preempt_now(qr, node.preempt_at)
             end = qr.termination_time
             if end is not None and end <= now:
                 qr.state, qr.state_initiator = "SUSPENDED", "SERVICE"
                 node.state, node.health = "DELETING", None
+        if qr.state == "SUSPENDING" and qr.suspend_at is not None and qr.suspend_at <= now:
+            qr.state, qr.suspend_at = "SUSPENDED", None
+            node.state, node.health = "DELETING", None
         return True
+
+    def quota_limit(self, zone: str, quota_id: str) -> int | None:
+        """The zone's limit of a quota: its own value, else the quota's default, else None (unlimited)."""
+        own = self.zones[zone].quota.get(quota_id) if zone in self.zones else None
+        return own if own is not None else self.quota_defaults.get(quota_id)
+
+    def check_quota(self, zone: str, qr: SimQueuedResource) -> None:
+        """Refuse a create that would take the zone over its quota (see the module docstring).
+
+        Raises:
+            ApiError: 429 RESOURCE_EXHAUSTED with Google's wording.
+        """
+        quota_id = quota_id_of(qr)
+        limit = self.quota_limit(zone, quota_id)
+        if limit is None:
+            return
+        used = sum(
+            _chips(other.node.accelerator_type)
+            for other in self.qrs_in(zone)
+            if other.state != "DELETING" and quota_id_of(other) == quota_id
+        )
+        if used + _chips(qr.node.accelerator_type) > limit:
+            raise ApiError(
+                429,
+                f"Quota '{quota_id}' exhausted. Limit {limit} in zone {zone}.",
+                status_name="RESOURCE_EXHAUSTED",
+            )
+
+
+SUSPEND_DURATION = timedelta(seconds=60)  # simulated SUSPENDING time after a preemption (not Google's figure)
+
+
+def preempt_now(qr: SimQueuedResource, at: datetime) -> None:
+    """A spot preemption: the QR goes SUSPENDING (initiator SERVICE) with a PREEMPTED node, and
+    SUSPEND_DURATION later SUSPENDED with the node deleted."""
+    qr.state, qr.state_initiator = "SUSPENDING", "SERVICE"
+    qr.node.state, qr.node.health, qr.node.preempt_at = "PREEMPTED", None, None
+    qr.suspend_at = at + SUSPEND_DURATION
+
+
+def _chips(accelerator_type: str) -> int:
+    """Chips of an accelerator type by its suffix ("v6e-8" -> 8); the quotas' unit is the same number."""
+    match = re.search(r"-(\d+)$", accelerator_type)
+    return int(match.group(1)) if match else 1
+
+
+def quota_id_of(qr: SimQueuedResource) -> str:
+    """The per-zone quota a QR draws on: preemptible for spot and flex-start (cloud.google.com/tpu/docs/
+    request-using-flex-start: "you need sufficient preemptible quota"), else the standard one."""
+    family = re.sub(r"-\d+$", "", qr.node.accelerator_type).upper()
+    preemptible = qr.provisioning_model in ("SPOT", "FLEX_START")
+    return f"TPU{family}{'Preemptible' if preemptible else ''}PerProjectPerZoneForTPUAPI"
 
 
 def _qr_key(qr: SimQueuedResource) -> str:
     return qr.qr_id
 
 
-def _log_key(entry: SimLogEntry) -> tuple[datetime, int]:
-    return entry.timestamp, entry.seq
+def _log_key(entry: SimLogEntry) -> tuple[datetime, str]:
+    """entries.list order: by timestamp, and "entries with equal timestamps are returned in order of their
+    insertId values" (cloud.google.com/logging/docs/reference/v2/rest/v2/entries/list, `orderBy`)."""
+    return entry.timestamp, str(entry.body.get("insertId", ""))
 
 
 def _ips(value: Any) -> list[str]:
@@ -823,8 +899,11 @@ QUOTA_SERVICE = "tpu.googleapis.com"
 
 
 def quota_infos(world: World) -> dict[str, list[tuple[str, int]]]:
-    """Quota id -> [(zone, value)] from the zones' `quota` entries, ids and zones sorted."""
-    infos: dict[str, list[tuple[str, int]]] = {}
+    """Quota id -> [(zone, value)] from the zones' `quota` entries, ids and zones sorted; a quota with a
+    default (`quota_defaults`) has a ("", default) entry first (the default dimension)."""
+    infos: dict[str, list[tuple[str, int]]] = {
+        quota_id: [("", value)] for quota_id, value in world.quota_defaults.items()
+    }
     for zone in sorted(world.zones):
         for quota_id, value in world.zones[zone].quota.items():
             infos.setdefault(quota_id, []).append((zone, value))
@@ -853,11 +932,21 @@ def quota_info_json(world: World, quota_id: str, values: list[tuple[str, int]]) 
         "quotaIncreaseEligibility": {"isEligible": True},
         "isFixed": False,
         "isConcurrent": False,
-        "dimensionsInfos": [
-            {"dimensions": {"zone": zone}, "details": {"value": str(value)}, "applicableLocations": [zone]}
-            for zone, value in values
-        ],
+        "dimensionsInfos": [_dimensions_info(world, quota_id, values, zone, value) for zone, value in values],
     }
+
+
+def _dimensions_info(
+    world: World, quota_id: str, values: list[tuple[str, int]], zone: str, value: int
+) -> dict[str, Any]:
+    """One DimensionsInfo: a zone's own value, or (zone "") the default dimension: empty `dimensions`,
+    applicable to every zone without its own value (cloud.google.com/docs/quotas/reference/rest/v1/
+    DimensionsInfo: "applicableLocations: The applicable regions or zones of this dimensions info")."""
+    if zone:
+        return {"dimensions": {"zone": zone}, "details": {"value": str(value)}, "applicableLocations": [zone]}
+    overridden = {z for z, _ in values if z}
+    covered = [z for z in sorted(world.zones) if z not in overridden]
+    return {"dimensions": {}, "details": {"value": str(value)}, "applicableLocations": covered}
 
 
 def secret_json(world: World, secret: SimSecret) -> dict[str, Any]:
@@ -1350,9 +1439,11 @@ def _comparison(field_path: str, op: str, value: str) -> Predicate:
             raise FilterError("severity supports =, !=, <, <=, >, >=, :")
         return lambda e: _compare(op, _LOG_RANK.get(str(e.body.get("severity", "DEFAULT")), 0), rank)
     if op in ("=~", "!~"):
+        # The Logging query language's regular expressions are RE2 (cloud.google.com/logging/docs/view/
+        # logging-query-language#regular-expressions): no lookaround, no backreferences.
         try:
-            pattern = re.compile(value)
-        except re.error as exc:
+            pattern = re2.compile(value, options=_RE2_OPTIONS)
+        except re2.error as exc:
             raise FilterError(f"invalid regular expression {value!r}: {exc}") from None
         wanted = op == "=~"
 
@@ -1663,7 +1754,8 @@ class GcpSimulator:
             return now
 
     def preempt(self, zone: str, node_id: str) -> None:
-        """Preempt a spot node now: its state becomes PREEMPTED (its queued resource stays ACTIVE).
+        """Preempt a spot node now: its queued resource goes SUSPENDING, then SUSPENDED with the node
+        deleted (see `preempt_now`).
 
         Raises:
             KeyError: no such node exists now; ValueError: the node is not spot.
@@ -1678,7 +1770,7 @@ class GcpSimulator:
                 raise ValueError(
                     f"node {node_id} is {qr.provisioning_model}, not SPOT: it cannot be preempted"
                 )
-            qr.node.state, qr.node.health, qr.node.preempt_at = "PREEMPTED", None, None
+            preempt_now(qr, self.world.now)
 
     def set_capacity(self, zone: str, capacity: Any) -> None:
         """Change a zone's `capacity` (same values as the scenario key) for requests queued from now on."""
@@ -1901,6 +1993,9 @@ class GcpSimulator:
             raise ApiError(409, f"Resource '{w.parent(zone)}/queuedResources/{qr_id}' already exists")
         body = _json_body(raw)
         qr = _qr_from_request(w, zone, qr_id, body)
+        w.evolve(w.now)
+        if qr.provisioning_model != "FLEX_START" or w.zones[zone].flex_start:  # refused below otherwise
+            w.check_quota(zone, qr)
         target = f"{w.parent(zone)}/queuedResources/{qr_id}"
         done_at = w.now + w.operation_duration
         op = w.new_operation(zone, "create", target, done_at=done_at)
@@ -1941,10 +2036,15 @@ class GcpSimulator:
         w, zone = self.world, m["zone"]
         w.check(m["project"], zone)
         qr = w.qr(zone, m["id"])
-        if qr.state not in ("FAILED", "SUSPENDED"):
+        if qr.state != "FAILED":
             raise ApiError(
                 400,
-                f"Queued resource {qr.qr_id} is {qr.state}: only FAILED or SUSPENDED ones can be reset.",
+                f"Queued resource {qr.qr_id} is {qr.state}: only a FAILED queued resource can be reset"
+                + (
+                    " (a SUSPENDED one has lost its resources: delete it and create it again)."
+                    if qr.state == "SUSPENDED"
+                    else "."
+                ),
                 status_name="FAILED_PRECONDITION",
             )
         qr.state, qr.state_initiator = _WAITING, "USER"
@@ -2043,6 +2143,8 @@ class GcpSimulator:
             size = int(body.get("pageSize") or LOG_PAGE_SIZE_DEFAULT)
         except (TypeError, ValueError):
             raise ApiError(400, "Invalid pageSize.") from None
+        if size < 0:  # "If the value is negative, the request is rejected." (entries.list, pageSize)
+            raise ApiError(400, f"Invalid pageSize {size}: it must not be negative.")
         size = min(max(size, 1), LOG_PAGE_SIZE_MAX)
         signature = f"{zlib.crc32(repr(key).encode()):08x}"
         offset = 0

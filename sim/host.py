@@ -35,6 +35,21 @@ Scenario keys (the `host` section; defaults in `DEFAULTS`):
                        max_model_len, tensor_parallel_size, port, failing_log}; times relative to now ("-45m")
     journal            unit -> list of extra journal lines
 
+Real limits enforced (each with its source in the code):
+    - `docker start` / `docker restart` reset the container's RestartCount to 0 (moby: daemon/start.go calls
+      `container.ResetRestartManager(true)`, which zeroes RestartCount; only the restart policy counts up).
+    - vLLM logs to stdout (vllm/logger.py: the default handler streams to `ext://sys.stdout`); Python
+      tracebacks go to stderr. `docker logs` replays each on its own stream, so the bot needs `2>&1`.
+    - docker needs the docker group or sudo: without either, every docker command fails with the daemon
+      socket's "permission denied" (docs.docker.com/engine/install/linux-postinstall); `sudo -n` fails with
+      "sudo: a password is required" when the user has no passwordless sudo (sudo(8), `-n`).
+    - a linked VllmSimulator whose engine died and whose API server exited takes its container down with it
+      (the container's main process is the API server).
+
+More scenario keys:
+    docker_group       true (default): the SSH user is in the docker group; false: only sudo reaches docker
+    sudo               "nopasswd" (default, as on Google's images for OS Login admins) or "password"
+
 Controls (thread-safe): `authorize(pkey)`, `set_run_failing_log(case)`, `set_pull_rate_limited(flag)`,
 `crash(name, case)`, `container_state(name)`, `commands`, `set_reject_auth(flag)`,
 `set_command_delay(seconds)`; `stop()` then `start()` refuses connections meanwhile (same port).
@@ -99,7 +114,18 @@ DEFAULTS: dict[str, Any] = {
     "bench": {"prefill_tok_per_s": 40000.0, "decode_step_ms": 18.0, "decode_ms_per_seq": 0.12},
     "containers": [],
     "journal": {},
+    "docker_group": True,
+    "sudo": "nopasswd",
 }
+
+# The Docker CLI's error when the user may not open the daemon socket (docs.docker.com/engine/install/
+# linux-postinstall, "Manage Docker as a non-root user").
+DOCKER_SOCKET_DENIED = (
+    "permission denied while trying to connect to the Docker daemon socket at unix:///var/run/docker.sock: "
+    'Get "http://%2Fvar%2Frun%2Fdocker.sock/v1.47/containers/json": dial unix /var/run/docker.sock: '
+    "connect: permission denied\n"
+)
+SUDO_PASSWORD_REQUIRED = "sudo: a password is required\n"  # sudo -n without NOPASSWD (sudo(8))
 
 NOT_ALLOWED = "command not allowed in simulator"
 
@@ -320,6 +346,14 @@ def healthy_startup_lines(
     return [(started, line) for line in early] + [(ready, line) for line in late]
 
 
+_TRACEBACK = re.compile(r"^(Traceback \(most recent call last\):|  File \"|    \S)")
+
+
+def _is_traceback(line: str) -> bool:
+    """A line of a Python traceback (what the interpreter prints to stderr), not of vLLM's logger."""
+    return bool(_TRACEBACK.match(line))
+
+
 def _docker_time(when: datetime | None) -> str:
     if when is None:
         return "0001-01-01T00:00:00Z"
@@ -401,6 +435,8 @@ class HostSimulator:
         self._containers: dict[str, _Container] = {}
         self._reject_auth = False
         self._command_delay_s = 0.0
+        if vllm is not None:
+            vllm.on_exit.append(self._vllm_exited)
         for spec in self.config["containers"] or []:
             self._load_container(spec)
         self._docker_journal(
@@ -640,16 +676,21 @@ class HostSimulator:
         if args[0] == "exit" and len(args) == 2 and args[1].isdigit():
             raise _Exit(int(args[1]))
         keep_token = True
+        root = False
         if args[0] == "sudo":
             if args[1:2] != ["-n"]:
                 raise _NotAllowed("sudo without -n")
-            args = args[2:]
+            if self.config["sudo"] != "nopasswd":
+                return 1, "", SUDO_PASSWORD_REQUIRED
+            args, root = args[2:], True
             keep_token = False  # sudo resets the environment...
             if args and args[0] == "--preserve-env=HF_TOKEN":
                 args, keep_token = args[1:], True  # ...unless asked to keep it
         if not args:
             raise _NotAllowed("sudo")
         if args[0] == "docker" and len(args) > 1:
+            if not root and not self.config["docker_group"]:
+                return 1, "", DOCKER_SOCKET_DENIED
             token = env.get("HF_TOKEN") if keep_token else None
             return self._docker(args[1], args[2:], token)
         if args[0] == "journalctl":
@@ -779,8 +820,9 @@ class HostSimulator:
         if tail != "all":
             count = int(tail)
             lines = lines[-count:] if count > 0 else []
-        text = "".join(line + "\n" for _, line in lines)
-        return 0, "", text  # vLLM logs to stderr; the bot merges with 2>&1
+        out = "".join(line + "\n" for _, line in lines if not _is_traceback(line))
+        err = "".join(line + "\n" for _, line in lines if _is_traceback(line))
+        return 0, out, err  # vLLM's logger writes stdout, Python tracebacks stderr; the bot merges with 2>&1
 
     def _grep(self, args: list[str], stdin: str) -> tuple[int, str, str]:
         if len(args) != 3 or args[:2] != ["-F", "-e"]:
@@ -801,6 +843,7 @@ class HostSimulator:
                 f"Error: failed to start containers: {name}\n",
             )
         if not c.running:
+            c.restart_count = 0  # as docker restart (moby daemon/start.go)
             self._boot(c)
         return 0, name + "\n", ""
 
@@ -823,7 +866,7 @@ class HostSimulator:
             return self._no_such(name)
         if c.running:
             self._exit(c, 0)
-        c.restart_count += 1
+        c.restart_count = 0  # a manual restart resets the count (moby daemon/start.go, see module docstring)
         self._boot(c)
         return 0, name + "\n", ""
 
@@ -999,6 +1042,17 @@ class HostSimulator:
         self._docker_journal(f"container {c.id[:12]} ({c.name}) exited with code {code}")
         if self.vllm is not None and c.name == self.config["linked_container"]:
             self.vllm.stop()
+
+    def _vllm_exited(self) -> None:
+        """The linked vLLM API server stopped after its engine died: its container exits with it."""
+        with self._lock:
+            c = self._containers.get(str(self.config["linked_container"]))
+            if c is None or not c.running:
+                return
+            now = datetime.now(UTC)
+            c.logs.append((now, "(APIServer pid=1) ERROR: EngineCore encountered an issue. Shutting down."))
+            c.logs.append((now, "(APIServer pid=1) INFO:     Shutting down"))
+            self._exit(c, 1)
 
     def _refresh(self, c: _Container) -> None:
         mono = time.monotonic()

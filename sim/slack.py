@@ -3,15 +3,33 @@
 It records every message, checks the bot token, enforces Slack's block limits the way Slack does (so a
 renderer bug shows as `invalid_blocks` / `msg_too_long` here, not first in production), can answer 429
 `ratelimited` with `Retry-After`, and renders messages as text for the console.
+
+It also enforces, on by default, the limits a real workspace puts on a bot (each rule's docstring names
+its public source); a test that needs the old leniency relaxes one rule by name (`relax("membership")`):
+
+    membership     posting, uploading and reading a thread need the bot in the channel (`not_in_channel`
+                   for a public channel, `channel_not_found` for a private or unknown one and a DM the bot
+                   is not part of); a user id opens the app's DM and is always accepted
+    response_url   a `response_url` takes at most 5 posts within 30 minutes (then HTTP 404 `used_url` /
+                   `expired_url`)
+    trigger_id     a `trigger_id` opens one view within 3 s of the interaction (`expired_trigger_id`,
+                   `exchanged_trigger_id`; an id Slack never issued is `invalid_trigger_id`)
+    block_limits   cumulative block text (`msg_blocks_too_long`), empty texts, button texts, fields and
+                   context elements, view block and title limits
+    replies_paging `conversations.replies` honours `limit` and pages with `cursor` / `has_more`
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import itertools
 import json
 import re
 import threading
 import time
+import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -26,6 +44,24 @@ MAX_SECTION_TEXT = 3000
 MAX_HEADER_TEXT = 150
 MAX_ACTIONS_ELEMENTS = 25
 MAX_TEXT = 40000
+MAX_FIELDS = 10  # SectionBlock.fields_max_length (slack_sdk/models/blocks/blocks.py)
+MAX_FIELD_TEXT = 2000  # each section field (same source)
+MAX_CONTEXT_ELEMENTS = 10  # ContextBlock.elements_max_length (same source)
+MAX_BUTTON_TEXT = 75  # ButtonElement.text_max_length (slack_sdk/models/blocks/block_elements.py)
+# Cumulative block text: Slack answers `msg_blocks_too_long` at about 13,200 characters even when every
+# block is within its own limit (slackapi/bolt-js#2509); the simulator refuses above 12,000 (the figure of
+# the markdown block, docs.slack.dev/reference/block-kit/blocks/markdown-block) to stay on the safe side.
+MAX_BLOCKS_TEXT = 12000
+MAX_VIEW_BLOCKS = 100  # views: blocks_max_length (slack_sdk/models/views/__init__.py)
+MAX_VIEW_TITLE = 24  # View.title_max_length, also submit/close (same source)
+
+# https://docs.slack.dev/interactivity/handling-user-interaction: "You can use a response_url five times
+# within 30 minutes"; a trigger_id "expires in 3 seconds" and can be exchanged for one view only.
+RESPONSE_URL_USES = 5
+RESPONSE_URL_TTL_S = 30 * 60
+TRIGGER_TTL_S = 3.0
+
+RULES = ("membership", "response_url", "trigger_id", "block_limits", "replies_paging")
 
 
 @dataclass
@@ -82,6 +118,8 @@ class Message:
         )
         if self.ephemeral:
             return "(only visible to you) " + body
+        if self.kind == "post" and self.channel[:1] in ("U", "W"):
+            return "(in your DM with the app) " + body
         if self.kind == "update" or self.replaces:
             return "(updated) " + body
         return body
@@ -105,8 +143,12 @@ def render_block(block: dict[str, Any]) -> str:
     return f"[{kind} block]"
 
 
-def block_errors(blocks: list[dict[str, Any]]) -> list[str]:
-    """What Slack would reject in these blocks, in its own wording; empty when they are acceptable."""
+def block_errors(blocks: list[dict[str, Any]], *, strict: bool = True) -> list[str]:
+    """What Slack would reject in these blocks, in its own wording; empty when they are acceptable.
+
+    `strict` adds the limits the simulator once left out (empty texts, button texts, fields and context
+    elements); the cumulative text limit is `blocks_too_long`, a different error code.
+    """
     errors: list[str] = []
     if len(blocks) > MAX_BLOCKS:
         errors.append(f"no more than {MAX_BLOCKS} items allowed [json-pointer:/blocks]")
@@ -121,6 +163,82 @@ def block_errors(blocks: list[dict[str, Any]]) -> list[str]:
             errors.append(
                 f"no more than {MAX_ACTIONS_ELEMENTS} items allowed [json-pointer:/blocks/{index}/elements]"
             )
+        if strict:
+            errors += _strict_block_errors(block, index)
+    return errors
+
+
+def _strict_block_errors(block: dict[str, Any], index: int) -> list[str]:
+    """Slack's per-element limits (slack_sdk/models/blocks: the *_max_length constants, which mirror the
+    Block Kit reference at docs.slack.dev/reference/block-kit)."""
+    errors: list[str] = []
+    where = f"/blocks/{index}"
+    kind = block.get("type")
+    text = block.get("text")
+    if kind in ("section", "header") and isinstance(text, dict) and not str(text.get("text", "")):
+        errors.append(f"must be more than 0 characters [json-pointer:{where}/text/text]")
+    if kind == "section":
+        if "text" not in block and not block.get("fields"):
+            errors.append(f"must provide either text or fields [json-pointer:{where}]")
+        fields = block.get("fields") or []
+        if len(fields) > MAX_FIELDS:
+            errors.append(f"no more than {MAX_FIELDS} items allowed [json-pointer:{where}/fields]")
+        for n, item in enumerate(fields):
+            if len(str(item.get("text", ""))) > MAX_FIELD_TEXT:
+                errors.append(
+                    f"must be less than {MAX_FIELD_TEXT + 1} characters "
+                    f"[json-pointer:{where}/fields/{n}/text]"
+                )
+    if kind == "context":
+        elements = block.get("elements") or []
+        if len(elements) > MAX_CONTEXT_ELEMENTS:
+            errors.append(
+                f"no more than {MAX_CONTEXT_ELEMENTS} items allowed [json-pointer:{where}/elements]"
+            )
+        for n, element in enumerate(elements):
+            if element.get("type") in ("mrkdwn", "plain_text") and not str(element.get("text", "")):
+                errors.append(f"must be more than 0 characters [json-pointer:{where}/elements/{n}/text]")
+    if kind == "actions":
+        for n, element in enumerate(block.get("elements") or []):
+            label = str((element.get("text") or {}).get("text", ""))
+            if element.get("type") == "button" and not 0 < len(label) <= MAX_BUTTON_TEXT:
+                bound = "more than 0" if not label else f"less than {MAX_BUTTON_TEXT + 1}"
+                errors.append(f"must be {bound} characters [json-pointer:{where}/elements/{n}/text/text]")
+    return errors
+
+
+def blocks_text_length(blocks: list[dict[str, Any]]) -> int:
+    """The characters of text in all blocks together (what `msg_blocks_too_long` counts)."""
+    total = 0
+    for block in blocks:
+        text = block.get("text")
+        if isinstance(text, dict):
+            total += len(str(text.get("text", "")))
+        for item in (block.get("fields") or []) + (block.get("elements") or []):
+            inner = item.get("text") if isinstance(item, dict) else None
+            total += len(str(inner.get("text", ""))) if isinstance(inner, dict) else len(str(inner or ""))
+    return total
+
+
+def view_errors(view: dict[str, Any]) -> list[str]:
+    """What `views.open` / `views.publish` refuse in a view (slack_sdk/models/views: at most 100 blocks,
+    title, submit and close texts at most 24 characters)."""
+    errors: list[str] = []
+    blocks = view.get("blocks") or []
+    if len(blocks) > MAX_VIEW_BLOCKS:
+        errors.append(f"no more than {MAX_VIEW_BLOCKS} items allowed [json-pointer:/view/blocks]")
+    for key in ("title", "submit", "close"):
+        text = str((view.get(key) or {}).get("text", ""))
+        if len(text) > MAX_VIEW_TITLE:
+            errors.append(
+                f"must be less than {MAX_VIEW_TITLE + 1} characters [json-pointer:/view/{key}/text]"
+            )
+    for index, block in enumerate(blocks):
+        if block.get("type") != "input":
+            errors += [
+                e.replace("[json-pointer:/blocks", "[json-pointer:/view/blocks")
+                for e in _strict_block_errors(block, index)
+            ]
     return errors
 
 
@@ -130,10 +248,31 @@ class SlackSimulator:
     Args:
         bot_token: the token the bot must present (`Authorization: Bearer ...`).
         host, port: where to listen (port 0 picks a free one).
+        channels: the conversations the bot is a member of (`join` adds more).
+        relax: names of RULES to leave unenforced (only to test how the product handles their absence).
+        clock: monotonic seconds, for response_url and trigger_id lifetimes (`advance` moves it on).
     """
 
-    def __init__(self, bot_token: str, *, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        bot_token: str,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        channels: Iterable[str] = (),
+        relax: Iterable[str] = (),
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.bot_token = bot_token
+        self.joined: set[str] = set(channels)
+        self.relaxed: set[str] = set()
+        self.relax(*relax)
+        self.refused: list[tuple[str, str, str]] = []
+        self._clock = clock
+        self._offset = 0.0
+        self._response_urls: dict[str, tuple[float, int]] = {}
+        self._triggers: dict[str, tuple[float, bool]] = {}
+        self._edits: dict[tuple[str, str], str] = {}
         self.messages: list[Message] = []
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.usergroups: dict[str, list[str]] = {}
@@ -157,8 +296,64 @@ class SlackSimulator:
         return self.url + "/api/"
 
     def response_url(self, response_id: str) -> str:
-        """A `response_url` for a slash command; what the bot posts there is recorded under that id."""
+        """A `response_url` for a slash command; what the bot posts there is recorded under that id. Its
+        5-uses-in-30-minutes budget starts now."""
+        with self._changed:
+            self._response_urls.setdefault(response_id, (self.now(), 0))
         return f"{self.url}/response/{response_id}"
+
+    def issue_trigger(self) -> str:
+        """A new `trigger_id`, as Slack puts in a slash command, click or submission; valid for one
+        `views.open` within TRIGGER_TTL_S seconds."""
+        trigger_id = f"{next(self._ts)}.{TEAM_ID}.{uuid.uuid4().hex[:20]}"
+        with self._changed:
+            self._triggers[trigger_id] = (self.now(), False)
+        return trigger_id
+
+    def now(self) -> float:
+        """The simulator's monotonic clock, seconds."""
+        return self._clock() + self._offset
+
+    def advance(self, seconds: float) -> None:
+        """Move the simulator's clock on (expires trigger ids and response_urls without waiting)."""
+        self._offset += seconds
+
+    def relax(self, *rules: str) -> None:
+        """Stop enforcing the named RULES (a scenario testing the product without that limit).
+
+        Raises:
+            ValueError: an unknown rule name.
+        """
+        unknown = set(rules) - set(RULES)
+        if unknown:
+            raise ValueError(f"unknown Slack rules {sorted(unknown)}; use {', '.join(RULES)}")
+        self.relaxed.update(rules)
+
+    def enforces(self, rule: str) -> bool:
+        """Whether the named rule (one of RULES) is enforced now."""
+        return rule not in self.relaxed
+
+    def join(self, *channels: str) -> None:
+        """Make the bot a member of these conversations (as `/invite @bot` does)."""
+        self.joined.update(channels)
+
+    def edit_user_message(self, channel: str, ts: str, text: str) -> None:
+        """A user edits their message: `conversations.replies` returns the new text, marked `edited`."""
+        with self._changed:
+            self._edits[(channel, ts)] = text
+
+    def membership_error(self, channel: str) -> str | None:
+        """Why Slack refuses the bot in `channel`, or None.
+
+        A bot token with `chat:write` (and no `chat:write.public`) posts only where the bot is a member:
+        a public channel it is not in answers `not_in_channel`; a private channel, a DM it is not part of
+        or an unknown id answers `channel_not_found` (docs.slack.dev/reference/methods/chat.postMessage,
+        "Errors"; docs.slack.dev/reference/scopes/chat.write.public). A user id (U.../W...) posts into the
+        app's DM with that user, which always works.
+        """
+        if not self.enforces("membership") or channel in self.joined or channel[:1] in ("U", "W"):
+            return None
+        return "not_in_channel" if channel.startswith("C") else "channel_not_found"
 
     def start(self) -> SlackSimulator:
         self._thread = threading.Thread(target=self._server.serve_forever, name="sim-slack", daemon=True)
@@ -246,8 +441,16 @@ class SlackSimulator:
             view = args.get("view") or {}
             if isinstance(view, str):
                 view = json.loads(view)
-            if not args.get("trigger_id"):
-                return {"ok": False, "error": "invalid_trigger_id"}
+            trigger_problem = self._exchange_trigger(str(args.get("trigger_id") or ""))
+            if trigger_problem:
+                return {"ok": False, "error": trigger_problem}
+            problems = view_errors(view) if self.enforces("block_limits") else []
+            if problems:
+                return {
+                    "ok": False,
+                    "error": "invalid_arguments",
+                    "response_metadata": {"messages": problems},
+                }
             view_id = f"V{next(self._ts):09d}"
             title = view.get("title", {}).get("text", "")
             self._record(
@@ -265,10 +468,17 @@ class SlackSimulator:
             view = args.get("view") or {}
             if isinstance(view, str):
                 view = json.loads(view)
+            problems = view_errors(view) if self.enforces("block_limits") else []
+            if problems:
+                return {
+                    "ok": False,
+                    "error": "invalid_arguments",
+                    "response_metadata": {"messages": problems},
+                }
             self.home_views[str(args.get("user_id"))] = view
             return {"ok": True, "view": dict(view, id=f"V{next(self._ts):09d}")}
         if method == "conversations.replies":
-            return self._replies(str(args.get("channel")), str(args.get("ts")))
+            return self._replies(args)
         if method == "usergroups.users.list":
             return {"ok": True, "users": self.usergroups.get(str(args.get("usergroup")), [])}
         return {"ok": False, "error": "unknown_method"}
@@ -280,13 +490,18 @@ class SlackSimulator:
         text = str(args.get("text") or "")
         if not args.get("channel"):
             return {"ok": False, "error": "channel_not_found"}
-        if not text and not blocks:
+        refusal = self._refuse(method, str(args["channel"]))
+        if refusal:
+            return refusal
+        if not text.strip() and not blocks:
             return {"ok": False, "error": "no_text"}
         if len(text) > MAX_TEXT:
             return {"ok": False, "error": "msg_too_long"}
-        errors = block_errors(blocks)
+        errors = block_errors(blocks, strict=self.enforces("block_limits"))
         if errors:
             return {"ok": False, "error": "invalid_blocks", "errors": errors}
+        if self.enforces("block_limits") and blocks_text_length(blocks) > MAX_BLOCKS_TEXT:
+            return {"ok": False, "error": "msg_blocks_too_long"}
         ts = str(args["ts"]) if method == "chat.update" else self._next_ts()
         kind = {"chat.postMessage": "post", "chat.update": "update", "chat.postEphemeral": "ephemeral"}[
             method
@@ -298,6 +513,8 @@ class SlackSimulator:
                 (m for m in self.messages if m.ts == str(args["ts"]) and m.channel == channel), None
             )
             thread_ts = original.thread_ts if original else None
+            with self._changed:
+                self._edits[(channel, ts)] = text
         self._record(
             Message(kind, channel, ts, text, blocks, thread_ts=thread_ts, ephemeral=kind == "ephemeral")
         )
@@ -307,27 +524,87 @@ class SlackSimulator:
         """Record a message a user typed (the console does this for mentions), for `conversations.replies`."""
         self._record(Message("user", channel, ts, text, thread_ts=thread_ts))
 
-    def _replies(self, channel: str, ts: str) -> dict[str, Any]:
+    def _refuse(self, method: str, channel: str) -> dict[str, Any] | None:
+        """The error body when the bot may not use `channel` (see `membership_error`), recorded."""
+        error = self.membership_error(channel)
+        if error is None:
+            return None
+        with self._changed:
+            self.refused.append((method, channel, error))
+        return {"ok": False, "error": error}
+
+    def _exchange_trigger(self, trigger_id: str) -> str | None:
+        """Use up a trigger id; the error code when it cannot open a view (views.open "Errors":
+        `invalid_trigger_id`, `expired_trigger_id`, `exchanged_trigger_id`)."""
+        if not trigger_id:
+            return "invalid_trigger_id"
+        if not self.enforces("trigger_id"):
+            return None
+        with self._changed:
+            issued = self._triggers.get(trigger_id)
+            if issued is None:
+                return "invalid_trigger_id"
+            at, used = issued
+            if used:
+                return "exchanged_trigger_id"
+            if self.now() - at > TRIGGER_TTL_S:
+                return "expired_trigger_id"
+            self._triggers[trigger_id] = (at, True)
+        return None
+
+    def _replies(self, args: dict[str, Any]) -> dict[str, Any]:
+        """conversations.replies: the thread oldest first, `limit` messages a page (default 1000, the
+        documented default and maximum), `cursor` for the next page, `has_more` and
+        `response_metadata.next_cursor`; an edited message has its new text and an `edited` field
+        (docs.slack.dev/reference/methods/conversations.replies)."""
+        channel, ts = str(args.get("channel")), str(args.get("ts"))
+        refusal = self._refuse("conversations.replies", channel)
+        if refusal:
+            return refusal
         thread = [
             m
             for m in self.messages
             if m.channel == channel and m.kind in ("user", "post") and (m.ts == ts or m.thread_ts == ts)
         ]
-        messages = [
-            {
+        if not thread:
+            return {"ok": False, "error": "thread_not_found"}
+        messages = []
+        for m in sorted(thread, key=lambda m: float(m.ts)):
+            edited = self._edits.get((channel, m.ts))
+            item: dict[str, Any] = {
                 "type": "message",
                 "ts": m.ts,
-                "text": m.text,
-                **({"bot_id": "B0BOT00001"} if m.kind == "post" else {}),
+                "text": m.text if edited is None else edited,
             }
-            for m in sorted(thread, key=lambda m: float(m.ts))
-        ]
-        return {"ok": True, "messages": messages, "has_more": False}
+            if m.kind == "post":
+                item["bot_id"] = "B0BOT00001"
+            if edited is not None and edited != m.text:
+                item["edited"] = {"user": BOT_USER_ID if m.kind == "post" else "U0EDITOR01", "ts": m.ts}
+            messages.append(item)
+        if not self.enforces("replies_paging"):
+            return {"ok": True, "messages": messages, "has_more": False}
+        try:
+            limit = min(int(args.get("limit") or 1000), 1000)
+            cursor = base64.b64decode(str(args.get("cursor") or ""), validate=True).decode()
+            if cursor and not cursor.startswith("next:"):
+                raise ValueError(cursor)
+            start = int(cursor.removeprefix("next:") or 0)
+        except (ValueError, binascii.Error, UnicodeDecodeError):
+            return {"ok": False, "error": "invalid_cursor"}
+        limit = max(limit, 1)
+        page = messages[start : start + limit]
+        more = start + limit < len(messages)
+        cursor = base64.b64encode(f"next:{start + limit}".encode()).decode() if more else ""
+        return {"ok": True, "messages": page, "has_more": more, "response_metadata": {"next_cursor": cursor}}
 
     def _complete_upload(self, args: dict[str, Any]) -> dict[str, Any]:
         files = args.get("files")
         if isinstance(files, str):
             files = json.loads(files)
+        channel = str(args.get("channel_id") or "")
+        refusal = self._refuse("files.completeUploadExternal", channel) if channel else None
+        if refusal:
+            return refusal
         done = []
         for item in files or []:
             upload = self._uploads.pop(item["id"], None)
@@ -346,6 +623,21 @@ class SlackSimulator:
             )
             done.append({"id": item["id"], "title": item.get("title"), "name": upload["filename"]})
         return {"ok": True, "files": done}
+
+    def _use_response_url(self, response_id: str) -> str | None:
+        """Count one post to a response_url; the body of Slack's 404 when it is spent: `expired_url`
+        after 30 minutes, `used_url` after 5 posts (docs.slack.dev/interactivity/handling-user-interaction,
+        "Responding to interactions")."""
+        if not self.enforces("response_url"):
+            return None
+        with self._changed:
+            issued, uses = self._response_urls.setdefault(response_id, (self.now(), 0))
+            if self.now() - issued > RESPONSE_URL_TTL_S:
+                return "expired_url"
+            if uses >= RESPONSE_URL_USES:
+                return "used_url"
+            self._response_urls[response_id] = (issued, uses + 1)
+        return None
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         sim = self
@@ -411,9 +703,13 @@ class SlackSimulator:
                 self._reply(200, sim._api(method, args))
 
             def _response_url(self, response_id: str, body: bytes) -> None:
+                used = sim._use_response_url(response_id)
+                if used:
+                    self._reply(404, used)
+                    return
                 payload = json.loads(body or b"{}")
                 blocks = payload.get("blocks") or []
-                errors = block_errors(blocks)
+                errors = block_errors(blocks, strict=sim.enforces("block_limits"))
                 if errors:
                     self._reply(400, "invalid_blocks")
                     return

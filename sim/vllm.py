@@ -7,7 +7,17 @@ and 2): `GET /health` (empty body, 200 or 503), `GET /version`, `GET /v1/models`
 message) and `GET /metrics` in
 vLLM's current metric names (`vllm/v1/metrics/loggers.py`), which advance with the requests it serves.
 
-"Tokens" are whitespace-separated words: the simulator has no tokenizer. The generated text is canned.
+The simulator has no model and no real tokenizer, but counts prompts the way a real tokenizer and chat
+template do (`count_text_tokens`, `count_chat_tokens`): every digit and punctuation mark is a token (Gemma's
+SentencePiece splits digits), a word is a token per 6 letters, each message adds its template markers and the
+tools' JSON schemas are part of the prompt. `POST /tokenize` returns that count, as vLLM's does. The
+generated text is canned.
+
+On engine death the API server stops within `engine_death_exit_s` seconds (connections refused; a linked
+HostSimulator's container exits), as vLLM's does unless `VLLM_KEEP_ALIVE_ON_ENGINE_DEATH` is set
+(vllm/envs.py; vllm/entrypoints/launcher.py shuts the server down when the engine client has errored;
+vLLM's tests/entrypoints/openai/test_shutdown.py expects connection errors). The scenario key
+`keep_alive_on_engine_death: true` keeps it answering 503/500 instead.
 
 Scenario keys (the `vllm` section of a scenario file; defaults in `DEFAULTS`):
     model             served model name (the `id` in /v1/models and the `model_name` metrics label)
@@ -23,6 +33,9 @@ Scenario keys (the `vllm` section of a scenario file; defaults in `DEFAULTS`):
     prefix_cache_hit_rate  hit rate of the pre-start history (0..1)
     block_size, num_gpu_blocks   shown in `vllm:cache_config_info`
     boot_s            seconds the "booting" mode refuses connections before turning ready
+    keep_alive_on_engine_death  true: the API server stays up after the engine dies
+                      (vLLM's VLLM_KEEP_ALIVE_ON_ENGINE_DEATH)
+    engine_death_exit_s  seconds between the engine's death and the API server's exit
     tool_calling      true: the server runs with `--enable-auto-tool-choice --tool-call-parser gemma4`, so a
                       request with `tools` gets OpenAI `tool_calls` (the tool picked by keyword rules, see
                       `TOOL_KEYWORDS`), and once a `tool` message answered it, a final text answer; false:
@@ -53,6 +66,7 @@ import socket
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Generator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -80,6 +94,8 @@ DEFAULTS: dict[str, Any] = {
     "num_gpu_blocks": 16384,
     "boot_s": 3.0,
     "tool_calling": True,
+    "keep_alive_on_engine_death": False,
+    "engine_death_exit_s": 5.0,
 }
 
 # vLLM's refusal of tool_choice "auto" without the flags (serving_chat.py; notes vllm.md section 1.6).
@@ -200,8 +216,45 @@ def build_1_2_5_buckets(max_value: int) -> list[float]:
 
 
 def count_tokens(text: str) -> int:
-    """The simulator's stand-in for a tokenizer: whitespace-separated words."""
+    """Whitespace-separated words (the generated text's tokens)."""
     return len(text.split())
+
+
+# A stand-in for Gemma's SentencePiece: split digits, punctuation alone, up to 6 letters per piece.
+_PIECE = re.compile(r"\d|[^\W\d_]{1,6}|[^\w\s]|_|\n")
+# Gemma's chat template: <bos>, then per message "<start_of_turn>{role}\n{content}<end_of_turn>\n", then
+# "<start_of_turn>model\n" as the generation prompt (the chat_template in the model's tokenizer_config.json).
+BOS_TOKENS = 1
+TURN_TOKENS = 5
+GENERATION_PROMPT_TOKENS = 3
+
+
+def count_text_tokens(text: str) -> int:
+    """Tokens of `text` by the simulator's stand-in tokenizer (see the module docstring)."""
+    return len(_PIECE.findall(text))
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return ""
+
+
+def count_chat_tokens(messages: list[Any], tools: Any = None, *, add_generation_prompt: bool = True) -> int:
+    """Prompt tokens of a chat request: the template's markers, every message's content and tool calls,
+    and the tools' JSON (a chat template renders the tool schemas into the prompt)."""
+    total = BOS_TOKENS + (GENERATION_PROMPT_TOKENS if add_generation_prompt else 0)
+    if tools:
+        total += TURN_TOKENS + count_text_tokens(json.dumps(tools))
+    for message in messages:
+        if not isinstance(message, dict):
+            continue
+        total += TURN_TOKENS + count_text_tokens(_content_text(message.get("content")))
+        if message.get("tool_calls"):
+            total += count_text_tokens(json.dumps(message["tool_calls"]))
+    return total
 
 
 class _Metrics:
@@ -373,6 +426,11 @@ class VllmSimulator:
         self._thread: threading.Thread | None = None
         self._created = int(time.time())
         self._boot_timer: threading.Timer | None = None
+        self._exit_timer: threading.Timer | None = None
+        self.exited = False  # the API server stopped after the engine died
+        self.on_exit: list[Any] = []  # callables run when the API server stops after engine death
+        # bodies of the last 1,000 chat requests received, oldest first (what a test checks the bot sent)
+        self.chat_requests: deque[dict[str, Any]] = deque(maxlen=1000)
         self.metrics = _Metrics(self.config)
         self.metrics.seed(int(self.config["served_requests"]), float(self.config["prefix_cache_hit_rate"]))
 
@@ -399,6 +457,7 @@ class VllmSimulator:
         Also cancels a pending "booting" timer (the server then stays down until `start()`).
         """
         self._cancel_boot()
+        self._cancel_exit()
         self._shutdown()
 
     def _shutdown(self) -> None:
@@ -466,10 +525,36 @@ class VllmSimulator:
             self._boot(float(self.config["boot_s"]) if boot_s is None else float(boot_s))
             return
         was_booting = self._cancel_boot()
+        self._cancel_exit()
         with self._lock:
             self._mode = mode
-        if was_booting:
+            exited, self.exited = self.exited, False
+        if was_booting or (exited and mode != "engine-dead"):
             self.start()
+        if mode == "engine-dead" and not self.config["keep_alive_on_engine_death"]:
+            timer = threading.Timer(float(self.config["engine_death_exit_s"]), self._api_server_exit)
+            timer.daemon = True
+            with self._lock:
+                self._exit_timer = timer
+            timer.start()
+
+    def _api_server_exit(self) -> None:
+        """The engine died and nothing keeps the API server up: it stops (connections refused) and the
+        process exits (vllm/entrypoints/launcher.py, `VLLM_KEEP_ALIVE_ON_ENGINE_DEATH` unset)."""
+        with self._lock:
+            if self._mode != "engine-dead" or self._exit_timer is None:
+                return
+            self._exit_timer = None
+            self.exited = True
+        self._shutdown()
+        for callback in list(self.on_exit):
+            callback()
+
+    def _cancel_exit(self) -> None:
+        with self._lock:
+            timer, self._exit_timer = self._exit_timer, None
+        if timer is not None:
+            timer.cancel()
 
     def _boot(self, seconds: float) -> None:
         self._cancel_boot()
@@ -488,6 +573,7 @@ class VllmSimulator:
                 return
             self._boot_timer = None
             self._mode = "ready"
+            self.exited = False
         self.start()
 
     def _cancel_boot(self) -> bool:
@@ -612,6 +698,8 @@ class VllmSimulator:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             raise _HTTPError(400, "messages must be a non-empty list", "BadRequestError")
+        with self._lock:
+            self.chat_requests.append(body)
         words: list[str] = []
         for message in messages:
             content = message.get("content") if isinstance(message, dict) else None
@@ -621,7 +709,7 @@ class VllmSimulator:
                 for part in content:
                     if isinstance(part, dict) and isinstance(part.get("text"), str):
                         words += part["text"].split()
-        prompt = len(words)
+        prompt = count_chat_tokens(messages, body.get("tools"))
         limit = int(self.config["max_model_len"])
         stream = bool(body.get("stream", False))
         if body.get("stream_options") is not None and not stream:
@@ -650,8 +738,8 @@ class VllmSimulator:
         tool_call = self._plan_tools(body, messages)
         if self._mode == "engine-dead":
             raise _HTTPError(500, ENGINE_DEAD_MESSAGE, "InternalServerError")
-        last = words[-1].lower().strip("?!.") if words else ""
-        answer = ["pong"] if prompt == 1 and last == "ping" else list(_CANNED)
+        asked = _content_text(messages[-1].get("content")) if isinstance(messages[-1], dict) else ""
+        answer = ["pong"] if asked.strip().lower().strip("?!.") == "ping" else list(_CANNED)
         if tool_call is not None:
             answer = [tool_call["function"]["arguments"]]
         elif (
@@ -850,6 +938,7 @@ def _make_handler(sim: VllmSimulator) -> type[BaseHTTPRequestHandler]:
                     ("GET", "/v1/models"): lambda: self._json(200, sim.model_list()),
                     ("GET", "/metrics"): self._metrics,
                     ("POST", "/v1/chat/completions"): lambda: self._chat(body, started),
+                    ("POST", "/tokenize"): lambda: self._tokenize(body),
                 }
                 handler = routes.get((method, path))
                 if handler is not None:
@@ -873,6 +962,32 @@ def _make_handler(sim: VllmSimulator) -> type[BaseHTTPRequestHandler]:
 
         def _health(self) -> None:
             self._send(503 if sim.mode == "engine-dead" else 200, b"")
+
+        def _tokenize(self, body: Any) -> None:
+            """vLLM's `POST /tokenize` (vllm/entrypoints/openai/protocol.py: TokenizeCompletionRequest with
+            `prompt`, TokenizeChatRequest with `messages`, `tools`, `add_generation_prompt`; the answer is
+            TokenizeResponse `{count, max_model_len, tokens, token_strs}`). The token ids are made up."""
+            if isinstance(body, _HTTPError):
+                raise body
+            if not isinstance(body, dict) or not ("prompt" in body or isinstance(body.get("messages"), list)):
+                raise _HTTPError(400, "either prompt or messages is required", "BadRequestError")
+            if "prompt" in body:
+                count = BOS_TOKENS + count_text_tokens(str(body["prompt"]))
+            else:
+                count = count_chat_tokens(
+                    body["messages"],
+                    body.get("tools"),
+                    add_generation_prompt=bool(body.get("add_generation_prompt", True)),
+                )
+            self._json(
+                200,
+                {
+                    "count": count,
+                    "max_model_len": int(sim.config["max_model_len"]),
+                    "tokens": list(range(count)),
+                    "token_strs": None,
+                },
+            )
 
         def _metrics(self) -> None:
             self._send(200, generate_latest(sim.metrics.registry), CONTENT_TYPE_PLAIN_0_0_4)

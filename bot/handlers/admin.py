@@ -60,7 +60,10 @@ def token_modal(channel_id: str, secret: str) -> dict[str, Any]:
 
 
 @registry.command(
-    "tpu token", "Store a new Hugging Face token in Secret Manager (opens a form)", role=Role.ADMIN
+    "tpu token",
+    "Store a new Hugging Face token in Secret Manager (opens a form)",
+    role=Role.ADMIN,
+    opens_form=True,
 )
 def tpu_token(ctx: Context) -> Reply:
     """Open the token form; the submission is checked and stored by the view listener."""

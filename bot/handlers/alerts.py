@@ -11,9 +11,12 @@ import contextlib
 import re
 from datetime import timedelta
 
+from slack_sdk.errors import SlackApiError
+
 from bot import scheduler
 from bot.commands import Param, Role, duration, registry
 from bot.context import Context
+from bot.membership import invite_hint, not_member
 from bot.render import Reply, blocks_reply, header, human_duration, section, utc
 from bot.routing import KINDS
 from ops.alerts import AlertLedger
@@ -65,9 +68,17 @@ def alerts_list(ctx: Context) -> Reply:
         )
     counts = ledger.counts()
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "nothing recorded yet"
+    running = scheduler.active()
+    refused = (
+        [section(f":warning: Alerts cannot be posted: Slack says `{running.refused}` for "
+                 f"<#{running.channel}>; {invite_hint(running.channel)}.")]
+        if running is not None and running.refused
+        else []
+    )  # fmt: skip
     return blocks_reply(
         [
             header("Alerts"),
+            *refused,
             section("*Open*\n" + ("\n".join(lines) or "none")),
             section("*Muted*\n" + ("\n".join(mute_lines) or "none")),
             section(f"_Ledger: {summary}_"),
@@ -127,5 +138,13 @@ def alerts_test(ctx: Context) -> Reply:
     running = scheduler.active()
     if running is None:
         raise BadInput("the alert scheduler is not running", "set ALERT_CHANNEL and restart the bot")
-    running.post_test(ctx.user_id)
+    try:
+        running.post_test(ctx.user_id)
+    except SlackApiError as exc:
+        error = not_member(exc)
+        if error is None:
+            raise
+        raise BadInput(
+            f"Slack refused the alert channel <#{running.channel}>: `{error}`", invite_hint(running.channel)
+        ) from None
     return blocks_reply([section(f":white_check_mark: Test alert posted to <#{running.channel}>.")])

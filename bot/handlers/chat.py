@@ -15,6 +15,7 @@ from bot.commands import Param, Role, registry
 from bot.context import Context
 from bot.render import Reply, blocks_reply, context, section
 from llm.agent import Tool, answer
+from llm.tokens import PromptCounter
 from ops.errors import OpsError
 
 # name -> (description, JSON schema of the arguments, the viewer command line they become)
@@ -91,8 +92,12 @@ def suggestion_button(command: str) -> dict[str, Any]:
 def gemma_chat(ctx: Context, question: str) -> Reply:
     history = ctx.thread_history() if ctx.thread_history else []
     gemma, _ = ctx.services.gemma()
+    # The served model's tokenizer (vLLM /tokenize) decides how much of the thread fits its context.
+    counter = PromptCounter(gemma.base_url, gemma.model, api_key=gemma.openai.api_key)
     with gemma:
-        result = answer(question, history, gemma.openai, read_only_tools(ctx), model=gemma.model)
+        result = answer(
+            question, history, gemma.openai, read_only_tools(ctx), model=gemma.model, counter=counter
+        )
     blocks = [section(result.text.strip()[:2900] or "(no answer)")]
     used = [call.name for call in result.tool_calls_made if call.name != "suggest_command"]
     notes = []

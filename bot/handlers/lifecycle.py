@@ -265,8 +265,35 @@ def tpu_delete(ctx: Context, name: str, zone: str | None, force: bool) -> Reply:
     raise OpsError(f"{qr.name} still exists after the delete operation finished", "check /tpu describe")
 
 
+def reset_refusal(qr: QueuedResourceInfo) -> BadInput | None:
+    """Why `qr` cannot be reset, with the alternative; None when it can.
+
+    The API resets only a FAILED queued resource: a SUSPENDED one (spot preemption, end of a flex-start
+    run) has had its resources deleted and cannot get them back, so the way out is delete and create
+    (the TPU simulator enforces the same; see sim/gcp.py `_reset_queued_resource`).
+    """
+    if qr.state == "FAILED":
+        return None
+    if qr.state in ("SUSPENDED", "SUSPENDING"):
+        why = (
+            "its spot capacity was preempted" if qr.preempted else f"it is {qr.state} (its VMs were deleted)"
+        )
+        return BadInput(
+            f"`{qr.name}` cannot be reset: {why}, and only a FAILED queued resource can be reset",
+            f"delete it and create it again: `/tpu delete {qr.name} --zone {qr.zone}` then `/tpu create "
+            f"{qr.name} --zone {qr.zone} ...` (or `/tpu ensure` if it is the primary)",
+        )
+    return BadInput(
+        f"`{qr.name}` is {qr.state}: only a FAILED queued resource can be reset",
+        "to restart its VM use `/tpu stop` and `/tpu start`",
+    )
+
+
 def _preview_reset(ctx: Context, name: str, zone: str | None) -> Reply:
     qr = _find(ctx, name, zone)
+    refusal = reset_refusal(qr)
+    if refusal is not None:
+        raise refusal
     text = "*Reset* (its nodes are recreated; data on them is lost):\n" + resource_line(
         qr, ctx.services.now()
     )

@@ -11,6 +11,7 @@ from bot.context import Context
 from bot.handlers.container import findings_text
 from bot.render import Attachment, Reply, blocks_reply, code, context, header, section, utc
 from llm.logsum import analyze
+from llm.tokens import PromptCounter
 from ops import cloudlogs
 from ops.errors import NotFound
 
@@ -95,7 +96,9 @@ def logs_analyze(ctx: Context, since: timedelta | None, node: str | None) -> Rep
     gemma, _ = ctx.services.gemma()
     with gemma:
         max_model_len = _max_model_len(ctx)
-        result = analyze(entries, gemma, max_model_len)
+        # Counted with the served model's tokenizer (vLLM /tokenize) when it has one.
+        counter = PromptCounter(gemma.base_url, gemma.model, api_key=gemma.openai.api_key)
+        result = analyze(entries, gemma, max_model_len, counter=counter)
     blocks = [header(f"Log analysis: last {window}, {result.total_entries:,} entries")]
     if result.error_entries == 0:
         blocks.append(

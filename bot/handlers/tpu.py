@@ -62,7 +62,17 @@ def resource_line(qr: QueuedResourceInfo, now: datetime) -> str:
         parts.append("node " + ", ".join(f"`{n}`" for n in qr.node_ids) + ": not created")
     if qr.error:
         parts.append(f":warning: {qr.error}")
+    if qr.preempted:
+        parts.append(preempted_line(qr))
     return "\n".join(parts)
+
+
+def preempted_line(qr: QueuedResourceInfo) -> str:
+    """What a spot preemption means for `qr` and the way out (see `QueuedResourceInfo.preempted`)."""
+    return (
+        ":warning: spot capacity preempted by Google: the node is gone and a reset cannot bring it back; "
+        f"`/tpu delete {qr.name} --zone {qr.zone}` then `/tpu create` (or `/tpu ensure` for the primary)"
+    )
 
 
 def _ips(node: NodeInfo) -> str:
@@ -123,6 +133,8 @@ def tpu_describe(ctx: Context, name: str, zone: str | None, all_zones: bool) -> 
         lines.append(f"*Valid until* {utc(qr.valid_until)}")
     if qr.error:
         lines.append(f"*Error* {qr.error}")
+    if qr.preempted:
+        lines.append(preempted_line(qr))
     blocks = [header(f"Queued resource {qr.name}"), section("\n".join(lines))]
     for node in qr.nodes:
         blocks.append(section(_node_details(node, now)))

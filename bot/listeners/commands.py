@@ -29,15 +29,16 @@ def _listener(group: str, registry: Registry, runner: Runner) -> Any:
             ack(text=str(exc))
             return
         ack(text=f":hourglass_flowing_sand: `{echo(f'/{group} {typed.strip()}'.strip())}` …")
-        runner.submit(
-            invocation,
-            Origin(
-                user_id=command.get("user_id", ""),
-                channel_id=command.get("channel_id", ""),
-                response_url=command.get("response_url"),
-                trigger_id=command.get("trigger_id"),
-            ),
+        origin = Origin(
+            user_id=command.get("user_id", ""),
+            channel_id=command.get("channel_id", ""),
+            response_url=command.get("response_url"),
+            trigger_id=command.get("trigger_id"),
         )
+        if invocation.command.opens_form:  # views.open must beat the trigger_id's 3 s, not queue for a worker
+            runner.run_now(invocation, origin)
+            return
+        runner.submit(invocation, origin)
 
     on_command.__name__ = f"on_{group}_command"
     return on_command

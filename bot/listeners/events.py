@@ -86,6 +86,7 @@ def register(app: App, registry: Registry, runner: Runner) -> None:
             user_id=event.get("user", ""),
             channel_id=event.get("channel", ""),
             thread_ts=event.get("thread_ts") or event.get("ts"),
+            message_ts=event.get("ts"),
         )
         text = event.get("text")
         typed = text if isinstance(text, str) else ""

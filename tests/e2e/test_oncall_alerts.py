@@ -47,6 +47,7 @@ def world(tmp_path: Path) -> Iterator[Demo]:
         slo_rules_file=str(rules),
         idle_alert_after="2h",
     ) as world:
+        world.slack.join(SLO_CHANNEL, COST_CHANNEL)  # routed channels the team invited the bot to
         yield world
 
 

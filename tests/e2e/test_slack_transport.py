@@ -34,6 +34,7 @@ def test_recorded_app_mention_payload_is_answered(demo: Demo) -> None:
     payload = json.loads((FIXTURES / "app_mention.json").read_text())
     ts = f"{int(time.time())}.424242"
     payload["event"].update(text="<@U0LAN0Z89> vllm endpoint", ts=ts)
+    demo.slack.join(payload["event"]["channel"])  # Slack sends app_mention only from channels the bot is in
     response = demo.user.post_signed(json.dumps(payload), "application/json")
     assert response.status_code == 200
     reply = demo.slack.wait_for(lambda m: m.thread_ts == ts, timeout=20)

@@ -112,6 +112,7 @@ def queued_resources(demo: Demo) -> set[tuple[str, str]]:
 
 def new_user(demo: Demo) -> SlackUser:
     channel = f"C0FAULT{next(_channels):04d}"
+    demo.slack.join(channel)
     return SlackUser(demo.server.url, demo.signing_secret, demo.slack, channel_id=channel)
 
 

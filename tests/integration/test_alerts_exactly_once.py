@@ -179,7 +179,7 @@ def test_every_due_threshold_alert_is_posted_exactly_once(tmp_path: Path) -> Non
     rng = random.Random(6)
     clock = Clock(START)
     db = tmp_path / "state.db"
-    slack = SlackSimulator(TOKEN).start()
+    slack = SlackSimulator(TOKEN, channels=[CHANNEL]).start()
     gcp = GcpSimulator(scenario(rng), now=clock, speed=1).start()
     try:
         muted = {f"qr-{i:03d}" for i in rng.sample(range(200), 12)}

@@ -22,12 +22,13 @@ from ops.errors import (
     CapacityUnavailable,
     NotFound,
     OpsError,
+    QuotaExceeded,
     UnsupportedInZone,
 )
 from ops.quotas import zone_quotas
 from ops.secrets import SecretStore
 from ops.tpu import CreateSpec, TpuOps
-from sim.gcp import GcpSimulator
+from sim.gcp import SUSPEND_DURATION, GcpSimulator
 from tests.conftest import CASES
 from tests.integration.test_discovery_contract import DOCS, validate
 from tests.integration.test_gcp_sim import default_scenario
@@ -164,7 +165,7 @@ def test_delete_with_and_without_force(gcp: GcpSimulator, tpu: TpuOps) -> None:
 
 
 def test_reset_a_failed_queued_resource(gcp: GcpSimulator, tpu: TpuOps) -> None:
-    with pytest.raises(BadInput, match="FAILED or SUSPENDED"):
+    with pytest.raises(BadInput, match="only a FAILED queued resource can be reset"):
         tpu.reset_queued_resource("gemma4-qr", "us-east5-a")
     op = tpu.reset_queued_resource("gemma4-old", "europe-west4-a")
     gcp.advance(1)
@@ -212,9 +213,9 @@ def test_flex_start_not_offered_fails_the_operation(gcp: GcpSimulator, tpu: TpuO
     assert expected in err.value.message and "code 3" in err.value.message
     with pytest.raises(NotFound):
         tpu.get_queued_resource("flex-eu", ["europe-west4-a"])  # nothing is kept
-    spot = tpu.create_queued_resource(make_spec("spot-eu", zone="europe-west4-a", model="spot"))
-    gcp.advance(1)
-    assert tpu.wait_operation(spot, **POLL)["spot"] == {}  # spot is offered there
+    # Spot is offered there, but the zone's preemptible quota is 0: refused at once, before any operation.
+    with pytest.raises(QuotaExceeded, match="Quota 'TPUV6EPreemptiblePerProjectPerZoneForTPUAPI' exhausted"):
+        tpu.create_queued_resource(make_spec("spot-eu", zone="europe-west4-a", model="spot"))
 
 
 def test_unknown_zone_is_unsupported(tpu: TpuOps) -> None:
@@ -242,21 +243,31 @@ def test_stockout_waits_until_valid_until_then_fails(gcp: GcpSimulator, tpu: Tpu
 
 
 def test_spot_preemption(gcp: GcpSimulator, tpu: TpuOps) -> None:
+    """ACTIVE -> SUSPENDING (initiator SERVICE, node PREEMPTED) -> SUSPENDED with the node deleted."""
     assert tpu.get_node("europe-west4-a", "spot-qr-node").state == "READY"
     gcp.advance(20 * 60)
+    qr = tpu.get_queued_resource("spot-qr", ["europe-west4-a"])
+    assert (qr.state, qr.state_initiator, qr.preempted) == ("SUSPENDING", "SERVICE", True)
     assert tpu.get_node("europe-west4-a", "spot-qr-node").state == "PREEMPTED"
-    assert tpu.get_queued_resource("spot-qr", ["europe-west4-a"]).state == "ACTIVE"
+    gcp.advance(SUSPEND_DURATION.total_seconds())
+    qr = tpu.get_queued_resource("spot-qr", ["europe-west4-a"])
+    assert (qr.state, qr.state_initiator, qr.nodes, qr.preempted) == ("SUSPENDED", "SERVICE", (), True)
+    with pytest.raises(NotFound):
+        tpu.get_node("europe-west4-a", "spot-qr-node")
+    with pytest.raises(BadInput, match="only a FAILED queued resource can be reset"):
+        tpu.reset_queued_resource("spot-qr", "europe-west4-a")
     # A zone-wide preemption delay for created spot requests, and the control method.
     op = tpu.create_queued_resource(make_spec("spot-w", zone="us-west4-a", model="spot"))
     gcp.advance(1)
     tpu.wait_operation(op, **POLL)
     assert tpu.get_node("us-west4-a", "spot-w-node").state == "READY"
     gcp.advance(30 * 60)
-    assert tpu.get_node("us-west4-a", "spot-w-node").state == "PREEMPTED"
+    assert tpu.get_queued_resource("spot-w", ["us-west4-a"]).state == "SUSPENDING"
     op = tpu.create_queued_resource(make_spec("spot-x", zone="us-west4-a", model="spot"))
     gcp.advance(1)
     gcp.preempt("us-west4-a", "spot-x-node")
     assert tpu.get_node("us-west4-a", "spot-x-node").state == "PREEMPTED"
+    assert tpu.get_queued_resource("spot-x", ["us-west4-a"]).preempted
     with pytest.raises(ValueError, match="not SPOT"):
         gcp.preempt("us-east5-a", "gemma4-qr-node")
 

@@ -16,7 +16,9 @@ from llm.client import GemmaClient
 from ops.errors import BackendTimeout, BackendUnavailable, BadInput, NotFound, OpsError, PermissionDenied
 from ops.vllm import VllmClient
 from sim import scenario
-from sim.vllm import _CANNED, TTFT_BUCKETS, VllmSimulator
+from sim.vllm import _CANNED, TTFT_BUCKETS, VllmSimulator, count_chat_tokens
+
+PING_TOKENS = count_chat_tokens([{"role": "user", "content": "ping"}])  # template markers + "ping"
 
 MODEL = "google/gemma-4-31B-it"
 
@@ -100,7 +102,7 @@ def test_probe(gemma: GemmaClient) -> None:
     result = gemma.probe()
     assert result.model == MODEL
     assert result.completion_tokens == 1
-    assert result.prompt_tokens == 1  # "ping": the simulator counts words
+    assert result.prompt_tokens == PING_TOKENS
     assert 0 <= result.latency_s < 5
 
 
@@ -123,8 +125,9 @@ def test_stream_with_include_usage(sim: VllmSimulator) -> None:
     usage = usage_chunks[0].usage
     assert usage is not None
     assert usage.completion_tokens == len(contents) == len(_CANNED)
-    assert usage.prompt_tokens == 7
-    assert usage.total_tokens == 7 + len(contents)
+    prompt = count_chat_tokens([{"role": "user", "content": "Summarize the last hour of vLLM logs"}])
+    assert usage.prompt_tokens == prompt
+    assert usage.total_tokens == prompt + len(contents)
     assert "".join(contents).split() == _CANNED
 
 
@@ -164,7 +167,8 @@ def test_context_length_error_is_bad_input(gemma: GemmaClient, vllm: VllmClient)
         messages = [{"role": "user", "content": "word " * 1210}]
         gemma._create("chat completion", messages=messages, max_tokens=16000)
     assert "maximum context length is 16384 tokens" in info.value.message
-    assert "your request has 1210 input tokens (16000 > 16384 - 1210)" in info.value.message
+    n = count_chat_tokens(messages)  # 1210 words plus the template markers
+    assert f"your request has {n} input tokens (16000 > 16384 - {n})" in info.value.message
     assert vllm.health().state == "ready"  # a client error leaves the server healthy
 
 
@@ -263,9 +267,9 @@ def test_metrics_advance_after_completion(sim: VllmSimulator, vllm: VllmClient, 
     gemma.probe()
     after = vllm.metrics()
     assert after.generation_tokens == (before.generation_tokens or 0) + 1
-    assert after.prompt_tokens == (before.prompt_tokens or 0) + 1
+    assert after.prompt_tokens == (before.prompt_tokens or 0) + PING_TOKENS
     assert after.requests_finished["stop"] == before.requests_finished["stop"] + 1
-    assert after.prefix_cache_queries == (before.prefix_cache_queries or 0) + 1
+    assert after.prefix_cache_queries == (before.prefix_cache_queries or 0) + PING_TOKENS
     assert before.ttft is not None and after.ttft is not None and after.ttft.count == before.ttft.count + 1
     assert before.e2e is not None and after.e2e is not None and after.e2e.count == before.e2e.count + 1
     assert after.running == 0

@@ -20,6 +20,7 @@ from llm import agent, logsum
 from llm.agent import AgentAnswer, Tool, answer, suggest_from_question, valid_command
 from llm.client import GemmaClient
 from llm.logsum import analyze, build_prompt, estimate_tokens, prompt_budget, summarize
+from llm.tokens import PromptCounter
 from ops.cloudlogs import LogEntry, entry_from_api
 from ops.errors import BackendUnavailable, BadInput, OpsError
 from sim.gcp import generate_logs
@@ -200,14 +201,15 @@ def many_templates(n: int = 300) -> list[LogEntry]:
 
 def test_analyze_against_the_simulator_retries_on_its_400(vllm: VllmSimulator, logs: list[LogEntry]) -> None:
     with GemmaClient(vllm.url, model="google/gemma-4-31B-it", timeout_s=10) as client:
-        # The simulator counts whitespace words (about chars/6): a first budget of 12000 estimated tokens is
-        # about 6000 words, above its 4096 (HTTP 400); half of it fits.
-        result = analyze([*logs, *many_templates()], client, 4096, answer_tokens=64, budget_tokens=12000)
+        # The simulator counts like a tokenizer (digits and punctuation alone): a first budget of 5000
+        # estimated tokens is over its 4096 (HTTP 400); half of it fits.
+        result = analyze([*logs, *many_templates()], client, 4096, answer_tokens=64, budget_tokens=5000)
         assert result.attempts == 2 and result.model_error is None, result
-        assert result.model_analysis and result.budget_tokens == 6000
+        assert result.model_analysis and result.budget_tokens == 2500
         assert result.prompt_tokens is not None and result.prompt_tokens < 4096 - 64  # the server's count
         vllm.set_mode("engine-dead")
-        dead = analyze(logs, client, 4096, answer_tokens=64)
+        counter = PromptCounter(vllm.url, "google/gemma-4-31B-it")  # /tokenize works while the server is up
+        dead = analyze(logs, client, 4096, answer_tokens=64, counter=counter)
         assert dead.attempts == 1 and dead.model_error is not None and "HTTP 500" in dead.model_error
     vllm.stop()
     with GemmaClient(vllm.url, model="google/gemma-4-31B-it", timeout_s=2) as client:

@@ -1,0 +1,51 @@
+"""What the bot does when Slack refuses it a channel it was not invited to.
+
+A bot token with `chat:write` (the only write scope the manifest asks for; no `chat:write.public`) posts,
+uploads and reads threads only in conversations the bot is a member of. Slack answers `not_in_channel` for
+a public channel and `channel_not_found` for a private one or a DM the bot is not part of
+(docs.slack.dev/reference/methods/chat.postMessage, "Errors"). A slash command's `response_url` still works
+there, so the answer itself arrives, but progress messages, attachments and alerts do not. The bot does not
+join by itself (that needs `channels:join` and would put it in channels nobody chose); it says what was lost
+and how to invite it, ephemerally through the `response_url` or else in a DM with the user.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from slack_sdk.errors import SlackApiError
+
+NOT_MEMBER_ERRORS = frozenset({"not_in_channel", "channel_not_found"})
+
+
+def not_member(exc: BaseException) -> str | None:
+    """The Slack error code when `exc` means the bot is not in the channel, else None."""
+    if isinstance(exc, SlackApiError):
+        error = str(exc.response.get("error") or "")
+        return error if error in NOT_MEMBER_ERRORS else None
+    return None
+
+
+def invite_hint(channel_id: str) -> str:
+    """How to invite the bot to `channel_id` (a one-line mrkdwn hint)."""
+    return (
+        f"invite me with `/invite @gemma-bot` in <#{channel_id}> (or the channel's details -> Integrations "
+        "-> Add apps), then run the command again"
+    )
+
+
+def guidance(channel_id: str, lost: Sequence[str]) -> str:
+    """The message telling a user what could not be posted in `channel_id` and how to fix it.
+
+    Args:
+        channel_id: the conversation that refused the bot.
+        lost: what was not posted there, e.g. ["progress updates", "the file `metrics.txt`"].
+
+    Returns:
+        mrkdwn text, one paragraph.
+    """
+    what = ", ".join(dict.fromkeys(lost)) or "messages"
+    return (
+        f":warning: I am not a member of <#{channel_id}>, so {what} could not be posted there "
+        f"(Slack: `not_in_channel`). To fix it, {invite_hint(channel_id)}."
+    )
