@@ -23,7 +23,6 @@ from urllib.parse import parse_qs
 from slack_bolt import App
 from slack_bolt.adapter.socket_mode import SocketModeHandler
 from slack_bolt.adapter.wsgi import SlackRequestHandler
-from slack_sdk import WebClient
 from sqlalchemy import text
 from waitress.server import create_server
 
@@ -35,9 +34,10 @@ from bot.config import Settings
 from bot.listeners import alerts as alert_listeners
 from bot.listeners import home
 from bot.observability import Metrics, Readiness, trace_from_headers, use_trace
-from bot.runner import Runner, retry_handlers
+from bot.runner import Runner
 from bot.scheduler import AlertScheduler
 from bot.services import Services
+from bot.slack_gateway import SlackGateway
 
 log = logging.getLogger(__name__)
 
@@ -67,14 +67,10 @@ def build(settings: Settings, services: Services | None = None) -> Bot:
         slack_bolt.error.BoltError: the token was refused by Slack.
     """
     services = services or Services.from_settings(settings)
-    client = WebClient(
-        token=settings.slack_bot_token.get_secret_value(),
-        base_url=settings.slack_api_url,
-        retry_handlers=retry_handlers(),
-    )
+    slack = SlackGateway.connect(settings.slack_bot_token.get_secret_value(), settings.slack_api_url)
     signing_secret = settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else ""
     app = App(
-        client=client,
+        client=slack.client,
         signing_secret=signing_secret,
         request_verification_enabled=settings.bot_mode == "http",
         raise_error_for_unhandled_request=False,
@@ -83,14 +79,14 @@ def build(settings: Settings, services: Services | None = None) -> Bot:
     )
     # App() has just called auth.test (it raises BoltError otherwise): Slack auth is ok at start.
     metrics = Metrics()
-    readiness = Readiness(client.auth_test, lambda: _ping(services), auth_ok=True)
-    runner = Runner(services, registry, client, Authorizer(settings, client), metrics=metrics)
+    readiness = Readiness(slack.auth_test, lambda: _ping(services), auth_ok=True)
+    runner = Runner(services, registry, slack, Authorizer(settings, slack), metrics=metrics)
     listeners.register(app, registry, runner)
     alerts = None
     if settings.alert_channel:
         alerts = AlertScheduler(
             services,
-            client,
+            slack,
             settings.alert_channel,
             interval_s=settings.alert_interval_s,
             thresholds=[int(minutes) for minutes in settings.alert_thresholds_min],

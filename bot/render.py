@@ -8,6 +8,8 @@ whole text is attached as a file, never sent as an oversized message.
 
 from __future__ import annotations
 
+import re
+import secrets
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -266,3 +268,77 @@ def _scrub_value(value: Any) -> Any:
     if isinstance(value, list):
         return [_scrub_value(item) for item in value]
     return value
+
+
+# ---- live mentions and links
+#
+# Slack turns `<@U123>`, `<!channel>`, `<#C123>` and `<https://x|label>` into live mentions and links. Text
+# from outside (model output, logs, error messages, typed values) must never do so, so the gateway escapes
+# `&`, `<` and `>` in every mrkdwn text it sends (docs.slack.dev/messaging/formatting-message-text#escaping).
+# The mentions and links the bot means are built with the functions below: they carry a marker with a
+# per-process random nonce that untrusted text cannot forge, and the gateway turns only those into live
+# syntax.
+
+_MARK_OPEN, _MARK_CLOSE = "\ue000", "\ue001"
+_NONCE = secrets.token_hex(8)
+_MARK = re.compile(re.escape(_MARK_OPEN + _NONCE) + r"([^\ue000\ue001]*)" + _MARK_CLOSE)
+_ENTITY_AMP = re.compile(r"&(?!(?:amp|lt|gt);)")
+_SLACK_ID = re.compile(r"^[A-Z][A-Z0-9]{2,30}$")
+
+
+def mention(user_id: str) -> str:
+    """A live mention of the Slack user `user_id` (U.../W...); an id of another shape is shown as text."""
+    if not _SLACK_ID.match(user_id):
+        return escape(user_id)
+    return f"{_MARK_OPEN}{_NONCE}@{user_id}{_MARK_CLOSE}"
+
+
+def channel_link(channel_id: str) -> str:
+    """A live link to the channel `channel_id` (C.../G...)."""
+    if not _SLACK_ID.match(channel_id):
+        return escape(channel_id)
+    return f"{_MARK_OPEN}{_NONCE}#{channel_id}{_MARK_CLOSE}"
+
+
+def link(url: str, label: str) -> str:
+    """A live link to an http(s) `url` showing `label` (escaped); other URLs are shown as text."""
+    if not re.match(r"^https?://[^\s|<>]+$", url):
+        return escape(f"{label} ({url})")
+    return f"{_MARK_OPEN}{_NONCE}{url}|{escape(label).replace('|', '¦')}{_MARK_CLOSE}"
+
+
+def escape(text: str) -> str:
+    """`&`, `<`, `>` as Slack's entities; an entity already escaped stays as it is (so escaping twice is
+    harmless, and `&lt;!channel&gt;` can never turn live)."""
+    return _ENTITY_AMP.sub("&amp;", text).replace("<", "&lt;").replace(">", "&gt;")
+
+
+def to_mrkdwn(text: str) -> str:
+    """Text as sent to Slack in a mrkdwn field: everything escaped except the bot's own marked mentions and
+    links, which become live. Stray marker characters are dropped."""
+    out: list[str] = []
+    pos = 0
+    for match in _MARK.finditer(text):
+        out.append(_unmarked(escape(text[pos : match.start()])))
+        out.append(f"<{match.group(1)}>")
+        pos = match.end()
+    out.append(_unmarked(escape(text[pos:])))
+    return "".join(out)
+
+
+def to_plain(text: str) -> str:
+    """Text for a plain_text field or a file: the bot's marks as readable text (`@U123`, `#C123`,
+    `label (url)`), nothing escaped (Slack does not parse these)."""
+
+    def readable(match: re.Match[str]) -> str:
+        payload = match.group(1)
+        if "|" in payload:
+            url, label = payload.split("|", 1)
+            return f"{label} ({url})"
+        return payload
+
+    return _unmarked(_MARK.sub(readable, text))
+
+
+def _unmarked(text: str) -> str:
+    return text.replace(_MARK_OPEN, "").replace(_MARK_CLOSE, "")

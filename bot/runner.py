@@ -2,8 +2,8 @@
 
 The Slack listener only parses and acks (well inside the 3 s window); the command itself runs here. Every
 outcome reaches the user: the reply, a one-line `OpsError` with its hint, or for an unexpected exception a
-short message with a reference id (the traceback stays in the bot's log). Slack 429s are retried after
-`Retry-After` by slack_sdk's retry handlers, so a rate-limited reply is delayed, not dropped.
+short message with a reference id (the traceback stays in the bot's log). Replies leave through
+`bot.slack_gateway.SlackGateway` (escaping, redaction, limits, delivery fallbacks, retries after 429).
 
 Access control lives here, not in handlers: the caller's role is checked before anything runs; a command
 that changes infrastructure first answers with what it will do and a Confirm button, and on the click the
@@ -23,51 +23,19 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
-from slack_sdk import WebClient
-from slack_sdk.errors import SlackApiError
-from slack_sdk.http_retry.builtin_handlers import (
-    ConnectionErrorRetryHandler,
-    RateLimitErrorRetryHandler,
-    ServerErrorRetryHandler,
-)
-from slack_sdk.http_retry.handler import RetryHandler
-from slack_sdk.webhook import WebhookClient
-
 from bot.auth import Authorizer
 from bot.commands import Invocation, Registry, UsageError
 from bot.context import Context
 from bot.observability import Metrics
 from bot.progress import Progress
-from bot.render import Reply, confirm_buttons, context, error_reply, fit, human_duration, scrub, section
+from bot.render import Reply, confirm_buttons, context, error_reply, fit, human_duration, mention, section
 from bot.services import Services
+from bot.slack_gateway import Destination, SlackGateway
 from llm.redact import redact
 from ops.errors import OpsError, PermissionDenied
 from ops.store import AuditEntry, ConfirmationRefused
 
 log = logging.getLogger(__name__)
-
-
-def retry_handlers() -> list[RetryHandler]:
-    """Retries for every Slack call: connection errors, 429 (honours Retry-After), 5xx."""
-    return [
-        ConnectionErrorRetryHandler(max_retry_count=2),
-        RateLimitErrorRetryHandler(max_retry_count=5),
-        ServerErrorRetryHandler(max_retry_count=2),
-    ]
-
-
-def plain(reply: Reply) -> Reply:
-    """The fallback when Slack rejects a reply's blocks: its text in one section, keeping its buttons (a
-    confirmation must stay confirmable)."""
-    buttons = [block for block in reply.blocks if block.get("type") == "actions"]
-    return Reply(text=reply.text, blocks=[section(reply.text[:2900]), *buttons], files=reply.files)
-
-
-def _reason(exc: Exception) -> str:
-    """A one-line reason for a failed Slack call (the API error code when there is one)."""
-    if isinstance(exc, SlackApiError):
-        return str(exc.response.get("error"))
-    return f"{type(exc).__name__}: {exc}"[:300]
 
 
 @dataclass(frozen=True)
@@ -99,14 +67,14 @@ class Runner:
         self,
         services: Services,
         registry: Registry,
-        client: WebClient,
+        slack: SlackGateway,
         authorizer: Authorizer,
         metrics: Metrics | None = None,
     ):
         self._services = services
         self.metrics = metrics if metrics is not None else Metrics()
         self._registry = registry
-        self._client = client
+        self.slack = slack
         self._authorizer = authorizer
         self._pool = ThreadPoolExecutor(
             max_workers=services.settings.worker_threads, thread_name_prefix="command"
@@ -193,7 +161,9 @@ class Runner:
         confirmation = services.store.create_confirmation(
             invocation.text, origin.user_id, origin.channel_id, ttl=ttl, now=services.now(), plan=preview.plan
         )
-        note = f"Requested by <@{origin.user_id}>. Needs the {command.role.name.lower()} role to confirm."
+        note = (
+            f"Requested by {mention(origin.user_id)}. Needs the {command.role.name.lower()} role to confirm."
+        )
         reply = Reply(
             text=f"Confirm: {preview.text}",
             blocks=[
@@ -223,7 +193,9 @@ class Runner:
             self._refuse_click(origin, pending.command, exc.problem or "the command no longer parses", "")
             return
         self._audit(origin, "confirm", pending.command, f"confirmed (requested by {pending.requested_by})")
-        running = f":hourglass_flowing_sand: Confirmed by <@{origin.user_id}>: running `/{pending.command}` …"
+        running = (
+            f":hourglass_flowing_sand: Confirmed by {mention(origin.user_id)}: running `/{pending.command}` …"
+        )
         self.deliver(Reply(text=running, blocks=[section(running)]), origin)
         self._execute(
             invocation,
@@ -241,7 +213,7 @@ class Runner:
             return
         self._audit(origin, "cancel", command, "cancelled before running")
         self.deliver(
-            Reply(text=f"Cancelled by <@{origin.user_id}>: `/{command}` (nothing was changed)."), origin
+            Reply(text=f"Cancelled by {mention(origin.user_id)}: `/{command}` (nothing was changed)."), origin
         )
 
     def _cancel_operation(self, operation_id: str, origin: Origin) -> None:
@@ -262,7 +234,7 @@ class Runner:
         started = time.monotonic()
         operation_id = uuid.uuid4().hex
         cancelled = threading.Event()
-        progress = Progress(self._client, origin.channel_id, origin.thread_ts)
+        progress = Progress(self.slack, origin.channel_id, origin.thread_ts)
         with self._running_lock:
             self._running[operation_id] = _Running(invocation, cancelled)
         outcome = "exception"  # unless the handler returns
@@ -284,12 +256,12 @@ class Runner:
                 del self._running[operation_id]
             self.metrics.command_finished(invocation.command.name, outcome)
         self._audit(origin, "result", invocation.text, failed or "ok", time.monotonic() - started)
-        reply = fit(reply, filename=invocation.command.name.replace(" ", "-") + ".txt")
+        filename = invocation.command.name.replace(" ", "-") + ".txt"
+        reply = fit(reply, filename=filename)
         if progress.ts is not None:
-            progress.finish(reply)
-            self._upload(reply, origin)
+            progress.finish(reply, user_id=origin.user_id, filename=filename)
         else:
-            self.deliver(reply, origin)
+            self.deliver(reply, origin, filename=filename)
 
     def _modal_opener(self, origin: Origin) -> Callable[[dict[str, Any]], None] | None:
         trigger_id = origin.trigger_id
@@ -297,7 +269,7 @@ class Runner:
             return None
 
         def open_modal(view: dict[str, Any]) -> None:
-            self._client.views_open(trigger_id=trigger_id, view=view)
+            self.slack.open_modal(trigger_id, view)
 
         return open_modal
 
@@ -308,14 +280,7 @@ class Runner:
             return None
 
         def read() -> list[dict[str, str]]:
-            try:
-                response = self._client.conversations_replies(
-                    channel=origin.channel_id, ts=thread_ts, limit=50
-                )
-            except Exception as exc:
-                log.warning("cannot read the thread: %s", _reason(exc))
-                return []
-            messages = list(response.get("messages") or [])[:-1]
+            messages = self.slack.thread_messages(origin.channel_id, thread_ts)[:-1]
             return [
                 {"role": "assistant" if m.get("bot_id") else "user", "content": str(m.get("text") or "")}
                 for m in messages
@@ -364,6 +329,8 @@ class Runner:
     def _audit(
         self, origin: Origin, action: str, command: str, outcome: str, duration_s: float | None = None
     ) -> None:
+        # Audit rows and lines never hold secrets (a `/gemma ask` prompt may quote a token).
+        command, outcome = redact(command), redact(outcome)
         entry = AuditEntry(
             at=self._services.now(),
             user_id=origin.user_id,
@@ -385,61 +352,16 @@ class Runner:
 
     # ---- delivery
 
-    def deliver(self, reply: Reply, origin: Origin, *, ephemeral: bool = False) -> None:
-        """Post a reply where the request came from; if Slack rejects the blocks, post the text alone."""
-        reply = scrub(fit(reply))
-        try:
-            self._post(reply, origin, with_blocks=True, ephemeral=ephemeral)
-        except SlackApiError as exc:
-            log.warning("Slack rejected the reply (%s); sending a plain version", exc.response.get("error"))
-            try:
-                self._post(plain(reply), origin, with_blocks=True, ephemeral=ephemeral)
-            except Exception as again:
-                log.error("could not deliver the reply to %s: %s", origin.channel_id, _reason(again))
-        except Exception as exc:
-            log.error("could not deliver the reply to %s: %s", origin.channel_id, _reason(exc))
-        self._upload(reply, origin)
-
-    def _upload(self, reply: Reply, origin: Origin) -> None:
-        for attachment in reply.files:
-            try:
-                payload = (
-                    redact(attachment.content) if isinstance(attachment.content, str) else attachment.content
-                )
-                self._client.files_upload_v2(
-                    channel=origin.channel_id,
-                    thread_ts=origin.thread_ts,
-                    filename=attachment.filename,
-                    title=attachment.title,
-                    **({"content": payload} if isinstance(payload, str) else {"file": payload}),
-                )
-            except Exception as exc:
-                log.error("could not upload %s: %s", attachment.filename, _reason(exc))
-
-    def _post(self, reply: Reply, origin: Origin, *, with_blocks: bool, ephemeral: bool) -> None:
-        blocks = reply.blocks if with_blocks else None
-        if origin.response_url:
-            webhook = WebhookClient(origin.response_url, retry_handlers=retry_handlers())
-            if ephemeral:
-                response = webhook.send(
-                    text=reply.text, blocks=blocks, response_type="ephemeral", replace_original=False
-                )
-            elif origin.replace:
-                response = webhook.send(text=reply.text, blocks=blocks, replace_original=True)
-            else:
-                response = webhook.send(text=reply.text, blocks=blocks, response_type="in_channel")
-            if response.status_code != 200:
-                raise SlackApiError(f"response_url answered {response.status_code}", {"error": response.body})
-            return
-        if ephemeral:
-            self._client.chat_postEphemeral(
-                channel=origin.channel_id,
-                user=origin.user_id,
-                thread_ts=origin.thread_ts,
-                text=reply.text,
-                blocks=blocks,
-            )
-            return
-        self._client.chat_postMessage(
-            channel=origin.channel_id, thread_ts=origin.thread_ts, text=reply.text, blocks=blocks
+    def deliver(
+        self, reply: Reply, origin: Origin, *, ephemeral: bool = False, filename: str = "answer.txt"
+    ) -> None:
+        """Answer where the request came from, through the gateway (every fallback: see bot.slack_gateway)."""
+        destination = Destination(
+            channel=origin.channel_id,
+            user=origin.user_id,
+            thread_ts=origin.thread_ts,
+            response_url=origin.response_url,
+            replace=origin.replace,
+            ephemeral=ephemeral,
         )
+        self.slack.deliver(reply, destination, filename=filename)

@@ -7,7 +7,8 @@ are claimed as "superseded". State changes keep ONE message per resource, update
 (`chat_update`), with each transition posted in its thread. The daily digest is a cron job.
 
 Messages carry names, zones, states, times and USD figures only: never tokens, secrets or URLs with
-credentials.
+credentials. They leave through `bot.slack_gateway.SlackGateway` (`post`, `update`), which also redacts and
+escapes whatever a backend put in an alert's text (an error message, a health detail).
 """
 
 from __future__ import annotations
@@ -24,10 +25,10 @@ from functools import partial
 from urllib.parse import urlsplit, urlunsplit
 
 from apscheduler.schedulers.background import BackgroundScheduler
-from slack_sdk import WebClient
 
-from bot.render import Block, context, human_duration, section, utc
+from bot.render import Block, Reply, context, human_duration, mention, section, utc
 from bot.services import Services
+from bot.slack_gateway import SlackGateway
 from ops import alerts as alerts_mod
 from ops.alerts import DEFAULT_THRESHOLDS, Alert, AlertLedger, VllmCheck, VllmWatch, evaluate, evaluate_vllm
 from ops.cost import burn
@@ -123,7 +124,7 @@ class AlertScheduler:
 
     Args:
         services: the bot's backends (`tpu`, `store`, `settings.tpu_zones`, `vllm()` are used).
-        client: a Slack WebClient (the bot token).
+        slack: the bot's SlackGateway.
         channel: alert channel id (e.g. Settings.alert_channel).
         interval_s: seconds between ticks (default 60).
         clock: returns timezone-aware UTC now (default: `services.now`); tests pass a controllable one.
@@ -137,7 +138,7 @@ class AlertScheduler:
     def __init__(
         self,
         services: Services,
-        client: WebClient,
+        slack: SlackGateway,
         channel: str,
         *,
         interval_s: float = 60,
@@ -151,7 +152,7 @@ class AlertScheduler:
         on_sent: Callable[[str], None] | None = None,
     ) -> None:
         self.services = services
-        self.client = client
+        self.slack = slack
         self.channel = channel
         self.interval_s = interval_s
         self.clock = clock or services.now
@@ -310,16 +311,16 @@ class AlertScheduler:
         if alert.resolves:
             row = self.ledger.get(alert.resolves)
             if row is not None and row.ts:
-                self.client.chat_update(
-                    channel=row.channel or self.channel,
-                    ts=row.ts,
-                    text=alert.title,
-                    blocks=[section(f":large_green_circle: *Resolved:* {alert.title}")],
+                ts = self.slack.update(
+                    row.channel or self.channel,
+                    row.ts,
+                    Reply(
+                        text=alert.title, blocks=[section(f":large_green_circle: *Resolved:* {alert.title}")]
+                    ),
                 )
                 self.ledger.resolve(alert.resolves, now=now)
-                return row.ts
-        response = self.client.chat_postMessage(channel=self.channel, text=alert.title, blocks=blocks)
-        return str(response.get("ts") or "") or None
+                return ts
+        return self.slack.post(self.channel, Reply(text=alert.title, blocks=blocks)) or None
 
     def _post_state(
         self,
@@ -337,10 +338,9 @@ class AlertScheduler:
             summary += f"\nInitiated by {qr.state_initiator or 'unknown'}"
         blocks = [section(summary), context(f"updated {utc(now)} · transitions in the thread")]
         if ts is None:
-            response = self.client.chat_postMessage(channel=self.channel, text=summary, blocks=blocks)
-            channel, ts = self.channel, str(response.get("ts"))
+            channel, ts = self.channel, self.slack.post(self.channel, Reply(text=summary, blocks=blocks))
         else:
-            self.client.chat_update(channel=channel or self.channel, ts=ts, text=summary, blocks=blocks)
+            ts = self.slack.update(channel or self.channel, ts, Reply(text=summary, blocks=blocks))
         threads[alert.resource] = (channel, ts)
         self.ledger.observe(
             alert.resource,
@@ -349,10 +349,9 @@ class AlertScheduler:
             channel=channel,
             ts=ts,
         )
-        reply = self.client.chat_postMessage(
-            channel=channel or self.channel, thread_ts=ts, text=alert.title, blocks=[section(alert.title)]
+        return (
+            self.slack.post(channel or self.channel, Reply(alert.title, [section(alert.title)]), ts) or None
         )
-        return str(reply.get("ts") or "") or None
 
     # ---- vLLM
     def _tick_vllm(self, now: datetime, result: TickResult) -> None:
@@ -412,11 +411,10 @@ class AlertScheduler:
             return None
         try:
             text = self.digest_text(now)
-            response = self.client.chat_postMessage(channel=self.channel, text=text, blocks=[section(text)])
+            ts = self.slack.post(self.channel, Reply(text=text, blocks=[section(text)])) or None
         except Exception:
             self.ledger.release(key)
             raise
-        ts = str(response.get("ts") or "") or None
         self.ledger.mark_sent(key, self.channel, ts)
         return ts
 
@@ -449,9 +447,10 @@ class AlertScheduler:
     def post_test(self, user_id: str) -> str | None:
         """Post a test message (no buttons) to the alert channel; returns its ts."""
         now = self.clock()
-        text = f":test_tube: Test alert requested by <@{user_id}> at {utc(now)}: the alert channel works."
-        response = self.client.chat_postMessage(channel=self.channel, text=text, blocks=[section(text)])
-        return str(response.get("ts") or "") or None
+        text = (
+            f":test_tube: Test alert requested by {mention(user_id)} at {utc(now)}: the alert channel works."
+        )
+        return self.slack.post(self.channel, Reply(text=text, blocks=[section(text)])) or None
 
     def open_summary(self, now: datetime) -> list[str]:
         """One line per open alert of the last 7 days (for `/alerts list`)."""

@@ -1,4 +1,5 @@
-"""Mask secrets in text before it leaves the process (Slack messages and files, model prompts, audit rows, logs).
+"""Mask secrets in text before it leaves the process: Slack messages and files, model prompts, audit rows,
+logs.
 
 `redact(text)` replaces each secret with `[REDACTED:<kind>]` and leaves everything else byte for byte as it
 was. Two sources of rules, applied in this order:
@@ -12,14 +13,14 @@ was. Two sources of rules, applied in this order:
     basic_auth            `Authorization: Basic <base64>`
     slack_token           xoxb-, xoxp-, xoxa-, xoxr-, xoxs-, xoxc-, xoxe- (refresh), `xoxe.xoxp-` (rotating)
                           and xapp- tokens
-    slack_signing_secret  `SLACK_SIGNING_SECRET=...` / `signing_secret: ...` (the secret itself is 32 opaque hex
-                          characters, so only the assignment can be recognised)
+    slack_signing_secret  `SLACK_SIGNING_SECRET=...` / `signing_secret: ...` (the secret itself is 32
+                          opaque hex characters, so only the assignment can be recognised)
     google_access_token   OAuth access tokens `ya29.` + 20 or more characters, and refresh tokens `1//0...`
     google_api_key        `AIza` + 35 characters
     google_client_secret  `GOCSPX-` + 20 or more characters
     hf_token              Hugging Face tokens `hf_` + 20 or more letters and digits, mixed case or with digits
 
-2. The known token formats of detect-secrets (https://github.com/Yelp/detect-secrets, `detect_secrets/plugins`):
+2. The known token formats of detect-secrets (https://github.com/Yelp/detect-secrets, its `plugins/`):
    AWS access key ids and `aws..key = "40 chars"`, GitHub (`ghp_` ...), GitLab, JWT, OpenAI, Stripe,
    SendGrid, Twilio, npm, PyPI, Discord, Telegram, Mailchimp, Azure storage keys, Square, Cloudant,
    SoftLayer, IBM COS, Slack webhooks. Its keyword and entropy plugins are not used as they are (they mask
@@ -28,8 +29,9 @@ was. Two sources of rules, applied in this order:
 3. Assignments and flags, last:
 
     token / api_key / password / secret
-                          `NAME=value`, `NAME: value`, `"NAME": "value"`, `\\"NAME\\": \\"value\\"` (JSON inside a
-                          string), `--NAME value`, where NAME ends with token, api_key (apikey, api-key),
+                          `NAME=value`, `NAME: value`, `"NAME": "value"`, `\\"NAME\\": \\"value\\"` (JSON
+                          inside a string), `--NAME value`, where NAME ends with token, api_key (apikey,
+                          api-key),
                           access_key / secret_key / private_key, password (passwd, pwd, passphrase) or secret.
                           Quoted values are masked whole (multi-word passwords); an unquoted password after
                           `:` runs to the end of the line.
@@ -118,7 +120,9 @@ _OWN_RULES: list[tuple[str, _Rule]] = [
     (
         "basic_auth",
         (
-            re.compile(r"(?i)(\bauthorization\s*[:=]\s*[\"']?basic\s+)" + _NOT_MASKED + r"([A-Za-z0-9+/]{4,}=*)"),
+            re.compile(
+                r"(?i)(\bauthorization\s*[:=]\s*[\"']?basic\s+)" + _NOT_MASKED + r"([A-Za-z0-9+/]{4,}=*)"
+            ),
             lambda m: f"{m.group(1)}{_mask('basic_auth')}",
         ),
     ),
@@ -133,7 +137,9 @@ _OWN_RULES: list[tuple[str, _Rule]] = [
         "slack_signing_secret",
         (
             re.compile(
-                r"(?i)\b((?:SLACK_)?SIGNING_SECRET\\?[\"']?\s*[=:]\s*\\?[\"']?)" + _NOT_MASKED + r"([^\s\"'\\,;&]+)"
+                r"(?i)\b((?:SLACK_)?SIGNING_SECRET\\?[\"']?\s*[=:]\s*\\?[\"']?)"
+                + _NOT_MASKED
+                + r"([^\s\"'\\,;&]+)"
             ),
             lambda m: f"{m.group(1)}{_mask('slack_signing_secret')}",
         ),
@@ -145,7 +151,10 @@ _OWN_RULES: list[tuple[str, _Rule]] = [
             lambda m: _mask("google_access_token"),
         ),
     ),
-    ("google_api_key", (re.compile(r"\bAIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])"), lambda m: _mask("google_api_key"))),
+    (
+        "google_api_key",
+        (re.compile(r"\bAIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])"), lambda m: _mask("google_api_key")),
+    ),
     (
         "google_client_secret",
         (re.compile(r"\bGOCSPX-[A-Za-z0-9_-]{20,}"), lambda m: _mask("google_client_secret")),
@@ -154,7 +163,9 @@ _OWN_RULES: list[tuple[str, _Rule]] = [
         "hf_token",
         (
             # Mixed case or digits: `hf_` + a long lower-case identifier is a Python name, not a token.
-            re.compile(r"\bhf_(?=[A-Za-z0-9]*(?:[A-Z][A-Za-z0-9]*[a-z0-9]|[0-9]|[a-z][A-Za-z0-9]*[A-Z]))[A-Za-z0-9]{20,}\b"),
+            re.compile(
+                r"\bhf_(?=[A-Za-z0-9]*(?:[A-Z][A-Za-z0-9]*[a-z0-9]|[0-9]|[a-z][A-Za-z0-9]*[A-Z]))[A-Za-z0-9]{20,}\b"
+            ),
             lambda m: _mask("hf_token"),
         ),
     ),
@@ -186,14 +197,16 @@ _LIBRARY: list[tuple[type[RegexBasedDetector], str, bool]] = [
 _LIBRARY_PATTERNS: list[tuple[re.Pattern[str], str, bool]] = [
     (pattern, kind, group_is_secret)
     for detector, kind, group_is_secret in _LIBRARY
-    for pattern in detector.denylist
+    # `denylist` is a class attribute of each detector (a property on the base class).
+    for pattern in detector.denylist  # type: ignore[attr-defined]
 ]
 
 _TOKEN_TAIL = re.compile(r"[A-Za-z0-9_-]*")
 _JWT_TAIL = re.compile(r"[A-Za-z0-9_.+/=-]*")
 
 _NAME_WORDS = (
-    r"token|api[_-]?key|apikey|access[_-]?key|secret[_-]?key|private[_-]?key|password|passwd|passphrase|pwd|secret"
+    r"token|api[_-]?key|apikey|access[_-]?key|secret[_-]?key|private[_-]?key"
+    r"|password|passwd|passphrase|pwd|secret"
 )
 # NAME=value, NAME: value, "NAME": "value", \"NAME\": \"value\" (JSON inside a JSON string).
 _GENERIC = re.compile(
@@ -201,7 +214,9 @@ _GENERIC = re.compile(
     r"(\\?[\"']?\s*[=:]\s*)(\\?[\"'`]?)(?!\s)" + _NOT_MASKED
 )
 # --password VALUE, --api-key VALUE (a flag and a separate word).
-_FLAG = re.compile(r"(?i)(?<![A-Za-z0-9-])(--[a-z0-9-]*(?:token|api-key|apikey|password|passwd|secret))(\s+)" + _NOT_MASKED)
+_FLAG = re.compile(
+    r"(?i)(?<![A-Za-z0-9-])(--[a-z0-9-]*(?:token|api-key|apikey|password|passwd|secret))(\s+)" + _NOT_MASKED
+)
 # "with token Zx81...": a word after token/key/secret/password that looks random.
 _PROSE = re.compile(r"(?i)\b(token|key|secret|password)(\s+(?:is\s+|of\s+)?)([A-Za-z0-9_+/=.-]{16,})")
 _ENTROPY = Base64HighEntropyString()
@@ -284,7 +299,9 @@ def _mask_assignments(text: str) -> str:
             name = match.group(1)
             if pattern is _GENERIC:
                 quote = match.group(4)
-                multiword = bool(quote) or (":" in match.group(3) and _generic_kind(match.group(2)) == "password")
+                multiword = bool(quote) or (
+                    ":" in match.group(3) and _generic_kind(match.group(2)) == "password"
+                )
             else:
                 quote = text[match.end()] if match.end() < len(text) and text[match.end()] in "\"'" else ""
                 multiword = bool(quote)
@@ -292,11 +309,15 @@ def _mask_assignments(text: str) -> str:
             end = _value_end(text, start, quote, multiword and not quote)
             value = text[start:end]
             kind = _generic_kind(match.group(2) if pattern is _GENERIC else name)
-            if not value or _is_look_alike(name, quote + value) or (pattern is _FLAG and value.startswith("-")):
+            if (
+                not value
+                or _is_look_alike(name, quote + value)
+                or (pattern is _FLAG and value.startswith("-"))
+            ):
                 continue
-            if pattern is _GENERIC and not quote and ":" in match.group(3) and kind != "password":
-                if re.fullmatch(r"[a-z]+", value):  # prose ("token: check the secret"), not a credential
-                    continue
+            prose = pattern is _GENERIC and not quote and ":" in match.group(3) and kind != "password"
+            if prose and re.fullmatch(r"[a-z]+", value):  # "token: check the secret", not a credential
+                continue
             out.append(text[pos:start])
             out.append(_mask(kind))
             pos = end

@@ -7,7 +7,7 @@ from datetime import timedelta
 from bot import scheduler
 from bot.commands import Param, Role, duration, registry, resource_name
 from bot.context import Context
-from bot.render import Reply, blocks_reply, header, human_duration, section, utc
+from bot.render import Reply, blocks_reply, channel_link, header, human_duration, mention, section, utc
 from ops.alerts import AlertLedger
 from ops.errors import BadInput
 
@@ -23,7 +23,7 @@ def alerts_list(ctx: Context) -> Reply:
     lines = [f"• {r.text} _({human_duration(now - r.at)} ago, `{r.kind}`)_" for r in open_rows[-30:]]
     mutes = ledger.mutes(now)
     mute_lines = [
-        f"• `{name}` until {utc(until)} (by <@{by}>)" for name, (until, by) in sorted(mutes.items())
+        f"• `{name}` until {utc(until)} (by {mention(by)})" for name, (until, by) in sorted(mutes.items())
     ]
     counts = ledger.counts()
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "nothing recorded yet"
@@ -54,7 +54,8 @@ def alerts_mute(ctx: Context, name: str, length: timedelta) -> Reply:
         raise BadInput(f"cannot mute for {human_duration(length)}", "give a duration from 1m to 7d")
     until = ctx.services.now() + length
     AlertLedger(ctx.services.store).mute(name, until, by=ctx.user_id)
-    return blocks_reply([section(f":mute: Alerts of `{name}` muted until {utc(until)} by <@{ctx.user_id}>.")])
+    by = mention(ctx.user_id)
+    return blocks_reply([section(f":mute: Alerts of `{name}` muted until {utc(until)} by {by}.")])
 
 
 @registry.command(
@@ -77,4 +78,5 @@ def alerts_test(ctx: Context) -> Reply:
     if running is None:
         raise BadInput("the alert scheduler is not running", "set ALERT_CHANNEL and restart the bot")
     running.post_test(ctx.user_id)
-    return blocks_reply([section(f":white_check_mark: Test alert posted to <#{running.channel}>.")])
+    where = channel_link(running.channel)
+    return blocks_reply([section(f":white_check_mark: Test alert posted to {where}.")])

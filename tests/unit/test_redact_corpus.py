@@ -17,7 +17,11 @@ HEX64 = HEX32 * 2
 SECRETS: list[tuple[str, str, str]] = [
     # (text, kind, the secret part that must disappear)
     ("curl -H 'x: y' -d token=ya29.a0AfB_byC3xample-Access_Tok3n", "google_access_token", "a0AfB_byC3xample"),
-    ("got ya29.c.b0Aaekm1KexampleAccessToken_123 from the metadata server", "google_access_token", "b0Aaekm1"),
+    (
+        "got ya29.c.b0Aaekm1KexampleAccessToken_123 from the metadata server",
+        "google_access_token",
+        "b0Aaekm1",
+    ),
     ("refresh_token 1//0gExampleRefreshToken-abcdefGHIJ", "google_access_token", "0gExampleRefresh"),
     ("SLACK_REFRESH=xoxe-1-My0xLTEyMzQ1Njc4OTAtMTIzNDU2Nzg5MDEyMy1hYmNkZWY", "slack_token", "My0xLTEy"),
     ("rotating token xoxe.xoxp-1-Mi0yLTEyMzQ1Njc4OTAtMTIzNDU2", "slack_token", "Mi0yLTEy"),
@@ -25,8 +29,11 @@ SECRETS: list[tuple[str, str, str]] = [
     ("xoxp-1234567890-1234567890-1234567890123-" + HEX32, "slack_token", HEX32),
     ("xapp-1-A0123456789-1234567890123-" + HEX32, "slack_token", HEX32),
     ("xoxc-1234567890-1234567890-abcdefabcdef", "slack_token", "abcdefabcdef"),
-    ("webhook https://hooks.slack.com/services/T0ABCDEF1/B0ABCDEF2/aBcDeFgHiJkLmNoPqRsTuVwX", "slack_token",
-     "aBcDeFgHiJkLmNoPqRsTuVwX"),
+    (
+        "webhook https://hooks.slack.com/services/T0ABCDEF1/B0ABCDEF2/aBcDeFgHiJkLmNoPqRsTuVwX",
+        "slack_token",
+        "aBcDeFgHiJkLmNoPqRsTuVwX",
+    ),
     ("GITHUB_TOKEN=ghp_" + A36, "github_token", A36),
     ("git clone https://x-access-token:ghs_" + A36 + "@github.com/o/r", "url_password", A36),
     ("Authorization: token gho_" + A36, "github_token", A36),
@@ -57,17 +64,30 @@ SECRETS: list[tuple[str, str, str]] = [
     ("hf_" + "AbCdEfGhIjKlMnOpQrStUv is a 22-character token", "hf_token", "AbCdEfGhIjKlMnOp"),
     ("HUGGING_FACE_HUB_TOKEN=hf_" + "aBcDeFgHiJkLmNoPqRsTuVwXyZ01234567", "hf_token", "aBcDeFgHiJkL"),
     ("export HF_TOKEN=hf_Ab12Cd34Ef56Gh78Ij90Kl", "hf_token", "Ab12Cd34Ef56"),
-    ("eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
-     "jwt", "dozjgNryP4J3jVmNHl0w5N"),
-    ("OPENAI_KEY sk-proj-abc" + "A1b2C3d4E5f6G7h8I9j0" + "T3BlbkFJ" + "K1l2M3n4O5p6Q7r8S9t0", "openai_key",
-     "T3BlbkFJ"),
+    (
+        "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+        "jwt",
+        "dozjgNryP4J3jVmNHl0w5N",
+    ),
+    (
+        "OPENAI_KEY sk-proj-abc" + "A1b2C3d4E5f6G7h8I9j0" + "T3BlbkFJ" + "K1l2M3n4O5p6Q7r8S9t0",
+        "openai_key",
+        "T3BlbkFJ",
+    ),
     ("sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc", "stripe_key", "4eC39HqLyjWDarjtT1zdp7dc"),
-    ("SG." + "aBcDeFgHiJkLmNoPqRsTuV" + "." + "aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789abcdefg", "sendgrid_key",
-     "aBcDeFgHiJkLmNoPqRsTuV"),
+    (
+        "SG." + "aBcDeFgHiJkLmNoPqRsTuV" + "." + "aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789abcdefg",
+        "sendgrid_key",
+        "aBcDeFgHiJkLmNoPqRsTuV",
+    ),
     ("twilio SK" + HEX32, "twilio_key", HEX32),
     ("//registry.npmjs.org/:_authToken=npm_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789", "npm_token", "npm_aBcDeF"),
     ("pypi-AgEIcHlwaS5vcmc" + "A" * 70, "pypi_token", "A" * 70),
-    ("MTIzNDU2Nzg5MDEyMzQ1Njc4.GaBcDe.aBcDeFgHiJkLmNoPqRsTuVwXyZ0", "discord_token", "aBcDeFgHiJkLmNoPqRsTuVwXyZ0"),
+    (
+        "MTIzNDU2Nzg5MDEyMzQ1Njc4.GaBcDe.aBcDeFgHiJkLmNoPqRsTuVwXyZ0",
+        "discord_token",
+        "aBcDeFgHiJkLmNoPqRsTuVwXyZ0",
+    ),
     ("bot 123456789:AAHaBcDeFgHiJkLmNoPqRsTuVwXyZ012345", "telegram_token", "AAHaBcDeFgHiJkLmNoPq"),
     (HEX32 + "-us6 mailchimp", "mailchimp_key", HEX32),
     ("AccountKey=" + "aB3+" * 22, "azure_storage_key", "aB3+aB3+aB3+"),
@@ -76,7 +96,11 @@ SECRETS: list[tuple[str, str, str]] = [
     ("softlayer_api_key = " + "a1b2c3d4" * 8, "softlayer_key", "a1b2c3d4" * 8),
     ('ibm_cos_hmac_secret_access_key = "' + HEX32 + HEX32[:16] + '"', "ibm_cos_key", HEX32),
     ("OAUTH_CLIENT_SECRET=GOCSPX-aBcDeFgHiJkLmNoPqRsTuVw", "google_client_secret", "aBcDeFgHiJkLmNoPqRsTuVw"),
-    ('"client_secret": "GOCSPX-1a2B3c4D5e6F7g8H9i0J1k2L"', "google_client_secret", "1a2B3c4D5e6F7g8H9i0J1k2L"),
+    (
+        '"client_secret": "GOCSPX-1a2B3c4D5e6F7g8H9i0J1k2L"',
+        "google_client_secret",
+        "1a2B3c4D5e6F7g8H9i0J1k2L",
+    ),
     ("AIza" + "SyA1234567890abcdefghijklmnopqrstuv", "google_api_key", "SyA1234567890abcdef"),
     ("SLACK_SIGNING_SECRET=8f742231b10e8888abcd99yyyzzz85a5", "slack_signing_secret", "8f742231b10e8888"),
     ("Authorization: Bearer ya29-not-google-but-a-bearer_tok3n", "bearer_token", "not-google-but"),
@@ -85,8 +109,12 @@ SECRETS: list[tuple[str, str, str]] = [
     ("apikey=AbC123dEf456GhI789", "api_key", "AbC123dEf456GhI789"),
     ("VLLM_API_KEY: 'sk abc 123 with spaces'", "api_key", "abc 123"),
     ("connected using token Zx81kLmP0qRsT2uVwXyZ3abC", "token", "Zx81kLmP0qRsT2uVwXyZ3abC"),
-    ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\n-----END OPENSSH PRIVATE KEY-----",
-     "private_key", "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ"),
+    (
+        "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\n"
+        "-----END OPENSSH PRIVATE KEY-----",
+        "private_key",
+        "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ",
+    ),
 ]
 
 LOOK_ALIKES: list[str] = [
@@ -94,7 +122,8 @@ LOOK_ALIKES: list[str] = [
     "gcloud secrets versions access latest --secret=hf-token --project=demo-project",
     "HF_TOKEN_SECRET=hf-token",
     "projects/demo-project/secrets/hf-token/versions/3",
-    ":white_check_mark: <@U0ADMIN01> stored a new Hugging Face token: `projects/demo-project/secrets/hf-token/versions/3`.",
+    ":white_check_mark: <@U0ADMIN01> stored a new Hugging Face token: "
+    "`projects/demo-project/secrets/hf-token/versions/3`.",
     "token: projects/demo-project/secrets/hf-token/versions/4",
     "docker run -d --name vllm-gemma4 --env HF_TOKEN vllm/vllm-tpu:gemma4",
     "export HF_TOKEN",
@@ -127,7 +156,9 @@ LOOK_ALIKES: list[str] = [
 ]
 
 
-@pytest.mark.parametrize(("text", "kind", "secret"), SECRETS, ids=[f"{i}-{s[1]}" for i, s in enumerate(SECRETS)])
+@pytest.mark.parametrize(
+    ("text", "kind", "secret"), SECRETS, ids=[f"{i}-{s[1]}" for i, s in enumerate(SECRETS)]
+)
 def test_each_secret_is_masked_with_its_kind(text: str, kind: str, secret: str) -> None:
     out = redact(text)
     assert secret not in out, out
