@@ -40,7 +40,7 @@ from slack_sdk.http_retry.builtin_handlers import (
 from slack_sdk.http_retry.handler import RetryHandler
 from slack_sdk.webhook import WebhookClient
 
-from bot.render import Attachment, Block, Reply, code, to_mrkdwn, to_plain
+from bot.render import Attachment, Block, Reply, code, escape, to_mrkdwn, to_plain
 from llm.redact import redact
 
 log = logging.getLogger(__name__)
@@ -228,8 +228,8 @@ def _wire_value(value: Any) -> Any:
         text = value["text"]
         if not isinstance(text, str):
             out["text"] = _wire_value(text)
-        elif kind == "plain_text":
-            out["text"] = redact(to_plain(text)) or " "
+        elif kind == "plain_text":  # not parsed for mentions, but escaped as Slack asks for all text
+            out["text"] = escape(redact(to_plain(text))) or " "
         else:  # mrkdwn text objects and `markdown` blocks
             out["text"] = to_mrkdwn(redact(text))
     return out
@@ -243,7 +243,7 @@ def _fit_block(block: Block) -> tuple[Block, bool]:
     if isinstance(text, dict) and isinstance(text.get("text"), str):
         limit = HEADER_TEXT_LIMIT if kind == "header" else SECTION_TEXT_LIMIT
         if len(text["text"]) > limit:
-            block = {**block, "text": {**text, "text": _cut_any(text["text"], limit, text.get("type"))}}
+            block = {**block, "text": {**text, "text": cut_text(text["text"], limit)}}
             cut = True
     if kind == "section" and block.get("fields"):
         fields = block["fields"][:FIELDS_LIMIT]
@@ -251,7 +251,7 @@ def _fit_block(block: Block) -> tuple[Block, bool]:
         fitted = []
         for f in fields:
             if len(f.get("text", "")) > FIELD_TEXT_LIMIT:
-                f = {**f, "text": _cut_any(f["text"], FIELD_TEXT_LIMIT, f.get("type"))}
+                f = {**f, "text": cut_text(f["text"], FIELD_TEXT_LIMIT)}
                 cut = True
             fitted.append(f)
         block = {**block, "fields": fitted}
@@ -261,7 +261,7 @@ def _fit_block(block: Block) -> tuple[Block, bool]:
         fitted = []
         for e in elements:
             if isinstance(e.get("text"), str) and len(e["text"]) > SECTION_TEXT_LIMIT:
-                e = {**e, "text": _cut_any(e["text"], SECTION_TEXT_LIMIT, e.get("type"))}
+                e = {**e, "text": cut_text(e["text"], SECTION_TEXT_LIMIT)}
                 cut = True
             fitted.append(e)
         block = {**block, "elements": fitted}
@@ -269,12 +269,6 @@ def _fit_block(block: Block) -> tuple[Block, bool]:
         block = {**block, "elements": block["elements"][:ACTIONS_ELEMENTS_LIMIT]}
         cut = True
     return block, cut
-
-
-def _cut_any(text: str, limit: int, kind: object) -> str:
-    if kind == "plain_text":
-        return text[: limit - 1] + "…"
-    return cut_text(text, limit)
 
 
 def _block_text(block: Block) -> str:
@@ -425,7 +419,8 @@ class SlackGateway:
         Raises:
             SlackDeliveryError: Slack refused it (e.g. an expired trigger_id).
         """
-        wire = dict(view, blocks=[_wire_value(b) for b in view.get("blocks", [])][:VIEW_BLOCKS_LIMIT])
+        blocks = [_fit_block(_wire_value(b))[0] for b in view.get("blocks", [])][:VIEW_BLOCKS_LIMIT]
+        wire = dict(view, blocks=blocks)
         try:
             self.client.views_open(trigger_id=trigger_id, view=wire)
         except SlackApiError as exc:

@@ -26,6 +26,9 @@ MAX_SECTION_TEXT = 3000
 MAX_HEADER_TEXT = 150
 MAX_ACTIONS_ELEMENTS = 25
 MAX_TEXT = 40000
+# Block text of one message, all blocks together: Slack answers msg_blocks_too_long past about 13,200
+# characters (bolt-js#2509; not documented).
+MAX_BLOCKS_TEXT = 13200
 
 
 @dataclass
@@ -80,11 +83,17 @@ class Message:
             if self.blocks
             else self.text
         )
+        body = unescape(body)
         if self.ephemeral:
             return "(only visible to you) " + body
         if self.kind == "update" or self.replaces:
             return "(updated) " + body
         return body
+
+
+def unescape(text: str) -> str:
+    """Slack's three entities as the characters a Slack client shows (`&lt;` -> `<`)."""
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
 def render_block(block: dict[str, Any]) -> str:
@@ -287,6 +296,8 @@ class SlackSimulator:
         errors = block_errors(blocks)
         if errors:
             return {"ok": False, "error": "invalid_blocks", "errors": errors}
+        if sum(len(render_block(block)) for block in blocks) > MAX_BLOCKS_TEXT:
+            return {"ok": False, "error": "msg_blocks_too_long"}
         ts = str(args["ts"]) if method == "chat.update" else self._next_ts()
         kind = {"chat.postMessage": "post", "chat.update": "update", "chat.postEphemeral": "ephemeral"}[
             method
