@@ -190,8 +190,16 @@ class HttpServer:
     ) -> None:
         app = wsgi(bot, slack_events=slack_events)
         # waitress refuses new connections past connection_limit (default 100); Slack bursts can exceed it.
+        # max_request_body_size: waitress answers 413 from the Content-Length (or the chunked size so far)
+        # before the app runs, so an oversized body is never read into memory.
         self._server = create_server(
-            app, host=host, port=port, threads=threads, connection_limit=1000, ident="tpu-chatops"
+            app,
+            host=host,
+            port=port,
+            threads=threads,
+            connection_limit=1000,
+            ident="tpu-chatops",
+            max_request_body_size=MAX_BODY_BYTES,
         )
         self.host = host
         self.port = int(self._server.effective_port)
@@ -205,6 +213,18 @@ class HttpServer:
 
     def close(self) -> None:
         self._server.close()
+
+
+def socket_state(handler: SocketModeHandler) -> Callable[[], str | None]:
+    """A readiness check of the Socket Mode websocket: None while connected, else a one-line reason
+    (slack_sdk's SocketModeClient reconnects by itself; /readyz says when it is down meanwhile)."""
+
+    def check() -> str | None:
+        if handler.client.is_connected():
+            return None
+        return "Socket Mode websocket not connected (reconnecting; check SLACK_APP_TOKEN and outbound HTTPS)"
+
+    return check
 
 
 def serve(settings: Settings) -> None:
@@ -224,9 +244,12 @@ def serve(settings: Settings) -> None:
     try:
         if socket_mode:
             assert settings.slack_app_token is not None  # checked by Settings
+            handler = SocketModeHandler(bot.app, settings.slack_app_token.get_secret_value())
+            if bot.readiness is not None:
+                bot.readiness.connection_check = socket_state(handler)
             threading.Thread(target=server.serve_forever, name="healthz", daemon=True).start()
             log.info("starting in Socket Mode; health at %s/healthz", server.url)
-            SocketModeHandler(bot.app, settings.slack_app_token.get_secret_value()).start()
+            handler.start()
         else:
             log.info("listening on %s/slack/events", server.url)
             server.serve_forever()
