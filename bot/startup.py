@@ -29,8 +29,9 @@ def google_credentials_problem(settings: Settings) -> str | None:
         detail = " ".join(str(exc).split())[:160]
         return (
             "Google credentials: no Application Default Credentials "
-            f"({detail}). Fix: run `gcloud auth application-default login`, set GOOGLE_APPLICATION_CREDENTIALS "
-            "to a service-account key file, or run on Google Cloud with a service account attached"
+            f"({detail}). Fix: run `gcloud auth application-default login`, set "
+            "GOOGLE_APPLICATION_CREDENTIALS to a service-account key file, or run on Google Cloud with a "
+            "service account attached"
         )
     return None
 
