@@ -59,7 +59,7 @@ class Settings(BaseSettings):
     gcp_project: str = Field(pattern=r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$", description="GCP project id.")
     tpu_zones: CommaList = Field(description="Zones to watch, comma-separated.")
     tpu_accelerator_type: str = Field("v6e-8", pattern=r"^v[0-9a-z]+-\d+$")
-    tpu_runtime_version: str = Field("v2-alpha-tpuv6e")
+    tpu_runtime_version: str = Field("v2-alpha-tpuv6e", pattern=r"^[a-z0-9][a-z0-9.-]{0,62}$")
     tpu_primary: str = Field(
         "gemma4-qr",
         pattern=r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$",

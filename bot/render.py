@@ -59,11 +59,14 @@ def header(text: str) -> Block:
 
 
 def section(markdown: str) -> Block:
-    return {"type": "section", "text": {"type": "mrkdwn", "text": _cut(markdown, SECTION_LIMIT)}}
+    """A mrkdwn section holding all of `markdown`: text over the 3,000-character limit is cut by `fit` (and
+    by the Slack gateway), which then attach the whole text as a file, so nothing is lost silently."""
+    return {"type": "section", "text": {"type": "mrkdwn", "text": markdown}}
 
 
 def context(markdown: str) -> Block:
-    return {"type": "context", "elements": [{"type": "mrkdwn", "text": _cut(markdown, SECTION_LIMIT)}]}
+    """A context line holding all of `markdown` (cut like `section`'s, with the whole text as a file)."""
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": markdown}]}
 
 
 def divider() -> Block:
@@ -132,6 +135,8 @@ def fit(reply: Reply, filename: str = "output.txt") -> Reply:
     kept: list[Block] = []
     cut = False
     for block in reply.blocks:
+        block, was_cut = _within_limits(block)
+        cut = cut or was_cut
         size = len(_block_text(block))
         if len(kept) >= BLOCKS_LIMIT - 1 or total + size > MESSAGE_TEXT_LIMIT - 200:
             cut = True
@@ -149,6 +154,28 @@ def fit(reply: Reply, filename: str = "output.txt") -> Reply:
     )
     files = [*reply.files, Attachment(filename, reply.text, "Full output")]
     return Reply(text=text, blocks=kept, files=files)
+
+
+def _within_limits(block: Block) -> tuple[Block, bool]:
+    """A section's or context's text cut to SECTION_LIMIT (code fences closed), and whether it was cut."""
+    text = block.get("text")
+    if (
+        block.get("type") == "section"
+        and isinstance(text, dict)
+        and len(text.get("text", "")) > SECTION_LIMIT
+    ):
+        chunk = split_sections(str(text["text"]), SECTION_LIMIT - 10)[0]
+        return {**block, "text": {**text, "text": chunk + "\n…"}}, True
+    if block.get("type") == "context":
+        elements = [
+            {**e, "text": _cut(str(e["text"]), SECTION_LIMIT)}
+            if len(str(e.get("text", ""))) > SECTION_LIMIT
+            else e
+            for e in block.get("elements", [])
+        ]
+        if elements != block.get("elements"):
+            return {**block, "elements": elements}, True
+    return block, False
 
 
 def _block_text(block: Block) -> str:
