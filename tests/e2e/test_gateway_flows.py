@@ -55,3 +55,11 @@ def test_a_hostile_runtime_flag_is_refused_and_never_live(demo: Demo) -> None:
     out, _ = demo.user.run("/tpu create x --runtime <!channel>")
     assert "<!channel>" not in out[0].replace("&lt;!channel&gt;", "")
     assert "not a TPU runtime version" in unescape(out[0])
+
+
+def test_audit_rows_never_hold_the_tokens_a_prompt_quoted(demo: Demo) -> None:
+    token = "ghp_" + "aB3dE5fG7hI9jK1lM3nO5pQ7rS9tU1vW3xY5"
+    demo.user.run(f"/gemma ask why does my GITHUB_TOKEN={token} fail")
+    rows = demo.bot.services.store.audit(last=10)
+    assert any("gemma ask" in row.command for row in rows)
+    assert all(token not in row.command and token not in row.outcome for row in rows)
