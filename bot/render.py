@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from llm.redact import redact
-
 SECTION_LIMIT = 3000
 HEADER_LIMIT = 150
 BLOCKS_LIMIT = 50
@@ -270,31 +268,6 @@ def cancel_button(operation_id: str) -> Block:
             }
         ],
     }
-
-
-def scrub(reply: Reply) -> Reply:
-    """The reply with every text it carries passed through `llm.redact.redact` (tokens, keys, passwords in
-    URLs): nothing leaves the bot for Slack unredacted."""
-    return Reply(
-        text=redact(reply.text),
-        blocks=[_scrub_value(block) for block in reply.blocks],
-        files=[
-            Attachment(f.filename, redact(f.content) if isinstance(f.content, str) else f.content, f.title)
-            for f in reply.files
-        ],
-        plan=reply.plan,
-    )
-
-
-def _scrub_value(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {
-            key: redact(item) if key == "text" and isinstance(item, str) else _scrub_value(item)
-            for key, item in value.items()
-        }
-    if isinstance(value, list):
-        return [_scrub_value(item) for item in value]
-    return value
 
 
 # ---- live mentions and links
