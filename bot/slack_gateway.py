@@ -212,7 +212,7 @@ def _note(filename: str) -> Block:
 
 def _full_text(reply: Reply) -> str:
     """The whole answer as text: the fallback text, or the blocks' texts when they say more."""
-    from_blocks = "\n\n".join(t for t in (_block_text(b) for b in reply.blocks) if t)
+    from_blocks = "\n".join(t for t in (_block_text(b) for b in reply.blocks) if t)
     return from_blocks if len(from_blocks) > len(reply.text) else reply.text
 
 
