@@ -63,3 +63,12 @@ def test_audit_rows_never_hold_the_tokens_a_prompt_quoted(demo: Demo) -> None:
     rows = demo.bot.services.store.audit(last=10)
     assert any("gemma ask" in row.command for row in rows)
     assert all(token not in row.command and token not in row.outcome for row in rows)
+
+
+def test_an_expired_response_url_still_answers_in_the_channel(demo: Demo) -> None:
+    start = len(demo.slack.messages)
+    demo.slack.fail_next("response", error="expired_url", status=404)  # the one answer this command sends
+    _, answered = demo.user.run("/vllm endpoint")
+    assert answered
+    posts = [m for m in _new(demo, start) if m.kind == "post" and m.channel == demo.user.channel_id]
+    assert posts and not posts[-1].in_progress
