@@ -106,7 +106,9 @@ _OWN_RULES: list[tuple[str, _Rule]] = [
     (
         "url_password",
         (
-            re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]*:)" + _NOT_MASKED + r"([^\s@/]+)(@)"),
+            re.compile(
+                r"\b([a-zA-Z][a-zA-Z0-9+.-]{0,30}://[^\s:/@]{0,256}:)" + _NOT_MASKED + r"([^\s@/]{1,256})(@)"
+            ),
             lambda m: f"{m.group(1)}{_mask('url_password')}{m.group(3)}",
         ),
     ),
@@ -194,8 +196,18 @@ _LIBRARY: list[tuple[type[RegexBasedDetector], str, bool]] = [
     (TelegramBotTokenDetector, "telegram_token", False),
     (TwilioKeyDetector, "twilio_key", False),
 ]
+
+
+def _at_word_start(pattern: re.Pattern[str]) -> re.Pattern[str]:
+    """The pattern, matching only where a word starts: a token never starts inside another word, and a
+    long run of look-alike characters (`eyJeyJ...`) is then scanned once instead of once per position."""
+    if pattern.pattern.startswith(("(?:(?<=", "\\/", "(?:\\s")):
+        return pattern
+    return re.compile(r"(?<![A-Za-z0-9])(?:" + pattern.pattern + ")", pattern.flags)
+
+
 _LIBRARY_PATTERNS: list[tuple[re.Pattern[str], str, bool]] = [
-    (pattern, kind, group_is_secret)
+    (_at_word_start(pattern), kind, group_is_secret)
     for detector, kind, group_is_secret in _LIBRARY
     # `denylist` is a class attribute of each detector (a property on the base class).
     for pattern in detector.denylist  # type: ignore[attr-defined]
@@ -210,7 +222,7 @@ _NAME_WORDS = (
 )
 # NAME=value, NAME: value, "NAME": "value", \"NAME\": \"value\" (JSON inside a JSON string).
 _GENERIC = re.compile(
-    r"(?i)(?<![A-Za-z0-9_${])([A-Za-z0-9_.-]*?(" + _NAME_WORDS + r"))"
+    r"(?i)(?<![A-Za-z0-9_${])([A-Za-z0-9_.-]{0,64}?(" + _NAME_WORDS + r"))"
     r"(\\?[\"']?\s*[=:]\s*)(\\?[\"'`]?)(?!\s)" + _NOT_MASKED
 )
 # --password VALUE, --api-key VALUE (a flag and a separate word).
@@ -329,6 +341,8 @@ def _mask_assignments(text: str) -> str:
 def _mask_library(text: str) -> str:
     spans: list[tuple[int, int, str]] = []
     for pattern, kind, group_is_secret in _LIBRARY_PATTERNS:
+        if kind == "npm_token" and "_authToken" not in text:  # its `.+` is quadratic on long lines
+            continue
         for match in pattern.finditer(text):
             group = 1 if group_is_secret and match.lastindex else 0
             end = match.end(group)
