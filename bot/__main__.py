@@ -37,19 +37,23 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = load_settings()
     except ConfigError as exc:
-        print(f"config error: {exc}", file=sys.stderr)
+        for problem in exc.problems:
+            print(f"config error: {problem}", file=sys.stderr)
         return 2
-    from slack_bolt.error import BoltError
-
     from bot.app import serve
+    from bot.startup import explain, google_credentials_problem
 
+    no_credentials = google_credentials_problem(settings)
+    if no_credentials is not None:
+        print(f"start-up error: {no_credentials}", file=sys.stderr)
+        return 2
     try:
         serve(settings)
-    except BoltError as exc:
-        print(f"Slack error: {exc}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         return 0
+    except Exception as exc:  # every start-up failure becomes one line naming the setting and the fix
+        print(f"start-up error: {explain(exc, settings)}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -23,7 +23,6 @@ from urllib.parse import parse_qs
 from slack_bolt import App
 from slack_bolt.adapter.socket_mode import SocketModeHandler
 from slack_bolt.adapter.wsgi import SlackRequestHandler
-from slack_sdk import WebClient
 from sqlalchemy import text
 from waitress.server import create_server
 
@@ -35,9 +34,10 @@ from bot.config import Settings
 from bot.listeners import alerts as alert_listeners
 from bot.listeners import home
 from bot.observability import Metrics, Readiness, trace_from_headers, use_trace
-from bot.runner import Runner, retry_handlers
+from bot.runner import Runner
 from bot.scheduler import AlertScheduler, OncallOptions
 from bot.services import Services
+from bot.slack_gateway import SlackGateway
 
 log = logging.getLogger(__name__)
 
@@ -67,14 +67,10 @@ def build(settings: Settings, services: Services | None = None) -> Bot:
         slack_bolt.error.BoltError: the token was refused by Slack.
     """
     services = services or Services.from_settings(settings)
-    client = WebClient(
-        token=settings.slack_bot_token.get_secret_value(),
-        base_url=settings.slack_api_url,
-        retry_handlers=retry_handlers(),
-    )
+    slack = SlackGateway.connect(settings.slack_bot_token.get_secret_value(), settings.slack_api_url)
     signing_secret = settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else ""
     app = App(
-        client=client,
+        client=slack.client,
         signing_secret=signing_secret,
         request_verification_enabled=settings.bot_mode == "http",
         raise_error_for_unhandled_request=False,
@@ -83,14 +79,14 @@ def build(settings: Settings, services: Services | None = None) -> Bot:
     )
     # App() has just called auth.test (it raises BoltError otherwise): Slack auth is ok at start.
     metrics = Metrics()
-    readiness = Readiness(client.auth_test, lambda: _ping(services), auth_ok=True)
-    runner = Runner(services, registry, client, Authorizer(settings, client), metrics=metrics)
+    readiness = Readiness(slack.auth_test, lambda: _ping(services), auth_ok=True)
+    runner = Runner(services, registry, slack, Authorizer(settings, slack), metrics=metrics)
     listeners.register(app, registry, runner)
     alerts = None
     if settings.alert_channel:
         alerts = AlertScheduler(
             services,
-            client,
+            slack,
             settings.alert_channel,
             interval_s=settings.alert_interval_s,
             thresholds=[int(minutes) for minutes in settings.alert_thresholds_min],
@@ -195,8 +191,16 @@ class HttpServer:
     ) -> None:
         app = wsgi(bot, slack_events=slack_events)
         # waitress refuses new connections past connection_limit (default 100); Slack bursts can exceed it.
+        # max_request_body_size: waitress answers 413 from the Content-Length (or the chunked size so far)
+        # before the app runs, so an oversized body is never read into memory.
         self._server = create_server(
-            app, host=host, port=port, threads=threads, connection_limit=1000, ident="tpu-chatops"
+            app,
+            host=host,
+            port=port,
+            threads=threads,
+            connection_limit=1000,
+            ident="tpu-chatops",
+            max_request_body_size=MAX_BODY_BYTES,
         )
         self.host = host
         self.port = int(self._server.effective_port)
@@ -210,6 +214,18 @@ class HttpServer:
 
     def close(self) -> None:
         self._server.close()
+
+
+def socket_state(handler: SocketModeHandler) -> Callable[[], str | None]:
+    """A readiness check of the Socket Mode websocket: None while connected, else a one-line reason
+    (slack_sdk's SocketModeClient reconnects by itself; /readyz says when it is down meanwhile)."""
+
+    def check() -> str | None:
+        if handler.client.is_connected():
+            return None
+        return "Socket Mode websocket not connected (reconnecting; check SLACK_APP_TOKEN and outbound HTTPS)"
+
+    return check
 
 
 def serve(settings: Settings) -> None:
@@ -229,9 +245,12 @@ def serve(settings: Settings) -> None:
     try:
         if socket_mode:
             assert settings.slack_app_token is not None  # checked by Settings
+            handler = SocketModeHandler(bot.app, settings.slack_app_token.get_secret_value())
+            if bot.readiness is not None:
+                bot.readiness.connection_check = socket_state(handler)
             threading.Thread(target=server.serve_forever, name="healthz", daemon=True).start()
             log.info("starting in Socket Mode; health at %s/healthz", server.url)
-            SocketModeHandler(bot.app, settings.slack_app_token.get_secret_value()).start()
+            handler.start()
         else:
             log.info("listening on %s/slack/events", server.url)
             server.serve_forever()

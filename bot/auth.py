@@ -12,11 +12,11 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from bot.commands import Command, Role
 from bot.config import Settings
+from bot.slack_gateway import SlackGateway
 from ops.errors import PermissionDenied
 
 log = logging.getLogger(__name__)
@@ -27,14 +27,16 @@ GROUP_CACHE_S = 300.0
 class Authorizer:
     """Resolves a Slack user's role and checks it against a command's required role."""
 
-    def __init__(self, settings: Settings, client: WebClient, *, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self, settings: Settings, slack: SlackGateway, *, clock: Callable[[], float] = time.monotonic
+    ):
         self._lists: list[tuple[Role, Sequence[str]]] = [
             (Role.ADMIN, settings.admins),
             (Role.OPERATOR, settings.operators),
             (Role.VIEWER, settings.viewers),
         ]
         self._everyone_views = not settings.viewers
-        self._client = client
+        self._slack = slack
         self._clock = clock
         self._lock = threading.Lock()
         self._groups: dict[str, tuple[float, frozenset[str]]] = {}
@@ -64,7 +66,7 @@ class Authorizer:
         if cached and self._clock() - cached[0] < GROUP_CACHE_S:
             return cached[1]
         try:
-            users: list[str] = self._client.usergroups_users_list(usergroup=group_id).get("users", [])
+            users = self._slack.usergroup_members(group_id)
         except SlackApiError as exc:
             log.warning("cannot read user group %s: %s", group_id, exc.response.get("error"))
             return cached[1] if cached else frozenset()

@@ -87,6 +87,18 @@ def model_id(word: str) -> str:
     return word
 
 
+# TPU software versions as the API names them: v2-alpha-tpuv6e, tpu-ubuntu2204-base, tpu-vm-tf-2.16.1-pjrt
+# (https://cloud.google.com/tpu/docs/runtimes).
+_RUNTIME = re.compile(r"^[a-z0-9][a-z0-9.-]{0,62}$")
+
+
+def runtime_version(word: str) -> str:
+    """A TPU runtime (software) version such as v2-alpha-tpuv6e: lowercase letters, digits, dots, hyphens."""
+    if not _RUNTIME.match(word):
+        raise ValueError(f"{word!r} is not a TPU runtime version (e.g. v2-alpha-tpuv6e)")
+    return word
+
+
 def accelerator_type(word: str) -> str:
     """A TPU accelerator type such as v6e-8, v5litepod-4 or v5p-8 (its shape; the API checks the rest)."""
     if not _ACCELERATOR.match(word):

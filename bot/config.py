@@ -1,8 +1,8 @@
 """Settings, read once at start-up from the environment and `.env` (pydantic-settings).
 
 Every field maps to the upper-case environment variable of the same name (`gcp_project` -> `GCP_PROJECT`).
-Lists are comma-separated (`TPU_ZONES=us-east5-a,asia-northeast1-b`). A missing or malformed setting stops
-start-up with one line naming it (see `load_settings`).
+Lists are comma-separated (`TPU_ZONES=us-east5-a,asia-northeast1-b`). Missing or malformed settings stop
+start-up with one line each, naming the setting and its rule, all of them at once (see `load_settings`).
 """
 
 from __future__ import annotations
@@ -28,8 +28,19 @@ _ZONE = re.compile(r"^[a-z]+-[a-z]+\d+-[a-z]$")
 _SLACK_PRINCIPAL = re.compile(r"^[UWS][A-Z0-9]{2,}$")
 
 
+# Values copied unchanged from .env.example ("xoxb-your-bot-token", "your-project-id", ...).
+_PLACEHOLDER = re.compile(r"(?i)(?:^|[-_])your[-_]|^change[-_]?me$|^<[^>]*>$")
+# Databases the state store supports (ops/store.py: SQLAlchemy Core on SQLite or PostgreSQL with psycopg 3).
+SUPPORTED_DATABASES = ("sqlite", "postgresql")
+
+
 class ConfigError(Exception):
-    """A setting is missing or malformed. The message is one line naming the setting."""
+    """Settings are missing or malformed. `problems` holds one line per setting, naming it and its rule;
+    `str()` is those lines joined by newlines."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
 
 
 class Settings(BaseSettings):
@@ -53,7 +64,7 @@ class Settings(BaseSettings):
     gcp_project: str = Field(pattern=r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$", description="GCP project id.")
     tpu_zones: CommaList = Field(description="Zones to watch, comma-separated.")
     tpu_accelerator_type: str = Field("v6e-8", pattern=r"^v[0-9a-z]+-\d+$")
-    tpu_runtime_version: str = Field("v2-alpha-tpuv6e")
+    tpu_runtime_version: str = Field("v2-alpha-tpuv6e", pattern=r"^[a-z0-9][a-z0-9.-]{0,62}$")
     tpu_primary: str = Field(
         "gemma4-qr",
         pattern=r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$",
@@ -127,6 +138,39 @@ class Settings(BaseSettings):
         200.0, gt=0, le=100000, description="Projected USD of automatic recoveries per UTC day."
     )
     state_database_url: str = Field("sqlite:///tpu-chatops.db", description="SQLAlchemy URL.")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _not_a_placeholder(cls, value: object) -> object:
+        if isinstance(value, str) and _PLACEHOLDER.search(value):
+            raise ValueError("still the placeholder from .env.example; set the real value")
+        return value
+
+    @field_validator("slack_bot_token")
+    @classmethod
+    def _check_bot_token(cls, token: SecretStr) -> SecretStr:
+        value = token.get_secret_value()
+        if not value.startswith("xoxb-") or any(c.isspace() for c in value):
+            got = value.split("-", 1)[0] + "-" if "-" in value else "something else"
+            raise ValueError(
+                f"a bot token starts with xoxb- (OAuth & Permissions, Bot User OAuth Token); this is {got}"
+            )
+        return token
+
+    @field_validator("slack_app_token")
+    @classmethod
+    def _check_app_token(cls, token: SecretStr | None) -> SecretStr | None:
+        if token is not None and not token.get_secret_value().startswith("xapp-"):
+            raise ValueError("an app-level token starts with xapp- (Basic Information, App-Level Tokens)")
+        return token
+
+    @field_validator("slack_signing_secret")
+    @classmethod
+    def _check_signing_secret(cls, secret: SecretStr | None) -> SecretStr | None:
+        value = secret.get_secret_value() if secret is not None else ""
+        if value.startswith(("xox", "xapp-")) or any(c.isspace() for c in value):
+            raise ValueError("this is a token, not the signing secret (Basic Information, App Credentials)")
+        return secret
 
     @field_validator("ssh_host_keys")
     @classmethod
@@ -217,9 +261,13 @@ class Settings(BaseSettings):
     @classmethod
     def _check_db_url(cls, url: str) -> str:
         try:
-            make_url(url)
+            backend = make_url(url).get_backend_name()
         except ArgumentError as exc:
             raise ValueError("not a SQLAlchemy URL (e.g. sqlite:///tpu-chatops.db)") from exc
+        if backend not in SUPPORTED_DATABASES:
+            raise ValueError(
+                f"{backend} is not supported: use sqlite:///FILE or postgresql+psycopg://USER:PASSWORD@HOST/DB"
+            )
         return url
 
     @model_validator(mode="after")
@@ -238,19 +286,24 @@ def load_settings(**overrides: object) -> Settings:
         The validated Settings.
 
     Raises:
-        ConfigError: one line per the first bad setting, e.g. "GCP_PROJECT: field required".
+        ConfigError: one line per bad setting, all of them, e.g. "GCP_PROJECT: required but not set".
     """
     try:
         return Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
-        error = exc.errors()[0]
-        where = "_".join(str(part) for part in error["loc"]).upper()
-        message = str(error["msg"]).removeprefix("Value error, ")
-        if error["type"] == "missing":
-            message = "required but not set"
-        elif error["type"] == "string_pattern_mismatch":
-            message = f"{error['input']!r} is not a valid value (see README.md, Settings)"
-        raise ConfigError(f"{where}: {message}" if where else message) from None
+        problems = []
+        for error in exc.errors():
+            where = "_".join(str(part) for part in error["loc"]).upper()
+            message = str(error["msg"]).removeprefix("Value error, ")
+            if error["type"] == "missing":
+                message = "required but not set"
+            elif error["type"] == "string_pattern_mismatch":
+                rule = error.get("ctx", {}).get("pattern", "")
+                message = f"{error['input']!r} is not a valid value (rule: {rule}; see README.md, Settings)"
+            line = f"{where}: {message}" if where else message
+            if line not in problems:
+                problems.append(line)
+        raise ConfigError(problems) from None
 
 
 def masked(secret: SecretStr | None) -> str:

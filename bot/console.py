@@ -12,6 +12,7 @@ import contextlib
 import itertools
 import json
 import re
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -45,11 +46,36 @@ class SlackUser:
         self._slack = slack
         self._http = httpx.Client(timeout=10.0)
         self._ids = itertools.count(1)
+        self._prefix = uuid.uuid4().hex[:6]  # response ids unique across consoles sharing one Slack simulator
         self.user_id = user_id
         self.channel_id = channel_id
         self.thread_ts: str | None = None
         self.last_mention_ts: str | None = None
         self._printed = len(slack.messages)
+        # Held while a console line runs (its answer is printed by `run`); the watcher prints otherwise.
+        self._running = threading.Lock()
+
+    def arrived(self) -> list[str]:
+        """Messages that arrived since the last ones shown (alerts, results after a Confirm), rendered; marks
+        them shown. Empty while a console line is running (`run` shows those itself)."""
+        if not self._running.acquire(blocking=False):
+            return []
+        try:
+            new = [m.render() for m in self._slack.messages[self._printed :] if m.kind != "user"]
+            self._printed = len(self._slack.messages)
+            return new
+        finally:
+            self._running.release()
+
+    def watch(self, show: Callable[[list[str]], None], stop: threading.Event, poll_s: float = 0.3) -> None:
+        """Until `stop` is set: call `show` with each batch of messages that arrive between console lines, as
+        they arrive (not at the next keystroke)."""
+        while not stop.is_set():
+            self._slack.wait_for(lambda m: m.kind != "user", poll_s, start=self._printed)
+            lines = self.arrived()
+            if lines:
+                show(lines)
+            stop.wait(poll_s)
 
     def close(self) -> None:
         self._http.close()
@@ -135,7 +161,10 @@ class SlackUser:
         Returns:
             (lines to print, whether a final answer arrived within `timeout` seconds).
         """
-        line = line.strip()
+        with self._running:
+            return self._run(line.strip(), timeout)
+
+    def _run(self, line: str, timeout: float) -> tuple[list[str], bool]:
         start = len(self._slack.messages)
         if line == "thread":
             self.thread_ts = self.last_mention_ts
@@ -155,7 +184,7 @@ class SlackUser:
             return self._submit(line.removeprefix("submit ").strip(), start, timeout)
         if line.startswith("/"):
             command, _, text = line.partition(" ")
-            response_id = f"r{next(self._ids)}"
+            response_id = f"r{self._prefix}-{next(self._ids)}"
             body = self.slash_body(command, text, response_id)
             response = self.post_signed(body, "application/x-www-form-urlencoded")
             if response.status_code == 404:
@@ -204,7 +233,7 @@ class SlackUser:
         if found is None:
             return [f"(no button labelled {label.strip()!r} in the conversation)"], False
         message, block_id, element = found
-        response_id = f"a{next(self._ids)}"
+        response_id = f"a{self._prefix}-{next(self._ids)}"
         body = self.click_body(
             message, block_id, element, response_id, user_id=as_user.strip() or self.user_id
         )
@@ -349,6 +378,19 @@ def interactive(user: SlackUser) -> None:
     with contextlib.suppress(ImportError):
         import readline  # noqa: F401  (line editing and history for input())
     print("Type /tpu status, /tpu list, /vllm metrics, @gemma-bot help, click Confirm ... ('quit' to leave)")
+    stop = threading.Event()
+
+    def show(lines: list[str]) -> None:  # printed over the prompt, which is then shown again
+        print("\n" + "\n".join(lines) + "\n\nyou> ", end="", flush=True)
+
+    threading.Thread(target=user.watch, args=(show, stop), name="console-watch", daemon=True).start()
+    try:
+        _read_lines(user)
+    finally:
+        stop.set()
+
+
+def _read_lines(user: SlackUser) -> None:
     while True:
         try:
             line = input("\nyou> ")

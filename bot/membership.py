@@ -15,22 +15,26 @@ from collections.abc import Sequence
 
 from slack_sdk.errors import SlackApiError
 
+from bot.render import channel_link
+
 NOT_MEMBER_ERRORS = frozenset({"not_in_channel", "channel_not_found"})
 
 
 def not_member(exc: BaseException) -> str | None:
-    """The Slack error code when `exc` means the bot is not in the channel, else None."""
+    """The Slack error code when `exc` (a SlackApiError, or the gateway's SlackDeliveryError with its
+    `reason`) means the bot is not in the channel, else None."""
     if isinstance(exc, SlackApiError):
         error = str(exc.response.get("error") or "")
-        return error if error in NOT_MEMBER_ERRORS else None
-    return None
+    else:
+        error = str(getattr(exc, "reason", "") or "")
+    return error if error in NOT_MEMBER_ERRORS else None
 
 
 def invite_hint(channel_id: str) -> str:
     """How to invite the bot to `channel_id` (a one-line mrkdwn hint)."""
     return (
-        f"invite me with `/invite @gemma-bot` in <#{channel_id}> (or the channel's details -> Integrations "
-        "-> Add apps), then run the command again"
+        f"invite me with `/invite @gemma-bot` in {channel_link(channel_id)} (or the channel's details -> "
+        "Integrations -> Add apps), then run the command again"
     )
 
 
@@ -46,6 +50,6 @@ def guidance(channel_id: str, lost: Sequence[str]) -> str:
     """
     what = ", ".join(dict.fromkeys(lost)) or "messages"
     return (
-        f":warning: I am not a member of <#{channel_id}>, so {what} could not be posted there "
+        f":warning: I am not a member of {channel_link(channel_id)}, so {what} could not be posted there "
         f"(Slack: `not_in_channel`). To fix it, {invite_hint(channel_id)}."
     )

@@ -114,7 +114,12 @@ class Metrics:
 
 class Readiness:
     """What `/readyz` checks: Slack accepted the bot token (at start, or within `auth_max_age_s`; an older
-    success is re-checked by calling `auth_check`), and the state database answers (`db_check`).
+    success is re-checked by calling `auth_check`), the state database answers (`db_check`), and in Socket
+    Mode the websocket is connected (`connection_check` returns a problem or None).
+
+    `/readyz` never waits on a check: each runs in at most one request at a time, and a request that finds
+    one running answers with the last result at once. So a slow Slack or database cannot pile up server
+    threads on /readyz and starve `/slack/events` (no lock is held during a check).
 
     Both checks raise on failure. `problem()` returns None when ready, else a one-line reason.
     """
@@ -127,40 +132,61 @@ class Readiness:
         auth_ok: bool = False,
         auth_max_age_s: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
+        connection_check: Callable[[], str | None] | None = None,
     ) -> None:
         self._auth_check = auth_check
         self._db_check = db_check
         self._max_age = auth_max_age_s
         self._clock = clock
         self._auth_ok_at: float | None = clock() if auth_ok else None
-        self._lock = threading.Lock()
+        self._auth_problem: str | None = None if auth_ok else "Slack auth.test not checked yet"
+        self._db_problem: str | None = None
+        self._auth_running = threading.Lock()
+        self._db_running = threading.Lock()
+        self.connection_check = connection_check
 
     def mark_auth_ok(self) -> None:
-        with self._lock:
-            self._auth_ok_at = self._clock()
+        self._auth_ok_at = self._clock()
+        self._auth_problem = None
 
     def problem(self) -> str | None:
+        if self.connection_check is not None:
+            reason = self.connection_check()
+            if reason is not None:
+                return _one_line(reason)
         reason = self._slack_problem()
         if reason is not None:
             return reason
-        try:
-            self._db_check()
-        except Exception as exc:
-            return _one_line(f"state database unreachable: {type(exc).__name__}: {exc}")
-        return None
+        return self._database_problem()
 
     def _slack_problem(self) -> str | None:
-        with self._lock:
-            fresh = self._auth_ok_at is not None and self._clock() - self._auth_ok_at <= self._max_age
-            if fresh:
-                return None
-            try:
-                self._auth_check()
-            except Exception as exc:
-                error = getattr(getattr(exc, "response", None), "get", lambda _k: None)("error")
-                return _one_line(f"Slack auth.test failed: {error or type(exc).__name__}")
-            self._auth_ok_at = self._clock()
+        checked = self._auth_ok_at
+        if checked is not None and self._clock() - checked <= self._max_age:
             return None
+        if not self._auth_running.acquire(blocking=False):
+            return self._auth_problem  # another request is checking: answer with the last result
+        try:
+            self._auth_check()
+        except Exception as exc:
+            error = getattr(getattr(exc, "response", None), "get", lambda _k: None)("error")
+            self._auth_problem = _one_line(f"Slack auth.test failed: {error or type(exc).__name__}")
+        else:
+            self.mark_auth_ok()
+        finally:
+            self._auth_running.release()
+        return self._auth_problem
+
+    def _database_problem(self) -> str | None:
+        if not self._db_running.acquire(blocking=False):
+            return self._db_problem
+        try:
+            self._db_check()
+            self._db_problem = None
+        except Exception as exc:
+            self._db_problem = _one_line(f"state database unreachable: {type(exc).__name__}: {exc}")
+        finally:
+            self._db_running.release()
+        return self._db_problem
 
 
 def _one_line(text: str) -> str:

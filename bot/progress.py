@@ -3,7 +3,8 @@
 The first update posts the message (`chat.postMessage`); later ones edit it (`chat.update`), at most one edit
 per `min_interval_s` so a fast loop cannot cause a rate-limit storm (chat.postMessage allows about one message
 per second per channel: docs.slack.dev/apis/web-api/rate-limits). Skipped intermediate states are dropped;
-`finish` always writes the last one.
+`finish` always writes the last one, through the gateway's fallbacks (a short message and a file when the
+edit is too long, a new message when the edit is refused), so the message never stays on "pending".
 """
 
 from __future__ import annotations
@@ -13,11 +14,9 @@ import threading
 import time
 from collections.abc import Callable
 
-from slack_sdk import WebClient
-from slack_sdk.errors import SlackApiError
-
-from bot.membership import not_member
-from bot.render import Reply, fit, scrub
+from bot.membership import NOT_MEMBER_ERRORS
+from bot.render import Reply, fit
+from bot.slack_gateway import Destination, SlackDeliveryError, SlackGateway
 
 log = logging.getLogger(__name__)
 
@@ -26,21 +25,21 @@ class Progress:
     """A message that shows a command's progress.
 
     Args:
-        client: the bot's WebClient.
+        slack: the bot's SlackGateway.
         channel_id, thread_ts: where to post (thread_ts None: the channel itself).
         min_interval_s: the smallest time between two edits, seconds.
     """
 
     def __init__(
         self,
-        client: WebClient,
+        slack: SlackGateway,
         channel_id: str,
         thread_ts: str | None,
         *,
         min_interval_s: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._client = client
+        self._slack = slack
         self._channel = channel_id
         self._thread_ts = thread_ts
         self._min_interval_s = min_interval_s
@@ -48,35 +47,43 @@ class Progress:
         self._lock = threading.Lock()
         self._last_edit = float("-inf")
         self.ts: str | None = None
-        self.refused: str | None = None  # Slack's error when the bot may not post in the channel
+        self.refused: str | None = None  # Slack's error when the bot is not in the channel (no more edits)
 
     def update(self, reply: Reply) -> None:
         """Show `reply` now, or drop it if the last edit was under `min_interval_s` ago."""
         with self._lock:
-            if self.ts is not None and self._clock() - self._last_edit < self._min_interval_s:
+            if self.refused or (
+                self.ts is not None and self._clock() - self._last_edit < self._min_interval_s
+            ):
                 return
-            self._write(reply)
+            try:
+                self._write(reply)
+            except SlackDeliveryError as exc:
+                self.refused = exc.reason if exc.reason in NOT_MEMBER_ERRORS else None
+                log.warning("progress message not updated: %s", exc.reason)
 
-    def finish(self, reply: Reply) -> None:
-        """Show the final `reply` (always written)."""
+    def finish(self, reply: Reply, *, user_id: str = "", filename: str = "answer.txt") -> None:
+        """Show the final `reply` (always written, with its files): an edit of the progress message, or a new
+        message, or (for `user_id`) an ephemeral or direct message when the channel refuses both."""
         with self._lock:
-            self._write(reply)
+            try:
+                self._write(reply, filename=filename, final=True)
+            except SlackDeliveryError as exc:
+                log.warning(
+                    "progress message not finished (%s); delivering the result another way", exc.reason
+                )
+                self._slack.deliver(
+                    reply, Destination(self._channel, user_id, self._thread_ts), filename=filename
+                )
 
-    def _write(self, reply: Reply) -> None:
-        if self.refused:  # not in the channel: the runner reports it once, instead of retrying each edit
-            return
-        reply = scrub(fit(reply))
-        try:
-            if self.ts is None:
-                response = self._client.chat_postMessage(
-                    channel=self._channel, thread_ts=self._thread_ts, text=reply.text, blocks=reply.blocks
-                )
-                self.ts = str(response["ts"])
-            else:
-                self._client.chat_update(
-                    channel=self._channel, ts=self.ts, text=reply.text, blocks=reply.blocks
-                )
-        except SlackApiError as exc:
-            self.refused = not_member(exc)
-            log.warning("progress message not updated: %s", exc.response.get("error"))
+    def _write(self, reply: Reply, *, filename: str = "answer.txt", final: bool = False) -> None:
+        reply = fit(reply, filename) if final else reply
+        if self.ts is None:
+            self.ts = self._slack.post(
+                self._channel, reply, self._thread_ts, filename=filename, with_files=final
+            )
+        else:
+            self.ts = self._slack.update(
+                self._channel, self.ts, reply, thread_ts=self._thread_ts, filename=filename, with_files=final
+            )
         self._last_edit = self._clock()

@@ -8,11 +8,11 @@ whole text is attached as a file, never sent as an oversized message.
 
 from __future__ import annotations
 
+import re
+import secrets
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
-
-from llm.redact import redact
 
 SECTION_LIMIT = 3000
 HEADER_LIMIT = 150
@@ -57,11 +57,14 @@ def header(text: str) -> Block:
 
 
 def section(markdown: str) -> Block:
-    return {"type": "section", "text": {"type": "mrkdwn", "text": _cut(markdown, SECTION_LIMIT)}}
+    """A mrkdwn section holding all of `markdown`: text over the 3,000-character limit is cut by `fit` (and
+    by the Slack gateway), which then attach the whole text as a file, so nothing is lost silently."""
+    return {"type": "section", "text": {"type": "mrkdwn", "text": markdown}}
 
 
 def context(markdown: str) -> Block:
-    return {"type": "context", "elements": [{"type": "mrkdwn", "text": _cut(markdown, SECTION_LIMIT)}]}
+    """A context line holding all of `markdown` (cut like `section`'s, with the whole text as a file)."""
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": markdown}]}
 
 
 def divider() -> Block:
@@ -130,6 +133,8 @@ def fit(reply: Reply, filename: str = "output.txt") -> Reply:
     kept: list[Block] = []
     cut = False
     for block in reply.blocks:
+        block, was_cut = _within_limits(block)
+        cut = cut or was_cut
         size = len(_block_text(block))
         if len(kept) >= BLOCKS_LIMIT - 1 or total + size > MESSAGE_TEXT_LIMIT - 200:
             cut = True
@@ -147,6 +152,28 @@ def fit(reply: Reply, filename: str = "output.txt") -> Reply:
     )
     files = [*reply.files, Attachment(filename, reply.text, "Full output")]
     return Reply(text=text, blocks=kept, files=files)
+
+
+def _within_limits(block: Block) -> tuple[Block, bool]:
+    """A section's or context's text cut to SECTION_LIMIT (code fences closed), and whether it was cut."""
+    text = block.get("text")
+    if (
+        block.get("type") == "section"
+        and isinstance(text, dict)
+        and len(text.get("text", "")) > SECTION_LIMIT
+    ):
+        chunk = split_sections(str(text["text"]), SECTION_LIMIT - 10)[0]
+        return {**block, "text": {**text, "text": chunk + "\n…"}}, True
+    if block.get("type") == "context":
+        elements = [
+            {**e, "text": _cut(str(e["text"]), SECTION_LIMIT)}
+            if len(str(e.get("text", ""))) > SECTION_LIMIT
+            else e
+            for e in block.get("elements", [])
+        ]
+        if elements != block.get("elements"):
+            return {**block, "elements": elements}, True
+    return block, False
 
 
 def _block_text(block: Block) -> str:
@@ -243,26 +270,83 @@ def cancel_button(operation_id: str) -> Block:
     }
 
 
-def scrub(reply: Reply) -> Reply:
-    """The reply with every text it carries passed through `llm.redact.redact` (tokens, keys, passwords in
-    URLs): nothing leaves the bot for Slack unredacted."""
-    return Reply(
-        text=redact(reply.text),
-        blocks=[_scrub_value(block) for block in reply.blocks],
-        files=[
-            Attachment(f.filename, redact(f.content) if isinstance(f.content, str) else f.content, f.title)
-            for f in reply.files
-        ],
-        plan=reply.plan,
-    )
+# ---- live mentions and links
+#
+# Slack turns `<@U123>`, `<!channel>`, `<#C123>` and `<https://x|label>` into live mentions and links. Text
+# from outside (model output, logs, error messages, typed values) must never do so, so the gateway escapes
+# `&`, `<` and `>` in every mrkdwn text it sends (docs.slack.dev/messaging/formatting-message-text#escaping).
+# The mentions and links the bot means are built with the functions below: they carry a marker with a
+# per-process random nonce that untrusted text cannot forge, and the gateway turns only those into live
+# syntax.
+
+_MARK_OPEN, _MARK_CLOSE = "\ue000", "\ue001"
+_NONCE = secrets.token_hex(8)
+_MARK = re.compile(re.escape(_MARK_OPEN + _NONCE) + r"([^\ue000\ue001]*)" + _MARK_CLOSE)
+_ENTITY_AMP = re.compile(r"&(?!(?:amp|lt|gt);)")
+_SLACK_ID = re.compile(r"^[A-Z][A-Z0-9]{2,30}$")
 
 
-def _scrub_value(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {
-            key: redact(item) if key == "text" and isinstance(item, str) else _scrub_value(item)
-            for key, item in value.items()
-        }
-    if isinstance(value, list):
-        return [_scrub_value(item) for item in value]
-    return value
+def mention(user_id: str) -> str:
+    """A live mention of the Slack user `user_id` (U.../W...); an id of another shape is shown as text."""
+    if not _SLACK_ID.match(user_id):
+        return escape(user_id)
+    return f"{_MARK_OPEN}{_NONCE}@{user_id}{_MARK_CLOSE}"
+
+
+def group_mention(usergroup_id: str) -> str:
+    """A live mention of the Slack user group `usergroup_id` (S...), as `<!subteam^S...>`
+    (docs.slack.dev/messaging/formatting-message-text#mentioning-groups)."""
+    if not _SLACK_ID.match(usergroup_id):
+        return escape(usergroup_id)
+    return f"{_MARK_OPEN}{_NONCE}!subteam^{usergroup_id}{_MARK_CLOSE}"
+
+
+def channel_link(channel_id: str) -> str:
+    """A live link to the channel `channel_id` (C.../G...)."""
+    if not _SLACK_ID.match(channel_id):
+        return escape(channel_id)
+    return f"{_MARK_OPEN}{_NONCE}#{channel_id}{_MARK_CLOSE}"
+
+
+def link(url: str, label: str) -> str:
+    """A live link to an http(s) `url` showing `label` (escaped); other URLs are shown as text."""
+    if not re.match(r"^https?://[^\s|<>]+$", url):
+        return escape(f"{label} ({url})")
+    return f"{_MARK_OPEN}{_NONCE}{url}|{escape(label).replace('|', '¦')}{_MARK_CLOSE}"
+
+
+def escape(text: str) -> str:
+    """`&`, `<`, `>` as Slack's entities; an entity already escaped stays as it is (so escaping twice is
+    harmless, and `&lt;!channel&gt;` can never turn live)."""
+    return _ENTITY_AMP.sub("&amp;", text).replace("<", "&lt;").replace(">", "&gt;")
+
+
+def to_mrkdwn(text: str) -> str:
+    """Text as sent to Slack in a mrkdwn field: everything escaped except the bot's own marked mentions and
+    links, which become live. Stray marker characters are dropped."""
+    out: list[str] = []
+    pos = 0
+    for match in _MARK.finditer(text):
+        out.append(_unmarked(escape(text[pos : match.start()])))
+        out.append(f"<{match.group(1)}>")
+        pos = match.end()
+    out.append(_unmarked(escape(text[pos:])))
+    return "".join(out)
+
+
+def to_plain(text: str) -> str:
+    """Text for a plain_text field or a file: the bot's marks as readable text (`@U123`, `#C123`,
+    `label (url)`), nothing escaped (Slack does not parse these)."""
+
+    def readable(match: re.Match[str]) -> str:
+        payload = match.group(1)
+        if "|" in payload:
+            url, label = payload.split("|", 1)
+            return f"{label} ({url})"
+        return payload
+
+    return _unmarked(_MARK.sub(readable, text))
+
+
+def _unmarked(text: str) -> str:
+    return text.replace(_MARK_OPEN, "").replace(_MARK_CLOSE, "")

@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from bot.render import group_mention
 from ops.alerts import Alert
 
 __all__ = ["KINDS", "SEVERITIES", "Router", "parse_routes", "severity_of"]
@@ -100,7 +101,8 @@ class Router:
         return self.routes.get(alert.kind) or self.routes.get(severity_of(alert)) or self.default
 
     def mention(self, alert: Alert) -> str:
-        """ "<!subteam^S…> " for a critical alert when a group is set, else ""."""
+        """A live mention of the group (`<!subteam^S…>`) and a space for a critical alert when a group is
+        set, else ""."""
         if self.mention_group and severity_of(alert) == "critical":
-            return f"<!subteam^{self.mention_group}> "
+            return f"{group_mention(self.mention_group)} "
         return ""

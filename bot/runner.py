@@ -2,8 +2,8 @@
 
 The Slack listener only parses and acks (well inside the 3 s window); the command itself runs here. Every
 outcome reaches the user: the reply, a one-line `OpsError` with its hint, or for an unexpected exception a
-short message with a reference id (the traceback stays in the bot's log). Slack 429s are retried after
-`Retry-After` by slack_sdk's retry handlers, so a rate-limited reply is delayed, not dropped.
+short message with a reference id (the traceback stays in the bot's log). Replies leave through
+`bot.slack_gateway.SlackGateway` (escaping, redaction, limits, delivery fallbacks, retries after 429).
 
 Access control lives here, not in handlers: the caller's role is checked before anything runs; a command
 that changes infrastructure first answers with what it will do and a Confirm button, and on the click the
@@ -17,67 +17,26 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
-from slack_sdk import WebClient
-from slack_sdk.errors import SlackApiError
-from slack_sdk.http_retry.builtin_handlers import (
-    ConnectionErrorRetryHandler,
-    RateLimitErrorRetryHandler,
-    ServerErrorRetryHandler,
-)
-from slack_sdk.http_retry.handler import RetryHandler
-from slack_sdk.webhook import WebhookClient
-
 from bot.auth import Authorizer
 from bot.commands import Invocation, Registry, UsageError
 from bot.context import Context
-from bot.membership import guidance, not_member
+from bot.membership import guidance
 from bot.observability import Metrics
 from bot.progress import Progress
-from bot.render import Reply, confirm_buttons, context, error_reply, fit, human_duration, scrub, section
+from bot.render import Reply, confirm_buttons, context, error_reply, fit, human_duration, mention, section
 from bot.services import Services
+from bot.slack_gateway import Destination, SlackGateway
 from llm.redact import redact
 from ops.errors import OpsError, PermissionDenied
 from ops.store import AuditEntry, ConfirmationRefused
 
 log = logging.getLogger(__name__)
-
-
-# What a response_url answers (HTTP 404) after 30 minutes or 5 posts (tests/fixtures/cases/
-# slack-response-url-expired.txt): the reply then goes to the channel instead.
-SPENT_RESPONSE_URL = frozenset({"expired_url", "used_url"})
-# conversations.replies: 200 a page is Slack's recommendation ("no more than 200 results at a time",
-# docs.slack.dev/apis/web-api/pagination); 10 pages reach the newest end of any thread but a runaway one.
-HISTORY_PAGE_SIZE = 200
-HISTORY_PAGES = 10
-
-
-def retry_handlers() -> list[RetryHandler]:
-    """Retries for every Slack call: connection errors, 429 (honours Retry-After), 5xx."""
-    return [
-        ConnectionErrorRetryHandler(max_retry_count=2),
-        RateLimitErrorRetryHandler(max_retry_count=5),
-        ServerErrorRetryHandler(max_retry_count=2),
-    ]
-
-
-def plain(reply: Reply) -> Reply:
-    """The fallback when Slack rejects a reply's blocks: its text in one section, keeping its buttons (a
-    confirmation must stay confirmable)."""
-    buttons = [block for block in reply.blocks if block.get("type") == "actions"]
-    return Reply(text=reply.text, blocks=[section(reply.text[:2900]), *buttons], files=reply.files)
-
-
-def _reason(exc: Exception) -> str:
-    """A one-line reason for a failed Slack call (the API error code when there is one)."""
-    if isinstance(exc, SlackApiError):
-        return str(exc.response.get("error"))
-    return f"{type(exc).__name__}: {exc}"[:300]
 
 
 @dataclass(frozen=True)
@@ -112,14 +71,14 @@ class Runner:
         self,
         services: Services,
         registry: Registry,
-        client: WebClient,
+        slack: SlackGateway,
         authorizer: Authorizer,
         metrics: Metrics | None = None,
     ):
         self._services = services
         self.metrics = metrics if metrics is not None else Metrics()
         self._registry = registry
-        self._client = client
+        self.slack = slack
         self._authorizer = authorizer
         self._pool = ThreadPoolExecutor(
             max_workers=services.settings.worker_threads, thread_name_prefix="command"
@@ -212,7 +171,9 @@ class Runner:
         confirmation = services.store.create_confirmation(
             invocation.text, origin.user_id, origin.channel_id, ttl=ttl, now=services.now(), plan=preview.plan
         )
-        note = f"Requested by <@{origin.user_id}>. Needs the {command.role.name.lower()} role to confirm."
+        note = (
+            f"Requested by {mention(origin.user_id)}. Needs the {command.role.name.lower()} role to confirm."
+        )
         reply = Reply(
             text=f"Confirm: {preview.text}",
             blocks=[
@@ -242,7 +203,9 @@ class Runner:
             self._refuse_click(origin, pending.command, exc.problem or "the command no longer parses", "")
             return
         self._audit(origin, "confirm", pending.command, f"confirmed (requested by {pending.requested_by})")
-        running = f":hourglass_flowing_sand: Confirmed by <@{origin.user_id}>: running `/{pending.command}` …"
+        running = (
+            f":hourglass_flowing_sand: Confirmed by {mention(origin.user_id)}: running `/{pending.command}` …"
+        )
         self.deliver(Reply(text=running, blocks=[section(running)]), origin)
         self._execute(
             invocation,
@@ -260,7 +223,7 @@ class Runner:
             return
         self._audit(origin, "cancel", command, "cancelled before running")
         self.deliver(
-            Reply(text=f"Cancelled by <@{origin.user_id}>: `/{command}` (nothing was changed)."), origin
+            Reply(text=f"Cancelled by {mention(origin.user_id)}: `/{command}` (nothing was changed)."), origin
         )
 
     def _cancel_operation(self, operation_id: str, origin: Origin) -> None:
@@ -281,7 +244,7 @@ class Runner:
         started = time.monotonic()
         operation_id = uuid.uuid4().hex
         cancelled = threading.Event()
-        progress = Progress(self._client, origin.channel_id, origin.thread_ts)
+        progress = Progress(self.slack, origin.channel_id, origin.thread_ts)
         with self._running_lock:
             self._running[operation_id] = _Running(invocation, cancelled)
         outcome = "exception"  # unless the handler returns
@@ -303,17 +266,15 @@ class Runner:
                 del self._running[operation_id]
             self.metrics.command_finished(invocation.command.name, outcome)
         self._audit(origin, "result", invocation.text, failed or "ok", time.monotonic() - started)
-        reply = fit(reply, filename=invocation.command.name.replace(" ", "-") + ".txt")
+        filename = invocation.command.name.replace(" ", "-") + ".txt"
+        if progress.refused:  # the channel refused the bot: the answer says what was lost and how to fix it
+            notice = section(guidance(origin.channel_id, ["progress updates"]))
+            reply = replace(reply, blocks=[*reply.blocks, notice])
+        reply = fit(reply, filename=filename)
         if progress.ts is not None:
-            progress.finish(reply)
-            self._report_lost(origin, self._upload(reply, origin))
+            progress.finish(reply, user_id=origin.user_id, filename=filename)
         else:
-            self.deliver(
-                reply,
-                origin,
-                ephemeral=bool(failed) and origin.ephemeral_errors,
-                lost=["progress updates"] if progress.refused else (),
-            )
+            self.deliver(reply, origin, ephemeral=bool(failed) and origin.ephemeral_errors, filename=filename)
 
     def _modal_opener(self, origin: Origin) -> Callable[[dict[str, Any]], None] | None:
         trigger_id = origin.trigger_id
@@ -321,7 +282,7 @@ class Runner:
             return None
 
         def open_modal(view: dict[str, Any]) -> None:
-            self._client.views_open(trigger_id=trigger_id, view=view)
+            self.slack.open_modal(trigger_id, view)
 
         return open_modal
 
@@ -335,23 +296,8 @@ class Runner:
             return None
 
         def read() -> list[dict[str, str]]:
-            messages: list[dict[str, Any]] = []
-            cursor = ""
-            try:
-                for _ in range(HISTORY_PAGES):
-                    response = self._client.conversations_replies(
-                        channel=origin.channel_id,
-                        ts=thread_ts,
-                        limit=HISTORY_PAGE_SIZE,
-                        cursor=cursor or None,
-                    )
-                    messages += list(response.get("messages") or [])
-                    cursor = str((response.get("response_metadata") or {}).get("next_cursor") or "")
-                    if not response.get("has_more") or not cursor:
-                        break
-            except Exception as exc:
-                log.warning("cannot read the thread: %s", _reason(exc))
-            if origin.message_ts:
+            messages = self.slack.thread_messages(origin.channel_id, thread_ts)
+            if origin.message_ts:  # the mention itself is the question, not history
                 messages = [m for m in messages if m.get("ts") != origin.message_ts]
             return [
                 {"role": "assistant" if m.get("bot_id") else "user", "content": str(m.get("text") or "")}
@@ -401,6 +347,8 @@ class Runner:
     def _audit(
         self, origin: Origin, action: str, command: str, outcome: str, duration_s: float | None = None
     ) -> None:
+        # Audit rows and lines never hold secrets (a `/gemma ask` prompt may quote a token).
+        command, outcome = redact(command), redact(outcome)
         entry = AuditEntry(
             at=self._services.now(),
             user_id=origin.user_id,
@@ -423,108 +371,15 @@ class Runner:
     # ---- delivery
 
     def deliver(
-        self, reply: Reply, origin: Origin, *, ephemeral: bool = False, lost: Sequence[str] = ()
+        self, reply: Reply, origin: Origin, *, ephemeral: bool = False, filename: str = "answer.txt"
     ) -> None:
-        """Post a reply where the request came from; if Slack rejects the blocks, post the text alone. When
-        the bot is not in the channel, say what was lost there (`lost`, files, the reply itself) and how to
-        invite it (`bot.membership`)."""
-        reply = scrub(fit(reply))
-        undelivered: Reply | None = None
-        try:
-            self._post_or_channel(reply, origin, ephemeral=ephemeral)
-        except SlackApiError as exc:
-            if not_member(exc):
-                undelivered = reply
-            else:
-                log.warning(
-                    "Slack rejected the reply (%s); sending a plain version", exc.response.get("error")
-                )
-                try:
-                    self._post(plain(reply), origin, with_blocks=True, ephemeral=ephemeral)
-                except Exception as again:
-                    log.error("could not deliver the reply to %s: %s", origin.channel_id, _reason(again))
-        except Exception as exc:
-            log.error("could not deliver the reply to %s: %s", origin.channel_id, _reason(exc))
-        self._report_lost(origin, [*lost, *self._upload(reply, origin)], undelivered)
-
-    def _post_or_channel(self, reply: Reply, origin: Origin, *, ephemeral: bool) -> None:
-        """Post through the response_url; once Slack refuses it as spent (404 `expired_url` after 30
-        minutes, `used_url` after 5 posts: docs.slack.dev/interactivity/handling-user-interaction), post the
-        same reply in the channel (or thread) with the Web API instead."""
-        try:
-            self._post(reply, origin, with_blocks=True, ephemeral=ephemeral)
-        except SlackApiError as exc:
-            if not origin.response_url or exc.response.get("error") not in SPENT_RESPONSE_URL:
-                raise
-            log.info("response_url spent (%s); posting in the channel", exc.response.get("error"))
-            self._post(reply, replace(origin, response_url=None), with_blocks=True, ephemeral=ephemeral)
-
-    def _report_lost(self, origin: Origin, lost: Sequence[str], undelivered: Reply | None = None) -> None:
-        """Tell the user what the channel refused and how to invite the bot: ephemerally through the
-        response_url, else (or when that fails) in the app's DM with the user, with the undelivered reply."""
-        if not lost and undelivered is None:
-            return
-        text = guidance(origin.channel_id, [*lost, *(["the answer"] if undelivered else [])])
-        log.warning("not in channel %s: %s", origin.channel_id, ", ".join(lost) or "the answer")
-        if undelivered is None and origin.response_url:
-            try:
-                self._post(Reply(text=text, blocks=[section(text)]), origin, with_blocks=True, ephemeral=True)
-                return
-            except Exception as exc:
-                log.warning("could not post the channel notice: %s", _reason(exc))
-        shown = fit(Reply(text=text, blocks=[*(undelivered.blocks if undelivered else []), section(text)]))
-        try:  # a user id as the channel posts in the app's DM with that user
-            self._client.chat_postMessage(channel=origin.user_id, text=shown.text, blocks=shown.blocks)
-        except Exception as exc:
-            log.error(
-                "could not tell %s about channel %s: %s", origin.user_id, origin.channel_id, _reason(exc)
-            )
-
-    def _upload(self, reply: Reply, origin: Origin) -> list[str]:
-        """Attach the reply's files; returns what the channel refused (the bot is not a member)."""
-        refused: list[str] = []
-        for attachment in reply.files:
-            try:
-                payload = (
-                    redact(attachment.content) if isinstance(attachment.content, str) else attachment.content
-                )
-                self._client.files_upload_v2(
-                    channel=origin.channel_id,
-                    thread_ts=origin.thread_ts,
-                    filename=attachment.filename,
-                    title=attachment.title,
-                    **({"content": payload} if isinstance(payload, str) else {"file": payload}),
-                )
-            except Exception as exc:
-                if not_member(exc):
-                    refused.append(f"the file `{attachment.filename}`")
-                log.error("could not upload %s: %s", attachment.filename, _reason(exc))
-        return refused
-
-    def _post(self, reply: Reply, origin: Origin, *, with_blocks: bool, ephemeral: bool) -> None:
-        blocks = reply.blocks if with_blocks else None
-        if origin.response_url:
-            webhook = WebhookClient(origin.response_url, retry_handlers=retry_handlers())
-            if ephemeral:
-                response = webhook.send(
-                    text=reply.text, blocks=blocks, response_type="ephemeral", replace_original=False
-                )
-            elif origin.replace:
-                response = webhook.send(text=reply.text, blocks=blocks, replace_original=True)
-            else:
-                response = webhook.send(text=reply.text, blocks=blocks, response_type="in_channel")
-            if response.status_code != 200:
-                raise SlackApiError(f"response_url answered {response.status_code}", {"error": response.body})
-            return
-        if ephemeral:
-            self._client.chat_postEphemeral(
-                channel=origin.channel_id,
-                user=origin.user_id,
-                thread_ts=origin.thread_ts,
-                text=reply.text,
-                blocks=blocks,
-            )
-            return
-        self._client.chat_postMessage(
-            channel=origin.channel_id, thread_ts=origin.thread_ts, text=reply.text, blocks=blocks
+        """Answer where the request came from, through the gateway (every fallback: see bot.slack_gateway)."""
+        destination = Destination(
+            channel=origin.channel_id,
+            user=origin.user_id,
+            thread_ts=origin.thread_ts,
+            response_url=origin.response_url,
+            replace=origin.replace,
+            ephemeral=ephemeral,
         )
+        self.slack.deliver(reply, destination, filename=filename)

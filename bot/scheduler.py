@@ -7,7 +7,8 @@ are claimed as "superseded". State changes keep ONE message per resource, update
 (`chat_update`), with each transition posted in its thread. The daily digest is a cron job.
 
 Messages carry names, zones, states, times and USD figures only: never tokens, secrets or URLs with
-credentials.
+credentials. They leave through `bot.slack_gateway.SlackGateway` (`post`, `update`), which also redacts and
+escapes whatever a backend put in an alert's text (an error message, a health detail).
 """
 
 from __future__ import annotations
@@ -24,15 +25,15 @@ from functools import partial
 from urllib.parse import urlsplit, urlunsplit
 
 from apscheduler.schedulers.background import BackgroundScheduler
-from slack_sdk import WebClient
 
 from bot.commands import registry
 from bot.config import Settings
 from bot.context import Context
 from bot.membership import invite_hint, not_member
-from bot.render import Block, context, human_duration, section, utc
+from bot.render import Block, Reply, context, human_duration, mention, section, utc
 from bot.routing import Router, parse_routes
 from bot.services import Services
+from bot.slack_gateway import SlackGateway
 from llm.diagnose import diagnose
 from ops import alerts as alerts_mod
 from ops.alerts import (
@@ -271,7 +272,7 @@ class AlertScheduler:
 
     Args:
         services: the bot's backends (`tpu`, `store`, `settings.tpu_zones`, `vllm()` are used).
-        client: a Slack WebClient (the bot token).
+        slack: the bot's SlackGateway.
         channel: alert channel id (e.g. Settings.alert_channel).
         interval_s: seconds between ticks (default 60).
         clock: returns timezone-aware UTC now (default: `services.now`); tests pass a controllable one.
@@ -286,7 +287,7 @@ class AlertScheduler:
     def __init__(
         self,
         services: Services,
-        client: WebClient,
+        slack: SlackGateway,
         channel: str,
         *,
         interval_s: float = 60,
@@ -301,7 +302,7 @@ class AlertScheduler:
         options: OncallOptions | None = None,
     ) -> None:
         self.services = services
-        self.client = client
+        self.slack = slack
         self.channel = channel
         self.interval_s = interval_s
         self.clock = clock or services.now
@@ -483,19 +484,17 @@ class AlertScheduler:
         if alert.resolves:
             row = self.ledger.get(alert.resolves)
             if row is not None and row.ts:
-                self.client.chat_update(
-                    channel=row.channel or self.channel,
-                    ts=row.ts,
-                    text=alert.title,
-                    blocks=[section(f":large_green_circle: *Resolved:* {alert.title}")],
+                ts = self.slack.update(
+                    row.channel or self.channel,
+                    row.ts,
+                    Reply(
+                        text=alert.title, blocks=[section(f":large_green_circle: *Resolved:* {alert.title}")]
+                    ),
                 )
                 self.ledger.resolve(alert.resolves, now=now)
-                return row.ts
+                return ts
         channel, thread_ts = thread or (self.router.channel(alert), None)
-        response = self.client.chat_postMessage(
-            channel=channel, thread_ts=thread_ts, text=alert.title, blocks=blocks
-        )
-        return str(response.get("ts") or "") or None
+        return self.slack.post(channel, Reply(text=alert.title, blocks=blocks), thread_ts) or None
 
     def _post_state(
         self,
@@ -514,10 +513,9 @@ class AlertScheduler:
         blocks = [section(summary), context(f"updated {utc(now)} · transitions in the thread")]
         if ts is None:
             channel = self.router.channel(alert)
-            response = self.client.chat_postMessage(channel=channel, text=summary, blocks=blocks)
-            ts = str(response.get("ts"))
+            ts = self.slack.post(channel, Reply(text=summary, blocks=blocks))
         else:
-            self.client.chat_update(channel=channel or self.channel, ts=ts, text=summary, blocks=blocks)
+            ts = self.slack.update(channel or self.channel, ts, Reply(text=summary, blocks=blocks))
         threads[alert.resource] = (channel, ts)
         self.ledger.observe(
             alert.resource,
@@ -529,10 +527,7 @@ class AlertScheduler:
         reply_blocks = [section(self.router.mention(alert) + alert.title)]
         if qr is not None and qr.name == self.options.primary and dead_reason(qr):
             reply_blocks.append(recover_buttons(qr))
-        reply = self.client.chat_postMessage(
-            channel=channel or self.channel, thread_ts=ts, text=alert.title, blocks=reply_blocks
-        )
-        return str(reply.get("ts") or "") or None
+        return self.slack.post(channel or self.channel, Reply(alert.title, reply_blocks), ts) or None
 
     # ---- vLLM
     def _tick_vllm(self, now: datetime, result: TickResult) -> None:
@@ -612,7 +607,7 @@ class AlertScheduler:
                     invite_hint(channel or self.router.channel(alert)),
                 )
             else:
-                log.warning("could not post alert %s: %s", alert.key, type(exc).__name__)
+                log.warning("could not post alert %s: %s", alert.key, type(exc).__name__, exc_info=True)
             self.ledger.release(alert.key)
             result.failed += 1
             return
@@ -838,11 +833,10 @@ class AlertScheduler:
         try:
             text = self.digest_text(now)
             channel = self.options.digest_channel or self.channel
-            response = self.client.chat_postMessage(channel=channel, text=text, blocks=[section(text)])
+            ts = self.slack.post(channel, Reply(text=text, blocks=[section(text)])) or None
         except Exception:
             self.ledger.release(key)
             raise
-        ts = str(response.get("ts") or "") or None
         self.ledger.mark_sent(key, channel, ts)
         return ts
 
@@ -875,9 +869,10 @@ class AlertScheduler:
     def post_test(self, user_id: str) -> str | None:
         """Post a test message (no buttons) to the alert channel; returns its ts."""
         now = self.clock()
-        text = f":test_tube: Test alert requested by <@{user_id}> at {utc(now)}: the alert channel works."
-        response = self.client.chat_postMessage(channel=self.channel, text=text, blocks=[section(text)])
-        return str(response.get("ts") or "") or None
+        text = (
+            f":test_tube: Test alert requested by {mention(user_id)} at {utc(now)}: the alert channel works."
+        )
+        return self.slack.post(self.channel, Reply(text=text, blocks=[section(text)])) or None
 
     def open_summary(self, now: datetime) -> list[str]:
         """One line per open alert of the last 7 days (for `/alerts list`)."""

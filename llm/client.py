@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import openai
 
+from llm.redact import redact
 from ops.errors import (
     BackendTimeout,
     BackendUnavailable,
@@ -238,7 +239,8 @@ class GemmaClient:
         never from counting chunks (one chunk can carry several tokens).
 
         Args:
-            messages: OpenAI chat messages, e.g. [{"role": "user", "content": "hi"}].
+            messages: OpenAI chat messages, e.g. [{"role": "user", "content": "hi"}]; every string content is
+                passed through `llm.redact.redact` before it is sent (secrets never reach the model).
             max_tokens: the most tokens to generate (>= 1).
             on_delta: called with each content fragment as it arrives (from this thread); exceptions it raises
                 abort the stream and propagate.
@@ -252,7 +254,10 @@ class GemmaClient:
             BackendUnavailable when the connection breaks mid-stream or the server sends an error event.
         """
         kwargs: dict[str, Any] = {
-            "messages": list(messages),
+            "messages": [
+                {**m, "content": redact(m["content"])} if isinstance(m.get("content"), str) else m
+                for m in messages
+            ],
             "max_tokens": max_tokens,
             "stream": True,
             "stream_options": {"include_usage": True},

@@ -116,6 +116,7 @@ class Message:
             if self.blocks
             else self.text
         )
+        body = unescape(body)
         if self.ephemeral:
             return "(only visible to you) " + body
         if self.kind == "post" and self.channel[:1] in ("U", "W"):
@@ -123,6 +124,11 @@ class Message:
         if self.kind == "update" or self.replaces:
             return "(updated) " + body
         return body
+
+
+def unescape(text: str) -> str:
+    """Slack's three entities as the characters a Slack client shows (`&lt;` -> `<`)."""
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
 def render_block(block: dict[str, Any]) -> str:

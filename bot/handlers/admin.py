@@ -7,7 +7,7 @@ from typing import Any
 
 from bot.commands import Param, Role, int_range, registry
 from bot.context import Context
-from bot.render import Reply, blocks_reply, code, header, section, utc
+from bot.render import Reply, blocks_reply, code, header, mention, section, utc
 from ops.errors import BadInput
 
 SECRET_FORM_ID = "hf_token_form"  # noqa: S105  (a Slack callback id, not a secret)
@@ -90,5 +90,5 @@ def store_token(ctx: Context, token: str) -> Reply:
     secret = ctx.services.settings.hf_token_secret
     version = ctx.services.secrets.add_version(secret, token.strip())
     return blocks_reply(
-        [section(f":white_check_mark: <@{ctx.user_id}> stored a new Hugging Face token: `{version}`.")]
+        [section(f":white_check_mark: {mention(ctx.user_id)} stored a new Hugging Face token: `{version}`.")]
     )

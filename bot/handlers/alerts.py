@@ -11,14 +11,13 @@ import contextlib
 import re
 from datetime import timedelta
 
-from slack_sdk.errors import SlackApiError
-
 from bot import scheduler
 from bot.commands import Param, Role, duration, registry
 from bot.context import Context
-from bot.membership import invite_hint, not_member
-from bot.render import Reply, blocks_reply, header, human_duration, section, utc
+from bot.membership import NOT_MEMBER_ERRORS, invite_hint
+from bot.render import Reply, blocks_reply, channel_link, header, human_duration, mention, section, utc
 from bot.routing import KINDS
+from bot.slack_gateway import SlackDeliveryError
 from ops.alerts import AlertLedger
 from ops.errors import BadInput, OpsError
 from ops.maintenance import MaintenanceWindows
@@ -58,7 +57,7 @@ def alerts_list(ctx: Context) -> Reply:
     lines = [f"• {r.text} _({human_duration(now - r.at)} ago, `{r.kind}`)_" for r in open_rows[-30:]]
     mutes = ledger.mutes(now)
     mute_lines = [
-        f"• `{name}` until {utc(until)} (by <@{by}>)" for name, (until, by) in sorted(mutes.items())
+        f"• `{name}` until {utc(until)} (by {mention(by)})" for name, (until, by) in sorted(mutes.items())
     ]
     window = MaintenanceWindows(ctx.services.store).current()
     if window is not None:
@@ -116,7 +115,8 @@ def alerts_mute(ctx: Context, name: str, length: timedelta) -> Reply:
         )
     until = ctx.services.now() + length
     AlertLedger(ctx.services.store).mute(name, until, by=ctx.user_id)
-    return blocks_reply([section(f":mute: Alerts of `{name}` muted until {utc(until)} by <@{ctx.user_id}>.")])
+    by = mention(ctx.user_id)
+    return blocks_reply([section(f":mute: Alerts of `{name}` muted until {utc(until)} by {by}.")])
 
 
 @registry.command(
@@ -138,13 +138,14 @@ def alerts_test(ctx: Context) -> Reply:
     running = scheduler.active()
     if running is None:
         raise BadInput("the alert scheduler is not running", "set ALERT_CHANNEL and restart the bot")
+    where = channel_link(running.channel)
     try:
         running.post_test(ctx.user_id)
-    except SlackApiError as exc:
-        error = not_member(exc)
+    except SlackDeliveryError as exc:
+        error = exc.reason if exc.reason in NOT_MEMBER_ERRORS else None
         if error is None:
             raise
         raise BadInput(
-            f"Slack refused the alert channel <#{running.channel}>: `{error}`", invite_hint(running.channel)
+            f"Slack refused the alert channel {where}: `{error}`", invite_hint(running.channel)
         ) from None
-    return blocks_reply([section(f":white_check_mark: Test alert posted to <#{running.channel}>.")])
+    return blocks_reply([section(f":white_check_mark: Test alert posted to {where}.")])

@@ -21,6 +21,7 @@ from bot.commands import (
     model_id,
     registry,
     resource_name,
+    runtime_version,
     zone_name,
 )
 from bot.context import Context
@@ -136,7 +137,7 @@ _CREATE_PARAMS = (
     Param(
         "valid_until", "give up if not provisioned within D", flag="--valid-until", kind=duration, metavar="D"
     ),
-    Param("runtime", "TPU runtime version", flag="--runtime", metavar="R"),
+    Param("runtime", "TPU runtime version", flag="--runtime", kind=runtime_version, metavar="R"),
     Param("model", "model to serve", flag="--model", kind=model_id, metavar="M"),
     Param("tp", "tensor parallel size", flag="--tp", kind=int_range(1, 256), metavar="N"),
     Param(

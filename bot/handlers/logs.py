@@ -9,7 +9,7 @@ from datetime import timedelta
 from bot.commands import Param, duration, int_range, registry, resource_name
 from bot.context import Context
 from bot.handlers.container import findings_text
-from bot.render import Attachment, Reply, blocks_reply, code, context, header, section, utc
+from bot.render import Attachment, Reply, blocks_reply, code, context, header, section, split_sections, utc
 from llm.logsum import analyze
 from llm.tokens import PromptCounter
 from ops import cloudlogs
@@ -69,12 +69,10 @@ def logs(
         f"{e.timestamp:%m-%d %H:%M:%S} {e.severity[:4]:<4} {e.node_id or '-'} {_first_line(e.message)}"
         for e in entries
     ]
+    # Every line is kept: split into sections here; what exceeds one message goes whole into a file.
+    listing = [section(part) for part in split_sections(code("\n".join(lines)))]
     reply = blocks_reply(
-        [
-            section(f"*{len(entries)} entries*, newest first"),
-            section(code("\n".join(lines))),
-            context(f"`{query}`"),
-        ]
+        [section(f"*{len(entries)} entries*, newest first"), *listing, context(f"`{query}`")]
     )
     return reply
 

@@ -16,7 +16,7 @@ from slack_bolt import Ack, App
 
 import bot.handlers.alerts  # noqa: F401  (declares /alerts on the registry)
 from bot.commands import UsageError, registry
-from bot.render import Reply, error_reply, section
+from bot.render import Reply, error_reply, mention, section
 from bot.runner import Origin, Runner
 from bot.scheduler import AlertScheduler, parse_key
 
@@ -66,7 +66,7 @@ def register(app: App, runner: Runner, scheduler: AlertScheduler) -> None:
         if row is None:
             runner.deliver(error_reply("this alert is unknown"), origin, ephemeral=True)
             return
-        text = f":white_check_mark: Acknowledged by <@{origin.user_id}>: {row.text}"
+        text = f":white_check_mark: Acknowledged by {mention(origin.user_id)}: {row.text}"
         runner.deliver(Reply(text=text, blocks=[section(text)]), origin)
 
     def on_recover(ack: Ack, body: dict[str, Any], action: dict[str, Any]) -> None:

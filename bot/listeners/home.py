@@ -7,25 +7,23 @@ import logging
 from typing import Any
 
 from slack_bolt import App
-from slack_sdk import WebClient
 
 from bot.commands import Registry
-from bot.render import Reply, context, divider, fit, header, scrub, section
+from bot.render import Block, context, divider, header, section
 from bot.runner import Runner
 from bot.scheduler import AlertScheduler
+from bot.slack_gateway import SlackDeliveryError
 
 log = logging.getLogger(__name__)
 
-# Views hold at most 100 blocks (slack_sdk/models/views: blocks_max_length).
-VIEW_BLOCKS_LIMIT = 100
 
-
-def home_view(
+def home_blocks(
     runner: Runner, registry: Registry, user_id: str, alerts: AlertScheduler | None
-) -> dict[str, Any]:
-    """The Home tab view for `user_id`: the status dashboard, then open alerts."""
+) -> list[Block]:
+    """The Home tab's blocks for `user_id`: the status dashboard, then open alerts (the gateway escapes,
+    redacts and fits them to a view's 100 blocks)."""
     status = runner.run_read_only(registry.parse("tpu status"), user_id)
-    blocks = list(fit(status).blocks)
+    blocks = list(status.blocks)
     blocks.append(divider())
     blocks.append(header("Open alerts"))
     if alerts is None:
@@ -34,17 +32,20 @@ def home_view(
         lines = alerts.open_summary(runner.services.now())
         blocks.append(section("\n".join(lines[:30]) or "No open alerts."))
     blocks.append(context("Refreshed when you open this tab."))
-    return {"type": "home", "blocks": scrub(Reply(text="", blocks=blocks)).blocks[:VIEW_BLOCKS_LIMIT]}
+    return blocks
 
 
 def register(app: App, registry: Registry, runner: Runner, alerts: AlertScheduler | None) -> None:
-    def on_home_opened(event: dict[str, Any], client: WebClient) -> None:
+    def on_home_opened(event: dict[str, Any]) -> None:
         user_id = str(event.get("user") or "")
         if event.get("tab", "home") != "home" or not user_id:
             return
 
         def publish() -> None:
-            client.views_publish(user_id=user_id, view=home_view(runner, registry, user_id, alerts))
+            try:
+                runner.slack.publish_home(user_id, home_blocks(runner, registry, user_id, alerts))
+            except SlackDeliveryError as exc:
+                log.warning("App Home of %s not published: %s", user_id, exc.reason)
 
         runner.background(publish)
 

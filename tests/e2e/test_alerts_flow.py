@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from slack_sdk import WebClient
 
 from bot.demo import Demo
 from bot.listeners import alerts as alert_listeners
 from bot.scheduler import AlertScheduler
+from bot.slack_gateway import SlackGateway
 
 CHANNEL = "C0ALERTS01"
 
@@ -24,9 +24,7 @@ def world() -> Iterator[tuple[Demo, AlertScheduler]]:
     with Demo() as demo:
         services = demo.bot.services
         services.now = demo.gcp.now  # mutes and confirmations follow simulated time
-        client = WebClient(
-            token=demo.settings.slack_bot_token.get_secret_value(), base_url=demo.slack.api_url
-        )
+        client = SlackGateway.connect(demo.settings.slack_bot_token.get_secret_value(), demo.slack.api_url)
         scheduler = AlertScheduler(services, client, CHANNEL, clock=demo.gcp.now, vllm_checks=False)
         alert_listeners.register(demo.bot.app, demo.bot.runner, scheduler)
         yield demo, scheduler

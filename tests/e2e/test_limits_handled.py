@@ -39,9 +39,9 @@ def test_console_shows_not_in_channel_guidance_in_an_uninvited_channel(demo: Dem
     assert answered, text
     assert "vLLM metrics" in text or "metrics" in text.lower()  # the answer itself still arrives
     assert f"I am not a member of <#{UNINVITED}>" in text and "/invite @gemma-bot" in text
-    notice = demo.slack.wait_for(lambda m: "not a member" in m.text, start=start)
+    notice = demo.slack.wait_for(lambda m: "not a member" in m.render(), start=start)
     assert notice is not None and notice.ephemeral and notice.kind == "response"
-    assert "the file `" in notice.text  # the raw scrape could not be attached there
+    assert "the file `" in notice.render()  # the raw scrape could not be attached there
     assert not any(m.kind == "file" and m.channel == UNINVITED for m in demo.slack.messages[start:])
 
 
@@ -73,7 +73,7 @@ def test_long_reply_stays_within_the_cumulative_block_limit(demo: Demo) -> None:
     posted = demo.slack.wait_for(lambda m: m.kind == "post" and m.text == "long", start=start)
     file = demo.slack.wait_for(lambda m: m.kind == "file", start=start)
     assert posted is not None and file is not None  # cut to fit, the whole text attached
-    assert "Output was longer than Slack allows" in posted.render()
+    assert "Longer than Slack allows" in posted.render()
 
 
 def test_alerts_say_when_the_alert_channel_was_not_joined() -> None:

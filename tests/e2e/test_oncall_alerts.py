@@ -17,10 +17,10 @@ from typing import Any
 
 import openai
 import pytest
-from slack_sdk import WebClient
 
 from bot.demo import ALERTS_CHANNEL, Demo
 from bot.scheduler import AlertScheduler
+from bot.slack_gateway import SlackGateway
 from ops.idle import parse_schedule
 from sim.slack import Message
 
@@ -162,7 +162,7 @@ def _primary_state(demo: Demo) -> str:
 def test_dead_primary_recovered_by_click_then_automatically(world: Demo) -> None:
     demo = world
     base = _scheduler(demo)
-    client = WebClient(token=demo.settings.slack_bot_token.get_secret_value(), base_url=demo.slack.api_url)
+    client = SlackGateway.connect(demo.settings.slack_bot_token.get_secret_value(), demo.slack.api_url)
     scheduler = AlertScheduler(
         demo.bot.services,
         client,
@@ -286,7 +286,7 @@ def test_recover_by_capacity_search_keeps_the_primary_name(world: Demo) -> None:
 def test_scheduled_stop_proposes_delete_with_the_usual_confirmation(world: Demo) -> None:
     demo = world
     base = _scheduler(demo)
-    client = WebClient(token=demo.settings.slack_bot_token.get_secret_value(), base_url=demo.slack.api_url)
+    client = SlackGateway.connect(demo.settings.slack_bot_token.get_secret_value(), demo.slack.api_url)
     just_passed = demo.gcp.now() - timedelta(minutes=5)
     options = dataclasses.replace(
         base.options, idle_after=None, idle_stop_at=parse_schedule(just_passed.strftime("%H:%M"))

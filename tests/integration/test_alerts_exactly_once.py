@@ -14,11 +14,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from slack_sdk import WebClient
-
 from bot.config import Settings
 from bot.scheduler import AlertScheduler
 from bot.services import Services
+from bot.slack_gateway import SlackGateway
 from ops.alerts import DEFAULT_THRESHOLDS, AlertLedger
 from ops.store import Store
 from sim.gcp import GcpSimulator
@@ -153,7 +152,7 @@ def bot_process(gcp: GcpSimulator, slack: SlackSimulator, db: Path, clock: Clock
     settings = Settings(_env_file=None, **fields)  # type: ignore[call-arg]
     services = Services.from_settings(settings)
     services.now = clock
-    client = WebClient(token=TOKEN, base_url=slack.api_url)
+    client = SlackGateway.connect(TOKEN, slack.api_url)
     return AlertScheduler(services, client, CHANNEL, interval_s=120, clock=clock, vllm_checks=False)
 
 

@@ -211,15 +211,14 @@ def test_lease_holder_killed_the_other_replica_takes_over_within_one_interval(
 
 def _replica(name: str) -> int:
     """One replica: every HEARTBEAT_S take or renew the lease; while held, tick every INTERVAL_S."""
-    from slack_sdk import WebClient
-
     from bot.config import Settings
     from bot.scheduler import AlertScheduler
     from bot.services import Services
+    from bot.slack_gateway import SlackGateway
 
     settings = Settings(_env_file=None, **json.loads(os.environ["TPU_CHATOPS_REPLICA_SETTINGS"]))  # type: ignore[call-arg]
     services = Services.from_settings(settings)
-    client = WebClient(token=settings.slack_bot_token.get_secret_value(), base_url=settings.slack_api_url)
+    client = SlackGateway.connect(settings.slack_bot_token.get_secret_value(), settings.slack_api_url)
     assert settings.alert_channel is not None
     scheduler = AlertScheduler(
         services, client, settings.alert_channel, interval_s=INTERVAL_S, vllm_checks=False

@@ -358,3 +358,10 @@ def test_client_disconnect_mid_stream_counts_as_abort() -> None:
         after = client.metrics()
     assert after.requests_finished["abort"] == before + 1
     assert after.running == 0
+
+
+def test_prompts_are_redacted_before_they_reach_the_model(gemma: GemmaClient) -> None:
+    # The simulator counts prompt tokens as words: a four-word password masked whole leaves one word.
+    secret = 'PASSWORD="correct horse battery staple"'
+    result = gemma.stream([{"role": "user", "content": secret}], max_tokens=2)
+    assert result.prompt_tokens == 1

@@ -11,6 +11,7 @@ from typing import Any, cast
 import pytest
 
 from bot.scheduler import AlertScheduler, parse_key
+from bot.slack_gateway import SlackGateway
 from ops.alerts import (
     Alert,
     AlertLedger,
@@ -243,7 +244,11 @@ def test_scheduler_posts_once_updates_state_message_in_place_and_honours_mutes(t
     )
     slack = FakeSlack()
     scheduler = AlertScheduler(
-        cast(Any, services), cast(Any, slack), "C0ALERTS", clock=lambda: clock.now, vllm_checks=False
+        cast(Any, services),
+        SlackGateway(cast(Any, slack)),
+        "C0ALERTS",
+        clock=lambda: clock.now,
+        vllm_checks=False,
     )
     assert scheduler.tick().sent == 0  # baseline
     listing["resources"] = (qr("PROVISIONING"),)
@@ -298,7 +303,9 @@ def test_scheduler_vllm_outage_is_posted_once_and_resolved_in_place(tmp_path: Pa
         vllm=lambda: (client, SimpleNamespace(url="http://10.0.0.2:8000")),
     )
     slack = FakeSlack()
-    scheduler = AlertScheduler(cast(Any, services), cast(Any, slack), "C0ALERTS", clock=lambda: clock.now)
+    scheduler = AlertScheduler(
+        cast(Any, services), SlackGateway(cast(Any, slack)), "C0ALERTS", clock=lambda: clock.now
+    )
     sent = []
     for _ in range(5):
         clock.now += timedelta(minutes=1)
@@ -319,7 +326,9 @@ def test_digest_once_a_day(tmp_path: Path) -> None:
         now=lambda: NOW,
     )
     slack = FakeSlack()
-    scheduler = AlertScheduler(cast(Any, services), cast(Any, slack), "C0ALERTS", clock=lambda: NOW)
+    scheduler = AlertScheduler(
+        cast(Any, services), SlackGateway(cast(Any, slack)), "C0ALERTS", clock=lambda: NOW
+    )
     assert scheduler.digest() is not None
     assert scheduler.digest() is None
     (post,) = [kw for _, kw in slack.calls]

@@ -1,5 +1,6 @@
 """The command parser and registry: every bad input is a UsageError with the usage line."""
 
+import shlex
 from datetime import timedelta
 
 import pytest
@@ -111,3 +112,30 @@ def test_real_registry_groups_and_usage() -> None:
     for command in real_registry.commands():
         assert command.usage().startswith("/") or command.words == ("help",)
         assert command.summary
+
+
+def test_every_free_text_flag_is_validated_by_a_pattern() -> None:
+    """Only prompts (rest=True) and the help topic take free text; every other value has a validator."""
+    import bot.handlers  # noqa: F401  (declares every command)
+    from bot.commands import registry
+
+    unvalidated = [
+        (c.name, p.name)
+        for c in registry.commands()
+        for p in c.params
+        if not p.switch and not p.rest and p.kind in (None, str)
+    ]
+    assert unvalidated == [("help", "topic")]
+
+
+@pytest.mark.parametrize("runtime", ["<!channel>", "v2 alpha", "$(reboot)", "V2-ALPHA", "a" * 64])
+def test_runtime_is_refused_unless_it_looks_like_a_runtime_version(runtime: str) -> None:
+    from bot.commands import UsageError, registry
+
+    with pytest.raises(UsageError) as caught:
+        registry.parse(f"tpu create x --runtime {shlex.quote(runtime)}")
+    assert "<!channel>" not in str(caught.value)
+    assert (
+        registry.parse("tpu create x --runtime tpu-vm-tf-2.16.1-pjrt").args["runtime"]
+        == "tpu-vm-tf-2.16.1-pjrt"
+    )

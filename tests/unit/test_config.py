@@ -77,3 +77,95 @@ def test_start_up_stops_with_one_line(tmp_path) -> None:
     )
     assert result.returncode == 2
     assert result.stderr.strip() == "config error: GCP_PROJECT: required but not set"
+
+
+def test_every_bad_setting_is_reported_at_once_each_with_its_rule() -> None:
+    with pytest.raises(ConfigError) as caught:
+        _load(
+            gcp_project="Bad_Project",
+            tpu_zones="europe",
+            admins="alice",
+            slack_bot_token="xoxp-123",
+            state_database_url="mysql://u:p@db/x",
+        )
+    problems = caught.value.problems
+    assert len(problems) == 5 and str(caught.value).count("\n") == 4
+    assert any(
+        p.startswith("GCP_PROJECT: 'Bad_Project' is not a valid value (rule: ^[a-z]") for p in problems
+    )
+    assert "TPU_ZONES: not a zone name: europe (expected e.g. us-east5-a)" in problems
+    assert any(
+        p.startswith("SLACK_BOT_TOKEN: a bot token starts with xoxb-") and "xoxp-" in p for p in problems
+    )
+    assert any(p.startswith("STATE_DATABASE_URL: mysql is not supported") for p in problems)
+
+
+def test_placeholders_from_env_example_are_refused() -> None:
+    with pytest.raises(ConfigError) as caught:
+        _load(
+            slack_bot_token="xoxb-your-bot-token",
+            slack_signing_secret="your-signing-secret",
+            gcp_project="your-project-id",
+        )
+    assert [p.split(":")[0] for p in caught.value.problems] == [
+        "SLACK_BOT_TOKEN",
+        "SLACK_SIGNING_SECRET",
+        "GCP_PROJECT",
+    ]
+    assert all("placeholder from .env.example" in p for p in caught.value.problems)
+    assert "your-bot-token" not in str(caught.value)  # a secret's value is never echoed
+
+
+def test_malformed_tokens_are_named() -> None:
+    with pytest.raises(ConfigError) as caught:
+        _load(bot_mode="socket", slack_app_token="xoxb-wrong-slot", slack_signing_secret="xoxb-1-2")
+    lines = "\n".join(caught.value.problems)
+    assert "SLACK_APP_TOKEN: an app-level token starts with xapp-" in lines
+    assert "SLACK_SIGNING_SECRET: this is a token, not the signing secret" in lines
+
+
+def _serve(tmp_path, **env: str) -> subprocess.CompletedProcess[str]:
+    base = {
+        "PATH": "/usr/bin:/bin",
+        "SLACK_BOT_TOKEN": "xoxb-1",
+        "SLACK_SIGNING_SECRET": "s",
+        "GCP_PROJECT": "demo-project",
+        "TPU_ZONES": "us-east5-a",
+        "STATE_DATABASE_URL": f"sqlite:///{tmp_path / 'state.db'}",
+        "BOT_PORT": "65001",
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "bot", "serve"],
+        env={**base, **env},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
+
+
+def _last_line(result: subprocess.CompletedProcess[str]) -> str:
+    lines = [
+        line for line in result.stderr.splitlines() if line.startswith(("start-up error", "config error"))
+    ]
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+def test_start_up_without_application_default_credentials_is_one_line(tmp_path) -> None:
+    result = _serve(tmp_path, GOOGLE_APPLICATION_CREDENTIALS=str(tmp_path / "missing.json"))
+    assert result.returncode == 2
+    line = _last_line(result)
+    assert line.startswith("start-up error: Google credentials: no Application Default Credentials")
+    assert "gcloud auth application-default login" in line
+
+
+def test_start_up_with_slack_unreachable_is_one_line(tmp_path) -> None:
+    result = _serve(
+        tmp_path, GOOGLE_API_ENDPOINT="http://127.0.0.1:9", SLACK_API_URL="http://127.0.0.1:9/api/"
+    )
+    assert result.returncode == 2
+    line = _last_line(result)
+    assert line.startswith("start-up error: Slack unreachable at SLACK_API_URL=http://127.0.0.1:9/api/")
+    assert "Fix:" in line

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import yaml
@@ -30,3 +31,12 @@ def test_http_variant_sets_request_urls() -> None:
     assert data["settings"]["socket_mode_enabled"] is False
     assert data["settings"]["event_subscriptions"]["request_url"] == url
     assert all(c["url"] == url for c in data["features"]["slash_commands"])
+
+
+def test_readme_scope_list_matches_the_manifest() -> None:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("It asks\nonly for the scopes the bot uses", 1)[1].split("\n\n", 2)[1]
+    listed = {
+        scope for line in section.splitlines() for scope in re.findall(r"`([a-z_]+:[a-z_]+|commands)`", line)
+    }
+    assert listed == set(manifest()["oauth_config"]["scopes"]["bot"])

@@ -12,6 +12,7 @@ from typing import Any, cast
 import pytest
 
 from bot.config import ConfigError, load_settings
+from bot.render import to_mrkdwn
 from bot.routing import Router, parse_routes, severity_of
 from bot.scheduler import AlertScheduler
 from ops.alerts import Alert, mute_subjects
@@ -153,7 +154,7 @@ def test_routes_by_kind_then_severity_and_mentions_critical() -> None:
     expiry5 = Alert("k", "expiry", "r", "qr", "z", "t", threshold=5)
     stale = Alert("k", "stale", "r", "qr", "z", "t")
     slo_critical = Alert("k", "slo", "vllm:u", "", "", "t", severity="critical")
-    assert router.channel(down) == "C0PAGE01" and router.mention(down) == "<!subteam^S0ONCALL> "
+    assert router.channel(down) == "C0PAGE01" and to_mrkdwn(router.mention(down)) == "<!subteam^S0ONCALL> "
     assert severity_of(expiry5) == "critical" and router.channel(expiry5) == "C0COST01"  # kind wins
     assert router.channel(stale) == "C0ALERTS" and router.mention(stale) == ""
     assert router.channel(slo_critical) == "C0SLO001"

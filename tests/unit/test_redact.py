@@ -52,7 +52,7 @@ CORPUS = [
     ("https://user:hunter2@proxy.example.com:3128/", "url_password", "hunter2"),
     ("VLLM_API_KEY=sk-abcdef0123456789", "api_key", "sk-abcdef0123456789"),
     ('{"api_key": "0123456789abcdef"}', "api_key", "0123456789abcdef"),
-    ("GET /callback?token=eyJhbGciOiJIUzI1NiJ9.payload.sig&x=1", "token", "eyJhbGciOiJIUzI1NiJ9"),
+    ("GET /callback?token=eyJhbGciOiJIUzI1NiJ9.payload.sig&x=1", "jwt", "eyJhbGciOiJIUzI1NiJ9"),
     ("DB_PASSWORD: correct-horse-battery", "password", "correct-horse-battery"),
     ("password=hunter2 user=bot", "password", "hunter2"),
     ("OAUTH_CLIENT_SECRET=GOCSPX-abcdefghijkl", "secret", "GOCSPX-abcdefghijkl"),
@@ -69,7 +69,9 @@ def test_each_kind_is_masked(text: str, kind: str, secret: str) -> None:
 
 
 def test_every_kind_is_in_the_corpus() -> None:
-    assert {kind for _, kind, _ in CORPUS} == set(KINDS)
+    from tests.unit.test_redact_corpus import SECRETS
+
+    assert {kind for _, kind, _ in CORPUS + SECRETS} == set(KINDS)
 
 
 ORDINARY = [

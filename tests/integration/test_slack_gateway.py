@@ -1,0 +1,357 @@
+"""The Slack gateway against the Slack simulator, through slack_sdk's real WebClient and WebhookClient.
+
+1. Every kind of reply through every sender, with hostile text (mentions, links, tokens): no live mention or
+   link reaches Slack but the ones the bot built, and no secret.
+2. Every delivery failure ends with the user holding the whole answer (the handed cases in
+   tests/fixtures/cases/slack-*.txt are parsed and replayed).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+
+from bot.progress import Progress
+from bot.render import (
+    Attachment,
+    Reply,
+    blocks_reply,
+    cancel_button,
+    code,
+    confirm_buttons,
+    context,
+    error_reply,
+    header,
+    link,
+    mention,
+    section,
+    text_reply,
+)
+from bot.scheduler import AlertScheduler
+from bot.slack_gateway import ACTIONS_ELEMENTS_LIMIT, Destination, SlackGateway, prepare
+from ops.alerts import Alert
+from ops.store import Store
+from sim.slack import Message, SlackSimulator, block_errors, unescape
+
+CASES = Path(__file__).resolve().parents[1] / "fixtures" / "cases"
+TOKEN = "xoxb-gateway-test-token"
+CHANNEL = "C0GATEWAY1"
+USER = "U0DEMOUSR1"
+
+A36 = "aB3dE5fG7hI9jK1lM3nO5pQ7rS9tU1vW3xY5"
+SECRETS = [
+    "xoxb-1234567890-1234567890123-AbCdEfGhIjKlMnOp",
+    "ghp_" + A36,
+    "hunter2example",
+    "AKIAIOSFODNN7EXAMPLE",
+    "ya29.a0AfB_byC3xampleAccessTok3n",
+    "s3cr3tPassw0rd",
+]
+HOSTILE = (
+    "<!channel> <!here|here> <!everyone> <@U0EVIL0001> <#C0EVIL0001> <!subteam^S0EVIL|@oncall> "
+    "<https://evil.example|Slack SSO login> <mailto:x@evil.example|mail> &lt;!channel&gt; a & b > c "
+    f"token {SECRETS[0]} GITHUB_TOKEN={SECRETS[1]} password=hunter2example {SECRETS[3]} "
+    f"Authorization: Bearer {SECRETS[4]} VLLM_BASE_URL=http://user:{SECRETS[5]}@10.0.0.2:8000"
+)
+# What the bot itself makes live in these replies.
+BOT_BUILT = {f"@{USER}", "https://docs.slack.dev/|the docs"}
+
+
+def _reply_kinds() -> dict[str, Callable[[str], Reply]]:
+    return {
+        "text": lambda h: text_reply(
+            f"{mention(USER)} asked ({link('https://docs.slack.dev/', 'the docs')}): {h}"
+        ),
+        "blocks": lambda h: blocks_reply(
+            [
+                header(h),
+                section(h),
+                context(h),
+                {
+                    "type": "section",
+                    "fields": [{"type": "mrkdwn", "text": h}, {"type": "plain_text", "text": h}],
+                },
+            ]
+        ),
+        "error": lambda h: error_reply(h, h),
+        "code": lambda h: text_reply("Log:\n" + code(h)),
+        "long": lambda h: text_reply("\n".join([h] * 120)),
+        "many_blocks": lambda h: blocks_reply([section(h) for _ in range(70)]),
+        "confirm": lambda h: Reply(
+            text=f"Confirm: {h}", blocks=[section(h), confirm_buttons("tok123", h, expires_in="5m")]
+        ),
+        "progress": lambda h: Reply(text=h, blocks=[section(h), cancel_button("op1")]),
+        "with_file": lambda h: Reply(
+            text=h, blocks=[section(h)], files=[Attachment("log.txt", h * 3, "Log")]
+        ),
+    }
+
+
+REPLY_KINDS = _reply_kinds()
+
+
+@pytest.fixture(scope="module")
+def slack() -> Iterator[SlackSimulator]:
+    sim = SlackSimulator(TOKEN, channels=[CHANNEL]).start()
+    yield sim
+    sim.stop()
+
+
+@pytest.fixture
+def gateway(slack: SlackSimulator) -> SlackGateway:
+    return SlackGateway.connect(TOKEN, slack.api_url)
+
+
+def _alert_sender(tmp_path: Path) -> Callable[[SlackGateway, SlackSimulator, Reply], None]:
+    def send(gateway: SlackGateway, slack: SlackSimulator, reply: Reply) -> None:
+        services = SimpleNamespace(
+            store=Store(f"sqlite:///{tmp_path / 'alerts.db'}"), now=lambda: datetime.now(UTC)
+        )
+        scheduler = AlertScheduler(cast(Any, services), gateway, CHANNEL, vllm_checks=False)
+        alert = Alert(
+            "k|vllm_down|", "vllm_down", "vllm:x", "", "", reply.text, text=reply.text, buttons=True
+        )
+        scheduler._post(alert, None, datetime.now(UTC))
+
+    return send
+
+
+def _progress(gateway: SlackGateway, slack: SlackSimulator, reply: Reply) -> None:
+    progress = Progress(gateway, CHANNEL, None, min_interval_s=0)
+    progress.update(reply)
+    progress.finish(reply, user_id=USER)
+
+
+def _update(gateway: SlackGateway, slack: SlackSimulator, reply: Reply) -> None:
+    ts = gateway.post(CHANNEL, text_reply(":hourglass_flowing_sand: working"))
+    gateway.update(CHANNEL, ts, reply)
+
+
+def _response(**kw: Any) -> Callable[[SlackGateway, SlackSimulator, Reply], None]:
+    def send(gateway: SlackGateway, slack: SlackSimulator, reply: Reply) -> None:
+        gateway.deliver(reply, Destination(CHANNEL, USER, response_url=slack.response_url("hostile"), **kw))
+
+    return send
+
+
+SENDERS: dict[str, Callable[..., Any]] = {
+    "post": lambda g, s, r: g.post(CHANNEL, r),
+    "thread": lambda g, s, r: g.post(CHANNEL, r, thread_ts="1.000001"),
+    "update": _update,
+    "ephemeral": lambda g, s, r: g.ephemeral(CHANNEL, USER, r),
+    "response_url": _response(),
+    "response_url_replace": _response(replace=True),
+    "response_url_ephemeral": _response(ephemeral=True),
+    "progress": _progress,
+    "alert": "alert",
+    "app_home": lambda g, s, r: g.publish_home(USER, r.blocks),
+    "modal": lambda g, s, r: g.open_modal(
+        s.issue_trigger(),
+        {"type": "modal", "title": {"type": "plain_text", "text": "Form"}, "blocks": r.blocks},
+    ),
+    "upload": lambda g, s, r: g.upload(CHANNEL, Attachment("answer.txt", r.text, "Answer")),
+}
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+def _wire_texts(messages: list[Message], views: list[dict[str, Any]]) -> list[str]:
+    """Every text Slack would parse: message texts and every string in blocks and views."""
+    texts: list[str] = []
+    for m in messages:
+        if m.kind != "file":
+            texts.append(m.text)
+            texts.extend(_strings(m.blocks))
+    for view in views:
+        texts.extend(_strings(view.get("blocks", [])))
+    return texts
+
+
+@pytest.mark.parametrize("kind", sorted(REPLY_KINDS))
+@pytest.mark.parametrize("sender", sorted(SENDERS))
+def test_hostile_text_never_turns_live_and_secrets_never_leave(
+    slack: SlackSimulator, gateway: SlackGateway, tmp_path: Path, sender: str, kind: str
+) -> None:
+    start = len(slack.messages)
+    slack.home_views.pop(USER, None)
+    send = _alert_sender(tmp_path) if SENDERS[sender] == "alert" else SENDERS[sender]
+    send(gateway, slack, REPLY_KINDS[kind](HOSTILE))
+    messages = slack.messages[start:]
+    views = [v for v in [slack.home_views.get(USER)] if v] + [m.view for m in messages if m.view]
+    texts = _wire_texts(messages, views)
+    files = [m.content.decode() for m in messages if m.kind == "file"]
+    assert texts or files, "nothing was delivered"
+    for text in texts:
+        live = {token for token in re.findall(r"<([^<>]*)>", text)}
+        assert live <= BOT_BUILT, f"live tokens the bot did not build: {live - BOT_BUILT}"
+        assert "\ue000" not in text and "\ue001" not in text
+    for text in texts + files:
+        for secret in SECRETS:
+            assert secret not in text
+    for m in messages:  # a view holds up to 100 blocks, a message 50
+        errors = block_errors(m.blocks[:50]) + (["over 100 blocks"] if len(m.blocks) > 100 else [])
+        assert not errors if m.kind == "modal" else not block_errors(m.blocks)
+
+
+def test_the_mentions_the_bot_builds_stay_live(slack: SlackSimulator, gateway: SlackGateway) -> None:
+    gateway.post(CHANNEL, text_reply(f"Requested by {mention(USER)} in <@{USER}>"))
+    message = slack.messages[-1]
+    assert message.text == f"Requested by <@{USER}> in &lt;@{USER}&gt;"
+
+
+# ---- delivery failures
+
+
+def _whole_answer_held(messages: list[Message], answer: str) -> bool:
+    """Whether the user can read all of `answer` in one message or one file among `messages`."""
+    texts = [unescape(m.text) for m in messages] + [m.content.decode() for m in messages if m.kind == "file"]
+    texts += [
+        "\n".join(unescape(b["text"]["text"]) for b in m.blocks if b.get("type") == "section")
+        for m in messages
+    ]
+    return any(answer in text for text in texts)
+
+
+LONG_ANSWER = "\n".join(
+    f"line {i:03d}: the queued resource gemma4-qr is ACTIVE in us-east5-a" for i in range(90)
+)
+
+
+def _case_errors(name: str) -> list[tuple[str, str]]:
+    """(error, Web API method) pairs in a handed case file."""
+    text = (CASES / name).read_text()
+    return re.findall(r"'error': '(\w+)'\}\s+\(url: \.\.\./api/([\w.]+)\)", text)
+
+
+def test_the_cases_are_parsed() -> None:
+    assert _case_errors("slack-msg-too-long.txt") == [
+        ("msg_too_long", "chat.update"),
+        ("msg_blocks_too_long", "chat.postMessage"),
+    ]
+
+
+@pytest.mark.parametrize(("error", "method"), _case_errors("slack-msg-too-long.txt"))
+def test_too_long_ends_with_a_short_message_and_the_whole_answer_as_a_file(
+    slack: SlackSimulator, gateway: SlackGateway, error: str, method: str
+) -> None:
+    progress = Progress(gateway, CHANNEL, None, min_interval_s=0)
+    if method == "chat.update":
+        progress.update(Reply(text=":hourglass_flowing_sand: searching", blocks=[cancel_button("op")]))
+    start = len(slack.messages)
+    slack.fail_next(method, error=error, status=200)
+    progress.finish(text_reply(LONG_ANSWER), user_id=USER)
+    messages = slack.messages[start:]
+    assert _whole_answer_held(messages, LONG_ANSWER)
+    last_message = [m for m in slack.messages if m.kind in ("post", "update") and m.ts == progress.ts][-1]
+    assert not last_message.in_progress, "the progress message stayed on pending"
+    assert any(m.kind == "file" for m in messages)
+
+
+@pytest.mark.parametrize("error", ["expired_url", "used_url"])
+@pytest.mark.parametrize("ephemeral", [False, True])
+def test_a_refused_response_url_falls_back_to_the_channel_or_an_ephemeral_message(
+    slack: SlackSimulator, gateway: SlackGateway, error: str, ephemeral: bool
+) -> None:
+    case = (CASES / "slack-response-url-expired.txt").read_text()
+    assert "404" in case and "expired_url" in case
+    start = len(slack.messages)
+    slack.fail_next("response", error=error, status=404)
+    answer = f"Answer after {error}: vLLM is healthy"
+    to = Destination(CHANNEL, USER, "1.000001", slack.response_url("gone"), ephemeral=ephemeral)
+    gateway.deliver(text_reply(answer), to)
+    messages = slack.messages[start:]
+    assert _whole_answer_held(messages, answer)
+    (message,) = messages
+    assert message.kind == ("ephemeral" if ephemeral else "post")
+    assert message.thread_ts == "1.000001"
+
+
+def test_a_long_answer_through_an_expired_response_url_keeps_its_file(
+    slack: SlackSimulator, gateway: SlackGateway
+) -> None:
+    start = len(slack.messages)
+    slack.fail_next("response", error="expired_url", status=404)
+    gateway.deliver(
+        text_reply(LONG_ANSWER * 2), Destination(CHANNEL, USER, response_url=slack.response_url("x"))
+    )
+    assert _whole_answer_held(slack.messages[start:], LONG_ANSWER * 2)
+
+
+def test_a_channel_the_bot_is_not_in_gets_an_ephemeral_answer(
+    slack: SlackSimulator, gateway: SlackGateway
+) -> None:
+    start = len(slack.messages)
+    slack.fail_next("chat.postMessage", error="not_in_channel", status=200)
+    gateway.deliver(text_reply("the answer"), Destination(CHANNEL, USER))
+    (message,) = slack.messages[start:]
+    assert message.kind == "ephemeral" and "the answer" in message.text
+
+
+def test_a_refused_edit_posts_the_final_state_and_closes_the_old_message(
+    slack: SlackSimulator, gateway: SlackGateway
+) -> None:
+    progress = Progress(gateway, CHANNEL, None, min_interval_s=0)
+    progress.update(Reply(text=":hourglass_flowing_sand: creating", blocks=[cancel_button("op")]))
+    first_ts = progress.ts
+    start = len(slack.messages)
+    slack.fail_next("chat.update", error="cant_update_message", status=200)
+    progress.finish(text_reply("created gemma4-qr"), user_id=USER)
+    messages = slack.messages[start:]
+    assert _whole_answer_held(messages, "created gemma4-qr")
+    closed = [m for m in messages if m.kind == "update" and m.ts == first_ts]
+    assert closed and not closed[-1].in_progress
+
+
+def test_a_failed_upload_is_posted_as_text(slack: SlackSimulator, gateway: SlackGateway) -> None:
+    start = len(slack.messages)
+    slack.fail_next("files.getUploadURLExternal", error="not_allowed_token_type", status=200)
+    gateway.upload(CHANNEL, Attachment("logs.txt", "line one\nline two", "Logs"), thread_ts="1.000002")
+    (message,) = slack.messages[start:]
+    assert "line one\nline two" in unescape(message.text) and message.thread_ts == "1.000002"
+
+
+def test_ratelimited_is_retried_not_dropped(slack: SlackSimulator, gateway: SlackGateway) -> None:
+    case = (CASES / "slack-ratelimited.txt").read_text()
+    assert "'error': 'ratelimited'" in case and "chat.postMessage" in case
+    start = len(slack.messages)
+    slack.fail_next("chat.postMessage", error="ratelimited", status=429, retry_after=1)
+    gateway.post(CHANNEL, text_reply("delivered after Retry-After"))
+    (message,) = slack.messages[start:]
+    assert message.text == "delivered after Retry-After"
+
+
+def test_too_many_elements_are_never_sent(slack: SlackSimulator, gateway: SlackGateway) -> None:
+    case = (CASES / "slack-invalid-blocks.txt").read_text()
+    limit = int(re.search(r"no more than (\d+) items", case).group(1))  # type: ignore[union-attr]
+    assert limit == ACTIONS_ELEMENTS_LIMIT
+    buttons = {
+        "type": "actions",
+        "elements": [
+            {
+                "type": "button",
+                "action_id": f"b{i}",
+                "text": {"type": "plain_text", "text": f"{i}"},
+                "value": "v",
+            }
+            for i in range(limit + 5)
+        ],
+    }
+    prepared = prepare(Reply(text="choose", blocks=[section("choose"), buttons]))
+    assert not block_errors(prepared.blocks)
+    gateway.post(CHANNEL, Reply(text="choose", blocks=[section("choose"), buttons]))
+    assert not block_errors(slack.messages[-1].blocks)
