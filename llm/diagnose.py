@@ -106,9 +106,7 @@ def diagnose(
     return [_finding(m, deployment, lines) for m in ordered]
 
 
-def examine(
-    text: str, deployment: Deployment | None = None, *, faults: Catalogue | None = None
-) -> Diagnosis:
+def examine(text: str, deployment: Deployment | None = None, *, faults: Catalogue | None = None) -> Diagnosis:
     """`diagnose` plus the key lines of the text (`ops.faults.key_lines`): what to show with or without a
     match. Arguments as for `diagnose`."""
     return Diagnosis(tuple(diagnose(text, deployment, faults=faults)), tuple(key_lines(text)))

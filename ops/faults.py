@@ -298,7 +298,7 @@ class Catalogue:
         """Every family found in `text`, line by line, each line going to its most specific family.
 
         Args:
-            text: any log or error text; a line of over 4,000 characters is matched on its first 4,000.
+            text: any log or error text.
             only_create: consider only families that classify create errors.
 
         Returns:
@@ -310,8 +310,7 @@ class Catalogue:
         for index, raw in enumerate(text.splitlines()):
             if raw.lstrip().startswith("# "):
                 continue  # a comment (case-file header, Prometheus HELP/TYPE), not a message
-            line = raw[:4000]
-            hit = self.best(line, only_create=only_create)
+            hit = self.best(raw, only_create=only_create)
             if hit is None:
                 continue
             family, match = hit
