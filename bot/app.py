@@ -38,6 +38,7 @@ from bot.observability import Metrics, Readiness, trace_from_headers, use_trace
 from bot.runner import Runner, retry_handlers
 from bot.scheduler import AlertScheduler
 from bot.services import Services
+from ops import faults
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,7 @@ def build(settings: Settings, services: Services | None = None) -> Bot:
         slack_bolt.error.BoltError: the token was refused by Slack.
     """
     services = services or Services.from_settings(settings)
+    faults.use_extra_file(settings.fault_catalogue_file)
     client = WebClient(
         token=settings.slack_bot_token.get_secret_value(),
         base_url=settings.slack_api_url,

@@ -42,6 +42,7 @@ from llm.diagnose import Finding, diagnose
 from llm.redact import redact
 from ops.cloudlogs import SEVERITIES, LogEntry, severity_rank
 from ops.errors import BackendUnavailable, BadInput, OpsError
+from ops.faults import Deployment
 
 __all__ = [
     "CHARS_PER_TOKEN",
@@ -69,6 +70,7 @@ MAX_EXEMPLARS = 2
 MAX_TEMPLATE_CHARS = 300
 MAX_EXEMPLAR_CHARS = 400
 MAX_MINED_CHARS = 2000
+MAX_RUNBOOK_CHARS = 600  # one runbook entry in the prompt
 ERROR_RANK = severity_rank("ERROR")
 
 _MASKS = [
@@ -357,7 +359,8 @@ def build_prompt(summary: LogSummary, budget_tokens: int, *, findings: Sequence[
     Args:
         summary: from `summarize`.
         budget_tokens: the most prompt tokens (estimated), e.g. `prompt_budget(max_model_len, answer)`.
-        findings: rule-based findings to mention (their names and conclusions only).
+        findings: rule-based findings to mention (their names and conclusions, and the runbook text a team
+            wrote for their families).
 
     Returns:
         Prompt with `prompt_tokens <= budget_tokens`.
@@ -379,6 +382,11 @@ def build_prompt(summary: LogSummary, budget_tokens: int, *, findings: Sequence[
         header += "Known failure signatures the bot's rules matched (bot text, not log data):\n" + "".join(
             f"- {f.name}: {_one_line(redact(f.conclusion), 240)}\n" for f in findings[:5]
         )
+        runbooks = {f.name: f.runbook for f in findings[:5] if f.runbook}
+        if runbooks:  # the team's own runbook for what matched (catalogue text, not log data)
+            header += "The team's runbook for these failures:\n" + "".join(
+                f"- {name}: {_one_line(redact(text), MAX_RUNBOOK_CHARS)}\n" for name, text in runbooks.items()
+            )
     omitted_line = (
         f"{len(summary.templates)} more templates ({summary.total_entries} entries) did not fit and are "
         "omitted.\n"
@@ -520,6 +528,7 @@ def analyze(
     answer_tokens: int = DEFAULT_ANSWER_TOKENS,
     budget_tokens: int | None = None,
     temperature: float | None = 0.2,
+    deployment: Deployment | None = None,
 ) -> Analysis:
     """Summarize log entries and, if any is at ERROR or worse, ask the model what went wrong.
 
@@ -531,6 +540,7 @@ def analyze(
         budget_tokens: the first attempt's prompt budget, tokens; None derives it with
             `prompt_budget(max_model_len, answer_tokens)`.
         temperature: sampling temperature, or None for the server default.
+        deployment: the live deployment the findings' fixes are written for (None: generic fixes).
 
     Returns:
         Analysis. The model is not called without ERROR-or-worse entries. A context-length rejection (a
@@ -545,7 +555,7 @@ def analyze(
     """
     summary = summarize(entries)
     exemplars = "\n".join(e for t in summary.templates for e in t.exemplars)
-    findings = tuple(diagnose(exemplars.replace("\\n", "\n")))
+    findings = tuple(diagnose(exemplars.replace("\\n", "\n"), deployment))
     base: dict[str, Any] = {
         "templates": summary.templates,
         "total_entries": summary.total_entries,

@@ -30,7 +30,8 @@ Scenario keys (the `vllm` section of a scenario file; defaults in `DEFAULTS`):
                       `"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set`
                       ("none", "required" and a named tool still work, as in vLLM)
 
-Controls (thread-safe, callable while serving): `set_mode("ready" | "engine-dead" | "slow" | "booting")`,
+Controls (thread-safe, callable while serving): `set_mode("ready" | "engine-dead" | "slow" | "booting" |
+"wedged")`,
 `set_latency(seconds)`, `fail_next(path_pattern, status, count=1)`. "booting" closes the port (connection
 refused, as a real `vllm serve` that is still loading weights and compiling) for `boot_s` seconds, then
 listens again in mode "ready" (notes section 1.1: there is no "warming up" HTTP status).
@@ -99,7 +100,7 @@ TOOL_KEYWORDS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 _CHANGE_VERBS = TOOL_KEYWORDS[0][1]
 
-MODES = ("ready", "engine-dead", "slow", "booting")
+MODES = ("ready", "engine-dead", "slow", "booting", "wedged")
 
 # Histogram buckets as in vllm/v1/metrics/loggers.py (PrometheusStatLogger).
 TTFT_BUCKETS = [
@@ -363,6 +364,8 @@ class VllmSimulator:
         self._served = 0
         self._prefix_blocks: set[int] = set()
         self._stopping = threading.Event()
+        self._unwedged = threading.Event()  # set unless in mode "wedged": wedged requests wait on it
+        self._unwedged.set()
         self._connections: set[socket.socket] = set()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -401,6 +404,7 @@ class VllmSimulator:
         if server is None:
             return
         self._stopping.set()
+        self._unwedged.set()
         server.shutdown()
         server.server_close()
         # Drop kept-alive connections too, so clients see the server gone (connection refused on reconnect).
@@ -449,7 +453,9 @@ class VllmSimulator:
             mode: "ready" (normal); "engine-dead" (`/health` 503, chat completions HTTP 500 with vLLM's
                 EngineDeadError message); "slow" (every response waits `slow_latency_s` more); "booting"
                 (stop listening now, so clients get connection refused, then after `boot_s` seconds listen
-                again in mode "ready"). Setting another mode while booting ends the boot at once.
+                again in mode "ready"); "wedged" (`/health` 200, but a chat completion waits, counted in
+                `vllm:num_requests_waiting`, until the mode changes or the server stops, and no token is
+                generated: the engine-stuck case). Setting another mode while booting ends the boot at once.
             boot_s: seconds of "booting"; None takes the scenario's `boot_s`. Ignored for other modes.
 
         Raises:
@@ -463,6 +469,10 @@ class VllmSimulator:
         was_booting = self._cancel_boot()
         with self._lock:
             self._mode = mode
+            if mode == "wedged":
+                self._unwedged.clear()
+            else:
+                self._unwedged.set()
         if was_booting:
             self.start()
 
@@ -495,6 +505,15 @@ class VllmSimulator:
                 self._mode = "ready"
         timer.cancel()
         return True
+
+    def _wait_wedged(self) -> None:
+        """Hold a request as a stuck engine would: queued, never scheduled, until the mode changes."""
+        self.metrics.waiting.inc()
+        try:
+            self._unwedged.wait()
+        finally:
+            self.metrics.waiting.dec()
+        raise _HTTPError(503, "the engine was restarted while this request waited", "ServiceUnavailableError")
 
     def set_latency(self, seconds: float) -> None:
         """Seconds to wait before every response (replaces the scenario's `latency_s`)."""
@@ -635,6 +654,8 @@ class VllmSimulator:
         tool_call = self._plan_tools(body, messages)
         if self._mode == "engine-dead":
             raise _HTTPError(500, ENGINE_DEAD_MESSAGE, "InternalServerError")
+        if self._mode == "wedged":
+            self._wait_wedged()
         last = words[-1].lower().strip("?!.") if words else ""
         answer = ["pong"] if prompt == 1 and last == "ping" else list(_CANNED)
         if tool_call is not None:
