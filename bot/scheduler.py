@@ -26,12 +26,13 @@ from urllib.parse import urlsplit, urlunsplit
 from apscheduler.schedulers.background import BackgroundScheduler
 from slack_sdk import WebClient
 
+from bot.diagnosis import alert_diagnosis
 from bot.render import Block, context, human_duration, section, utc
 from bot.services import Services
 from ops import alerts as alerts_mod
 from ops.alerts import DEFAULT_THRESHOLDS, Alert, AlertLedger, VllmCheck, VllmWatch, evaluate, evaluate_vllm
 from ops.cost import burn
-from ops.errors import OpsError
+from ops.errors import BackendTimeout, OpsError
 from ops.tpu import QueuedResourceInfo
 
 log = logging.getLogger(__name__)
@@ -116,6 +117,19 @@ def parse_key(key: str) -> tuple[str, str, str]:
     if not zone or not name or not created:
         raise ValueError(f"not a queued-resource alert key: {key!r}")
     return zone, name, created
+
+
+def _probe_timed_out(services: Services) -> bool | None:
+    """Whether a one-token chat completion timed out (None: it failed otherwise, so it says nothing)."""
+    try:
+        gemma, _ = services.gemma()
+        with gemma:
+            gemma.probe()
+    except BackendTimeout:
+        return True
+    except OpsError:
+        return None
+    return False
 
 
 class AlertScheduler:
@@ -280,9 +294,9 @@ class AlertScheduler:
                 result.duplicate += 1
                 continue
             if alert.kind in ("state", "preempted"):
-                self._send(alert, partial(self._post_state, alert, qr, now, threads), result)
+                self._send(alert, partial(self._post_state, alert, qr, now, threads), result, qr)
             else:
-                self._send(alert, partial(self._post, alert, qr, now), result)
+                self._send(alert, partial(self._post, alert, qr, now), result, qr)
         changed = {}
         for ident, qr in by_identity.items():
             seen = alerts_mod.observe(qr)
@@ -366,7 +380,16 @@ class AlertScheduler:
             if check.ok:
                 try:
                     summary = client.metrics()
-                    check = VllmCheck(True, "", summary.kv_cache_usage, summary.preemptions)
+                    check = VllmCheck(
+                        True,
+                        "",
+                        summary.kv_cache_usage,
+                        summary.preemptions,
+                        summary.running,
+                        summary.waiting,
+                        summary.generation_tokens,
+                        _probe_timed_out(self.services) if summary.waiting and summary.running == 0 else None,
+                    )
                 except OpsError:
                     pass
         watch = VllmWatch.from_json(self.ledger.get_value("vllm_watch"))
@@ -386,7 +409,13 @@ class AlertScheduler:
                 continue
             self._send(alert, partial(self._post, alert, None, now), result)
 
-    def _send(self, alert: Alert, post: Callable[[], str | None], result: TickResult) -> None:
+    def _send(
+        self,
+        alert: Alert,
+        post: Callable[[], str | None],
+        result: TickResult,
+        qr: QueuedResourceInfo | None = None,
+    ) -> None:
         """Post a claimed alert and record it as sent; on failure release the claim (next tick retries)."""
         try:
             ts = post()
@@ -399,6 +428,19 @@ class AlertScheduler:
         result.sent += 1
         if self.on_sent is not None:
             self.on_sent(alert.kind)
+        self._post_diagnosis(alert, qr, ts)
+
+    def _post_diagnosis(self, alert: Alert, qr: QueuedResourceInfo | None, ts: str | None) -> None:
+        """One diagnosis in a failure alert's thread (state alerts: the resource's thread). Never raises."""
+        try:
+            text = alert_diagnosis(self.services, alert, qr)
+            parent = self.ledger.thread(alert.resource)[1] if alert.kind in ("state", "preempted") else ts
+            if text and parent:
+                self.client.chat_postMessage(
+                    channel=self.channel, thread_ts=parent, text=text[:300], blocks=[section(text[:2900])]
+                )
+        except Exception as exc:  # the alert itself is out; its diagnosis must not undo it
+            log.warning("could not post the diagnosis of %s: %s", alert.key, type(exc).__name__)
 
     # ---- digest and test
     def digest(self) -> str | None:

@@ -281,7 +281,9 @@ class FakeVllm:
         return SimpleNamespace(state=self.states.pop(0), detail="connection refused")
 
     def metrics(self) -> Any:
-        return SimpleNamespace(kv_cache_usage=0.2, preemptions=0.0)
+        return SimpleNamespace(
+            kv_cache_usage=0.2, preemptions=0.0, running=0.0, waiting=0.0, generation_tokens=10.0
+        )
 
 
 def test_scheduler_vllm_outage_is_posted_once_and_resolved_in_place(tmp_path: Path) -> None:
