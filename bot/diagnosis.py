@@ -119,7 +119,7 @@ def diagnosis_text(result: Diagnosis, *, heading: str = "Known failures in the l
 
 
 def serving_verdict(services: Services, vllm: VllmClient, health: HealthCheck, first: MetricsSummary) -> str:
-    """"vLLM answers /health but generates nothing: ..." when every signal agrees, else "".
+    """ "vLLM answers /health but generates nothing: ..." when every signal agrees, else "".
 
     Only when /health is ready and the scrape `first` shows requests waiting with none running does it look
     further: a one-token chat completion (its timeout is a signal) and a second `/metrics` scrape after it
