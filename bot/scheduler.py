@@ -437,7 +437,7 @@ class AlertScheduler:
             parent = self.ledger.thread(alert.resource)[1] if alert.kind in ("state", "preempted") else ts
             if text and parent:
                 self.client.chat_postMessage(
-                    channel=self.channel, thread_ts=parent, text=text[:300], blocks=[section(text[:2900])]
+                    channel=self.channel, thread_ts=parent, text=text[:2900], blocks=[section(text[:2900])]
                 )
         except Exception as exc:  # the alert itself is out; its diagnosis must not undo it
             log.warning("could not post the diagnosis of %s: %s", alert.key, type(exc).__name__)
