@@ -183,6 +183,17 @@ _CANNED_TEXT = (
 _CANNED = _CANNED_TEXT.split()
 
 
+def gemma_markup(function: dict[str, Any]) -> str:
+    """A tool call as Gemma 4 writes it before a tool parser reads it: `<|tool_call>call:NAME{key:<|"|>
+    text<|"|>,n:3}<tool_call|>` (Gemma 4 prompt format: strings between `<|"|>` delimiters)."""
+    arguments = json.loads(function.get("arguments") or "{}")
+    inner = ",".join(
+        f'{key}:<|"|>{value}<|"|>' if isinstance(value, str) else f"{key}:{json.dumps(value)}"
+        for key, value in arguments.items()
+    )
+    return f"<|tool_call>call:{function['name']}{{{inner}}}<tool_call|>"
+
+
 def build_1_2_5_buckets(max_value: int) -> list[float]:
     """1, 2, 5, 10, 20, 50, ... up to max_value (vLLM's `build_1_2_5_buckets`, vllm/v1/metrics/loggers.py)."""
     buckets: list[float] = []
@@ -364,6 +375,7 @@ class VllmSimulator:
         self._served = 0
         self._prefix_blocks: set[int] = set()
         self._stopping = threading.Event()
+        self._output_fault: str | None = None
         self._unwedged = threading.Event()  # set unless in mode "wedged": wedged requests wait on it
         self._unwedged.set()
         self._connections: set[socket.socket] = set()
@@ -505,6 +517,23 @@ class VllmSimulator:
                 self._mode = "ready"
         timer.cancel()
         return True
+
+    @property
+    def output_fault(self) -> str | None:
+        """How non-streamed completions are spoiled: None, "markup" or "empty" (see `set_output_fault`)."""
+        return self._output_fault
+
+    def set_output_fault(self, fault: str | None) -> None:
+        """Spoil non-streamed chat completions as real servers do: "markup" (a tool call left as Gemma 4
+        markup in `content`, as without `--tool-call-parser gemma4`), "empty" (no content, no tool calls),
+        or None (normal).
+
+        Raises:
+            ValueError: another value.
+        """
+        if fault not in (None, "markup", "empty"):
+            raise ValueError(f"unknown output fault {fault!r}")
+        self._output_fault = fault
 
     def _wait_wedged(self) -> None:
         """Hold a request as a stuck engine would: queued, never scheduled, until the mode changes."""
@@ -893,6 +922,10 @@ def _make_handler(sim: VllmSimulator) -> type[BaseHTTPRequestHandler]:
             text = "".join(token for token, _ in sim.generate(plan, started))
             completion = len(plan["tokens"])
             tool_call = plan["tool_call"]
+            if sim.output_fault == "empty":
+                text, tool_call = "", None
+            elif sim.output_fault == "markup" and tool_call:  # no tool parser: the call stays in content
+                text, tool_call = gemma_markup(tool_call["function"]), None
             self._json(
                 200,
                 {

@@ -99,7 +99,10 @@ def gemma_chat(ctx: Context, question: str) -> Reply:
     if used:
         notes.append("looked at: " + ", ".join(dict.fromkeys(used)))
     if not result.used_tools:
-        notes.append("the server does not accept tools (start vLLM with --enable-auto-tool-choice)")
+        notes.append(
+            "answered without tools: the server does not accept tools (start vLLM with "
+            "--enable-auto-tool-choice --tool-call-parser gemma4)"
+        )
     if result.suggested_command:
         blocks.append(section(f"To do that: `{result.suggested_command}`. I never act by myself:"))
         blocks.append(suggestion_button(result.suggested_command))

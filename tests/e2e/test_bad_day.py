@@ -207,3 +207,17 @@ def test_vllm_down_alert_has_its_diagnosis_in_the_thread(world: Demo) -> None:
         time.sleep(0.1)
     assert any("kv-cache-insufficient" in t and "5632" in t for t in threaded), threaded
     assert any("Model reading unavailable" in t or "Reading by" in t for t in threaded)
+
+
+def test_tool_call_left_as_markup_is_run_and_never_posted(world: Demo) -> None:
+    world.vllm.set_output_fault("markup")
+    text = _say(world, "what are the vllm metrics now")
+    assert "<|tool_call>" not in text and "tool_call|>" not in text
+    assert "looked at: metrics" in text
+
+
+def test_empty_completion_is_explained(world: Demo) -> None:
+    world.vllm.set_output_fault("empty")
+    text = _say(world, "hello there")
+    assert "returned an empty completion" in text and "--tool-call-parser gemma4" in text
+    assert "(no answer)" not in text
