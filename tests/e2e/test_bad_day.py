@@ -221,3 +221,27 @@ def test_empty_completion_is_explained(world: Demo) -> None:
     text = _say(world, "hello there")
     assert "returned an empty completion" in text and "--tool-call-parser gemma4" in text
     assert "(no answer)" not in text
+
+
+TEAM_CATALOGUE = """
+families:
+  - name: nfs-model-cache-stale
+    title: stale NFS handle on the model cache
+    severity: critical
+    patterns: ['Stale file handle: ''(?P<path>/mnt/models/[^'']+)''']
+    conclusion: the model cache on NFS went stale[ at {path}]
+    fix: remount /mnt/models on the VM, then /vllm restart
+    runbook: 'Page #storage-oncall before remounting; the filer may be failing over.'
+"""
+
+
+def test_a_team_family_is_matched_with_its_runbook(tmp_path: Path) -> None:
+    path = tmp_path / "team-faults.yaml"
+    path.write_text(TEAM_CATALOGUE)
+    with Demo(fault_catalogue_file=str(path)) as demo:
+        at = demo.gcp.now() - timedelta(minutes=1)
+        line = "OSError: [Errno 116] Stale file handle: '/mnt/models/gemma/model-00001.safetensors'"
+        demo.gcp.add_log_entry(line, severity="ERROR", at=at)
+        text = _say(demo, "/logs analyze --since 5m", timeout=90)
+        assert "*nfs-model-cache-stale*" in text and "remount /mnt/models" in text
+        assert "Runbook:_ Page #storage-oncall" in text
