@@ -35,6 +35,7 @@ from typing import Any, NoReturn
 import paramiko
 from paramiko.pkey import UnknownKeyType
 
+from ops import faults
 from ops.errors import (
     AlreadyExists,
     BackendTimeout,
@@ -600,6 +601,9 @@ class RemoteHost:
             client.close()
             text = str(exc)
             slow = time.monotonic() - started >= timeout * 0.9  # paramiko may report a later symptom
+            known = None if slow else faults.explain(text)
+            if known is not None:  # e.g. the port answers with something that is not SSH
+                raise BackendUnavailable(f"SSH to {where}: {known[1]}", known[2], backend="ssh") from exc
             if slow or any(word in text.lower() for word in ("banner", "timeout", "timed out")):
                 raise BackendTimeout(
                     f"SSH to {where}: no SSH greeting within {timeout:g} s",
@@ -944,15 +948,13 @@ class VllmContainer:
             raise PermissionDenied(message, "allow passwordless sudo for the SSH user", backend="ssh")
         if "already in use" in lower:
             raise AlreadyExists(message, "remove it first (/vllm restart recreates it)", backend="ssh")
-        hint = "see /vllm logs"
-        from llm.diagnose import diagnose  # local import: ops must not depend on llm at import time
-
-        findings = diagnose(text)
-        if findings:
-            hint = findings[0].conclusion + ": " + findings[0].fix
-            if findings[0].name == "docker-pull-rate-limit":
-                raise QuotaExceeded(message, hint, backend="ssh")
-        raise OpsError(message, hint, backend="ssh")
+        known = faults.explain(text)
+        if known is None:
+            raise OpsError(message, "see /vllm logs", backend="ssh")
+        family, conclusion, fix = known
+        if family.name == "docker-pull-rate-limit":
+            raise QuotaExceeded(message, f"{conclusion}: {fix}", backend="ssh")
+        raise OpsError(message, f"{conclusion}: {fix}", backend="ssh")
 
 
 def _last_line(text: str, limit: int = 300) -> str:

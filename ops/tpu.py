@@ -523,13 +523,10 @@ def _hint_for_status(status: int, api: str = "the TPU API") -> tuple[type[OpsErr
 
 
 def _catalogue_fix(message: str) -> str:
-    """The fix of the most specific fault-catalogue family in an API error (e.g. a node that is gone under
-    its queued resource: recreate it, not "check the zone"), or ""."""
-    matches = faults.catalogue().match(message)
-    if not matches:
-        return ""
-    best = max(matches, key=lambda m: m.family.specificity)
-    return faults.fill(best.family.fix, faults.figures(best.values))
+    """The fix of the fault-catalogue family in an API error (e.g. a node that is gone under its queued
+    resource: recreate it, not "check the zone"), or ""."""
+    known = faults.explain(message)
+    return known[2] if known else ""
 
 
 def error_status(exc: BaseException) -> tuple[int | None, str]:
