@@ -18,7 +18,7 @@ from llm.logsum import Analysis
 from llm.redact import redact
 from ops.alerts import Alert
 from ops.errors import BackendTimeout, OpsError
-from ops.faults import Deployment, key_lines
+from ops.faults import Deployment, catalogue, key_lines
 from ops.metrics import MetricsSummary
 from ops.tpu import QueuedResourceInfo
 from ops.vllm import HealthCheck, ServingSample, VllmClient, serving_problem
@@ -28,6 +28,7 @@ __all__ = [
     "analysis_diagnosis",
     "deployment_of",
     "diagnosis_text",
+    "needs_listing",
     "resource_diagnosis",
     "resource_state_text",
     "serving_verdict",
@@ -93,6 +94,13 @@ def analysis_diagnosis(result: Analysis) -> Diagnosis:
     errors = [t for t in result.templates if t.severity in _ERROR_SEVERITIES]
     exemplars = "\n".join(e.replace("\\n", "\n") for t in errors for e in t.exemplars)
     return Diagnosis(result.findings, tuple(key_lines(exemplars)))
+
+
+def needs_listing(result: Diagnosis) -> bool:
+    """Whether a finding's fix names the queued resources that hold quota (so the caller should list them
+    and diagnose again with `deployment_of(..., listed)`)."""
+    families = catalogue()
+    return any(f.name in families and "{stale_resources}" in families[f.name].fix for f in result.findings)
 
 
 def diagnosis_text(result: Diagnosis, *, heading: str = "Known failures in the log") -> str:
@@ -178,7 +186,7 @@ def alert_diagnosis(services: Services, alert: Alert, qr: QueuedResourceInfo | N
         except OpsError as exc:
             log, missing = "", f"container log not read: {exc.message}"
         result = examine("\n".join(filter(None, [alert.text, log])), deployment_of(services))
-    elif qr is not None and (alert.kind == "preempted" or alert.state in DIAGNOSED_STATES):
+    elif qr is not None and (alert.kind in ("preempted", "node_gone") or alert.state in DIAGNOSED_STATES):
         state = f"*State* `{qr.name}` ({qr.zone}) {qr.state}"
         diagnosis = resource_diagnosis(qr, deployment_of(services, qr))
         if diagnosis is None:

@@ -293,7 +293,7 @@ class AlertScheduler:
             if not self.ledger.claim(alert, "sending", now=now):
                 result.duplicate += 1
                 continue
-            if alert.kind in ("state", "preempted"):
+            if alert.kind in ("state", "preempted", "node_gone"):
                 self._send(alert, partial(self._post_state, alert, qr, now, threads), result, qr)
             else:
                 self._send(alert, partial(self._post, alert, qr, now), result, qr)
@@ -434,7 +434,11 @@ class AlertScheduler:
         """One diagnosis in a failure alert's thread (state alerts: the resource's thread). Never raises."""
         try:
             text = alert_diagnosis(self.services, alert, qr)
-            parent = self.ledger.thread(alert.resource)[1] if alert.kind in ("state", "preempted") else ts
+            parent = (
+                self.ledger.thread(alert.resource)[1]
+                if alert.kind in ("state", "preempted", "node_gone")
+                else ts
+            )
             if text and parent:
                 self.client.chat_postMessage(
                     channel=self.channel, thread_ts=parent, text=text[:2900], blocks=[section(text[:2900])]

@@ -110,8 +110,8 @@ class Alert:
     Attributes:
         key: unique "resource|kind|threshold" string (see the module docstring).
         kind: "expiry" (termination time), "valid_until" (queueing deadline), "state" (a state change),
-            "preempted" (a node), "stale" (SUSPENDED/FAILED over a day), "vllm_down", "kv_cache",
-            "preemptions", "test".
+            "preempted" (a node), "node_gone" (a node NOT_FOUND under an ACTIVE queued resource), "stale"
+            (SUSPENDED/FAILED over a day), "vllm_down" (down, or wedged), "kv_cache", "preemptions", "test".
         resource: identity "zone/name@create" or, for vLLM, "vllm:<url>".
         name, zone: the queued resource ("" for vLLM alerts).
         title: one line; text: the details (mrkdwn).
@@ -223,7 +223,8 @@ def evaluate(
 
     State changes: compared with `previous` (identity -> Observation). A resource absent from `previous` is
     a baseline (no alert) unless it was created after `watch_since`, when its first state is announced
-    ("NEW -> state"). A node newly PREEMPTED gives a "preempted" alert. DELETING resources give nothing.
+    ("NEW -> state"). A node newly PREEMPTED gives a "preempted" alert; a node seen before that no longer
+    exists under a still ACTIVE queued resource gives a "node_gone" alert. DELETING resources give nothing.
 
     Stale: SUSPENDED or FAILED and created more than `stale_after` ago (one alert per resource).
 
@@ -273,6 +274,20 @@ def evaluate(
                 )
             )
         old_nodes = before.nodes if before else {}
+        present = {node.name for node in qr.nodes}
+        for name in old_nodes:  # a node that vanished while its queued resource is still ACTIVE
+            if qr.state == "ACTIVE" and name not in present:
+                alerts.append(
+                    Alert(
+                        key=f"{base}|node_gone|{name}",
+                        kind="node_gone",
+                        resource=base,
+                        name=qr.name,
+                        zone=qr.zone,
+                        title=f"`{qr.name}` ({qr.zone}): node `{name}` is gone (NOT_FOUND)",
+                        state=qr.state,
+                    )
+                )
         for node in qr.nodes:
             if node.state == "PREEMPTED" and old_nodes.get(node.name) != "PREEMPTED" and before is not None:
                 alerts.append(

@@ -12,7 +12,13 @@ from urllib.parse import urlsplit
 
 from bot.commands import Param, registry, resource_name, zone_name
 from bot.context import Context
-from bot.diagnosis import deployment_of, diagnosis_text, resource_diagnosis, serving_verdict
+from bot.diagnosis import (
+    deployment_of,
+    diagnosis_text,
+    needs_listing,
+    resource_diagnosis,
+    serving_verdict,
+)
 from bot.handlers.formats import metrics_lines
 from bot.render import Reply, ago, blocks_reply, context, divider, header, human_duration, section, utc
 from bot.services import Services
@@ -137,6 +143,9 @@ def tpu_describe(ctx: Context, name: str, zone: str | None, all_zones: bool) -> 
         ids = ", ".join(qr.node_ids) or "none"
         blocks.append(context(f"Nodes: {ids} (no node exists in state {qr.state})."))
     diagnosis = resource_diagnosis(qr, deployment_of(ctx.services, qr))
+    if diagnosis is not None and needs_listing(diagnosis):  # e.g. quota: name what holds it
+        listed = tpu.list_queued_resources(ctx.services.settings.tpu_zones).resources
+        diagnosis = resource_diagnosis(qr, deployment_of(ctx.services, qr, listed))
     if diagnosis is not None:
         blocks.append(section(diagnosis_text(diagnosis, heading="Diagnosis")))
     return blocks_reply(blocks)

@@ -68,6 +68,22 @@ EXTRA_QRS: list[dict[str, Any]] = [
         },
     },
     {
+        "name": "gemma4-quota",
+        "zone": "us-east5-a",
+        "state": "FAILED",
+        "provisioning_model": "SPOT",
+        "created": "-1h",
+        "error": {
+            "code": 8,
+            "message": "Quota 'TPUV6EPerProjectPerRegionForTPUAPI' exceeded. Limit: 64.0 in region us-east5.",
+        },
+        "node": {
+            "id": "gemma4-quota-node",
+            "accelerator_type": "v6e-8",
+            "runtime_version": "v2-alpha-tpuv6e",
+        },
+    },
+    {
         "name": "gemma4-spot",
         "zone": "us-east5-a",
         "state": "ACTIVE",
@@ -155,6 +171,9 @@ def test_describe_names_the_failure_and_its_fix(world: Demo) -> None:
     assert "*tpu-provisioning-model-not-offered*" in flex and "--spot" in flex
     quota = _say(world, "/tpu describe gemma4-noquota")
     assert "*tpu-quota-zero*" in quota and "request quota" in quota
+    held = _say(world, "/tpu describe gemma4-quota")
+    assert "*tpu-quota-exhausted*" in held and "gemma4-old (europe-west4-a, FAILED)" in held
+    assert "/tpu ensure" in held
     stock = _say(world, "/tpu describe gemma4-old")
     assert "*tpu-stockout*" in stock and "another zone" in stock
 

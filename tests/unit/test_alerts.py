@@ -154,6 +154,14 @@ def test_node_preempted_once() -> None:
     assert evaluate([qr(nodes=(node("PREEMPTED"),))], NOW, previous=again) == []
 
 
+def test_node_gone_under_an_active_queued_resource() -> None:
+    base = identity(qr())
+    previous = {base: Observation("ACTIVE", {"qr-node": "READY"})}
+    (alert,) = evaluate([qr("ACTIVE", nodes=())], NOW, previous=previous)
+    assert alert.kind == "node_gone" and "`qr-node` is gone" in alert.title
+    assert evaluate([qr("ACTIVE", nodes=())], NOW, previous={base: Observation("ACTIVE", {})}) == []
+
+
 def test_stale_after_a_day() -> None:
     old = qr("SUSPENDED", created=NOW - timedelta(hours=25))
     assert kinds(evaluate([old], NOW)) == [("stale", None)]
