@@ -68,6 +68,15 @@ EXTRA_QRS: list[dict[str, Any]] = [
         },
     },
     {
+        "name": "gemma4-acc",
+        "zone": "europe-west4-a",
+        "state": "FAILED",
+        "provisioning_model": "SPOT",
+        "created": "-4h",
+        "error": {"code": 3, "message": (CASES / "tpu-create-accelerator-not-in-zone.txt").read_text()},
+        "node": {"id": "gemma4-acc-node", "accelerator_type": "v6e-4", "runtime_version": "v2-alpha-tpuv6e"},
+    },
+    {
         "name": "gemma4-quota",
         "zone": "us-east5-a",
         "state": "FAILED",
@@ -171,6 +180,8 @@ def test_describe_names_the_failure_and_its_fix(world: Demo) -> None:
     assert "*tpu-provisioning-model-not-offered*" in flex and "--spot" in flex
     quota = _say(world, "/tpu describe gemma4-noquota")
     assert "*tpu-quota-zero*" in quota and "request quota" in quota
+    acc = _say(world, "/tpu describe gemma4-acc")
+    assert "*tpu-accelerator-not-offered*" in acc and "/tpu zones --type v6e-4" in acc
     held = _say(world, "/tpu describe gemma4-quota")
     assert "*tpu-quota-exhausted*" in held and "gemma4-old (europe-west4-a, FAILED)" in held
     assert "/tpu ensure" in held
