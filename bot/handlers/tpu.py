@@ -197,7 +197,10 @@ def tpu_status(ctx: Context) -> Reply:
         if isinstance(metrics, MetricsSummary):
             with services.vllm_at(endpoint) as client:
                 wedged = serving_verdict(services, client, health, metrics)
-        health = _not_booting(health, endpoint, listing)
+        checked = _not_booting(health, endpoint, listing)
+        if checked is not health:  # the other vLLM calls failed for the same reason: not "booting" either
+            models, metrics = _not_ready(models), _not_ready(metrics)
+        health = checked
     now = services.now()
     blocks = [header("TPU / vLLM status")]
     blocks += _listing_blocks(listing, services.settings.tpu_zones, now)
@@ -228,6 +231,12 @@ def _not_booting(health: HealthCheck, endpoint: Endpoint, listing: ZoneListing |
                 )
                 return replace(health, detail=detail)
     return health
+
+
+def _not_ready(value: T | OpsError) -> T | OpsError:
+    if isinstance(value, OpsError):
+        return OpsError(value.message, "its node is not READY (see /health above)", backend=value.backend)
+    return value
 
 
 def _after(services: Services, endpoint_f: Future[Endpoint], call: Callable[[VllmClient], T]) -> T:

@@ -275,3 +275,12 @@ def test_a_team_family_is_matched_with_its_runbook(tmp_path: Path) -> None:
         text = _say(demo, "/logs analyze --since 5m", timeout=90)
         assert "*nfs-model-cache-stale*" in text and "remount /mnt/models" in text
         assert "Runbook:_ Page #storage-oncall" in text
+
+
+def test_a_node_that_is_not_ready_is_never_booting(world: Demo) -> None:
+    _say(world, "/tpu stop gemma4-qr-node")
+    _say(world, "click Confirm", timeout=90)
+    world.vllm.stop()
+    status = _say(world, "/tpu status")
+    assert "is STOPPED, so vLLM is not booting there" in status
+    assert "booting (about 10 minutes" not in status
