@@ -695,7 +695,7 @@ class VllmSimulator:
             and isinstance(messages[-1], dict)
             and messages[-1].get("role") == "tool"
         ):
-            result = str(messages[-1].get("content") or "").split()
+            result = re.split(r"[ \t]+", str(messages[-1].get("content") or "").strip())  # keeps line breaks
             answer = ["Based", "on", "the", "tool", "result:", *result[:40]]
         tokens = answer[:max_tokens]
         options = body.get("stream_options") or {}

@@ -284,3 +284,10 @@ def test_a_node_that_is_not_ready_is_never_booting(world: Demo) -> None:
     status = _say(world, "/tpu status")
     assert "is STOPPED, so vLLM is not booting there" in status
     assert "booting (about 10 minutes" not in status
+
+
+def test_tool_result_belongs_to_the_resource_asked_about_and_keeps_its_lines(world: Demo) -> None:
+    text = _say(world, "describe gemma4-old please")
+    assert "Queued resource gemma4-old" in text and "FAILED" in text
+    answer = next(m.text for m in reversed(world.slack.messages) if "Based on the tool result" in m.text)
+    assert "\n" in answer.split("Based on the tool result:", 1)[1]
