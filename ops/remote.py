@@ -938,17 +938,13 @@ class VllmContainer:
             raise self._not_found()
         if result.exit_status == 127:
             raise BackendUnavailable(message, f"is {tool} installed on the VM?", backend="ssh")
-        if "permission denied" in lower and "docker" in lower and "socket" in lower:
-            raise PermissionDenied(
-                message,
-                "add the SSH user to the docker group, or configure the host with sudo",
-                backend="ssh",
-            )
+        known = faults.explain(text)
+        if known is not None and known[0].name == "docker-socket-denied":
+            raise PermissionDenied(message, known[2], backend="ssh")
         if "sudo:" in lower and "password" in lower:
             raise PermissionDenied(message, "allow passwordless sudo for the SSH user", backend="ssh")
-        if "already in use" in lower:
+        if "already in use by container" in lower:  # docker's name conflict, not a busy TPU
             raise AlreadyExists(message, "remove it first (/vllm restart recreates it)", backend="ssh")
-        known = faults.explain(text)
         if known is None:
             raise OpsError(message, "see /vllm logs", backend="ssh")
         family, conclusion, fix = known
