@@ -520,11 +520,11 @@ class VllmSimulator:
 
     @property
     def output_fault(self) -> str | None:
-        """How non-streamed completions are spoiled: None, "markup" or "empty" (see `set_output_fault`)."""
+        """How completions are spoiled: None, "markup" or "empty" (see `set_output_fault`)."""
         return self._output_fault
 
     def set_output_fault(self, fault: str | None) -> None:
-        """Spoil non-streamed chat completions as real servers do: "markup" (a tool call left as Gemma 4
+        """Spoil chat completions (streamed or not) as real servers do: "markup" (a tool call left as Gemma 4
         markup in `content`, as without `--tool-call-parser gemma4`), "empty" (no content, no tool calls),
         or None (normal).
 
@@ -697,6 +697,10 @@ class VllmSimulator:
         ):
             result = re.split(r"[ \t]+", str(messages[-1].get("content") or "").strip())  # keeps line breaks
             answer = ["Based", "on", "the", "tool", "result:", *result[:40]]
+        if self._output_fault == "empty":
+            answer, tool_call = [], None
+        elif self._output_fault == "markup" and tool_call:  # no tool parser: the call stays in content
+            answer, tool_call = [gemma_markup(tool_call["function"])], None
         tokens = answer[:max_tokens]
         options = body.get("stream_options") or {}
         return {
@@ -922,10 +926,6 @@ def _make_handler(sim: VllmSimulator) -> type[BaseHTTPRequestHandler]:
             text = "".join(token for token, _ in sim.generate(plan, started))
             completion = len(plan["tokens"])
             tool_call = plan["tool_call"]
-            if sim.output_fault == "empty":
-                text, tool_call = "", None
-            elif sim.output_fault == "markup" and tool_call:  # no tool parser: the call stays in content
-                text, tool_call = gemma_markup(tool_call["function"]), None
             self._json(
                 200,
                 {

@@ -291,3 +291,9 @@ def test_tool_result_belongs_to_the_resource_asked_about_and_keeps_its_lines(wor
     assert "Queued resource gemma4-old" in text and "FAILED" in text
     answer = next(m.text for m in reversed(world.slack.messages) if "Based on the tool result" in m.text)
     assert "\n" in answer.split("Based on the tool result:", 1)[1]
+
+
+def test_gemma_ask_with_an_empty_answer_says_why(world: Demo) -> None:
+    world.vllm.set_output_fault("empty")
+    text = _say(world, "/gemma ask hello")
+    assert "returned an empty completion" in text and "(empty answer)" not in text
