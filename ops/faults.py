@@ -353,8 +353,8 @@ def load_file(path: str | Path, *, origin: str | None = None) -> list[Family]:
 
     Raises:
         ValueError: one line naming the file, the family and what is wrong (unreadable file, bad YAML,
-            unknown field, missing name/patterns/conclusion/fix, bad severity, a regex that does not compile,
-            a template field no wording extracts and no deployment provides is allowed: it shows "?").
+            unknown field, missing name/patterns/conclusion/fix, bad severity, a regex that does not
+            compile). A template field that nothing fills is allowed: it shows "?" (see `fill`).
     """
     where = str(path)
     try:
