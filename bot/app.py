@@ -38,6 +38,7 @@ from bot.runner import Runner
 from bot.scheduler import AlertScheduler, OncallOptions
 from bot.services import Services
 from bot.slack_gateway import SlackGateway
+from ops import faults
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,7 @@ def build(settings: Settings, services: Services | None = None) -> Bot:
         slack_bolt.error.BoltError: the token was refused by Slack.
     """
     services = services or Services.from_settings(settings)
+    faults.use_extra_file(settings.fault_catalogue_file)
     slack = SlackGateway.connect(settings.slack_bot_token.get_secret_value(), settings.slack_api_url)
     signing_secret = settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else ""
     app = App(

@@ -17,6 +17,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from bot.routing import parse_routes
+from ops.faults import load_file
 from ops.idle import parse_schedule
 from ops.slo import load_rules, parse_span
 
@@ -91,6 +92,12 @@ class Settings(BaseSettings):
     )
     vllm_api_key: SecretStr | None = Field(None, description="vLLM --api-key, if the server has one.")
     http_timeout_s: float = Field(10.0, gt=0, le=300, description="Timeout of vLLM HTTP calls, seconds.")
+    vllm_startup_stuck_s: float = Field(
+        1800.0, ge=60, le=86400, description="A container up this long without its port is 'start-up stuck'."
+    )
+    fault_catalogue_file: str | None = Field(
+        None, description="A team's own failure families (YAML, the format of ops/faults.yaml)."
+    )
 
     # SSH to the TPU VM (container control). Host keys are always checked: known_hosts and/or pinned keys.
     ssh_host: str | None = Field(None, description="TPU VM address; default: the vLLM endpoint's host.")
@@ -256,6 +263,13 @@ class Settings(BaseSettings):
         if not re.match(r"^https?://[^\s/]+(:\d+)?/?$", url):
             raise ValueError(f"not a base URL: {url!r} (expected e.g. http://10.0.0.5:8000)")
         return url.rstrip("/")
+
+    @field_validator("fault_catalogue_file")
+    @classmethod
+    def _check_catalogue(cls, path: str | None) -> str | None:
+        if path is not None:
+            load_file(path)  # ValueError: one line naming the file, the family and the problem
+        return path
 
     @field_validator("state_database_url")
     @classmethod

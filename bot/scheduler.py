@@ -29,6 +29,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from bot.commands import registry
 from bot.config import Settings
 from bot.context import Context
+from bot.diagnosis import alert_diagnosis
 from bot.membership import invite_hint, not_member
 from bot.render import Block, Reply, context, human_duration, mention, section, utc
 from bot.routing import Router, parse_routes
@@ -47,7 +48,7 @@ from ops.alerts import (
     mute_subjects,
 )
 from ops.cost import burn
-from ops.errors import OpsError
+from ops.errors import BackendTimeout, OpsError
 from ops.idle import IdleWatch, Schedule, parse_schedule
 from ops.maintenance import MaintenanceWindows, Window
 from ops.metrics import summarize
@@ -267,6 +268,19 @@ def idle_buttons(key: str, keep_hours: int) -> Block:
     }
 
 
+def _probe_timed_out(services: Services) -> bool | None:
+    """Whether a one-token chat completion timed out (None: it failed otherwise, so it says nothing)."""
+    try:
+        gemma, _ = services.gemma()
+        with gemma:
+            gemma.probe()
+    except BackendTimeout:
+        return True
+    except OpsError:
+        return None
+    return False
+
+
 class AlertScheduler:
     """Alert jobs of the bot process.
 
@@ -441,10 +455,10 @@ class AlertScheduler:
             if not self.ledger.claim(alert, "sending", now=now):
                 result.duplicate += 1
                 continue
-            if alert.kind in ("state", "preempted"):
-                self._send(alert, partial(self._post_state, alert, qr, now, threads), result)
+            if alert.kind in ("state", "preempted", "node_gone"):
+                self._send(alert, partial(self._post_state, alert, qr, now, threads), result, qr=qr)
             else:
-                self._send(alert, partial(self._post, alert, qr, now), result)
+                self._send(alert, partial(self._post, alert, qr, now), result, qr=qr)
         self._auto_recover_dead(found, by_identity, now, result)
         changed = {}
         for ident, qr in by_identity.items():
@@ -543,7 +557,16 @@ class AlertScheduler:
                 try:
                     text = client.metrics_text()
                     summary = summarize(text)
-                    check = VllmCheck(True, "", summary.kv_cache_usage, summary.preemptions)
+                    check = VllmCheck(
+                        True,
+                        "",
+                        summary.kv_cache_usage,
+                        summary.preemptions,
+                        summary.running,
+                        summary.waiting,
+                        summary.generation_tokens,
+                        _probe_timed_out(self.services) if summary.waiting and summary.running == 0 else None,
+                    )
                 except (OpsError, ValueError):
                     text = None
         watch = VllmWatch.from_json(self.ledger.get_value("vllm_watch"))
@@ -588,11 +611,20 @@ class AlertScheduler:
             result.duplicate += 1
             return
         self._send(
-            alert, partial(self._post, alert, qr, now, thread), result, channel=thread[0] if thread else None
+            alert,
+            partial(self._post, alert, qr, now, thread),
+            result,
+            channel=thread[0] if thread else None,
+            qr=qr,
         )
 
     def _send(
-        self, alert: Alert, post: Callable[[], str | None], result: TickResult, channel: str | None = None
+        self,
+        alert: Alert,
+        post: Callable[[], str | None],
+        result: TickResult,
+        channel: str | None = None,
+        qr: QueuedResourceInfo | None = None,
     ) -> None:
         """Post a claimed alert and record it as sent; on failure release the claim (next tick retries)."""
         try:
@@ -616,6 +648,23 @@ class AlertScheduler:
         result.sent += 1
         if self.on_sent is not None:
             self.on_sent(alert.kind)
+        self._post_diagnosis(alert, qr, channel or self.router.channel(alert), ts)
+
+    def _post_diagnosis(
+        self, alert: Alert, qr: QueuedResourceInfo | None, channel: str, ts: str | None
+    ) -> None:
+        """One diagnosis in a failure alert's thread (state alerts: the resource's thread). Never raises."""
+        try:
+            text = alert_diagnosis(self.services, alert, qr)
+            if alert.kind in ("state", "preempted", "node_gone"):
+                state_channel, parent = self.ledger.thread(alert.resource)
+                channel = state_channel or channel
+            else:
+                parent = ts
+            if text and parent:
+                self.slack.post(channel, Reply(text=text, blocks=[section(text)]), parent)
+        except Exception as exc:  # the alert itself is out; its diagnosis must not undo it
+            log.warning("could not post the diagnosis of %s: %s", alert.key, type(exc).__name__)
 
     # ---- planned work (maintenance windows)
     def _tick_maintenance(self, now: datetime, result: TickResult) -> bool:

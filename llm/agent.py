@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llm.client import translate_errors
+from llm.hygiene import as_tool_calls, empty_explanation, inspect_message, parser_missing_note
 from llm.redact import redact
 from llm.tokens import TEMPLATE_OVERHEAD_TOKENS, PromptCounter, estimate_chat_tokens
 from ops.errors import BadInput, OpsError
@@ -385,9 +386,12 @@ def answer(
             break
         message = response.choices[0].message
         tool_calls = list(getattr(message, "tool_calls", None) or [])
-        if not tool_calls:
-            text = str(getattr(message, "content", None) or "")
-            break
+        if not tool_calls:  # a call left as Gemma 4 markup in the content is run if it is read-only
+            check = inspect_message(getattr(message, "content", None))
+            tool_calls, refused = as_tool_calls(check, {*read_only, SUGGEST_TOOL}, first_id=len(calls))
+            if not tool_calls:
+                text = check.text or (parser_missing_note(refused) if refused else "")
+                break
         messages.append(
             {
                 "role": "assistant",
@@ -416,7 +420,12 @@ def answer(
             messages.append({"role": "tool", "tool_call_id": call.id, "content": record.result})
     if not text:
         response = create()
-        text = str(getattr(response.choices[0].message, "content", None) or "")
+        choice = response.choices[0]
+        text = inspect_message(getattr(choice.message, "content", None)).text or empty_explanation(
+            name,
+            getattr(choice, "finish_reason", None),
+            getattr(getattr(response, "usage", None), "completion_tokens", None),
+        )
     return AgentAnswer(
         text=text.strip(),
         tool_calls_made=tuple(calls),

@@ -43,6 +43,7 @@ from llm.redact import redact
 from llm.tokens import PromptCounter
 from ops.cloudlogs import SEVERITIES, LogEntry, severity_rank
 from ops.errors import BackendUnavailable, BadInput, OpsError
+from ops.faults import Deployment
 
 __all__ = [
     "CHARS_PER_TOKEN",
@@ -71,6 +72,7 @@ MAX_EXEMPLARS = 2
 MAX_TEMPLATE_CHARS = 300
 MAX_EXEMPLAR_CHARS = 400
 MAX_MINED_CHARS = 2000
+MAX_RUNBOOK_CHARS = 600  # one runbook entry in the prompt
 ERROR_RANK = severity_rank("ERROR")
 
 _MASKS = [
@@ -359,7 +361,8 @@ def build_prompt(summary: LogSummary, budget_tokens: int, *, findings: Sequence[
     Args:
         summary: from `summarize`.
         budget_tokens: the most prompt tokens (estimated), e.g. `prompt_budget(max_model_len, answer)`.
-        findings: rule-based findings to mention (their names and conclusions only).
+        findings: rule-based findings to mention (their names and conclusions, and the runbook text a team
+            wrote for their families).
 
     Returns:
         Prompt with `prompt_tokens <= budget_tokens`.
@@ -381,6 +384,11 @@ def build_prompt(summary: LogSummary, budget_tokens: int, *, findings: Sequence[
         header += "Known failure signatures the bot's rules matched (bot text, not log data):\n" + "".join(
             f"- {f.name}: {_one_line(redact(f.conclusion), 240)}\n" for f in findings[:5]
         )
+        runbooks = {f.name: f.runbook for f in findings[:5] if f.runbook}
+        if runbooks:  # the team's own runbook for what matched (catalogue text, not log data)
+            header += "The team's runbook for these failures:\n" + "".join(
+                f"- {name}: {_one_line(redact(text), MAX_RUNBOOK_CHARS)}\n" for name, text in runbooks.items()
+            )
     omitted_line = (
         f"{len(summary.templates)} more templates ({summary.total_entries} entries) did not fit and are "
         "omitted.\n"
@@ -523,6 +531,7 @@ def analyze(
     budget_tokens: int | None = None,
     temperature: float | None = 0.2,
     counter: PromptCounter | None = None,
+    deployment: Deployment | None = None,
 ) -> Analysis:
     """Summarize log entries and, if any is at ERROR or worse, ask the model what went wrong.
 
@@ -538,6 +547,7 @@ def analyze(
             /tokenize); when the count leaves less than `answer_tokens` within `max_model_len`, the prompt
             is rebuilt with the budget scaled down before anything is sent (up to FIT_ROUNDS times). The
             character estimate alone undercounts digit- and punctuation-heavy logs.
+        deployment: the live deployment the findings' fixes are written for (None: generic fixes).
 
     Returns:
         Analysis. The model is not called without ERROR-or-worse entries. A context-length rejection (a
@@ -552,7 +562,7 @@ def analyze(
     """
     summary = summarize(entries)
     exemplars = "\n".join(e for t in summary.templates for e in t.exemplars)
-    findings = tuple(diagnose(exemplars.replace("\\n", "\n")))
+    findings = tuple(diagnose(exemplars.replace("\\n", "\n"), deployment))
     base: dict[str, Any] = {
         "templates": summary.templates,
         "total_entries": summary.total_entries,

@@ -25,6 +25,7 @@ from sqlalchemy.exc import IntegrityError
 
 from ops.store import Store, metadata
 from ops.tpu import QueuedResourceInfo
+from ops.vllm import WEDGED, ServingSample, serving_problem
 
 __all__ = [
     "DEFAULT_THRESHOLDS",
@@ -112,8 +113,8 @@ class Alert:
     Attributes:
         key: unique "resource|kind|threshold" string (see the module docstring).
         kind: "expiry" (termination time), "valid_until" (queueing deadline), "state" (a state change),
-            "preempted" (a node), "stale" (SUSPENDED/FAILED over a day), "vllm_down", "kv_cache",
-            "preemptions", "test".
+            "preempted" (a node), "node_gone" (a node NOT_FOUND under an ACTIVE queued resource), "stale"
+            (SUSPENDED/FAILED over a day), "vllm_down" (down, or wedged), "kv_cache", "preemptions", "test".
         resource: identity "zone/name@create" or, for vLLM, "vllm:<url>".
         name, zone: the queued resource ("" for vLLM alerts).
         title: one line; text: the details (mrkdwn).
@@ -230,8 +231,9 @@ def evaluate(
     State changes: compared with `previous` (identity -> Observation). A resource absent from `previous` is
     a baseline (no alert) unless it was created after `watch_since`, when its first state is announced
     ("NEW -> state"). A spot preemption (a node newly PREEMPTED, or the QR newly SUSPENDING/SUSPENDED by
-    the service with its node deleted: `QueuedResourceInfo.preempted`) gives one "preempted" alert per node.
-    DELETING resources give nothing.
+    the service with its node deleted: `QueuedResourceInfo.preempted`) gives one "preempted" alert per node;
+    a node seen before that no longer exists under a still ACTIVE queued resource gives a "node_gone"
+    alert. DELETING resources give nothing.
 
     Stale: SUSPENDED or FAILED and created more than `stale_after` ago (one alert per resource).
 
@@ -281,6 +283,21 @@ def evaluate(
                 )
             )
         old_nodes = before.nodes if before else {}
+        present = {node.name for node in qr.nodes}
+        for name in old_nodes:  # a node that vanished while its queued resource is still ACTIVE
+            if qr.state == "ACTIVE" and name not in present:
+                alerts.append(
+                    Alert(
+                        key=f"{base}|node_gone|{name}",
+                        kind="node_gone",
+                        resource=base,
+                        name=qr.name,
+                        zone=qr.zone,
+                        title=f"`{qr.name}` ({qr.zone}): node `{name}` is gone (NOT_FOUND)",
+                        state=qr.state,
+                        node=name,
+                    )
+                )
         for node_name in _preempted_nodes(qr):
             was = before is not None and (
                 old_nodes.get(node_name) == "PREEMPTED" or before.state in SUSPENDED
@@ -350,12 +367,18 @@ def observe(qr: QueuedResourceInfo) -> Observation:
 
 @dataclass(frozen=True)
 class VllmCheck:
-    """One vLLM check: /health ok or not, and (when it answered) KV-cache usage 0..1 and preemptions."""
+    """One vLLM check: /health ok or not, and (when it answered) KV-cache usage 0..1, preemptions, and the
+    progress signals: requests running and waiting, generated tokens since start, and whether a one-token
+    probe timed out (None: no probe)."""
 
     ok: bool
     detail: str = ""
     kv_cache_usage: float | None = None
     preemptions: float | None = None
+    running: float | None = None
+    waiting: float | None = None
+    generation_tokens: float | None = None
+    probe_timed_out: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -373,6 +396,9 @@ class VllmWatch:
     kv_high: int = 0
     kv_alerted: bool = False
     preemptions: float | None = None
+    tokens: float | None = None
+    tokens_at: str | None = None
+    wedged: bool = False
 
     def to_json(self) -> str:
         return json.dumps(self.__dict__)
@@ -397,7 +423,9 @@ def evaluate_vllm(
 ) -> tuple[list[Alert], VllmWatch]:
     """Alerts from one vLLM check, and the new watcher state. Pure.
 
-    `failures` failed /health checks in a row raise "vllm_down" (once per outage); the next good check
+    `failures` failed /health checks in a row raise "vllm_down" (once per outage); a check whose /health is
+    200 while requests wait, none runs and no token was generated since the last check (or a probe timed
+    out) counts as failed too, and its alert says "answers /health but generates nothing"; the next good check
     returns a recovery Alert with `resolves` = that key and the outage length (minutes). KV-cache usage
     above `kv_threshold` (fraction 0..1) for `kv_checks` checks in a row raises "kv_cache" once per streak.
     A preemption count higher than the last one seen raises "preemptions" (keyed by the count).
@@ -408,14 +436,21 @@ def evaluate_vllm(
     resource = f"vllm:{endpoint}"
     alerts: list[Alert] = []
     state = dict(watch.__dict__)
+    wedged = _wedged(check, watch, now)
+    state.update(tokens=check.generation_tokens, tokens_at=_iso(now))
+    if wedged:  # /health 200 but no progress: an outage all the same
+        check = VllmCheck(False, wedged)
     if not check.ok:
+        if not watch.failures:
+            state["wedged"] = bool(wedged)
         state["failures"] = watch.failures + 1
         state["down_since"] = watch.down_since or _iso(now)
         if state["failures"] >= failures and not watch.alerted:
             key = f"{resource}@{state['down_since']}|vllm_down|{failures}"
             state["alerted"] = key
+            what = WEDGED if state["wedged"] else "is down"
             alerts.append(
-                Alert(key, "vllm_down", resource, "", "", f"vLLM at `{endpoint}` is down", check.detail)
+                Alert(key, "vllm_down", resource, "", "", f"vLLM at `{endpoint}` {what}", check.detail)
             )
         state["kv_high"], state["kv_alerted"] = 0, False
         return alerts, VllmWatch(**state)
@@ -432,7 +467,7 @@ def evaluate_vllm(
                 resolves=watch.alerted,
             )
         )
-    state.update(failures=0, down_since=None, alerted=None)
+    state.update(failures=0, down_since=None, alerted=None, wedged=False)
     if check.kv_cache_usage is not None and check.kv_cache_usage > kv_threshold:
         state["kv_high"] = watch.kv_high + 1
         if state["kv_high"] >= kv_checks and not watch.kv_alerted:
@@ -465,6 +500,16 @@ def evaluate_vllm(
             )
         state["preemptions"] = check.preemptions
     return alerts, VllmWatch(**state)
+
+
+def _wedged(check: VllmCheck, watch: VllmWatch, now: datetime) -> str:
+    """The wedged verdict of `ops.vllm.serving_problem` from the last check's token count and this one."""
+    samples = []
+    if watch.tokens is not None and watch.tokens_at:
+        then = _aware(datetime.strptime(watch.tokens_at, "%Y-%m-%dT%H:%M:%SZ")) or now
+        samples.append(ServingSample(-(now - then).total_seconds(), None, None, watch.tokens))
+    samples.append(ServingSample(0.0, check.running, check.waiting, check.generation_tokens))
+    return serving_problem(samples, health_ready=check.ok, probe_timed_out=check.probe_timed_out) or ""
 
 
 # ---- the ledger ---------------------------------------------------------------------------------

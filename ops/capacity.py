@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 from typing import Literal
 
+from ops import faults
 from ops.errors import (
     AlreadyExists,
     BackendTimeout,
@@ -44,29 +45,9 @@ log = logging.getLogger(__name__)
 
 MAX_ID_CHARS = 63  # queued resource and node ids are RFC 1035 labels
 
-# ---- texts (case-insensitive). Sources: tests/fixtures/cases/tpu-create-*.txt (real gcloud/Terraform
-# outputs) and the TPU API's own wording for unknown locations ("Location ... is not found").
-_ACCELERATOR_NOT_OFFERED = re.compile(
-    r"could not be found in the zonal accelerator configurations"
-    r"|accelerator \S+ was not found in zone"
-    r"|accelerator type \S+ is not (?:available|offered|supported) in",
-    re.IGNORECASE,
-)
-_MODEL_NOT_OFFERED = re.compile(
-    r"\b(FLEX_START|SPOT|STANDARD|RESERVATION_BOUND|flex-start|spot)\b provisioning model is not supported",
-    re.IGNORECASE,
-)
-_ZONE_UNKNOWN = re.compile(
-    r"location \S+ (?:is )?not found|unknown (?:zone|location)|invalid (?:zone|location)"
-    r"|zone \S+ (?:is )?not (?:supported|found|valid)",
-    re.IGNORECASE,
-)
-_STOCKOUT = re.compile(
-    r"no more capacity|stockout|insufficient capacity|not enough resources|resource pool exhausted"
-    r"|ZONE_RESOURCE_POOL_EXHAUSTED",
-    re.IGNORECASE,
-)
-_QUOTA = re.compile(r"quota|rate limit", re.IGNORECASE)
+# Fault texts (stockout, quota, accelerator type / provisioning model / zone not offered) are families of
+# the fault catalogue (ops/faults.yaml, `create:` entries); what is left here reads status codes only.
+_QUOTA = re.compile(r"quota|rate limit", re.IGNORECASE)  # a bare mention, when no family matched
 _TIMEOUT = re.compile(r"timed? ?out|deadline[_ ]exceeded|no answer in time", re.IGNORECASE)
 _SERVER = re.compile(
     r"\bHTTP 5\d\d\b|\bcode:? (?:13|14)\b|internal error|backend error|cannot connect|service unavailable",
@@ -75,13 +56,6 @@ _SERVER = re.compile(
 _SERVER_STATUS = re.compile(r"\b(?:UNAVAILABLE|INTERNAL)\b")  # google.rpc.Code names, upper case only
 _BAD_REQUEST = re.compile(r"INVALID_ARGUMENT|FAILED_PRECONDITION|\bHTTP 400\b|\"code\": 3\b|\bcode 3\b")
 _CODE_8 = re.compile(r"\bcode:? 8\b|\"code\": 8\b|RESOURCE_EXHAUSTED|\bHTTP 429\b", re.IGNORECASE)
-_MODEL_LABELS = {
-    "flex_start": "flex-start",
-    "flex-start": "flex-start",
-    "spot": "spot",
-    "standard": "on-demand",
-    "reservation_bound": "reserved",
-}
 
 
 @dataclass(frozen=True)
@@ -111,10 +85,12 @@ class Classification:
 def classify(error: BaseException | str) -> Classification:
     """Classify a create failure (an exception, typically an `ops.errors.OpsError`, or a raw text).
 
-    Permanent for the zone: the accelerator type is not offered there, the provisioning model (e.g.
-    flex-start) is not offered for the type there, the zone is unknown or unsupported (UnsupportedInZone
-    or those texts). Transient: stockout (code 8 / "no more capacity", CapacityUnavailable), quota or rate
-    limit (HTTP 429, RESOURCE_EXHAUSTED naming a quota, QuotaExceeded), timeouts (BackendTimeout), 5xx and
+    The text is matched first against the fault catalogue's families with a `create:` entry
+    (ops/faults.yaml): permanent for the zone: the accelerator type is not offered there, the provisioning
+    model (e.g. flex-start) is not offered for the type there, the zone is unknown, the project has no
+    quota there at all ("Limit: 0"); transient: stockout, quota exhausted. Then the typed errors and status
+    codes: permanent for the zone: UnsupportedInZone. Transient: stockout (code 8, CapacityUnavailable),
+    quota or rate limit (HTTP 429, a quota named, QuotaExceeded), timeouts (BackendTimeout), 5xx and
     connection failures (BackendUnavailable), AlreadyExists, Cancelled and anything unrecognised.
     Permanent for the whole request: PermissionDenied, and a BadInput/INVALID_ARGUMENT whose text names no
     zone problem.
@@ -127,18 +103,12 @@ def classify(error: BaseException | str) -> Classification:
         A Classification (kind, reason, scope).
     """
     text = error if isinstance(error, str) else (error.message if isinstance(error, OpsError) else str(error))
-    model = _MODEL_NOT_OFFERED.search(text)
-    if model:
-        return Classification(
-            "permanent", f"{_MODEL_LABELS.get(model.group(1).lower(), 'model')} not offered"
-        )
-    if _ACCELERATOR_NOT_OFFERED.search(text):
-        return Classification("permanent", "accelerator not offered")
-    if _ZONE_UNKNOWN.search(text):
-        return Classification("permanent", "zone unknown")
+    known = _catalogued(text)
+    if known is not None and (known.kind == "permanent" or not isinstance(error, PermissionDenied)):
+        return known
     if isinstance(error, UnsupportedInZone):
         return Classification("permanent", "not offered in zone")
-    if isinstance(error, CapacityUnavailable) or _STOCKOUT.search(text):
+    if isinstance(error, CapacityUnavailable):
         return Classification("transient", "stockout")
     if isinstance(error, QuotaExceeded) or _QUOTA.search(text):
         return Classification("transient", "quota exceeded")
@@ -157,6 +127,19 @@ def classify(error: BaseException | str) -> Classification:
     if _CODE_8.search(text):
         return Classification("transient", "stockout")
     return Classification("transient", "unknown error")
+
+
+def _catalogued(text: str) -> Classification | None:
+    """The classification of the most severe, most specific catalogue family with a `create:` entry."""
+    matches = faults.catalogue().match(text, only_create=True)
+    if not matches:
+        return None
+    best = max(matches, key=lambda m: (m.family.create["kind"] == "permanent", m.family.specificity))
+    create = best.family.create
+    reason = faults.fill(create["reason"], faults.figures(best.values))
+    scope: Literal["zone", "request"] = "request" if create.get("scope") == "request" else "zone"
+    kind: Literal["permanent", "transient"] = "permanent" if create["kind"] == "permanent" else "transient"
+    return Classification(kind, reason, scope)
 
 
 def search_name(name: str, zone: str, parallel: int) -> str:

@@ -35,6 +35,7 @@ from typing import Any, NoReturn
 import paramiko
 from paramiko.pkey import UnknownKeyType
 
+from ops import faults
 from ops.errors import (
     AlreadyExists,
     BackendTimeout,
@@ -600,6 +601,9 @@ class RemoteHost:
             client.close()
             text = str(exc)
             slow = time.monotonic() - started >= timeout * 0.9  # paramiko may report a later symptom
+            known = None if slow else faults.explain(text)
+            if known is not None:  # e.g. the port answers with something that is not SSH
+                raise BackendUnavailable(f"SSH to {where}: {known[1]}", known[2], backend="ssh") from exc
             if slow or any(word in text.lower() for word in ("banner", "timeout", "timed out")):
                 raise BackendTimeout(
                     f"SSH to {where}: no SSH greeting within {timeout:g} s",
@@ -934,25 +938,19 @@ class VllmContainer:
             raise self._not_found()
         if result.exit_status == 127:
             raise BackendUnavailable(message, f"is {tool} installed on the VM?", backend="ssh")
-        if "permission denied" in lower and "docker" in lower and "socket" in lower:
-            raise PermissionDenied(
-                message,
-                "add the SSH user to the docker group, or configure the host with sudo",
-                backend="ssh",
-            )
+        known = faults.explain(text)
+        if known is not None and known[0].name == "docker-socket-denied":
+            raise PermissionDenied(message, known[2], backend="ssh")
         if "sudo:" in lower and "password" in lower:
             raise PermissionDenied(message, "allow passwordless sudo for the SSH user", backend="ssh")
-        if "already in use" in lower:
+        if "already in use by container" in lower:  # docker's name conflict, not a busy TPU
             raise AlreadyExists(message, "remove it first (/vllm restart recreates it)", backend="ssh")
-        hint = "see /vllm logs"
-        from llm.diagnose import diagnose  # local import: ops must not depend on llm at import time
-
-        findings = diagnose(text)
-        if findings:
-            hint = findings[0].conclusion + ": " + findings[0].fix
-            if findings[0].name == "docker-pull-rate-limit":
-                raise QuotaExceeded(message, hint, backend="ssh")
-        raise OpsError(message, hint, backend="ssh")
+        if known is None:
+            raise OpsError(message, "see /vllm logs", backend="ssh")
+        family, conclusion, fix = known
+        if family.name == "docker-pull-rate-limit":
+            raise QuotaExceeded(message, f"{conclusion}: {fix}", backend="ssh")
+        raise OpsError(message, f"{conclusion}: {fix}", backend="ssh")
 
 
 def _last_line(text: str, limit: int = 300) -> str:

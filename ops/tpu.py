@@ -36,7 +36,7 @@ from google.auth.credentials import Credentials
 from google.cloud import tpu_v2
 from googleapiclient.errors import HttpError
 
-from ops import google
+from ops import faults, google
 from ops.errors import (
     AlreadyExists,
     BackendTimeout,
@@ -542,6 +542,13 @@ def _hint_for_status(status: int, api: str = "the TPU API") -> tuple[type[OpsErr
     return OpsError, "see the message"
 
 
+def _catalogue_fix(message: str) -> str:
+    """The fix of the fault-catalogue family in an API error (e.g. a node that is gone under its queued
+    resource: recreate it, not "check the zone"), or ""."""
+    known = faults.explain(message)
+    return known[2] if known else ""
+
+
 def error_status(exc: BaseException) -> tuple[int | None, str]:
     """(HTTP status, the server's error message in full) of a Google client exception; (None, "") if none."""
     if isinstance(exc, core_exceptions.RetryError) and exc.cause is not None:
@@ -578,6 +585,8 @@ def map_error(exc: BaseException, what: str, *, backend: str = "tpu", api: str =
     if status is not None:
         cls, hint = _hint_for_status(status, api)
         message = f"{what}: HTTP {status} {_http_phrase(status)}" + (f": {detail}" if detail else "")
+        if status == 404:  # a node gone under its queued resource is not a wrong zone
+            hint = _catalogue_fix(message) or hint
         return cls(_one_line(message), hint, backend=backend)
     if isinstance(exc, requests.exceptions.Timeout | TimeoutError | core_exceptions.DeadlineExceeded):
         return BackendTimeout(_one_line(f"{what}: no answer in time"), "retry in a minute", backend=backend)

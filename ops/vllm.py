@@ -26,7 +26,15 @@ import httpx
 from ops.errors import BackendTimeout, BackendUnavailable, OpsError, PermissionDenied
 from ops.metrics import MetricsSummary, summarize
 
-__all__ = ["HealthCheck", "ModelCard", "VllmClient", "error_message"]
+__all__ = [
+    "WEDGED",
+    "HealthCheck",
+    "ModelCard",
+    "ServingSample",
+    "VllmClient",
+    "error_message",
+    "serving_problem",
+]
 
 BOOTING_HINT = "vLLM may still be booting (about 10 minutes on TPU) or be down: try /vllm health"
 TIMEOUT_HINT = "the server may be overloaded or the network slow: try /vllm health, or raise HTTP_TIMEOUT_S"
@@ -51,6 +59,68 @@ class HealthCheck:
     status: int | None
     latency_s: float
     detail: str
+
+
+WEDGED = "vLLM answers /health but generates nothing"
+"""The words of the wedged-engine verdict (also a wording of the `engine-wedged` catalogue family)."""
+
+
+@dataclass(frozen=True)
+class ServingSample:
+    """One look at the serving engine, from a `/metrics` scrape (`ops.metrics.MetricsSummary` fields).
+
+    Attributes:
+        at_s: when it was taken, seconds on any clock that is the same for all samples compared.
+        running: `vllm:num_requests_running` (requests), None if the scrape lacks it.
+        waiting: `vllm:num_requests_waiting` (requests).
+        generation_tokens: `vllm:generation_tokens` counter since start (tokens).
+    """
+
+    at_s: float
+    running: float | None
+    waiting: float | None
+    generation_tokens: float | None
+
+
+def serving_problem(
+    samples: list[ServingSample], *, health_ready: bool, probe_timed_out: bool | None = None
+) -> str | None:
+    """Whether a server whose `/health` says 200 is in fact wedged: requests wait, none runs, and no token
+    was generated between the samples, or a one-token probe timed out. Several signals, because /health
+    only reports that the API process and the engine's heartbeat live (vLLM `/health`,
+    vllm/entrypoints/serve/instrumentator/health.py), not that the engine makes progress.
+
+    Args:
+        samples: oldest first; the last one is the current state.
+        health_ready: /health answered 200.
+        probe_timed_out: True when a one-token chat completion timed out, False when it answered, None
+            when no probe was made.
+
+    Returns:
+        One line starting with `WEDGED` ("vLLM answers /health but generates nothing: 7 requests waiting,
+        none running, no new tokens in 120 s, a one-token probe timed out"), or None when the signals do not
+        all agree (an answering probe always means not wedged).
+    """
+    if not health_ready or not samples or probe_timed_out is False:
+        return None
+    last = samples[-1]
+    if not last.waiting or last.running != 0:
+        return None
+    first = samples[0]
+    stalled = (
+        len(samples) > 1
+        and first.generation_tokens is not None
+        and last.generation_tokens is not None
+        and last.generation_tokens <= first.generation_tokens
+    )
+    if not stalled and not probe_timed_out:
+        return None
+    parts = [f"{last.waiting:.0f} requests waiting", "none running"]
+    if stalled:
+        parts.append(f"no new tokens in {last.at_s - first.at_s:.0f} s")
+    if probe_timed_out:
+        parts.append("a one-token probe timed out")
+    return f"{WEDGED}: " + ", ".join(parts)
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,8 @@ Scenario keys (the `vllm` section of a scenario file; defaults in `DEFAULTS`):
                       `"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set`
                       ("none", "required" and a named tool still work, as in vLLM)
 
-Controls (thread-safe, callable while serving): `set_mode("ready" | "engine-dead" | "slow" | "booting")`,
+Controls (thread-safe, callable while serving): `set_mode("ready" | "engine-dead" | "slow" | "booting" |
+"wedged")`,
 `set_latency(seconds)`, `fail_next(path_pattern, status, count=1)`, and two that change only what /metrics
 reports (SIMULATED load, nothing waits): `set_reported_latency(seconds)` adds to the TTFT (hence the
 end-to-end latency) recorded for each request from then on, as if the engine were that much slower,
@@ -119,7 +120,7 @@ TOOL_KEYWORDS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 _CHANGE_VERBS = TOOL_KEYWORDS[0][1]
 
-MODES = ("ready", "engine-dead", "slow", "booting")
+MODES = ("ready", "engine-dead", "slow", "booting", "wedged")
 
 # Histogram buckets as in vllm/v1/metrics/loggers.py (PrometheusStatLogger).
 TTFT_BUCKETS = [
@@ -200,6 +201,17 @@ _CANNED_TEXT = (
     "but the protocol, the token accounting and the metrics behave like a real vLLM server serving Gemma 4."
 )
 _CANNED = _CANNED_TEXT.split()
+
+
+def gemma_markup(function: dict[str, Any]) -> str:
+    """A tool call as Gemma 4 writes it before a tool parser reads it: `<|tool_call>call:NAME{key:<|"|>
+    text<|"|>,n:3}<tool_call|>` (Gemma 4 prompt format: strings between `<|"|>` delimiters)."""
+    arguments = json.loads(function.get("arguments") or "{}")
+    inner = ",".join(
+        f'{key}:<|"|>{value}<|"|>' if isinstance(value, str) else f"{key}:{json.dumps(value)}"
+        for key, value in arguments.items()
+    )
+    return f"<|tool_call>call:{function['name']}{{{inner}}}<tool_call|>"
 
 
 def build_1_2_5_buckets(max_value: int) -> list[float]:
@@ -421,6 +433,9 @@ class VllmSimulator:
         self._served = 0
         self._prefix_blocks: set[int] = set()
         self._stopping = threading.Event()
+        self._output_fault: str | None = None
+        self._unwedged = threading.Event()  # set unless in mode "wedged": wedged requests wait on it
+        self._unwedged.set()
         self._connections: set[socket.socket] = set()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -465,6 +480,7 @@ class VllmSimulator:
         if server is None:
             return
         self._stopping.set()
+        self._unwedged.set()
         server.shutdown()
         server.server_close()
         # Drop kept-alive connections too, so clients see the server gone (connection refused on reconnect).
@@ -513,7 +529,9 @@ class VllmSimulator:
             mode: "ready" (normal); "engine-dead" (`/health` 503, chat completions HTTP 500 with vLLM's
                 EngineDeadError message); "slow" (every response waits `slow_latency_s` more); "booting"
                 (stop listening now, so clients get connection refused, then after `boot_s` seconds listen
-                again in mode "ready"). Setting another mode while booting ends the boot at once.
+                again in mode "ready"); "wedged" (`/health` 200, but a chat completion waits, counted in
+                `vllm:num_requests_waiting`, until the mode changes or the server stops, and no token is
+                generated: the engine-stuck case). Setting another mode while booting ends the boot at once.
             boot_s: seconds of "booting"; None takes the scenario's `boot_s`. Ignored for other modes.
 
         Raises:
@@ -529,6 +547,10 @@ class VllmSimulator:
         with self._lock:
             self._mode = mode
             exited, self.exited = self.exited, False
+            if mode == "wedged":
+                self._unwedged.clear()
+            else:
+                self._unwedged.set()
         if was_booting or (exited and mode != "engine-dead"):
             self.start()
         if mode == "engine-dead" and not self.config["keep_alive_on_engine_death"]:
@@ -586,6 +608,32 @@ class VllmSimulator:
                 self._mode = "ready"
         timer.cancel()
         return True
+
+    @property
+    def output_fault(self) -> str | None:
+        """How completions are spoiled: None, "markup" or "empty" (see `set_output_fault`)."""
+        return self._output_fault
+
+    def set_output_fault(self, fault: str | None) -> None:
+        """Spoil chat completions (streamed or not) as real servers do: "markup" (a tool call left as Gemma 4
+        markup in `content`, as without `--tool-call-parser gemma4`), "empty" (no content, no tool calls),
+        or None (normal).
+
+        Raises:
+            ValueError: another value.
+        """
+        if fault not in (None, "markup", "empty"):
+            raise ValueError(f"unknown output fault {fault!r}")
+        self._output_fault = fault
+
+    def _wait_wedged(self) -> None:
+        """Hold a request as a stuck engine would: queued, never scheduled, until the mode changes."""
+        self.metrics.waiting.inc()
+        try:
+            self._unwedged.wait()
+        finally:
+            self.metrics.waiting.dec()
+        raise _HTTPError(503, "the engine was restarted while this request waited", "ServiceUnavailableError")
 
     def set_latency(self, seconds: float) -> None:
         """Seconds to wait before every response (replaces the scenario's `latency_s`)."""
@@ -738,6 +786,8 @@ class VllmSimulator:
         tool_call = self._plan_tools(body, messages)
         if self._mode == "engine-dead":
             raise _HTTPError(500, ENGINE_DEAD_MESSAGE, "InternalServerError")
+        if self._mode == "wedged":
+            self._wait_wedged()
         asked = _content_text(messages[-1].get("content")) if isinstance(messages[-1], dict) else ""
         answer = ["pong"] if asked.strip().lower().strip("?!.") == "ping" else list(_CANNED)
         if tool_call is not None:
@@ -748,8 +798,12 @@ class VllmSimulator:
             and isinstance(messages[-1], dict)
             and messages[-1].get("role") == "tool"
         ):
-            result = str(messages[-1].get("content") or "").split()
+            result = re.split(r"[ \t]+", str(messages[-1].get("content") or "").strip())  # keeps line breaks
             answer = ["Based", "on", "the", "tool", "result:", *result[:40]]
+        if self._output_fault == "empty":
+            answer, tool_call = [], None
+        elif self._output_fault == "markup" and tool_call:  # no tool parser: the call stays in content
+            answer, tool_call = [gemma_markup(tool_call["function"])], None
         tokens = answer[:max_tokens]
         options = body.get("stream_options") or {}
         return {

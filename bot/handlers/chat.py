@@ -7,6 +7,7 @@ behind a button, and that command then goes through the usual role check and Con
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -45,11 +46,15 @@ _TOOLS: dict[str, tuple[str, dict[str, Any], Callable[[dict[str, Any]], str]]] =
 }
 
 
-def read_only_tools(ctx: Context) -> Mapping[str, Tool]:
-    """The tools, each running one viewer command (parsed and validated like typed input)."""
+def read_only_tools(ctx: Context, question: str = "") -> Mapping[str, Tool]:
+    """The tools, each running one viewer command (parsed and validated like typed input). A `describe`
+    called without a name gets the one queued resource the question names, so its result belongs to the
+    resource asked about."""
 
-    def runner(line_of: Callable[[dict[str, Any]], str]) -> Callable[..., str]:
+    def runner(line_of: Callable[[dict[str, Any]], str], needs_name: bool) -> Callable[..., str]:
         def run(**arguments: Any) -> str:
+            if needs_name and not str(arguments.get("name") or "").strip():
+                arguments = {**arguments, "name": _named_resource(ctx, question)}
             invocation = ctx.registry.parse(line_of(arguments))
             command = invocation.command
             if command.role != Role.VIEWER or command.changes_infra:
@@ -63,9 +68,22 @@ def read_only_tools(ctx: Context) -> Mapping[str, Tool]:
         return run
 
     return {
-        name: Tool(name, description, {"type": "object", "properties": props}, runner(line_of))
+        name: Tool(
+            name, description, {"type": "object", "properties": props}, runner(line_of, "name" in props)
+        )
         for name, (description, props, line_of) in _TOOLS.items()
     }
+
+
+def _named_resource(ctx: Context, question: str) -> str:
+    """The watched queued resource whose name the question contains (the longest, if several), or ""."""
+    try:
+        listing = ctx.services.tpu.list_queued_resources(ctx.services.settings.tpu_zones)
+    except OpsError:
+        return ""
+    words = set(re.findall(r"[a-z0-9-]+", question.lower()))
+    named = sorted((qr.name for qr in listing.resources if qr.name in words), key=len)
+    return named[-1] if named else ""
 
 
 def suggestion_button(command: str) -> dict[str, Any]:
@@ -96,7 +114,12 @@ def gemma_chat(ctx: Context, question: str) -> Reply:
     counter = PromptCounter(gemma.base_url, gemma.model, api_key=gemma.openai.api_key)
     with gemma:
         result = answer(
-            question, history, gemma.openai, read_only_tools(ctx), model=gemma.model, counter=counter
+            question,
+            history,
+            gemma.openai,
+            read_only_tools(ctx, question),
+            model=gemma.model,
+            counter=counter,
         )
     blocks = [section(result.text.strip()[:2900] or "(no answer)")]
     used = [call.name for call in result.tool_calls_made if call.name != "suggest_command"]
@@ -104,7 +127,10 @@ def gemma_chat(ctx: Context, question: str) -> Reply:
     if used:
         notes.append("looked at: " + ", ".join(dict.fromkeys(used)))
     if not result.used_tools:
-        notes.append("the server does not accept tools (start vLLM with --enable-auto-tool-choice)")
+        notes.append(
+            "answered without tools: the server does not accept tools (start vLLM with "
+            "--enable-auto-tool-choice --tool-call-parser gemma4)"
+        )
     if result.suggested_command:
         blocks.append(section(f"To do that: `{result.suggested_command}`. I never act by myself:"))
         blocks.append(suggestion_button(result.suggested_command))

@@ -13,9 +13,10 @@ from functools import partial
 
 from bot.commands import Param, Role, registry
 from bot.context import Context
+from bot.diagnosis import deployment_of, diagnosis_text
 from bot.maintenance import planned_work
 from bot.render import Attachment, Reply, ago, blocks_reply, code, context, section
-from llm.diagnose import Finding, diagnose
+from llm.diagnose import examine
 from ops import remote
 from ops.errors import OpsError
 from ops.remote import ContainerStatus, VllmContainer
@@ -30,16 +31,6 @@ def _remote_kind(kind: str) -> Callable[[str], str]:
     return partial(remote.validate, kind)
 
 
-def findings_text(findings: list[Finding]) -> str:
-    """Known failure signatures as markdown: what it is, the fix, the evidence line."""
-    lines = ["*Known failures in the log*"]
-    for f in findings:
-        lines.append(
-            f":rotating_light: *{f.name}*: {f.conclusion}\n    _Fix:_ {f.fix}\n    `{f.evidence[:200]}`"
-        )
-    return "\n".join(lines)
-
-
 def _health(ctx: Context) -> HealthCheck | OpsError:
     try:
         client, _ = ctx.services.vllm()
@@ -49,9 +40,11 @@ def _health(ctx: Context) -> HealthCheck | OpsError:
         return client.health()
 
 
-def _describe(status: ContainerStatus, health: HealthCheck | OpsError | None, now: datetime) -> str:
-    """The container's state in words, telling a booting server ("starting") from a dead one; with
-    `health` None, only what docker says."""
+def _describe(
+    status: ContainerStatus, health: HealthCheck | OpsError | None, now: datetime, stuck_after_s: float = 1800
+) -> str:
+    """The container's state in words, telling a booting server ("starting", up to `stuck_after_s` seconds)
+    from one whose start-up is stuck and from a dead one; with `health` None, only what docker says."""
     if not status.exists:
         return ":white_circle: no vLLM container on the VM"
     base = f"image `{status.image}` · restarts {status.restart_count}"
@@ -63,6 +56,12 @@ def _describe(status: ContainerStatus, health: HealthCheck | OpsError | None, no
             return f":large_yellow_circle: running ({up}); /health unknown: {health.message}\n{base}"
         if health.state == "ready":
             return f":large_green_circle: serving: running ({up}), /health ready\n{base}"
+        if health.state in ("refused", "timeout") and _stuck(status, now, stuck_after_s):
+            minutes = int((now - status.started_at).total_seconds() // 60) if status.started_at else 0
+            return (
+                f":red_circle: start-up stuck: up {minutes} min without answering on its port (loading and "
+                f"compiling take about 10 minutes on TPU, up to 30 on a first compile)\n{base}"
+            )
         if health.state in ("refused", "timeout"):
             return (
                 f":large_blue_circle: starting: running ({up}) and vLLM is not answering yet; it loads the "
@@ -72,6 +71,10 @@ def _describe(status: ContainerStatus, health: HealthCheck | OpsError | None, no
     exited = f" with code {status.exit_code}" if status.exit_code is not None else ""
     when = f" {ago(status.finished_at, now)}" if status.finished_at else ""
     return f":red_circle: {status.state}{exited}{when}\n{base}"
+
+
+def _stuck(status: ContainerStatus, now: datetime, stuck_after_s: float) -> bool:
+    return status.started_at is not None and (now - status.started_at).total_seconds() > stuck_after_s
 
 
 @registry.command(
@@ -84,15 +87,14 @@ def vllm_status(ctx: Context) -> Reply:
         health = (
             _health(ctx) if status.running else HealthCheck("refused", None, 0.0, "container not running")
         )
-        findings = diagnose(container.logs(tail=DIAGNOSE_TAIL)) if status.exists else []
-    blocks = [
-        section(
-            f"*vLLM container* `{container.name}` on `{host.host}`\n"
-            + _describe(status, health, ctx.services.now())
-        )
-    ]
-    if findings:
-        blocks.append(section(findings_text(findings)))
+        log = container.logs(tail=DIAGNOSE_TAIL) if status.exists else ""
+    state = _describe(status, health, ctx.services.now(), ctx.services.settings.vllm_startup_stuck_s)
+    blocks = [section(f"*vLLM container* `{container.name}` on `{host.host}`\n" + state)]
+    # The state line joins the log, so a stuck start-up is diagnosed like a logged failure.
+    stuck = state.split("\n")[0].removeprefix(":red_circle: ") if "start-up stuck" in state else ""
+    shown = diagnosis_text(examine("\n".join(filter(None, [log, stuck])), deployment_of(ctx.services)))
+    if shown:
+        blocks.append(section(shown))
     return blocks_reply(blocks)
 
 
@@ -113,7 +115,7 @@ def vllm_logs(ctx: Context, tail: str | None, since: str | None, grep: str | Non
     container, host = ctx.services.container()
     with host:
         text = container.logs(tail=int(tail or 200), since=since, grep=grep)
-    return _log_reply(f"`{container.name}` log", text, f"{container.name}.log")
+    return _log_reply(ctx, f"`{container.name}` log", text, f"{container.name}.log")
 
 
 @registry.command(
@@ -129,19 +131,19 @@ def vllm_syslog(ctx: Context, unit: str | None, tail: str | None) -> Reply:
     unit = unit or "docker.service"
     with host:
         text = container.syslog(unit=unit, tail=int(tail or 200))
-    return _log_reply(f"journal of `{unit}`", text, f"{unit}.log")
+    return _log_reply(ctx, f"journal of `{unit}`", text, f"{unit}.log")
 
 
-def _log_reply(title: str, text: str, filename: str) -> Reply:
+def _log_reply(ctx: Context, title: str, text: str, filename: str) -> Reply:
     lines = text.splitlines()
     shown = "\n".join(lines[-SHOWN_LOG_LINES:]) or "(no lines)"
     blocks = [
         section(f"*{title}*: last {min(len(lines), SHOWN_LOG_LINES)} of {len(lines)} lines"),
         section(code(shown[-2800:])),
     ]
-    findings = diagnose(text)
-    if findings:
-        blocks.append(section(findings_text(findings)))
+    shown = diagnosis_text(examine(text, deployment_of(ctx.services)))
+    if shown:
+        blocks.append(section(shown))
     reply = blocks_reply(blocks)
     if len(lines) > SHOWN_LOG_LINES:
         reply.files.append(Attachment(filename, text, title.replace("`", "")))

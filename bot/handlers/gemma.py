@@ -11,6 +11,7 @@ from bot.context import Context
 from bot.handlers.formats import ms
 from bot.render import Reply, blocks_reply, context, section
 from llm.client import StreamResult
+from llm.hygiene import empty_explanation, inspect_message
 
 DEFAULT_MAX_TOKENS = 512
 
@@ -46,8 +47,11 @@ def _stream(ctx: Context, prompt: str, max_tokens: int | None) -> tuple[StreamRe
     return result, endpoint.url
 
 
-def _answer_blocks(result: StreamResult) -> list[dict[str, object]]:
-    text = result.text.strip() or "(empty answer)"
+def _answer_blocks(result: StreamResult, model: str) -> list[dict[str, object]]:
+    """The answer without any tool-call markup; an empty one is explained, never left blank."""
+    text = inspect_message(result.text).text or empty_explanation(
+        model, result.finish_reason, result.completion_tokens
+    )
     blocks: list[dict[str, object]] = [section(text[:2900])]
     if result.finish_reason == "length":
         blocks.append(context("_Stopped at the token limit (--max-tokens)._"))
@@ -57,7 +61,7 @@ def _answer_blocks(result: StreamResult) -> list[dict[str, object]]:
 @registry.command("gemma ask", "Ask the served model; the answer streams into one message", *_PARAMS)
 def gemma_ask(ctx: Context, max_tokens: int | None, prompt: str) -> Reply:
     result, _ = _stream(ctx, prompt, max_tokens)
-    return blocks_reply(_answer_blocks(result))
+    return blocks_reply(_answer_blocks(result, ctx.services.settings.vllm_model))
 
 
 @registry.command(
@@ -72,7 +76,7 @@ def gemma_stats(ctx: Context, max_tokens: int | None, prompt: str) -> Reply:
         f"completion {result.completion_tokens if result.completion_tokens is not None else '-'} · "
         f"*total* {ms(result.total_s)}"
     )
-    blocks = [*_answer_blocks(result), section(stats)]
+    blocks = [*_answer_blocks(result, ctx.services.settings.vllm_model), section(stats)]
     note = result.note or "counts from the server's usage chunk"
     blocks.append(context(f"{note} · `{url}` · finish_reason {result.finish_reason}"))
     return blocks_reply(blocks)

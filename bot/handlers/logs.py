@@ -8,7 +8,7 @@ from datetime import timedelta
 
 from bot.commands import Param, duration, int_range, registry, resource_name
 from bot.context import Context
-from bot.handlers.container import findings_text
+from bot.diagnosis import analysis_diagnosis, deployment_of, diagnosis_text
 from bot.render import Attachment, Reply, blocks_reply, code, context, header, section, split_sections, utc
 from llm.logsum import analyze
 from llm.tokens import PromptCounter
@@ -96,7 +96,9 @@ def logs_analyze(ctx: Context, since: timedelta | None, node: str | None) -> Rep
         max_model_len = _max_model_len(ctx)
         # Counted with the served model's tokenizer (vLLM /tokenize) when it has one.
         counter = PromptCounter(gemma.base_url, gemma.model, api_key=gemma.openai.api_key)
-        result = analyze(entries, gemma, max_model_len, counter=counter)
+        result = analyze(
+            entries, gemma, max_model_len, counter=counter, deployment=deployment_of(ctx.services)
+        )
     blocks = [header(f"Log analysis: last {window}, {result.total_entries:,} entries")]
     if result.error_entries == 0:
         blocks.append(
@@ -113,8 +115,9 @@ def logs_analyze(ctx: Context, since: timedelta | None, node: str | None) -> Rep
         blocks.append(section("*Gemma's analysis*\n" + result.model_analysis[:2800]))
     elif result.model_error:
         blocks.append(section(f":red_circle: Gemma could not be asked: {result.model_error}"))
-    if result.findings:
-        blocks.append(section(findings_text(list(result.findings))))
+    shown = diagnosis_text(analysis_diagnosis(result))
+    if shown:
+        blocks.append(section(shown))
     budget = f"prompt {result.prompt_tokens or '-'} of {result.budget_tokens or '-'} budget tokens"
     blocks.append(
         context(f"{result.included_templates} templates in the prompt · {budget} · {result.note}".strip(" ·"))

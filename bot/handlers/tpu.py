@@ -5,16 +5,26 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 from bot.commands import Param, registry, resource_name, zone_name
 from bot.context import Context
+from bot.diagnosis import (
+    deployment_of,
+    diagnosis_text,
+    needs_listing,
+    resource_diagnosis,
+    serving_verdict,
+)
 from bot.handlers.formats import metrics_lines
 from bot.render import Reply, ago, blocks_reply, context, divider, header, human_duration, section, utc
 from bot.services import Services
 from ops.endpoint import Endpoint
 from ops.errors import OpsError
+from ops.faults import Deployment
 from ops.metrics import MetricsSummary
 from ops.tpu import NodeInfo, QueuedResourceInfo, ZoneListing
 from ops.vllm import HealthCheck, ModelCard, VllmClient
@@ -64,6 +74,9 @@ def resource_line(qr: QueuedResourceInfo, now: datetime) -> str:
         parts.append(f":warning: {qr.error}")
     if qr.preempted:
         parts.append(preempted_line(qr))
+    diagnosis = resource_diagnosis(qr, Deployment())
+    if diagnosis and diagnosis.findings and qr.state != "FAILED" and not qr.preempted:  # shown above
+        parts.append(f":warning: {diagnosis.findings[0].conclusion}")
     return "\n".join(parts)
 
 
@@ -141,6 +154,12 @@ def tpu_describe(ctx: Context, name: str, zone: str | None, all_zones: bool) -> 
     if not qr.nodes:
         ids = ", ".join(qr.node_ids) or "none"
         blocks.append(context(f"Nodes: {ids} (no node exists in state {qr.state})."))
+    diagnosis = resource_diagnosis(qr, deployment_of(ctx.services, qr))
+    if diagnosis is not None and needs_listing(diagnosis):  # e.g. quota: name what holds it
+        listed = tpu.list_queued_resources(ctx.services.settings.tpu_zones).resources
+        diagnosis = resource_diagnosis(qr, deployment_of(ctx.services, qr, listed))
+    if diagnosis is not None:
+        blocks.append(section(diagnosis_text(diagnosis, heading="Diagnosis")))
     return blocks_reply(blocks)
 
 
@@ -185,13 +204,51 @@ def tpu_status(ctx: Context) -> Reply:
         metrics_f = pool.submit(_after, services, endpoint_f, VllmClient.metrics)
         listing, endpoint = _result(listing_f), _result(endpoint_f)
         health, models, metrics = _result(health_f), _result(models_f), _result(metrics_f)
+    wedged = ""
+    if isinstance(endpoint, Endpoint) and isinstance(health, HealthCheck):
+        if isinstance(metrics, MetricsSummary):
+            with services.vllm_at(endpoint) as client:
+                wedged = serving_verdict(services, client, health, metrics)
+        checked = _not_booting(health, endpoint, listing)
+        if checked is not health:  # the other vLLM calls failed for the same reason: not "booting" either
+            models, metrics = _not_ready(models), _not_ready(metrics)
+        health = checked
     now = services.now()
     blocks = [header("TPU / vLLM status")]
     blocks += _listing_blocks(listing, services.settings.tpu_zones, now)
     blocks.append(divider())
     blocks.append(section(_vllm_status(endpoint, health, models, metrics)))
+    if wedged:
+        blocks.append(section(f":red_circle: *{wedged}*"))
     blocks.append(context(f"Project `{services.settings.gcp_project}` · {utc(now)}"))
     return blocks_reply(blocks)
+
+
+def _not_booting(health: HealthCheck, endpoint: Endpoint, listing: ZoneListing | OpsError) -> HealthCheck:
+    """A refused or timed-out /health on a node that is not READY (PREEMPTED, STOPPED, ...) is that node's
+    state, never "booting"."""
+    if health.state not in ("refused", "timeout") or isinstance(listing, OpsError):
+        return health
+    host = urlsplit(endpoint.url).hostname or ""
+    for qr in listing.resources:
+        for node in qr.nodes:
+            if host in (*node.external_ips, *node.internal_ips) and node.state != "READY":
+                detail = (
+                    f"node `{node.name}` of `{qr.name}` is {node.state}, so vLLM is not booting there"
+                    + (
+                        ": it was preempted; /tpu ensure recreates the primary"
+                        if node.state == "PREEMPTED"
+                        else ""
+                    )
+                )
+                return replace(health, detail=detail)
+    return health
+
+
+def _not_ready(value: T | OpsError) -> T | OpsError:
+    if isinstance(value, OpsError):
+        return OpsError(value.message, "its node is not READY (see /health above)", backend=value.backend)
+    return value
 
 
 def _after(services: Services, endpoint_f: Future[Endpoint], call: Callable[[VllmClient], T]) -> T:

@@ -2,36 +2,72 @@
 
 from __future__ import annotations
 
+import time
+
 from bot.commands import Param, registry
 from bot.context import Context
+from bot.diagnosis import deployment_of, diagnosis_text
 from bot.handlers.formats import metrics_lines, ms
 from bot.render import Attachment, Reply, blocks_reply, code, context, header, section
-from ops.errors import OpsError
-from ops.metrics import summarize
+from llm.diagnose import examine
+from ops.errors import BackendTimeout, OpsError
+from ops.metrics import MetricsSummary, summarize
+from ops.vllm import ServingSample, VllmClient, serving_problem
 
 
 @registry.command("vllm health", "vLLM /health plus a one-token chat completion, with latencies")
 def vllm_health(ctx: Context) -> Reply:
-    """Check /health, then ask the served model for one token; each step's latency is shown."""
+    """Check /health, then ask the served model for one token; each step's latency is shown. A /health
+    200 with requests waiting, none running, no new tokens and a probe timing out is "wedged", not
+    healthy (`ops.vllm.serving_problem`)."""
     client, endpoint = ctx.services.vllm()
     with client:
         health = client.health()
-    icon = ":large_green_circle:" if health.state == "ready" else ":red_circle:"
-    detail = "" if health.state == "ready" else f": {health.detail}"
-    lines = [f"{icon} `/health`: {health.state} in {ms(health.latency_s)}{detail}"]
+        before = _scrape(client) if health.state == "ready" else None
+        icon = ":large_green_circle:" if health.state == "ready" else ":red_circle:"
+        detail = "" if health.state == "ready" else f": {health.detail}"
+        lines = [f"{icon} `/health`: {health.state} in {ms(health.latency_s)}{detail}"]
+        started = time.monotonic()
+        probe_line, timed_out = _probe(ctx)
+        lines.append(probe_line)
+        after = _scrape(client) if before is not None else None
+    samples = [
+        ServingSample(at, s.running, s.waiting, s.generation_tokens)
+        for at, s in ((0.0, before), (time.monotonic() - started, after))
+        if s is not None
+    ]
+    wedged = serving_problem(samples, health_ready=health.state == "ready", probe_timed_out=timed_out)
+    if wedged:
+        lines.insert(0, f":red_circle: *{wedged}*")
+    blocks = [section("\n".join(lines))]
+    if wedged:
+        blocks.append(section(diagnosis_text(examine(wedged, deployment_of(ctx.services)))))
+    blocks.append(context(f"Endpoint `{endpoint.url}` ({endpoint.source})"))
+    return blocks_reply(blocks)
+
+
+def _probe(ctx: Context) -> tuple[str, bool | None]:
+    """A one-token chat completion: its line, and whether it timed out (None: it failed otherwise)."""
     gemma, _ = ctx.services.gemma()
     try:
         probe = gemma.probe()
-        lines.append(
-            f":large_green_circle: one-token chat completion from `{probe.model}` in {ms(probe.latency_s)}"
-        )
     except OpsError as exc:
-        lines.append(
-            f":red_circle: chat completion failed: {exc.message}" + (f" _({exc.hint})_" if exc.hint else "")
+        hint = f" _({exc.hint})_" if exc.hint else ""
+        return f":red_circle: chat completion failed: {exc.message}{hint}", (
+            True if isinstance(exc, BackendTimeout) else None
         )
-    return blocks_reply(
-        [section("\n".join(lines)), context(f"Endpoint `{endpoint.url}` ({endpoint.source})")]
+    return (
+        f":large_green_circle: one-token chat completion from `{probe.model}` in {ms(probe.latency_s)}",
+        False,
     )
+
+
+def _scrape(client: VllmClient) -> MetricsSummary | None:
+    """One /metrics summary, or None when it cannot be read (the health answer still stands)."""
+    try:
+        return client.metrics()
+    except OpsError:
+        return None
 
 
 @registry.command("vllm endpoint", "The vLLM URL in use and how it was found")

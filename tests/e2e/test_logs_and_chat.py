@@ -76,4 +76,4 @@ def test_server_without_tools_still_answers() -> None:
     with Demo() as demo:
         demo.vllm.config["tool_calling"] = False
         text = _say(demo, "@gemma-bot is the TPU healthy?")
-        assert "does not accept tools" in text
+        assert "does not accept tools" in text and "--tool-call-parser gemma4" in text

@@ -60,7 +60,7 @@ def _posts(demo: Demo, start: int, channel: str | None = None) -> list[Message]:
     return [
         m
         for m in demo.slack.messages[start:]
-        if m.kind == "post" and (channel is None or m.channel == channel)
+        if m.kind == "post" and not m.thread_ts and (channel is None or m.channel == channel)
     ]
 
 

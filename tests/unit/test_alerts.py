@@ -155,6 +155,14 @@ def test_node_preempted_once() -> None:
     assert evaluate([qr(nodes=(node("PREEMPTED"),))], NOW, previous=again) == []
 
 
+def test_node_gone_under_an_active_queued_resource() -> None:
+    base = identity(qr())
+    previous = {base: Observation("ACTIVE", {"qr-node": "READY"})}
+    (alert,) = evaluate([qr("ACTIVE", nodes=())], NOW, previous=previous)
+    assert alert.kind == "node_gone" and "`qr-node` is gone" in alert.title
+    assert evaluate([qr("ACTIVE", nodes=())], NOW, previous={base: Observation("ACTIVE", {})}) == []
+
+
 def test_stale_after_a_day() -> None:
     old = qr("SUSPENDED", created=NOW - timedelta(hours=25))
     assert kinds(evaluate([old], NOW)) == [("stale", None)]
@@ -289,6 +297,9 @@ class FakeVllm:
         return (
             'vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.2\n'
             'vllm:num_preemptions_total{engine="0",model_name="m"} 0.0\n'
+            'vllm:num_requests_running{engine="0",model_name="m"} 0.0\n'
+            'vllm:num_requests_waiting{engine="0",model_name="m"} 0.0\n'
+            'vllm:generation_tokens_total{engine="0",model_name="m"} 10.0\n'
         )
 
 

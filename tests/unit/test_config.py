@@ -44,6 +44,11 @@ def test_good_settings_and_comma_lists() -> None:
         ({"bot_mode": "socket"}, "SLACK_APP_TOKEN is required when BOT_MODE=socket"),
         ({"bot_mode": "pigeon"}, "BOT_MODE:"),
         ({"state_database_url": "not a url"}, "STATE_DATABASE_URL: not a SQLAlchemy URL"),
+        (
+            {"fault_catalogue_file": "/nonexistent/faults.yaml"},
+            "FAULT_CATALOGUE_FILE: /nonexistent/faults.yaml",
+        ),
+        ({"vllm_startup_stuck_s": "5"}, "VLLM_STARTUP_STUCK_S:"),
     ],
 )
 def test_bad_settings_are_one_line_naming_the_setting(changes: dict[str, object], line: str) -> None:
@@ -169,3 +174,14 @@ def test_start_up_with_slack_unreachable_is_one_line(tmp_path) -> None:
     line = _last_line(result)
     assert line.startswith("start-up error: Slack unreachable at SLACK_API_URL=http://127.0.0.1:9/api/")
     assert "Fix:" in line
+
+
+def test_fault_catalogue_file_is_checked_at_start_up(tmp_path) -> None:
+    bad = tmp_path / "team.yaml"
+    bad.write_text("families:\n  - {name: my-fault, patterns: ['('], conclusion: c, fix: f}\n")
+    with pytest.raises(ConfigError) as caught:
+        _load(fault_catalogue_file=str(bad))
+    assert str(caught.value).startswith("FAULT_CATALOGUE_FILE: ") and "does not compile" in str(caught.value)
+    good = tmp_path / "good.yaml"
+    good.write_text("families:\n  - {name: my-fault, patterns: ['boom'], conclusion: c, fix: f}\n")
+    assert _load(fault_catalogue_file=str(good)).fault_catalogue_file == str(good)

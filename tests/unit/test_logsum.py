@@ -19,6 +19,7 @@ import pytest
 from llm import agent, logsum
 from llm.agent import AgentAnswer, Tool, answer, suggest_from_question, valid_command
 from llm.client import GemmaClient
+from llm.diagnose import Finding
 from llm.logsum import analyze, build_prompt, estimate_tokens, prompt_budget, summarize
 from llm.tokens import PromptCounter
 from ops.cloudlogs import LogEntry, entry_from_api
@@ -337,3 +338,20 @@ def test_valid_command() -> None:
     assert valid_command("tpu  stop  n-1") == "/tpu stop n-1"
     for bad in ("/tpu delete gemma4-old; rm -rf /", "/tpu list", "/vllm logs", "/tpu delete UPPER", ""):
         assert valid_command(bad) is None
+
+
+def test_the_matched_runbook_reaches_the_prompt(logs: list[LogEntry]) -> None:
+    summary = summarize(logs)
+    finding = Finding(
+        name="nfs-model-cache-stale",
+        conclusion="the model cache on NFS went stale",
+        fix="remount",
+        severity="critical",
+        evidence="OSError: [Errno 116] Stale file handle",
+        runbook="Page #storage-oncall before remounting /mnt/models.",
+    )
+    prompt = build_prompt(summary, 16384 - 1024, findings=[finding])
+    user = prompt.messages[1]["content"]
+    assert "The team's runbook for these failures:" in user
+    assert "nfs-model-cache-stale: Page #storage-oncall before remounting /mnt/models." in user
+    assert prompt.prompt_tokens <= prompt.budget_tokens

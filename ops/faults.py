@@ -1,0 +1,570 @@
+"""The fault catalogue: failure families as data (`ops/faults.yaml`), one matcher, evidence extraction.
+
+A family (see the header of `ops/faults.yaml` for the file format) has several wordings (regexes from
+vLLM, tpu-inference, torch_xla, JAX, Docker, Hugging Face and Google texts), a severity, the figures its
+named groups extract, a conclusion and a fix written as templates filled from the figures and from the live
+`Deployment` (model, accelerator type and chips, tensor parallel size, `max_model_len`, vLLM flags), an
+optional runbook, and for create errors of queued resources a classification (permanent for the zone or
+transient). Teams add their own families in a file of the same format (`FAULT_CATALOGUE_FILE`, see
+`use_extra_file`); matching uses both.
+
+Resolution: on each line the matching wording of the most specific family wins (its `specificity`, then
+the longer match), so "403 not in the authorized list" beats the 401 wording of the same burst; a family
+may also `suppress` others anywhere in the same text (a 403 makes the 401 lines around it the same
+incident).
+
+`key_lines` picks the few lines that carry the cause of any failure text: the root exception, its "caused
+by" chain, the first error of the burst; generic traceback frames never rank above them.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+__all__ = [
+    "BUILTIN_PATH",
+    "SEVERITIES",
+    "Catalogue",
+    "Deployment",
+    "Family",
+    "Match",
+    "catalogue",
+    "chips_of",
+    "explain",
+    "figures",
+    "fill",
+    "key_lines",
+    "load_file",
+    "use_extra_file",
+]
+
+BUILTIN_PATH = Path(__file__).with_name("faults.yaml")
+SEVERITIES = ("critical", "error", "warning", "info")
+"""Most severe first. critical: the server cannot start, died, or the resource is gone; error: a failure
+whose real cause may be elsewhere (a symptom); warning: a client error or a transient condition while the
+rest is healthy; info: a hint."""
+
+_FIELDS = {
+    "name",
+    "title",
+    "severity",
+    "specificity",
+    "patterns",
+    "conclusion",
+    "fix",
+    "runbook",
+    "suppresses",
+    "create",
+    "sources",
+    "context",
+}
+_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{1,62}$")
+_FIELD = re.compile(r"\{(\w+)\}")
+_OPTIONAL = re.compile(r"\[([^\[\]]*)\]")
+_EVIDENCE_MAX = 400
+
+
+@dataclass(frozen=True)
+class Family:
+    """One failure family of the catalogue.
+
+    Attributes:
+        name: stable id, e.g. "kv-cache-insufficient".
+        title: a few words for people.
+        severity: one of SEVERITIES.
+        specificity: larger wins when two families match the same line (default 10).
+        patterns: the wordings, compiled.
+        conclusion, fix: templates (see `fill`).
+        runbook: the team's own text for this family ("" for none); shown and given to the model.
+        suppresses: families dropped when this one is found in the same text.
+        create: for create errors: {"kind": "permanent"|"transient", "reason": template, "scope":
+            "zone"|"request"}; empty when the family is not a create outcome.
+        sources: public documents or source files the wordings come from.
+        context: "engine-core" to attach the EngineCore lines before it (the root cause of a start-up
+            failure), else "".
+        origin: "built-in" or the path of the team file it came from.
+    """
+
+    name: str
+    title: str
+    severity: str
+    specificity: int
+    patterns: tuple[re.Pattern[str], ...]
+    conclusion: str
+    fix: str
+    runbook: str = ""
+    suppresses: tuple[str, ...] = ()
+    create: Mapping[str, str] = field(default_factory=dict)
+    sources: tuple[str, ...] = ()
+    context: str = ""
+    origin: str = "built-in"
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """The live deployment a fix is written for. Every field is optional: a missing one drops the parts of
+    a fix template that need it.
+
+    Attributes:
+        model: served model, e.g. "google/gemma-4-31B-it".
+        image: the vLLM container image, e.g. "vllm/vllm-tpu:gemma4".
+        accelerator_type: e.g. "v6e-8" (TPU API `acceleratorType`).
+        tensor_parallel_size: vLLM `--tensor-parallel-size`.
+        max_model_len: vLLM `--max-model-len`, tokens.
+        flags: the vLLM command-line flags in use, e.g. ("--enable-auto-tool-choice", ...).
+        zone, name: where the queued resource lives and its name.
+        stale_resources: FAILED/SUSPENDED queued resources ("name (zone, STATE)") that hold quota.
+    """
+
+    model: str | None = None
+    image: str | None = None
+    accelerator_type: str | None = None
+    tensor_parallel_size: int | None = None
+    max_model_len: int | None = None
+    flags: tuple[str, ...] = ()
+    zone: str | None = None
+    name: str | None = None
+    stale_resources: tuple[str, ...] = ()
+
+    def values(self) -> dict[str, str]:
+        """The template fields this deployment provides, plus derived sizes (see `fill`)."""
+        out: dict[str, str] = {}
+        if self.model:
+            out["model"] = self.model
+        if self.image:
+            out["image"] = self.image
+        if self.accelerator_type:
+            out["accelerator_type"] = self.accelerator_type
+            chips = chips_of(self.accelerator_type)
+            if chips:
+                out["chips"] = str(chips)
+        if self.tensor_parallel_size:
+            out["tp"] = str(self.tensor_parallel_size)
+        if self.max_model_len:
+            out["current_max_model_len"] = str(self.max_model_len)
+            half = _round_down(self.max_model_len // 2, 1024)
+            if half >= 1024:
+                out["half_max_model_len"] = str(half)
+        if self.flags:
+            out["flags"] = " ".join(self.flags)
+        if self.zone:
+            out["zone"] = self.zone
+        if self.name:
+            out["qr_name"] = self.name
+        if self.stale_resources:
+            out["stale_resources"] = ", ".join(self.stale_resources)
+        chips_n = int(out.get("chips", "0"))
+        tp = self.tensor_parallel_size or 0
+        if chips_n and tp and tp < chips_n:
+            out["tp_up"] = str(min(chips_n, tp * 2))
+        return out
+
+
+def chips_of(accelerator_type: str) -> int | None:
+    """Chips of an accelerator type: v5e/v5litepod/v6e names count chips (v6e-8: 8); v2, v3, v4 and v5p
+    names count TensorCores, two per chip (v4-8: 4 chips). Source:
+    https://cloud.google.com/tpu/docs/system-architecture-tpu-vm#versions. None for an unknown name."""
+    match = re.match(r"^v(\d+)([a-z]*)-(\d+)$", accelerator_type)
+    if not match:
+        return None
+    version, variant, count = int(match.group(1)), match.group(2), int(match.group(3))
+    if version >= 6 or variant in ("e", "litepod"):
+        return count
+    return max(1, count // 2)
+
+
+def _round_down(value: int, step: int) -> int:
+    return value - value % step
+
+
+def figures(extracted: Mapping[str, str], deployment: Deployment | None = None) -> dict[str, str]:
+    """The values a template is filled with: the deployment's, then the figures extracted from the text
+    (which win), then derived sizes: `fit_max_model_len` (an estimate vLLM printed, rounded down to 256
+    tokens, else the model's derived limit), `tp_choices` (sizes that divide the attention heads and fit
+    the chips), and a provisioning model in the bot's words ("flex-start", "spot", "on-demand")."""
+    values = {**(deployment.values() if deployment else {}), **extracted}
+    _derive(values)
+    return values
+
+
+def _derive(values: dict[str, str]) -> None:
+    estimate = values.get("estimated_max_model_len") or values.get("kv_tokens")
+    if estimate and estimate.isdigit():
+        fit = int(estimate)
+        values["fit_max_model_len"] = str(_round_down(fit, 256) if fit >= 512 else fit)
+    derived = values.get("derived_max_model_len")
+    if "fit_max_model_len" not in values and derived and derived.isdigit():
+        values["fit_max_model_len"] = derived
+    heads, chips = values.get("heads"), values.get("chips") or values.get("devices")
+    if heads and heads.isdigit():
+        limit = int(chips) if chips and chips.isdigit() else int(heads)
+        choices = [n for n in (1, 2, 4, 8, 16, 32, 64) if n <= limit and int(heads) % n == 0]
+        if choices:
+            values["tp_choices"] = ", ".join(str(n) for n in choices)
+    model = values.get("provisioning_model")
+    if model:
+        values["provisioning_model"] = _PROVISIONING_LABELS.get(model.lower(), model.lower())
+
+
+_PROVISIONING_LABELS = {
+    "flex_start": "flex-start",
+    "flex-start": "flex-start",
+    "spot": "spot",
+    "standard": "on-demand",
+    "reservation_bound": "reserved",
+}
+
+
+def fill(template: str, values: Mapping[str, str]) -> str:
+    """Fill a conclusion or fix template.
+
+    `{name}` is replaced by `values[name]`; a `[...]` segment is kept (without the brackets) only when
+    every field in it has a value, so "[now {current_max_model_len}]" disappears without a deployment.
+    A field outside brackets with no value becomes "?".
+    """
+
+    def optional(match: re.Match[str]) -> str:
+        names = _FIELD.findall(match.group(1))
+        if all(values.get(n) for n in names):
+            return _FIELD.sub(lambda m: values[m.group(1)], match.group(1))
+        return ""
+
+    text = _OPTIONAL.sub(optional, template)
+    text = _FIELD.sub(lambda m: values.get(m.group(1)) or "?", text)
+    return " ".join(text.split())
+
+
+@dataclass(frozen=True)
+class Match:
+    """One family found in a text.
+
+    Attributes:
+        family: the Family.
+        first: index of the first matching line; last: of the last one.
+        evidence: the first matching line (stripped, at most 400 characters).
+        count: matching lines.
+        values: figures from the named groups (the first value of each name wins).
+    """
+
+    family: Family
+    first: int
+    last: int
+    evidence: str
+    count: int
+    values: dict[str, str]
+
+
+class Catalogue:
+    """Families from the built-in file and any team files, with the matcher.
+
+    Args:
+        families: in file order (built-in first); a team family with a built-in's name replaces it.
+    """
+
+    def __init__(self, families: Iterable[Family]) -> None:
+        by_name: dict[str, Family] = {}
+        for family in families:
+            by_name[family.name] = family
+        self.families: tuple[Family, ...] = tuple(by_name.values())
+        self._by_name = by_name
+
+    def __getitem__(self, name: str) -> Family:
+        return self._by_name[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+    def best(self, line: str, *, only_create: bool = False) -> tuple[Family, re.Match[str]] | None:
+        """The most specific family matching one line (specificity, then match length), or None."""
+        found: tuple[Family, re.Match[str]] | None = None
+        for family in self.families:
+            if only_create and not family.create:
+                continue
+            for pattern in family.patterns:
+                match = pattern.search(line)
+                if match is None:
+                    continue
+                if found is None or _rank(family, match) > _rank(*found):
+                    found = (family, match)
+        return found
+
+    def match(self, text: str, *, only_create: bool = False) -> list[Match]:
+        """Every family found in `text`, line by line, each line going to its most specific family.
+
+        Args:
+            text: any log or error text.
+            only_create: consider only families that classify create errors.
+
+        Returns:
+            Matches in order of first occurrence, without the families suppressed by another one found.
+            Lines of one family are one match unless their figures differ (e.g. two requests with different
+            limits are two matches).
+        """
+        found: dict[str, list[Match]] = {}
+        for index, raw in enumerate(text.splitlines()):
+            if raw.lstrip().startswith("# "):
+                continue  # a comment (case-file header, Prometheus HELP/TYPE), not a message
+            hit = self.best(raw, only_create=only_create)
+            if hit is None:
+                continue
+            family, match = hit
+            values = {k: v for k, v in match.groupdict().items() if v is not None}
+            same = found.setdefault(family.name, [])
+            for position, old in enumerate(same):
+                if all(old.values.get(k, v) == v for k, v in values.items()):
+                    merged = {**values, **old.values}
+                    same[position] = Match(family, old.first, index, old.evidence, old.count + 1, merged)
+                    break
+            else:  # a first sighting, or different figures (another request, another limit): its own match
+                same.append(Match(family, index, index, _evidence(raw), 1, values))
+        dropped = {name for matches in found.values() for m in matches for name in m.family.suppresses}
+        kept = [m for name, matches in found.items() if name not in dropped for m in matches]
+        return sorted(kept, key=lambda m: m.first)
+
+
+def _rank(family: Family, match: re.Match[str]) -> tuple[int, int]:
+    return (family.specificity, match.end() - match.start())
+
+
+def _evidence(line: str) -> str:
+    line = line.strip()
+    return line if len(line) <= _EVIDENCE_MAX else line[: _EVIDENCE_MAX - 1] + "…"
+
+
+# ---- loading ----------------------------------------------------------------------------------------------
+
+
+def load_file(path: str | Path, *, origin: str | None = None) -> list[Family]:
+    """Read and check a catalogue file.
+
+    Args:
+        path: a YAML file: `families:` a list of mappings (see the header of `ops/faults.yaml`).
+        origin: what to record as the families' origin (default: the path).
+
+    Returns:
+        The families, in file order.
+
+    Raises:
+        ValueError: one line naming the file, the family and what is wrong (unreadable file, bad YAML,
+            unknown field, missing name/patterns/conclusion/fix, bad severity, a regex that does not
+            compile). A template field that nothing fills is allowed: it shows "?" (see `fill`).
+    """
+    where = str(path)
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ValueError(f"{where}: cannot read: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{where}: not valid YAML: {' '.join(str(exc).split())[:200]}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("families"), list):
+        raise ValueError(f"{where}: expected a mapping with a `families:` list")
+    families = []
+    for number, item in enumerate(data["families"], 1):
+        families.append(_family(item, f"{where}: family {number}", origin or where))
+    return families
+
+
+def _family(item: Any, where: str, origin: str) -> Family:
+    if not isinstance(item, dict):
+        raise ValueError(f"{where}: expected a mapping")
+    name = item.get("name")
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ValueError(f"{where}: `name` must be lower-case words joined by '-', e.g. my-fault")
+    where = f"{where} ({name})"
+    unknown = set(item) - _FIELDS
+    if unknown:
+        raise ValueError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
+    for key in ("conclusion", "fix"):
+        if not isinstance(item.get(key), str) or not item[key].strip():
+            raise ValueError(f"{where}: `{key}` is required text")
+    severity = item.get("severity", "critical")
+    if severity not in SEVERITIES:
+        raise ValueError(f"{where}: `severity` must be one of {', '.join(SEVERITIES)}")
+    raw_patterns = item.get("patterns")
+    if not isinstance(raw_patterns, list) or not raw_patterns:
+        raise ValueError(f"{where}: `patterns` must be a non-empty list of regexes")
+    patterns = []
+    for raw in raw_patterns:
+        try:
+            patterns.append(re.compile(str(raw)))
+        except re.error as exc:
+            raise ValueError(f"{where}: pattern {str(raw)[:60]!r} does not compile: {exc}") from None
+    create = item.get("create") or {}
+    if create and (
+        not isinstance(create, dict)
+        or create.get("kind") not in ("permanent", "transient")
+        or create.get("scope", "zone") not in ("zone", "request")
+        or not isinstance(create.get("reason"), str)
+    ):
+        raise ValueError(f"{where}: `create` needs kind permanent|transient, a reason, scope zone|request")
+    specificity = item.get("specificity", 10)
+    if not isinstance(specificity, int):
+        raise ValueError(f"{where}: `specificity` must be a whole number")
+    return Family(
+        name=name,
+        title=str(item.get("title") or name),
+        severity=severity,
+        specificity=specificity,
+        patterns=tuple(patterns),
+        conclusion=" ".join(item["conclusion"].split()),
+        fix=" ".join(item["fix"].split()),
+        runbook=str(item.get("runbook") or "").strip(),
+        suppresses=tuple(str(s) for s in item.get("suppresses") or ()),
+        create={k: str(v) for k, v in create.items()},
+        sources=tuple(str(s) for s in item.get("sources") or ()),
+        context=str(item.get("context") or ""),
+        origin=origin,
+    )
+
+
+_lock = threading.Lock()
+_extra: Path | None = None
+_cached: Catalogue | None = None
+
+
+def use_extra_file(path: str | Path | None) -> Catalogue:
+    """Use a team's catalogue file beside the built-in one from now on (None: built-in only).
+
+    Called once at start-up from the validated `FAULT_CATALOGUE_FILE` setting.
+
+    Returns:
+        The combined catalogue.
+
+    Raises:
+        ValueError: the file is not a valid catalogue (see `load_file`).
+    """
+    global _extra, _cached
+    combined = _build(Path(path) if path else None)
+    with _lock:
+        _extra, _cached = (Path(path) if path else None), combined
+    return combined
+
+
+def catalogue() -> Catalogue:
+    """The catalogue in use: the built-in families plus the team file set by `use_extra_file`."""
+    global _cached
+    with _lock:
+        if _cached is None:
+            _cached = _build(_extra)
+        return _cached
+
+
+def _build(extra: Path | None) -> Catalogue:
+    families = load_file(BUILTIN_PATH, origin="built-in")
+    if extra is not None:
+        families += load_file(extra)
+    return Catalogue(families)
+
+
+# ---- evidence ---------------------------------------------------------------------------------------------
+
+# A prefix vLLM, glog and docker put before the message: "(EngineCore_DP0 pid=281) ERROR 04-15 07:21:09
+# [core.py:708] ", "E0118 22:42:45.737331 20084 tpu_pjrt_client.cc:1889] ", an RFC 3339 time stamp.
+_PREFIX = re.compile(
+    r"^(?:\S*\d{4}-\d\d-\d\dT[\d:.]+(?:Z|[+-]\d\d:\d\d)?\s+)?"
+    r"(?:\((?:\w+)(?: pid=\d+)?\)\s+)?"
+    r"(?:(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\s+\d\d-\d\d [\d:.]+\s+\[[^\]]*\]\s?"
+    r"|[IWEF]\d{4} [\d:.]+\s+\d+\s+\S+\]\s)?"
+)
+_FRAME = re.compile(r'^\s*(?:File "[^"]*", line \d+|at \S+\(|Traceback \(most recent call last\):|\.\.\.$)')
+_EXCEPTION = re.compile(r"^(?:[\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Fault)\b(?::|$)")
+_CHAIN = re.compile(
+    r"The above exception was the direct cause|During handling of the above exception|^Caused by:",
+    re.IGNORECASE,
+)
+_ERRORISH = re.compile(
+    r"^(?:ERROR|FATAL|CRITICAL|E\d{4}|F\d{4})\b|\b(?:ERROR|FATAL)\b|\berror\b|\bfailed\b|\bfailure\b|"
+    r"\brefused\b|\bdenied\b|\bcannot\b|\bcould not\b|\bunable to\b|\bexceeded\b|\bno space\b|"
+    r"\bnot found\b|\btimed? ?out\b|\bKilled\b|\bexited\b|\bRESOURCE_EXHAUSTED\b|\bNOT_FOUND\b|"
+    r"\bnot supported\b|\binvalid\b|\bforbidden\b|\bunauthori[sz]ed\b|\brestricted\b|\bexhausted\b",
+    re.IGNORECASE,
+)
+
+
+def _message(line: str) -> str:
+    return _PREFIX.sub("", line.strip(), count=1).strip()
+
+
+def key_lines(text: str, limit: int = 5) -> list[str]:
+    """The few lines that carry the cause of a failure, top to bottom.
+
+    Chosen, most important first, then shown in log order: the root exception (the first exception line:
+    Python prints the cause of a chain first), the last exception (what finally failed), each exception
+    after a "direct cause" / "during handling" / "Caused by:" marker, the first error line of the burst,
+    then other exception and error lines. Traceback frames (`File "...", line N`), their code lines and
+    repeated messages are never chosen. Empty when no line looks like an error (a healthy log).
+
+    Args:
+        text: any log or error text.
+        limit: at most this many lines.
+
+    Returns:
+        Lines (stripped, at most 400 characters each) in their order in the text.
+    """
+    lines = text.splitlines()
+    candidates: list[tuple[int, int]] = []  # (rank, index): lower rank first
+    seen: set[str] = set()
+    exceptions: list[int] = []
+    errors: list[int] = []
+    chained: list[int] = []
+    after_frame = False
+    after_chain = False
+    for index, raw in enumerate(lines):
+        if not raw.strip() or raw.lstrip().startswith("#"):
+            continue
+        message = _message(raw)
+        if _FRAME.match(message):
+            after_frame = message.startswith("File ")
+            continue
+        if after_frame and raw.startswith((" ", "\t")) and not _EXCEPTION.match(message):
+            after_frame = False  # the source line printed under a frame
+            continue
+        after_frame = False
+        if _CHAIN.search(message):
+            after_chain = True
+            continue
+        key = re.sub(r"\d+", "#", message)
+        if key in seen:
+            continue
+        if _EXCEPTION.match(message):
+            seen.add(key)
+            exceptions.append(index)
+            if after_chain:
+                chained.append(index)
+        elif _ERRORISH.search(message):
+            seen.add(key)
+            errors.append(index)
+        after_chain = False
+    if exceptions:
+        candidates.append((0, exceptions[0]))
+        candidates.append((1, exceptions[-1]))
+    candidates += [(2, i) for i in chained]
+    if errors:
+        candidates.append((3, errors[0]))
+    candidates += [(4, i) for i in exceptions[1:-1]]
+    candidates += [(5, i) for i in errors[1:]]
+    chosen: list[int] = []
+    for _, index in sorted(candidates):
+        if index not in chosen:
+            chosen.append(index)
+        if len(chosen) == limit:
+            break
+    return [_evidence(lines[i]) for i in sorted(chosen)]
+
+
+def explain(text: str, deployment: Deployment | None = None) -> tuple[Family, str, str] | None:
+    """The most severe, then most specific family found in `text`, with its conclusion and fix filled
+    (for one-line errors: a command's stderr, an API error). None when no family matches."""
+    matches = catalogue().match(text)
+    if not matches:
+        return None
+    best = min(matches, key=lambda m: (SEVERITIES.index(m.family.severity), -m.family.specificity, m.first))
+    values = figures(best.values, deployment)
+    return best.family, fill(best.family.conclusion, values), fill(best.family.fix, values)

@@ -1,0 +1,178 @@
+"""ops.faults (catalogue loading, specificity, templates, key lines), llm.hygiene and the serving verdict."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from llm.diagnose import diagnose, examine
+from llm.hygiene import as_tool_calls, empty_explanation, inspect_message
+from ops.faults import Catalogue, Deployment, catalogue, chips_of, fill, key_lines, load_file, use_extra_file
+from ops.vllm import WEDGED, ServingSample, serving_problem
+from tests.conftest import CASES
+
+TEAM_FILE = """
+families:
+  - name: nfs-model-cache-stale
+    title: stale NFS handle on the model cache
+    severity: critical
+    specificity: 70
+    patterns: ['Stale file handle: ''(?P<path>/mnt/models/[^'']+)''']
+    conclusion: the model cache on NFS went stale[ at {path}]
+    fix: remount /mnt/models on the VM, then /vllm restart[ ({model})]
+    runbook: |
+      Page the storage on-call (#storage-oncall) before remounting; the filer may be failing over.
+"""
+
+
+def test_builtin_catalogue_is_valid_and_large() -> None:
+    names = [f.name for f in catalogue().families]
+    assert len(names) == len(set(names)) >= 25
+    assert all(f.sources for f in catalogue().families)
+
+
+def test_403_beats_401_in_the_same_burst() -> None:
+    findings = diagnose((CASES / "hf-gated-repo-403-not-authorized.log").read_text())
+    assert [f.name for f in findings] == ["hf-gated-repo-403"]
+    assert "no valid token" not in findings[0].conclusion
+
+
+def test_fill_drops_optional_parts_without_values() -> None:
+    assert fill("lower it[ to {x}][ (now {y})]", {"x": "8"}) == "lower it to 8"
+    assert fill("size {a}", {}) == "size ?"
+
+
+def test_fixes_are_written_for_the_deployment() -> None:
+    text = "RuntimeError: RESOURCE_EXHAUSTED: Error loading program: Attempting to reserve 2G"
+    generic = diagnose(text)[0].fix
+    live = diagnose(text, Deployment(accelerator_type="v6e-8", tensor_parallel_size=4, max_model_len=32768))[
+        0
+    ]
+    assert "to 8 (the v6e-8 has 8 chips)" in live.fix and "try 16384" in live.fix
+    assert "to 8" not in generic and "--tensor-parallel-size" in generic
+
+
+def test_chips() -> None:
+    assert (chips_of("v6e-8"), chips_of("v5litepod-16"), chips_of("v4-8"), chips_of("v5p-8")) == (8, 16, 4, 4)
+    assert chips_of("tpu") is None
+
+
+def test_key_lines_root_cause_first_error_and_no_frames() -> None:
+    text = "\n".join(
+        [
+            "INFO 01-01 00:00:00 [core.py:1] starting",
+            "ERROR 01-01 00:00:01 [core.py:2] worker 3 failed to load shard",
+            "Traceback (most recent call last):",
+            '  File "/app/loader.py", line 10, in load',
+            "    raise OSError('disk read failed')",
+            "OSError: disk read failed",
+            "",
+            "The above exception was the direct cause of the following exception:",
+            "",
+            "Traceback (most recent call last):",
+            '  File "/app/engine.py", line 99, in start',
+            "    load()",
+            "RuntimeError: engine start aborted",
+            "ERROR 01-01 00:00:02 [core.py:2] worker 3 failed to load shard",
+        ]
+    )
+    lines = key_lines(text)
+    assert lines == [
+        "ERROR 01-01 00:00:01 [core.py:2] worker 3 failed to load shard",
+        "OSError: disk read failed",
+        "RuntimeError: engine start aborted",
+    ]
+    assert not any(line.startswith("File ") for line in lines)
+    assert key_lines("INFO all good\nINFO serving") == []
+
+
+def test_unknown_failure_shows_key_lines() -> None:
+    result = examine("ERROR 01-01 00:00:01 [x.py:1] ZeroDivisionError: division by zero in the sampler")
+    assert result.unknown and result.key_lines
+
+
+def test_team_file_adds_a_family_with_runbook(tmp_path: Path) -> None:
+    path = tmp_path / "team.yaml"
+    path.write_text(TEAM_FILE)
+    combined = use_extra_file(path)
+    try:
+        assert "nfs-model-cache-stale" in combined and "kv-cache-insufficient" in combined
+        result = examine(
+            "OSError: [Errno 116] Stale file handle: '/mnt/models/gemma/model-00001.safetensors'",
+            Deployment(model="google/gemma-4-31B-it"),
+        )
+        (f,) = result.findings
+        assert f.name == "nfs-model-cache-stale" and f.origin == str(path)
+        assert "(google/gemma-4-31B-it)" in f.fix
+        assert result.runbooks() == [("nfs-model-cache-stale", f.runbook)]
+        assert "#storage-oncall" in f.runbook
+    finally:
+        use_extra_file(None)
+    assert "nfs-model-cache-stale" not in catalogue()
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("families: nope", "expected a mapping with a `families:` list"),
+        ("families:\n  - {name: X, patterns: [a], conclusion: c, fix: f}", "`name` must be"),
+        ("families:\n  - {name: x-y, patterns: ['('], conclusion: c, fix: f}", "does not compile"),
+        ("families:\n  - {name: x-y, patterns: [a], conclusion: c}", "`fix` is required"),
+        ("families:\n  - {name: x-y, patterns: [a], conclusion: c, fix: f, severity: bad}", "`severity`"),
+        ("families:\n  - {name: x-y, patterns: [a], conclusion: c, fix: f, colour: red}", "unknown field"),
+        ("families: [\n", "not valid YAML"),
+    ],
+)
+def test_bad_team_files_are_refused_with_one_line(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(content)
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace("`", "`")):
+        load_file(path)
+    with pytest.raises(ValueError, match="cannot read"):
+        load_file(tmp_path / "missing.yaml")
+
+
+def test_overriding_a_builtin_family(tmp_path: Path) -> None:
+    families = load_file(Path(__file__).resolve().parents[2] / "ops" / "faults.yaml")
+    path = tmp_path / "team.yaml"
+    path.write_text(
+        "families:\n  - {name: disk-full, patterns: ['no space left'], conclusion: full, fix: call Bob}\n"
+    )
+    combined = Catalogue(families + load_file(path))
+    assert combined["disk-full"].fix == "call Bob"
+    assert len(combined.families) == len(families)
+
+
+def test_markup_tool_call_is_parsed_and_stripped() -> None:
+    check = inspect_message('Checking.<|tool_call>call:describe{name:<|"|>gemma4-qr<|"|>}<tool_call|>', [])
+    assert check.text == "Checking." and not check.empty
+    assert [(c.name, c.arguments) for c in check.markup_calls] == [("describe", {"name": "gemma4-qr"})]
+    runnable, refused = as_tool_calls(check, {"describe"}, first_id=2)
+    assert runnable[0].id == "markup-2" and runnable[0].function.arguments == '{"name": "gemma4-qr"}'
+    assert refused == []
+    _, refused = as_tool_calls(inspect_message("<|tool_call>call:delete{}<tool_call|>"), {"describe"})
+    assert refused == ["delete"]
+
+
+def test_empty_completion_is_explained() -> None:
+    assert inspect_message(None, []).empty and inspect_message("  ", None).empty
+    assert not inspect_message("hi").empty
+    text = empty_explanation("google/gemma-4-31B-it", "stop", 41)
+    assert "empty completion after 41 tokens" in text and "--tool-call-parser gemma4" in text
+    assert "max_tokens" in empty_explanation("m", "length")
+
+
+def test_serving_problem_needs_every_signal() -> None:
+    stuck = [ServingSample(0, 0, 3, 100.0), ServingSample(60, 0, 5, 100.0)]
+    verdict = serving_problem(stuck, health_ready=True)
+    assert verdict == f"{WEDGED}: 5 requests waiting, none running, no new tokens in 60 s"
+    assert serving_problem(stuck, health_ready=True, probe_timed_out=False) is None  # it answered
+    assert serving_problem(stuck, health_ready=False) is None  # down, not wedged
+    moving = [ServingSample(0, 0, 3, 100.0), ServingSample(60, 0, 5, 150.0)]
+    assert serving_problem(moving, health_ready=True) is None
+    busy = [ServingSample(0, 2, 3, 100.0)]
+    assert serving_problem(busy, health_ready=True, probe_timed_out=True) is None
+    one = [ServingSample(0, 0, 2, None)]
+    assert "probe timed out" in (serving_problem(one, health_ready=True, probe_timed_out=True) or "")
+    assert diagnose(verdict or "")[0].name == "engine-wedged"
