@@ -168,6 +168,8 @@ class QueuedResourceInfo:
             `validUntilDuration`, else `validInterval.endTime`.
         max_run_duration: `runDuration.maxRunDuration` (flex-start).
         error: `state.failedData.error.message` for FAILED QRs.
+        labels: `tpu.nodeSpec[0].node.labels` (the queued resource itself has no labels field); the
+            bot's ownership labels live here (see `ops.ownership`).
     """
 
     name: str
@@ -184,6 +186,7 @@ class QueuedResourceInfo:
     valid_until: datetime | None
     max_run_duration: timedelta | None
     error: str | None
+    labels: Mapping[str, str] = field(default_factory=dict)
 
     def time_left(self, now: datetime) -> timedelta | None:
         """Time until `termination_time`, clamped at zero once it is past.
@@ -485,6 +488,7 @@ def queued_resource_from_api(
         valid_until=valid_until_of(raw),
         max_run_duration=parse_duration((raw.get("runDuration") or {}).get("maxRunDuration")),
         error=" ".join(str(error).split()) if error else None,
+        labels={str(k): str(v) for k, v in (first.get("labels") or {}).items()},
     )
 
 
