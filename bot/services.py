@@ -45,7 +45,12 @@ class Services:
             max_workers=min(256, 2 * len(settings.tpu_zones) * settings.worker_threads),
         )
         endpoints = EndpointResolver(
-            settings.vllm_base_url, tpu, settings.tpu_zones, settings.vllm_port, primary=settings.tpu_primary
+            settings.vllm_base_url,
+            tpu,
+            settings.tpu_zones,
+            settings.vllm_port,
+            primary=settings.tpu_primary,
+            internal_ip=settings.vllm_use_internal_ip,
         )
         store = Store(settings.state_database_url)
         secrets = SecretStore(settings.gcp_project, api_endpoint=settings.google_api_endpoint)

@@ -25,7 +25,6 @@ from ops.ownership import (
 from ops.spend import SpendPlan
 from ops.tpu import CreateSpec, QueuedResourceInfo
 
-OPERATION_LEASE_TTL_S = 120.0
 # How long vLLM takes to serve again once its TPU VM is up: download and compile the model. The figure the
 # bot has always shown after a create; docs/deploy.md describes the startup script's steps.
 VLLM_LOAD = "about 10 minutes"
@@ -45,7 +44,7 @@ def one_operation(ctx: Context, scope: str, name: str, command: str) -> Iterator
     services = ctx.services
     operation_id = ctx.operation_id or new_request_id()
     keys = operation_keys(services.settings.gcp_project, scope, name)
-    store, ttl_s = services.store, OPERATION_LEASE_TTL_S
+    store, ttl_s = services.store, services.settings.operation_lease_ttl_s
     with hold_operation(store, keys, operation_id, ctx.user_id, command, now=services.now, ttl_s=ttl_s):
         yield operation_id
 
