@@ -1547,6 +1547,7 @@ class _Fault:
     body: str | None
     delay_s: float
     after: bool = False  # answer the fault only after the request has been carried out
+    method: str | None = None  # only requests with this HTTP method (None: any)
 
 
 Handler = Callable[[re.Match[str], dict[str, str], bytes], dict[str, Any]]
@@ -1783,6 +1784,7 @@ class GcpSimulator:
         body: str | None = None,
         delay_s: float = 0,
         after: bool = False,
+        method: str | None = None,
     ) -> None:
         """Make the next `count` requests whose path (without query) matches the regex misbehave.
 
@@ -1793,19 +1795,23 @@ class GcpSimulator:
 
         With `after`, the request is first carried out (e.g. the queued resource IS created) and only
         then delayed and answered with the fault: the ambiguous case where a 503 or a client timeout hides
-        a change that happened. Without it the fault comes before anything changes.
+        a change that happened. Without it the fault comes before anything changes. `method` (e.g. "POST")
+        limits the fault to requests with that HTTP method.
         """
+        fault = _Fault(re.compile(path_pattern), status, count, body, delay_s, after, method)
         with self._faults_lock:
-            self._faults.append(_Fault(re.compile(path_pattern), status, count, body, delay_s, after))
+            self._faults.append(fault)
 
     def clear_faults(self) -> None:
         """Drop all pending injected faults."""
         with self._faults_lock:
             self._faults.clear()
 
-    def _take_fault(self, path: str) -> _Fault | None:
+    def _take_fault(self, method: str, path: str) -> _Fault | None:
         with self._faults_lock:
             for fault in self._faults:
+                if fault.method not in (None, method):
+                    continue
                 if fault.remaining > 0 and fault.pattern.search(path):
                     fault.remaining -= 1
                     return fault
@@ -1818,7 +1824,7 @@ class GcpSimulator:
         split = urlsplit(raw_path)
         path = unquote(split.path)
         query = {k: v[-1] for k, v in parse_qs(split.query).items()}
-        fault = self._take_fault(path)
+        fault = self._take_fault(method, path)
         if fault is not None and not fault.after:
             answer = self._fault_answer(fault)
             if answer is not None:

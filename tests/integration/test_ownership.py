@@ -93,7 +93,7 @@ def deletes(gcp: GcpSimulator) -> list[str]:
 def test_ambiguous_create_on_the_live_primary_leaves_it_alone(
     gcp: GcpSimulator, tpu: TpuOps, store: Store, status: int, delay_s: float, after: bool
 ) -> None:
-    gcp.inject_fault(CREATE_PATH, status, delay_s=delay_s, after=after)
+    gcp.inject_fault(CREATE_PATH, status, delay_s=delay_s, after=after, method="POST")
     result = run_search(tpu, store, "gemma4-qr", [ZONE])
     primary = tpu.get_queued_resource("gemma4-qr", [ZONE])
     assert primary.state == "ACTIVE"
@@ -106,7 +106,7 @@ def test_ambiguous_create_on_the_live_primary_leaves_it_alone(
 def test_ambiguous_create_that_did_create_is_recognised_by_its_label(
     gcp: GcpSimulator, tpu: TpuOps, store: Store
 ) -> None:
-    gcp.inject_fault(CREATE_PATH, 503, after=True)
+    gcp.inject_fault(CREATE_PATH, 503, after=True, method="POST")
     result = run_search(tpu, store, "gemma4-new", [ZONE])
     assert result.winner is not None and result.winner.name == "gemma4-new"
     labels = result.winner.labels
