@@ -207,3 +207,44 @@ def test_reconcile_deletes_an_orphaned_search_request_and_adopts_a_create(
     with pytest.raises(NotFound):
         tpu.get_queued_resource("gemma4-orphan", [ZONE])
     assert store.inflight(open_only=True) == []
+
+
+def endpoint_world(labels: dict[str, str] | None) -> dict[str, Any]:
+    node: dict[str, Any] = {"internal_ip": "10.0.0.7", "external_ip": "34.1.2.3"}
+    if labels:
+        node["labels"] = labels
+    other = {"name": "someone-elses", "zone": ZONE, "state": "ACTIVE", "node": node}
+    google = {"zones": {ZONE: {"accelerator_types": ["v6e-8"]}}, "queued_resources": [other]}
+    return {"project": "own-project", "google": google, "vllm": {}}
+
+
+def test_endpoint_never_comes_from_an_unlabelled_active_resource() -> None:
+    from ops.endpoint import EndpointResolver
+
+    with GcpSimulator(endpoint_world(None)) as server:
+        ops = TpuOps(server.project, api_endpoint=server.url, num_retries=0, timeout_s=5.0)
+        resolver = EndpointResolver(None, ops, [ZONE], 8000, primary="gemma4-qr")
+        with pytest.raises(NotFound) as missing:
+            resolver.resolve()
+        assert "someone-elses" in missing.value.message and "not made by the bot" in missing.value.message
+        ops.close()
+    with GcpSimulator(endpoint_world({"managed-by": MANAGED_BY})) as server:
+        ops = TpuOps(server.project, api_endpoint=server.url, num_retries=0, timeout_s=5.0)
+        external = EndpointResolver(None, ops, [ZONE], 8000, primary="gemma4-qr").resolve()
+        assert external.url == "http://34.1.2.3:8000"
+        internal = EndpointResolver(None, ops, [ZONE], 8000, primary="gemma4-qr", internal_ip=True).resolve()
+        assert internal.url == "http://10.0.0.7:8000" and "internal IP" in internal.source
+        ops.close()
+
+
+def test_the_emulator_refuses_labels_google_refuses(gcp: GcpSimulator, tpu: TpuOps) -> None:
+    from ops.errors import BadInput
+    from ops.tpu import CreateSpec
+
+    spec = CreateSpec(
+        "gemma4-x", "gemma4-x-node", ZONE, "v6e-8", "v2-alpha-tpuv6e", "spot", None, None,
+        labels={"Owner": "U0ABC"},
+    )  # fmt: skip
+    with pytest.raises(BadInput) as refused:
+        tpu.create_queued_resource(spec)
+    assert "Invalid label" in refused.value.message
