@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
@@ -233,3 +234,39 @@ def test_a_find_for_an_absent_name_still_carries_labels(world: Demo) -> None:
     qr = world.bot.services.tpu.get_queued_resource("gemma4-l", [PRIMARY_ZONE])
     assert qr.labels["managed-by"] == "tpu-chatops" and qr.labels["tpu-chatops-search"]
     assert timedelta(0) <= world.gcp.now() - qr.create_time < timedelta(hours=1)  # type: ignore[operator]
+
+
+def test_the_vllm_api_key_comes_from_secret_manager_is_sent_and_survives_a_restart(tmp_path: Path) -> None:
+    import httpx
+    import yaml
+
+    from sim import scenario as scenarios
+
+    world = scenarios.load(None)
+    world["google"].setdefault("secrets", {})["vllm-api-key"] = "k-simulated-api-key"
+    world["host"]["secrets"] = ["hf-token", "vllm-api-key"]
+    world["host"]["secret_values"] = {"vllm-api-key": "k-simulated-api-key"}
+    path = tmp_path / "keyed.yaml"
+    path.write_text(yaml.safe_dump(world))
+    with Demo(path, vllm_api_key_secret="vllm-api-key") as demo:
+        preview = _say(demo, "/tpu create gemma4-k --zone us-east5-a --allow-second")
+        assert "[Confirm" in preview
+        _say(demo, "click Cancel")
+        script = demo.bot.services.vllm_spec()
+        assert script.api_key_secret == "vllm-api-key"
+        assert "Goes down" in _say(demo, "/vllm restart")
+        assert "`restart` done." in _say(demo, "click Confirm", timeout=60)
+        ran = [c for c in demo.host.commands if "docker run" in c][-1]
+        assert "--secret=vllm-api-key" in ran and "-e VLLM_API_KEY" in ran
+        assert "k-simulated-api-key" not in ran  # read on the VM, never in the command
+        deadline = time.monotonic() + 30
+        health = ""
+        while time.monotonic() < deadline:
+            health = _say(demo, "/vllm health")
+            if "one-token chat completion from" in health:
+                break
+            time.sleep(1)
+        assert "one-token chat completion from" in health, health  # the bot sent the key
+        unauthenticated = httpx.get(f"{demo.vllm.url}/v1/models", timeout=5)
+        assert unauthenticated.status_code == 401
+        assert all("k-simulated-api-key" not in m.render() for m in demo.slack.messages)
