@@ -487,7 +487,7 @@ class Store:
         table = operation_leases_table
         try:
             with self.engine.begin() as conn:
-                for key in keys:
+                for key in sorted(keys):  # one order everywhere: two requests never wait on each other
                     row = conn.execute(select(table).where(table.c.key == key)).mappings().first()
                     if row is not None:
                         held = _lease(row)
