@@ -214,6 +214,11 @@ def spend_lines(plan: SpendPlan, provisioning_model: str) -> list[str]:
     lines.append(
         f"*At most {plan.at_once} request(s) at once*; waiting requests cost nothing, each ACTIVE one bills"
     )
+    if plan.at_once > 1 and plan.worst_case_usd_per_hour is not None:
+        lines.append(
+            f"*Before the first winner* at most ${plan.worst_case_usd_per_hour:,.2f}/h, if all "
+            f"{plan.at_once} turn ACTIVE together (the others are then deleted and checked gone)"
+        )
     if plan.worst_case_usd is not None and plan.winner_usd is not None and plan.run_hours is not None:
         lines.append(
             f"*Spend* the one kept: up to ${plan.winner_usd:,.2f} ({plan.run_hours:g} h max run); "

@@ -77,6 +77,7 @@ def test_find_preview_refuses_a_second_primary_then_shows_the_whole_cost(world: 
     preview = _say(world, "/tpu find --parallel 3 --allow-second")
     assert "*Zones tried, in order*" in preview and "`us-east5-a` $10.80/h" in preview
     assert "*At most 3 request(s) at once*" in preview
+    assert "*Before the first winner* at most $32.40/h" in preview
     assert "*worst case* 3 ACTIVE at once for the whole max run: $129.60" in preview  # 3 x 4 h x $10.80
     assert "*Already running* `gemma4-qr`" in preview and "[Confirm" in preview
 
