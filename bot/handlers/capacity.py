@@ -287,6 +287,20 @@ def _preview_find(
     return reply
 
 
+def _recheck(ctx: Context, plan: _FindPlan, allow_second: bool) -> None:
+    """On Confirm, with the name held: refuse if the previewed names changed or a primary became ACTIVE."""
+    check_pins(ctx, _pins(ctx, plan), "tpu find")
+    if allow_second:
+        return
+    running = active_named(ctx, _names(plan, ctx), [*ctx.services.settings.tpu_zones, *plan.tried])
+    if running:
+        first = running[0]
+        raise OpsError(
+            f"refused: `{first.name}` became {first.state} in `{first.zone}` since the preview",
+            "add --allow-second to go on anyway",
+        )
+
+
 def _progress_reply(ctx: Context, title: str, states: Mapping[str, str], running: bool) -> Reply:
     lines = [f"{_icon(state)} `{zone}` {state}" for zone, state in states.items()]
     blocks = [header(title), section("\n".join(lines) or "starting…")]
@@ -319,15 +333,6 @@ def tpu_find(
     previewed (the names per zone) is checked again first.
     """
     plan = _plan(ctx, name, type_, zones, retry_all, parallel)
-    check_pins(ctx, _pins(ctx, plan), "tpu find")
-    if not allow_second:
-        running = active_named(ctx, _names(plan, ctx), [*ctx.services.settings.tpu_zones, *plan.tried])
-        if running:
-            first = running[0]
-            raise OpsError(
-                f"refused: `{first.name}` became {first.state} in `{first.zone}` since the preview",
-                "add --allow-second to go on anyway",
-            )
     spec, _startup = create_spec(ctx, default_create_args(plan.name))
     title = f"Capacity search: {plan.name} ({plan.accelerator}, flex-start)"
     search = CapacitySearch(
@@ -342,6 +347,7 @@ def tpu_find(
             ctx.progress.update(_progress_reply(ctx, title, states, running=True))
 
     with one_operation(ctx, "search", plan.name, f"tpu find {plan.name}") as operation_id:
+        _recheck(ctx, plan, allow_second)
         result = search.run(
             plan.name,
             plan.accelerator,
