@@ -27,7 +27,7 @@ from sqlalchemy import text
 from waitress.server import create_server
 
 import bot.handlers  # noqa: F401  (importing it declares every command on the registry)
-from bot import listeners
+from bot import listeners, reconcile
 from bot.auth import Authorizer
 from bot.commands import Registry, registry
 from bot.config import Settings
@@ -97,6 +97,7 @@ def build(settings: Settings, services: Services | None = None) -> Bot:
         )
         alert_listeners.register(app, runner, alerts)
     home.register(app, registry, runner, alerts)
+    reconcile.start(runner)
     return Bot(
         app=app,
         runner=runner,

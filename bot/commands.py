@@ -13,7 +13,7 @@ import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from enum import IntEnum
 from typing import Any
 
@@ -123,6 +123,17 @@ def duration(word: str) -> timedelta:
     if not match:
         raise ValueError(f"{word!r} is not a duration (e.g. 10m, 4h, 2d)")
     return timedelta(seconds=int(match.group(1)) * _UNIT_SECONDS[match.group(2)])
+
+
+def timestamp(word: str) -> datetime:
+    """An RFC 3339 UTC time such as 2026-11-30T21:04:05Z (as alerts show a resource's create time)."""
+    try:
+        moment = datetime.fromisoformat(word.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"{word!r} is not a time (e.g. 2026-11-30T21:04:05Z)") from None
+    if moment.tzinfo is None:
+        raise ValueError(f"{word!r} has no time zone (end it with Z for UTC)")
+    return moment.astimezone(UTC)
 
 
 # ---- declarations ----

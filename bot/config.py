@@ -77,6 +77,12 @@ class Settings(BaseSettings):
     google_api_endpoint: str | None = Field(
         None, description="Override for Google APIs (the local emulator); unset in production."
     )
+    operation_lease_ttl_s: float = Field(
+        120.0,
+        ge=2,
+        le=3600,
+        description="How long a dead bot's hold on a name lasts (renewed every ttl/3 while running), s.",
+    )
 
     # vLLM
     vllm_base_url: str | None = Field(None, description="vLLM server URL; discovered from the TPU if unset.")
@@ -97,6 +103,14 @@ class Settings(BaseSettings):
     )
     fault_catalogue_file: str | None = Field(
         None, description="A team's own failure families (YAML, the format of ops/faults.yaml)."
+    )
+    vllm_use_internal_ip: bool = Field(
+        False, description="Reach vLLM at the node's internal IP (the bot runs inside the VPC)."
+    )
+    vllm_api_key_secret: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9_-]{1,255}$",
+        description="Secret Manager secret with the vLLM API key, read on the VM and by the bot.",
     )
 
     # SSH to the TPU VM (container control). Host keys are always checked: known_hosts and/or pinned keys.

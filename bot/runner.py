@@ -24,7 +24,7 @@ from datetime import timedelta
 from typing import Any
 
 from bot.auth import Authorizer
-from bot.commands import Invocation, Registry, UsageError
+from bot.commands import Command, Invocation, Registry, UsageError
 from bot.context import Context
 from bot.membership import guidance
 from bot.observability import Metrics
@@ -62,6 +62,7 @@ class Origin:
 class _Running:
     invocation: Invocation
     cancelled: threading.Event
+    requested_by: str
 
 
 class Runner:
@@ -116,6 +117,12 @@ class Runner:
     @property
     def services(self) -> Services:
         return self._services
+
+    def check_role(self, user_id: str, command_name: str) -> None:
+        """Raise PermissionDenied unless `user_id` holds the role of the command `command_name` (e.g. a
+        button that acts like that command: Acknowledge like `alerts mute`, App Home like `tpu status`)."""
+        command = next(c for c in self._registry.commands() if c.name == command_name)
+        self._authorizer.check(user_id, command)
 
     def run_read_only(self, invocation: Invocation, user_id: str) -> Reply:
         """Run a viewer command now, for `user_id` (the Home tab); a refusal or error is a one-line reply."""
@@ -213,9 +220,39 @@ class Runner:
             confirmed_plan=pending.plan,
         )
 
+    def _may_cancel(self, user_id: str, requested_by: str, command: Command | None) -> None:
+        """Cancelling needs the command's own role, or to be the one who asked for it.
+
+        Raises:
+            PermissionDenied: neither (or the command is unknown and the clicker is not the requester).
+        """
+        if user_id == requested_by:
+            return
+        if command is None:
+            raise PermissionDenied("only the requester may cancel this", "")
+        try:
+            self._authorizer.check(user_id, command)
+        except PermissionDenied as exc:
+            raise PermissionDenied(
+                f"cancelling this needs what running it needs: {exc.message}, or to be its requester",
+                exc.hint,
+            ) from None
+
     def _cancel_change(self, token: str, origin: Origin) -> None:
         pending = self._services.store.get_confirmation(token)
         command = pending.command if pending else "(unknown)"
+        if pending is None:
+            self._refuse_click(origin, command, "this confirmation is unknown", "run the command again")
+            return
+        try:
+            parsed: Command | None = self._registry.parse(pending.command).command
+        except UsageError:
+            parsed = None
+        try:
+            self._may_cancel(origin.user_id, pending.requested_by, parsed)
+        except PermissionDenied as exc:
+            self._refuse_click(origin, command, exc.message, exc.hint)
+            return
         try:
             self._services.store.consume_confirmation(token, origin.user_id, now=self._services.now())
         except ConfirmationRefused as exc:
@@ -230,10 +267,10 @@ class Runner:
         with self._running_lock:
             running = self._running.get(operation_id)
         if running is None:
-            self._refuse_click(origin, "(finished)", "that operation has already finished", "")
+            self._refuse_click(origin, "(finished)", "that operation is unknown or has already finished", "")
             return
         try:
-            self._authorizer.check(origin.user_id, running.invocation.command)
+            self._may_cancel(origin.user_id, running.requested_by, running.invocation.command)
         except PermissionDenied as exc:
             self._refuse_click(origin, running.invocation.text, exc.message, exc.hint)
             return
@@ -246,7 +283,7 @@ class Runner:
         cancelled = threading.Event()
         progress = Progress(self.slack, origin.channel_id, origin.thread_ts)
         with self._running_lock:
-            self._running[operation_id] = _Running(invocation, cancelled)
+            self._running[operation_id] = _Running(invocation, cancelled, origin.user_id)
         outcome = "exception"  # unless the handler returns
         try:
             reply, failed = self._call(

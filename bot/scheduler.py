@@ -52,7 +52,8 @@ from ops.errors import BackendTimeout, OpsError
 from ops.idle import IdleWatch, Schedule, parse_schedule
 from ops.maintenance import MaintenanceWindows, Window
 from ops.metrics import summarize
-from ops.recovery import RecoveryBudget, created_by_bot, dead_reason
+from ops.ownership import MANAGED_BY, MANAGED_BY_KEY, created_by_bot
+from ops.recovery import RecoveryBudget, dead_reason
 from ops.slo import DEFAULT_RULES, SloRule, SloWatch, Snapshot, evaluate_slo, load_rules, parse_span
 from ops.store import AuditEntry
 from ops.tpu import QueuedResourceInfo
@@ -810,7 +811,7 @@ class AlertScheduler:
         refusal: str | None = None
         usd = 0.0
         if not created_by_bot(qr):
-            refusal = f"`{qr.name}` was not created by the bot (no `managed-by: tpu-chatops` label)"
+            refusal = f"`{qr.name}` was not created by the bot (no `{MANAGED_BY_KEY}: {MANAGED_BY}` label)"
         else:
             try:
                 usd = projected_usd(qr)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
@@ -16,6 +17,8 @@ from ops.secrets import SecretStore
 from ops.store import Store
 from ops.tpu import TpuOps
 from ops.vllm import VllmClient
+
+_API_KEY_LOCK = threading.Lock()
 
 
 def _utcnow() -> datetime:
@@ -32,6 +35,7 @@ class Services:
     store: Store
     secrets: SecretStore
     now: Callable[[], datetime] = _utcnow
+    _secret_api_key: str | None = field(default=None, repr=False)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Services:
@@ -45,7 +49,12 @@ class Services:
             max_workers=min(256, 2 * len(settings.tpu_zones) * settings.worker_threads),
         )
         endpoints = EndpointResolver(
-            settings.vllm_base_url, tpu, settings.tpu_zones, settings.vllm_port, primary=settings.tpu_primary
+            settings.vllm_base_url,
+            tpu,
+            settings.tpu_zones,
+            settings.vllm_port,
+            primary=settings.tpu_primary,
+            internal_ip=settings.vllm_use_internal_ip,
         )
         store = Store(settings.state_database_url)
         secrets = SecretStore(settings.gcp_project, api_endpoint=settings.google_api_endpoint)
@@ -107,8 +116,23 @@ class Services:
             max_model_len=s.vllm_max_model_len,
             port=s.vllm_port,
             hf_token_secret=s.hf_token_secret,
+            api_key_secret=s.vllm_api_key_secret,
         )
 
     def _api_key(self) -> str | None:
+        """VLLM_API_KEY, else the key in Secret Manager secret VLLM_API_KEY_SECRET (the one the VM reads),
+        read once per process; None when neither is set.
+
+        Raises:
+            OpsError: the secret cannot be read (as `SecretStore.access` raises).
+        """
         key = self.settings.vllm_api_key
-        return key.get_secret_value() if key else None
+        if key:
+            return key.get_secret_value()
+        secret = self.settings.vllm_api_key_secret
+        if not secret:
+            return None
+        with _API_KEY_LOCK:
+            if self._secret_api_key is None:
+                self._secret_api_key = self.secrets.access(secret).strip()
+            return self._secret_api_key

@@ -6,6 +6,11 @@ timeout, 5xx), from the typed errors of `ops.errors` and from Google's texts (th
 tests/fixtures/cases/tpu-create-*.txt). `CapacitySearch` requests a queued resource in several zones at
 once, keeps the first that becomes ACTIVE, deletes every other request and checks that each one is gone,
 and remembers permanent failures in the `Store` so the next search skips those zones.
+
+Each zone's request carries ownership labels (`ops.ownership`: search id, request id, user) and is written
+to the state store before it is sent. Clean-up deletes only what carries the request's own label: after a
+503 or a timeout on a create whose name already exists (the live primary, say), the existing resource is
+read back, found not ours, and left alone.
 """
 
 from __future__ import annotations
@@ -35,6 +40,15 @@ from ops.errors import (
     PermissionDenied,
     QuotaExceeded,
     UnsupportedInZone,
+)
+from ops.ownership import (
+    NameTaken,
+    create_owned,
+    delete_owned,
+    labels_of,
+    new_request_id,
+    ownership_labels,
+    record_sending,
 )
 from ops.store import Store
 from ops.tpu import CreateSpec, QueuedResourceInfo, TpuOps, check_create_spec
@@ -166,6 +180,9 @@ class SearchResult:
             deleted (0 unless the API kept failing; they are named in `zones`).
         cancelled: the cancel event was set before a winner was found.
         error: the error that stopped the whole search (e.g. PermissionDenied, a bad request), else None.
+        search_id: the id in every request's `tpu-chatops-search` label.
+        left_alone: one sentence per existing resource the search found under its name and did not touch
+            (e.g. after an ambiguous create whose name was the live primary's).
     """
 
     winner: QueuedResourceInfo | None
@@ -174,6 +191,8 @@ class SearchResult:
     leftovers: int
     cancelled: bool = False
     error: OpsError | None = None
+    search_id: str = ""
+    left_alone: tuple[str, ...] = ()
 
 
 @dataclass
@@ -187,6 +206,13 @@ class _Run:
     template: CreateSpec
     progress: Callable[[Mapping[str, str]], None] | None
     cancel: threading.Event
+    search_id: str
+    user_id: str
+    channel_id: str
+    zone_index: dict[str, int] = field(default_factory=dict)
+    requests: dict[str, tuple[str, datetime]] = field(default_factory=dict)  # zone -> (request id, sent)
+    left_alone: list[str] = field(default_factory=list)
+    unsure: set[str] = field(default_factory=set)  # zones whose create was ambiguous and not seen since
     stop: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
     progress_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -277,6 +303,9 @@ class CapacitySearch:
         service_account: str | None = None,
         progress: Callable[[Mapping[str, str]], None] | None = None,
         cancel: threading.Event | None = None,
+        search_id: str | None = None,
+        user_id: str = "",
+        channel_id: str = "",
     ) -> SearchResult:
         """Search for capacity.
 
@@ -293,6 +322,8 @@ class CapacitySearch:
             progress: called with an immutable snapshot (zone -> state) after every change, from the
                 search's threads, one call at a time; its exceptions are logged and ignored.
             cancel: set it to stop: every request made is deleted (and verified gone) before returning.
+            search_id: the search's id (labels, in-flight records, the operation lease); None: a new one.
+            user_id, channel_id: who asked and where (labels and in-flight records).
 
         Returns:
             SearchResult. Never leaves a request besides the winner unless deletions kept failing
@@ -330,6 +361,10 @@ class CapacitySearch:
             template=template,
             progress=progress,
             cancel=cancel or threading.Event(),
+            search_id=search_id or new_request_id(),
+            user_id=user_id,
+            channel_id=channel_id,
+            zone_index={zone: index for index, zone in enumerate(order)},
         )
         with self._store_lock:
             remembered = self.store.zone_failures(accelerator_type, provisioning_model)
@@ -377,6 +412,8 @@ class CapacitySearch:
             leftovers=leftovers,
             cancelled=run.cancel.is_set() and run.winner is None,
             error=run.error,
+            search_id=run.search_id,
+            left_alone=tuple(run.left_alone),
         )
 
     # ---- internals
@@ -452,24 +489,53 @@ class CapacitySearch:
 
     def _try_zone(self, run: _Run, zone: str) -> None:
         qr_name = search_name(run.name, zone, run.parallel)
-        spec = replace(run.template, name=qr_name, node_id=_node_id(qr_name), zone=zone)
+        request_id = f"{run.search_id}-{run.zone_index.get(zone, 0)}"
+        owner = ownership_labels(request_id, run.user_id, run.search_id)
+        spec = replace(
+            run.template,
+            name=qr_name,
+            node_id=_node_id(qr_name),
+            zone=zone,
+            labels=labels_of(run.template.labels, owner),
+        )
         self._set(run, zone, "requesting")
+        sent_at = self._now()
+        with self._store_lock:
+            record_sending(
+                self.store, spec, request_id=request_id, operation_id=run.search_id, kind="find",
+                project=self.tpu.project, user_id=run.user_id, channel_id=run.channel_id, now=sent_at,
+            )  # fmt: skip
+        with run.lock:
+            run.requests[zone] = (request_id, sent_at)
         try:
-            op_name = self.tpu.create_queued_resource(spec)
-        except (BackendTimeout, BackendUnavailable) as exc:
-            # The request may have been created anyway: make sure it is not left behind.
+            outcome = create_owned(self.tpu, spec, request_id, sent_at, pause_s=self.poll_s)
+        except NameTaken as exc:
             with run.lock:
-                run.created[zone] = qr_name
+                run.left_alone.append(exc.message)
+            self._inflight(run, zone, "not ours", exc.message)
             self._fail(run, zone, exc)
             return
+        except (BackendTimeout, BackendUnavailable) as exc:
+            self._ambiguous(run, zone, qr_name, exc, "could not be read back")
+            return
         except OpsError as exc:
+            self._inflight(run, zone, "failed", exc.message)
             self._fail(run, zone, exc)  # nothing was created (AlreadyExists: someone else's; left alone)
             return
         with run.lock:
             run.created[zone] = qr_name
+        if outcome.operation is None:
+            if outcome.resource is None:
+                assert outcome.ambiguous is not None
+                self._ambiguous(run, zone, qr_name, outcome.ambiguous, "not there when read back")
+                return
+            self._inflight(run, zone, "created", "read back after an ambiguous create")
+            self._watch_zone(run, zone, qr_name)
+            return
+        self._inflight(run, zone, "created")
         try:
             self.tpu.wait_operation(
-                op_name, timeout_s=self.operation_timeout_s, poll_s=self.poll_s, cancel=run.stop
+                outcome.operation, timeout_s=self.operation_timeout_s, poll_s=self.poll_s, cancel=run.stop
             )
         except Cancelled:
             self._remove(run, zone, final=self._stopped_state(run))
@@ -501,6 +567,7 @@ class CapacitySearch:
                             run.winner = qr
                             run.created.pop(zone, None)
                     if won:
+                        self._inflight(run, zone, "kept", "the search's winner")
                         run.stop.set()
                         self._set(run, zone, "ACTIVE")
                         return
@@ -525,37 +592,44 @@ class CapacitySearch:
         if qr_name is None:
             self._set(run, zone, final)
             return True
-        gone = self._delete_and_verify(zone, qr_name)
+        with run.lock:
+            request_id, sent_at = run.requests[zone]
+        result = delete_owned(
+            self.tpu, qr_name, zone, request_id, sent_at, timeout_s=self.delete_timeout_s, poll_s=self.poll_s
+        )
+        gone = result != "not verified"
         with run.lock:
             if gone:
                 run.created.pop(zone, None)
+            if result == "not ours":
+                run.left_alone.append(
+                    f"{qr_name} in {zone} exists but was not made by this search: left alone"
+                )
+        if result == "absent" and zone in run.unsure:
+            # Still not seen: its record stays open in the store, so a late create is reconciled later;
+            # the zone keeps its "failed: ..." state.
+            return True
+        if gone:
+            self._inflight(run, zone, result)
         self._set(run, zone, final if gone else f"leftover: {qr_name}")
         return gone
 
-    def _delete_and_verify(self, zone: str, qr_name: str) -> bool:
-        """Delete (force) and poll `queuedResources.get` until NotFound; False if not verified in time."""
-        deadline = time.monotonic() + self.delete_timeout_s
-        deleted = False
-        while time.monotonic() < deadline:
-            if not deleted:
-                try:
-                    remaining = max(0.1, deadline - time.monotonic())
-                    self.tpu.delete_queued_resource(
-                        qr_name, zone, force=True, wait=True, timeout_s=remaining, poll_s=self.poll_s
-                    )
-                    deleted = True
-                except NotFound:
-                    deleted = True
-                except OpsError as exc:
-                    log.warning("capacity search: deleting %s in %s: %s", qr_name, zone, exc)
-            try:
-                self.tpu.get_queued_resource(qr_name, [zone])
-            except NotFound:
-                return True
-            except OpsError as exc:
-                log.warning("capacity search: verifying %s in %s: %s", qr_name, zone, exc)
-            time.sleep(self.poll_s)
-        return False
+    def _ambiguous(self, run: _Run, zone: str, qr_name: str, error: OpsError, seen: str) -> None:
+        """A create answered ambiguously and no resource of ours is known: the request may still appear
+        (a late create), so the zone stays on the list that the search's final sweep checks by label."""
+        with run.lock:
+            run.created[zone] = qr_name
+            run.unsure.add(zone)
+        self._set(run, zone, f"failed: {classify(error).reason} ({seen}; checked again at the end)")
+
+    def _inflight(self, run: _Run, zone: str, state: str, note: str = "") -> None:
+        """Record what became of this search's request in `zone` (the store keeps it for restarts)."""
+        with run.lock:
+            request = run.requests.get(zone)
+        if request is None:
+            return
+        with self._store_lock:
+            self.store.update_inflight(request[0], state, now=self._now(), note=note)
 
     def _sweep(self, run: _Run, *, include_winner: bool) -> int:
         """Delete what is still recorded as created (and the winner if asked); count what is not gone."""

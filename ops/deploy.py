@@ -101,6 +101,9 @@ class StartupConfig:
         hf_token_secret: Secret Manager secret id holding the Hugging Face token (startup script), and the
             Kubernetes Secret name (GKE manifest). A name, never the token.
         container_name: docker container name; also the Deployment/Service name on GKE.
+        api_key_secret: Secret Manager secret id holding the vLLM API key, or None for no key. The startup
+            script reads it on the VM and hands it to vLLM as `VLLM_API_KEY` (vLLM's own variable for
+            `--api-key`, vllm/envs.py), so it is in no argv; the bot reads the same secret to send it.
 
     Raises:
         BadInput: any field fails validation.
@@ -114,6 +117,7 @@ class StartupConfig:
     port: int = 8000
     hf_token_secret: str = "hf-token"  # noqa: S105 - a secret *name*, not a credential
     container_name: str = "vllm-gemma4"
+    api_key_secret: str | None = None
 
     def __post_init__(self) -> None:
         _check(self.project, _PROJECT, "GCP project id", "my-project")
@@ -124,6 +128,8 @@ class StartupConfig:
         _int(self.port, "port", 1, 65535)
         _check(self.hf_token_secret, _SECRET, "secret name", "hf-token")
         _check(self.container_name, _CONTAINER, "container name", "vllm-gemma4")
+        if self.api_key_secret is not None:
+            _check(self.api_key_secret, _SECRET, "API key secret name", "vllm-api-key")
 
     def vllm_argv(self) -> list[str]:
         """The explicit server command, as argv: `vllm serve MODEL --tensor-parallel-size N ...`.
@@ -153,6 +159,39 @@ class StartupConfig:
 
 def _q(value: str) -> str:
     return shlex.quote(value)
+
+
+def _api_key_block(cfg: StartupConfig) -> str:
+    """The script lines reading the vLLM API key on the VM (like the token: never printed), or "" for none."""
+    if cfg.api_key_secret is None:
+        return ""
+    read = shlex.join(
+        [
+            "gcloud",
+            "secrets",
+            "versions",
+            "access",
+            "latest",
+            f"--secret={cfg.api_key_secret}",
+            f"--project={cfg.project}",
+        ]
+    )
+    return f"""# Read the vLLM API key on the VM; the bot reads the same secret and sends it as a Bearer key.
+unset VLLM_API_KEY
+VLLM_API_KEY=""
+for attempt in 1 2 3 4 5; do
+  if VLLM_API_KEY="$({read})" && [ -n "$VLLM_API_KEY" ]; then
+    break
+  fi
+  VLLM_API_KEY=""
+  log "reading secret" {_q(cfg.api_key_secret)} "failed (attempt $attempt of 5)"
+  sleep 10
+done
+if [ -z "$VLLM_API_KEY" ]; then
+  log "no vLLM API key: refusing to serve without it (check the secret and the secretAccessor role)"
+  exit 1
+fi
+"""
 
 
 def startup_script(cfg: StartupConfig) -> str:
@@ -198,7 +237,7 @@ def startup_script(cfg: StartupConfig) -> str:
     lines = [
         ["docker", "run", "-d", "--name", cfg.container_name],
         ["--privileged", "--net=host", "--shm-size", "16G", "-v", "/dev/shm:/dev/shm"],  # noqa: S108
-        ["--env", "HF_TOKEN"],
+        ["--env", "HF_TOKEN", "--env", "VLLM_API_KEY"] if cfg.api_key_secret else ["--env", "HF_TOKEN"],
         [cfg.image],
         argv[:3],
     ]
@@ -240,6 +279,7 @@ if [ -z "$HF_TOKEN" ]; then
   exit 1
 fi
 
+{_api_key_block(cfg)}
 for attempt in 1 2 3; do
   if docker pull {image}; then
     break
@@ -251,10 +291,10 @@ done
 # Only one process can own the TPU: remove a stale container first.
 docker rm -f {name} >/dev/null 2>&1 || true
 
-export HF_TOKEN
+export HF_TOKEN{" VLLM_API_KEY" if cfg.api_key_secret else ""}
 {serve}
 status=$?
-unset HF_TOKEN
+unset HF_TOKEN{" VLLM_API_KEY" if cfg.api_key_secret else ""}
 if [ "$status" -ne 0 ]; then
   log "docker run failed with status $status"
   exit "$status"

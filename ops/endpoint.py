@@ -1,9 +1,12 @@
-"""Where the vLLM server is: the configured URL, or the ACTIVE queued resource's node.
+"""Where the vLLM server is: the configured URL, or the node of a queued resource the bot trusts.
 
-No address is hard-coded: with no `VLLM_BASE_URL`, the endpoint is `http://<node external IP, else internal
-IP>:<vllm port>` of the first ACTIVE queued resource in the watched zones (the reference setup serves vLLM
-with `--host 0.0.0.0 --port 8000` on the TPU VM). A preempted queued resource (`QueuedResourceInfo.preempted`)
-and a node that is not running are skipped.
+No address is hard-coded: with no `VLLM_BASE_URL`, the endpoint is `http://<node IP>:<vllm port>` of the
+ACTIVE primary (`TPU_PRIMARY`), else of an ACTIVE queued resource carrying the bot's `managed-by` label
+(`ops.ownership`), in the watched zones' order. Any other ACTIVE queued resource, whoever made it, is never
+used: prompts and the API key would go to a server the bot did not start. The node's external IP is used
+unless `VLLM_USE_INTERNAL_IP` (the bot runs inside the VPC; see docs/deploy.md), then the internal one
+(the reference setup serves vLLM with `--host 0.0.0.0 --port 8000` on the TPU VM). A preempted queued
+resource (`QueuedResourceInfo.preempted`) and a node that is not running are skipped.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ops.errors import NotFound
+from ops.ownership import created_by_bot
 from ops.tpu import QueuedResourceInfo, TpuOps, ZoneListing
 
 # Node states of a VM that cannot be serving (Node.State, cloud.google.com/tpu/docs/reference/rest/v2/
@@ -39,6 +43,7 @@ class EndpointResolver:
         port: the vLLM port on the node (the `VLLM_PORT` setting).
         primary: the queued resource to prefer (`TPU_PRIMARY`); then the zones' order.
         ttl_s: how long a discovered endpoint is reused, seconds.
+        internal_ip: use the node's internal IP (the bot runs in the VPC), else the external one first.
     """
 
     def __init__(
@@ -51,6 +56,7 @@ class EndpointResolver:
         primary: str | None = None,
         ttl_s: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
+        internal_ip: bool = False,
     ) -> None:
         self._base_url = base_url
         self._tpu = tpu
@@ -59,6 +65,7 @@ class EndpointResolver:
         self._primary = primary
         self._ttl_s = ttl_s
         self._clock = clock
+        self._internal_ip = internal_ip
         self._lock = threading.Lock()
         self._cached: tuple[float, Endpoint] | None = None
 
@@ -70,7 +77,8 @@ class EndpointResolver:
                 is already fetching); None lists the watched zones.
 
         Raises:
-            NotFound: no URL is configured and no ACTIVE queued resource with a node IP is in the zones.
+            NotFound: no URL is configured, and neither the primary nor a queued resource labelled
+                `managed-by=tpu-chatops` is ACTIVE with a node IP in the zones (others are ignored).
             OpsError: the TPU API failed in every zone (as raised by `TpuOps`).
         """
         if self._base_url:
@@ -95,25 +103,38 @@ class EndpointResolver:
         def rank(qr: QueuedResourceInfo) -> tuple[bool, int]:
             return qr.name != self._primary, order.get(qr.zone, len(order))
 
-        for resource in sorted(listing.resources, key=rank):
+        trusted = [qr for qr in listing.resources if self._trusted(qr)]
+        for resource in sorted(trusted, key=rank):
             endpoint = self._from_resource(resource)
             if endpoint is not None:
                 return endpoint
         if listing.errors and not listing.resources:
             raise next(iter(listing.errors.values()))
         zones = ", ".join(self._zones)
+        ignored = [qr.name for qr in listing.resources if qr.state == "ACTIVE" and not self._trusted(qr)]
+        also = f" ({', '.join(ignored)}: ACTIVE, not the primary, not made by the bot)" if ignored else ""
         raise NotFound(
-            f"no vLLM endpoint: no ACTIVE queued resource with a node IP in {zones}",
-            "set VLLM_BASE_URL, or create a queued resource with /tpu create",
+            f"no vLLM endpoint: neither the primary {self._primary} nor a queued resource the bot made is "
+            f"ACTIVE with a node IP in {zones}{also}",
+            "set VLLM_BASE_URL, or create one with /tpu create",
         )
+
+    def _trusted(self, resource: QueuedResourceInfo) -> bool:
+        """The primary by name, or a queued resource carrying the bot's `managed-by` label."""
+        return resource.name == self._primary or created_by_bot(resource)
 
     def _from_resource(self, resource: QueuedResourceInfo) -> Endpoint | None:
         if resource.state != "ACTIVE" or resource.preempted:
             return None
+        order = (
+            (("internal", "internal_ips"),)
+            if self._internal_ip
+            else (("external", "external_ips"), ("internal", "internal_ips"))
+        )
         for node in resource.nodes:
             if node.state in DEAD_NODE_STATES:  # a preempted or stopped VM serves nothing
                 continue
-            for kind, ips in (("external", node.external_ips), ("internal", node.internal_ips)):
+            for kind, ips in ((kind, getattr(node, field)) for kind, field in order):
                 if ips:
                     return Endpoint(
                         f"http://{ips[0]}:{self._port}",

@@ -4,7 +4,8 @@ A queued resource is dead when it is SUSPENDED or FAILED, or has a PREEMPTED nod
 node's state is PREEMPTED: https://cloud.google.com/tpu/docs/preemptible; what the queued resource's own
 state becomes is not documented, so either sign counts). Recovering
 it means deleting it (it holds quota until deleted) and creating it again, or searching the watched zones
-for capacity. Automatic recovery only touches resources carrying the bot's ownership label, at most
+for capacity. Automatic recovery only touches resources carrying the bot's ownership label
+(`ops.ownership.created_by_bot`), at most
 `max_per_day` times and `max_usd_per_day` of projected spend per UTC day; every attempt is recorded.
 """
 
@@ -20,10 +21,7 @@ from sqlalchemy.engine import Engine
 from ops.store import Store, metadata
 from ops.tpu import QueuedResourceInfo
 
-__all__ = ["OWNER_LABEL", "Attempt", "RecoveryBudget", "created_by_bot", "dead_reason"]
-
-# The node label every queued resource the bot creates carries (bot/handlers/lifecycle.py `create_spec`).
-OWNER_LABEL = ("managed-by", "tpu-chatops")
+__all__ = ["Attempt", "RecoveryBudget", "dead_reason"]
 
 attempts_table = Table(
     "auto_recoveries",
@@ -34,12 +32,6 @@ attempts_table = Table(
     Column("usd", Float, nullable=False),  # projected spend of the recreated resource
     Column("outcome", Text, nullable=False),
 )
-
-
-def created_by_bot(qr: QueuedResourceInfo) -> bool:
-    """Whether the bot created `qr`: its node spec carries OWNER_LABEL. A name alone proves nothing."""
-    key, value = OWNER_LABEL
-    return qr.labels.get(key) == value
 
 
 def dead_reason(qr: QueuedResourceInfo) -> str | None:

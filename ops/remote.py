@@ -173,7 +173,8 @@ class CommandTemplate:
     Attributes:
         text: the command with `{arg}` placeholders (filled with quoted values) and `{SUDO}` (filled with
             "sudo -n " when the host is configured with `sudo=True`, else ""); `{SUDO_ENV}` is the same but
-            keeps HF_TOKEN in the environment (`sudo -n --preserve-env=HF_TOKEN `).
+            keeps HF_TOKEN in the environment (`sudo -n --preserve-env=HF_TOKEN `), `{SUDO_ENV_KEY}` keeps
+            HF_TOKEN and VLLM_API_KEY.
         args: placeholder name -> kind (a key of `KINDS`).
     """
 
@@ -222,6 +223,28 @@ TEMPLATES: dict[str, CommandTemplate] = {
         "--reasoning-parser gemma4 --disable_chunked_mm_input",
         {
             "secret": "secret",
+            "container": "container",
+            "image": "image",
+            "model": "model",
+            "tensor_parallel_size": "tensor_parallel_size",
+            "max_model_len": "max_model_len",
+            "port": "port",
+        },
+    ),
+    # The same, also reading the vLLM API key on the VM (exit 4: that secret could not be read); vLLM takes
+    # it from VLLM_API_KEY (vllm/envs.py), so it is in no argv.
+    "docker_run_vllm_api_key": CommandTemplate(
+        'HF_TOKEN="$(gcloud secrets versions access latest --secret={secret})" || exit 3; export HF_TOKEN; '
+        'VLLM_API_KEY="$(gcloud secrets versions access latest --secret={api_key_secret})" || exit 4; '
+        "export VLLM_API_KEY; "
+        "{SUDO_ENV_KEY}docker run -d --name {container} --privileged --net=host --shm-size 16G "
+        "-v /dev/shm:/dev/shm -e HF_TOKEN -e VLLM_API_KEY -- {image} "
+        "vllm serve {model} --tensor-parallel-size {tensor_parallel_size} --max-model-len {max_model_len} "
+        "--host 0.0.0.0 --port {port} --enable-auto-tool-choice --tool-call-parser gemma4 "
+        "--reasoning-parser gemma4 --disable_chunked_mm_input",
+        {
+            "secret": "secret",
+            "api_key_secret": "secret",
             "container": "container",
             "image": "image",
             "model": "model",
@@ -416,6 +439,7 @@ class RemoteHost:
         values = {name: shlex.quote(validate(kind, args[name])) for name, kind in template.args.items()}
         values["SUDO"] = "sudo -n " if self.sudo else ""
         values["SUDO_ENV"] = "sudo -n --preserve-env=HF_TOKEN " if self.sudo else ""
+        values["SUDO_ENV_KEY"] = "sudo -n --preserve-env=HF_TOKEN,VLLM_API_KEY " if self.sudo else ""
         return template.text.format(**values)
 
     def run(self, template_name: str, /, *, timeout_s: float | None = None, **args: Any) -> CommandResult:
@@ -639,6 +663,7 @@ class VllmSpec:
         max_model_len: context window in tokens (the recipes use 16384).
         port: the port vLLM listens on (host network).
         hf_token_secret: Secret Manager secret holding the Hugging Face token, read on the VM.
+        api_key_secret: Secret Manager secret holding the vLLM API key, read on the VM (None: no key).
     """
 
     image: str = "vllm/vllm-tpu:gemma4"
@@ -647,6 +672,7 @@ class VllmSpec:
     max_model_len: int = 16384
     port: int = 8000
     hf_token_secret: str = "hf-token"  # noqa: S105 - the secret's name, not a secret
+    api_key_secret: str | None = None
 
 
 @dataclass(frozen=True)
@@ -892,8 +918,9 @@ class VllmContainer:
     # -- helpers ---------------------------------------------------------------------------------------------
 
     def _run(self, spec: VllmSpec) -> None:
+        keyed = {"api_key_secret": spec.api_key_secret} if spec.api_key_secret else {}
         result = self.remote.run(
-            "docker_run_vllm",
+            "docker_run_vllm_api_key" if keyed else "docker_run_vllm",
             secret=spec.hf_token_secret,
             container=self.name,
             image=spec.image,
@@ -902,13 +929,15 @@ class VllmContainer:
             max_model_len=spec.max_model_len,
             port=spec.port,
             timeout_s=max(self.remote.command_timeout_s, 900.0),  # a first run pulls a large image
+            **keyed,
         )
-        if result.exit_status == 3:
+        if result.exit_status in (3, 4):
             text = result.stderr
-            message = f"cannot read secret {spec.hf_token_secret} from Secret Manager on {self.remote.host}"
+            secret = spec.hf_token_secret if result.exit_status == 3 else str(spec.api_key_secret)
+            message = f"cannot read secret {secret} from Secret Manager on {self.remote.host}"
             hint = (
                 "grant the VM's service account roles/secretmanager.secretAccessor on "
-                f"{spec.hf_token_secret} and give the VM the cloud-platform scope"
+                f"{secret} and give the VM the cloud-platform scope"
             )
             if "NOT_FOUND" in text:
                 raise NotFound(

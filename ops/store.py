@@ -97,6 +97,39 @@ leases_table = Table(
     Column("expires_at", DateTime(timezone=True), nullable=False),
 )
 
+# One operation per name: a row per (project, zone-or-"search", name) held by the running request.
+operation_leases_table = Table(
+    "operation_leases",
+    metadata,
+    Column("key", String(255), primary_key=True),
+    Column("request_id", String(64), nullable=False, index=True),
+    Column("user_id", String(32), nullable=False),
+    Column("command", Text, nullable=False),
+    Column("started_at", DateTime(timezone=True), nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+)
+
+# Every create the bot sends, written BEFORE it is sent, so a restart knows what may exist.
+inflight_table = Table(
+    "inflight_requests",
+    metadata,
+    Column("request_id", String(64), primary_key=True),
+    Column("operation_id", String(64), nullable=False, index=True),
+    Column("kind", String(16), nullable=False),  # find | create | ensure | recover
+    Column("project", String(64), nullable=False),
+    Column("zone", String(64), nullable=False),
+    Column("name", String(64), nullable=False),
+    Column("user_id", String(32), nullable=False),
+    Column("channel_id", String(32), nullable=False),
+    Column("state", String(16), nullable=False, index=True),
+    Column("sent_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    Column("note", Text, nullable=False, default=""),
+)
+
+# In-flight states that may still have a resource in the cloud (the others are final).
+INFLIGHT_OPEN = ("sending", "created")
+
 processed_events_table = Table(
     "processed_events",
     metadata,
@@ -144,6 +177,68 @@ class ZoneFailure:
     provisioning_model: str
     message: str
     at: datetime
+
+
+@dataclass(frozen=True)
+class OperationLease:
+    """Who runs an operation on a name: the request, the Slack user, the command and since when."""
+
+    key: str
+    request_id: str
+    user_id: str
+    command: str
+    started_at: datetime
+    expires_at: datetime
+
+
+class OperationBusy(OpsError):
+    """Another request holds the name: `holder` says who started it and when."""
+
+    def __init__(self, holder: OperationLease, who: str | None = None) -> None:
+        """`who` names the holder's user for people (the bot passes a live Slack mention); default the id."""
+        when = holder.started_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+        super().__init__(
+            f"`{holder.command}` started by {who or holder.user_id} at {when} is still running on this name",
+            "wait for it to finish (or cancel it), then try again",
+        )
+        self.holder = holder
+
+
+@dataclass(frozen=True)
+class InflightRequest:
+    """A create the bot sent (or was about to send) and what became of it.
+
+    Attributes:
+        request_id: the id in the resource's ownership label.
+        operation_id: the operation (search or command) it belongs to; its lease says whether it runs.
+        kind: "find" | "create" | "ensure" | "recover".
+        state: "sending" (written before the call), "created" (the API has it), or final: "kept",
+            "deleted", "absent", "adopted", "not ours", "failed".
+    """
+
+    request_id: str
+    operation_id: str
+    kind: str
+    project: str
+    zone: str
+    name: str
+    user_id: str
+    channel_id: str
+    state: str
+    sent_at: datetime
+    updated_at: datetime
+    note: str = ""
+
+
+def _lease(row: Any) -> OperationLease:
+    return OperationLease(
+        key=row["key"],
+        request_id=row["request_id"],
+        user_id=row["user_id"],
+        command=row["command"],
+        started_at=_aware(row["started_at"]) or datetime.now(UTC),
+        expires_at=_aware(row["expires_at"]) or datetime.now(UTC),
+    )
 
 
 def _confirmation(row: Any) -> Confirmation:
@@ -375,6 +470,115 @@ class Store:
         expires_at = _aware(row["expires_at"])
         assert expires_at is not None
         return str(row["holder"]) if now < expires_at else None
+
+    # ---- one operation per name, and the creates in flight
+
+    def acquire_operation(
+        self, keys: list[str], request_id: str, user_id: str, command: str, *, ttl_s: float, now: datetime
+    ) -> None:
+        """Hold every key in `keys` for `request_id` until `now + ttl_s`, all or none, atomically.
+
+        A key held by another request whose lease has not expired refuses the whole set; an expired one
+        (its holder died and stopped renewing) is taken over.
+
+        Raises:
+            OperationBusy: another live request holds one of the keys (it names who and since when).
+        """
+        now = now.astimezone(UTC)
+        table = operation_leases_table
+        try:
+            with self.engine.begin() as conn:
+                for key in sorted(keys):  # one order everywhere: two requests never wait on each other
+                    row = conn.execute(select(table).where(table.c.key == key)).mappings().first()
+                    if row is not None:
+                        held = _lease(row)
+                        if held.request_id != request_id and held.expires_at > now:
+                            raise OperationBusy(held)
+                        conn.execute(
+                            delete(table).where(table.c.key == key, table.c.request_id == held.request_id)
+                        )
+                    conn.execute(
+                        insert(table).values(
+                            key=key,
+                            request_id=request_id,
+                            user_id=user_id,
+                            command=command,
+                            started_at=now,
+                            expires_at=now + timedelta(seconds=ttl_s),
+                        )
+                    )
+        except IntegrityError:  # another replica inserted the same key between our read and insert
+            holder = self.operation_holder(keys, now)
+            if holder is None:
+                raise OpsError("the name was taken at the same moment", "try again") from None
+            raise OperationBusy(holder) from None
+
+    def operation_holder(self, keys: list[str], now: datetime) -> OperationLease | None:
+        """The live lease on any of `keys`, or None."""
+        table = operation_leases_table
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(table).where(table.c.key.in_(keys))).mappings().all()
+        live = [_lease(row) for row in rows if (_aware(row["expires_at"]) or now) > now]
+        return live[0] if live else None
+
+    def renew_operation(self, request_id: str, *, ttl_s: float, now: datetime) -> None:
+        """Extend every lease of `request_id` to `now + ttl_s` (the holder's heartbeat)."""
+        table = operation_leases_table
+        with self.engine.begin() as conn:
+            conn.execute(
+                update(table)
+                .where(table.c.request_id == request_id)
+                .values(expires_at=now.astimezone(UTC) + timedelta(seconds=ttl_s))
+            )
+
+    def release_operation(self, request_id: str) -> None:
+        """Drop every lease of `request_id` (the operation ended)."""
+        table = operation_leases_table
+        with self.engine.begin() as conn:
+            conn.execute(delete(table).where(table.c.request_id == request_id))
+
+    def operation_running(self, request_id: str, now: datetime) -> bool:
+        """True while `request_id` holds a lease that has not expired."""
+        table = operation_leases_table
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(table.c.expires_at).where(table.c.request_id == request_id)).all()
+        return any((_aware(row[0]) or now) > now for row in rows)
+
+    def record_inflight(self, request: InflightRequest) -> None:
+        """Write a create down before it is sent (state "sending")."""
+        with self.engine.begin() as conn:
+            conn.execute(insert(inflight_table).values(**request.__dict__))
+
+    def update_inflight(self, request_id: str, state: str, *, now: datetime, note: str = "") -> None:
+        """Move an in-flight create to `state` (see InflightRequest), with a short note."""
+        table = inflight_table
+        with self.engine.begin() as conn:
+            conn.execute(
+                update(table)
+                .where(table.c.request_id == request_id)
+                .values(state=state, updated_at=now.astimezone(UTC), note=note[:500])
+            )
+
+    def inflight(self, *, open_only: bool = True, operation_id: str | None = None) -> list[InflightRequest]:
+        """In-flight creates, oldest first: those that may still exist (`open_only`), of one operation."""
+        table = inflight_table
+        query = select(table).order_by(table.c.sent_at)
+        if open_only:
+            query = query.where(table.c.state.in_(INFLIGHT_OPEN))
+        if operation_id is not None:
+            query = query.where(table.c.operation_id == operation_id)
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).mappings().all()
+        return [
+            InflightRequest(
+                **{
+                    **dict(row),
+                    "sent_at": _aware(row["sent_at"]) or datetime.now(UTC),
+                    "updated_at": _aware(row["updated_at"]) or datetime.now(UTC),
+                }
+            )
+            for row in rows
+        ]
 
     # ---- processed Slack events (retries and duplicates across replicas)
 

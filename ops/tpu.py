@@ -168,7 +168,8 @@ class QueuedResourceInfo:
             `validUntilDuration`, else `validInterval.endTime`.
         max_run_duration: `runDuration.maxRunDuration` (flex-start).
         error: `state.failedData.error.message` for FAILED QRs.
-        labels: `tpu.nodeSpec[0].node.labels`, the labels the creator gave its node (ownership).
+        labels: `tpu.nodeSpec[0].node.labels` (the queued resource itself has no labels field); the
+            bot's ownership labels live here (see `ops.ownership`).
     """
 
     name: str

@@ -59,6 +59,7 @@ Besides the keys used in the default scenario, the section accepts:
                                                   # after it becomes ACTIVE, if later)
     queued_resources[].node.health_description / internal_ip / external_ip (a string or a list)
     queued_resources[].node.enable_external_ips: true
+    queued_resources[].node.labels: {managed-by: tpu-chatops, ...}   # node labels, echoed in nodeSpec
     secrets: {hf-token: "value"}  # Secret Manager secrets with one version each
     logs:                         # Cloud Logging entries, GENERATED (see sim/scenarios/default.yaml):
       seed: 1                     #   deterministic per seed
@@ -675,6 +676,7 @@ def _qr_from_scenario(spec: dict[str, Any], start: datetime) -> SimQueuedResourc
         external_ips=_ips(node_spec.get("external_ip")),
         enable_external_ips=bool(node_spec.get("enable_external_ips", True)),
         create_time=created + duration(node_spec.get("created_after", "2m")),
+        labels={str(k): str(v) for k, v in (node_spec.get("labels") or {}).items()},
     )
     error = spec.get("error") or {}
     return SimQueuedResource(
@@ -1635,6 +1637,8 @@ class _Fault:
     remaining: int
     body: str | None
     delay_s: float
+    after: bool = False  # answer the fault only after the request has been carried out
+    method: str | None = None  # only requests with this HTTP method (None: any)
 
 
 Handler = Callable[[re.Match[str], dict[str, str], bytes], dict[str, Any]]
@@ -1864,7 +1868,15 @@ class GcpSimulator:
 
     # ---- faults
     def inject_fault(
-        self, path_pattern: str, status: int, *, count: int = 1, body: str | None = None, delay_s: float = 0
+        self,
+        path_pattern: str,
+        status: int,
+        *,
+        count: int = 1,
+        body: str | None = None,
+        delay_s: float = 0,
+        after: bool = False,
+        method: str | None = None,
     ) -> None:
         """Make the next `count` requests whose path (without query) matches the regex misbehave.
 
@@ -1872,18 +1884,26 @@ class GcpSimulator:
         that status and `body` (default: the Google error envelope for the status); a status below 400
         (e.g. 200) with a delay answers normally after the delay, which is how to simulate a slow
         backend / client timeout.
+
+        With `after`, the request is first carried out (e.g. the queued resource IS created) and only
+        then delayed and answered with the fault: the ambiguous case where a 503 or a client timeout hides
+        a change that happened. Without it the fault comes before anything changes. `method` (e.g. "POST")
+        limits the fault to requests with that HTTP method.
         """
+        fault = _Fault(re.compile(path_pattern), status, count, body, delay_s, after, method)
         with self._faults_lock:
-            self._faults.append(_Fault(re.compile(path_pattern), status, count, body, delay_s))
+            self._faults.append(fault)
 
     def clear_faults(self) -> None:
         """Drop all pending injected faults."""
         with self._faults_lock:
             self._faults.clear()
 
-    def _take_fault(self, path: str) -> _Fault | None:
+    def _take_fault(self, method: str, path: str) -> _Fault | None:
         with self._faults_lock:
             for fault in self._faults:
+                if fault.method not in (None, method):
+                    continue
                 if fault.remaining > 0 and fault.pattern.search(path):
                     fault.remaining -= 1
                     return fault
@@ -1896,18 +1916,30 @@ class GcpSimulator:
         split = urlsplit(raw_path)
         path = unquote(split.path)
         query = {k: v[-1] for k, v in parse_qs(split.query).items()}
-        fault = self._take_fault(path)
-        if fault is not None:
-            if fault.delay_s:
-                time.sleep(fault.delay_s)
-            if fault.status >= 400:
-                message = _FAULT_MESSAGES.get(fault.status, f"Simulated HTTP {fault.status}.")
-                text = (
-                    fault.body
-                    if fault.body is not None
-                    else json.dumps(error_envelope(fault.status, message))
-                )
-                return fault.status, text.encode()
+        fault = self._take_fault(method, path)
+        if fault is not None and not fault.after:
+            answer = self._fault_answer(fault)
+            if answer is not None:
+                return answer
+        status, text = self._route(method, raw_path, path, query, body)
+        if fault is not None and fault.after:
+            return self._fault_answer(fault) or (status, text)
+        return status, text
+
+    @staticmethod
+    def _fault_answer(fault: _Fault) -> tuple[int, bytes] | None:
+        """Sleep the fault's delay; its error answer, or None when it only delays."""
+        if fault.delay_s:
+            time.sleep(fault.delay_s)
+        if fault.status < 400:
+            return None
+        message = _FAULT_MESSAGES.get(fault.status, f"Simulated HTTP {fault.status}.")
+        text = fault.body if fault.body is not None else json.dumps(error_envelope(fault.status, message))
+        return fault.status, text.encode()
+
+    def _route(
+        self, method: str, raw_path: str, path: str, query: dict[str, str], body: bytes
+    ) -> tuple[int, bytes]:
         try:
             for route_method, pattern, handler in self._routes:
                 match = pattern.match(path)
@@ -2347,6 +2379,7 @@ def _qr_from_request(w: World, zone: str, qr_id: str, body: dict[str, Any]) -> S
     valid_until = w.now + valid_for if valid_for is not None else None
     if "validUntilTime" in policy:
         valid_until = _parse_request_time(policy["validUntilTime"])
+    labels = _request_labels(node.get("labels") or {})
     network = node.get("networkConfig") or {}
     account = node.get("serviceAccount")
     reservation = str(body.get("reservationName") or "").rsplit("/", 1)[-1] or None
@@ -2365,7 +2398,7 @@ def _qr_from_request(w: World, zone: str, qr_id: str, body: dict[str, Any]) -> S
             health=None,
             enable_external_ips=bool(network.get("enableExternalIps", False)),
             network=str(network["network"]) if network.get("network") else None,
-            labels={str(k): str(v) for k, v in (node.get("labels") or {}).items()},
+            labels=labels,
             metadata={str(k): str(v) for k, v in (node.get("metadata") or {}).items()},
             service_account=dict(account) if isinstance(account, dict) and account else None,
         ),
@@ -2374,6 +2407,27 @@ def _qr_from_request(w: World, zone: str, qr_id: str, body: dict[str, Any]) -> S
         valid_for=valid_for,
         reservation=reservation if reservation != "-" else None,
     )
+
+
+# Label rules of Google Cloud (https://cloud.google.com/compute/docs/labeling-resources#requirements):
+# keys 1-63 chars starting with a lowercase letter; keys and values lowercase letters, digits, _ and -;
+# values at most 63 chars; at most 64 labels.
+_LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+_LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
+
+
+def _request_labels(raw: Any) -> dict[str, str]:
+    """The node labels of a create body, checked as Google checks them (400 INVALID_ARGUMENT)."""
+    if not isinstance(raw, dict) or len(raw) > 64:
+        raise ApiError(400, "tpu.nodeSpec[0].node.labels must be a map of at most 64 labels.")
+    for key, value in raw.items():
+        if not _LABEL_KEY.match(str(key)) or not _LABEL_VALUE.match(str(value)):
+            raise ApiError(
+                400,
+                f"Invalid label {key!r}={value!r}: keys and values must be lowercase letters, digits, "
+                "underscores or dashes, at most 63 characters, keys starting with a letter.",
+            )
+    return {str(k): str(v) for k, v in raw.items()}
 
 
 def _parse_request_time(value: Any) -> datetime:

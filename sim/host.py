@@ -6,13 +6,16 @@ docker containers (absent / created / running / exited / restarting), and replay
 tests/fixtures/cases/ when a scenario says a container fails. Anything else gets exit 127
 "command not allowed in simulator". Every command string received is recorded in `commands`.
 
-Supported shapes (an optional `sudo -n [--preserve-env=HF_TOKEN]` prefix is accepted everywhere):
+Supported shapes (an optional `sudo -n [--preserve-env=HF_TOKEN[,VLLM_API_KEY]]` prefix is accepted
+everywhere):
     docker inspect --type container -- NAME
     docker logs --tail N [--since DURATION] -- NAME 2>&1 [| grep -F -e TEXT]
     docker start|stop [--time N]|restart [--time N]|rm -f -- NAME
     HF_TOKEN="$(gcloud secrets versions access latest --secret=S)" || exit 3; export HF_TOKEN;
-        docker run -d --name NAME [--privileged --net=host --shm-size X -v A:B -e VAR] -- IMAGE
+        [VLLM_API_KEY="$(gcloud ... --secret=K)" || exit 4; export VLLM_API_KEY;]
+        docker run -d --name NAME [--privileged --net=host --shm-size X -v A:B -e VAR ...] -- IMAGE
             vllm serve MODEL ...
+    (a container given VLLM_API_KEY makes the linked vLLM simulator require that key, like `--api-key`)
     docker exec -- NAME vllm bench serve --model M --num-prompts N --random-input-len L
         --random-output-len L --max-concurrency C ...
     journalctl -u UNIT -n N --no-pager
@@ -25,6 +28,7 @@ Scenario keys (the `host` section; defaults in `DEFAULTS`):
     fail_after_s       seconds a failing container runs before it exits with its failing log
     linked_container   the container whose state drives the linked VllmSimulator
     secrets            Secret Manager secret names the VM can read (the HF token)
+    secret_values      name -> value of those the VM reads as the vLLM API key (default: a random value)
     images             images already pulled on the VM
     pull_rate_limited  true: pulling any other image fails (docker-pull-rate-limit.log)
     run_failing_log    a case file that every newly created container fails with, or null
@@ -106,6 +110,7 @@ DEFAULTS: dict[str, Any] = {
     "fail_after_s": 0.5,
     "linked_container": "vllm",
     "secrets": ["hf-token"],
+    "secret_values": {},
     "images": ["vllm/vllm-tpu:gemma4"],
     "pull_rate_limited": False,
     "run_failing_log": None,
@@ -377,6 +382,7 @@ class _Container:
     port: int = 8000
     failing_log: str | None = None
     has_token: bool = True
+    api_key: str | None = None
     command: list[str] = field(default_factory=list)
     logs: list[tuple[datetime, str]] = field(default_factory=list)
     pending: list[tuple[float, datetime, str]] = field(default_factory=list)
@@ -665,13 +671,13 @@ class HostSimulator:
 
     def _run_simple(self, words: list[_Tok], env: dict[str, str], stdin: str) -> tuple[int, str, str]:
         first = words[0]
-        substitution = re.fullmatch(r'HF_TOKEN="\$\((.*)\)"', first.raw)
+        substitution = re.fullmatch(r'(HF_TOKEN|VLLM_API_KEY)="\$\((.*)\)"', first.raw)
         if substitution and len(words) == 1:
-            return self._read_secret(shlex.split(substitution.group(1)), env)
+            return self._read_secret(shlex.split(substitution.group(2)), env, substitution.group(1))
         if any(_expands(w.raw) for w in words):
             raise _NotAllowed("shell expansion")
         args = [w.word for w in words]
-        if args[0] == "export" and args[1:] == ["HF_TOKEN"]:
+        if args[0] == "export" and args[1:] and set(args[1:]) <= {"HF_TOKEN", "VLLM_API_KEY"}:
             return 0, "", ""
         if args[0] == "exit" and len(args) == 2 and args[1].isdigit():
             raise _Exit(int(args[1]))
@@ -684,22 +690,22 @@ class HostSimulator:
                 return 1, "", SUDO_PASSWORD_REQUIRED
             args, root = args[2:], True
             keep_token = False  # sudo resets the environment...
-            if args and args[0] == "--preserve-env=HF_TOKEN":
+            if args and args[0] in ("--preserve-env=HF_TOKEN", "--preserve-env=HF_TOKEN,VLLM_API_KEY"):
                 args, keep_token = args[1:], True  # ...unless asked to keep it
         if not args:
             raise _NotAllowed("sudo")
         if args[0] == "docker" and len(args) > 1:
             if not root and not self.config["docker_group"]:
                 return 1, "", DOCKER_SOCKET_DENIED
-            token = env.get("HF_TOKEN") if keep_token else None
-            return self._docker(args[1], args[2:], token)
+            kept = env if keep_token else {}
+            return self._docker(args[1], args[2:], kept)
         if args[0] == "journalctl":
             return self._journalctl(args[1:])
         if args[0] == "grep":
             return self._grep(args[1:], stdin)
         raise _NotAllowed(args[0])
 
-    def _read_secret(self, argv: list[str], env: dict[str, str]) -> tuple[int, str, str]:
+    def _read_secret(self, argv: list[str], env: dict[str, str], variable: str) -> tuple[int, str, str]:
         prefix = ["gcloud", "secrets", "versions", "access", "latest"]
         if argv[:5] != prefix or len(argv) != 6 or not argv[5].startswith("--secret="):
             raise _NotAllowed("gcloud")
@@ -711,12 +717,16 @@ class HostSimulator:
                 "ERROR: (gcloud.secrets.versions.access) NOT_FOUND: Secret "
                 f"[projects/demo-project/secrets/{name}] not found or has no versions.\n",
             )
-        env["HF_TOKEN"] = "hf_SIMULATED" + secrets.token_hex(8)
+        if variable == "VLLM_API_KEY":
+            values = self.config.get("secret_values") or {}
+            env[variable] = str(values.get(name) or secrets.token_hex(16))
+        else:
+            env[variable] = "hf_SIMULATED" + secrets.token_hex(8)
         return 0, "", ""
 
     # -- docker --------------------------------------------------------------------------------------------
 
-    def _docker(self, sub: str, args: list[str], token: str | None) -> tuple[int, str, str]:
+    def _docker(self, sub: str, args: list[str], env: dict[str, str]) -> tuple[int, str, str]:
         handlers = {
             "inspect": self._inspect,
             "logs": self._logs,
@@ -727,7 +737,7 @@ class HostSimulator:
             "exec": self._exec_cmd,
         }
         if sub == "run":
-            return self._run_cmd(args, token)
+            return self._run_cmd(args, env)
         if sub not in handlers:
             raise _NotAllowed(f"docker {sub}")
         return handlers[sub](args)
@@ -750,7 +760,8 @@ class HostSimulator:
                         raise _NotAllowed(f"docker option {name} without a value")
                     i += 1
                     value = args[i]
-                opts[name] = value
+                repeated = name in ("-e", "--env") and name in opts
+                opts[name] = f"{opts[name]},{value}" if repeated else value  # -e may repeat
             elif name in flags and not eq:
                 opts[name] = ""
             else:
@@ -889,7 +900,7 @@ class HostSimulator:
         self._docker_journal(f"container {c.id[:12]} ({name}) removed")
         return 0, name + "\n", ""
 
-    def _run_cmd(self, args: list[str], token: str | None) -> tuple[int, str, str]:
+    def _run_cmd(self, args: list[str], env: dict[str, str]) -> tuple[int, str, str]:
         opts, rest = self._options(
             args,
             {"--name", "--net", "--network", "--shm-size", "-v", "--volume", "-e", "--env"},
@@ -922,8 +933,11 @@ class HostSimulator:
             c.max_model_len = int(flags.get("--max-model-len", c.max_model_len))
             c.tensor_parallel_size = int(flags.get("--tensor-parallel-size", c.tensor_parallel_size))
             c.port = int(flags.get("--port", c.port))
-        passes_token = opts.get("-e") == "HF_TOKEN" or opts.get("--env") == "HF_TOKEN"
-        c.has_token = bool(token) and passes_token
+        passed = set((opts.get("-e", "") + "," + opts.get("--env", "")).split(","))
+        c.has_token = bool(env.get("HF_TOKEN")) and "HF_TOKEN" in passed
+        c.api_key = env.get("VLLM_API_KEY") if "VLLM_API_KEY" in passed else None
+        if self.vllm is not None and name == self.config["linked_container"]:
+            self.vllm.config["api_key"] = c.api_key  # vLLM serves with --api-key from VLLM_API_KEY
         c.failing_log = self._run_failing_log
         self._containers[name] = c
         self._boot(c)

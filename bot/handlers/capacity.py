@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import timedelta
 
 from bot.commands import (
@@ -18,11 +19,21 @@ from bot.commands import (
 )
 from bot.context import Context
 from bot.handlers.lifecycle import create_spec, default_create_args
+from bot.handlers.safety import (
+    active_named,
+    check_pins,
+    check_zones,
+    one_operation,
+    pin_of,
+    pins_text,
+    spend_lines,
+)
 from bot.handlers.tpu import resource_line
 from bot.render import Reply, blocks_reply, cancel_button, context, header, human_duration, section
 from ops import cost, quotas
-from ops.capacity import CapacitySearch
-from ops.errors import OpsError
+from ops.capacity import CapacitySearch, search_name
+from ops.errors import BadInput, OpsError
+from ops.spend import plan_spend
 from ops.store import ZoneFailure
 
 _STATE_ICONS = {
@@ -152,18 +163,79 @@ _FIND_PARAMS = (
         kind=duration,
         metavar="D",
     ),
+    Param(
+        "allow_second",
+        "go on although the name or the primary is already ACTIVE (a second one bills too)",
+        flag="--allow-second",
+        switch=True,
+    ),
 )
 
 
+@dataclass(frozen=True)
+class _FindPlan:
+    """What a search will do: its base name, type, the zones tried (in order) and those skipped."""
+
+    name: str
+    accelerator: str
+    tried: list[str]
+    remembered: dict[str, ZoneFailure]
+    parallel: int
+
+
 def _plan(
-    ctx: Context, name: str | None, type_: str | None, zones: list[str] | None, retry_all: bool
-) -> tuple[str, str, list[str] | None, dict[str, ZoneFailure]]:
-    """(queued resource name, accelerator type, zones to try or None for all, remembered failures)."""
+    ctx: Context,
+    name: str | None,
+    type_: str | None,
+    zones: list[str] | None,
+    retry_all: bool,
+    parallel: int | None,
+) -> _FindPlan:
+    """Resolve the search's zones: the given ones (each checked: known, offers the type), else every zone
+    offering the type; remembered permanent failures are skipped unless `retry_all`.
+
+    Raises:
+        BadInput: an unknown zone, a zone not offering the type, or no zone offering it at all.
+    """
     settings = ctx.services.settings
     primary = name or settings.tpu_primary
     accelerator = type_ or settings.tpu_accelerator_type
+    if zones:
+        check_zones(ctx, zones, accelerator)
+        candidates = list(zones)
+    else:
+        candidates = CapacitySearch(ctx.services.tpu, ctx.services.store).candidate_zones(accelerator)
+        if not candidates:
+            raise BadInput(
+                f"no zone of project {settings.gcp_project} offers accelerator type {accelerator}",
+                "check the type with /tpu zones",
+            )
     remembered = {} if retry_all else ctx.services.store.zone_failures(accelerator, "flex-start")
-    return primary, accelerator, zones, remembered
+    tried = [zone for zone in candidates if zone not in remembered]
+    skipped = {zone: failure for zone, failure in remembered.items() if zone in candidates}
+    return _FindPlan(primary, accelerator, tried, skipped, parallel or 1)
+
+
+def _names(plan: _FindPlan, ctx: Context) -> set[str]:
+    """Every queued resource name the search may make, plus the primary's."""
+    return {search_name(plan.name, zone, plan.parallel) for zone in plan.tried} | {
+        plan.name,
+        ctx.services.settings.tpu_primary,
+    }
+
+
+def _pins(ctx: Context, plan: _FindPlan) -> list[dict[str, str]]:
+    """The search's targets as pins: per tried zone, the name it will request there (absent or not)."""
+    listing = ctx.services.tpu.list_queued_resources(plan.tried, with_nodes=False)
+    if listing.errors:
+        zone, error = next(iter(listing.errors.items()))
+        raise OpsError(f"cannot read {zone}: {error.message}", "try again shortly")
+    found = {(qr.zone, qr.name): qr for qr in listing.resources}
+    pins = []
+    for zone in plan.tried:
+        qr_name = search_name(plan.name, zone, plan.parallel)
+        pins.append(pin_of(found.get((zone, qr_name)), zone, qr_name))
+    return pins
 
 
 def _preview_find(
@@ -174,20 +246,59 @@ def _preview_find(
     parallel: int | None,
     retry_all: bool,
     valid_until: timedelta | None,
+    allow_second: bool,
 ) -> Reply:
-    primary, accelerator, zones, remembered = _plan(ctx, name, type_, zones, retry_all)
-    where = ", ".join(f"`{z}`" for z in zones) if zones else "every zone of the project that offers it"
+    plan = _plan(ctx, name, type_, zones, retry_all, parallel)
+    if not plan.tried:
+        raise BadInput(
+            f"every zone for {plan.accelerator} is remembered as not offering flex-start for it",
+            "add --retry-all to try them again",
+        )
+    settings = ctx.services.settings
+    running = active_named(ctx, _names(plan, ctx), [*settings.tpu_zones, *plan.tried])
+    spec, _ = create_spec(ctx, default_create_args(plan.name))
+    hours = spec.max_run_duration.total_seconds() / 3600 if spec.max_run_duration else None
+    spend = plan_spend(plan.accelerator, "flex-start", plan.tried, plan.parallel, hours)
+    if running and not allow_second:
+        first = running[0]
+        rate = spend.max_usd_per_hour
+        raise BadInput(
+            f"`{first.name}` is already {first.state} in `{first.zone}` ({first.accelerator_type}): a search "
+            f"would start a second one" + (f" (about ${rate:,.2f}/h more)" if rate is not None else ""),
+            f"add --allow-second to go on anyway, or /tpu delete {first.name} first",
+        )
     lines = [
-        f"*Find capacity* for `{primary}`: {accelerator}, flex-start (max run 4h), "
-        f"{parallel or 1} zone(s) at a time, each request valid for "
-        f"{human_duration(valid_until or timedelta(hours=1))}",
-        f"*Zones* {where}",
-        "The first zone that becomes ACTIVE is kept; every other request is deleted and checked gone.",
+        f"*Find capacity* for `{plan.name}`: {plan.accelerator}, flex-start (max run "
+        f"{human_duration(spec.max_run_duration)}), {spend.at_once} zone(s) at a time, each request valid "
+        f"for {human_duration(valid_until or timedelta(hours=1))}",
+        f"*Zones tried, in order* {', '.join(f'`{z}`' for z in plan.tried)}",
+        *spend_lines(spend, "flex-start"),
+        "The first zone that becomes ACTIVE is kept; every other request this search made (labelled with "
+        "its id) is deleted and checked gone.",
     ]
-    if remembered:
-        skipped = ", ".join(f"`{z}` ({f.message[:60]})" for z, f in sorted(remembered.items()))
+    if plan.remembered:
+        skipped = ", ".join(f"`{z}` ({f.message[:60]})" for z, f in sorted(plan.remembered.items()))
         lines.append(f"*Skipped* (remembered as not offered; `--retry-all` to try): {skipped}")
-    return blocks_reply([section("\n".join(lines))])
+    if running:
+        names = ", ".join(f"`{qr.name}` ({qr.state}, `{qr.zone}`)" for qr in running)
+        lines.append(f":warning: *Already running* {names}: with `--allow-second` a second one bills too.")
+    reply = blocks_reply([section("\n".join(lines))])
+    reply.plan = pins_text(_pins(ctx, plan))
+    return reply
+
+
+def _recheck(ctx: Context, plan: _FindPlan, allow_second: bool) -> None:
+    """On Confirm, with the name held: refuse if the previewed names changed or a primary became ACTIVE."""
+    check_pins(ctx, _pins(ctx, plan), "tpu find")
+    if allow_second:
+        return
+    running = active_named(ctx, _names(plan, ctx), [*ctx.services.settings.tpu_zones, *plan.tried])
+    if running:
+        first = running[0]
+        raise OpsError(
+            f"refused: `{first.name}` became {first.state} in `{first.zone}` since the preview",
+            "add --allow-second to go on anyway",
+        )
 
 
 def _progress_reply(ctx: Context, title: str, states: Mapping[str, str], running: bool) -> Reply:
@@ -214,11 +325,16 @@ def tpu_find(
     parallel: int | None,
     retry_all: bool,
     valid_until: timedelta | None,
+    allow_second: bool,
 ) -> Reply:
-    """Run the search with one progress message (updated in place, with Cancel) and report the outcome."""
-    primary, accelerator, zones, _ = _plan(ctx, name, type_, zones, retry_all)
-    spec, _startup = create_spec(ctx, default_create_args(primary))
-    title = f"Capacity search: {primary} ({accelerator}, flex-start)"
+    """Run the search with one progress message (updated in place, with Cancel) and report the outcome.
+
+    The name is held for the whole search (a second search or create of it is refused); what was
+    previewed (the names per zone) is checked again first.
+    """
+    plan = _plan(ctx, name, type_, zones, retry_all, parallel)
+    spec, _startup = create_spec(ctx, default_create_args(plan.name))
+    title = f"Capacity search: {plan.name} ({plan.accelerator}, flex-start)"
     search = CapacitySearch(
         ctx.services.tpu,
         ctx.services.store,
@@ -230,33 +346,40 @@ def tpu_find(
         if ctx.progress is not None:
             ctx.progress.update(_progress_reply(ctx, title, states, running=True))
 
-    result = search.run(
-        primary,
-        accelerator,
-        "flex-start",
-        zones,
-        parallel=parallel or 1,
-        retry_all=retry_all,
-        runtime_version=spec.runtime_version,
-        max_run_duration=spec.max_run_duration,
-        valid_until=valid_until or timedelta(hours=1),
-        startup_script=spec.startup_script,
-        labels=spec.labels,
-        service_account=spec.service_account,
-        progress=progress,
-        cancel=ctx.cancelled,
-    )
+    with one_operation(ctx, "search", plan.name, f"tpu find {plan.name}") as operation_id:
+        _recheck(ctx, plan, allow_second)
+        result = search.run(
+            plan.name,
+            plan.accelerator,
+            "flex-start",
+            plan.tried,
+            parallel=plan.parallel,
+            retry_all=True,  # the plan already skipped the remembered zones
+            runtime_version=spec.runtime_version,
+            max_run_duration=spec.max_run_duration,
+            valid_until=valid_until or timedelta(hours=1),
+            startup_script=spec.startup_script,
+            labels=spec.labels,
+            service_account=spec.service_account,
+            progress=progress,
+            cancel=ctx.cancelled,
+            search_id=operation_id,
+            user_id=ctx.user_id,
+            channel_id=ctx.channel_id,
+        )
     reply = _progress_reply(ctx, title, result.zones, running=False)
     if result.winner is not None:
         outcome = f":white_check_mark: Capacity found in {result.elapsed_s:.0f} s:\n" + resource_line(
             result.winner, ctx.services.now()
         )
     elif result.cancelled:
-        outcome = ":no_entry_sign: Cancelled; every request was deleted."
+        outcome = ":no_entry_sign: Cancelled; every request this search made was deleted."
     elif result.error is not None:
         outcome = f":x: {result.error.message}" + (f" _({result.error.hint})_" if result.error.hint else "")
     else:
-        outcome = ":x: No zone had capacity; every request was deleted. Try more zones or later."
+        outcome = ":x: No zone had capacity; every request this search made was deleted. Try later."
+    for note in result.left_alone:
+        outcome += f"\n:shield: {note}"
     if result.leftovers:
         outcome += (
             f"\n:warning: {result.leftovers} request(s) could not be verified deleted: see the zones above."

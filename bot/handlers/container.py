@@ -14,6 +14,7 @@ from functools import partial
 from bot.commands import Param, Role, registry
 from bot.context import Context
 from bot.diagnosis import deployment_of, diagnosis_text
+from bot.handlers.safety import VLLM_LOAD
 from bot.maintenance import planned_work
 from bot.render import Attachment, Reply, ago, blocks_reply, code, context, section
 from llm.diagnose import examine
@@ -151,6 +152,14 @@ def _log_reply(ctx: Context, title: str, text: str, filename: str) -> Reply:
     return reply
 
 
+# What each disruptive verb takes down, and for about how long (VLLM_LOAD: loading the model again).
+DOWNTIME = {
+    "restart": f"no answers for {VLLM_LOAD} while the new container loads the model",
+    "stop": f"no answers until `/vllm start`, then {VLLM_LOAD} to load the model",
+    "rm": f"no answers until `/vllm start` recreates the container, then {VLLM_LOAD}",
+}
+
+
 def _container_command(
     verb: str, summary: str, act: Callable[[Context, VllmContainer], ContainerStatus | None]
 ) -> None:
@@ -166,6 +175,8 @@ def _container_command(
             f"*{verb.capitalize()}* the vLLM container `{container.name}` on `{host.host}`. Now: "
             + _describe(status, None, now).split("\n")[0]
         )
+        if verb in DOWNTIME:
+            plan += f"\n:warning: *Goes down* `{spec.model}` on `{host.host}`: {DOWNTIME[verb]}."
         if verb in ("start", "restart"):
             plan += (
                 f"\nServes `{spec.model}` from `{spec.image}`, "

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from bot.commands import (
     Param,
@@ -22,15 +22,31 @@ from bot.commands import (
     registry,
     resource_name,
     runtime_version,
+    timestamp,
     zone_name,
 )
 from bot.context import Context
+from bot.handlers.safety import (
+    VLLM_LOAD,
+    active_named,
+    check_pins,
+    check_zones,
+    create_labelled,
+    current_pin,
+    now_text,
+    one_operation,
+    pin_of,
+    pins_text,
+    spend_lines,
+)
 from bot.handlers.tpu import resource_line
 from bot.maintenance import planned_work
 from bot.render import Reply, blocks_reply, context, header, human_duration, section
 from ops import cost, deploy
 from ops.errors import AlreadyExists, BadInput, NotFound, OpsError
-from ops.tpu import FLEX_START_MAX_RUN, CreateSpec, QueuedResourceInfo
+from ops.ownership import MANAGED_BY, MANAGED_BY_KEY
+from ops.spend import plan_spend
+from ops.tpu import FLEX_START_MAX_RUN, CreateSpec, NodeInfo, QueuedResourceInfo
 
 OPERATION_TIMEOUT_S = 600.0
 
@@ -54,6 +70,7 @@ class CreateArgs:
     model: str | None
     tp: int | None
     max_model_len: int | None
+    allow_second: bool = False
 
     @property
     def provisioning(self) -> str:
@@ -92,7 +109,7 @@ def create_spec(ctx: Context, args: CreateArgs) -> tuple[CreateSpec, deploy.Star
         max_run_duration=max_run,
         valid_until=args.valid_until,
         startup_script=deploy.startup_script(startup),
-        labels={"managed-by": "tpu-chatops"},
+        labels={MANAGED_BY_KEY: MANAGED_BY},
         service_account=settings.tpu_service_account,
     )
     return spec, startup
@@ -101,16 +118,6 @@ def create_spec(ctx: Context, args: CreateArgs) -> tuple[CreateSpec, deploy.Star
 def default_create_args(name: str) -> CreateArgs:
     """/tpu create NAME with every option left to the settings (flex-start, 4 h)."""
     return CreateArgs(name, None, None, True, None, False, False, False, None, None, None, None, None)
-
-
-def _cost_line(accelerator: str, provisioning: str, zone: str, hours: float | None) -> str:
-    try:
-        estimate = cost.estimate(accelerator, hours or 1.0, provisioning, cost.region_of(zone))
-    except BadInput as exc:
-        return f"*Cost* unknown: {exc.message}"
-    rate = f"${estimate.usd_per_hour:,.2f}/h ({estimate.chips} chips × ${estimate.usd_per_chip_hour:.3f})"
-    total = f", ${estimate.total_usd:,.2f} for {hours:g} h" if hours else ""
-    return f"*Cost* {rate}{total} _(price source: {estimate.source}, {estimate.as_of})_"
 
 
 _CREATE_PARAMS = (
@@ -147,11 +154,19 @@ _CREATE_PARAMS = (
         kind=int_range(256, 1 << 20),
         metavar="L",
     ),
+    Param(
+        "allow_second",
+        "go on although the primary is already ACTIVE (a second one bills too)",
+        flag="--allow-second",
+        switch=True,
+    ),
 )
 
 
 def _preview_create(ctx: Context, **kw: object) -> Reply:
-    spec, startup = create_spec(ctx, CreateArgs(**kw))  # type: ignore[arg-type]
+    args = CreateArgs(**kw)  # type: ignore[arg-type]
+    spec, startup = create_spec(ctx, args)
+    check_zones(ctx, [spec.zone], spec.accelerator_type)
     try:
         existing = ctx.services.tpu.get_queued_resource(spec.name, [spec.zone])
     except NotFound:
@@ -161,7 +176,18 @@ def _preview_create(ctx: Context, **kw: object) -> Reply:
             f"queued resource {spec.name} already exists in {spec.zone} ({existing.state})",
             "pick another name, or /tpu delete it first",
         )
+    settings = ctx.services.settings
     hours = spec.max_run_duration.total_seconds() / 3600 if spec.max_run_duration else None
+    spend = plan_spend(spec.accelerator_type, spec.provisioning_model, [spec.zone], 1, hours)
+    running = active_named(ctx, {settings.tpu_primary}, [*settings.tpu_zones, spec.zone])
+    if running and not args.allow_second:
+        first = running[0]
+        raise BadInput(
+            f"the primary `{first.name}` is already {first.state} in `{first.zone}`: this would start a "
+            f"second {first.accelerator_type or 'TPU'}"
+            + (f" (about ${spend.max_usd_per_hour:,.2f}/h more)" if spend.max_usd_per_hour else ""),
+            "add --allow-second to the same command to go on anyway",
+        )
     lines = [
         f"*Create* queued resource `{spec.name}` in `{spec.zone}`: "
         f"{spec.accelerator_type}, {spec.provisioning_model}"
@@ -172,9 +198,14 @@ def _preview_create(ctx: Context, **kw: object) -> Reply:
         f"tensor parallel size {startup.tensor_parallel_size}, "
         f"max_model_len {startup.max_model_len}, port {startup.port}",
         f"*Hugging Face token* read on the VM from Secret Manager secret `{startup.hf_token_secret}`",
-        _cost_line(spec.accelerator_type, spec.provisioning_model, spec.zone, hours),
+        *spend_lines(spend, spec.provisioning_model),
     ]
-    return blocks_reply([section("\n".join(lines))])
+    if running:
+        names = ", ".join(f"`{qr.name}` ({qr.state}, `{qr.zone}`)" for qr in running)
+        lines.append(f":warning: *Already running* {names}: with `--allow-second` a second one bills too.")
+    reply = blocks_reply([section("\n".join(lines))])
+    reply.plan = pins_text([pin_of(None, spec.zone, spec.name)])
+    return reply
 
 
 @registry.command(
@@ -187,18 +218,44 @@ def _preview_create(ctx: Context, **kw: object) -> Reply:
     preview=_preview_create,
 )
 def tpu_create(ctx: Context, **kw: object) -> Reply:
-    """Create the queued resource and wait for the create operation (the request is then queued)."""
+    """Create the queued resource (labelled, written down first) and wait for the create operation.
+
+    The name is held while it runs; a name taken since the preview is refused; after an ambiguous answer
+    (timeout, 5xx) the resource is read back and reported by its label, never deleted by name.
+    """
     spec, _ = create_spec(ctx, CreateArgs(**kw))  # type: ignore[arg-type]
     tpu = ctx.services.tpu
-    with _primary_work(ctx, spec.name, f"tpu create {spec.name}"):
-        operation = tpu.create_queued_resource(spec)
-        tpu.wait_operation(operation, timeout_s=OPERATION_TIMEOUT_S, cancel=ctx.cancelled)
-    qr = tpu.get_queued_resource(spec.name, [spec.zone])
+    with one_operation(ctx, spec.zone, spec.name, f"tpu create {spec.name}") as operation_id:
+        check_pins(ctx, [current_pin(ctx, spec.name, spec.zone)], f"tpu create {spec.name}")
+        with _primary_work(ctx, spec.name, f"tpu create {spec.name}"):
+            outcome = create_labelled(ctx, spec, operation_id=operation_id, kind="create")
+            if outcome.operation is not None:
+                tpu.wait_operation(outcome.operation, timeout_s=OPERATION_TIMEOUT_S, cancel=ctx.cancelled)
     now = ctx.services.now()
+    if outcome.operation is None and outcome.resource is None:
+        assert outcome.ambiguous is not None
+        return blocks_reply(
+            [
+                section(
+                    f":warning: The create of `{spec.name}` answered: {outcome.ambiguous.message}\n"
+                    "It was not there when read back. If it appears later it carries this request's label: "
+                    "the bot adopts it when it next reconciles, and nothing else is touched."
+                ),
+                context(f"Look with `/tpu describe {spec.name} --zone {spec.zone}` in a minute."),
+            ]
+        )
+    qr = tpu.get_queued_resource(spec.name, [spec.zone])
+    note = (
+        f"\n_The create answered {outcome.ambiguous.message}; read back, it carries this request's label._"
+        if outcome.ambiguous is not None
+        else ""
+    )
     return blocks_reply(
         [
-            section(f":white_check_mark: Created queued resource `{spec.name}`.\n" + resource_line(qr, now)),
-            context(f"Follow it with `/tpu describe {spec.name}`; vLLM needs about 10 minutes after ACTIVE."),
+            section(
+                f":white_check_mark: Created queued resource `{spec.name}`.\n" + resource_line(qr, now) + note
+            ),
+            context(f"Follow it with `/tpu describe {spec.name}`; vLLM needs {VLLM_LOAD} after ACTIVE."),
         ]
     )
 
@@ -210,7 +267,11 @@ def _primary_work(ctx: Context, name: str, reason: str) -> AbstractContextManage
 
 def _find(ctx: Context, name: str, zone: str | None) -> QueuedResourceInfo:
     zones = [zone] if zone else ctx.services.settings.tpu_zones
-    return ctx.services.tpu.get_queued_resource(name, zones)
+    try:
+        return ctx.services.tpu.get_queued_resource(name, zones)
+    except NotFound as exc:
+        exc.hint = "check the name with /tpu list --all-zones, then give its zone with --zone"
+        raise
 
 
 def _burn_line(ctx: Context, qr: QueuedResourceInfo) -> str:
@@ -229,8 +290,23 @@ _NAME_ZONE = (
 )
 
 
-def _preview_delete(ctx: Context, name: str, zone: str | None, force: bool) -> Reply:
+def _check_created(qr: QueuedResourceInfo, created: datetime | None) -> None:
+    """Refuse when `--created` pins another create time than the resource has (it was recreated)."""
+    if created is None:
+        return
+    if qr.create_time is None or abs((qr.create_time - created).total_seconds()) >= 1:
+        raise BadInput(
+            f"refused: `{qr.name}` in `{qr.zone}` was created {now_text(qr.create_time)}, not "
+            f"{now_text(created)} as pinned: it was deleted and recreated since",
+            f"look at it with /tpu describe {qr.name} --zone {qr.zone}",
+        )
+
+
+def _preview_delete(
+    ctx: Context, name: str, zone: str | None, force: bool, created: datetime | None = None
+) -> Reply:
     qr = _find(ctx, name, zone)
+    _check_created(qr, created)
     has_nodes = bool(qr.nodes) and qr.state not in ("FAILED", "SUSPENDED", "ACCEPTED")
     if has_nodes and not force:
         raise BadInput(
@@ -240,7 +316,19 @@ def _preview_delete(ctx: Context, name: str, zone: str | None, force: bool) -> R
     what = "the queued resource and its nodes" if qr.nodes else "the queued resource"
     now = ctx.services.now()
     text = f"*Delete* {what}:\n{resource_line(qr, now)}{_burn_line(ctx, qr)}"
-    return blocks_reply([section(text)])
+    if qr.nodes:
+        text += f"\n{_goes_down(ctx, qr, 'for good: getting it back is a new create')}"
+    reply = blocks_reply([section(text)])
+    reply.plan = pins_text([pin_of(qr)])
+    return reply
+
+
+def _goes_down(ctx: Context, qr: QueuedResourceInfo, how_long: str) -> str:
+    """The "what goes down" line of a disruptive preview."""
+    nodes = ", ".join(f"`{n.name}`" for n in qr.nodes) or "its node"
+    primary = qr.name == ctx.services.settings.tpu_primary
+    serving = " (the primary: the bot's vLLM endpoint)" if primary else ""
+    return f":warning: *Goes down* vLLM on {nodes}{serving}, {how_long}."
 
 
 @registry.command(
@@ -248,15 +336,26 @@ def _preview_delete(ctx: Context, name: str, zone: str | None, force: bool) -> R
     "Delete a queued resource (and with --force its nodes)",
     *_NAME_ZONE,
     Param("force", "also delete running nodes", flag="--force", switch=True),
+    Param(
+        "created",
+        "only if its create time is T (pins the resource an alert was about)",
+        flag="--created",
+        kind=timestamp,
+        metavar="T",
+    ),
     role=Role.ADMIN,
     changes_infra=True,
     preview=_preview_delete,
 )
-def tpu_delete(ctx: Context, name: str, zone: str | None, force: bool) -> Reply:
-    """Delete, wait for the operation, and verify the queued resource is gone."""
+def tpu_delete(
+    ctx: Context, name: str, zone: str | None, force: bool, created: datetime | None = None
+) -> Reply:
+    """Delete exactly what was previewed (same create time), wait, and verify it is gone."""
     qr = _find(ctx, name, zone)
     tpu = ctx.services.tpu
-    tpu.delete_queued_resource(qr.name, qr.zone, force=force, wait=True)
+    with one_operation(ctx, qr.zone, qr.name, f"tpu delete {qr.name}"):
+        check_pins(ctx, [current_pin(ctx, qr.name, qr.zone)], f"tpu delete {name}")
+        tpu.delete_queued_resource(qr.name, qr.zone, force=force, wait=True)
     try:
         tpu.get_queued_resource(qr.name, [qr.zone])
     except NotFound:
@@ -298,7 +397,12 @@ def _preview_reset(ctx: Context, name: str, zone: str | None) -> Reply:
     text = "*Reset* (its nodes are recreated; data on them is lost):\n" + resource_line(
         qr, ctx.services.now()
     )
-    return blocks_reply([section(text)])
+    text += "\n" + _goes_down(
+        ctx, qr, f"until it is provisioned again (capacity permitting) plus {VLLM_LOAD} to load the model"
+    )
+    reply = blocks_reply([section(text)])
+    reply.plan = pins_text([pin_of(qr)])
+    return reply
 
 
 @registry.command(
@@ -312,7 +416,11 @@ def _preview_reset(ctx: Context, name: str, zone: str | None) -> Reply:
 def tpu_reset(ctx: Context, name: str, zone: str | None) -> Reply:
     qr = _find(ctx, name, zone)
     tpu = ctx.services.tpu
-    with _primary_work(ctx, qr.name, f"tpu reset {qr.name}"):
+    with (
+        one_operation(ctx, qr.zone, qr.name, f"tpu reset {qr.name}"),
+        _primary_work(ctx, qr.name, f"tpu reset {qr.name}"),
+    ):
+        check_pins(ctx, [current_pin(ctx, qr.name, qr.zone)], f"tpu reset {name}")
         operation = tpu.reset_queued_resource(qr.name, qr.zone)
         tpu.wait_operation(operation, timeout_s=OPERATION_TIMEOUT_S, cancel=ctx.cancelled)
     qr = tpu.get_queued_resource(qr.name, [qr.zone])
@@ -338,12 +446,19 @@ def _node_command(verb: str) -> None:
     def preview(ctx: Context, node: str, zone: str | None) -> Reply:
         where = _node_zone(ctx, node, zone)
         info = ctx.services.tpu.get_node(where, node)
-        return blocks_reply(
-            [section(f"*{verb.capitalize()}* node `{node}` in `{where}` (now {info.state}).")]
-        )
+        text = f"*{verb.capitalize()}* node `{node}` in `{where}` (now {info.state})."
+        if verb == "stop":
+            text += (
+                f"\n:warning: *Goes down* vLLM on `{node}` until `/tpu start {node}`, then {VLLM_LOAD} to "
+                "load the model again."
+            )
+        reply = blocks_reply([section(text)])
+        reply.plan = pins_text([_node_pin(info)])
+        return reply
 
     def run(ctx: Context, node: str, zone: str | None) -> Reply:
         where = _node_zone(ctx, node, zone)
+        check_pins(ctx, [_node_pin(ctx.services.tpu.get_node(where, node))], f"tpu {verb} {node}")
         tpu = ctx.services.tpu
         operation = tpu.start_node(where, node) if verb == "start" else tpu.stop_node(where, node)
         tpu.wait_operation(operation, timeout_s=OPERATION_TIMEOUT_S, cancel=ctx.cancelled)
@@ -359,6 +474,11 @@ def _node_command(verb: str) -> None:
         changes_infra=True,
         preview=preview,
     )(run)
+
+
+def _node_pin(info: NodeInfo) -> dict[str, str]:
+    created = info.create_time.isoformat() if info.create_time else ""
+    return {"zone": info.zone, "name": info.name, "created": created, "state": info.state}
 
 
 _node_command("start")
@@ -380,7 +500,8 @@ def _ensure_plan(ctx: Context, name: str) -> tuple[list[QueuedResourceInfo], boo
 
 
 def _fingerprint(delete: list[QueuedResourceInfo], create: bool) -> str:
-    items = sorted(f"{qr.zone}/{qr.name}" for qr in delete) + (["create"] if create else [])
+    """What ensure will do, pinned: each resource to delete with its create time, and the create."""
+    items = sorted(f"{qr.zone}/{qr.name}@{qr.create_time}" for qr in delete) + (["create"] if create else [])
     return hashlib.sha256("\n".join(items).encode()).hexdigest()[:16]
 
 
@@ -427,14 +548,18 @@ def tpu_ensure(ctx: Context, name: str | None) -> Reply:
         )
     tpu = ctx.services.tpu
     done = []
-    for qr in delete:
-        tpu.delete_queued_resource(qr.name, qr.zone, force=True, wait=True)
-        done.append(f"deleted `{qr.name}` ({qr.zone})")
-    if create:
-        spec, _ = create_spec(ctx, default_create_args(primary))
-        with _primary_work(ctx, primary, f"tpu ensure {primary}"):
-            tpu.wait_operation(
-                tpu.create_queued_resource(spec), timeout_s=OPERATION_TIMEOUT_S, cancel=ctx.cancelled
-            )
-        done.append(f"created `{primary}` ({spec.zone})")
+    with one_operation(ctx, "search", primary, f"tpu ensure {primary}") as operation_id:
+        for qr in delete:
+            tpu.delete_queued_resource(qr.name, qr.zone, force=True, wait=True)
+            done.append(f"deleted `{qr.name}` ({qr.zone})")
+        if create:
+            spec, _ = create_spec(ctx, default_create_args(primary))
+            with _primary_work(ctx, primary, f"tpu ensure {primary}"):
+                outcome = create_labelled(ctx, spec, operation_id=operation_id, kind="ensure")
+                if outcome.operation is not None:
+                    tpu.wait_operation(outcome.operation, timeout_s=OPERATION_TIMEOUT_S, cancel=ctx.cancelled)
+            if outcome.operation is None and outcome.resource is None:
+                done.append(f"asked to create `{primary}` ({spec.zone}), not seen yet: check /tpu describe")
+            else:
+                done.append(f"created `{primary}` ({spec.zone})")
     return blocks_reply([section(":white_check_mark: " + "; ".join(done) + ".")])

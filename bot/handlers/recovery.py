@@ -5,7 +5,9 @@ it (a dead queued resource holds quota until deleted) and creates it again in it
 accelerator type and provisioning model, or with `--search` runs the capacity search over the watched zones
 (TPU_ZONES). The alert of a dead primary carries Recover buttons that run this command (admin, confirmed);
 the alert scheduler calls `recover` itself for automatic recovery (AUTO_RECOVER). Both open a maintenance
-window, so the restart is not paged as an outage and the thread hears when vLLM serves.
+window, so the restart is not paged as an outage and the thread hears when vLLM serves. Like `/tpu create`
+and `/tpu find`, recovery holds the name (`bot.handlers.safety.one_operation`) and its creates carry the
+bot's ownership labels and are written down before they are sent (`ops.ownership`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from datetime import timedelta
 from bot.commands import Param, Role, registry, resource_name, zone_name
 from bot.context import Context
 from bot.handlers.lifecycle import CreateArgs, create_spec
+from bot.handlers.safety import create_labelled, one_operation
 from bot.handlers.tpu import resource_line
 from bot.maintenance import planned_work
 from bot.render import Reply, blocks_reply, section
@@ -78,16 +81,28 @@ def recover(
         One line saying what was done.
 
     Raises:
+        OperationBusy: another command holds the name.
         OpsError: the delete, the create or the search failed (the window is then closed).
     """
     tpu = ctx.services.tpu
     spec, _ = create_spec(ctx, _recreate_args(qr))
-    with planned_work(ctx, f"recovery of {qr.name}", thread):
+    command = f"tpu recover {qr.name}"
+    scope = "search" if search else qr.zone
+    with (
+        one_operation(ctx, scope, qr.name, command) as operation_id,
+        planned_work(ctx, f"recovery of {qr.name}", thread),
+    ):
         tpu.delete_queued_resource(qr.name, qr.zone, force=True, wait=True)
         if not search:
-            tpu.wait_operation(
-                tpu.create_queued_resource(spec), timeout_s=OPERATION_TIMEOUT_S, cancel=ctx.cancelled
-            )
+            outcome = create_labelled(ctx, spec, operation_id=operation_id, kind="recover")
+            if outcome.operation is not None:
+                tpu.wait_operation(outcome.operation, timeout_s=OPERATION_TIMEOUT_S, cancel=ctx.cancelled)
+            elif outcome.resource is None:
+                assert outcome.ambiguous is not None
+                return (
+                    f"deleted `{qr.name}`; its create answered {outcome.ambiguous.message} and it was not "
+                    f"there when read back: check /tpu describe {qr.name} --zone {qr.zone}"
+                )
             fresh = tpu.get_queued_resource(qr.name, [qr.zone])
             return f"deleted and recreated `{qr.name}` in `{qr.zone}`: now {fresh.state}"
         settings = ctx.services.settings
@@ -108,6 +123,9 @@ def recover(
             labels=spec.labels,
             service_account=spec.service_account,
             cancel=ctx.cancelled,
+            search_id=operation_id,
+            user_id=ctx.user_id,
+            channel_id=ctx.channel_id,
         )
         if result.winner is None:
             why = result.error.message if result.error is not None else "no watched zone had capacity"

@@ -2,10 +2,12 @@
 Recover / Recover by capacity search (value "zone/name"); Keep for N hours (value: the hours).
 
 Delete now, Snooze, Recover and Keep go through the runner like typed commands (`tpu delete NAME --zone Z
---force`, `alerts mute NAME 1h`, `tpu recover NAME --zone Z [--search]`, `alerts mute idle Nh`), so the
-clicker's role is checked and destructive ones ask for confirmation with their Confirm button. Acknowledge
-marks the alert in the ledger (any role that can see the channel). Refusals and errors are shown only to
-the clicker (ephemeral), never to the channel.
+--force --created T`, `alerts mute NAME 1h`, `tpu recover NAME --zone Z [--search]`, `alerts mute idle Nh`),
+so the clicker's role is checked and destructive ones ask for confirmation with their Confirm button. The
+Delete key pins the resource the alert was about (zone, name, create time): a resource deleted and
+recreated under the same name since is refused. Acknowledge marks the alert in the ledger and needs the
+role of `alerts mute` (it silences the alert too). A crafted or stale value gets a one-line reply, never
+silence. Refusals and errors are shown only to the clicker (ephemeral), never to the channel.
 """
 
 from __future__ import annotations
@@ -15,10 +17,11 @@ from typing import Any
 from slack_bolt import Ack, App
 
 import bot.handlers.alerts  # noqa: F401  (declares /alerts on the registry)
-from bot.commands import UsageError, registry
+from bot.commands import UsageError, registry, resource_name, timestamp, zone_name
 from bot.render import Reply, error_reply, mention, section
 from bot.runner import Origin, Runner
 from bot.scheduler import AlertScheduler, parse_key
+from ops.errors import PermissionDenied
 
 
 def _origin(body: dict[str, Any]) -> Origin:
@@ -43,17 +46,24 @@ def register(app: App, runner: Runner, scheduler: AlertScheduler) -> None:
         ack()
         origin = _origin(body)
         try:
-            zone, name, _ = parse_key(_key(action))
+            zone, name, created = parse_key(_key(action))
+            zone, name = zone_name(zone), resource_name(name)
+            pinned = timestamp(created).strftime("%Y-%m-%dT%H:%M:%SZ")
         except ValueError:
-            runner.deliver(error_reply("this alert is not about a queued resource"), origin, ephemeral=True)
+            runner.deliver(
+                error_reply("this button does not name a queued resource", "use /tpu delete NAME"),
+                origin,
+                ephemeral=True,
+            )
             return
-        runner.submit(registry.parse(f"tpu delete {name} --zone {zone} --force"), origin)
+        runner.submit(registry.parse(f"tpu delete {name} --zone {zone} --force --created {pinned}"), origin)
 
     def on_snooze(ack: Ack, body: dict[str, Any], action: dict[str, Any]) -> None:
         ack()
         origin = _origin(body)
         try:
             _, name, _ = parse_key(_key(action))
+            name = resource_name(name)
         except ValueError:
             runner.deliver(error_reply("this alert cannot be snoozed"), origin, ephemeral=True)
             return
@@ -62,6 +72,12 @@ def register(app: App, runner: Runner, scheduler: AlertScheduler) -> None:
     def on_ack(ack: Ack, body: dict[str, Any], action: dict[str, Any]) -> None:
         ack()
         origin = _origin(body)
+        try:
+            runner.check_role(origin.user_id, "alerts mute")
+        except PermissionDenied as exc:
+            message = exc.message.replace("`alerts mute`", "acknowledging an alert")
+            runner.deliver(error_reply(message, exc.hint), origin, ephemeral=True)
+            return
         row = scheduler.ledger.acknowledge(_key(action), origin.user_id)
         if row is None:
             runner.deliver(error_reply("this alert is unknown"), origin, ephemeral=True)

@@ -13,6 +13,7 @@ from bot.render import Block, context, divider, header, section
 from bot.runner import Runner
 from bot.scheduler import AlertScheduler
 from bot.slack_gateway import SlackDeliveryError
+from ops.errors import PermissionDenied
 
 log = logging.getLogger(__name__)
 
@@ -28,11 +29,22 @@ def home_blocks(
     blocks.append(header("Open alerts"))
     if alerts is None:
         blocks.append(section("Alerts are off (set ALERT_CHANNEL)."))
+    elif not _may_read(runner, user_id):
+        blocks.append(section("Alerts are shown to members with the viewer role."))
     else:
         lines = alerts.open_summary(runner.services.now())
         blocks.append(section("\n".join(lines[:30]) or "No open alerts."))
     blocks.append(context("Refreshed when you open this tab."))
     return blocks
+
+
+def _may_read(runner: Runner, user_id: str) -> bool:
+    """True when `user_id` holds the role `/alerts list` needs (the Home tab shows the same)."""
+    try:
+        runner.check_role(user_id, "alerts list")
+    except PermissionDenied:
+        return False
+    return True
 
 
 def register(app: App, registry: Registry, runner: Runner, alerts: AlertScheduler | None) -> None:

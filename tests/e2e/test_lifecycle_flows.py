@@ -8,6 +8,7 @@ from datetime import timedelta
 
 import pytest
 
+from bot.console import DEMO_USER
 from bot.demo import Demo
 from ops.errors import NotFound
 
@@ -76,9 +77,13 @@ def test_delete_with_running_nodes_asks_for_force(world: Demo) -> None:
 
 
 def test_create_shows_cost_and_token_source_then_creates(world: Demo) -> None:
-    preview = _say(world, "/tpu create gemma4-b --zone us-east5-a --max-run 2h")
+    refused = _say(world, "/tpu create gemma4-b --zone us-east5-a --max-run 2h")
+    assert "primary `gemma4-qr` is already ACTIVE" in refused and "--allow-second" in refused
+    assert "[Confirm" not in refused
+    preview = _say(world, "/tpu create gemma4-b --zone us-east5-a --max-run 2h --allow-second")
     assert "flex-start, max run duration 2h 00m" in preview
-    assert "Secret Manager secret `hf-token`" in preview and "$21.60 for 2 h" in preview
+    assert "Secret Manager secret `hf-token`" in preview and "`us-east5-a` $10.80/h" in preview
+    assert "up to $21.60 (2 h max run)" in preview and "*Already running* `gemma4-qr`" in preview
     created = _say(world, "click Confirm")
     assert "Created queued resource `gemma4-b`" in created
     creates = [
@@ -90,6 +95,8 @@ def test_create_shows_cost_and_token_source_then_creates(world: Demo) -> None:
     body = creates[-1]
     assert body["provisioningModel"] == "FLEX_START" and body["runDuration"] == {"maxRunDuration": "7200s"}
     node = body["tpu"]["nodeSpec"][0]["node"]
+    assert node["labels"]["managed-by"] == "tpu-chatops" and node["labels"]["tpu-chatops-request"]
+    assert node["labels"]["tpu-chatops-user"] == DEMO_USER.lower()
     assert node["networkConfig"]["enableExternalIps"] is True
     assert "gcloud secrets versions access" in node["metadata"]["startup-script"]
     assert _exists(world, "gemma4-b", "us-east5-a")
@@ -129,7 +136,7 @@ def test_ensure_carries_out_exactly_what_it_showed(world: Demo) -> None:
 
 def test_find_keeps_the_first_active_and_deletes_the_rest(world: Demo) -> None:
     zones = "europe-west4-a,asia-northeast1-b,us-east5-a"
-    preview = _say(world, f"/tpu find gemma4-f --zones {zones} --parallel 3")
+    preview = _say(world, f"/tpu find gemma4-f --zones {zones} --parallel 3 --allow-second")
     assert "*Find capacity* for `gemma4-f`" in preview
     result = _say(world, "click Confirm", timeout=60)
     assert "Capacity found" in result
@@ -137,12 +144,12 @@ def test_find_keeps_the_first_active_and_deletes_the_rest(world: Demo) -> None:
     found = [qr.name for qr in listing.resources if qr.name.startswith("gemma4-f")]
     assert len(found) == 1, found
     assert "remembered" in result  # europe-west4-a does not offer flex-start: remembered as permanent
-    again = _say(world, f"/tpu find gemma4-g --zones {zones}")
+    again = _say(world, f"/tpu find gemma4-g --zones {zones} --allow-second")
     assert "*Skipped*" in again and "europe-west4-a" in again
 
 
 def test_find_cancel_leaves_nothing(world: Demo) -> None:
-    _say(world, "/tpu find gemma4-c --zones asia-northeast1-b")
+    _say(world, "/tpu find gemma4-c --zones asia-northeast1-b --allow-second")
     out, answered = world.user.run("click Confirm", timeout=3)
     assert not answered  # still waiting for capacity (stockout)
     assert any("Cancel" in line for line in out)
@@ -150,7 +157,8 @@ def test_find_cancel_leaves_nothing(world: Demo) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not any("Cancelled" in m.text for m in world.slack.messages):
         time.sleep(0.2)
-    assert any("Cancelled; every request was deleted" in m.render() for m in world.slack.messages)
+    cancelled = "Cancelled; every request this search made was deleted"
+    assert any(cancelled in m.render() for m in world.slack.messages)
     assert not _exists(world, "gemma4-c", "asia-northeast1-b")
 
 

@@ -18,10 +18,12 @@ from typing import Any
 import openai
 import pytest
 
+from bot.console import DEMO_USER
 from bot.demo import ALERTS_CHANNEL, Demo
 from bot.scheduler import AlertScheduler
 from bot.slack_gateway import SlackGateway
 from ops.idle import parse_schedule
+from ops.ownership import SEARCH_KEY, USER_KEY, created_by_bot, label_value, operation_keys
 from sim.slack import Message
 
 SLO_CHANNEL = "C0SLOCHAN1"
@@ -56,11 +58,12 @@ def _scheduler(demo: Demo) -> AlertScheduler:
     return demo.bot.alerts
 
 
-def _posts(demo: Demo, start: int, channel: str | None = None) -> list[Message]:
+def _posts(demo: Demo, start: int, channel: str | None = None, *, threads: bool = False) -> list[Message]:
+    """Posts since `start`; thread replies (diagnoses, state transitions) only with `threads`."""
     return [
         m
         for m in demo.slack.messages[start:]
-        if m.kind == "post" and not m.thread_ts and (channel is None or m.channel == channel)
+        if m.kind == "post" and (threads or not m.thread_ts) and (channel is None or m.channel == channel)
     ]
 
 
@@ -94,7 +97,7 @@ def test_vllm_restart_is_planned_work_not_an_outage(world: Demo) -> None:
     scheduler.tick()
     texts = [m.text for m in demo.slack.messages[start:]]
     assert not [t for t in texts if "is down" in t]
-    (serving,) = [m for m in _posts(demo, start) if "serving after" in m.text]
+    (serving,) = [m for m in _posts(demo, start, threads=True) if "serving after" in m.text]
     assert serving.thread_ts is not None and serving.channel == demo.user.channel_id
     command_message = next(m for m in demo.slack.messages if m.ts == serving.thread_ts)
     assert "vllm restart" in command_message.text
@@ -150,7 +153,9 @@ def _suspend_primary(demo: Demo, scheduler: AlertScheduler) -> Message:
     demo.gcp.advance((qr.termination_time - demo.gcp.now()).total_seconds() + 60)
     scheduler.tick()
     return next(
-        m for m in _posts(demo, start) if "gemma4-qr" in m.text and "SUSPENDED" in m.text and m.thread_ts
+        m
+        for m in _posts(demo, start, threads=True)
+        if "gemma4-qr" in m.text and "SUSPENDED" in m.text and m.thread_ts
     )
 
 
@@ -195,6 +200,11 @@ def test_dead_primary_recovered_by_click_then_automatically(world: Demo) -> None
     trail = demo.bot.services.store.audit(last=10)
     recover = [(e.action, e.outcome) for e in trail if e.command.startswith("tpu recover gemma4-qr")]
     assert ("result", "ok") in recover and any(action == "confirm" for action, _ in recover)
+    # The recreated primary carries the ownership labels of the clicker's request, written down first.
+    recreated = demo.bot.services.tpu.get_queued_resource("gemma4-qr", ["us-east5-a"])
+    assert created_by_bot(recreated) and recreated.labels[USER_KEY] == label_value(DEMO_USER)
+    (record,) = demo.bot.services.store.inflight(open_only=False)
+    assert (record.kind, record.name, record.state) == ("recover", "gemma4-qr", "created")
 
     # The recreated gemma4-qr carries the bot's label: the next death is recovered without a click.
     scheduler.tick()
@@ -260,7 +270,7 @@ def test_start_up_that_never_finishes_is_reported_stuck_then_paged(world: Demo) 
     assert not [m for m in demo.slack.messages[start:] if "is down" in m.text or "stuck" in m.text]
     demo.gcp.advance(2 * 60)
     scheduler.tick()
-    (stuck,) = [m for m in _posts(demo, start) if "start-up looks stuck" in m.text]
+    (stuck,) = [m for m in _posts(demo, start, threads=True) if "start-up looks stuck" in m.text]
     assert "still not serving after 31 min" in stuck.text and stuck.thread_ts is not None
     assert "Container `" in stuck.render()  # the diagnosis read over SSH
     for _ in range(3):  # the window is closed: the outage is paged as usual
@@ -281,6 +291,26 @@ def test_recover_by_capacity_search_keeps_the_primary_name(world: Demo) -> None:
     assert answered, lines
     assert any("found capacity in `us-east5-a`" in line for line in lines), lines
     assert _primary_state(demo) == "ACTIVE"
+    found = demo.bot.services.tpu.get_queued_resource("gemma4-qr", ["us-east5-a"])
+    assert created_by_bot(found) and found.labels[SEARCH_KEY]
+
+
+def test_recover_is_refused_while_another_command_holds_the_name(world: Demo) -> None:
+    demo = world
+    scheduler = _scheduler(demo)
+    scheduler.tick()
+    _suspend_primary(demo, scheduler)
+    services = demo.bot.services
+    keys = operation_keys(services.settings.gcp_project, "us-east5-a", "gemma4-qr")
+    services.store.acquire_operation(
+        keys, "r0other", "U0OTHER001", "tpu reset gemma4-qr", ttl_s=600, now=services.now()
+    )
+    lines, answered = demo.user.run("click Recover")
+    assert answered, lines
+    lines, answered = demo.user.run("click Confirm", timeout=60)
+    assert answered, lines
+    assert any("`tpu reset gemma4-qr` started by" in line and "still running" in line for line in lines)
+    assert _primary_state(demo) == "SUSPENDED"  # nothing was deleted
 
 
 def test_scheduled_stop_proposes_delete_with_the_usual_confirmation(world: Demo) -> None:

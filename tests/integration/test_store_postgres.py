@@ -179,3 +179,33 @@ def test_seen_events_share_the_store_between_replicas(url: str) -> None:
     finally:
         one.close()
         two.close()
+
+
+def test_one_operation_per_name_across_replicas(url: str) -> None:
+    """Eight requests on four replicas try to hold the same name at once: one does, seven are told who."""
+    from ops.ownership import operation_keys
+    from ops.store import OperationBusy
+
+    replicas = [Store(url) for _ in range(4)]
+    try:
+        barrier = Barrier(8)
+
+        def take(i: int) -> bool:
+            keys = operation_keys("p", "us-east5-a" if i % 2 else "search", "gemma4-qr")
+            barrier.wait()
+            try:
+                replicas[i % 4].acquire_operation(keys, f"op{i}", f"U{i}", "tpu find", ttl_s=60, now=NOW)
+            except OperationBusy:
+                return False
+            return True
+
+        with ThreadPoolExecutor(8) as pool:
+            outcomes = list(pool.map(take, range(8)))
+        assert outcomes.count(True) == 1
+        winner = outcomes.index(True)
+        assert replicas[0].operation_running(f"op{winner}", NOW)
+        replicas[1].release_operation(f"op{winner}")
+        assert not replicas[2].operation_running(f"op{winner}", NOW)
+    finally:
+        for replica in replicas:
+            replica.close()

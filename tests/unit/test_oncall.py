@@ -18,7 +18,8 @@ from bot.scheduler import AlertScheduler
 from ops.alerts import Alert, mute_subjects
 from ops.idle import IdleWatch, parse_schedule
 from ops.maintenance import MaintenanceWindows
-from ops.recovery import RecoveryBudget, created_by_bot, dead_reason
+from ops.ownership import created_by_bot
+from ops.recovery import RecoveryBudget, dead_reason
 from ops.slo import SloRule, SloWatch, Snapshot, evaluate_slo, load_rules, measure, parse_rules
 from ops.store import Store
 from ops.tpu import ZoneListing, queued_resource_from_api

@@ -1,0 +1,273 @@
+"""Safe hands, end to end through the real bot (signed Slack requests) and the real Google clients against
+the emulator: what the find and create previews tell and refuse, the live primary surviving an ambiguous
+create, one operation per name, pinned confirmations, crafted buttons and roles on every click."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from bot.console import DEMO_USER
+from bot.demo import Demo
+from bot.listeners.home import home_blocks
+from ops.errors import NotFound
+from ops.tpu import CreateSpec
+
+VIEWER = "U0VIEWER01"
+PRIMARY_ZONE = "us-east5-a"
+
+
+@pytest.fixture()
+def world() -> Iterator[Demo]:
+    with Demo(google_timeout_s=2.0) as demo:
+        yield demo
+
+
+def _say(demo: Demo, line: str, timeout: float = 30) -> str:
+    out, answered = demo.user.run(line, timeout=timeout)
+    assert answered, out
+    return "\n".join(out)
+
+
+def _primary(demo: Demo) -> str:
+    return demo.bot.services.tpu.get_queued_resource("gemma4-qr", [PRIMARY_ZONE]).state
+
+
+def _wait_for(demo: Demo, text: str, timeout: float = 60) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for message in reversed(demo.slack.messages):
+            if text in message.render():
+                return message.render()
+        time.sleep(0.2)
+    raise AssertionError(f"no message with {text!r}")
+
+
+def _click_action(demo: Demo, action_id: str, user_id: str) -> str:
+    """Click the newest button with this action id as `user_id`; the reply to that click."""
+    for message in reversed(demo.slack.messages):
+        for block_id, element in message.buttons():
+            if element.get("action_id") == action_id:
+                start = len(demo.slack.messages)
+                response_id = f"click-{action_id}-{user_id}-{start}"
+                body = demo.user.click_body(message, block_id, element, response_id, user_id=user_id)
+                demo.user.post_signed(body, "application/x-www-form-urlencoded")
+                deadline = time.monotonic() + 10
+                while time.monotonic() < deadline:
+                    replies = [m for m in demo.slack.messages[start:] if m.response_id == response_id]
+                    if replies:
+                        return replies[-1].render()
+                    time.sleep(0.1)
+                return ""
+    raise AssertionError(f"no {action_id} button")
+
+
+def _deletes(demo: Demo, name: str) -> list[str]:
+    return [path for method, path in demo.gcp.requests if method == "DELETE" and f"/{name}?" in path + "?"]
+
+
+def test_find_preview_refuses_a_second_primary_then_shows_the_whole_cost(world: Demo) -> None:
+    refused = _say(world, "/tpu find --parallel 3")
+    assert "`gemma4-qr` is already ACTIVE in `us-east5-a`" in refused and "$10.80/h" in refused
+    assert "--allow-second" in refused and "[Confirm" not in refused
+    preview = _say(world, "/tpu find --parallel 3 --allow-second")
+    assert "*Zones tried, in order*" in preview and "`us-east5-a` $10.80/h" in preview
+    assert "*At most 3 request(s) at once*" in preview
+    assert "*Before the first winner* at most $32.40/h" in preview
+    assert "*worst case* 3 ACTIVE at once for the whole max run: $129.60" in preview  # 3 x 4 h x $10.80
+    assert "*Already running* `gemma4-qr`" in preview and "[Confirm" in preview
+
+
+def test_unknown_zones_and_types_are_refused_in_the_preview(world: Demo) -> None:
+    zone = _say(world, "/tpu find gemma4-z --zones mars-east1-a")
+    assert "unknown zone(s)" in zone and "mars-east1-a" in zone and "[Confirm" not in zone
+    kind = _say(world, "/tpu create gemma4-z --zone us-east5-a --type v6e-7 --allow-second")
+    assert "v6e-7 is not offered in us-east5-a" in kind and "/tpu zones --type v6e-7" in kind
+    none = _say(world, "/tpu find gemma4-z --type v9z-8 --allow-second")
+    assert "no zone of project" in none and "v9z-8" in none
+
+
+@pytest.mark.parametrize(("status", "delay_s", "after"), [(503, 0.0, False), (200, 3.0, True)])
+def test_ambiguous_create_on_the_primary_name_leaves_it_alone_and_says_so(
+    world: Demo, status: int, delay_s: float, after: bool
+) -> None:
+    """The review's case: `/tpu find --zones us-east5-a`, Confirm, and the create answers 503 (or times out
+    after the emulator handled it). The primary survives and the user is told."""
+    _say(world, "/tpu find --zones us-east5-a --allow-second")
+    world.gcp.inject_fault(r"/queuedResources$", status, delay_s=delay_s, after=after, method="POST")
+    world.user.run("click Confirm", timeout=2)
+    final = _wait_for(world, "gemma4-qr in us-east5-a already exists")
+    assert "it was left alone" in final and "not by this bot's request" in final
+    assert _primary(world) == "ACTIVE"
+    assert _deletes(world, "gemma4-qr") == []
+
+
+def test_two_concurrent_finds_for_one_name_one_is_refused(world: Demo) -> None:
+    _say(world, "/tpu find gemma4-c --zones asia-northeast1-b --allow-second")
+    first, _ = world.user.run("click Confirm", timeout=3)  # waits for capacity (stockout)
+    assert any("Cancel" in line for line in first)
+    try:
+        _second_find_is_refused(world)
+        viewer = _click_action(world, "cancel_operation", VIEWER)
+        assert "or to be its requester" in viewer
+        assert "cancel requested" not in [e.outcome for e in world.bot.services.store.audit(5)]
+        _click_action(world, "cancel_operation", DEMO_USER)
+        _wait_for(world, "Cancelled; every request this search made was deleted")
+    finally:
+        for running in list(world.bot.runner._running.values()):
+            running.cancelled.set()
+    with pytest.raises(NotFound):
+        world.bot.services.tpu.get_queued_resource("gemma4-c", ["asia-northeast1-b"])
+
+
+def _second_find_is_refused(world: Demo) -> None:
+    _say(world, "/tpu find gemma4-c --zones asia-northeast1-b --allow-second")
+    second = _say(world, "click Confirm")
+    assert "is still running on this name" in second and f"<@{DEMO_USER}>" in second
+    refused = _say(world, "/tpu create gemma4-c --zone asia-northeast1-b --allow-second")
+    assert "already exists" in refused  # the running search's request
+    listing = world.bot.services.tpu.list_queued_resources(["asia-northeast1-b"], with_nodes=False)
+    assert [qr.name for qr in listing.resources if qr.name.startswith("gemma4-c")] == ["gemma4-c"]
+
+
+def test_confirm_refused_when_the_previewed_resource_was_recreated(world: Demo) -> None:
+    preview = _say(world, "/tpu delete gemma4-old")
+    assert "[Confirm" in preview
+    tpu = world.bot.services.tpu
+    tpu.delete_queued_resource("gemma4-old", "europe-west4-a", force=True, wait=True)
+    spec = CreateSpec(
+        "gemma4-old", "gemma4-old-node", "europe-west4-a", "v6e-8", "v2-alpha-tpuv6e", "on-demand", None, None
+    )  # on-demand: the zone has no spot quota
+    tpu.wait_operation(tpu.create_queued_resource(spec), timeout_s=30)
+    refused = _say(world, "click Confirm")
+    assert "the target changed since the preview" in refused and "was recreated" in refused
+    assert tpu.get_queued_resource("gemma4-old", ["europe-west4-a"]).name == "gemma4-old"
+
+
+def test_confirm_of_a_create_refused_when_the_name_appeared(world: Demo) -> None:
+    _say(world, "/tpu create gemma4-n --zone asia-northeast1-b --allow-second")
+    tpu = world.bot.services.tpu
+    spec = CreateSpec(
+        "gemma4-n", "gemma4-n-node", "asia-northeast1-b", "v6e-8", "v2-alpha-tpuv6e", "spot", None, None
+    )
+    tpu.create_queued_resource(spec)
+    refused = _say(world, "click Confirm")
+    assert "now exists" in refused
+    assert not tpu.get_queued_resource("gemma4-n", ["asia-northeast1-b"]).labels
+
+
+def test_a_viewers_cancel_of_a_pending_change_is_refused(world: Demo) -> None:
+    _say(world, "/tpu delete gemma4-old")
+    refused = _say(world, f"click Cancel as {VIEWER}")
+    assert "(only visible to you)" in refused and "needs the admin role" in refused
+    assert "Deleted queued resource `gemma4-old`" in _say(world, "click Confirm")
+
+
+def test_crafted_button_values_get_a_clear_reply(world: Demo) -> None:
+    user = world.user
+    _say(world, "/tpu list")
+    message = world.slack.messages[-1]
+    for action_id, value, expected in [
+        ("confirm_change", "0" * 32, "this confirmation is unknown"),
+        ("cancel_change", "not-a-token", "this confirmation is unknown"),
+        ("cancel_operation", "f" * 32, "unknown or has already finished"),
+        ("alert_delete", "us-east5-a/gemma4-qr; rm -rf /@x|expiry|60", "does not name a queued resource"),
+    ]:
+        element = {"type": "button", "action_id": action_id, "value": value, "text": {"type": "plain_text"}}
+        element["text"]["text"] = action_id
+        start = len(world.slack.messages)
+        body = user.click_body(message, "b", element, f"crafted-{action_id}", user_id=DEMO_USER)
+        assert user.post_signed(body, "application/x-www-form-urlencoded").status_code == 200
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not any(
+            expected in m.render() for m in world.slack.messages[start:]
+        ):
+            time.sleep(0.1)
+        assert any(expected in m.render() for m in world.slack.messages[start:]), action_id
+
+
+def test_alert_delete_pins_the_create_time(world: Demo) -> None:
+    from bot.scheduler import alert_buttons
+
+    user = world.user
+    _say(world, "/tpu list")
+    message = world.slack.messages[-1]
+    stale = "europe-west4-a/gemma4-old@2020-01-01T00:00:00Z|stale|1"
+    (button,) = [e for e in alert_buttons(stale)["elements"] if e["action_id"] == "alert_delete"]
+    body = user.click_body(message, "alert", button, "alert-delete", user_id=DEMO_USER)
+    user.post_signed(body, "application/x-www-form-urlencoded")
+    refused = _wait_for(world, "as pinned: it was deleted and recreated since", timeout=20)
+    assert "gemma4-old" in refused
+    (ack,) = [e for e in alert_buttons(stale)["elements"] if e["action_id"] == "alert_ack"]
+    body = user.click_body(message, "alert", ack, "alert-ack", user_id=VIEWER)
+    user.post_signed(body, "application/x-www-form-urlencoded")
+    assert "acknowledging an alert needs the operator role" in _wait_for(world, "acknowledging an alert")
+
+
+def test_app_home_shows_alerts_only_to_a_role(world: Demo) -> None:
+    world.bot.runner._authorizer._everyone_views = False  # VIEWERS set: outsiders hold no role
+    scheduler = world.bot.alerts
+    outsider = home_blocks(world.bot.runner, world.bot.registry, "U0OUTSIDE1", scheduler)
+    texts = str(outsider)
+    assert "needs the viewer role" in texts and "Alerts are shown to members with the viewer role" in texts
+    admin = home_blocks(world.bot.runner, world.bot.registry, DEMO_USER, scheduler)
+    assert "Alerts are shown to members" not in str(admin)
+
+
+def test_disruptive_previews_say_what_goes_down_and_for_how_long(world: Demo) -> None:
+    delete = _say(world, "/tpu delete gemma4-qr --force")
+    assert "*Goes down* vLLM on `gemma4-qr-node` (the primary: the bot's vLLM endpoint)" in delete
+    assert "for good" in delete
+    stop = _say(world, "/tpu stop gemma4-qr-node")
+    assert "*Goes down* vLLM on `gemma4-qr-node` until `/tpu start gemma4-qr-node`" in stop
+    restart = _say(world, "/vllm restart")
+    assert "*Goes down*" in restart and "about 10 minutes" in restart
+
+
+def test_a_find_for_an_absent_name_still_carries_labels(world: Demo) -> None:
+    _say(world, "/tpu find gemma4-l --zones us-east5-a --allow-second")
+    world.user.run("click Confirm", timeout=2)
+    _wait_for(world, "Capacity found", timeout=60)
+    qr = world.bot.services.tpu.get_queued_resource("gemma4-l", [PRIMARY_ZONE])
+    assert qr.labels["managed-by"] == "tpu-chatops" and qr.labels["tpu-chatops-search"]
+    assert timedelta(0) <= world.gcp.now() - qr.create_time < timedelta(hours=1)  # type: ignore[operator]
+
+
+def test_the_vllm_api_key_comes_from_secret_manager_is_sent_and_survives_a_restart(tmp_path: Path) -> None:
+    import httpx
+    import yaml
+
+    from sim import scenario as scenarios
+
+    world = scenarios.load(None)
+    world["google"].setdefault("secrets", {})["vllm-api-key"] = "k-simulated-api-key"
+    world["host"]["secrets"] = ["hf-token", "vllm-api-key"]
+    world["host"]["secret_values"] = {"vllm-api-key": "k-simulated-api-key"}
+    path = tmp_path / "keyed.yaml"
+    path.write_text(yaml.safe_dump(world))
+    with Demo(path, vllm_api_key_secret="vllm-api-key") as demo:
+        preview = _say(demo, "/tpu create gemma4-k --zone us-east5-a --allow-second")
+        assert "[Confirm" in preview
+        _say(demo, "click Cancel")
+        script = demo.bot.services.vllm_spec()
+        assert script.api_key_secret == "vllm-api-key"
+        assert "Goes down" in _say(demo, "/vllm restart")
+        assert "`restart` done." in _say(demo, "click Confirm", timeout=60)
+        ran = [c for c in demo.host.commands if "docker run" in c][-1]
+        assert "--secret=vllm-api-key" in ran and "-e VLLM_API_KEY" in ran
+        assert "k-simulated-api-key" not in ran  # read on the VM, never in the command
+        deadline = time.monotonic() + 30
+        health = ""
+        while time.monotonic() < deadline:
+            health = _say(demo, "/vllm health")
+            if "one-token chat completion from" in health:
+                break
+            time.sleep(1)
+        assert "one-token chat completion from" in health, health  # the bot sent the key
+        unauthenticated = httpx.get(f"{demo.vllm.url}/v1/models", timeout=5)
+        assert unauthenticated.status_code == 401
+        assert all("k-simulated-api-key" not in m.render() for m in demo.slack.messages)
