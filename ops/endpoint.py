@@ -113,6 +113,14 @@ class EndpointResolver:
         zones = ", ".join(self._zones)
         ignored = [qr.name for qr in listing.resources if qr.state == "ACTIVE" and not self._trusted(qr)]
         also = f" ({', '.join(ignored)}: ACTIVE, not the primary, not made by the bot)" if ignored else ""
+        down = [  # a trusted VM that is stopped or preempted: say so, it is not "booting"
+            f"node `{node.name}` of `{qr.name}` is {node.state}, so vLLM is not booting there"
+            for qr in trusted
+            if qr.state == "ACTIVE"
+            for node in qr.nodes
+            if node.state in DEAD_NODE_STATES
+        ]
+        also += "; " + "; ".join(down) if down else ""
         raise NotFound(
             f"no vLLM endpoint: neither the primary {self._primary} nor a queued resource the bot made is "
             f"ACTIVE with a node IP in {zones}{also}",
