@@ -61,8 +61,8 @@ def _demo(script: str | None, scenario: str | None, speed: float | None) -> int:
     logging.getLogger("paramiko.transport").setLevel(logging.CRITICAL)
     import yaml
 
-    from bot.console import interactive, run_script
-    from bot.demo import Demo
+    from sim.console import interactive, run_script
+    from sim.demo import Demo
 
     try:
         lines = Path(script).read_text().splitlines() if script else None

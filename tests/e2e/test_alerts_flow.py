@@ -1,7 +1,7 @@
 """The demo world with alerts: `gemma4-qr` raises its 60/15/5-minute alerts as simulated time moves, and
 the buttons work (Acknowledge, Snooze 1 h through `/alerts mute`, Delete now through the confirmed flow).
 
-Uses only public objects of `bot.demo.Demo`; the alert scheduler and its listener are wired here the way
+Uses only public objects of `sim.demo.Demo`; the alert scheduler and its listener are wired here the way
 the bot's start-up wires them.
 """
 
@@ -12,9 +12,9 @@ from collections.abc import Iterator
 import pytest
 from slack_sdk import WebClient
 
-from bot.demo import Demo
 from bot.listeners import alerts as alert_listeners
 from bot.scheduler import AlertScheduler
+from sim.demo import Demo
 
 CHANNEL = "C0ALERTS01"
 

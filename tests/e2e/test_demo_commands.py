@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bot.demo import Demo
+from sim.demo import Demo
 
 
 def _say(demo: Demo, line: str) -> str:

@@ -8,8 +8,8 @@ from datetime import timedelta
 
 import pytest
 
-from bot.demo import Demo
 from ops.errors import NotFound
+from sim.demo import Demo
 
 VIEWER = "U0VIEWER01"
 

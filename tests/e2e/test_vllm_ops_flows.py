@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from bot.demo import Demo
+from sim.demo import Demo
 
 
 @pytest.fixture()

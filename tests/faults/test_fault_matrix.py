@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from bot.console import SlackUser
-from bot.demo import Demo
 from ops.remote import RemoteHost
+from sim.console import SlackUser
+from sim.demo import Demo
 from sim.host import generate_ed25519_key
 from sim.slack import Message
 
