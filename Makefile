@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python -m bot demo
+	$(BIN)/python -m sim demo
 
 test: $(STAMP)
 	$(BIN)/pytest

@@ -141,7 +141,7 @@ def test_demo_script_runs_non_interactively(tmp_path: Path) -> None:
         "/vllm metrics\n@gemma-bot vllm metrics\n"
     )
     result = subprocess.run(
-        [sys.executable, "-m", "bot", "demo", "--script", str(script)],
+        [sys.executable, "-m", "sim", "demo", "--script", str(script)],
         capture_output=True,
         text=True,
         timeout=120,

@@ -1,0 +1,38 @@
+"""The product (`bot`, `ops`, `llm`) never imports the simulators: the production image and an installed
+bot ship without `sim/`, so any such import would fail there. The demo lives in `sim/` for that reason."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PRODUCT = ("bot", "ops", "llm")
+
+
+def _imported_modules(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.append(node.module)
+    return names
+
+
+def test_product_never_imports_the_simulators() -> None:
+    offenders = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for package in PRODUCT
+        for path in sorted((ROOT / package).rglob("*.py"))
+        for name in _imported_modules(path)
+        if name == "sim" or name.startswith("sim.")
+    ]
+    assert offenders == []
+
+
+def test_the_walk_sees_function_local_imports(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text("def f():\n    from sim.demo import Demo\n    import sim.gcp\n")
+    assert _imported_modules(module) == ["sim.demo", "sim.gcp"]
