@@ -18,9 +18,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.action == "manifest":
-        from bot.manifest import manifest_yaml
+        from bot.manifest import manifest_yaml, request_url
 
-        sys.stdout.write(manifest_yaml(args.url))
+        try:
+            url = None if args.url is None else request_url(args.url)
+        except ValueError as exc:
+            print(f"manifest: {exc}", file=sys.stderr)
+            return 2
+        sys.stdout.write(manifest_yaml(url))
         return 0
     from bot.observability import setup_logging
 

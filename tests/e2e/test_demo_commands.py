@@ -70,6 +70,8 @@ def test_vllm_commands(demo: Demo) -> None:
 def test_raw_metrics_are_attached_as_a_file(demo: Demo) -> None:
     text = _say(demo, "/vllm metrics --raw")
     assert "[file metrics.txt:" in text
+    assert "vllm:num_requests_running" not in text, "the scrape is attached, not pasted as well"
+    assert "Raw `/metrics` scrape attached" in text
 
 
 def test_mention_uses_the_same_words_and_answers_in_the_thread(demo: Demo) -> None:
