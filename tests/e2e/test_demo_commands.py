@@ -154,3 +154,12 @@ def test_demo_script_runs_non_interactively(tmp_path: Path) -> None:
     assert result.stdout.count("you> ") == 5
     assert "Queued resource gemma4-qr" in result.stdout
     assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_upper_case_slash_command_and_a_typo(demo: Demo) -> None:
+    listing = _say(demo, "/TPU LIST --ZONE us-east5-a")
+    assert "*gemma4-qr*" in listing
+    out, answered = demo.user.run("/tpu lsit")
+    assert answered and "did you mean `/tpu list`?" in out[0]
+    mention = _say(demo, "@gemma-bot vllm metric")
+    assert "did you mean `/vllm metrics`?" in mention
