@@ -387,6 +387,7 @@ class Runner:
 
     def deliver(self, reply: Reply, origin: Origin, *, ephemeral: bool = False) -> None:
         """Post a reply where the request came from; if Slack rejects the blocks, post the text alone."""
+        ephemeral = ephemeral or reply.ephemeral
         reply = scrub(fit(reply))
         try:
             self._post(reply, origin, with_blocks=True, ephemeral=ephemeral)

@@ -178,7 +178,9 @@ class SlackUser:
             return out, False
         self.last_mention_ts = ts
         thread = self.thread_ts or ts
-        lines, answered = self._await(start, lambda m: m.thread_ts == thread and m.kind == "post", timeout)
+        lines, answered = self._await(
+            start, lambda m: m.thread_ts == thread and m.kind in ("post", "ephemeral"), timeout
+        )
         return out + lines, answered
 
     def _click(self, spec: str, start: int, timeout: float) -> tuple[list[str], bool]:

@@ -81,8 +81,19 @@ def test_mention_uses_the_same_words_and_answers_in_the_thread(demo: Demo) -> No
     assert thread_reply.thread_ts is not None and thread_reply.kind == "post"
 
 
+def test_help_is_short_and_only_for_the_requester(demo: Demo) -> None:
+    for line, limit in (("@gemma-bot help", 1000), ("@gemma-bot", 1000), ("/tpu help", 2500)):
+        _say(demo, line)
+        reply = demo.slack.messages[-1]
+        assert reply.ephemeral, f"{line!r} was posted to the channel"
+        assert len(reply.text) < limit, f"{line!r}: {len(reply.text)} characters"
+    short = _say(demo, "@gemma-bot help")
+    assert "`/tpu` list, describe, status" in short and "`help all`" in short
+    assert "Active settings" not in short
+
+
 def test_help_lists_commands_and_masks_secrets(demo: Demo) -> None:
-    text = _say(demo, "@gemma-bot help")
+    text = _say(demo, "@gemma-bot help all")
     assert "/tpu list [--zone Z | --all-zones]" in text
     assert "project `demo-project`" in text
     token = demo.settings.slack_bot_token.get_secret_value()
