@@ -92,4 +92,20 @@ def test_gemma4_qr_thresholds_and_buttons(world: tuple[Demo, AlertScheduler]) ->
 
     lines, answered = demo.user.run("/alerts list")
     assert answered, lines
-    assert any("suppressed" in line for line in lines)
+    listed = "\n".join(lines)
+    assert "suppressed" in listed and "Ledger" not in listed
+    open_part = listed.split("*Muted*")[0]
+    assert "`gemma4-qr`" not in open_part, "the deleted resource's alerts are not open any more"
+    assert "no longer exist are not shown" in open_part
+    assert "`gemma4-old`" in open_part  # still there, still holding quota
+
+
+def test_muting_an_unknown_resource_is_refused_with_the_list(world: tuple[Demo, AlertScheduler]) -> None:
+    demo, scheduler = world
+    lines, answered = demo.user.run("/alerts mute no-such-qr 1h")
+    assert answered, lines
+    text = "\n".join(lines)
+    assert "no queued resource `no-such-qr`" in text and "`gemma4-standby`" in text
+    assert "no-such-qr" not in scheduler.ledger.mutes(demo.gcp.now())
+    lines, answered = demo.user.run("/alerts mute gemma4-standby 1h")
+    assert answered and "gemma4-standby" in scheduler.ledger.mutes(demo.gcp.now())
