@@ -2,9 +2,9 @@
 
 `diagnose(text)` applies `RULES` (regex -> Finding) to every line of any log (docker logs, journalctl,
 command stderr) and returns what an SRE would conclude, most severe first. The signatures come from the real
-cases in tests/fixtures/cases/ (see its README for each expected conclusion) and /work/shared/notes/vllm.md
-sections 2.4 (EngineCore start-up failure) and 4.3 (KV cache, SMEM OOM, derived max_model_len, /dev/vfio busy,
-HF token 401/403).
+cases in tests/fixtures/cases/ (see its README for each expected conclusion) and docs/vllm.md §2.4
+(EngineCore start-up failure) and §4.3 (KV cache, SMEM OOM, derived max_model_len, /dev/vfio busy, HF token
+401/403).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """`vllm bench serve` results: parse the console summary, plan a concurrency x input-length sweep, and render
 the sweep as a heatmap (PNG) or CSV.
 
-Output format: `vllm/benchmarks/serve.py` (see /work/shared/notes/vllm.md section 3.1). Each result line is
+Output format: `vllm/benchmarks/serve.py` (see docs/vllm.md §3.1). Each result line is
 `{label:<40} {value:<10}`; the block starts with `==== Serving Benchmark Result ====` and ends with a line of
 `=`. Optional lines: `Failed requests`, `Maximum request concurrency`, `Request rate configured (RPS)`,
 `Request goodput`, `Peak ...` and the End-to-end Latency section; older versions (mid-2025) print

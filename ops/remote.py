@@ -12,8 +12,8 @@ Security model:
 - No private key material appears in messages or logs (only public fingerprints).
 
 `VllmContainer` is the facade the bot uses: status/start/stop/restart/rm/logs/syslog/bench of the vLLM
-container (docker run flags from /work/shared/notes/vllm.md section 4.1, explicit `vllm serve` command per the
-"safe forms" of section 4.2, `docker rm -f` before a restart per section 4.3 device-busy).
+container (docker run flags from docs/vllm.md §4.1, an explicit `vllm serve` command as §4.2 explains,
+`docker rm -f` before a restart because only one process may own the TPU, §4.3).
 """
 
 from __future__ import annotations
@@ -626,7 +626,7 @@ class RemoteHost:
 
 @dataclass(frozen=True)
 class VllmSpec:
-    """How to run the vLLM container (defaults: Gemma 4 31B on v6e-8, notes section 4.1).
+    """How to run the vLLM container (defaults: Gemma 4 31B on v6e-8, docs/vllm.md §4.1).
 
     Attributes:
         image: the vllm-tpu image, e.g. "vllm/vllm-tpu:gemma4".
@@ -647,7 +647,7 @@ class VllmSpec:
 
 @dataclass(frozen=True)
 class BenchParams:
-    """Arguments of `vllm bench serve` (defaults from the tpu-recipes Trillium README, notes section 3.1).
+    """Arguments of `vllm bench serve` (defaults from the tpu-recipes Trillium README, docs/vllm.md §3.1).
 
     Attributes:
         model: model id (as served).

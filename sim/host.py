@@ -277,7 +277,7 @@ def healthy_startup_lines(
     `Application startup complete.`
 
     Line formats follow real vLLM V1 logs on TPU (process prefixes `(APIServer pid=1)` and
-    `(EngineCore_DP0 pid=N)`, notes section 2.4). The first half is stamped at `started`, the rest at
+    `(EngineCore_DP0 pid=N)`, docs/vllm.md §2.4). The first half is stamped at `started`, the rest at
     `started + boot_s`.
     """
     ready = started + timedelta(seconds=boot_s)

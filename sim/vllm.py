@@ -1,7 +1,7 @@
 """A local SIMULATOR of a vLLM OpenAI-compatible server (no model, no TPU): for the demo and the tests.
 
-It answers on a real TCP port with the same shapes as `vllm serve` (see /work/shared/notes/vllm.md sections 1
-and 2): `GET /health` (empty body, 200 or 503), `GET /version`, `GET /v1/models` (ModelCard with
+It answers on a real TCP port with the same shapes as `vllm serve` (see docs/vllm.md §1
+and §2): `GET /health` (empty body, 200 or 503), `GET /version`, `GET /v1/models` (ModelCard with
 `max_model_len` and `permission`), `POST /v1/chat/completions` (JSON or SSE stream,
 `stream_options.include_usage`, `max_tokens` -> finish_reason "length", HTTP 400 with vLLM's context-length
 message) and `GET /metrics` in
@@ -33,7 +33,7 @@ Scenario keys (the `vllm` section of a scenario file; defaults in `DEFAULTS`):
 Controls (thread-safe, callable while serving): `set_mode("ready" | "engine-dead" | "slow" | "booting")`,
 `set_latency(seconds)`, `fail_next(path_pattern, status, count=1)`. "booting" closes the port (connection
 refused, as a real `vllm serve` that is still loading weights and compiling) for `boot_s` seconds, then
-listens again in mode "ready" (notes section 1.1: there is no "warming up" HTTP status).
+listens again in mode "ready" (docs/vllm.md §1.1: there is no "warming up" HTTP status).
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ DEFAULTS: dict[str, Any] = {
     "tool_calling": True,
 }
 
-# vLLM's refusal of tool_choice "auto" without the flags (serving_chat.py; notes vllm.md section 1.6).
+# vLLM's refusal of tool_choice "auto" without the flags (serving_chat.py; docs/vllm.md §1.6).
 AUTO_TOOL_CHOICE_MESSAGE = (
     '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
 )

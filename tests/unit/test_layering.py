@@ -36,3 +36,25 @@ def test_the_walk_sees_function_local_imports(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
     module.write_text("def f():\n    from sim.demo import Demo\n    import sim.gcp\n")
     assert _imported_modules(module) == ["sim.demo", "sim.gcp"]
+
+
+def test_sources_are_public_or_in_docs() -> None:
+    """Nothing cites a path of the machines the project was written on: sources are public URLs or the
+    project's own docs/ (docs/google-apis.md, docs/vllm.md)."""
+    private = ("/" + "work/", "shared/" + "notes", "../" + "shared")
+    files = [
+        path
+        for folder in ("bot", "ops", "llm", "sim", "tests", "bench", "docs")
+        for path in (ROOT / folder).rglob("*")
+        if path.suffix in (".py", ".md", ".yaml", ".txt") and "__pycache__" not in path.parts
+    ]
+    files += [ROOT / name for name in ("README.md", "Makefile", "Dockerfile", "pyproject.toml")]
+    offenders = [
+        f"{path.relative_to(ROOT)}: {marker}"
+        for path in files
+        for marker in private
+        if marker in path.read_text(errors="replace")
+    ]
+    assert offenders == []
+    for doc in ("google-apis.md", "vllm.md"):
+        assert "https://" in (ROOT / "docs" / doc).read_text()
