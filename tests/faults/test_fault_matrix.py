@@ -330,7 +330,10 @@ def test_slack_faults(world: Demo, caplog: pytest.LogCaptureFixture) -> None:
             ("msg_too_long", {"error": "msg_too_long", "status": 400 if method == "response" else 200}),
         ):
             for line in SLACK_COMMANDS:  # one at a time: the fault is taken by the next call of `method`
-                world.slack.fail_next(method, count=1, **kwargs)  # type: ignore[arg-type]
+                # help is ephemeral: a mention's answer goes out through chat.postEphemeral instead
+                ephemeral = mention and line.endswith(" help")
+                target = "chat.postEphemeral" if ephemeral and method == "chat.postMessage" else method
+                world.slack.fail_next(target, count=1, **kwargs)  # type: ignore[arg-type]
                 outcome = judge(
                     world,
                     "slack",
