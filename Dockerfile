@@ -2,7 +2,8 @@
 # Settings come from the environment (see README.md "Settings"); no secret is baked into the image.
 # The image holds the product only (bot, ops, llm and the locked runtime packages): no simulators, tests,
 # benchmarks or dev tools; .dockerignore keeps them, .git, .venv, databases and .env out of the context.
-# The base is pinned by tag; pin it by digest where a registry is reachable (README.md "Container image").
+# The base is pinned by tag only: pin it by digest where a registry is reachable (README.md, "Installs and
+# the container image").
 
 FROM python:3.11.7-slim-bookworm AS build
 RUN python -m venv /opt/venv
