@@ -15,6 +15,15 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("serve", help="run the bot (BOT_MODE=http or socket); the default")
     manifest = sub.add_parser("manifest", help="print app_manifest.yaml generated from the command registry")
     manifest.add_argument("--url", help="request URL for HTTP mode (default: a Socket Mode manifest)")
+    # The demo runs on the simulators, which are no part of the bot: it lives in sim/ (a source checkout).
+    sub.add_parser("demo", help="moved: `make demo`, or `python -m sim demo` in a source checkout")
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["demo"]:
+        print(
+            "the demo moved beside the simulators: run `make demo`, or `python -m sim demo ...`",
+            file=sys.stderr,
+        )
+        return 2
     args = parser.parse_args(argv)
 
     if args.action == "manifest":

@@ -6,6 +6,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
+from bot.__main__ import main
+
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("bot", "ops", "llm")
 
@@ -58,3 +62,8 @@ def test_sources_are_public_or_in_docs() -> None:
     assert offenders == []
     for doc in ("google-apis.md", "vllm.md"):
         assert "https://" in (ROOT / "docs" / doc).read_text()
+
+
+def test_the_old_demo_command_points_to_the_new_one(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--script", "lines.txt"]) == 2
+    assert "python -m sim demo" in capsys.readouterr().err
