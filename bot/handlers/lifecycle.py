@@ -25,6 +25,7 @@ from bot.commands import (
     zone_name,
 )
 from bot.context import Context
+from bot.handlers.formats import estimate_lines, per_hour, usd
 from bot.handlers.tpu import resource_line
 from bot.maintenance import planned_work
 from bot.render import Reply, blocks_reply, context, header, human_duration, section
@@ -104,13 +105,13 @@ def default_create_args(name: str) -> CreateArgs:
 
 
 def _cost_line(accelerator: str, provisioning: str, zone: str, hours: float | None) -> str:
+    """The preview's cost, as `/tpu cost` would show it for the same type, model, region and hours."""
     try:
-        estimate = cost.estimate(accelerator, hours or 1.0, provisioning, cost.region_of(zone))
+        model = cost.pricing_model_of(provisioning)
+        lines = estimate_lines(accelerator, hours or 1.0, model, cost.region_of(zone))
     except BadInput as exc:
         return f"*Cost* unknown: {exc.message}"
-    rate = f"${estimate.usd_per_hour:,.2f}/h ({estimate.chips} chips × ${estimate.usd_per_chip_hour:.3f})"
-    total = f", ${estimate.total_usd:,.2f} for {hours:g} h" if hours else ""
-    return f"*Cost* {rate}{total} _(price source: {estimate.source}, {estimate.as_of})_"
+    return "*Cost* " + "\n".join(lines)
 
 
 _CREATE_PARAMS = (
@@ -220,7 +221,7 @@ def _burn_line(ctx: Context, qr: QueuedResourceInfo) -> str:
         spend = cost.burn(qr, ctx.services.now())
     except BadInput:
         return ""
-    return f"\n*Spent so far* about ${spend.usd_so_far:,.2f} at ${spend.usd_per_hour:,.2f}/h"
+    return f"\n*Spent so far* about {usd(spend.usd_so_far)} at {per_hour(spend.usd_per_hour)}"
 
 
 _NAME_ZONE = (

@@ -8,8 +8,8 @@ from datetime import timedelta
 
 import pytest
 
-from bot.demo import Demo
 from ops.errors import NotFound
+from sim.demo import Demo
 
 VIEWER = "U0VIEWER01"
 
@@ -78,7 +78,10 @@ def test_delete_with_running_nodes_asks_for_force(world: Demo) -> None:
 def test_create_shows_cost_and_token_source_then_creates(world: Demo) -> None:
     preview = _say(world, "/tpu create gemma4-b --zone us-east5-a --max-run 2h")
     assert "flex-start, max run duration 2h 00m" in preview
-    assert "Secret Manager secret `hf-token`" in preview and "$21.60 for 2 h" in preview
+    assert "Secret Manager secret `hf-token`" in preview
+    # flex-start has no public, dated price: refused, with the sourced models for the same 2 h instead
+    assert "no flex-start price for v6e in us-east5" in preview
+    assert "spot in us-east5: $1.080 per chip-hour = *$8.64/h*; 2 h = *$17.28*" in preview
     created = _say(world, "click Confirm")
     assert "Created queued resource `gemma4-b`" in created
     creates = [
@@ -160,6 +163,11 @@ def test_zones_cost_config_and_token(world: Demo, caplog: pytest.LogCaptureFixtu
     assert "`us-east5-a` quota 64 / preemptible 64" in zones
     cost = _say(world, "/tpu cost --hours 4 --model spot --region us-east5")
     assert "spot in us-east5" in cost and "*Live burn*" in cost and "gemma4-qr" in cost
+    assert "as of 2026-11-29" in cost and "reference project" not in cost
+    # the default is create's default, flex-start: refused, never guessed; the burn has a total
+    default = _say(world, "/tpu cost")
+    assert "no flex-start price for v6e in us-east5" in default and "*Total* unknown" in default
+    assert "over 0.0 h" not in default
     assert "no price for v6e in mars-east1" in _say(world, "/tpu cost --region mars-east1")
     startup = _say(world, "/tpu config startup")
     assert "[file startup.sh:" in startup

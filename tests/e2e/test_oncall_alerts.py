@@ -18,10 +18,10 @@ from typing import Any
 import openai
 import pytest
 
-from bot.demo import ALERTS_CHANNEL, Demo
 from bot.scheduler import AlertScheduler
 from bot.slack_gateway import SlackGateway
 from ops.idle import parse_schedule
+from sim.demo import ALERTS_CHANNEL, Demo
 from sim.slack import Message
 
 SLO_CHANNEL = "C0SLOCHAN1"
