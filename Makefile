@@ -1,23 +1,32 @@
 # Two commands for a newcomer: `make demo` (the bot on its local simulators) and `make test`.
-PYTHON ?= python3
+# Python 3.11, 3.12 or 3.13: PYTHON defaults to the first of python3, python3.13, python3.12, python3.11 that
+# is one of them; `make PYTHON=python3.12 ...` picks one (run `make clean` first to switch an existing .venv).
+SUPPORTED := import sys; sys.exit(not (3, 11) <= sys.version_info[:2] <= (3, 13))
+PYTHON ?= $(firstword $(foreach p,python3 python3.13 python3.12 python3.11,\
+	$(shell command -v $(p) >/dev/null 2>&1 && $(p) -c '$(SUPPORTED)' 2>/dev/null && echo $(p))))
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Every package of the tree, pinned with hashes for Python 3.11-3.13 (`make lock` writes them with uv).
+LOCK := requirements-dev.lock
+UV_COMPILE := $(BIN)/uv pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes \
+	--custom-compile-command 'make lock'
 
-.PHONY: install demo test lint manifest bench clean
+.PHONY: install demo test lint lock manifest bench clean
 
-$(STAMP): pyproject.toml
-	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' || \
-		{ echo "Python 3.11 is required; run e.g. 'make clean; make PYTHON=python3.11 demo'"; exit 1; }
+$(STAMP): pyproject.toml $(LOCK)
+	@test -n "$(PYTHON)" && $(PYTHON) -c '$(SUPPORTED)' 2>/dev/null || \
+		{ echo "Python 3.11, 3.12 or 3.13 is required; none found as python3 or python3.1[1-3]" \
+			"(or PYTHON=$(PYTHON) is another version); run e.g. 'make PYTHON=/path/to/python3.12 demo'"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(BIN)/pip install --quiet --disable-pip-version-check --require-hashes --no-deps -r $(LOCK)
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -e .
 	touch $(STAMP)
 
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python -m bot demo
+	$(BIN)/python -m sim demo
 
 test: $(STAMP)
 	$(BIN)/pytest
@@ -27,6 +36,11 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/hadolint Dockerfile
+
+# After changing a pin in pyproject.toml: rewrite both lock files (the image installs requirements.lock).
+lock: $(STAMP)
+	$(UV_COMPILE) -o requirements.lock
+	$(UV_COMPILE) --extra dev -o $(LOCK)
 
 manifest: $(STAMP)
 	$(BIN)/python -m bot manifest > app_manifest.yaml

@@ -13,8 +13,8 @@ import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from bot.console import SlackUser
-from bot.demo import Demo
+from sim.console import SlackUser
+from sim.demo import Demo
 
 N = 100
 BACKEND_S = 2.0

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import httpx
 
-from bot.console import SlackUser
-from bot.demo import Demo
+from sim.console import SlackUser
+from sim.demo import Demo
 
 COMMANDS = 1000
 LINES = ["/tpu list", "/vllm metrics", "/tpu config gcloud", "/vllm models", "/tpu status"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from bot.demo import Demo
+from sim.demo import Demo
 
 ZONE_LATENCY_S = {"us-east5-a": 0.4, "asia-northeast1-b": 0.7, "europe-west4-a": 1.0}
 VLLM_LATENCY_S = 0.5

@@ -1,11 +1,10 @@
-"""Entry point: `python -m bot [serve | demo [--script FILE] [--scenario FILE] | manifest]`."""
+"""Entry point: `python -m bot [serve | manifest [--url URL]]` (the demo is `python -m sim demo`)."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import sys
-from pathlib import Path
 
 from bot.config import ConfigError, load_settings
 
@@ -14,23 +13,29 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bot", description="tpu-chatops Slack bot")
     sub = parser.add_subparsers(dest="action")
     sub.add_parser("serve", help="run the bot (BOT_MODE=http or socket); the default")
-    demo = sub.add_parser("demo", help="run the bot against the local simulators, with a console")
-    demo.add_argument("--script", help="run console lines from this file and print the transcript")
-    demo.add_argument("--scenario", help="scenario YAML (default: the bundled demo scenario)")
-    demo.add_argument(
-        "--speed", type=float, help="simulated seconds per real second (e.g. 60 to watch alerts)"
-    )
     manifest = sub.add_parser("manifest", help="print app_manifest.yaml generated from the command registry")
     manifest.add_argument("--url", help="request URL for HTTP mode (default: a Socket Mode manifest)")
+    # The demo runs on the simulators, which are no part of the bot: it lives in sim/ (a source checkout).
+    sub.add_parser("demo", help="moved: `make demo`, or `python -m sim demo` in a source checkout")
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["demo"]:
+        print(
+            "the demo moved beside the simulators: run `make demo`, or `python -m sim demo ...`",
+            file=sys.stderr,
+        )
+        return 2
     args = parser.parse_args(argv)
 
     if args.action == "manifest":
-        from bot.manifest import manifest_yaml
+        from bot.manifest import manifest_yaml, request_url
 
-        sys.stdout.write(manifest_yaml(args.url))
+        try:
+            url = None if args.url is None else request_url(args.url)
+        except ValueError as exc:
+            print(f"manifest: {exc}", file=sys.stderr)
+            return 2
+        sys.stdout.write(manifest_yaml(url))
         return 0
-    if args.action == "demo":
-        return _demo(args.script, args.scenario, args.speed)
     from bot.observability import setup_logging
 
     setup_logging(logging.INFO)  # JSON for Cloud Logging on Cloud Run or LOG_FORMAT=json, else lines
@@ -54,34 +59,6 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # every start-up failure becomes one line naming the setting and the fix
         print(f"start-up error: {explain(exc, settings)}", file=sys.stderr)
         return 2
-    return 0
-
-
-def _demo(script: str | None, scenario: str | None, speed: float | None) -> int:
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    # The console already says when the bot does not handle a command; Bolt's developer hint is noise here.
-    logging.getLogger("slack_bolt").setLevel(logging.ERROR)
-    # The simulated TPU VM's SSH server logs every client disconnect as an error.
-    logging.getLogger("paramiko.transport").setLevel(logging.CRITICAL)
-    import yaml
-
-    from bot.console import interactive, run_script
-    from bot.demo import Demo
-
-    try:
-        lines = Path(script).read_text().splitlines() if script else None
-        demo = Demo(scenario, speed=speed, alerts=True)
-    except (OSError, ValueError, yaml.YAMLError) as exc:
-        print(f"demo: {exc}", file=sys.stderr)
-        return 2
-    with demo:
-        print(demo.banner())
-        if lines is not None:
-            missing = run_script(demo.user, lines)
-            if missing:
-                print(f"\n{missing} command(s) got no final answer", file=sys.stderr)
-            return 1 if missing else 0
-        interactive(demo.user)
     return 0
 
 

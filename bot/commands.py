@@ -8,6 +8,7 @@ command's usage line (or the group's command list) plus what was wrong.
 
 from __future__ import annotations
 
+import difflib
 import html
 import re
 import shlex
@@ -51,6 +52,10 @@ class UsageError(Exception):
         super().__init__(f"{problem}\n{usage}" if problem else usage)
         self.problem = problem
         self.usage = usage
+
+
+class NotACommand(UsageError):
+    """The first word is no command group: in a mention, that is a question for Gemma, not a typo."""
 
 
 # ---- argument types: each takes the raw word and returns the value or raises ValueError(reason) ----
@@ -291,19 +296,28 @@ class Registry:
             raise UsageError(f"could not read that: {exc}", self._general_usage()) from None
         if tokens and tokens[0].startswith("/"):
             tokens[0] = tokens[0][1:]
+        tokens = _fold_case(tokens, self._words)
         if not tokens or tokens[0] in _HELP_WORDS:
             return self._help(" ".join(word.lstrip("/") for word in tokens[1:]) or None)
         command = self._match(tokens)
         if command is None:
             if tokens[0] not in self.groups():
-                raise UsageError(f"unknown command `{tokens[0]}`", self._general_usage())
+                hint = _did_you_mean(tokens[0], [f"/{g}" for g in self.groups()], *self.groups())
+                raise NotACommand(f"unknown command `{tokens[0]}`{hint}", self._general_usage())
             if len(tokens) == 1 or tokens[1] in _HELP_WORDS:
                 return self._help(" ".join([tokens[0], *tokens[2:3]]))
-            raise UsageError(f"unknown command `{tokens[0]} {tokens[1]}`", self.group_usage(tokens[0]))
+            commands = [c for c in self.commands(tokens[0]) if len(c.words) > 1]
+            hint = _did_you_mean(tokens[1], [f"/{c.name}" for c in commands], *(c.words[1] for c in commands))
+            raise UsageError(f"unknown command `{tokens[0]} {tokens[1]}`{hint}", self.group_usage(tokens[0]))
         rest = tokens[len(command.words) :]
         if any(word in _HELP_WORDS for word in rest):
             return self._help(command.name)
         return Invocation(command, _parse_args(command, rest), shlex.join(tokens))
+
+    @property
+    def _words(self) -> set[str]:
+        """Every word of every command name, and the help words: what `_fold_case` may lowercase."""
+        return {word for key in self._commands for word in key} | set(_HELP_WORDS)
 
     def _help(self, topic: str | None) -> Invocation:
         help_command = self._commands.get(("help",))
@@ -323,6 +337,32 @@ class Registry:
     def _general_usage(self) -> str:
         groups = ", ".join(f"`/{g}`" for g in self.groups())
         return f"Commands: {groups}. Type `/tpu help` or `@gemma-bot help` for the list."
+
+
+def _fold_case(tokens: list[str], command_words: set[str]) -> list[str]:
+    """Command words and option names are case-insensitive (`/TPU LIST --ZONE us-east5-a`); arguments keep
+    their case (model ids such as google/gemma-4-31B-it are case-sensitive). Leading tokens that are
+    command words in another case are lowercased, as is the name part of every `--option`."""
+    folded = list(tokens)
+    for index, token in enumerate(folded[:3]):
+        if token.lower() not in command_words:
+            break
+        folded[index] = token.lower()
+    for index, token in enumerate(folded):
+        if token.startswith("--") and len(token) > 2:
+            flag, eq, value = token.partition("=")
+            folded[index] = flag.lower() + eq + value
+    return folded
+
+
+def _did_you_mean(typed: str, shown: list[str], *names: str) -> str:
+    """ "; did you mean `/tpu list`?" for the known names closest to what was typed (difflib's ratio, at
+    least 0.6), or "" when none is close. `shown[i]` is how `names[i]` (default: `shown[i]`) is displayed."""
+    keys = list(names) if names else shown
+    close = difflib.get_close_matches(typed.lower(), keys, n=3, cutoff=0.6)
+    if not close:
+        return ""
+    return "; did you mean " + " or ".join(f"`{shown[keys.index(name)]}`" for name in close) + "?"
 
 
 def _parse_args(command: Command, words: list[str]) -> dict[str, Any]:

@@ -7,6 +7,7 @@ The checked-in file is the Socket Mode variant (no public URL needed). For HTTP 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -32,6 +33,25 @@ GROUP_DESCRIPTIONS = {
     "gemma": "Ask the served Gemma model",
     "logs": "Cloud Logging entries of the TPU VMs, and their analysis",
 }
+
+
+def request_url(text: str) -> str:
+    """Check a request URL for HTTP mode: Slack sends events, commands and clicks only to a public HTTPS URL
+    (https://docs.slack.dev/apis/events-api/#subscribing), e.g. https://bot.example.com/slack/events.
+
+    Returns:
+        The URL unchanged.
+
+    Raises:
+        ValueError: not https, no host, credentials or spaces in it, or a query or fragment (Slack would post
+            to it verbatim, so a token in it would leak into the app's settings).
+    """
+    parts = urlsplit(text)
+    if parts.scheme != "https" or not parts.hostname:
+        raise ValueError(f"{text!r} is not an https:// URL with a host (e.g. https://HOST/slack/events)")
+    if parts.username or parts.password or parts.query or parts.fragment or any(c.isspace() for c in text):
+        raise ValueError(f"{text!r}: give the plain URL, without credentials, query, fragment or spaces")
+    return text
 
 
 def manifest(request_url: str | None = None) -> dict[str, Any]:

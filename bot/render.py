@@ -37,13 +37,15 @@ class Reply:
     """What a command answers: a plain-text fallback, blocks, and files for the thread.
 
     A preview of a change may set `plan`: a fingerprint of exactly what it showed. It is kept with the
-    confirmation, and the change refuses to run if the plan it would carry out differs.
+    confirmation, and the change refuses to run if the plan it would carry out differs. An `ephemeral`
+    reply is shown to the requester only (help, for instance, is nothing the channel needs to read).
     """
 
     text: str
     blocks: list[Block] = field(default_factory=list)
     files: list[Attachment] = field(default_factory=list)
     plan: str = ""
+    ephemeral: bool = False
 
 
 def blocks_reply(blocks: list[Block]) -> Reply:
@@ -151,7 +153,7 @@ def fit(reply: Reply, filename: str = "output.txt") -> Reply:
         context(f":page_facing_up: Output was longer than Slack allows; the full text is in `{filename}`.")
     )
     files = [*reply.files, Attachment(filename, reply.text, "Full output")]
-    return Reply(text=text, blocks=kept, files=files)
+    return Reply(text=text, blocks=kept, files=files, ephemeral=reply.ephemeral)
 
 
 def _within_limits(block: Block) -> tuple[Block, bool]:

@@ -417,6 +417,6 @@ class Runner:
             thread_ts=origin.thread_ts,
             response_url=origin.response_url,
             replace=origin.replace,
-            ephemeral=ephemeral,
+            ephemeral=ephemeral or reply.ephemeral,
         )
         self.slack.deliver(reply, destination, filename=filename)

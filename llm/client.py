@@ -1,7 +1,7 @@
 """OpenAI-SDK client for the hosted Gemma model on vLLM's OpenAI-compatible API (`/v1/chat/completions`).
 
 vLLM answers the OpenAI chat-completions protocol (https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html);
-see /work/shared/notes/vllm.md sections 1.4 to 1.7 for the fields it adds and its error bodies.
+see docs/vllm.md §1.4 to §1.7 for the fields it adds and its error bodies.
 SDK errors are translated to `ops.errors` by `translate_errors`, which streamed calls can reuse.
 """
 
@@ -234,7 +234,7 @@ class GemmaClient:
     ) -> StreamResult:
         """Stream a chat completion and measure it.
 
-        Sends `stream=True, stream_options={"include_usage": True}` (notes section 1.5: vLLM then sends one
+        Sends `stream=True, stream_options={"include_usage": True}` (docs/vllm.md §1.5: vLLM then sends one
         extra chunk with `choices: []` and `usage` after the content). Token counts come from that chunk,
         never from counting chunks (one chunk can carry several tokens).
 

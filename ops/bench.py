@@ -1,7 +1,7 @@
 """`vllm bench serve` results: parse the console summary, plan a concurrency x input-length sweep, and render
 the sweep as a heatmap (PNG) or CSV.
 
-Output format: `vllm/benchmarks/serve.py` (see /work/shared/notes/vllm.md section 3.1). Each result line is
+Output format: `vllm/benchmarks/serve.py` (see docs/vllm.md §3.1). Each result line is
 `{label:<40} {value:<10}`; the block starts with `==== Serving Benchmark Result ====` and ends with a line of
 `=`. Optional lines: `Failed requests`, `Maximum request concurrency`, `Request rate configured (RPS)`,
 `Request goodput`, `Peak ...` and the End-to-end Latency section; older versions (mid-2025) print
@@ -17,6 +17,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
 from ops.errors import BadInput, OpsError
 
@@ -332,6 +333,20 @@ def heatmap_png(points: Sequence[SweepPoint], metric: str = "output_throughput")
         )
     if not points:
         raise BadInput("no sweep points to draw", "plan and run a sweep first", backend="bench")
+    fig = _heatmap_figure(points, metric)
+    try:
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png")
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
+    return buffer.getvalue()
+
+
+def _heatmap_figure(points: Sequence[SweepPoint], metric: str) -> Any:
+    """The heatmap as a matplotlib Figure (the caller closes it). The title is two short lines and the
+    figure at least 6.4 inches wide, so a one- or two-column sweep does not clip it."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -351,30 +366,26 @@ def heatmap_png(points: Sequence[SweepPoint], metric: str = "output_throughput")
             labels[(row, col)] = "n/a"
         else:
             grid[row, col] = float(value)
-            labels[(row, col)] = f"{value:,.0f}" if abs(value) >= 100 else f"{value:.2f}"
+            labels[(row, col)] = f"{value:,.1f}"  # the number format of the bench table
     title, unit = METRICS[metric]
     output_lens = sorted({p.output_len for p in points})
-    fig, ax = plt.subplots(figsize=(1.2 * len(cons) + 3, 0.8 * len(lens) + 2), dpi=100)
-    try:
-        cmap = plt.get_cmap("viridis").with_extremes(bad="#d0d0d0")
-        image = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, aspect="auto", origin="lower")
-        ax.set_xticks(range(len(cons)), [str(c) for c in cons])
-        ax.set_yticks(range(len(lens)), [str(n) for n in lens])
-        ax.set_xlabel("max concurrency (requests)")
-        ax.set_ylabel("input length (tokens)")
-        out_text = ", ".join(str(n) for n in output_lens)
-        ax.set_title(f"vllm bench serve: {title} ({unit}), output length {out_text} tokens")
-        finite = grid[np.isfinite(grid)]
-        middle = float(np.nanmean(finite)) if finite.size else 0.0
-        for (row, col), text in labels.items():
-            value = grid[row, col]
-            colour = "black" if not np.isfinite(value) or value > middle else "white"
-            ax.text(col, row, text, ha="center", va="center", fontsize=8, color=colour)
-        bar = fig.colorbar(image, ax=ax)
-        bar.set_label(f"{title} ({unit})")
-        fig.tight_layout()
-        buffer = io.BytesIO()
-        fig.savefig(buffer, format="png")
-    finally:
-        plt.close(fig)
-    return buffer.getvalue()
+    width = max(6.4, 1.2 * len(cons) + 3)
+    fig, ax = plt.subplots(figsize=(width, 0.8 * len(lens) + 2.4), dpi=100)
+    cmap = plt.get_cmap("viridis").with_extremes(bad="#d0d0d0")
+    image = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, aspect="auto", origin="lower")
+    ax.set_xticks(range(len(cons)), [str(c) for c in cons])
+    ax.set_yticks(range(len(lens)), [str(n) for n in lens])
+    ax.set_xlabel("max concurrency (requests)")
+    ax.set_ylabel("input length (tokens)")
+    out_text = ", ".join(str(n) for n in output_lens)
+    ax.set_title(f"vllm bench serve: {title} ({unit})\noutput length {out_text} tokens")
+    finite = grid[np.isfinite(grid)]
+    middle = float(np.nanmean(finite)) if finite.size else 0.0
+    for (row, col), text in labels.items():
+        value = grid[row, col]
+        colour = "black" if not np.isfinite(value) or value > middle else "white"
+        ax.text(col, row, text, ha="center", va="center", fontsize=8, color=colour)
+    bar = fig.colorbar(image, ax=ax)
+    bar.set_label(f"{title} ({unit})")
+    fig.tight_layout()
+    return fig

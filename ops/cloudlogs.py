@@ -1,9 +1,9 @@
 """Read TPU VM logs from Cloud Logging (REST, through the real `google.cloud.logging` client).
 
 TPU VMs log under the monitored resource `resource.type="tpu_worker"` with the labels `project_id`,
-`zone`, `node_id` and `worker_id` (/work/shared/notes/google-apis.md section 4.4). `build_filter` writes
+`zone`, `node_id` and `worker_id` (docs/google-apis.md §4). `build_filter` writes
 a Logging query for them, ALWAYS with an explicit `timestamp>="..."` bound: the client library appends
-`AND timestamp>="<now - 24 h>"` to any filter that lacks the word "timestamp" (section 0 item 7), which
+`AND timestamp>="<now - 24 h>"` to any filter that lacks the word "timestamp" (§1 item 7 there), which
 would silently hide older entries. `fetch` pages through `entries.list` newest first and yields
 `LogEntry` values; Google errors become `ops.errors`.
 

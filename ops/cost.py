@@ -1,10 +1,10 @@
 """TPU cost estimates: a sourced price table (USD per chip-hour), chip counting and live burn.
 
-Every price row carries the source it was copied from and the date that source describes. Nothing is
-extrapolated: a (generation, model, region) combination without a sourced figure is *absent*, and looking it
-up raises `BadInput` naming what is known instead of guessing. All figures come from
-/work/shared/notes/google-apis.md §4.1; compare them against the official page before relying on them:
-https://cloud.google.com/tpu/pricing
+Every price row carries a public source and the date that source was read. Nothing is extrapolated: a
+(generation, model, region) combination without a sourced figure is *absent*, and looking it up raises
+`BadInput` naming what is known instead of guessing. The figures, their source and what is deliberately
+left out are described in docs/google-apis.md §2; compare them with the official page before relying on
+them: https://cloud.google.com/tpu/pricing
 
 Units: prices are USD per chip-hour; durations are hours (float); totals are USD.
 """
@@ -21,6 +21,7 @@ from ops.errors import BadInput
 from ops.tpu import QueuedResourceInfo
 
 __all__ = [
+    "DEFAULT_MODEL",
     "MODELS",
     "PRICES",
     "Burn",
@@ -31,7 +32,9 @@ __all__ = [
     "estimate",
     "family_of",
     "price",
+    "pricing_model_of",
     "region_of",
+    "sourced_estimates",
 ]
 
 PRICING_DOC = "https://cloud.google.com/tpu/pricing"
@@ -39,21 +42,17 @@ PRICING_DOC = "https://cloud.google.com/tpu/pricing"
 #: Pricing models the table knows about. "1y"/"3y" are committed-use (CUD) chip-hour rates.
 MODELS: tuple[str, ...] = ("flex-start", "spot", "on-demand", "1y", "3y")
 
-# Source A: SkyPilot catalog (machine-derived from the GCP Billing Catalog; spot prices are point-in-time).
-# The as-of date is the date the notes read this pinned commit (google-apis.md header, "As of 2026-11-29"),
-# not the date of the commit itself, which the notes do not give.
+#: The pricing model `/tpu create` uses when none is given, and so `/tpu cost`'s default.
+DEFAULT_MODEL = "flex-start"
+
+# The SkyPilot catalog at a pinned commit: machine-derived from the GCP Billing Catalog (spot prices are
+# point-in-time). The date is when this commit was read, as the catalog rows carry no date of their own.
 _SRC_A = (
     "SkyPilot catalog vms.csv @ 017e2502fb63c7a28757acd94002b2d6099d3e3d "
     "(https://github.com/skypilot-org/skypilot-catalog/blob/017e2502fb63c7a28757acd94002b2d6099d3e3d/"
     "catalogs/v7/gcp/vms.csv)"
 )
 _ASOF_A = "2026-11-29"
-# Source B: the reference project's test fixture, "rates copied from the live catalog for us-east5 on
-# 2026-08-07" (second-hand). Used only for what Source A lacks: v6e us-east5 flex-start and 1-year CUD.
-_SRC_B = "reference project test fixture (GCP Billing Catalog, us-east5)"
-_SRC_B_FLEX = f"{_SRC_B}: SKU 'DWS Defined Duration V6e running in Columbus'"
-_SRC_B_1Y = f"{_SRC_B}: SKU 'Commitment v1: TpuV6e ... for 1 Year'"
-_ASOF_B = "2026-08-07"
 
 
 @dataclass(frozen=True)
@@ -88,7 +87,6 @@ _TABLE: list[Price] = [
                                       "us-west1"], _SRC_A, _ASOF_A),
     *_rows("v6e", "on-demand", 2.97, ["europe-west4", "asia-southeast1"], _SRC_A, _ASOF_A),
     *_rows("v6e", "on-demand", 3.24, ["asia-northeast1", "asia-south1"], _SRC_A, _ASOF_A),
-    # Spot. Source B lists $1.4033 for us-east5 spot on 2026-08-07; the brief pins spot to Source A.
     *_rows("v6e", "spot", 1.08, ["us-east5"], _SRC_A, _ASOF_A),
     *_rows("v6e", "spot", 0.648, ["us-central1", "us-east1", "us-west1"], _SRC_A, _ASOF_A),
     *_rows("v6e", "spot", 0.858, ["us-east4"], _SRC_A, _ASOF_A),
@@ -97,9 +95,6 @@ _TABLE: list[Price] = [
     *_rows("v6e", "spot", 0.730, ["asia-southeast1"], _SRC_A, _ASOF_A),
     *_rows("v6e", "spot", 1.077, ["asia-northeast1"], _SRC_A, _ASOF_A),
     *_rows("v6e", "spot", 2.27, ["asia-south1"], _SRC_A, _ASOF_A),
-    # ---- v6e, Source B (us-east5 only) -------------------------------------------------------------------
-    *_rows("v6e", "flex-start", 1.35, ["us-east5"], _SRC_B_FLEX, _ASOF_B),
-    *_rows("v6e", "1y", 1.89, ["us-east5"], _SRC_B_1Y, _ASOF_B),
     # ---- v5e (v5litepod), Source A ---------------------------------------------------------------------
     *_rows("v5e", "on-demand", 1.20, ["us-central1", "us-east1", "us-east5", "us-west1", "us-west4"],
            _SRC_A, _ASOF_A),
@@ -128,8 +123,8 @@ _TABLE: list[Price] = [
     # ---- v4, Source A (offered in us-central2-b only) ----------------------------------------------------
     *_rows("v4", "on-demand", 3.22, ["us-central2"], _SRC_A, _ASOF_A),
     *_rows("v4", "spot", 0.9215, ["us-central2"], _SRC_A, _ASOF_A),
-    # Deliberately absent (google-apis.md §4.1/§7 mark them unverified or unsourced): every 3-year CUD, 1-year
-    # CUDs other than v6e us-east5, flex-start other than v6e us-east5, and v7 (Ironwood).
+    # Deliberately absent, for want of a public source with a date (docs/google-apis.md §2): flex-start,
+    # every 1- and 3-year commitment, and v7 (Ironwood). Asking for them is refused, never guessed.
 ]
 # fmt: on
 
@@ -139,8 +134,8 @@ if len(PRICES) != len(_TABLE):  # pragma: no cover - guards edits of the table
     raise RuntimeError("duplicate rows in the TPU price table")
 
 # accelerator-type prefix -> (price-table family, accelerator-type units per chip).
-# google-apis.md §4.1 "Chip counts": v4-N and v5p-N count TensorCores (2 per chip); v5litepod-N and v6e-N
-# count chips. Doc: https://cloud.google.com/tpu/docs/system-architecture-tpu-vm
+# Chip counts (docs/google-apis.md §2): v4-N and v5p-N count TensorCores (2 per chip); v5litepod-N and
+# v6e-N count chips. Doc: https://cloud.google.com/tpu/docs/system-architecture-tpu-vm
 _FAMILIES: dict[str, tuple[str, int]] = {
     "v4": ("v4", 2),
     "v5p": ("v5p", 2),
@@ -251,7 +246,7 @@ def chips(accelerator_type: str) -> int:
     """Number of TPU chips in an accelerator type.
 
     v5litepod-N and v6e-N name N chips; v4-N and v5p-N name N TensorCores, 2 per chip, so v4-8 and v5p-8 are
-    4 chips (google-apis.md §4.1 "Chip counts"; https://cloud.google.com/tpu/docs/system-architecture-tpu-vm).
+    4 chips (https://cloud.google.com/tpu/docs/system-architecture-tpu-vm).
 
     Args:
         accelerator_type: e.g. "v6e-8" (case and surrounding spaces are ignored).
@@ -302,7 +297,7 @@ def price(accelerator_type: str, model: str, region: str) -> Price:
     Raises:
         BadInput: unknown type family or model, malformed region, or no sourced price for that combination;
             the message lists the models known for that family and region (or the regions known for that
-            family and model). Source of all figures: google-apis.md §4.1; official page
+            family and model). Sources: docs/google-apis.md §2; official page
             https://cloud.google.com/tpu/pricing.
     """
     family = family_of(accelerator_type)
@@ -368,6 +363,23 @@ def estimate(accelerator_type: str, hours: float, model: str, region: str) -> Co
     )
 
 
+def pricing_model_of(provisioning_model: str) -> str:
+    """The price-table model of a queued resource's provisioning model ("reserved" is priced as "1y");
+    a provisioning model without a mapping (e.g. "best-effort") is returned as is, and `price` refuses it."""
+    return _QR_MODELS.get(provisioning_model, provisioning_model)
+
+
+def sourced_estimates(accelerator_type: str, hours: float, region: str) -> list[CostEstimate]:
+    """An estimate for every pricing model with a sourced price for this type in this region, in `MODELS`
+    order (what to show when the model asked for has none).
+
+    Raises:
+        BadInput: what `estimate` raises for the type, hours or region (not for a missing model).
+    """
+    family = family_of(accelerator_type)
+    return [estimate(accelerator_type, hours, m, region) for m in MODELS if (family, m, region) in PRICES]
+
+
 def burn(qr: QueuedResourceInfo, now: datetime) -> Burn:
     """Live spend of an ACTIVE queued resource.
 
@@ -375,16 +387,15 @@ def burn(qr: QueuedResourceInfo, now: datetime) -> Burn:
     the number of nodes the QR has (1 if none were fetched); usd_so_far = usd_per_hour * hours since `start`;
     usd_until_termination = usd_per_hour * hours from `now` to `qr.termination_time` (None if unknown).
 
-    Approximation: Cloud TPU bills while the node is READY (google-apis.md §4.1, from
-    https://cloud.google.com/tpu/pricing). The API gives no READY-since timestamp, so `start` is the earliest
+    Approximation: Cloud TPU bills while the node is READY (https://cloud.google.com/tpu/pricing). The API
+    gives no READY-since timestamp, so `start` is the earliest
     node `create_time` when nodes are known, else the QR `create_time`. Both overestimate slightly (node
     creation precedes READY by minutes); the QR create time also includes any time spent queued
     (WAITING_FOR_RESOURCES), so it can overestimate a flex-start QR that waited long.
 
     Pricing model: `qr.provisioning_model` "flex-start", "spot" and "on-demand" map to the same-named
-    price; "reserved" maps to the 1-year commitment ("1y") price where one is sourced (only v6e in us-east5,
-    which equals the Billing Catalog's Calendar-Mode reservation rate of $1.89 there); "best-effort" has no
-    price. The region is `region_of(qr.zone)`.
+    price; "reserved" maps to the 1-year commitment ("1y") price where one is sourced (none is, today);
+    "best-effort" has no price. The region is `region_of(qr.zone)`.
 
     Args:
         qr: the queued resource; must be ACTIVE with an accelerator type, zone and create time.

@@ -6,8 +6,8 @@ pattern first (raising `BadInput`) and then `shlex.quote`d, so a hostile value i
 The Hugging Face token is never an input here: the startup script reads it from Secret Manager on the VM,
 and the GKE manifest references a Kubernetes Secret by name.
 
-Sources: /work/shared/notes/vllm.md §4 (docker flags, explicit `vllm serve` command, `docker rm -f` before a
-restart) and /work/shared/notes/google-apis.md §5 (gcloud flags and the API fields they set).
+Sources: docs/vllm.md §4 (docker flags, explicit `vllm serve` command, `docker rm -f` before a restart) and
+docs/google-apis.md §5 (gcloud flags and the API fields they set).
 """
 
 from __future__ import annotations
@@ -94,8 +94,8 @@ class StartupConfig:
     Attributes:
         project: GCP project id holding the Secret Manager secret (required), e.g. "my-project".
         model: Hugging Face repo id, `owner/name` of [A-Za-z0-9._-].
-        image: docker image reference (vllm.md §4.1: `vllm/vllm-tpu:gemma4`).
-        tensor_parallel_size: vLLM `--tensor-parallel-size`, 1..256 (8 for v6e-8, vllm.md §4.1).
+        image: docker image reference (docs/vllm.md §4.1: `vllm/vllm-tpu:gemma4`).
+        tensor_parallel_size: vLLM `--tensor-parallel-size`, 1..256 (8 for v6e-8, docs/vllm.md §4.1).
         max_model_len: vLLM `--max-model-len` in tokens, 1..1048576 (16384 in the recipes).
         port: HTTP port of the OpenAI-compatible server, 1..65535.
         hf_token_secret: Secret Manager secret id holding the Hugging Face token (startup script), and the
@@ -134,7 +134,8 @@ class StartupConfig:
     def vllm_argv(self) -> list[str]:
         """The explicit server command, as argv: `vllm serve MODEL --tensor-parallel-size N ...`.
 
-        An explicit command works whether or not the image has the entrypoint.sh ENTRYPOINT (vllm.md §4.2).
+        An explicit command works whether or not the image has the entrypoint.sh ENTRYPOINT
+        (docs/vllm.md §4.2).
         """
         return [
             "vllm",
@@ -201,8 +202,8 @@ def startup_script(cfg: StartupConfig) -> str:
     runtime images ship both), reads the Hugging Face token with
     `gcloud secrets versions access latest --secret=NAME --project=P` on the VM (retrying 5 times), pulls the
     image (retrying 3 times, for registry rate limits), runs `docker rm -f` on a stale container (only one
-    process may own the TPU, vllm.md §4.3), then `docker run -d --name C --privileged --net=host
-    --shm-size 16G -v /dev/shm:/dev/shm --env HF_TOKEN IMAGE vllm serve ...` (vllm.md §4.1/§4.2).
+    process may own the TPU, docs/vllm.md §4.3), then `docker run -d --name C --privileged --net=host
+    --shm-size 16G -v /dev/shm:/dev/shm --env HF_TOKEN IMAGE vllm serve ...` (docs/vllm.md §4.1, §4.2).
 
     Token hygiene: the token never appears in the script; tracing is off (`set +x`), the variable is never
     echoed or logged, and docker gets it through `--env HF_TOKEN` (value taken from the environment of the
@@ -330,7 +331,7 @@ def gcloud_command(
 ) -> str:
     """The `gcloud alpha compute tpus queued-resources create` command equivalent to a create request.
 
-    Flag -> API field (v2alpha1) mapping, from google-cloud-sdk 578.0.0 (google-apis.md §5):
+    Flag -> API field (v2alpha1) mapping, from google-cloud-sdk 578.0.0 (docs/google-apis.md §5):
     `--node-id` -> tpu.nodeSpec[0].nodeId; `--accelerator-type` -> node.acceleratorType; `--runtime-version`
     -> node.runtimeVersion; `--metadata-from-file=startup-script=F` -> node.metadata["startup-script"];
     `--provisioning-model=flex-start` -> provisioningModel FLEX_START with `--max-run-duration` ->
@@ -424,7 +425,7 @@ def gke_manifest(cfg: StartupConfig, accelerator_type: str, *, hf_token_key: str
     `cloud.google.com/gke-tpu-topology` (v6e-8: tpu-v6e-slice, 2x4) and requests `google.com/tpu: <chips>`
     (https://cloud.google.com/kubernetes-engine/docs/concepts/plan-tpus). Only single-host slices are
     supported (vLLM on GKE TPUs is single-host). The container runs the explicit `vllm serve ...` command
-    (vllm.md §4.2), mounts a 16Gi memory-backed /dev/shm, and gets HF_TOKEN from the Kubernetes Secret
+    (docs/vllm.md §4.2), mounts a 16Gi memory-backed /dev/shm, and gets HF_TOKEN from the Kubernetes Secret
     `cfg.hf_token_secret`, key `hf_token_key`: create it out of band, e.g.
     `kubectl create secret generic hf-token --from-literal=hf_api_token=...`. No token value appears here.
     A startup probe on GET /health allows 30 minutes for weight download and XLA compilation.

@@ -192,10 +192,10 @@ def cloud_logging(
 ) -> cloud_logging_lib.Client:
     """A hand-written `google.cloud.logging.Client` speaking REST/JSON (`_use_grpc=False`).
 
-    Cloud Logging's GAPIC client is gRPC only (notes google-apis.md section 0 item 6); this REST client
+    Cloud Logging's GAPIC client is gRPC only (docs/google-apis.md §1 item 6); this REST client
     sends `POST /v2/entries:list`, which the simulator (`sim.gcp.GcpSimulator`) serves. Beware that its
     `list_entries` appends `AND timestamp>="<now - 24 h>"` to any filter without the word "timestamp"
-    (section 0 item 7): `ops.cloudlogs.build_filter` always writes its own bound.
+    (§1 item 7 there): `ops.cloudlogs.build_filter` always writes its own bound.
 
     Args:
         project: the project id whose logs are read ("projects/<project>" is the default resource name).

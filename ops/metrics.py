@@ -2,7 +2,7 @@
 
 vLLM (V1 engine) exposes its metrics with prometheus-client; the names and buckets are defined in
 `vllm/v1/metrics/loggers.py` (`PrometheusStatLogger`) and listed at https://docs.vllm.ai/en/latest/usage/metrics.html.
-See also /work/shared/notes/vllm.md section 2. What this module relies on:
+See also docs/vllm.md §2. What this module relies on:
 
 - Every `vllm:` series carries the labels `model_name` and `engine` (the data-parallel engine index); labels
   are printed in alphabetical order, so nothing here depends on their order.

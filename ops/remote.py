@@ -12,8 +12,8 @@ Security model:
 - No private key material appears in messages or logs (only public fingerprints).
 
 `VllmContainer` is the facade the bot uses: status/start/stop/restart/rm/logs/syslog/bench of the vLLM
-container (docker run flags from /work/shared/notes/vllm.md section 4.1, explicit `vllm serve` command per the
-"safe forms" of section 4.2, `docker rm -f` before a restart per section 4.3 device-busy).
+container (docker run flags from docs/vllm.md §4.1, an explicit `vllm serve` command as §4.2 explains,
+`docker rm -f` before a restart because only one process may own the TPU, §4.3).
 """
 
 from __future__ import annotations
@@ -212,8 +212,9 @@ TEMPLATES: dict[str, CommandTemplate] = {
         {"stop_timeout_s": "stop_timeout_s", "container": "container"},
     ),
     "docker_rm_force": CommandTemplate("{SUDO}docker rm -f -- {container}", {"container": "container"}),
-    # Flags: notes 4.1 (recipe docker run) and 4.2 (explicit `vllm serve` command, safe with or without the
-    # image's entrypoint.sh); tool/reasoning parsers: notes 1.6. Exit 3 = the secret could not be read.
+    # Flags: docs/vllm.md §4.1 (recipe docker run) and §4.2 (explicit `vllm serve` command, safe with or
+    # without the image's entrypoint.sh); tool/reasoning parsers: docs/vllm.md §1.6. Exit 3 = the secret
+    # could not be read.
     "docker_run_vllm": CommandTemplate(
         'HF_TOKEN="$(gcloud secrets versions access latest --secret={secret})" || exit 3; export HF_TOKEN; '
         "{SUDO_ENV}docker run -d --name {container} --privileged --net=host --shm-size 16G "
@@ -256,7 +257,7 @@ TEMPLATES: dict[str, CommandTemplate] = {
     "journalctl": CommandTemplate(
         "{SUDO}journalctl -u {unit} -n {tail} --no-pager", {"unit": "unit", "tail": "tail"}
     ),
-    # notes 3.1 (the tpu-recipes Trillium README runs this inside the container).
+    # docs/vllm.md §3.1 (the tpu-recipes Trillium README runs this inside the container).
     "vllm_bench_serve": CommandTemplate(
         "{SUDO}docker exec -- {container} vllm bench serve --backend vllm --model {model} "
         "--dataset-name random --num-prompts {num_prompts} --random-input-len {input_len} "
@@ -654,7 +655,7 @@ class RemoteHost:
 
 @dataclass(frozen=True)
 class VllmSpec:
-    """How to run the vLLM container (defaults: Gemma 4 31B on v6e-8, notes section 4.1).
+    """How to run the vLLM container (defaults: Gemma 4 31B on v6e-8, docs/vllm.md §4.1).
 
     Attributes:
         image: the vllm-tpu image, e.g. "vllm/vllm-tpu:gemma4".
@@ -677,7 +678,7 @@ class VllmSpec:
 
 @dataclass(frozen=True)
 class BenchParams:
-    """Arguments of `vllm bench serve` (defaults from the tpu-recipes Trillium README, notes section 3.1).
+    """Arguments of `vllm bench serve` (defaults from the tpu-recipes Trillium README, docs/vllm.md §3.1).
 
     Attributes:
         model: model id (as served).
@@ -805,7 +806,7 @@ class VllmContainer:
     def start(self, spec: VllmSpec) -> ContainerStatus:
         """Start the container: `docker start` if it exists (its original flags are kept), else `docker run`.
 
-        Does NOT remove a dead container holding the TPU; use `restart` for that (notes 4.3).
+        Does NOT remove a dead container holding the TPU; use `restart` for that (docs/vllm.md §4.3).
 
         Args:
             spec: used only when the container must be created.
@@ -834,7 +835,7 @@ class VllmContainer:
         return self.status()
 
     def restart(self, spec: VllmSpec) -> ContainerStatus:
-        """Recreate the container: `docker rm -f` (frees the TPU even from a dead container, notes 4.3
+        """Recreate the container: `docker rm -f` (frees the TPU even from a dead container, docs/vllm.md §4.3
         device-busy) then `docker run` with `spec`.
 
         Returns:
@@ -894,7 +895,7 @@ class VllmContainer:
         return result.stdout
 
     def bench(self, params: BenchParams) -> str:
-        """Run `vllm bench serve` inside the container (notes 3.1) and return its raw stdout.
+        """Run `vllm bench serve` inside the container (docs/vllm.md §3.1) and return its raw stdout.
 
         Parse it with `ops.bench.parse_bench_serve`.
 

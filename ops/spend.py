@@ -32,6 +32,9 @@ class SpendPlan:
         worst_case_usd: `at_once` accelerators at the highest price for `run_hours` (None without both).
         worst_case_usd_per_hour: `at_once` x the highest price, USD per hour.
         source: where the prices come from ("" if none).
+        ceiling: True when the model has no sourced price and `usd_per_hour` holds the on-demand price of
+            the same type and region as an upper bound (Google prices flex-start and spot below on-demand:
+            https://cloud.google.com/tpu/pricing), so the worst case is never understated.
     """
 
     usd_per_hour: dict[str, float | None]
@@ -42,6 +45,7 @@ class SpendPlan:
     worst_case_usd: float | None
     worst_case_usd_per_hour: float | None
     source: str
+    ceiling: bool = False
 
 
 def plan_spend(
@@ -61,18 +65,24 @@ def plan_spend(
         run_hours: max run duration in hours (flex-start), None when the resource has no fixed end.
 
     Returns:
-        A SpendPlan (prices from `ops.cost.estimate`; a zone whose region has no price maps to None).
+        A SpendPlan (prices from `ops.cost.estimate`; where the model has no sourced price, the on-demand
+        price as a ceiling; a zone whose region has neither maps to None).
     """
     prices: dict[str, float | None] = {}
     source = ""
+    ceiling = False
     for zone in zones:
-        try:
-            estimate = cost.estimate(accelerator_type, 1.0, provisioning_model, cost.region_of(zone))
-        except BadInput:
-            prices[zone] = None
-            continue
-        prices[zone] = estimate.total_usd
-        source = source or f"{estimate.source}, {estimate.as_of}"
+        estimate = None
+        for model in (provisioning_model, "on-demand"):
+            try:
+                estimate = cost.estimate(accelerator_type, 1.0, model, cost.region_of(zone))
+            except BadInput:
+                continue
+            ceiling = ceiling or model != provisioning_model
+            break
+        prices[zone] = estimate.total_usd if estimate is not None else None
+        if estimate is not None:
+            source = source or f"{estimate.source}, {estimate.as_of}"
     known = [p for p in prices.values() if p is not None]
     top = max(known) if known else None
     at_once = max(1, min(parallel, len(zones) or 1))
@@ -85,4 +95,5 @@ def plan_spend(
         worst_case_usd=top * run_hours * at_once if top is not None and run_hours is not None else None,
         worst_case_usd_per_hour=top * at_once if top is not None else None,
         source=source,
+        ceiling=ceiling,
     )

@@ -241,6 +241,28 @@ def _lease(row: Any) -> OperationLease:
     )
 
 
+@dataclass(frozen=True)
+class BenchRun:
+    """One stored benchmark run: its id, when it ran (UTC), "bench" or "sweep", and its parameters and
+    figures as stored (for "bench": `BenchParams` fields and `BenchResult` fields)."""
+
+    run_id: int
+    at: datetime
+    kind: str
+    params: dict[str, Any]
+    results: dict[str, Any]
+
+
+def _bench_run(row: Any) -> BenchRun:
+    return BenchRun(
+        run_id=int(row["id"]),
+        at=_aware(row["at"]) or datetime.now(UTC),
+        kind=row["kind"],
+        params=json.loads(row["params"]),
+        results=json.loads(row["results"]),
+    )
+
+
 def _confirmation(row: Any) -> Confirmation:
     return Confirmation(
         token=row["token"],
@@ -414,6 +436,24 @@ class Store:
         if key is None:
             raise NotFound("benchmark row was not stored")
         return int(key[0])
+
+    def bench_runs(self, last: int = 20) -> list[BenchRun]:
+        """The `last` stored benchmark runs, newest first."""
+        query = select(bench_table).order_by(bench_table.c.id.desc()).limit(last)
+        with self.engine.connect() as conn:
+            return [_bench_run(row) for row in conn.execute(query).mappings()]
+
+    def bench_run(self, run_id: int) -> BenchRun:
+        """One stored benchmark run.
+
+        Raises:
+            NotFound: no run has that id.
+        """
+        with self.engine.connect() as conn:
+            row = conn.execute(select(bench_table).where(bench_table.c.id == run_id)).mappings().first()
+        if row is None:
+            raise NotFound(f"no stored benchmark run {run_id}", "list them with /vllm bench list")
+        return _bench_run(row)
 
     # ---- leases (several replicas: exactly one runs the scheduler)
 

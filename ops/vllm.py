@@ -1,6 +1,6 @@
 """HTTP client for a vLLM server's operational endpoints: `/health`, `/version`, `/v1/models`, `/metrics`.
 
-Endpoint facts (see /work/shared/notes/vllm.md section 1):
+Endpoint facts (see docs/vllm.md §1):
 - `GET /health` has an empty body: 200 when the engine is healthy, 503 when it is dead
   (`vllm/entrypoints/serve/instrumentator/health.py`). There is no "warming up" status: uvicorn starts
   listening only once the engine is initialized, so a booting server refuses connections.

@@ -1337,7 +1337,7 @@ def generate_logs(
 def audit_log_entries(world: World) -> list[dict[str, Any]]:
     """Admin Activity audit entries (protoPayload AuditLog) for the scenario's queued-resource creations:
     one at the request and one when the operation ended (create is an LRO). Illustrative shapes
-    (notes section 4.4); their `resource.type` is unverified."""
+    (docs/google-apis.md §4); their `resource.type` is unverified."""
     out = []
     for qr in world.queued_resources.values():
         method = "google.cloud.tpu.v2alpha1.Tpu.CreateQueuedResource"

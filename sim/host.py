@@ -308,7 +308,7 @@ def healthy_startup_lines(
     `Application startup complete.`
 
     Line formats follow real vLLM V1 logs on TPU (process prefixes `(APIServer pid=1)` and
-    `(EngineCore_DP0 pid=N)`, notes section 2.4). The first half is stamped at `started`, the rest at
+    `(EngineCore_DP0 pid=N)`, docs/vllm.md §2.4). The first half is stamped at `started`, the rest at
     `started + boot_s`.
     """
     ready = started + timedelta(seconds=boot_s)
@@ -981,7 +981,7 @@ class HostSimulator:
         c.created = started - timedelta(seconds=5)
         if state != "created":
             c.started = started
-            # history: a real boot takes about 10 minutes (notes 4.1); never stamp lines in the future
+            # history: a real boot takes about 10 minutes (docs/vllm.md §4.1); never stamp lines in the future
             boot = max(0.0, min(600.0, (now - started).total_seconds() - 1))
             early = [item for item in self._startup(c, started, boot) if item[0] == started]
             if c.failing_log:
@@ -1028,7 +1028,7 @@ class HostSimulator:
             None,
         )
         if holder is not None:
-            failing = "vllm-tpu-device-busy.log"  # only one process can own the TPU (notes 4.3)
+            failing = "vllm-tpu-device-busy.log"  # only one process can own the TPU (docs/vllm.md §4.3)
         elif not c.has_token:
             failing = "vllm-hf-gated-repo-401.log"
         early = [(t, line) for t, line in lines if t == now]

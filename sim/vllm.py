@@ -1,7 +1,7 @@
 """A local SIMULATOR of a vLLM OpenAI-compatible server (no model, no TPU): for the demo and the tests.
 
-It answers on a real TCP port with the same shapes as `vllm serve` (see /work/shared/notes/vllm.md sections 1
-and 2): `GET /health` (empty body, 200 or 503), `GET /version`, `GET /v1/models` (ModelCard with
+It answers on a real TCP port with the same shapes as `vllm serve` (see docs/vllm.md §1
+and §2): `GET /health` (empty body, 200 or 503), `GET /version`, `GET /v1/models` (ModelCard with
 `max_model_len` and `permission`), `POST /v1/chat/completions` (JSON or SSE stream,
 `stream_options.include_usage`, `max_tokens` -> finish_reason "length", HTTP 400 with vLLM's context-length
 message) and `GET /metrics` in
@@ -50,7 +50,7 @@ reports (SIMULATED load, nothing waits): `set_reported_latency(seconds)` adds to
 end-to-end latency) recorded for each request from then on, as if the engine were that much slower,
 without the test having to wait; `set_waiting(n)` shows `n` requests waiting to be scheduled.
 "booting" closes the port (connection refused, as a real `vllm serve` that is still loading weights and
-compiling) for `boot_s` seconds, then listens again in mode "ready" (notes section 1.1: there is no
+compiling) for `boot_s` seconds, then listens again in mode "ready" (docs/vllm.md §1.1: there is no
 "warming up" HTTP status).
 """
 
@@ -99,7 +99,7 @@ DEFAULTS: dict[str, Any] = {
     "engine_death_exit_s": 5.0,
 }
 
-# vLLM's refusal of tool_choice "auto" without the flags (serving_chat.py; notes vllm.md section 1.6).
+# vLLM's refusal of tool_choice "auto" without the flags (serving_chat.py; docs/vllm.md §1.6).
 AUTO_TOOL_CHOICE_MESSAGE = (
     '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
 )

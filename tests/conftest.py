@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.demo import Demo
+from sim.demo import Demo
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CASES = FIXTURES / "cases"

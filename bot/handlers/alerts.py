@@ -15,10 +15,20 @@ from bot import scheduler
 from bot.commands import Param, Role, duration, registry
 from bot.context import Context
 from bot.membership import NOT_MEMBER_ERRORS, invite_hint
-from bot.render import Reply, blocks_reply, channel_link, header, human_duration, mention, section, utc
+from bot.render import (
+    Reply,
+    blocks_reply,
+    channel_link,
+    context,
+    header,
+    human_duration,
+    mention,
+    section,
+    utc,
+)
 from bot.routing import KINDS
 from bot.slack_gateway import SlackDeliveryError
-from ops.alerts import AlertLedger
+from ops.alerts import AlertLedger, identity
 from ops.errors import BadInput, OpsError
 from ops.maintenance import MaintenanceWindows
 
@@ -34,8 +44,8 @@ def subject(word: str) -> str:
 
 
 def known_subjects(ctx: Context) -> tuple[set[str], list[str]]:
-    """(subjects that exist now, backends that could not be read): alert kinds, "vllm" and the endpoint
-    URL, queued resources and their nodes in the watched zones."""
+    """(subjects that exist now, zones that could not be read): alert kinds, "vllm" and the endpoint URL,
+    queued resources (not being deleted) and their nodes in the watched zones."""
     known = set(KINDS) | {"vllm"}
     missing: list[str] = []
     with contextlib.suppress(OpsError):  # no endpoint now: "vllm" still names it
@@ -43,18 +53,36 @@ def known_subjects(ctx: Context) -> tuple[set[str], list[str]]:
     listing = ctx.services.tpu.list_queued_resources(ctx.services.settings.tpu_zones)
     missing += sorted(listing.errors)
     for qr in listing.resources:
+        if qr.state == "DELETING":
+            continue
         known.add(qr.name)
         known.update(qr.node_ids)
     return known, missing
 
 
+# Ledger statuses in plain words (ops.alerts.AlertLedger.claim).
+_STATUS_WORDS = {
+    "sent": "posted",
+    "suppressed": "suppressed while muted",
+    "superseded": "skipped for a more urgent one",
+    "sending": "being posted",
+}
+
+
 @registry.command("alerts list", "Open alerts of the last 7 days and the muted resources")
 def alerts_list(ctx: Context) -> Reply:
-    """Open alerts (sent, neither acknowledged nor resolved) and active mutes."""
+    """Open alerts (sent, neither acknowledged nor resolved) of resources that still exist, and active
+    mutes. An alert of a queued resource that is gone (deleted, or recreated under the same name: a new
+    create time is a new resource) is left out and counted; where a zone did not answer, its alerts stay."""
     now = ctx.services.now()
     ledger = AlertLedger(ctx.services.store)
     open_rows = ledger.open_alerts(since=now - timedelta(days=7))
-    lines = [f"• {r.text} _({human_duration(now - r.at)} ago, `{r.kind}`)_" for r in open_rows[-30:]]
+    gone, note = _gone_resources(ctx, {r.resource for r in open_rows})
+    shown = [r for r in open_rows if r.resource not in gone]
+    lines = [f"• {r.text} _({human_duration(now - r.at)} ago, `{r.kind}`)_" for r in shown[-30:]]
+    hidden = len(open_rows) - len(shown)
+    if hidden:
+        lines.append(f"_{hidden} alert(s) of queued resources that no longer exist are not shown._")
     mutes = ledger.mutes(now)
     mute_lines = [
         f"• `{name}` until {utc(until)} (by {mention(by)})" for name, (until, by) in sorted(mutes.items())
@@ -62,27 +90,48 @@ def alerts_list(ctx: Context) -> Reply:
     window = MaintenanceWindows(ctx.services.store).current()
     if window is not None:
         mute_lines.append(
-            f"• health alerts held: `{window.reason}` by <@{window.opened_by}> until vLLM serves "
+            f"• health alerts held: `{window.reason}` by {mention(window.opened_by)} until vLLM serves "
             f"(at most until {utc(window.deadline)})"
         )
     counts = ledger.counts()
-    summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "nothing recorded yet"
+    recorded = ", ".join(f"{n} {_STATUS_WORDS.get(status, status)}" for status, n in sorted(counts.items()))
     running = scheduler.active()
     refused = (
         [section(f":warning: Alerts cannot be posted: Slack says `{running.refused}` for "
-                 f"<#{running.channel}>; {invite_hint(running.channel)}.")]
+                 f"{channel_link(running.channel)}; {invite_hint(running.channel)}.")]
         if running is not None and running.refused
         else []
     )  # fmt: skip
-    return blocks_reply(
-        [
-            header("Alerts"),
-            *refused,
-            section("*Open*\n" + ("\n".join(lines) or "none")),
-            section("*Muted*\n" + ("\n".join(mute_lines) or "none")),
-            section(f"_Ledger: {summary}_"),
-        ]
-    )
+    blocks = [
+        header("Alerts"),
+        *refused,
+        section("*Open*\n" + ("\n".join(lines) or "none")),
+        section("*Muted*\n" + ("\n".join(mute_lines) or "none")),
+        context(f"Alerts so far: {recorded}." if recorded else "No alert has been raised yet."),
+    ]
+    if note:
+        blocks.insert(len(refused) + 2, context(note))
+    return blocks_reply(blocks)
+
+
+def _gone_resources(ctx: Context, resources: set[str]) -> tuple[set[str], str]:
+    """The queued-resource identities among `resources` ("zone/name@create", see `ops.alerts.identity`)
+    whose zone answered and no longer lists them; and a note when the listing failed somewhere."""
+    queued = {r for r in resources if "/" in r and not r.startswith("vllm:")}
+    if not queued:
+        return set(), ""
+    try:
+        listing = ctx.services.tpu.list_queued_resources(ctx.services.settings.tpu_zones)
+    except OpsError as exc:
+        return set(), f":warning: could not check which resources still exist: {exc.message}"
+    present = {identity(qr) for qr in listing.resources if qr.state != "DELETING"}
+    answered = set(ctx.services.settings.tpu_zones) - set(listing.errors)
+    gone = {r for r in queued if r.split("/", 1)[0] in answered and r not in present}
+    note = ""
+    if listing.errors:
+        zones = ", ".join(f"`{zone}`" for zone in sorted(listing.errors))
+        note = f":warning: {zones} did not answer: alerts of resources there are shown as recorded."
+    return gone, note
 
 
 @registry.command(
@@ -103,16 +152,19 @@ def alerts_mute(ctx: Context, name: str, length: timedelta) -> Reply:
 
     Raises:
         BadInput: zero length or longer than 7 days; a subject the bot does not know (the hint lists the
-            known ones).
+            known ones), or one it cannot tell from a typo because a zone did not answer.
     """
     if length <= timedelta(0) or length > MAX_MUTE:
         raise BadInput(f"cannot mute for {human_duration(length)}", "give a duration from 1m to 7d")
     known, missing = known_subjects(ctx)
     if name not in known:
-        unread = f" (zones not read: {', '.join(missing)})" if missing else ""
-        raise BadInput(
-            f"no alert subject `{name}`{unread}", "known subjects: " + ", ".join(sorted(known))[:1500]
-        )
+        if missing:
+            zones = ", ".join(missing)
+            raise BadInput(
+                f"cannot tell whether `{name}` exists: {zones} did not answer", "try again shortly"
+            )
+        listed = ", ".join(f"`{s}`" for s in sorted(known))
+        raise BadInput(f"no alert subject `{name}`", f"known subjects: {listed}"[:1500])
     until = ctx.services.now() + length
     AlertLedger(ctx.services.store).mute(name, until, by=ctx.user_id)
     by = mention(ctx.user_id)

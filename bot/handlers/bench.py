@@ -10,11 +10,12 @@ from typing import Any
 
 from bot.commands import Param, Role, int_range, registry
 from bot.context import Context
-from bot.render import Attachment, Reply, blocks_reply, cancel_button, code, context, header, section
+from bot.render import Attachment, Reply, blocks_reply, cancel_button, code, context, header, section, utc
 from ops.bench import BenchResult, SweepPoint, heatmap_png, parse_bench_serve, plan_sweep, sweep_csv
-from ops.errors import Cancelled, OpsError
+from ops.errors import BadInput, Cancelled, OpsError
 from ops.metrics import kv_cache_capacity_tokens
 from ops.remote import BenchParams
+from ops.store import BenchRun
 
 
 def int_list(low: int, high: int) -> Callable[[str], list[int]]:
@@ -30,35 +31,55 @@ def int_list(low: int, high: int) -> Callable[[str], list[int]]:
     return convert
 
 
-def _row(label: str, value: float | int | None, unit: str = "") -> str:
-    shown = "-" if value is None else (f"{value:,.2f}" if isinstance(value, float) else f"{value:,}")
-    return f"{label:<34}{shown} {unit}".rstrip()
+def figure(value: float | int | None) -> str:
+    """One number format for every benchmark figure: counts with thousands separators, measurements with
+    one decimal ("1,234", "1,234.5"); "-" when the run did not print it."""
+    if value is None:
+        return "-"
+    return f"{value:,}" if isinstance(value, int) else f"{value:,.1f}"
+
+
+#: (label, BenchResult field, unit) of each table row: one figure per row, every row labelled.
+TABLE_ROWS: tuple[tuple[str, str, str], ...] = (
+    ("Successful requests", "successful_requests", ""),
+    ("Failed requests", "failed_requests", ""),
+    ("Max concurrency", "max_concurrency", ""),
+    ("Duration", "duration_s", "s"),
+    ("Input tokens", "total_input_tokens", ""),
+    ("Generated tokens", "total_generated_tokens", ""),
+    ("Request throughput", "request_throughput", "req/s"),
+    ("Output token throughput", "output_throughput", "tok/s"),
+    ("Peak output token throughput", "peak_output_throughput", "tok/s"),
+    ("Total token throughput", "total_token_throughput", "tok/s"),
+    ("TTFT mean", "mean_ttft_ms", "ms"),
+    ("TTFT median", "median_ttft_ms", "ms"),
+    ("TTFT P99", "p99_ttft_ms", "ms"),
+    ("TPOT mean", "mean_tpot_ms", "ms"),
+    ("TPOT median", "median_tpot_ms", "ms"),
+    ("TPOT P99", "p99_tpot_ms", "ms"),
+    ("ITL mean", "mean_itl_ms", "ms"),
+    ("ITL median", "median_itl_ms", "ms"),
+    ("ITL P99", "p99_itl_ms", "ms"),
+)
 
 
 def result_table(r: BenchResult) -> str:
     """The figures of one benchmark as a fixed-width table (milliseconds, tokens/s, requests/s)."""
-    rows = [
-        _row("Successful / failed requests", r.successful_requests),
-        _row("Failed requests", r.failed_requests),
-        _row("Max concurrency", r.max_concurrency),
-        _row("Duration", r.duration_s, "s"),
-        _row("Input / generated tokens", r.total_input_tokens),
-        _row("Generated tokens", r.total_generated_tokens),
-        _row("Request throughput", r.request_throughput, "req/s"),
-        _row("Output token throughput", r.output_throughput, "tok/s"),
-        _row("Peak output token throughput", r.peak_output_throughput, "tok/s"),
-        _row("Total token throughput", r.total_token_throughput, "tok/s"),
-        _row("TTFT mean / median / P99", r.mean_ttft_ms, "ms"),
-        _row("", r.median_ttft_ms, "ms"),
-        _row("", r.p99_ttft_ms, "ms"),
-        _row("TPOT mean / median / P99", r.mean_tpot_ms, "ms"),
-        _row("", r.median_tpot_ms, "ms"),
-        _row("", r.p99_tpot_ms, "ms"),
-        _row("ITL mean / median / P99", r.mean_itl_ms, "ms"),
-        _row("", r.median_itl_ms, "ms"),
-        _row("", r.p99_itl_ms, "ms"),
-    ]
-    return "\n".join(rows)
+    rows = [(label, getattr(r, field_name), unit) for label, field_name, unit in TABLE_ROWS]
+    return "\n".join(f"{label:<30}{figure(value):>12} {unit}".rstrip() for label, value, unit in rows)
+
+
+def compare_table(a: dict[str, Any], b: dict[str, Any], a_id: int, b_id: int) -> str:
+    """Two stored runs' figures side by side with B's change against A, in percent ("-" where either
+    lacks the figure or A is 0)."""
+    lines = [f"{'':<30}{'run ' + str(a_id):>12}{'run ' + str(b_id):>12}{'change':>9}"]
+    for label, field_name, unit in TABLE_ROWS:
+        va, vb = a.get(field_name), b.get(field_name)
+        change = f"{(vb - va) / va:+.1%}" if va and vb is not None else "-"
+        lines.append(
+            f"{(label + (f' ({unit})' if unit else '')):<30}{figure(va):>12}{figure(vb):>12}{change:>9}"
+        )
+    return "\n".join(lines)
 
 
 _SIZE_PARAMS = (
@@ -142,6 +163,67 @@ def _figures(result: BenchResult) -> dict[str, Any]:
     return {k: v for k, v in asdict(result).items() if k != "percentiles_ms"}
 
 
+def _run_params(run: BenchRun) -> str:
+    p = run.params
+    if run.kind == "sweep":
+        return f"sweep: concurrency {p.get('concurrency')}, input length {p.get('input_len')}"
+    return (
+        f"{p.get('num_prompts')} prompts, input {p.get('input_len')} / output {p.get('output_len')} tokens, "
+        f"concurrency {p.get('max_concurrency')}"
+    )
+
+
+@registry.command(
+    "vllm bench list",
+    "Stored benchmark runs, newest first: id, time, parameters, throughput and median latencies",
+    Param("last", "how many (default 10)", flag="--last", kind=int_range(1, 100), metavar="N"),
+)
+def vllm_bench_list(ctx: Context, last: int | None) -> Reply:
+    runs = ctx.services.store.bench_runs(last or 10)
+    if not runs:
+        return blocks_reply([section("No benchmark runs are stored yet. Run one with `/vllm bench`.")])
+    lines = []
+    for run in runs:
+        r = run.results
+        figures = (
+            ""
+            if run.kind == "sweep"
+            else f" · {figure(r.get('output_throughput'))} tok/s · TTFT median "
+            f"{figure(r.get('median_ttft_ms'))} ms · TPOT median {figure(r.get('median_tpot_ms'))} ms"
+        )
+        lines.append(f"• *run {run.run_id}* {utc(run.at)} · {_run_params(run)}{figures}")
+    return blocks_reply(
+        [
+            header("Stored benchmark runs"),
+            section("\n".join(lines)),
+            context("Compare two with `/vllm bench compare A B`."),
+        ]
+    )
+
+
+@registry.command(
+    "vllm bench compare",
+    "Two stored benchmark runs side by side, with the change of B against A",
+    Param("a", "run id (see /vllm bench list)", kind=int_range(1, 2**31 - 1), required=True, metavar="A"),
+    Param("b", "run id to compare with A", kind=int_range(1, 2**31 - 1), required=True, metavar="B"),
+)
+def vllm_bench_compare(ctx: Context, a: int, b: int) -> Reply:
+    runs = [ctx.services.store.bench_run(a), ctx.services.store.bench_run(b)]
+    sweeps = [str(run.run_id) for run in runs if run.kind != "bench"]
+    if sweeps:
+        raise BadInput(
+            f"run {' and '.join(sweeps)} is a sweep", "compare two `/vllm bench` runs; sweeps carry a CSV"
+        )
+    first, second = runs
+    return blocks_reply(
+        [
+            header(f"Benchmark run {a} vs {b}"),
+            section(code(compare_table(first.results, second.results, a, b))),
+            context("\n".join(f"run {run.run_id}: {utc(run.at)}, {_run_params(run)}" for run in runs)),
+        ]
+    )
+
+
 @registry.command(
     "vllm sweep",
     "Benchmark a grid of concurrency x input length; skips cells beyond the KV cache; heatmap and CSV",
@@ -223,7 +305,7 @@ def _cell_state(point: SweepPoint) -> str:
     if point.skipped:
         return "skipped (KV)"
     if point.result is not None and point.result.output_throughput is not None:
-        return f"{point.result.output_throughput:,.0f} tok/s"
+        return f"{figure(point.result.output_throughput)} tok/s"
     return f"failed: {point.reason}"
 
 

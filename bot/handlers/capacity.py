@@ -264,7 +264,8 @@ def _preview_find(
         rate = spend.max_usd_per_hour
         raise BadInput(
             f"`{first.name}` is already {first.state} in `{first.zone}` ({first.accelerator_type}): a search "
-            f"would start a second one" + (f" (about ${rate:,.2f}/h more)" if rate is not None else ""),
+            f"would start a second one"
+            + (f" ({'up to' if spend.ceiling else 'about'} ${rate:,.2f}/h more)" if rate is not None else ""),
             f"add --allow-second to go on anyway, or /tpu delete {first.name} first",
         )
     lines = [

@@ -7,6 +7,7 @@ from datetime import timedelta
 
 from bot.commands import Param, accelerator_type, registry
 from bot.context import Context
+from bot.handlers.formats import estimate_lines, per_hour, usd
 from bot.render import Attachment, Reply, blocks_reply, code, context, header, human_duration, section
 from ops import cost, deploy
 from ops.errors import BadInput, OpsError
@@ -52,7 +53,7 @@ def hours_value(word: str) -> float:
     Param("hours", "hours to estimate (default 1)", flag="--hours", kind=hours_value, metavar="N"),
     Param(
         "model",
-        "flex-start, spot, on-demand, 1y or 3y (default on-demand)",
+        f"flex-start, spot, on-demand, 1y or 3y (default {cost.DEFAULT_MODEL}, as /tpu create)",
         flag="--model",
         kind=pricing_model,
         metavar="M",
@@ -68,21 +69,14 @@ def hours_value(word: str) -> float:
 def tpu_cost(
     ctx: Context, type_: str | None, hours: float | None, model: str | None, region: str | None
 ) -> Reply:
-    """Estimate in USD from the price table; an unknown type, model or region is an error naming what is
-    known, never a guess."""
+    """Estimate in USD from the price table for the same default pricing model as `/tpu create`; a model
+    without a sourced price is refused and the sourced ones are shown instead; then the live burn of the
+    ACTIVE queued resources with its total. An unknown type or region is an error naming what is known."""
     settings = ctx.services.settings
     accelerator = type_ or settings.tpu_accelerator_type
     where = region or cost.region_of(settings.tpu_zones[0])
-    estimate = cost.estimate(accelerator, hours or 1.0, model or "on-demand", where)
-    lines = [
-        f"*{estimate.accelerator_type}* ({estimate.chips} chips) {estimate.model} in {estimate.region}: "
-        f"${estimate.usd_per_chip_hour:.3f} per chip-hour = *${estimate.usd_per_hour:,.2f}/h*; "
-        f"{estimate.hours:g} h = *${estimate.total_usd:,.2f}*",
-        f"_Price source: {estimate.source}, as of {estimate.as_of}. Check https://cloud.google.com/tpu/pricing._",
-    ]
-    blocks = [header("TPU cost"), section("\n".join(lines))]
-    blocks.append(section(_burn_text(ctx)))
-    return blocks_reply(blocks)
+    lines = estimate_lines(accelerator, hours or 1.0, model or cost.DEFAULT_MODEL, where)
+    return blocks_reply([header("TPU cost"), section("\n".join(lines)), section(_burn_text(ctx))])
 
 
 def _burn_text(ctx: Context) -> str:
@@ -92,24 +86,39 @@ def _burn_text(ctx: Context) -> str:
     except OpsError as exc:
         return f":red_circle: live burn unavailable: {exc.message}"
     lines = ["*Live burn* (ACTIVE queued resources)"]
+    spent = rate = 0.0
+    priced = unpriced = 0
     for qr in listing.resources:
         if qr.state != "ACTIVE":
             continue
         try:
             spend = cost.burn(qr, now)
         except BadInput as exc:
-            lines.append(f"• `{qr.name}`: {exc.message}")
+            unpriced += 1
+            lines.append(f"• `{qr.name}` ({qr.accelerator_type}, {qr.provisioning_model}): {exc.message}")
             continue
+        priced += 1
+        spent += spend.usd_so_far
+        rate += spend.usd_per_hour
         rest = ""
         if spend.usd_until_termination is not None:
             left = human_duration(qr.time_left(now))
-            rest = f", ${spend.usd_until_termination:,.2f} more until termination in {left}"
+            rest = f", {usd(spend.usd_until_termination)} more until termination in {left}"
+        running = human_duration(timedelta(hours=spend.hours_so_far))
         lines.append(
             f"• `{qr.name}` ({qr.accelerator_type}, {qr.provisioning_model}, {qr.zone}): "
-            f"${spend.usd_so_far:,.2f} over {spend.hours_so_far:.1f} h at ${spend.usd_per_hour:,.2f}/h{rest}"
+            f"{usd(spend.usd_so_far)} over {running} at {per_hour(spend.usd_per_hour)}{rest}"
         )
-    if len(lines) == 1:
+    without = f"{unpriced} without a sourced price, not counted" if unpriced else ""
+    if priced + unpriced == 0:
         lines.append("none running")
+    elif priced == 0:
+        lines.append(f"*Total* unknown: {without}")
+    else:
+        lines.append(
+            f"*Total* {usd(spent)} so far, {per_hour(rate)} now"
+            + (f" ({priced} priced; {without})" if without else "")
+        )
     lines += [f":red_circle: `{zone}`: {err.message}" for zone, err in sorted(listing.errors.items())]
     return "\n".join(lines)
 

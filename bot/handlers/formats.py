@@ -1,8 +1,61 @@
-"""Formatting shared by several commands (the metrics summary appears in /vllm metrics and /tpu status)."""
+"""Formatting shared by several commands (the metrics summary appears in /vllm metrics and /tpu status;
+money and cost estimates in /tpu cost, the create and delete previews, alerts and the digest)."""
 
 from __future__ import annotations
 
+from ops import cost
+from ops.errors import BadInput
 from ops.metrics import MetricsSummary, Quantiles
+
+PRICING_PAGE = "https://cloud.google.com/tpu/pricing"
+
+
+def usd(amount: float) -> str:
+    """US dollars with cents and thousands separators: "$1,234.56"."""
+    return f"${amount:,.2f}"
+
+
+def per_hour(amount: float) -> str:
+    """A rate in US dollars per hour: "$21.60/h"."""
+    return f"{usd(amount)}/h"
+
+
+def estimate_line(e: cost.CostEstimate) -> str:
+    """One estimate: "*v6e-8* (8 chips) on-demand in us-east5: $2.700 per chip-hour = *$21.60/h*; 4 h =
+    *$86.40*" (its source goes in `sources_line`)."""
+    return (
+        f"*{e.accelerator_type}* ({e.chips} chips) {e.model} in {e.region}: "
+        f"${e.usd_per_chip_hour:,.3f} per chip-hour = *{per_hour(e.usd_per_hour)}*; "
+        f"{e.hours:g} h = *{usd(e.total_usd)}*"
+    )
+
+
+def sources_line(estimates: list[cost.CostEstimate]) -> str:
+    """ "_Price source: SOURCE, as of DATE._" once for every distinct source of `estimates`."""
+    sources = dict.fromkeys(f"{e.source}, as of {e.as_of}" for e in estimates)
+    return "_Price source: " + "; ".join(sources) + "._"
+
+
+def estimate_lines(accelerator_type: str, hours: float, model: str, region: str) -> list[str]:
+    """The estimate for `model` and its source; when `model` has no sourced price, the refusal and the
+    estimates of the models that have one (never a guessed figure).
+
+    Raises:
+        BadInput: a malformed type, hours or region (what `ops.cost.estimate` raises for them).
+    """
+    try:
+        estimate = cost.estimate(accelerator_type, hours, model, region)
+    except BadInput as refused:
+        known = cost.sourced_estimates(accelerator_type, hours, region)
+        if not known:
+            raise
+        lines = [f":no_entry: {refused.message} (no public, dated source: refused, not guessed)."]
+        lines.append("Sourced prices for comparison:")
+        lines += [f"• {estimate_line(e)}" for e in known]
+        lines.append(sources_line(known))
+        lines.append(f"_Check {PRICING_PAGE} for {model}._")
+        return lines
+    return [estimate_line(estimate), sources_line([estimate])]
 
 
 def ms(seconds: float | None) -> str:

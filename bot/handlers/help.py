@@ -11,11 +11,28 @@ from bot.render import Reply, blocks_reply, section, text_reply
 @registry.command(
     "help",
     "Commands, their usage, and the active settings",
-    Param("topic", "group or command", metavar="TOPIC"),
+    Param("topic", "group, command, or all", metavar="TOPIC"),
 )
 def show_help(ctx: Context, topic: str | None) -> Reply:
-    """The whole command list (no topic), one group's list ("tpu"), or one command's usage ("tpu list")."""
+    """Help, shown to the requester only (an ephemeral reply).
+
+    Returns:
+        No topic: one short line per group with its commands. "tpu": that group's usage lines.
+        "tpu list": one command's usage and options. "all": every usage line and the active settings.
+    """
+    reply = _help(ctx, topic)
+    reply.ephemeral = True
+    return reply
+
+
+def _help(ctx: Context, topic: str | None) -> Reply:
     reg = ctx.registry
+    if topic is None:
+        return text_reply(_short_help(ctx))
+    if topic == "all":
+        blocks = [section(reg.group_usage(group)) for group in reg.groups()]
+        blocks.append(section(_settings_summary(ctx)))
+        return blocks_reply(blocks)
     if topic:
         words = topic.split()
         if len(words) == 1 and words[0] in reg.groups():
@@ -31,9 +48,17 @@ def show_help(ctx: Context, topic: str | None) -> Reply:
         if command.role > Role.VIEWER:
             lines.append(f"_Needs the {command.role.name.lower()} role._")
         return text_reply("\n".join(lines))
-    blocks = [section(reg.group_usage(group)) for group in reg.groups()]
-    blocks.append(section(_settings_summary(ctx)))
-    return blocks_reply(blocks)
+    return text_reply(_short_help(ctx))
+
+
+def _short_help(ctx: Context) -> str:
+    reg = ctx.registry
+    lines = ["*Commands* (type `/tpu list` or mention me with the same words, e.g. `@gemma-bot tpu list`):"]
+    for group in reg.groups():
+        verbs = [" ".join(c.words[1:]) or "[options]" for c in reg.commands(group)]
+        lines.append(f"• `/{group}` {', '.join(verbs)}")
+    lines.append("`help tpu` lists a group, `help tpu create` explains a command, `help all` shows all.")
+    return "\n".join(lines)
 
 
 def _settings_summary(ctx: Context) -> str:

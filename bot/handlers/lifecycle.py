@@ -26,6 +26,7 @@ from bot.commands import (
     zone_name,
 )
 from bot.context import Context
+from bot.handlers.formats import per_hour, usd
 from bot.handlers.safety import (
     VLLM_LOAD,
     active_named,
@@ -185,7 +186,11 @@ def _preview_create(ctx: Context, **kw: object) -> Reply:
         raise BadInput(
             f"the primary `{first.name}` is already {first.state} in `{first.zone}`: this would start a "
             f"second {first.accelerator_type or 'TPU'}"
-            + (f" (about ${spend.max_usd_per_hour:,.2f}/h more)" if spend.max_usd_per_hour else ""),
+            + (
+                f" ({'up to' if spend.ceiling else 'about'} ${spend.max_usd_per_hour:,.2f}/h more)"
+                if spend.max_usd_per_hour
+                else ""
+            ),
             "add --allow-second to the same command to go on anyway",
         )
     lines = [
@@ -281,7 +286,7 @@ def _burn_line(ctx: Context, qr: QueuedResourceInfo) -> str:
         spend = cost.burn(qr, ctx.services.now())
     except BadInput:
         return ""
-    return f"\n*Spent so far* about ${spend.usd_so_far:,.2f} at ${spend.usd_per_hour:,.2f}/h"
+    return f"\n*Spent so far* about {usd(spend.usd_so_far)} at {per_hour(spend.usd_per_hour)}"
 
 
 _NAME_ZONE = (

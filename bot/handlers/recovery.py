@@ -26,6 +26,7 @@ from ops.alerts import identity
 from ops.capacity import CapacitySearch
 from ops.errors import BadInput, OpsError
 from ops.recovery import dead_reason, exposure_hours
+from ops.spend import plan_spend
 from ops.tpu import QueuedResourceInfo
 
 OPERATION_TIMEOUT_S = 600.0
@@ -33,14 +34,18 @@ SEARCH_VALID_UNTIL = timedelta(minutes=15)  # how long recovery's capacity searc
 
 
 def projected_usd(qr: QueuedResourceInfo) -> float:
-    """What the recreated `qr` may cost: its hourly price times its max run duration (else one day), USD.
+    """What the recreated `qr` may cost: its hourly price times its max run duration (else one day), USD;
+    where its provisioning model has no sourced price, the on-demand price bounds it (`ops.spend`).
 
     Raises:
-        BadInput: no sourced price for its accelerator type, provisioning model and region.
+        BadInput: no sourced price for its accelerator type in its region at all.
     """
     model = qr.provisioning_model if qr.provisioning_model in cost.MODELS else "flex-start"
-    estimate = cost.estimate(qr.accelerator_type, exposure_hours(qr), model, cost.region_of(qr.zone))
-    return float(estimate.total_usd)
+    hours = exposure_hours(qr)
+    plan = plan_spend(qr.accelerator_type, model, [qr.zone], 1, hours)
+    if plan.winner_usd is None:
+        raise BadInput(f"no sourced price for {qr.accelerator_type} in {cost.region_of(qr.zone)}")
+    return float(plan.winner_usd)
 
 
 def _recreate_args(qr: QueuedResourceInfo) -> CreateArgs:

@@ -211,9 +211,17 @@ def active_named(ctx: Context, names: set[str], zones: list[str]) -> list[Queued
 
 def spend_lines(plan: SpendPlan, provisioning_model: str) -> list[str]:
     """The cost lines of a preview: price per zone, how many at once, the winner's cost, the worst case."""
-    priced = [f"`{zone}` ${rate:,.2f}/h" for zone, rate in plan.usd_per_hour.items() if rate is not None]
+    bound = "at most " if plan.ceiling else ""
+    priced = [
+        f"`{zone}` {bound}${rate:,.2f}/h" for zone, rate in plan.usd_per_hour.items() if rate is not None
+    ]
     unpriced = [f"`{zone}`" for zone, rate in plan.usd_per_hour.items() if rate is None]
     lines = [f"*Price* {provisioning_model}: " + (", ".join(priced) or "no known price")]
+    if plan.ceiling:
+        lines[0] += (
+            f" (no sourced {provisioning_model} price: the on-demand price is the ceiling, so the spend below"
+            " is an upper bound)"
+        )
     if unpriced:
         lines[0] += f"; no price known for {', '.join(unpriced)}"
     lines.append(

@@ -8,7 +8,7 @@ from bot.commands import Param, registry
 from bot.context import Context
 from bot.diagnosis import deployment_of, diagnosis_text
 from bot.handlers.formats import metrics_lines, ms
-from bot.render import Attachment, Reply, blocks_reply, code, context, header, section
+from bot.render import Attachment, Reply, blocks_reply, context, header, section
 from llm.diagnose import examine
 from ops.errors import BackendTimeout, OpsError
 from ops.metrics import MetricsSummary, summarize
@@ -123,7 +123,7 @@ def vllm_metrics(ctx: Context, raw: bool) -> Reply:
         ]
     )
     if raw:
-        vllm_lines = [line for line in text.splitlines() if line.startswith("vllm:")]
-        reply.blocks.append(section(code("\n".join(vllm_lines[:40]) or "(no vllm: samples)")))
+        # The scrape is kilobytes long: attached only, never pasted into the channel as well.
+        reply.blocks.append(context(f"Raw `/metrics` scrape attached ({len(text.splitlines()):,} lines)."))
         reply.files.append(Attachment("metrics.txt", text, "Raw /metrics"))
     return reply

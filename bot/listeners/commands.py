@@ -6,6 +6,7 @@ ephemeral usage line); nothing else happens for it.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from slack_bolt import Ack, App
@@ -15,8 +16,9 @@ from bot.runner import Origin, Runner
 
 
 def register(app: App, registry: Registry, runner: Runner) -> None:
+    # Case-insensitive, like the words after it: `/TPU LIST` is `/tpu list`, not Bolt's "unhandled" hint.
     for group in registry.groups():
-        app.command(f"/{group}")(_listener(group, registry, runner))
+        app.command(re.compile(f"^/{re.escape(group)}$", re.IGNORECASE))(_listener(group, registry, runner))
 
 
 def _listener(group: str, registry: Registry, runner: Runner) -> Any:

@@ -13,7 +13,7 @@ from typing import Any
 
 from slack_bolt import App
 
-from bot.commands import Registry, UsageError, normalize
+from bot.commands import NotACommand, Registry, UsageError, normalize
 from bot.render import text_reply
 from bot.runner import Origin, Runner
 from ops.store import Store
@@ -94,7 +94,7 @@ def register(app: App, registry: Registry, runner: Runner) -> None:
             invocation = registry.parse(typed)
         except UsageError as exc:
             question = normalize(typed)
-            if not exc.problem.startswith("unknown command `") or not question:
+            if not isinstance(exc, NotACommand) or not question:
                 runner.deliver(text_reply(str(exc)), origin)
                 return
             # Not a command: a question for Gemma, answered with the thread as context.

@@ -1,7 +1,7 @@
 """The demo world with alerts: `gemma4-qr` raises its 60/15/5-minute alerts as simulated time moves, and
 the buttons work (Acknowledge, Snooze 1 h through `/alerts mute`, Delete now through the confirmed flow).
 
-Uses only public objects of `bot.demo.Demo`; the alert scheduler and its listener are wired here the way
+Uses only public objects of `sim.demo.Demo`; the alert scheduler and its listener are wired here the way
 the bot's start-up wires them.
 """
 
@@ -11,10 +11,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from bot.demo import Demo
 from bot.listeners import alerts as alert_listeners
 from bot.scheduler import AlertScheduler
 from bot.slack_gateway import SlackGateway
+from sim.demo import Demo
 
 CHANNEL = "C0ALERTS01"
 
@@ -90,4 +90,20 @@ def test_gemma4_qr_thresholds_and_buttons(world: tuple[Demo, AlertScheduler]) ->
 
     lines, answered = demo.user.run("/alerts list")
     assert answered, lines
-    assert any("suppressed" in line for line in lines)
+    listed = "\n".join(lines)
+    assert "suppressed" in listed and "Ledger" not in listed
+    open_part = listed.split("*Muted*")[0]
+    assert "`gemma4-qr`" not in open_part, "the deleted resource's alerts are not open any more"
+    assert "no longer exist are not shown" in open_part
+    assert "`gemma4-old`" in open_part  # still there, still holding quota
+
+
+def test_muting_an_unknown_resource_is_refused_with_the_list(world: tuple[Demo, AlertScheduler]) -> None:
+    demo, scheduler = world
+    lines, answered = demo.user.run("/alerts mute no-such-qr 1h")
+    assert answered, lines
+    text = "\n".join(lines)
+    assert "no alert subject `no-such-qr`" in text and "`gemma4-standby`" in text
+    assert "no-such-qr" not in scheduler.ledger.mutes(demo.gcp.now())
+    lines, answered = demo.user.run("/alerts mute gemma4-standby 1h")
+    assert answered and "gemma4-standby" in scheduler.ledger.mutes(demo.gcp.now())

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
-from bot.demo import Demo
 from bot.scheduler import AlertScheduler
 from bot.slack_gateway import SlackGateway
+from sim.demo import Demo
 from sim.scenario import load
 from tests.conftest import CASES
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import threading
 import time
 
-from bot.console import DEMO_CHANNEL
-from bot.demo import Demo
 from bot.render import text_reply
+from sim.console import DEMO_CHANNEL
+from sim.demo import Demo
 
 
 def test_a_message_arriving_between_lines_is_shown_at_once(demo: Demo) -> None:

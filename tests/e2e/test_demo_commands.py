@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bot.demo import Demo
+from sim.demo import Demo
 
 
 def _say(demo: Demo, line: str) -> str:
@@ -70,6 +70,8 @@ def test_vllm_commands(demo: Demo) -> None:
 def test_raw_metrics_are_attached_as_a_file(demo: Demo) -> None:
     text = _say(demo, "/vllm metrics --raw")
     assert "[file metrics.txt:" in text
+    assert "vllm:num_requests_running" not in text, "the scrape is attached, not pasted as well"
+    assert "Raw `/metrics` scrape attached" in text
 
 
 def test_mention_uses_the_same_words_and_answers_in_the_thread(demo: Demo) -> None:
@@ -79,8 +81,19 @@ def test_mention_uses_the_same_words_and_answers_in_the_thread(demo: Demo) -> No
     assert thread_reply.thread_ts is not None and thread_reply.kind == "post"
 
 
+def test_help_is_short_and_only_for_the_requester(demo: Demo) -> None:
+    for line, limit in (("@gemma-bot help", 1000), ("@gemma-bot", 1000), ("/tpu help", 2500)):
+        _say(demo, line)
+        reply = demo.slack.messages[-1]
+        assert reply.ephemeral, f"{line!r} was posted to the channel"
+        assert len(reply.text) < limit, f"{line!r}: {len(reply.text)} characters"
+    short = _say(demo, "@gemma-bot help")
+    assert "`/tpu` list, describe, status" in short and "`help all`" in short
+    assert "Active settings" not in short
+
+
 def test_help_lists_commands_and_masks_secrets(demo: Demo) -> None:
-    text = _say(demo, "@gemma-bot help")
+    text = _say(demo, "@gemma-bot help all")
     assert "/tpu list [--zone Z | --all-zones]" in text
     assert "project `demo-project`" in text
     token = demo.settings.slack_bot_token.get_secret_value()
@@ -141,7 +154,7 @@ def test_demo_script_runs_non_interactively(tmp_path: Path) -> None:
         "/vllm metrics\n@gemma-bot vllm metrics\n"
     )
     result = subprocess.run(
-        [sys.executable, "-m", "bot", "demo", "--script", str(script)],
+        [sys.executable, "-m", "sim", "demo", "--script", str(script)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -152,3 +165,12 @@ def test_demo_script_runs_non_interactively(tmp_path: Path) -> None:
     assert result.stdout.count("you> ") == 5
     assert "Queued resource gemma4-qr" in result.stdout
     assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_upper_case_slash_command_and_a_typo(demo: Demo) -> None:
+    listing = _say(demo, "/TPU LIST --ZONE us-east5-a")
+    assert "*gemma4-qr*" in listing
+    out, answered = demo.user.run("/tpu lsit")
+    assert answered and "did you mean `/tpu list`?" in out[0]
+    mention = _say(demo, "@gemma-bot vllm metric")
+    assert "did you mean `/vllm metrics`?" in mention

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from bot.demo import Demo
 from ops import deploy
+from sim.demo import Demo
 from sim.slack import Message, unescape
 
 

@@ -13,8 +13,8 @@ from urllib.parse import urlsplit
 import httpx
 
 from bot.app import MAX_BODY_BYTES, socket_state
-from bot.demo import Demo
 from bot.observability import Readiness
+from sim.demo import Demo
 
 
 def test_an_oversized_body_is_refused_from_its_length_before_it_is_sent(demo: Demo) -> None:

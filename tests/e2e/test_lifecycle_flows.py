@@ -8,9 +8,9 @@ from datetime import timedelta
 
 import pytest
 
-from bot.console import DEMO_USER
-from bot.demo import Demo
 from ops.errors import NotFound
+from sim.console import DEMO_USER
+from sim.demo import Demo
 
 VIEWER = "U0VIEWER01"
 
@@ -82,8 +82,10 @@ def test_create_shows_cost_and_token_source_then_creates(world: Demo) -> None:
     assert "[Confirm" not in refused
     preview = _say(world, "/tpu create gemma4-b --zone us-east5-a --max-run 2h --allow-second")
     assert "flex-start, max run duration 2h 00m" in preview
-    assert "Secret Manager secret `hf-token`" in preview and "`us-east5-a` $10.80/h" in preview
-    assert "up to $21.60 (2 h max run)" in preview and "*Already running* `gemma4-qr`" in preview
+    assert "Secret Manager secret `hf-token`" in preview and "*Already running* `gemma4-qr`" in preview
+    # flex-start has no public, dated price: the spend is bounded by the on-demand price, and says so
+    assert "no sourced flex-start price: the on-demand price is the ceiling" in preview
+    assert "`us-east5-a` at most $21.60/h" in preview and "up to $43.20 (2 h max run)" in preview
     created = _say(world, "click Confirm")
     assert "Created queued resource `gemma4-b`" in created
     creates = [
@@ -168,6 +170,11 @@ def test_zones_cost_config_and_token(world: Demo, caplog: pytest.LogCaptureFixtu
     assert "`us-east5-a` quota 64 / preemptible 64" in zones
     cost = _say(world, "/tpu cost --hours 4 --model spot --region us-east5")
     assert "spot in us-east5" in cost and "*Live burn*" in cost and "gemma4-qr" in cost
+    assert "as of 2026-11-29" in cost and "reference project" not in cost
+    # the default is create's default, flex-start: refused, never guessed; the burn has a total
+    default = _say(world, "/tpu cost")
+    assert "no flex-start price for v6e in us-east5" in default and "*Total* unknown" in default
+    assert "over 0.0 h" not in default
     assert "no price for v6e in mars-east1" in _say(world, "/tpu cost --region mars-east1")
     startup = _say(world, "/tpu config startup")
     assert "[file startup.sh:" in startup

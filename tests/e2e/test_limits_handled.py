@@ -13,10 +13,10 @@ import pytest
 import yaml
 from slack_sdk.webhook import WebhookClient
 
-from bot.console import DEMO_CHANNEL, DEMO_USER, SlackUser
-from bot.demo import ALERTS_CHANNEL, Demo
 from bot.render import Reply, section
 from bot.runner import Origin
+from sim.console import DEMO_CHANNEL, DEMO_USER, SlackUser
+from sim.demo import ALERTS_CHANNEL, Demo
 from tests.integration.test_gcp_sim import default_scenario
 
 UNINVITED = "C0NOTJOIND"

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from bot.demo import Demo
+from sim.demo import Demo
 
 
 @pytest.fixture()

@@ -17,13 +17,15 @@ from typing import Any
 
 import openai
 import pytest
+import yaml
 
-from bot.console import DEMO_USER
-from bot.demo import ALERTS_CHANNEL, Demo
 from bot.scheduler import AlertScheduler
 from bot.slack_gateway import SlackGateway
 from ops.idle import parse_schedule
 from ops.ownership import SEARCH_KEY, USER_KEY, created_by_bot, label_value, operation_keys
+from sim import scenario as scenarios
+from sim.console import DEMO_USER
+from sim.demo import ALERTS_CHANNEL, Demo
 from sim.slack import Message
 
 SLO_CHANNEL = "C0SLOCHAN1"
@@ -50,6 +52,19 @@ def world(tmp_path: Path) -> Iterator[Demo]:
         idle_alert_after="2h",
     ) as world:
         world.slack.join(SLO_CHANNEL, COST_CHANNEL)  # routed channels the team invited the bot to
+        yield world
+
+
+@pytest.fixture
+def spot_world(tmp_path: Path) -> Iterator[Demo]:
+    """The demo with `gemma4-qr` on spot, the model with a sourced v6e price in us-east5 (flex-start has
+    none, so its alerts carry no cost figure), and idle alerts."""
+    scenario = scenarios.load()
+    (primary,) = [q for q in scenario["google"]["queued_resources"] if q["name"] == "gemma4-qr"]
+    primary["provisioning_model"] = "SPOT"
+    path = tmp_path / "spot.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    with Demo(scenario_path=path, idle_alert_after="2h") as world:
         yield world
 
 
@@ -220,8 +235,8 @@ def test_dead_primary_recovered_by_click_then_automatically(world: Demo) -> None
     assert outcomes[-1].startswith("deleted and recreated `gemma4-qr` in `us-east5-a`: now ACTIVE")
 
 
-def test_idle_deployment_gets_the_idle_alert(world: Demo) -> None:
-    demo = world
+def test_idle_deployment_gets_the_idle_alert(spot_world: Demo) -> None:
+    demo = spot_world
     scheduler = _scheduler(demo)
     scheduler.tick()
     start = len(demo.slack.messages)

@@ -12,7 +12,6 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import create_engine
 
-from bot.demo import Demo
 from bot.observability import (
     Metrics,
     Readiness,
@@ -21,6 +20,7 @@ from bot.observability import (
     trace_from_headers,
     use_trace,
 )
+from sim.demo import Demo
 
 
 def _samples(demo: Demo) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

@@ -21,9 +21,9 @@ from typing import Any
 import httpx
 import pytest
 
-from bot.console import DEMO_CHANNEL, DEMO_USER, SlackUser
 from ops.store import Store
 from ops.tpu import TpuOps
+from sim.console import DEMO_CHANNEL, DEMO_USER, SlackUser
 from sim.gcp import GcpSimulator
 from sim.slack import SlackSimulator
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from bot.console import DEMO_USER
-from bot.demo import Demo
 from bot.listeners.home import home_blocks
 from ops.errors import NotFound
 from ops.tpu import CreateSpec
+from sim.console import DEMO_USER
+from sim.demo import Demo
 
 VIEWER = "U0VIEWER01"
 PRIMARY_ZONE = "us-east5-a"
@@ -72,13 +72,15 @@ def _deletes(demo: Demo, name: str) -> list[str]:
 
 def test_find_preview_refuses_a_second_primary_then_shows_the_whole_cost(world: Demo) -> None:
     refused = _say(world, "/tpu find --parallel 3")
-    assert "`gemma4-qr` is already ACTIVE in `us-east5-a`" in refused and "$10.80/h" in refused
+    assert "`gemma4-qr` is already ACTIVE in `us-east5-a`" in refused and "up to $25.92/h more" in refused
     assert "--allow-second" in refused and "[Confirm" not in refused
     preview = _say(world, "/tpu find --parallel 3 --allow-second")
-    assert "*Zones tried, in order*" in preview and "`us-east5-a` $10.80/h" in preview
+    # flex-start has no sourced price: each zone's on-demand price is the ceiling, and the preview says so
+    assert "*Zones tried, in order*" in preview and "`us-east5-a` at most $21.60/h" in preview
+    assert "the on-demand price is the ceiling" in preview
     assert "*At most 3 request(s) at once*" in preview
-    assert "*Before the first winner* at most $32.40/h" in preview
-    assert "*worst case* 3 ACTIVE at once for the whole max run: $129.60" in preview  # 3 x 4 h x $10.80
+    assert "*Before the first winner* at most $77.76/h" in preview  # 3 x the top price, $25.92
+    assert "*worst case* 3 ACTIVE at once for the whole max run: $311.04" in preview  # 3 x 4 h x $25.92
     assert "*Already running* `gemma4-qr`" in preview and "[Confirm" in preview
 
 

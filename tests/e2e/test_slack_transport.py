@@ -10,7 +10,7 @@ from urllib.parse import parse_qsl, urlencode
 import httpx
 import pytest
 
-from bot.demo import Demo
+from sim.demo import Demo
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "slack"
 

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from bot.demo import Demo
+from sim.demo import Demo
 
 
 @pytest.fixture()
@@ -77,7 +77,10 @@ def test_gemma_stats_streams_and_counts_from_usage(world: Demo) -> None:
 
 def test_bench_and_sweep_deliver_table_heatmap_and_csv(world: Demo) -> None:
     bench = _say(world, "/vllm bench --prompts 20", timeout=60)
-    assert "Output token throughput" in bench and "TTFT mean / median / P99" in bench
+    assert "Output token throughput" in bench
+    for label in ("TTFT mean", "TTFT median", "TTFT P99", "TPOT median", "ITL P99"):
+        assert label in bench
+    assert "Successful / failed" not in bench and bench.count("Failed requests") == 1
     assert "[file bench-serve.txt:" in bench
     sweep = _say(world, "/vllm sweep --concurrency 1,8,64 --input-len 128,4096", timeout=60)
     assert "skipped 1 (beyond the KV cache" in sweep
@@ -92,3 +95,18 @@ def test_ssh_host_key_mismatch_is_refused_clearly() -> None:
     ) as demo:
         text = _say(demo, "/vllm status")
         assert ":x:" in text and "host key" in text.lower() and "Traceback" not in text
+
+
+def test_stored_benchmark_runs_can_be_listed_and_compared(world: Demo) -> None:
+    assert "No benchmark runs are stored yet" in _say(world, "/vllm bench list")
+    first = _say(world, "/vllm bench --prompts 10 --concurrency 2", timeout=60)
+    second = _say(world, "/vllm bench --prompts 10 --concurrency 8", timeout=60)
+    assert "stored as run 1" in first and "stored as run 2" in second
+    listing = _say(world, "/vllm bench list")
+    assert listing.index("run 2") < listing.index("run 1"), "newest first"
+    assert "concurrency 8" in listing and "tok/s" in listing
+    compared = _say(world, "/vllm bench compare 1 2")
+    assert "run 1" in compared and "run 2" in compared and "change" in compared
+    assert "TTFT median (ms)" in compared and "%" in compared
+    missing = _say(world, "/vllm bench compare 1 99")
+    assert "no stored benchmark run 99" in missing and "/vllm bench list" in missing

@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from bot.console import SlackUser
-from bot.demo import Demo
 from ops.remote import RemoteHost
+from sim.console import SlackUser
+from sim.demo import Demo
 from sim.host import generate_ed25519_key
 from sim.slack import Message
 
@@ -331,7 +331,10 @@ def test_slack_faults(world: Demo, caplog: pytest.LogCaptureFixture) -> None:
             ("msg_too_long", {"error": "msg_too_long", "status": 400 if method == "response" else 200}),
         ):
             for line in SLACK_COMMANDS:  # one at a time: the fault is taken by the next call of `method`
-                world.slack.fail_next(method, count=1, **kwargs)  # type: ignore[arg-type]
+                # help is ephemeral: a mention's answer goes out through chat.postEphemeral instead
+                ephemeral = mention and line.endswith(" help")
+                target = "chat.postEphemeral" if ephemeral and method == "chat.postMessage" else method
+                world.slack.fail_next(target, count=1, **kwargs)  # type: ignore[arg-type]
                 outcome = judge(
                     world,
                     "slack",

@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import inspect
 
 from bot.listeners.events import SeenEvents
+from ops.errors import NotFound
 from ops.store import AuditEntry, ConfirmationRefused, Store
 from tests import postgres
 
@@ -101,6 +102,13 @@ def test_zone_memory_and_bench(store: Store) -> None:
     assert store.zone_failures("v6e-8", "on-demand") == {}
     first = store.save_bench("latency", {"n": 1}, {"p50": 0.2}, now=NOW)
     assert store.save_bench("latency", {"n": 2}, {"p50": 0.3}, now=NOW) == first + 1
+    newest, oldest = store.bench_runs()
+    assert (newest.run_id, oldest.run_id) == (first + 1, first)
+    assert newest.params == {"n": 2} and newest.results == {"p50": 0.3} and newest.at == NOW
+    assert store.bench_run(first).results == {"p50": 0.2}
+    assert [run.run_id for run in store.bench_runs(last=1)] == [first + 1]
+    with pytest.raises(NotFound, match="no stored benchmark run"):
+        store.bench_run(first + 99)
 
 
 def test_lease_take_renew_refuse_expire_release(store: Store) -> None:

@@ -30,8 +30,8 @@ import pytest
 from pydantic import SecretStr
 
 from bot.app import HttpServer, build
-from bot.console import SlackUser
-from bot.demo import Demo
+from sim.console import SlackUser
+from sim.demo import Demo
 from tests import postgres
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot.console import _ack_text
-from bot.demo import Demo
 from bot.handlers.admin import SECRET_FORM_ID, token_modal
+from sim.console import _ack_text
+from sim.demo import Demo
 from sim.host import _expands, _lex
 from sim.slack import Message
 

@@ -261,7 +261,9 @@ def test_scheduler_posts_once_updates_state_message_in_place_and_honours_mutes(t
     assert scheduler.tick().sent == 0  # baseline
     listing["resources"] = (qr("PROVISIONING"),)
     assert scheduler.tick().sent == 1
-    listing["resources"] = (qr("ACTIVE", left=timedelta(minutes=12), nodes=(node(),)),)
+    # spot: the model with a sourced price here (flex-start has none, so its alerts carry no cost line)
+    active = qr("ACTIVE", left=timedelta(minutes=12), nodes=(node(),), provisioning_model="spot")
+    listing["resources"] = (active,)
     result = scheduler.tick()
     assert (result.sent, result.superseded) == (2, 1)  # state change + 15-minute alert; 60 superseded
     assert scheduler.tick().sent == 0  # nothing twice

@@ -185,3 +185,23 @@ def test_heatmap_axis_labels_have_units(monkeypatch: pytest.MonkeyPatch) -> None
     assert "input length (tokens)" in labels
     assert any("(tok/s)" in label for label in labels)
     assert any(label == "output token throughput (tok/s)" for label in labels)  # the colour bar
+
+
+@pytest.mark.parametrize("concurrency", [[1], [1, 8], [1, 8, 64, 256]])
+def test_heatmap_title_fits_the_figure(concurrency: list[int]) -> None:
+    import matplotlib.pyplot as plt
+
+    from ops.bench import _heatmap_figure
+
+    points = run_sweep(plan_sweep(concurrency, [128, 1024], 128, 10**7), lambda point: REAL)
+    fig = _heatmap_figure(points, "output_throughput")
+    try:
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        title = fig.axes[0].title.get_window_extent(renderer)
+        box = fig.bbox
+        assert box.x0 <= title.x0 and title.x1 <= box.x1 and title.y1 <= box.y1
+        labels = [t.get_text() for t in fig.axes[0].texts]
+        assert all(label.count(".") == 1 for label in labels), labels
+    finally:
+        plt.close(fig)

@@ -5,7 +5,17 @@ from datetime import timedelta
 
 import pytest
 
-from bot.commands import Param, Registry, UsageError, duration, normalize, resource_name, zone_name
+import bot.handlers  # noqa: F401  (declares every command)
+from bot.commands import (
+    NotACommand,
+    Param,
+    Registry,
+    UsageError,
+    duration,
+    normalize,
+    resource_name,
+    zone_name,
+)
 from bot.commands import registry as real_registry
 from bot.handlers import tpu  # noqa: F401  (declares the real commands)
 
@@ -116,7 +126,6 @@ def test_real_registry_groups_and_usage() -> None:
 
 def test_every_free_text_flag_is_validated_by_a_pattern() -> None:
     """Only prompts (rest=True) and the help topic take free text; every other value has a validator."""
-    import bot.handlers  # noqa: F401  (declares every command)
     from bot.commands import registry
 
     unvalidated = [
@@ -139,3 +148,44 @@ def test_runtime_is_refused_unless_it_looks_like_a_runtime_version(runtime: str)
         registry.parse("tpu create x --runtime tpu-vm-tf-2.16.1-pjrt").args["runtime"]
         == "tpu-vm-tf-2.16.1-pjrt"
     )
+
+
+@pytest.mark.parametrize(
+    ("typed", "suggestion"),
+    [
+        ("tpu lsit", "did you mean `/tpu list`?"),
+        ("tpu describ gemma4-qr", "did you mean `/tpu describe`?"),
+        ("vllm metric", "did you mean `/vllm metrics`?"),
+        ("tpuu list", "did you mean `/tpu`?"),
+    ],
+)
+def test_an_unknown_verb_gets_the_nearest_ones(typed: str, suggestion: str) -> None:
+    with pytest.raises(UsageError) as caught:
+        real_registry.parse(typed)
+    assert caught.value.problem.endswith(suggestion)
+
+
+def test_nothing_close_gets_no_suggestion_and_only_an_unknown_group_is_not_a_command() -> None:
+    with pytest.raises(UsageError) as caught:
+        real_registry.parse("tpu xyzzy")
+    assert "did you mean" not in caught.value.problem and not isinstance(caught.value, NotACommand)
+    with pytest.raises(NotACommand):
+        real_registry.parse("why is the model slow")
+
+
+@pytest.mark.parametrize(
+    ("typed", "expected"),
+    [
+        ("TPU LIST", "tpu list"),
+        ("/Tpu List --ZONE us-east5-a", "tpu list --zone us-east5-a"),
+        ("HELP TPU", "help tpu"),
+        ("VLLM Metrics --RAW", "vllm metrics --raw"),
+    ],
+)
+def test_command_words_and_options_are_case_insensitive(typed: str, expected: str) -> None:
+    assert real_registry.parse(typed).text == expected
+
+
+def test_arguments_keep_their_case() -> None:
+    invocation = real_registry.parse("GEMMA ASK Is Gemma-4-31B-it on TPU v6e")
+    assert invocation.args["prompt"] == "Is Gemma-4-31B-it on TPU v6e"

@@ -22,7 +22,7 @@ def _qr(**kw: object) -> QueuedResourceInfo:
         zone="us-east5-a",
         state="ACTIVE",
         state_initiator=None,
-        provisioning_model="flex-start",
+        provisioning_model="spot",
         accelerator_type="v6e-8",
         runtime_version="v2-alpha-tpuv6e",
         create_time=T0,
@@ -65,11 +65,13 @@ def test_every_row_has_a_source_and_a_date() -> None:
         assert re.fullmatch(r"\d{4}-\d\d-\d\d", row.as_of)
 
 
-def test_unverified_figures_are_absent() -> None:
-    # google-apis.md §4.1: no source for 3-year CUDs, flex-start outside v6e us-east5, other 1-year CUDs.
-    assert not [k for k in cost.PRICES if k[1] == "3y"]
-    assert [k for k in cost.PRICES if k[1] == "flex-start"] == [("v6e", "flex-start", "us-east5")]
-    assert [k for k in cost.PRICES if k[1] == "1y"] == [("v6e", "1y", "us-east5")]
+def test_figures_without_a_public_source_are_absent() -> None:
+    # docs/google-apis.md §2: no public, dated source for flex-start, 1- or 3-year commitments.
+    assert not [k for k in cost.PRICES if k[1] in ("flex-start", "1y", "3y")]
+    assert all(
+        row.source.startswith("SkyPilot catalog") and "https://" in row.source for row in cost.PRICES.values()
+    )
+    assert cost.DEFAULT_MODEL == "flex-start"
 
 
 @pytest.mark.parametrize(
@@ -80,8 +82,6 @@ def test_unverified_figures_are_absent() -> None:
         ("v6e", "on-demand", "asia-northeast1", 3.24, "SkyPilot"),
         ("v6e", "spot", "us-east5", 1.08, "SkyPilot"),
         ("v6e", "spot", "us-east4", 0.858, "SkyPilot"),
-        ("v6e", "flex-start", "us-east5", 1.35, "DWS Defined Duration"),
-        ("v6e", "1y", "us-east5", 1.89, "Commitment"),
         ("v5e", "on-demand", "us-west4", 1.20, "SkyPilot"),
         ("v5e", "spot", "asia-southeast1", 0.78, "SkyPilot"),
         ("v5p", "on-demand", "us-south1", 4.779, "SkyPilot"),
@@ -90,7 +90,7 @@ def test_unverified_figures_are_absent() -> None:
         ("v4", "spot", "us-central2", 0.9215, "SkyPilot"),
     ],
 )
-def test_rates_match_the_notes(family: str, model: str, region: str, rate: float, source: str) -> None:
+def test_rates_match_the_catalog(family: str, model: str, region: str, rate: float, source: str) -> None:
     row = cost.PRICES[(family, model, region)]
     assert row.usd_per_chip_hour == rate
     assert source in row.source
@@ -143,15 +143,23 @@ def test_region_of() -> None:
 # ---- estimate -------------------------------------------------------------------------------------------
 
 
-def test_estimate_flex_start_v6e_us_east5() -> None:
-    est = cost.estimate("v6e-8", 4, "flex-start", "us-east5")
-    assert (est.accelerator_type, est.chips, est.model, est.region) == ("v6e-8", 8, "flex-start", "us-east5")
-    assert est.usd_per_chip_hour == 1.35
+def test_estimate_spot_v6e_us_east5() -> None:
+    est = cost.estimate("v6e-8", 4, "spot", "us-east5")
+    assert (est.accelerator_type, est.chips, est.model, est.region) == ("v6e-8", 8, "spot", "us-east5")
+    assert est.usd_per_chip_hour == 1.08
     assert est.hours == 4.0
-    assert est.total_usd == pytest.approx(8 * 1.35 * 4)
-    assert est.usd_per_hour == pytest.approx(10.8)
-    assert est.as_of == "2026-08-07"
-    assert "reference project" in est.source
+    assert est.total_usd == pytest.approx(8 * 1.08 * 4)
+    assert est.usd_per_hour == pytest.approx(8.64)
+    assert est.as_of == "2026-11-29"
+    assert "github.com/skypilot-org/skypilot-catalog" in est.source
+
+
+def test_flex_start_is_refused_and_the_sourced_models_are_offered() -> None:
+    with pytest.raises(BadInput, match="no flex-start price for v6e in us-east5; known: on-demand, spot"):
+        cost.estimate("v6e-8", 4, cost.DEFAULT_MODEL, "us-east5")
+    offered = cost.sourced_estimates("v6e-8", 4, "us-east5")
+    assert [(e.model, e.total_usd) for e in offered] == [("spot", pytest.approx(34.56)), ("on-demand", 86.4)]
+    assert cost.pricing_model_of("reserved") == "1y" and cost.pricing_model_of("spot") == "spot"
 
 
 def test_estimate_on_demand_and_spot_and_core_counted_types() -> None:
@@ -165,21 +173,25 @@ def test_estimate_on_demand_and_spot_and_core_counted_types() -> None:
     assert cost.estimate("v6e-8", 0, "on-demand", "us-east5").total_usd == 0
 
 
-def test_estimate_1y_commitment() -> None:
-    assert cost.estimate("v6e-8", 1, "1y", "us-east5").total_usd == pytest.approx(8 * 1.89)
+def test_commitments_are_refused() -> None:
+    with pytest.raises(BadInput, match="no 1y price for v6e in us-east5"):
+        cost.estimate("v6e-8", 1, "1y", "us-east5")
 
 
 def test_missing_model_in_region_names_what_is_known() -> None:
     with pytest.raises(BadInput) as err:
         cost.estimate("v6e-8", 1, "flex-start", "europe-west4")
     assert err.value.message == "no flex-start price for v6e in europe-west4; known: on-demand, spot"
-    assert "us-east5" in err.value.hint
+    assert "no sourced flex-start price for v6e in any region" in err.value.hint
+    with pytest.raises(BadInput) as err:
+        cost.estimate("v5litepod-8", 1, "spot", "europe-north1")
+    assert "spot for v5e is sourced only in: " in err.value.hint and "us-east5" in err.value.hint
 
 
 def test_3y_is_never_guessed() -> None:
     with pytest.raises(BadInput) as err:
         cost.estimate("v6e-8", 1, "3y", "us-east5")
-    assert err.value.message == "no 3y price for v6e in us-east5; known: 1y, flex-start, on-demand, spot"
+    assert err.value.message == "no 3y price for v6e in us-east5; known: on-demand, spot"
 
 
 def test_no_extrapolation_between_regions_or_generations() -> None:
@@ -223,14 +235,14 @@ def test_bad_hours(hours: object) -> None:
 # ---- burn -----------------------------------------------------------------------------------------------
 
 
-def test_burn_flex_start_from_qr_create_time() -> None:
+def test_burn_from_qr_create_time() -> None:
     b = cost.burn(_qr(), T0 + timedelta(hours=2, minutes=30))
-    assert b.usd_per_hour == pytest.approx(8 * 1.35)
+    assert b.usd_per_hour == pytest.approx(8 * 1.08)
     assert b.hours_so_far == pytest.approx(2.5)
-    assert b.usd_so_far == pytest.approx(10.8 * 2.5)
-    assert b.usd_until_termination == pytest.approx(10.8 * 1.5)
+    assert b.usd_so_far == pytest.approx(8.64 * 2.5)
+    assert b.usd_until_termination == pytest.approx(8.64 * 1.5)
     assert b.start == T0
-    assert "2026-08-07" in b.price_source
+    assert "2026-11-29" in b.price_source
 
 
 def test_burn_starts_at_the_earliest_node_create_time_when_known() -> None:
@@ -238,7 +250,7 @@ def test_burn_starts_at_the_earliest_node_create_time_when_known() -> None:
     b = cost.burn(qr, T0 + timedelta(hours=2, minutes=30))
     assert b.start == T0 + timedelta(minutes=30)
     assert b.hours_so_far == pytest.approx(2.0)
-    assert b.usd_so_far == pytest.approx(21.6)
+    assert b.usd_so_far == pytest.approx(17.28)
 
 
 def test_burn_counts_every_slice() -> None:
@@ -253,12 +265,6 @@ def test_burn_spot_has_no_termination() -> None:
     assert b.usd_so_far == pytest.approx(8 * 1.08 * 3)
 
 
-def test_burn_reserved_uses_the_1y_price() -> None:
-    b = cost.burn(_qr(provisioning_model="reserved", termination_time=None), T0 + timedelta(hours=1))
-    assert b.usd_per_hour == pytest.approx(8 * 1.89)
-    assert "Commitment" in b.price_source
-
-
 def test_burn_reserved_without_a_1y_price_is_bad_input() -> None:
     with pytest.raises(BadInput, match="1-year commitment") as err:
         cost.burn(_qr(provisioning_model="reserved", zone="europe-west4-a"), T0 + timedelta(hours=1))
@@ -270,7 +276,7 @@ def test_burn_clamps_times() -> None:
     assert before.hours_so_far == 0 and before.usd_so_far == 0
     after = cost.burn(_qr(), T0 + timedelta(hours=5))
     assert after.usd_until_termination == 0
-    assert after.usd_so_far == pytest.approx(10.8 * 5)
+    assert after.usd_so_far == pytest.approx(8.64 * 5)
 
 
 @pytest.mark.parametrize(
@@ -281,7 +287,7 @@ def test_burn_clamps_times() -> None:
         _qr(create_time=None),
         _qr(accelerator_type=""),
         _qr(provisioning_model="best-effort"),
-        _qr(zone="europe-west4-a"),  # no flex-start price there
+        _qr(provisioning_model="flex-start"),  # no sourced flex-start price
     ],
 )
 def test_burn_bad_input(qr: QueuedResourceInfo) -> None:
@@ -292,3 +298,29 @@ def test_burn_bad_input(qr: QueuedResourceInfo) -> None:
 def test_burn_needs_an_aware_now() -> None:
     with pytest.raises(BadInput):
         cost.burn(_qr(), datetime(2026, 1, 1, 12, 0))
+
+
+def test_live_burn_has_a_total_and_counts_what_has_no_price() -> None:
+    from types import SimpleNamespace
+    from typing import Any, cast
+
+    from bot.handlers.cost import _burn_text
+    from ops.tpu import ZoneListing
+
+    now = T0 + timedelta(minutes=90)
+    listing = ZoneListing(
+        (
+            _qr(name="a", provisioning_model="spot"),
+            _qr(name="b", provisioning_model="on-demand", termination_time=None),
+            _qr(name="c", provisioning_model="flex-start"),
+        )
+    )
+    services = SimpleNamespace(
+        now=lambda: now,
+        tpu=SimpleNamespace(list_queued_resources=lambda zones: listing),
+        settings=SimpleNamespace(tpu_zones=["us-east5-a"]),
+    )
+    text = _burn_text(cast(Any, SimpleNamespace(services=services)))
+    assert "`a` (v6e-8, spot, us-east5-a): $12.96 over 1h 30m at $8.64/h" in text
+    assert "*Total* $45.36 so far, $30.24/h now (2 priced; 1 without a sourced price, not counted)" in text
+    assert "`c` (v6e-8, flex-start): no flex-start price" in text

@@ -5,10 +5,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 
+from bot.__main__ import main
 from bot.commands import registry
-from bot.manifest import manifest, manifest_yaml
+from bot.manifest import manifest, manifest_yaml, request_url
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,3 +42,30 @@ def test_readme_scope_list_matches_the_manifest() -> None:
         scope for line in section.splitlines() for scope in re.findall(r"`([a-z_]+:[a-z_]+|commands)`", line)
     }
     assert listed == set(manifest()["oauth_config"]["scopes"]["bot"])
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "not-a-url",
+        "http://bot.example.com/slack/events",
+        "https:///slack/events",
+        "https://user:pw@bot.example.com/slack/events",
+        "https://bot.example.com/slack/events?token=x",
+        "https://bot.example.com/slack events",
+        "ftp://bot.example.com/",
+    ],
+)
+def test_manifest_refuses_a_request_url_slack_cannot_post_to(
+    url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(ValueError):
+        request_url(url)
+    assert main(["manifest", "--url", url]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("manifest: ")
+
+
+def test_manifest_accepts_a_public_https_url(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["manifest", "--url", "https://bot.example.com/slack/events"]) == 0
+    assert "https://bot.example.com/slack/events" in capsys.readouterr().out

@@ -26,11 +26,18 @@ def _pin(state: str = "ACTIVE", created: str = "2026-11-30T10:00:00+00:00") -> d
 
 
 def test_spend_worst_case_is_parallel_times_the_top_price_for_the_whole_run() -> None:
-    plan = plan_spend("v6e-8", "flex-start", ["us-east5-a", "mars-east1-a"], 3, 4.0)
-    assert plan.usd_per_hour["us-east5-a"] == pytest.approx(10.80)
+    plan = plan_spend("v6e-8", "spot", ["us-east5-a", "mars-east1-a"], 3, 4.0)
+    assert plan.usd_per_hour["us-east5-a"] == pytest.approx(8.64)
     assert plan.usd_per_hour["mars-east1-a"] is None
     assert plan.at_once == 2  # never more than the zones tried
-    assert plan.winner_usd == pytest.approx(43.20) and plan.worst_case_usd == pytest.approx(86.40)
+    assert plan.winner_usd == pytest.approx(34.56) and plan.worst_case_usd == pytest.approx(69.12)
+    assert not plan.ceiling
+
+
+def test_spend_without_a_sourced_price_is_bounded_by_on_demand() -> None:
+    plan = plan_spend("v6e-8", "flex-start", ["us-east5-a"], 1, 2.0)
+    assert plan.ceiling and plan.usd_per_hour["us-east5-a"] == pytest.approx(21.60)  # on-demand, 8 chips
+    assert plan.worst_case_usd == pytest.approx(43.20)
 
 
 def test_spend_without_an_end_is_per_hour() -> None:

@@ -15,9 +15,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from bot.app import Bot, HttpServer, build
 from bot.config import Settings
-from bot.console import DEMO_CHANNEL, DEMO_USER, SlackUser
 from bot.services import Services
 from sim import scenario as scenarios
+from sim.console import DEMO_CHANNEL, DEMO_USER, SlackUser
 from sim.gcp import GcpSimulator
 from sim.host import HostSimulator
 from sim.slack import SlackSimulator

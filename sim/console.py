@@ -211,10 +211,14 @@ class SlackUser:
             return out, False
         self.last_mention_ts = ts
         thread = self.thread_ts or ts
-        # The answer comes in the thread, or (the bot not being in the channel) in the app's DM with the user.
+        # The answer comes in the thread (a help answer only to the user), or (the bot not being in the
+        # channel) in the app's DM with the user.
         lines, answered = self._await(
             start,
-            lambda m: m.kind == "post" and (m.thread_ts == thread or m.channel == self.user_id),
+            lambda m: (
+                (m.thread_ts == thread and m.kind in ("post", "ephemeral"))
+                or (m.kind == "post" and m.channel == self.user_id)
+            ),
             timeout,
         )
         return out + lines, answered

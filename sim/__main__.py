@@ -1,0 +1,65 @@
+"""Entry point of the local demo: `python -m sim demo [--script FILE] [--scenario FILE] [--speed N]`.
+
+The demo runs the real bot against the SIMULATED Slack, Google Cloud, vLLM and TPU VM in `sim/`; it lives
+here, beside the simulators, so that the product (`bot`, `ops`, `llm`) never imports them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+import yaml
+
+from sim.console import interactive, run_script
+from sim.demo import Demo
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the demo's arguments and run it.
+
+    Args:
+        argv: the arguments after `python -m sim` (default: `sys.argv[1:]`).
+
+    Returns:
+        The exit code: 0, 1 if a script line got no final answer, 2 for a bad script or scenario file.
+    """
+    parser = argparse.ArgumentParser(prog="python -m sim", description="tpu-chatops on local simulators")
+    sub = parser.add_subparsers(dest="action", required=True)
+    demo = sub.add_parser("demo", help="run the bot against the local simulators, with a console")
+    demo.add_argument("--script", help="run console lines from this file and print the transcript")
+    demo.add_argument("--scenario", help="scenario YAML (default: the bundled demo scenario)")
+    demo.add_argument(
+        "--speed", type=float, help="simulated seconds per real second (e.g. 60 to watch alerts)"
+    )
+    args = parser.parse_args(argv)
+    return _demo(args.script, args.scenario, args.speed)
+
+
+def _demo(script: str | None, scenario: str | None, speed: float | None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    # The console already says when the bot does not handle a command; Bolt's developer hint is noise here.
+    logging.getLogger("slack_bolt").setLevel(logging.ERROR)
+    # The simulated TPU VM's SSH server logs every client disconnect as an error.
+    logging.getLogger("paramiko.transport").setLevel(logging.CRITICAL)
+    try:
+        lines = Path(script).read_text().splitlines() if script else None
+        demo = Demo(scenario, speed=speed, alerts=True)
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        print(f"demo: {exc}", file=sys.stderr)
+        return 2
+    with demo:
+        print(demo.banner())
+        if lines is not None:
+            missing = run_script(demo.user, lines)
+            if missing:
+                print(f"\n{missing} command(s) got no final answer", file=sys.stderr)
+            return 1 if missing else 0
+        interactive(demo.user)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
