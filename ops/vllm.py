@@ -34,6 +34,9 @@ SERVER_ERROR_HINT = "check /vllm health; if the engine is dead, restart the vLLM
 AUTH_HINT = "set VLLM_API_KEY to the server's --api-key value"
 
 
+NOT_VLLM = "not a vLLM server (no /health, /metrics): health from a one-token completion"
+
+
 @dataclass(frozen=True)
 class HealthCheck:
     """Result of `GET /health`.
@@ -41,7 +44,9 @@ class HealthCheck:
     Attributes:
         state: "ready" (HTTP 200), "engine-dead" (HTTP 503: restart the container), "refused" (connection
             refused: the server is booting, about 10 minutes on TPU, or down), "timeout" (no answer within the
-            client timeout), or "error" (any other status or transport failure).
+            client timeout), "not-vllm" (HTTP 404: an OpenAI-compatible server without vLLM's /health, e.g.
+            llama.cpp's; judge it by a one-token completion), or "error" (any other status or transport
+            failure).
         status: the HTTP status, or None when no response arrived.
         latency_s: wall time of the request in seconds.
         detail: one line for humans.
@@ -182,6 +187,8 @@ class VllmClient:
             return HealthCheck(
                 "engine-dead", status, latency, "vLLM engine is dead (HTTP 503): restart the vLLM container"
             )
+        if status == 404:  # /health is vLLM's own route; other OpenAI-compatible servers may lack it
+            return HealthCheck("not-vllm", status, latency, NOT_VLLM)
         return HealthCheck("error", status, latency, f"{url} answered HTTP {status}")
 
     def version(self) -> str:

@@ -16,9 +16,12 @@ def vllm_health(ctx: Context) -> Reply:
     client, endpoint = ctx.services.vllm()
     with client:
         health = client.health()
-    icon = ":large_green_circle:" if health.state == "ready" else ":red_circle:"
-    detail = "" if health.state == "ready" else f": {health.detail}"
-    lines = [f"{icon} `/health`: {health.state} in {ms(health.latency_s)}{detail}"]
+    if health.state == "not-vllm":  # any OpenAI-compatible server: the completion below is its health
+        lines = [f":information_source: {health.detail}"]
+    else:
+        icon = ":large_green_circle:" if health.state == "ready" else ":red_circle:"
+        detail = "" if health.state == "ready" else f": {health.detail}"
+        lines = [f"{icon} `/health`: {health.state} in {ms(health.latency_s)}{detail}"]
     gemma, _ = ctx.services.gemma()
     try:
         probe = gemma.probe()
