@@ -368,6 +368,8 @@ class VllmSimulator:
         self._thread: threading.Thread | None = None
         self._created = int(time.time())
         self._boot_timer: threading.Timer | None = None
+        self.chat_bodies: list[Any] = []
+        """Every chat-completion request body received, oldest first (for tests of what the bot sends)."""
         self.metrics = _Metrics(self.config)
         self.metrics.seed(int(self.config["served_requests"]), float(self.config["prefix_cache_hit_rate"]))
 
@@ -589,6 +591,7 @@ class VllmSimulator:
         Raises:
             _HTTPError: 400 (bad request, context too long), 404 (unknown model), 500 (engine dead).
         """
+        self.chat_bodies.append(body)
         if not isinstance(body, dict):
             raise _HTTPError(400, "request body must be a JSON object", "BadRequestError")
         model = body.get("model", self.config["model"])

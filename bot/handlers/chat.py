@@ -101,7 +101,7 @@ def suggestion_button(command: str) -> dict[str, Any]:
     }
 
 
-ANSWER_TOKENS = 384
+ANSWER_TOKENS = 256
 """Tokens for the model's answer (at most a quarter of a small context)."""
 ATTACH_OVER_CHARS = 600
 """A fact's full text longer than this is attached as a file; shorter ones are shown whole."""
