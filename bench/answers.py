@@ -28,6 +28,8 @@ from tests.llama_server import llama_server, missing
 
 QUESTIONS = Path(__file__).with_name("questions.yaml")
 CONTRADICTION_FLAG = "contradicts the facts above"
+ANSWER_TOKENS = 64
+"""Answers long enough to state a cause (and to contradict a fact), short enough for a CPU-only run."""
 
 
 def load_questions(path: Path = QUESTIONS) -> list[dict[str, Any]]:
@@ -43,7 +45,10 @@ def main() -> int:
         return 2
     questions = load_questions()
     grounded = contradicting = 0
-    with llama_server() as server, Demo(vllm_base_url=server.url, vllm_model=server.model) as demo:
+    with (
+        llama_server() as server,
+        Demo(vllm_base_url=server.url, vllm_model=server.model, llm_answer_tokens=ANSWER_TOKENS) as demo,
+    ):
         for item in questions:
             start = time.monotonic()
             out, answered = demo.user.run(f"@gemma-bot {item['question']}", timeout=180)

@@ -85,6 +85,12 @@ class Settings(BaseSettings):
     llm_context_tokens: int | None = Field(
         None, ge=512, le=1048576, description="Context size when the server reports no max_model_len."
     )
+    llm_timeout_s: float = Field(
+        120.0, gt=0, le=900, description="Timeout of one model answer (a chat completion), seconds."
+    )
+    llm_answer_tokens: int = Field(
+        768, ge=1, le=32768, description="Most tokens of a model answer (at most a quarter of the context)."
+    )
 
     # SSH to the TPU VM (container control). Host keys are always checked: known_hosts and/or pinned keys.
     ssh_host: str | None = Field(None, description="TPU VM address; default: the vLLM endpoint's host.")

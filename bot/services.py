@@ -91,7 +91,11 @@ class Services:
             key = s.llm_fallback_api_key.get_secret_value() if s.llm_fallback_api_key else None
             targets.append(ModelTarget("fallback", s.llm_fallback_base_url, s.llm_fallback_model, key))
         return choose_models(
-            targets, context_setting=s.llm_context_tokens, timeout_s=s.http_timeout_s, failures=failures
+            targets,
+            context_setting=s.llm_context_tokens,
+            timeout_s=s.llm_timeout_s,
+            list_timeout_s=s.http_timeout_s,
+            failures=failures,
         )
 
     def remote(self) -> RemoteHost:

@@ -260,8 +260,11 @@ class GemmaClient:
         with translate_errors(what, self.base_url):
             return self._openai.chat.completions.create(model=self.model, **kwargs)
 
-    def served_models(self) -> list[ServedModel]:
+    def served_models(self, timeout_s: float | None = None) -> list[ServedModel]:
         """`GET /v1/models` through the SDK: the served model names with their context size when reported.
+
+        Args:
+            timeout_s: timeout of this request, seconds; None: the client's.
 
         Returns:
             ServedModel per listed model, in the server's order (may be empty).
@@ -270,7 +273,8 @@ class GemmaClient:
             The errors listed in `translate_errors`.
         """
         with translate_errors("models list", self.base_url):
-            listed = self._openai.models.list()
+            sdk = self._openai if timeout_s is None else self._openai.with_options(timeout=timeout_s)
+            listed = sdk.models.list()
         served = []
         for card in getattr(listed, "data", None) or []:
             length = getattr(card, "max_model_len", None)
@@ -450,6 +454,7 @@ def choose_models(
     *,
     context_setting: int | None,
     timeout_s: float,
+    list_timeout_s: float,
     failures: list[str],
 ) -> Iterator[ChosenModel]:
     """Yield, in order, each target that answers `/v1/models` (a cheap reachability check), as a ChosenModel.
@@ -460,7 +465,8 @@ def choose_models(
     Args:
         targets: the servers, primary first.
         context_setting: LLM_CONTEXT_TOKENS (used when a server reports no context size), or None.
-        timeout_s: timeout of each request, seconds.
+        timeout_s: timeout of each model request (a whole chat completion), seconds.
+        list_timeout_s: timeout of the `/v1/models` check, seconds (short: a hung server is skipped soon).
         failures: receives one line per target that did not answer, e.g. "primary vLLM at http://h:8000:
             cannot connect to vLLM at http://h:8000" (no keys).
 
@@ -473,7 +479,7 @@ def choose_models(
             target.base_url, model=target.model or "", api_key=target.api_key, timeout_s=timeout_s
         )
         try:
-            served = client.served_models()
+            served = client.served_models(list_timeout_s)
             if not target.model and not served:
                 raise NotFound(f"{target.base_url} lists no model", "set the model name", backend="vllm")
         except OpsError as exc:

@@ -101,8 +101,6 @@ def suggestion_button(command: str) -> dict[str, Any]:
     }
 
 
-ANSWER_TOKENS = 256
-"""Tokens for the model's answer (at most a quarter of a small context)."""
 ATTACH_OVER_CHARS = 600
 """A fact's full text longer than this is attached as a file; shorter ones are shown whole."""
 MAX_LOG_ENTRIES = 2000
@@ -302,7 +300,7 @@ def _ask(
     failures: list[str] = []
     for chosen in ctx.services.models(failures):
         context_tokens = chosen.context.tokens
-        answer_tokens = min(ANSWER_TOKENS, context_tokens // 4)
+        answer_tokens = min(ctx.services.settings.llm_answer_tokens, context_tokens // 4)
         prompt_room = context_tokens - answer_tokens - estimate_tokens(question) - 600
         history_room = sum(estimate_tokens(str(h)) for h in history)
         block, detailed = facts_block(facts, max(prompt_room - history_room, 0) // 2)

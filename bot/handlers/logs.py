@@ -12,7 +12,7 @@ from bot.handlers.authorship import rules_only, written_by
 from bot.handlers.container import findings_text
 from bot.render import Attachment, Reply, blocks_reply, code, context, header, section, utc
 from llm.client import ChosenModel
-from llm.logsum import DEFAULT_ANSWER_TOKENS, Analysis, LogSummary, analyze, summarize
+from llm.logsum import Analysis, LogSummary, analyze, summarize
 from ops import cloudlogs
 from ops.errors import OpsError
 
@@ -145,8 +145,7 @@ def _ask_models(
     """
     failures: list[str] = []
     for chosen in ctx.services.models(failures):
-        # a quarter of a small context for the answer, at most the usual 1024 tokens
-        answer_tokens = min(DEFAULT_ANSWER_TOKENS, chosen.context.tokens // 4)
+        answer_tokens = min(ctx.services.settings.llm_answer_tokens, chosen.context.tokens // 4)
         try:
             result = analyze(
                 entries, chosen.client, chosen.context.tokens, summary=summary, answer_tokens=answer_tokens
