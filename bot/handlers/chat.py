@@ -24,12 +24,14 @@ from bot.context import Context
 from bot.handlers.authorship import rules_only, written_by
 from bot.handlers.container import findings_text
 from bot.handlers.formats import metrics_lines, ms
+from bot.handlers.gemma import VERDICTS
 from bot.render import Attachment, Reply, blocks_reply, context, human_duration, section
 from llm.agent import AgentAnswer, Tool, answer, suggest_from_question
 from llm.client import ChosenModel
 from llm.diagnose import Finding, diagnose
 from llm.grounding import Fact, Subjects, contradictions, estimate_tokens, facts_block, resolve
 from llm.logsum import summarize
+from llm.redact import redact
 from ops import cloudlogs, cost
 from ops.capacity import classify
 from ops.errors import BadInput, OpsError
@@ -322,6 +324,23 @@ def _ask(
     return None, None, (), failures
 
 
+def feedback_buttons(answer_id: int) -> dict[str, Any]:
+    """Helpful / Not helpful buttons; a click runs `/gemma rate ID VERDICT` through the runner."""
+    return {
+        "type": "actions",
+        "block_id": "feedback",
+        "elements": [
+            {
+                "type": "button",
+                "action_id": f"rate_{verdict.replace('-', '_')}",
+                "text": {"type": "plain_text", "text": verdict.replace("-", " ").capitalize()},
+                "value": f"gemma rate {answer_id} {verdict}",
+            }
+            for verdict in VERDICTS
+        ],
+    }
+
+
 @registry.command(
     "gemma chat",
     "Ask about the deployment: the bot fetches the facts, Gemma answers from them (works in threads)",
@@ -350,6 +369,16 @@ def gemma_chat(ctx: Context, question: str) -> Reply:
         if not result.used_tools:
             notes.append("the server does not accept tools (start vLLM with --enable-auto-tool-choice)")
         suggested = result.suggested_command
+        given = [f.source for f in facts] + [call.name for call in result.tool_calls_made]
+        answer_id = ctx.services.store.save_answer(
+            redact(question)[:2000],
+            chosen.model,
+            given,
+            user_id=ctx.user_id,
+            channel_id=ctx.channel_id,
+            now=ctx.services.now(),
+        )
+        blocks.append(feedback_buttons(answer_id))
     else:
         blocks.append(section(rules_only(failures, ctx.services.settings)))
     if suggested:

@@ -83,3 +83,20 @@ def test_a_failing_primary_hands_over_to_the_fallback(fallback_world: tuple[Demo
     demo.vllm.set_mode("engine-dead")  # /v1/models still answers; completions get HTTP 500
     analysis = _say(demo, "/logs analyze --since 2h", timeout=120)
     assert "written by `fallback-gemma` (fallback)" in analysis
+
+
+def test_answers_carry_feedback_buttons_listed_by_gemma_feedback(world: Demo) -> None:
+    assert "No rated answers yet" in _say(world, "/gemma feedback")
+    text = _say(world, "@gemma-bot why did gemma4-old fail?")
+    assert "[Helpful]" in text and "[Not helpful]" in text
+    assert "recorded as *not helpful*" in _say(world, "click Not helpful")
+    listed = _say(world, "/gemma feedback")
+    assert "0 of 1 rated answers helpful" in listed
+    assert "why did gemma4-old fail?" in listed and "`google/gemma-4-31B-it`" in listed
+    assert "describe gemma4-old" in listed
+
+
+def test_no_feedback_buttons_without_a_model(world: Demo) -> None:
+    world.vllm.stop()
+    text = _say(world, "@gemma-bot why did gemma4-old fail?")
+    assert "Gemma unavailable: rules only" in text and "[Helpful]" not in text
