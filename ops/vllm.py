@@ -35,6 +35,7 @@ AUTH_HINT = "set VLLM_API_KEY to the server's --api-key value"
 
 
 NOT_VLLM = "not a vLLM server (no /health, /metrics): health from a one-token completion"
+NOT_VLLM_HINT = "an OpenAI-compatible server without vLLM's metrics: /vllm health probes it with a completion"
 
 
 @dataclass(frozen=True)
@@ -305,4 +306,8 @@ class VllmClient:
             raise BackendUnavailable(message, SERVER_ERROR_HINT, backend="vllm")
         if status in (401, 403):
             raise PermissionDenied(message, AUTH_HINT, backend="vllm")
+        if status == 404 and path in ("/metrics", "/version"):  # vLLM's own routes
+            raise OpsError(
+                f"{NOT_VLLM.split(':')[0]}: {path} answered HTTP 404", NOT_VLLM_HINT, backend="vllm"
+            )
         raise OpsError(message, "check VLLM_BASE_URL points at a vLLM server", backend="vllm")
