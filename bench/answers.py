@@ -58,6 +58,11 @@ def main() -> int:
             contradicting += CONTRADICTION_FLAG in text
             verdict = "grounded" if not absent else f"MISSING {absent}"
             print(f"{time.monotonic() - start:5.1f} s  {item['question']!r}: {verdict}")
+            lines = text.splitlines()
+            for index, line in enumerate(lines):  # the flag with the model's text, so a reader can judge it
+                if CONTRADICTION_FLAG in line:
+                    answer = lines[index + 1] if index + 1 < len(lines) else ""
+                    print(f"         {line.strip()}\n         model: {answer.strip()[:200]}")
     share = contradicting / len(questions) if questions else 0.0
     print(f"RESULT questions={len(questions)} grounded={grounded} contradicting_share={share:.2f}")
     return 0 if grounded == len(questions) else 1
