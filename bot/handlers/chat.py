@@ -292,13 +292,17 @@ def _facts_blocks(facts: list[Fact], findings: list[Finding]) -> list[dict[str, 
 
 
 def _ask(
-    ctx: Context, question: str, history: list[Any], facts: list[Fact]
+    ctx: Context, question: str, history: list[Any], facts: list[Fact], findings: list[Finding]
 ) -> tuple[AgentAnswer | None, ChosenModel | None, tuple[str, ...], list[str]]:
     """Ask the first model that answers, the facts in its prompt within its context; the next on failure.
+    The catalogue's findings go first, so the model adds to them rather than guessing another cause.
 
     Returns:
         (the answer or None, the model that wrote it, the facts given in full, why models could not answer).
     """
+    if findings:
+        known = "; ".join(f"{f.name}: {f.conclusion} Fix: {f.fix}" for f in findings)
+        facts = [Fact("known failures (the bot's catalogue)", known), *facts]
     failures: list[str] = []
     for chosen in ctx.services.models(failures):
         context_tokens = chosen.context.tokens
@@ -350,7 +354,7 @@ def gemma_chat(ctx: Context, question: str) -> Reply:
     history = ctx.thread_history() if ctx.thread_history else []
     texts = [str(h.get("content", "")) if isinstance(h, dict) else str(h) for h in history]
     subjects, facts, findings = gather_facts(ctx, question, texts)
-    result, chosen, detailed, failures = _ask(ctx, question, history, facts)
+    result, chosen, detailed, failures = _ask(ctx, question, history, facts, findings)
     blocks = _facts_blocks(facts, findings)
     states = {k: v for f in facts for k, v in f.states.items()}
     notes = []

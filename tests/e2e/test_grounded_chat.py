@@ -50,6 +50,15 @@ def test_the_facts_reach_the_model_as_data(world: Demo) -> None:
     assert "FACTS fetched by the bot" in system and "gemma4-qr" in system and "ACTIVE" in system
 
 
+def test_a_known_failure_leads_and_reaches_the_model_first(world: Demo) -> None:
+    text = _say(world, "@gemma-bot what went wrong on gemma4-qr in the last hour?")
+    assert text.index("*Known failures in the log*") < text.index("*Facts*") < text.index("written by")
+    assert "kv-cache-insufficient" in text and "errors in the last 1h on gemma4-qr-node" in text
+    system = world.vllm.chat_bodies[0]["messages"][0]["content"]
+    assert system.index("known failures (the bot's catalogue)") < system.index("[describe gemma4-qr]")
+    assert "kv-cache-insufficient" in system
+
+
 def test_without_vllm_the_rules_still_answer(world: Demo) -> None:
     world.vllm.stop()
     analysis = _say(world, "/logs analyze --since 2h", timeout=120)
