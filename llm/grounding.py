@@ -191,8 +191,8 @@ def resolve(
 def facts_block(facts: Sequence[Fact], budget_tokens: int) -> tuple[str, tuple[str, ...]]:
     """The facts as one text for the model, fitted to a token budget.
 
-    Every summary goes first (most important first, as given); then each detail in order, cut to what is
-    left. The text is fenced and labelled as data.
+    Every summary goes first (most important first, as given; the first that does not fit is cut and the rest
+    dropped); then each detail in order, cut to what is left. The text is fenced and labelled as data.
 
     Args:
         facts: the fetched facts, most important first.
@@ -210,7 +210,10 @@ def facts_block(facts: Sequence[Fact], budget_tokens: int) -> tuple[str, tuple[s
     used = 0
     for fact in facts:
         line = f"[{fact.source}] {fact.summary}"
-        if used + len(line) + 1 > budget_chars:
+        room = budget_chars - used - 1
+        if len(line) > room:
+            if room >= 80:  # a cut summary still carries its first facts
+                parts.append(line[: room - 1] + "…")
             break
         parts.append(line)
         used += len(line) + 1
