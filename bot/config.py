@@ -112,6 +112,22 @@ class Settings(BaseSettings):
         pattern=r"^[A-Za-z0-9_-]{1,255}$",
         description="Secret Manager secret with the vLLM API key, read on the VM and by the bot.",
     )
+    llm_fallback_base_url: str | None = Field(
+        None, description="OpenAI-compatible server asked when the primary vLLM does not answer (no /v1)."
+    )
+    llm_fallback_model: str | None = Field(
+        None, description="Model name on the fallback server; unset: the first of its /v1/models."
+    )
+    llm_fallback_api_key: SecretStr | None = Field(None, description="Bearer token of the fallback server.")
+    llm_context_tokens: int | None = Field(
+        None, ge=512, le=1048576, description="Context size when the server reports no max_model_len."
+    )
+    llm_timeout_s: float = Field(
+        120.0, gt=0, le=900, description="Timeout of one model answer (a chat completion), seconds."
+    )
+    llm_answer_tokens: int = Field(
+        768, ge=1, le=32768, description="Most tokens of a model answer (at most a quarter of the context)."
+    )
 
     # SSH to the TPU VM (container control). Host keys are always checked: known_hosts and/or pinned keys.
     ssh_host: str | None = Field(None, description="TPU VM address; default: the vLLM endpoint's host.")
@@ -269,7 +285,7 @@ class Settings(BaseSettings):
             raise ValueError(f"not a Slack user or user-group id: {', '.join(bad)}")
         return ids
 
-    @field_validator("vllm_base_url", "google_api_endpoint")
+    @field_validator("vllm_base_url", "google_api_endpoint", "llm_fallback_base_url")
     @classmethod
     def _check_url(cls, url: str | None) -> str | None:
         if url is None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
+from bot.authorship import rules_only
 from bot.services import Services
 from llm.diagnose import UNKNOWN_LEAD, Diagnosis, examine
 from llm.logsum import Analysis
@@ -204,19 +205,22 @@ def alert_diagnosis(services: Services, alert: Alert, qr: QueuedResourceInfo | N
 
 
 def _model_reading(services: Services, diagnosis: str) -> str:
-    """The model's short reading of a diagnosis, labelled with the model, or why there is none."""
+    """The short reading of a diagnosis by the first model that answers (the primary vLLM, else
+    LLM_FALLBACK_BASE_URL), labelled with the model, or why there is none ("rules only")."""
     fence = "<<<BOT DIAGNOSIS>>>"
     messages = [
         {"role": "system", "content": _READING_PROMPT},
         {"role": "user", "content": f"{fence}\n{redact(diagnosis)}\n{fence}"},
     ]
-    try:
-        gemma, _ = services.gemma()
-        with gemma:
-            result = gemma.stream(messages, max_tokens=_READING_TOKENS, temperature=0.2)
-    except OpsError as exc:
-        return f"_Model reading unavailable ({exc.message}): rules only._"
-    text = str(getattr(result, "text", "") or "").strip()
-    if not text:
-        return "_The model returned no reading: rules only._"
-    return f"*Reading by `{gemma.model}`*\n{text[:1500]}"
+    failures: list[str] = []
+    for chosen in services.models(failures):
+        try:
+            result = chosen.client.stream(messages, max_tokens=_READING_TOKENS, temperature=0.2)
+        except OpsError as exc:
+            failures.append(f"{chosen.role} `{chosen.model}`: {exc.message}")
+            continue
+        text = str(getattr(result, "text", "") or "").strip()
+        if text:
+            return f"*Reading by {chosen.label()}*\n{text[:1500]}"
+        failures.append(f"{chosen.role} `{chosen.model}`: it returned no reading")
+    return "_Model reading unavailable._ " + rules_only(failures, services.settings)

@@ -552,7 +552,8 @@ class AlertScheduler:
             return  # no endpoint (nothing ACTIVE): not an outage
         with client:
             health = client.health()
-            check = VllmCheck(ok=health.state == "ready", detail=health.detail)
+            # "not-vllm": an OpenAI-compatible server without vLLM's /health answered: not an outage
+            check = VllmCheck(ok=health.state in ("ready", "not-vllm"), detail=health.detail)
             text: str | None = None
             if check.ok:
                 try:

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 from bot.config import Settings
-from llm.client import GemmaClient
+from llm.client import ChosenModel, GemmaClient, ModelTarget, choose_models
 from ops.endpoint import Endpoint, EndpointResolver
-from ops.errors import BadInput
+from ops.errors import BadInput, OpsError
 from ops.remote import RemoteHost, VllmContainer, VllmSpec
 from ops.secrets import SecretStore
 from ops.store import Store
@@ -79,6 +79,33 @@ class Services:
             timeout_s=self.settings.http_timeout_s,
         )
         return client, endpoint
+
+    def models(self, failures: list[str]) -> Iterator[ChosenModel]:
+        """The model servers that answer, in order: the primary vLLM endpoint, then LLM_FALLBACK_BASE_URL.
+
+        Args:
+            failures: receives one line per server that could not be used (why), for the "rules only" note.
+
+        Yields:
+            ChosenModel (see `llm.client.choose_models`); move to the next when a request to one fails.
+        """
+        s = self.settings
+        targets = []
+        try:
+            primary = self.endpoints.resolve()
+            targets.append(ModelTarget("primary vLLM", primary.url, s.vllm_model, self._api_key()))
+        except OpsError as exc:
+            failures.append(f"primary vLLM: {exc.message}")
+        if s.llm_fallback_base_url:
+            key = s.llm_fallback_api_key.get_secret_value() if s.llm_fallback_api_key else None
+            targets.append(ModelTarget("fallback", s.llm_fallback_base_url, s.llm_fallback_model, key))
+        return choose_models(
+            targets,
+            context_setting=s.llm_context_tokens,
+            timeout_s=s.llm_timeout_s,
+            list_timeout_s=s.http_timeout_s,
+            failures=failures,
+        )
 
     def remote(self) -> RemoteHost:
         """An SSH connection to the TPU VM (SSH_HOST, else the vLLM endpoint's host), host key checked.

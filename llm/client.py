@@ -18,6 +18,7 @@ import httpx
 import openai
 
 from llm.redact import redact
+from llm.tokens import PromptCounter
 from ops.errors import (
     BackendTimeout,
     BackendUnavailable,
@@ -29,7 +30,24 @@ from ops.errors import (
 )
 from ops.vllm import AUTH_HINT, BOOTING_HINT, SERVER_ERROR_HINT, TIMEOUT_HINT, error_message
 
-__all__ = ["GemmaClient", "ProbeResult", "StreamResult", "translate_errors"]
+__all__ = [
+    "DEFAULT_CONTEXT_TOKENS",
+    "ChosenModel",
+    "ContextSize",
+    "GemmaClient",
+    "ModelTarget",
+    "ProbeResult",
+    "ServedModel",
+    "StreamResult",
+    "choose_models",
+    "context_size",
+    "translate_errors",
+]
+
+DEFAULT_CONTEXT_TOKENS = 2048
+"""Context size assumed when the server reports none and LLM_CONTEXT_TOKENS is unset: the default `n_ctx`
+of llama-cpp-python's OpenAI-compatible server (`llama_cpp/server/settings.py`, ModelSettings.n_ctx), the
+smallest context a served chat model is commonly run with; a prompt fitted to it fits any larger one."""
 
 NO_USAGE_NOTE = (
     "the server sent no usage chunk (stream_options.include_usage unsupported?): token counts, TPOT and "
@@ -81,6 +99,55 @@ class StreamResult:
     total_s: float
     finish_reason: str | None
     note: str = ""
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """One entry of `/v1/models`.
+
+    Attributes:
+        id: the model name to send in requests (vLLM: `--served-model-name`; llama.cpp: its alias).
+        max_model_len: the context window in tokens when the server reports it (a vLLM extension of the
+            OpenAI ModelCard: https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html), or
+            None.
+    """
+
+    id: str
+    max_model_len: int | None
+
+
+@dataclass(frozen=True)
+class ContextSize:
+    """The context window used to budget prompts, and where the figure came from.
+
+    Attributes:
+        tokens: context window, tokens.
+        source: "max_model_len from /v1/models", "LLM_CONTEXT_TOKENS" or "default: the server reports none".
+    """
+
+    tokens: int
+    source: str
+
+    def describe(self) -> str:
+        """E.g. "context 16384 tokens (max_model_len from /v1/models)"."""
+        return f"context {self.tokens} tokens ({self.source})"
+
+
+def context_size(served: ServedModel | None, setting: int | None) -> ContextSize:
+    """The context window for prompts: the server's figure, else the setting, else DEFAULT_CONTEXT_TOKENS.
+
+    Args:
+        served: the model's `/v1/models` entry (None when the server listed none).
+        setting: LLM_CONTEXT_TOKENS, tokens, or None.
+
+    Returns:
+        ContextSize; never fails (an OpenAI-compatible server need not report a context size).
+    """
+    if served is not None and served.max_model_len:
+        return ContextSize(served.max_model_len, "max_model_len from /v1/models")
+    if setting:
+        return ContextSize(setting, "LLM_CONTEXT_TOKENS")
+    return ContextSize(DEFAULT_CONTEXT_TOKENS, "default: the server reports none")
 
 
 def _server_message(exc: openai.APIStatusError) -> str:
@@ -194,6 +261,28 @@ class GemmaClient:
         """`chat.completions.create(model=self.model, **kwargs)` with errors translated."""
         with translate_errors(what, self.base_url):
             return self._openai.chat.completions.create(model=self.model, **kwargs)
+
+    def served_models(self, timeout_s: float | None = None) -> list[ServedModel]:
+        """`GET /v1/models` through the SDK: the served model names with their context size when reported.
+
+        Args:
+            timeout_s: timeout of this request, seconds; None: the client's.
+
+        Returns:
+            ServedModel per listed model, in the server's order (may be empty).
+
+        Raises:
+            The errors listed in `translate_errors`.
+        """
+        with translate_errors("models list", self.base_url):
+            sdk = self._openai if timeout_s is None else self._openai.with_options(timeout=timeout_s)
+            listed = sdk.models.list()
+        served = []
+        for card in getattr(listed, "data", None) or []:
+            length = getattr(card, "max_model_len", None)
+            valid = isinstance(length, int) and not isinstance(length, bool) and length > 0
+            served.append(ServedModel(str(card.id), length if valid else None))
+        return served
 
     def probe(self) -> ProbeResult:
         """Ask for a one-token completion of "ping" and time it: proves the model actually generates.
@@ -329,3 +418,89 @@ class GemmaClient:
 
 def _opt_count(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+@dataclass(frozen=True)
+class ModelTarget:
+    """An OpenAI-compatible server that may answer, in the order they are tried.
+
+    Attributes:
+        role: "primary vLLM" or "fallback", shown beside every model-written text.
+        base_url: the server root without `/v1`.
+        model: the model name to request; None takes the first id of `/v1/models`.
+        api_key: bearer token, or None (never shown).
+    """
+
+    role: str
+    base_url: str
+    model: str | None
+    api_key: str | None = None
+
+
+@dataclass
+class ChosenModel:
+    """A server that answered `/v1/models`: its client (close it), role, model name and context size."""
+
+    client: GemmaClient
+    role: str
+    context: ContextSize
+
+    @property
+    def model(self) -> str:
+        """The model name sent in requests."""
+        return self.client.model
+
+    def label(self) -> str:
+        """Who wrote a text, e.g. "`google/gemma-4-31B-it` (primary vLLM)"."""
+        return f"`{self.model}` ({self.role})"
+
+    def counter(self) -> PromptCounter:
+        """Counts prompts with THIS server's tokenizer (vLLM's `/tokenize`), else the conservative estimate
+        (`llm.tokens.estimate_chat_tokens`): a fallback server is never measured with the primary's."""
+        return PromptCounter(self.client.base_url, self.model, api_key=self.client.openai.api_key)
+
+
+def choose_models(
+    targets: Sequence[ModelTarget],
+    *,
+    context_setting: int | None,
+    timeout_s: float,
+    list_timeout_s: float,
+    failures: list[str],
+) -> Iterator[ChosenModel]:
+    """Yield, in order, each target that answers `/v1/models` (a cheap reachability check), as a ChosenModel.
+
+    The caller uses the first and moves on to the next when a request to it fails; each yielded client is
+    closed when the caller asks for the next or stops iterating.
+
+    Args:
+        targets: the servers, primary first.
+        context_setting: LLM_CONTEXT_TOKENS (used when a server reports no context size), or None.
+        timeout_s: timeout of each model request (a whole chat completion), seconds.
+        list_timeout_s: timeout of the `/v1/models` check, seconds (short: a hung server is skipped soon).
+        failures: receives one line per target that did not answer, e.g. "primary vLLM at http://h:8000:
+            cannot connect to vLLM at http://h:8000" (no keys).
+
+    Yields:
+        ChosenModel per reachable target. A configured model name absent from the listing is still used
+        (the request then says what is wrong); no name takes the first listed id.
+    """
+    for target in targets:
+        client = GemmaClient(
+            target.base_url, model=target.model or "", api_key=target.api_key, timeout_s=timeout_s
+        )
+        try:
+            served = client.served_models(list_timeout_s)
+            if not target.model and not served:
+                raise NotFound(f"{target.base_url} lists no model", "set the model name", backend="vllm")
+        except OpsError as exc:
+            client.close()
+            failures.append(f"{target.role} at {target.base_url}: {exc.message}")
+            continue
+        name = target.model or served[0].id
+        client.model = name
+        card = next((m for m in served if m.id == name), served[0] if len(served) == 1 else None)
+        try:
+            yield ChosenModel(client, target.role, context_size(card, context_setting))
+        finally:
+            client.close()

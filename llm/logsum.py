@@ -524,9 +524,10 @@ def _line(exc: OpsError) -> str:
 
 def analyze(
     entries: Iterable[LogEntry],
-    client: StreamingChat,
+    client: StreamingChat | None,
     max_model_len: int,
     *,
+    summary: LogSummary | None = None,
     answer_tokens: int = DEFAULT_ANSWER_TOKENS,
     budget_tokens: int | None = None,
     temperature: float | None = 0.2,
@@ -537,8 +538,12 @@ def analyze(
 
     Args:
         entries: LogEntry values (e.g. from `ops.cloudlogs.fetch`).
-        client: a `llm.client.GemmaClient` (its `stream` method is used).
-        max_model_len: the served model's context window, tokens (`max_model_len` in /v1/models).
+        client: a `llm.client.GemmaClient` (its `stream` method is used), or None when no model can be asked:
+            then only the templates and the rule-based findings are returned.
+        max_model_len: the served model's context window, tokens (`max_model_len` in /v1/models, or the
+            figure `llm.client.context_size` settled on).
+        summary: `summarize(entries)` when the caller already has it (asking a second model reuses it);
+            `entries` is then not read.
         answer_tokens: max_tokens of the answer, tokens.
         budget_tokens: the first attempt's prompt budget, tokens; None derives it with
             `prompt_budget(max_model_len, answer_tokens)`.
@@ -560,7 +565,7 @@ def analyze(
     Raises:
         BadInput: the derived budget is too small (`prompt_budget`).
     """
-    summary = summarize(entries)
+    summary = summary if summary is not None else summarize(entries)
     exemplars = "\n".join(e for t in summary.templates for e in t.exemplars)
     findings = tuple(diagnose(exemplars.replace("\\n", "\n"), deployment))
     base: dict[str, Any] = {
@@ -569,7 +574,7 @@ def analyze(
         "error_entries": summary.error_entries,
         "findings": findings,
     }
-    if summary.error_entries == 0:
+    if summary.error_entries == 0 or client is None:
         return Analysis(
             **base,
             model_analysis="",
@@ -579,7 +584,9 @@ def analyze(
             included_templates=0,
             attempts=0,
             model_error=None,
-            note="no entry at ERROR or worse: the model was not asked",
+            note="no model to ask"
+            if summary.error_entries
+            else "no entry at ERROR or worse: the model was not asked",
         )
     budget = budget_tokens if budget_tokens is not None else prompt_budget(max_model_len, answer_tokens)
     attempts, note, dropped_stream, fits = 0, "", False, 0

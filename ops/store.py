@@ -1,4 +1,5 @@
-"""The state store (SQLAlchemy Core): audit trail, confirmations, zone memory, benchmark results, and
+"""The state store (SQLAlchemy Core): audit trail, confirmations, zone memory, benchmark results, model
+answers with their Helpful / Not helpful feedback, and
 for several replicas sharing one database: named leases (one replica runs the scheduler) and processed Slack
 event ids (a retried or duplicated event is handled once).
 
@@ -137,6 +138,38 @@ processed_events_table = Table(
     Column("at", DateTime(timezone=True), nullable=False, index=True),
 )
 
+answers_table = Table(
+    "answers",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("at", DateTime(timezone=True), nullable=False, index=True),
+    Column("user_id", String(32), nullable=False),
+    Column("channel_id", String(32), nullable=False),
+    Column("question", Text, nullable=False),
+    Column("model", String(300), nullable=False),
+    Column("tools", Text, nullable=False),  # comma-separated: pre-fetched facts and tool calls
+    Column("verdict", String(16), nullable=True),  # helpful | not helpful
+    Column("rated_by", String(32), nullable=True),
+    Column("rated_at", DateTime(timezone=True), nullable=True),
+)
+
+
+@dataclass(frozen=True)
+class AnswerRecord:
+    """A model answer kept for feedback: the question (redacted by the caller), who wrote the answer, the
+    facts and tools it was given, and the latest Helpful / Not helpful verdict (None until rated)."""
+
+    id: int
+    at: datetime
+    user_id: str
+    channel_id: str
+    question: str
+    model: str
+    tools: tuple[str, ...]
+    verdict: str | None
+    rated_by: str | None
+    rated_at: datetime | None
+
 
 @dataclass(frozen=True)
 class AuditEntry:
@@ -272,6 +305,21 @@ def _confirmation(row: Any) -> Confirmation:
         channel_id=row["channel_id"],
         created_at=_aware(row["created_at"]) or datetime.now(UTC),
         expires_at=_aware(row["expires_at"]) or datetime.now(UTC),
+    )
+
+
+def _answer(row: Any) -> AnswerRecord:
+    return AnswerRecord(
+        id=int(row["id"]),
+        at=_aware(row["at"]) or datetime.now(UTC),
+        user_id=row["user_id"],
+        channel_id=row["channel_id"],
+        question=row["question"],
+        model=row["model"],
+        tools=tuple(t for t in str(row["tools"]).split(",") if t),
+        verdict=row["verdict"],
+        rated_by=row["rated_by"],
+        rated_at=_aware(row["rated_at"]),
     )
 
 
@@ -454,6 +502,67 @@ class Store:
         if row is None:
             raise NotFound(f"no stored benchmark run {run_id}", "list them with /vllm bench list")
         return _bench_run(row)
+
+    # ---- model answers and their feedback
+
+    def save_answer(
+        self,
+        question: str,
+        model: str,
+        tools: list[str],
+        *,
+        user_id: str,
+        channel_id: str,
+        now: datetime,
+    ) -> int:
+        """Keep a model answer's question, model and tools (facts and tool calls) for feedback.
+
+        Returns:
+            The answer id the Helpful / Not helpful buttons carry.
+        """
+        with self.engine.begin() as conn:
+            result = conn.execute(
+                insert(answers_table).values(
+                    at=now,
+                    user_id=user_id,
+                    channel_id=channel_id,
+                    question=question,
+                    model=model,
+                    tools=",".join(tools),
+                )
+            )
+        key = result.inserted_primary_key
+        if key is None:
+            raise NotFound("the answer was not stored")
+        return int(key[0])
+
+    def rate_answer(self, answer_id: int, verdict: str, *, user_id: str, now: datetime) -> AnswerRecord:
+        """Record a verdict ("helpful" or "not helpful") on an answer; a later click replaces it.
+
+        Raises:
+            NotFound: no answer has that id.
+        """
+        with self.engine.begin() as conn:
+            done = conn.execute(
+                update(answers_table)
+                .where(answers_table.c.id == answer_id)
+                .values(verdict=verdict, rated_by=user_id, rated_at=now)
+            )
+            if done.rowcount != 1:
+                raise NotFound(f"no answer {answer_id} is stored", "ask again")
+            row = conn.execute(select(answers_table).where(answers_table.c.id == answer_id)).mappings().one()
+        return _answer(row)
+
+    def rated_answers(self, last: int = 20) -> list[AnswerRecord]:
+        """The `last` most recently rated answers, newest first."""
+        query = (
+            select(answers_table)
+            .where(answers_table.c.verdict.is_not(None))
+            .order_by(answers_table.c.rated_at.desc(), answers_table.c.id.desc())
+            .limit(last)
+        )
+        with self.engine.connect() as conn:
+            return [_answer(row) for row in conn.execute(query).mappings()]
 
     # ---- leases (several replicas: exactly one runs the scheduler)
 

@@ -42,6 +42,10 @@ SERVER_ERROR_HINT = "check /vllm health; if the engine is dead, restart the vLLM
 AUTH_HINT = "set VLLM_API_KEY to the server's --api-key value"
 
 
+NOT_VLLM = "not a vLLM server (no /health, /metrics): health from a one-token completion"
+NOT_VLLM_HINT = "an OpenAI-compatible server without vLLM's metrics: /vllm health probes it with a completion"
+
+
 @dataclass(frozen=True)
 class HealthCheck:
     """Result of `GET /health`.
@@ -49,7 +53,9 @@ class HealthCheck:
     Attributes:
         state: "ready" (HTTP 200), "engine-dead" (HTTP 503: restart the container), "refused" (connection
             refused: the server is booting, about 10 minutes on TPU, or down), "timeout" (no answer within the
-            client timeout), or "error" (any other status or transport failure).
+            client timeout), "not-vllm" (HTTP 404: an OpenAI-compatible server without vLLM's /health, e.g.
+            llama.cpp's; judge it by a one-token completion), or "error" (any other status or transport
+            failure).
         status: the HTTP status, or None when no response arrived.
         latency_s: wall time of the request in seconds.
         detail: one line for humans.
@@ -252,6 +258,8 @@ class VllmClient:
             return HealthCheck(
                 "engine-dead", status, latency, "vLLM engine is dead (HTTP 503): restart the vLLM container"
             )
+        if status == 404:  # /health is vLLM's own route; other OpenAI-compatible servers may lack it
+            return HealthCheck("not-vllm", status, latency, NOT_VLLM)
         return HealthCheck("error", status, latency, f"{url} answered HTTP {status}")
 
     def version(self) -> str:
@@ -368,4 +376,8 @@ class VllmClient:
             raise BackendUnavailable(message, SERVER_ERROR_HINT, backend="vllm")
         if status in (401, 403):
             raise PermissionDenied(message, AUTH_HINT, backend="vllm")
+        if status == 404 and path in ("/metrics", "/version"):  # vLLM's own routes
+            raise OpsError(
+                f"{NOT_VLLM.split(':')[0]}: {path} answered HTTP 404", NOT_VLLM_HINT, backend="vllm"
+            )
         raise OpsError(message, "check VLLM_BASE_URL points at a vLLM server", backend="vllm")

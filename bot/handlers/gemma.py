@@ -9,7 +9,7 @@ from __future__ import annotations
 from bot.commands import Param, int_range, registry
 from bot.context import Context
 from bot.handlers.formats import ms
-from bot.render import Reply, blocks_reply, context, section
+from bot.render import Reply, blocks_reply, context, section, utc
 from llm.client import StreamResult
 from llm.hygiene import empty_explanation, inspect_message
 
@@ -27,7 +27,7 @@ _PARAMS = (
 )
 
 
-def _stream(ctx: Context, prompt: str, max_tokens: int | None) -> tuple[StreamResult, str]:
+def _stream(ctx: Context, prompt: str, max_tokens: int | None) -> tuple[StreamResult, str, str]:
     gemma, endpoint = ctx.services.gemma()
     parts: list[str] = []
 
@@ -44,15 +44,15 @@ def _stream(ctx: Context, prompt: str, max_tokens: int | None) -> tuple[StreamRe
             max_tokens=max_tokens or DEFAULT_MAX_TOKENS,
             on_delta=on_delta,
         )
-    return result, endpoint.url
+    return result, endpoint.url, gemma.model
 
 
 def _answer_blocks(result: StreamResult, model: str) -> list[dict[str, object]]:
-    """The answer without any tool-call markup; an empty one is explained, never left blank."""
+    """The answer without tool-call markup (an empty one is explained, never left blank), and its author."""
     text = inspect_message(result.text).text or empty_explanation(
         model, result.finish_reason, result.completion_tokens
     )
-    blocks: list[dict[str, object]] = [section(text[:2900])]
+    blocks: list[dict[str, object]] = [section(text[:2900]), context(f"written by `{model}` (primary vLLM)")]
     if result.finish_reason == "length":
         blocks.append(context("_Stopped at the token limit (--max-tokens)._"))
     return blocks
@@ -60,15 +60,15 @@ def _answer_blocks(result: StreamResult, model: str) -> list[dict[str, object]]:
 
 @registry.command("gemma ask", "Ask the served model; the answer streams into one message", *_PARAMS)
 def gemma_ask(ctx: Context, max_tokens: int | None, prompt: str) -> Reply:
-    result, _ = _stream(ctx, prompt, max_tokens)
-    return blocks_reply(_answer_blocks(result, ctx.services.settings.vllm_model))
+    result, _, model = _stream(ctx, prompt, max_tokens)
+    return blocks_reply(_answer_blocks(result, model))
 
 
 @registry.command(
     "gemma stats", "Ask, then show TTFT, TPOT, tokens/s and token counts of the answer", *_PARAMS
 )
 def gemma_stats(ctx: Context, max_tokens: int | None, prompt: str) -> Reply:
-    result, url = _stream(ctx, prompt, max_tokens)
+    result, url, model = _stream(ctx, prompt, max_tokens)
     rate = "-" if result.output_tokens_per_s is None else f"{result.output_tokens_per_s:,.1f} tok/s"
     stats = (
         f"*TTFT* {ms(result.ttft_s)} · *TPOT* {ms(result.tpot_s)} · *output* {rate} · "
@@ -76,7 +76,53 @@ def gemma_stats(ctx: Context, max_tokens: int | None, prompt: str) -> Reply:
         f"completion {result.completion_tokens if result.completion_tokens is not None else '-'} · "
         f"*total* {ms(result.total_s)}"
     )
-    blocks = [*_answer_blocks(result, ctx.services.settings.vllm_model), section(stats)]
+    blocks = [*_answer_blocks(result, model), section(stats)]
     note = result.note or "counts from the server's usage chunk"
     blocks.append(context(f"{note} · `{url}` · finish_reason {result.finish_reason}"))
     return blocks_reply(blocks)
+
+
+VERDICTS = ("helpful", "not-helpful")
+
+
+def verdict(word: str) -> str:
+    """helpful or not-helpful."""
+    if word not in VERDICTS:
+        raise ValueError(f"{word!r} is not one of {', '.join(VERDICTS)}")
+    return word
+
+
+@registry.command(
+    "gemma rate",
+    "Rate a Gemma answer (what its Helpful / Not helpful buttons run)",
+    Param("answer", "the answer id", required=True, kind=int_range(1, 2**31 - 1), metavar="ID"),
+    Param("verdict", "helpful or not-helpful", required=True, kind=verdict, metavar="VERDICT"),
+)
+def gemma_rate(ctx: Context, answer: int, verdict: str) -> Reply:
+    record = ctx.services.store.rate_answer(
+        answer, verdict.replace("-", " "), user_id=ctx.user_id, now=ctx.services.now()
+    )
+    return blocks_reply(
+        [context(f"Thanks: answer {record.id} by `{record.model}` recorded as *{record.verdict}*.")]
+    )
+
+
+@registry.command(
+    "gemma feedback",
+    "Rated Gemma answers: verdict, question, the model and the facts and tools it was given",
+    Param("last", "how many (default 20)", flag="--last", kind=int_range(1, 200), metavar="N"),
+)
+def gemma_feedback(ctx: Context, last: int | None) -> Reply:
+    records = ctx.services.store.rated_answers(last or 20)
+    if not records:
+        return blocks_reply(
+            [section("No rated answers yet: Gemma's answers carry Helpful / Not helpful buttons.")]
+        )
+    helpful = sum(r.verdict == "helpful" for r in records)
+    lines = [
+        f"• {':thumbsup:' if r.verdict == 'helpful' else ':thumbsdown:'} {utc(r.rated_at)} `{r.model}`: "
+        f"_{r.question[:150]}_ (given: {', '.join(r.tools) or 'nothing'})"
+        for r in records
+    ]
+    summary = f"*{helpful} of {len(records)} rated answers helpful*"
+    return blocks_reply([section(summary + "\n" + "\n".join(lines))])

@@ -1,19 +1,21 @@
-"""`/logs` (Cloud Logging entries of the TPU VMs) and `/logs analyze` (error templates, Gemma's analysis,
-known failure signatures)."""
+"""`/logs` (Cloud Logging entries of the TPU VMs) and `/logs analyze` (error templates and known failure
+signatures, which need no model, then the analysis of the first model that answers)."""
 
 from __future__ import annotations
 
 import itertools
 from datetime import timedelta
 
+from bot.authorship import rules_only, written_by
 from bot.commands import Param, duration, int_range, registry, resource_name
 from bot.context import Context
 from bot.diagnosis import analysis_diagnosis, deployment_of, diagnosis_text
 from bot.render import Attachment, Reply, blocks_reply, code, context, header, section, split_sections, utc
-from llm.logsum import analyze
-from llm.tokens import PromptCounter
+from llm.client import ChosenModel
+from llm.logsum import Analysis, LogSummary, analyze, summarize
 from ops import cloudlogs
-from ops.errors import NotFound
+from ops.errors import OpsError
+from ops.faults import Deployment
 
 SEVERITIES = ("DEFAULT", "DEBUG", "INFO", "NOTICE", "WARNING", "ERROR", "CRITICAL", "ALERT", "EMERGENCY")
 MAX_ENTRIES_ANALYZED = 200_000
@@ -79,49 +81,51 @@ def logs(
 
 @registry.command(
     "logs analyze",
-    "Group the errors into templates, ask Gemma for the root cause, name known failures",
+    "Group the errors into templates, name known failures, ask Gemma (or the fallback model) for the cause",
     _SINCE,
     _NODE,
 )
 def logs_analyze(ctx: Context, since: timedelta | None, node: str | None) -> Reply:
-    """Fetch every matching entry page by page, summarize with drain3, fit a token budget derived from the
-    served model's max_model_len, and ask the model; without errors in the window the model is not asked."""
+    """Fetch every matching entry page by page and summarize it with drain3 (no model needed); name the known
+    failures; then, when there are errors, ask the first model that answers (primary vLLM, then
+    LLM_FALLBACK_BASE_URL) within a token budget from its context size. Without a model the templates and
+    findings are shown with "Gemma unavailable: rules only"."""
     settings = ctx.services.settings
     window = since or timedelta(hours=1)
     query = cloudlogs.build_filter(window, node=node, now=ctx.services.now())
     fetched = cloudlogs.fetch(settings.gcp_project, query, api_endpoint=settings.google_api_endpoint)
     entries = list(itertools.islice(fetched, MAX_ENTRIES_ANALYZED))
-    gemma, _ = ctx.services.gemma()
-    with gemma:
-        max_model_len = _max_model_len(ctx)
-        # Counted with the served model's tokenizer (vLLM /tokenize) when it has one.
-        counter = PromptCounter(gemma.base_url, gemma.model, api_key=gemma.openai.api_key)
-        result = analyze(
-            entries, gemma, max_model_len, counter=counter, deployment=deployment_of(ctx.services)
+    summary = summarize(entries)
+    if summary.error_entries == 0:
+        return blocks_reply(
+            [
+                header(f"Log analysis: last {window}, {summary.total_entries:,} entries"),
+                section(f":white_check_mark: No errors in the window ({summary.total_entries:,} entries)."),
+            ]
         )
+    result, chosen, failures = _ask_models(ctx, entries, summary, deployment_of(ctx.services))
     blocks = [header(f"Log analysis: last {window}, {result.total_entries:,} entries")]
-    if result.error_entries == 0:
-        blocks.append(
-            section(f":white_check_mark: No errors in the window ({result.total_entries:,} entries).")
-        )
-        return blocks_reply(blocks)
     top = result.top(5)
     kinds = [
         f"• *{t.count:,}× {t.severity}* `{t.template[:150]}`\n  {utc(t.first_seen)} → {utc(t.last_seen)}"
         for t in top
     ]
     blocks.append(section("*Top error kinds*\n" + "\n".join(kinds)))
-    if result.model_analysis:
-        blocks.append(section("*Gemma's analysis*\n" + result.model_analysis[:2800]))
-    elif result.model_error:
-        blocks.append(section(f":red_circle: Gemma could not be asked: {result.model_error}"))
     shown = diagnosis_text(analysis_diagnosis(result))
     if shown:
         blocks.append(section(shown))
-    budget = f"prompt {result.prompt_tokens or '-'} of {result.budget_tokens or '-'} budget tokens"
-    blocks.append(
-        context(f"{result.included_templates} templates in the prompt · {budget} · {result.note}".strip(" ·"))
-    )
+    notes = [f"{result.included_templates} templates in the prompt"] if chosen else []
+    if chosen is not None and result.model_analysis:
+        blocks.append(section("*Gemma's analysis*\n" + result.model_analysis[:2800]))
+        blocks.append(context(written_by(chosen)))
+        budget = f"prompt {result.prompt_tokens or '-'} of {result.budget_tokens or '-'} budget tokens"
+        notes += [budget, chosen.context.describe()]
+    else:
+        blocks.append(section(rules_only(failures, settings)))
+    if result.note and chosen is not None:
+        notes.append(result.note)
+    if notes:
+        blocks.append(context(" · ".join(notes)))
     reply = blocks_reply(blocks)
     table = "\n".join(
         f"{t.count}\t{t.severity}\t{t.first_seen:%F %T}\t{t.last_seen:%F %T}\t{t.template}"
@@ -131,15 +135,37 @@ def logs_analyze(ctx: Context, since: timedelta | None, node: str | None) -> Rep
     return reply
 
 
+def _ask_models(
+    ctx: Context, entries: list[cloudlogs.LogEntry], summary: LogSummary, deployment: Deployment
+) -> tuple[Analysis, ChosenModel | None, list[str]]:
+    """Analyze with the first model that answers; a model whose request fails hands over to the next. Each
+    model's prompt is counted with its own server's tokenizer (vLLM /tokenize), else the conservative
+    estimate; the findings' fixes are written for `deployment`.
+
+    Returns:
+        (the analysis, the model that wrote `model_analysis` or None, why each model could not be used).
+    """
+    failures: list[str] = []
+    for chosen in ctx.services.models(failures):
+        answer_tokens = min(ctx.services.settings.llm_answer_tokens, chosen.context.tokens // 4)
+        try:
+            result = analyze(
+                entries,
+                chosen.client,
+                chosen.context.tokens,
+                summary=summary,
+                answer_tokens=answer_tokens,
+                counter=chosen.counter(),
+                deployment=deployment,
+            )
+        except OpsError as exc:  # the context is too small for any prompt
+            failures.append(f"{chosen.role} `{chosen.model}`: {exc.message}")
+            continue
+        if result.model_analysis:
+            return result, chosen, failures
+        failures.append(f"{chosen.role} `{chosen.model}`: {result.model_error or 'it wrote nothing'}")
+    return analyze(entries, None, 0, summary=summary, deployment=deployment), None, failures
+
+
 def _first_line(message: str, limit: int = 160) -> str:
     return (message.splitlines() or [""])[0][:limit]
-
-
-def _max_model_len(ctx: Context) -> int:
-    client, _ = ctx.services.vllm()
-    with client:
-        models = client.models()
-    lengths = [m.max_model_len for m in models if m.max_model_len]
-    if not lengths:
-        raise NotFound("the served model reports no max_model_len", "check /vllm models")
-    return min(lengths)

@@ -283,15 +283,19 @@ def _vllm_status(
     if isinstance(health, OpsError):
         lines.append(_red("/health", health))
     else:
-        icon = ":large_green_circle:" if health.state == "ready" else ":red_circle:"
+        icon = {"ready": ":large_green_circle:", "not-vllm": ":information_source:"}.get(
+            health.state, ":red_circle:"
+        )
         detail = "" if health.state == "ready" else f": {health.detail}"
         lines.append(f"{icon} /health {health.state} ({health.latency_s * 1000:.0f} ms){detail}")
     if isinstance(models, OpsError):
         lines.append(_red("models", models))
     else:
         lines.append("*Model* " + ", ".join(f"`{m.id}` (max_model_len {m.max_model_len})" for m in models))
+    not_vllm = not isinstance(health, OpsError) and health.state == "not-vllm"
     if isinstance(metrics, OpsError):
-        lines.append(_red("metrics", metrics))
+        if not not_vllm:  # /metrics is vLLM's own: its absence is said once, in the /health line
+            lines.append(_red("metrics", metrics))
     else:
         lines += metrics_lines(metrics)
     return "\n".join(lines)

@@ -24,9 +24,12 @@ def vllm_health(ctx: Context) -> Reply:
     with client:
         health = client.health()
         before = _scrape(client) if health.state == "ready" else None
-        icon = ":large_green_circle:" if health.state == "ready" else ":red_circle:"
-        detail = "" if health.state == "ready" else f": {health.detail}"
-        lines = [f"{icon} `/health`: {health.state} in {ms(health.latency_s)}{detail}"]
+        if health.state == "not-vllm":  # any OpenAI-compatible server: the completion below is its health
+            lines = [f":information_source: {health.detail}"]
+        else:
+            icon = ":large_green_circle:" if health.state == "ready" else ":red_circle:"
+            detail = "" if health.state == "ready" else f": {health.detail}"
+            lines = [f"{icon} `/health`: {health.state} in {ms(health.latency_s)}{detail}"]
         started = time.monotonic()
         probe_line, timed_out = _probe(ctx)
         lines.append(probe_line)

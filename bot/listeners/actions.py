@@ -1,5 +1,6 @@
-"""Button clicks (`block_actions`): Confirm / Cancel of a pending change, Cancel of a running operation, and
-"Review" of a command Gemma suggested (which then goes through the usual role check and confirmation).
+"""Button clicks (`block_actions`): Confirm / Cancel of a pending change, Cancel of a running operation,
+"Review" of a command Gemma suggested (which then goes through the usual role check and confirmation), and
+Helpful / Not helpful under a Gemma answer (which run `/gemma rate`).
 
 Each click is acked at once; the runner then checks the clicker's role again before anything happens.
 """
@@ -60,5 +61,8 @@ def register(app: App, registry: Registry, runner: Runner) -> None:
 
     app.action("confirm_change")(on_confirm)
     app.action("run_suggested")(on_run_suggested)
+    # Helpful / Not helpful under a Gemma answer: their value is a `gemma rate ID VERDICT` command line
+    app.action("rate_helpful")(on_run_suggested)
+    app.action("rate_not_helpful")(on_run_suggested)
     app.action("cancel_change")(on_cancel_change)
     app.action("cancel_operation")(on_cancel_operation)

@@ -16,7 +16,7 @@ from typing import Any
 import openai
 import pytest
 
-from llm.agent import answer
+from llm.agent import Tool, answer
 from llm.tokens import PromptCounter, estimate_chat_tokens
 from ops.alerts import evaluate, identity, observe
 from ops.endpoint import EndpointResolver
@@ -127,6 +127,28 @@ def test_agent_fits_a_long_thread_into_the_context(vllm: VllmSimulator) -> None:
     assert result.text
     sent = [str(m.get("content")) for m in vllm.chat_requests[-1]["messages"]]
     assert "the newest message names zebra-42" in sent and history[0] not in sent
+    client.close()
+
+
+def test_agent_cuts_a_tool_result_to_the_tokens_left(vllm: VllmSimulator) -> None:
+    # digits and punctuation: about 2,700 tokens in 4,000 characters, beyond a 2048-token context
+    noisy = "12:34:56 exit 137; " * 1000
+    logs = Tool("logs", "recent errors", {"type": "object", "properties": {}}, lambda: noisy)
+    client = openai.OpenAI(base_url=vllm.url + "/v1", api_key="EMPTY", max_retries=0, timeout=10)
+    result = answer(
+        "show the error logs",
+        [],
+        client,
+        {"logs": logs},
+        model=MODEL,
+        max_tokens=256,
+        counter=PromptCounter(vllm.url, MODEL),
+        context_tokens=2048,
+    )
+    assert result.text and [call.name for call in result.tool_calls_made] == ["logs"]
+    assert result.tool_calls_made[0].result.endswith("[cut to fit the context]")
+    last = vllm.chat_requests[-1]
+    assert count_chat_tokens(last["messages"], last.get("tools")) + 256 <= 2048
     client.close()
 
 
