@@ -186,6 +186,7 @@ class Invocation:
     command: Command
     args: dict[str, Any] = field(default_factory=dict)
     text: str = ""
+    deployment: str | None = None
 
 
 _HELP_WORDS = ("help", "-h", "--help")
@@ -275,7 +276,8 @@ class Registry:
         rest = tokens[len(command.words) :]
         if any(word in _HELP_WORDS for word in rest):
             return self._help(command.name)
-        return Invocation(command, _parse_args(command, rest), shlex.join(tokens))
+        rest, deployment = _take_deployment(command, rest)
+        return Invocation(command, _parse_args(command, rest), shlex.join(tokens), deployment)
 
     def _help(self, topic: str | None) -> Invocation:
         help_command = self._commands.get(("help",))
@@ -295,6 +297,37 @@ class Registry:
     def _general_usage(self) -> str:
         groups = ", ".join(f"`/{g}`" for g in self.groups())
         return f"Commands: {groups}. Type `/tpu help` or `@gemma-bot help` for the list."
+
+
+_DEPLOYMENT = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
+DEPLOYMENT_FLAG = "--deployment"
+
+
+def _take_deployment(command: Command, words: list[str]) -> tuple[list[str], str | None]:
+    """Remove `--deployment NAME` (or `--deployment=NAME`), which every command accepts (bot.deployments),
+    from the words. Returns the other words and NAME, or None when it is not given."""
+    usage = f"Usage: `{command.usage()} [{DEPLOYMENT_FLAG} NAME]`"
+    rest: list[str] = []
+    name: str | None = None
+    index = 0
+    while index < len(words):
+        word = words[index]
+        index += 1
+        flag, has_value, value = word.partition("=")
+        if flag != DEPLOYMENT_FLAG:
+            rest.append(word)
+            continue
+        if name is not None:
+            raise UsageError(f"`{DEPLOYMENT_FLAG}` given twice", usage)
+        if not has_value:
+            if index >= len(words) or words[index].startswith("--"):
+                raise UsageError(f"`{DEPLOYMENT_FLAG}` needs a value (NAME)", usage)
+            value = words[index]
+            index += 1
+        if not _DEPLOYMENT.match(value):
+            raise UsageError(f"{DEPLOYMENT_FLAG}: {value!r} is not a deployment name", usage)
+        name = value
+    return rest, name
 
 
 def _parse_args(command: Command, words: list[str]) -> dict[str, Any]:

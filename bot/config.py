@@ -16,6 +16,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from bot.deployments import read_deployments
 from bot.routing import parse_routes
 from ops.idle import parse_schedule
 from ops.slo import load_rules, parse_span
@@ -64,6 +65,9 @@ class Settings(BaseSettings):
     capacity_poll_s: float = Field(5.0, gt=0, le=300, description="State polling of /tpu find, seconds.")
     google_api_endpoint: str | None = Field(
         None, description="Override for Google APIs (the local emulator); unset in production."
+    )
+    google_credentials_file: str | None = Field(
+        None, description="Service-account key file for this project's Google APIs; default: ADC."
     )
 
     # vLLM
@@ -128,6 +132,11 @@ class Settings(BaseSettings):
     )
     state_database_url: str = Field("sqlite:///tpu-chatops.db", description="SQLAlchemy URL.")
 
+    # Fleet: several deployments, each bound to its channels (bot/deployments.py).
+    deployments_file: str | None = Field(
+        None, description="YAML file of deployments; unset: the settings above are deployment `default`."
+    )
+
     @field_validator("ssh_host_keys")
     @classmethod
     def _check_host_keys(cls, keys: list[str]) -> list[str]:
@@ -154,6 +163,13 @@ class Settings(BaseSettings):
     def _check_slo_rules(cls, path: str | None) -> str | None:
         if path is not None:
             load_rules(path)
+        return path
+
+    @field_validator("deployments_file")
+    @classmethod
+    def _check_deployments(cls, path: str | None) -> str | None:
+        if path is not None:
+            read_deployments(path)
         return path
 
     @field_validator("idle_alert_after")

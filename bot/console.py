@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -128,7 +129,8 @@ class SlackUser:
 
         Lines: `/tpu status` (slash command), `@gemma-bot ...` (mention), `click LABEL [as USER]` (click the
         newest button whose label starts with LABEL, e.g. `click Confirm as U0OTHER001`), `submit VALUE` (fill
-        and submit the open form), `thread` (later mentions go to the thread of the last one), `unthread`.
+        and submit the open form), `thread` (later mentions go to the thread of the last one), `unthread`,
+        `channel C0STAGING1` (later lines are typed in that channel; `channel` alone shows the current one).
 
         Returns:
             (lines to print, whether a final answer arrived within `timeout` seconds).
@@ -142,6 +144,8 @@ class SlackUser:
                 if self.thread_ts
                 else "(mention first)"
             ], True
+        if line == "channel" or line.startswith("channel "):
+            return [self._switch_channel(line.removeprefix("channel").strip())], True
         if line == "unthread":
             self.thread_ts = None
             return ["(mentions go to the channel again)"], True
@@ -180,6 +184,14 @@ class SlackUser:
         thread = self.thread_ts or ts
         lines, answered = self._await(start, lambda m: m.thread_ts == thread and m.kind == "post", timeout)
         return out + lines, answered
+
+    def _switch_channel(self, channel_id: str) -> str:
+        if not channel_id:
+            return f"(typing in channel {self.channel_id})"
+        if not re.match(r"^[CG][A-Z0-9]{2,}$", channel_id):
+            return f"({channel_id!r} is not a channel id, e.g. C0STAGING1; still in {self.channel_id})"
+        self.channel_id, self.thread_ts, self.last_mention_ts = channel_id, None, None
+        return f"(now typing in channel {channel_id})"
 
     def _click(self, spec: str, start: int, timeout: float) -> tuple[list[str], bool]:
         label, _, as_user = spec.partition(" as ")

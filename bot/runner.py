@@ -36,12 +36,13 @@ from slack_sdk.webhook import WebhookClient
 from bot.auth import Authorizer
 from bot.commands import Invocation, Registry, UsageError
 from bot.context import Context
+from bot.deployments import DEFAULT, Fleet
 from bot.observability import Metrics
 from bot.progress import Progress
 from bot.render import Reply, confirm_buttons, context, error_reply, fit, human_duration, scrub, section
 from bot.services import Services
 from llm.redact import redact
-from ops.errors import OpsError, PermissionDenied
+from ops.errors import BadInput, OpsError, PermissionDenied
 from ops.store import AuditEntry, ConfirmationRefused
 
 log = logging.getLogger(__name__)
@@ -104,12 +105,18 @@ class Runner:
         client: WebClient,
         authorizer: Authorizer,
         metrics: Metrics | None = None,
+        fleet: Fleet | None = None,
     ):
         self._services = services
+        # Several deployments: each has its Services and its roles; one deployment is `default`.
+        self.fleet = fleet if fleet is not None else Fleet({DEFAULT: services})
+        self._authorizers = {
+            name: authorizer if deployment is services else Authorizer(deployment.settings, client)
+            for name, deployment in self.fleet.services.items()
+        }
         self.metrics = metrics if metrics is not None else Metrics()
         self._registry = registry
         self._client = client
-        self._authorizer = authorizer
         self._pool = ThreadPoolExecutor(
             max_workers=services.settings.worker_threads, thread_name_prefix="command"
         )
@@ -150,8 +157,8 @@ class Runner:
     def run_read_only(self, invocation: Invocation, user_id: str) -> Reply:
         """Run a viewer command now, for `user_id` (the Home tab); a refusal or error is a one-line reply."""
         try:
-            self._authorizer.check(user_id, invocation.command)
-        except PermissionDenied as exc:
+            self._authorizer_of(invocation, Origin(user_id, "")).check(user_id, invocation.command)
+        except (PermissionDenied, BadInput) as exc:
             return error_reply(exc.message, exc.hint)
         reply, _ = self._call(invocation, Origin(user_id, ""), invocation.command.func)
         return reply
@@ -169,8 +176,8 @@ class Runner:
         command = invocation.command
         self._audit(origin, "command", invocation.text, "received")
         try:
-            self._authorizer.check(origin.user_id, command)
-        except PermissionDenied as exc:
+            self._authorizer_of(invocation, origin).check(origin.user_id, command)
+        except (PermissionDenied, BadInput) as exc:
             self._audit(origin, "refuse", invocation.text, exc.message)
             self.metrics.command_finished(command.name, "denied")
             self.deliver(error_reply(exc.message, exc.hint), origin, ephemeral=origin.ephemeral_errors)
@@ -216,9 +223,9 @@ class Runner:
             return
         try:
             invocation = self._registry.parse(pending.command)
-            self._authorizer.check(origin.user_id, invocation.command)
+            self._authorizer_of(invocation, origin).check(origin.user_id, invocation.command)
             store.consume_confirmation(token, origin.user_id, now=self._services.now())
-        except (PermissionDenied, ConfirmationRefused) as exc:
+        except (PermissionDenied, ConfirmationRefused, BadInput) as exc:
             self._refuse_click(origin, pending.command, exc.message, exc.hint)
             return
         except UsageError as exc:
@@ -253,7 +260,7 @@ class Runner:
             self._refuse_click(origin, "(finished)", "that operation has already finished", "")
             return
         try:
-            self._authorizer.check(origin.user_id, running.invocation.command)
+            self._authorizer_of(running.invocation, origin).check(origin.user_id, running.invocation.command)
         except PermissionDenied as exc:
             self._refuse_click(origin, running.invocation.text, exc.message, exc.hint)
             return
@@ -328,18 +335,45 @@ class Runner:
     def _call(self, invocation: Invocation, origin: Origin, func: object, **fields: Any) -> tuple[Reply, str]:
         """Call a handler (or a preview). Returns its reply and "" — or, when it raised an OpsError, a
         one-line error reply and the error for the audit trail."""
-        ctx = Context(self._services, self._registry, origin.user_id, origin.channel_id, **fields)
         started = time.monotonic()
         try:
+            deployment, services = self._deployment(invocation, origin)
+            ctx = Context(
+                services,
+                self._registry,
+                origin.user_id,
+                origin.channel_id,
+                fleet=self.fleet,
+                deployment=deployment,
+                **fields,
+            )
             reply: Reply = func(ctx, **invocation.args)  # type: ignore[operator]
             # Backend latency by the command's group (tpu, vllm, gemma, ...); see bot.observability.
             self.metrics.backend_call_finished(invocation.command.words[0], time.monotonic() - started)
-            return reply, ""
+            fleet_wide = invocation.command.words[0] == "fleet"  # about every deployment, not one
+            return (reply if fleet_wide else self._labelled(reply, deployment)), ""
         except OpsError as exc:
             backend = exc.backend or invocation.command.words[0]
             self.metrics.backend_call_finished(backend, time.monotonic() - started, failed=bool(exc.backend))
             name = invocation.command.name
             return error_reply(f"`{name}`: {exc.message}", exc.hint), f"error: {exc.message}"
+
+    def _deployment(self, invocation: Invocation, origin: Origin) -> tuple[str, Services]:
+        """The deployment the invocation acts on (see `Fleet.choose`); raises BadInput when ambiguous."""
+        return self.fleet.choose(
+            invocation.deployment, origin.channel_id, changes=invocation.command.changes_infra
+        )
+
+    def _authorizer_of(self, invocation: Invocation, origin: Origin) -> Authorizer:
+        """The roles of the invocation's deployment (raises BadInput like `_deployment`)."""
+        return self._authorizers[self._deployment(invocation, origin)[0]]
+
+    def _labelled(self, reply: Reply, deployment: str) -> Reply:
+        """With several deployments, a reply says which one it is about (a last context line)."""
+        if len(self.fleet.services) == 1:
+            return reply
+        note = f"Deployment `{deployment}`"
+        return replace(reply, text=f"{reply.text}\n{note}", blocks=[*reply.blocks, context(note)])
 
     def _guard(self, flow: object, *args: object) -> None:
         """Run a flow on the pool; nothing escapes silently (a crash is logged and answered)."""

@@ -1,0 +1,95 @@
+"""Several deployments end to end, in the demo world (production and staging, each with its own SIMULATED
+Google project and vLLM server): signed Slack requests -> real Bolt app -> real clients -> simulators."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from bot.demo import Demo
+
+STAGING_CHANNEL = "C0STAGING1"
+
+
+def _say(demo: Demo, line: str) -> str:
+    out, answered = demo.user.run(line, timeout=20)
+    assert answered, f"no answer to {line!r}: {out}"
+    return "\n".join(out)
+
+
+@pytest.fixture
+def in_channel(demo: Demo) -> Iterator[None]:
+    """The console types in channel C0STAGING1 for one test, then in its own channel again."""
+    home = demo.user.channel_id
+    yield
+    demo.user.run(f"channel {home}")
+
+
+def test_fleet_lists_both_deployments_in_one_message(demo: Demo) -> None:
+    text = _say(demo, "/fleet")
+    production, staging = text.split("*staging*")
+    assert "*production* · project `demo-project`" in production
+    assert "`gemma4-qr` ACTIVE · `us-east5-a` · v6e-8 flex-start" in production
+    assert "node :large_green_circle: READY HEALTHY" in production
+    assert "`google/gemma-4-31B-it` · :large_green_circle: ready" in production
+    assert "running 0 · waiting 0 · KV cache 30%" in production
+    assert "$10.80/h" in production  # 8 chips x $1.35 flex-start in us-east5
+    assert "project `demo-staging`" in staging
+    assert "`gemma4-staging` ACTIVE · `us-east5-b` · v6e-4 flex-start" in staging
+    assert "`google/gemma-4-26B-A4B-it` · :large_green_circle: ready" in staging
+    assert "KV cache 12%" in staging and "$5.40/h" in staging
+    assert "Bound to <#C0STAGING1>" in staging
+    assert "Deployment `" not in text  # about every deployment, so not labelled with one
+
+
+def test_fleet_shows_a_failing_source_and_the_rest(demo: Demo) -> None:
+    demo.vllm.set_mode("engine-dead")
+    text = _say(demo, "/fleet")
+    production, staging = text.split("*staging*")
+    assert "`google/gemma-4-31B-it` · :red_circle:" in production and "`gemma4-qr` ACTIVE" in production
+    assert ":large_green_circle: ready" in staging
+
+
+def test_status_of_the_deployment_named_by_the_flag(demo: Demo) -> None:
+    text = _say(demo, "/tpu status --deployment staging")
+    assert "*gemma4-staging* · `us-east5-b`" in text
+    assert "gemma4-qr" not in text and "gemma4-standby" not in text
+    assert "`google/gemma-4-26B-A4B-it`" in text
+    assert "Deployment `staging`" in text
+    production = _say(demo, "/tpu status")  # the console's channel is bound to production
+    assert "*gemma4-qr*" in production and "gemma4-staging" not in production
+    assert "Deployment `production`" in production
+
+
+def test_in_a_bound_channel_the_same_command_needs_no_flag(demo: Demo, in_channel: None) -> None:
+    assert "now typing in channel C0STAGING1" in _say(demo, f"channel {STAGING_CHANNEL}")
+    text = _say(demo, "/tpu status")
+    assert "*gemma4-staging* · `us-east5-b`" in text and "gemma4-qr" not in text
+    assert "Deployment `staging`" in text
+    assert "`google/gemma-4-26B-A4B-it`" in _say(demo, "@gemma-bot vllm models")
+
+
+def test_a_change_outside_a_bound_channel_is_refused_with_the_list(demo: Demo, in_channel: None) -> None:
+    _say(demo, "channel C0ELSEWHR1")
+    text = _say(demo, "/tpu delete gemma4-qr")
+    assert "bound to no deployment: which one?" in text
+    assert "`--deployment NAME`, one of `production`, `staging`" in text
+    assert "Confirm" not in text
+    assert demo.gcp.world.queued_resources[("us-east5-a", "gemma4-qr")].state == "ACTIVE"
+    unknown = _say(demo, "/tpu describe gemma4-qr --deployment nope")
+    assert "unknown deployment `nope`" in unknown and "`production`, `staging`" in unknown
+    # A read-only command outside a bound channel uses the first deployment and says so.
+    assert "Deployment `production`" in _say(demo, "/vllm models")
+
+
+def test_a_confirmed_change_acts_on_the_deployment_of_the_flag(demo: Demo, in_channel: None) -> None:
+    _say(demo, "channel C0ELSEWHR1")
+    text = _say(demo, "/tpu delete gemma4-staging --force --deployment staging")
+    assert "This changes infrastructure" in text and "gemma4-staging" in text
+    _say(demo, "click Confirm")  # the click re-reads `--deployment staging` from the confirmation
+    assert demo.staging is not None
+    assert ("us-east5-b", "gemma4-staging") not in demo.staging.gcp.world.queued_resources or (
+        demo.staging.gcp.world.queued_resources[("us-east5-b", "gemma4-staging")].state == "DELETING"
+    )
+    assert demo.gcp.world.queued_resources[("us-east5-a", "gemma4-qr")].state == "ACTIVE"
