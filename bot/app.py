@@ -37,6 +37,7 @@ from bot.listeners import alerts as alert_listeners
 from bot.listeners import home
 from bot.observability import Metrics, Readiness, trace_from_headers, use_trace
 from bot.runner import Runner, retry_handlers
+from bot.sampler import HistorySampler
 from bot.scheduler import AlertScheduler, OncallOptions
 from bot.services import Services
 from ops.store import Store
@@ -55,10 +56,13 @@ class Bot:
     metrics: Metrics = field(default_factory=Metrics)
     readiness: Readiness | None = None
     alerts: AlertScheduler | None = None
+    sampler: HistorySampler | None = None
 
     def close(self) -> None:
         if self.alerts is not None:
             self.alerts.shutdown()
+        if self.sampler is not None:
+            self.sampler.shutdown()
         self.runner.shutdown()
 
 
@@ -123,6 +127,7 @@ def build(settings: Settings, services: Services | None = None, fleet: Fleet | N
         metrics=metrics,
         readiness=readiness,
         alerts=alerts,
+        sampler=HistorySampler(runner.fleet, settings.history_interval_s),
     )
 
 
@@ -242,6 +247,8 @@ def serve(settings: Settings) -> None:
     )
     if bot.alerts is not None:
         bot.alerts.start()
+    if bot.sampler is not None:
+        bot.sampler.start()
     try:
         if socket_mode:
             assert settings.slack_app_token is not None  # checked by Settings

@@ -136,6 +136,9 @@ class Settings(BaseSettings):
     deployments_file: str | None = Field(
         None, description="YAML file of deployments; unset: the settings above are deployment `default`."
     )
+    history_interval_s: float = Field(
+        60.0, ge=5, le=3600, description="How often each deployment's vLLM metrics are sampled, s."
+    )
 
     @field_validator("ssh_host_keys")
     @classmethod

@@ -22,6 +22,7 @@ from bot.services import Services
 from ops.store import Store
 from sim import scenario as scenarios
 from sim.gcp import GcpSimulator
+from sim.history import seed as seed_history
 from sim.host import HostSimulator
 from sim.slack import SlackSimulator
 from sim.vllm import VllmSimulator
@@ -125,10 +126,24 @@ class Demo:
         self.bot: Bot = build(self.settings, self.fleet.first, fleet=self.fleet)
         if alerts and self.bot.alerts is not None:
             self.bot.alerts.start()
+        if alerts and self.bot.sampler is not None:
+            self.bot.sampler.start()
+        self._seed_history()
         self.server = HttpServer(self.bot, "127.0.0.1", 0, threads=self.settings.worker_threads)
         self._serving = threading.Thread(target=self.server.serve_forever, name="bot-http", daemon=True)
         self._serving.start()
         self.user = SlackUser(self.server.url, self.signing_secret, self.slack)
+
+    def _seed_history(self) -> None:
+        """SIMULATED past hours of metrics (the scenario's `vllm.history`), so charts show something."""
+        if self.bot.sampler is None:
+            return
+        for name, services in self.fleet.services.items():
+            section = (
+                self.scenario["vllm"] if services is self.fleet.first else self.scenario["staging"]["vllm"]
+            )
+            if section.get("history"):
+                seed_history(self.bot.sampler.history, name, section["history"], self.gcp.now())
 
     def banner(self) -> str:
         s = self.settings

@@ -93,3 +93,34 @@ def test_a_confirmed_change_acts_on_the_deployment_of_the_flag(demo: Demo, in_ch
         demo.staging.gcp.world.queued_resources[("us-east5-b", "gemma4-staging")].state == "DELETING"
     )
     assert demo.gcp.world.queued_resources[("us-east5-a", "gemma4-qr")].state == "ACTIVE"
+
+
+def _png(demo: Demo, filename: str) -> bytes:
+    files = {m.filename: m.content for m in demo.slack.messages if m.kind == "file"}
+    return files[filename]
+
+
+def test_metrics_chart_attaches_a_png_of_the_history(
+    demo: Demo, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    text = _say(demo, "/vllm metrics --chart 1h")
+    assert "*vLLM metrics history* of `production` (`google/gemma-4-31B-it`), last 1h 00m" in text
+    assert "[file vllm-metrics-production-60m.png:" in text
+    png = _png(demo, "vllm-metrics-production-60m.png")
+    assert png.startswith(b"\x89PNG")
+    (tmp_path_factory.mktemp("chart") / "chart.png").write_bytes(png)
+    six_hours = _say(demo, "/vllm metrics --chart 6h")
+    assert "1 restart(s)" in six_hours  # the scenario's simulated restart 130 minutes ago
+
+
+def test_metrics_chart_of_the_channels_deployment(demo: Demo, in_channel: None) -> None:
+    _say(demo, f"channel {STAGING_CHANNEL}")
+    text = _say(demo, "/vllm metrics --chart 1h")
+    assert "of `staging` (`google/gemma-4-26B-A4B-it`)" in text
+    assert _png(demo, "vllm-metrics-staging-60m.png").startswith(b"\x89PNG")
+
+
+def test_metrics_chart_bad_spans(demo: Demo) -> None:
+    assert "history is kept for 7d" in _say(demo, "/vllm metrics --chart 30d")
+    assert "is not a duration" in _say(demo, "/vllm metrics --chart soon")
+    assert "cannot be used together" in _say(demo, "/vllm metrics --chart 1h --raw")
