@@ -71,6 +71,12 @@ def _reason(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"[:300]
 
 
+def _fleet_wide(invocation: Invocation) -> bool:
+    """Whether the answer is about every deployment (`/fleet`, `/tpu cost --today|--week`), not one."""
+    words, args = invocation.command.words, invocation.args
+    return words == ("fleet",) or (words == ("tpu", "cost") and bool(args.get("today") or args.get("week")))
+
+
 @dataclass(frozen=True)
 class Origin:
     """Where a request came from and where its answer goes.
@@ -350,8 +356,7 @@ class Runner:
             reply: Reply = func(ctx, **invocation.args)  # type: ignore[operator]
             # Backend latency by the command's group (tpu, vllm, gemma, ...); see bot.observability.
             self.metrics.backend_call_finished(invocation.command.words[0], time.monotonic() - started)
-            fleet_wide = invocation.command.words[0] == "fleet"  # about every deployment, not one
-            return (reply if fleet_wide else self._labelled(reply, deployment)), ""
+            return (reply if _fleet_wide(invocation) else self._labelled(reply, deployment)), ""
         except OpsError as exc:
             backend = exc.backend or invocation.command.words[0]
             self.metrics.backend_call_finished(backend, time.monotonic() - started, failed=bool(exc.backend))

@@ -90,20 +90,29 @@ def primary_of(listing: ZoneListing, primary: str) -> QueuedResourceInfo | None:
     return by_name or next((qr for qr in listing.resources if qr.state == "ACTIVE"), None)
 
 
-def cost_today(qr: QueuedResourceInfo, now: datetime) -> tuple[float, float]:
-    """(USD per hour, USD since 00:00 UTC today) of an ACTIVE queued resource.
+def midnight(now: datetime) -> datetime:
+    """00:00 UTC of `now`'s day."""
+    return now.replace(hour=0, minute=0, second=0, microsecond=0)
 
-    Uses `ops.cost.burn` (its billing-start approximation and price table) over the part of today the QR
-    has been running.
+
+def spend_since(qr: QueuedResourceInfo, now: datetime, since: datetime) -> tuple[float, float]:
+    """(USD per hour, USD accrued from `since` to `now`) of an ACTIVE queued resource.
+
+    Uses `ops.cost.burn` (its billing-start approximation and price table) over the part of the window the
+    QR has been running.
 
     Raises:
         BadInput: as `ops.cost.burn` (not ACTIVE, no sourced price).
     """
     spend = burn(qr, now)
-    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
-    start = max(spend.start or midnight, midnight)
+    start = max(spend.start or since, since)
     hours = max(0.0, (now - start).total_seconds() / 3600.0)
     return spend.usd_per_hour, spend.usd_per_hour * hours
+
+
+def cost_today(qr: QueuedResourceInfo, now: datetime) -> tuple[float, float]:
+    """(USD per hour, USD since 00:00 UTC today) of an ACTIVE queued resource; raises as `spend_since`."""
+    return spend_since(qr, now, midnight(now))
 
 
 def _resource_line(snap: Snapshot, now: datetime) -> str:
@@ -221,3 +230,51 @@ def fleet(ctx: Context) -> Reply:
         blocks.append(divider())
     blocks.append(context(utc(now)))
     return blocks_reply(blocks)
+
+
+def fleet_spend(ctx: Context, since: datetime, label: str) -> Reply:
+    """Spend of every deployment's ACTIVE queued resources from `since` to now (USD), listed concurrently.
+
+    Queued resources deleted before now are no longer listed by the TPU API, so their spend is not counted;
+    the reply says so.
+    """
+    deployments = ctx.fleet.services if ctx.fleet is not None else {ctx.deployment: ctx.services}
+    now = ctx.services.now()
+    with ThreadPoolExecutor(max_workers=len(deployments), thread_name_prefix="spend") as pool:
+        futures = {
+            name: pool.submit(services.tpu.list_queued_resources, services.settings.tpu_zones)
+            for name, services in deployments.items()
+        }
+        listings = {name: _value(future) for name, future in futures.items()}
+    total = 0.0
+    lines: list[str] = []
+    for name, listing in listings.items():
+        if isinstance(listing, OpsError):
+            lines.append(_red(name, listing))
+            continue
+        items: list[str] = []
+        subtotal = 0.0
+        for qr in (qr for qr in listing.resources if qr.state == "ACTIVE"):
+            try:
+                per_hour, usd = spend_since(qr, now, since)
+            except OpsError as exc:
+                items.append(f"`{qr.name}` not priced: {exc.message}")
+                continue
+            subtotal += usd
+            kind = f"{qr.accelerator_type} {qr.provisioning_model}"
+            items.append(f"`{qr.name}` ({kind}) ${usd:,.2f} at ${per_hour:,.2f}/h")
+        total += subtotal
+        lines.append(
+            f"*{name}*: *${subtotal:,.2f}*" + ("\n" + "\n".join(f"• {i}" for i in items) if items else "")
+        )
+    return blocks_reply(
+        [
+            header(f"TPU spend {label}"),
+            section("\n".join(lines)),
+            section(f"*Total* ${total:,.2f} since {utc(since)}"),
+            context(
+                "From the ACTIVE queued resources' lifetimes and the price table (see `/tpu cost`); queued "
+                "resources deleted before now are not counted."
+            ),
+        ]
+    )

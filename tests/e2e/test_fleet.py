@@ -3,7 +3,9 @@ Google project and vLLM server): signed Slack requests -> real Bolt app -> real 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+from datetime import timedelta
 
 import pytest
 
@@ -83,18 +85,6 @@ def test_a_change_outside_a_bound_channel_is_refused_with_the_list(demo: Demo, i
     assert "Deployment `production`" in _say(demo, "/vllm models")
 
 
-def test_a_confirmed_change_acts_on_the_deployment_of_the_flag(demo: Demo, in_channel: None) -> None:
-    _say(demo, "channel C0ELSEWHR1")
-    text = _say(demo, "/tpu delete gemma4-staging --force --deployment staging")
-    assert "This changes infrastructure" in text and "gemma4-staging" in text
-    _say(demo, "click Confirm")  # the click re-reads `--deployment staging` from the confirmation
-    assert demo.staging is not None
-    assert ("us-east5-b", "gemma4-staging") not in demo.staging.gcp.world.queued_resources or (
-        demo.staging.gcp.world.queued_resources[("us-east5-b", "gemma4-staging")].state == "DELETING"
-    )
-    assert demo.gcp.world.queued_resources[("us-east5-a", "gemma4-qr")].state == "ACTIVE"
-
-
 def _png(demo: Demo, filename: str) -> bytes:
     files = {m.filename: m.content for m in demo.slack.messages if m.kind == "file"}
     return files[filename]
@@ -124,3 +114,42 @@ def test_metrics_chart_bad_spans(demo: Demo) -> None:
     assert "history is kept for 7d" in _say(demo, "/vllm metrics --chart 30d")
     assert "is not a duration" in _say(demo, "/vllm metrics --chart soon")
     assert "cannot be used together" in _say(demo, "/vllm metrics --chart 1h --raw")
+
+
+def test_cost_today_and_week_per_deployment(demo: Demo) -> None:
+    today = _say(demo, "/tpu cost --today")
+    assert "TPU spend today (UTC)" in today
+    assert "*production*" in today and "`gemma4-qr` (v6e-8 flex-start)" in today and "at $10.80/h" in today
+    assert "*staging*" in today and "`gemma4-staging` (v6e-4 flex-start)" in today and "at $5.40/h" in today
+    assert "Deployment `" not in today  # about every deployment
+    week = _say(demo, "/tpu cost --week")
+    # The week covers each queued resource's whole life: 90 min at $10.80/h and 150 min at $5.40/h (plus the
+    # seconds since the demo started).
+    subtotals = [float(v) for v in re.findall(r"\*(?:production|staging)\*: \*\$([\d.]+)\*", week)]
+    assert subtotals == [pytest.approx(16.20, abs=0.5), pytest.approx(13.50, abs=0.5)]
+    total = float(re.search(r"\*Total\* \$([\d.]+)", week).group(1))  # type: ignore[union-attr]
+    assert total == pytest.approx(sum(subtotals), abs=0.011)
+    assert "cannot be used together" in _say(demo, "/tpu cost --today --week")
+
+
+def test_the_sampler_adds_a_sample_of_every_deployment(demo: Demo) -> None:
+    sampler = demo.bot.sampler
+    assert sampler is not None
+    assert sampler.sample_once() == 2
+    now = demo.gcp.now()
+    for name in ("production", "staging"):
+        newest = sampler.history.window(name, now - timedelta(seconds=30), now + timedelta(seconds=1))
+        assert newest and newest[-1].kv_cache_usage is not None
+
+
+# Last in this module: it deletes staging's queued resource.
+def test_a_confirmed_change_acts_on_the_deployment_of_the_flag(demo: Demo, in_channel: None) -> None:
+    _say(demo, "channel C0ELSEWHR1")
+    text = _say(demo, "/tpu delete gemma4-staging --force --deployment staging")
+    assert "This changes infrastructure" in text and "gemma4-staging" in text
+    _say(demo, "click Confirm")  # the click re-reads `--deployment staging` from the confirmation
+    assert demo.staging is not None
+    assert ("us-east5-b", "gemma4-staging") not in demo.staging.gcp.world.queued_resources or (
+        demo.staging.gcp.world.queued_resources[("us-east5-b", "gemma4-staging")].state == "DELETING"
+    )
+    assert demo.gcp.world.queued_resources[("us-east5-a", "gemma4-qr")].state == "ACTIVE"
