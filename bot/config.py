@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
@@ -166,6 +167,13 @@ class Settings(BaseSettings):
     def _check_slo_rules(cls, path: str | None) -> str | None:
         if path is not None:
             load_rules(path)
+        return path
+
+    @field_validator("google_credentials_file")
+    @classmethod
+    def _check_credentials_file(cls, path: str | None) -> str | None:
+        if path is not None and not Path(path).is_file():
+            raise ValueError(f"{path} is no file (give a service-account JSON key)")
         return path
 
     @field_validator("deployments_file")

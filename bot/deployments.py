@@ -142,6 +142,10 @@ def _check_ids(deployment: Deployment) -> None:
         raise ValueError(f"deployment {deployment.name!r}: not a channel id: {', '.join(bad_channels)}")
     roles = deployment.roles
     ids = [*(roles.viewers or []), *(roles.operators or []), *(roles.admins or [])] if roles else []
+    if deployment.credentials_file and not Path(deployment.credentials_file).is_file():
+        raise ValueError(
+            f"deployment {deployment.name!r}: credentials_file {deployment.credentials_file} is no file"
+        )
     bad_ids = [i for i in ids if not re.match(_PRINCIPAL, i)]
     if bad_ids:
         raise ValueError(

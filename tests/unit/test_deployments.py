@@ -89,6 +89,12 @@ def _settings(tmp_path: Path, text: str | None) -> Settings:
             "DEPLOYMENTS_FILE: deployment 'staging': not a channel id: general",
         ),
         ("deployments: [\n", "DEPLOYMENTS_FILE: "),
+        (
+            TWO.replace(
+                "project: demo-staging", "project: demo-staging\n    credentials_file: /nonexistent/sa.json"
+            ),
+            "DEPLOYMENTS_FILE: deployment 'staging': credentials_file /nonexistent/sa.json is no file",
+        ),
     ],
 )
 def test_bad_deployments_file_is_one_line(tmp_path: Path, text: str, line: str) -> None:
@@ -177,3 +183,8 @@ def test_bad_deployment_flag(text: str, problem: str) -> None:
     with pytest.raises(UsageError) as caught:
         _registry().parse(text)
     assert caught.value.problem == problem
+
+
+def test_credentials_file_must_exist() -> None:
+    with pytest.raises(ConfigError, match=r"^GOOGLE_CREDENTIALS_FILE: /nonexistent/sa.json is no file"):
+        load_settings(_env_file=None, **GOOD_ENV, google_credentials_file="/nonexistent/sa.json")
