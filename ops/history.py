@@ -114,21 +114,24 @@ class History:
         self.engine = store.engine
         metadata.create_all(self.engine, tables=[samples_table], checkfirst=True)
 
-    def add(self, deployment: str, sample: Sample) -> None:
-        """Store one sample of `deployment`."""
-        with self.engine.begin() as conn:
-            conn.execute(
-                samples_table.insert().values(
-                    deployment=deployment,
-                    at=sample.at,
-                    kv_cache_usage=sample.kv_cache_usage,
-                    running=sample.running,
-                    waiting=sample.waiting,
-                    generation_tokens=sample.generation_tokens,
-                    ttft_buckets=_dump(sample.ttft),
-                    tpot_buckets=_dump(sample.tpot),
-                )
-            )
+    def add(self, deployment: str, *samples: Sample) -> None:
+        """Store samples of `deployment` (one transaction)."""
+        rows = [
+            {
+                "deployment": deployment,
+                "at": sample.at,
+                "kv_cache_usage": sample.kv_cache_usage,
+                "running": sample.running,
+                "waiting": sample.waiting,
+                "generation_tokens": sample.generation_tokens,
+                "ttft_buckets": _dump(sample.ttft),
+                "tpot_buckets": _dump(sample.tpot),
+            }
+            for sample in samples
+        ]
+        if rows:
+            with self.engine.begin() as conn:
+                conn.execute(samples_table.insert(), rows)
 
     def window(self, deployment: str, since: datetime, until: datetime) -> list[Sample]:
         """Samples of `deployment` taken in [since, until], oldest first."""

@@ -82,6 +82,5 @@ def seed(history: Any, deployment: str, spec: dict[str, Any], now: datetime) -> 
         How many samples were stored.
     """
     samples = simulated_samples(spec, now - timedelta(minutes=1))
-    for sample in samples:
-        history.add(deployment, sample)
+    history.add(deployment, *samples)
     return len(samples)
