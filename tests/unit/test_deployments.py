@@ -188,3 +188,47 @@ def test_bad_deployment_flag(text: str, problem: str) -> None:
 def test_credentials_file_must_exist() -> None:
     with pytest.raises(ConfigError, match=r"^GOOGLE_CREDENTIALS_FILE: /nonexistent/sa.json is no file"):
         load_settings(_env_file=None, **GOOD_ENV, google_credentials_file="/nonexistent/sa.json")
+
+
+def test_each_project_uses_its_own_credentials_file(tmp_path: Path) -> None:
+    """A deployment's `credentials_file` is loaded as that project's service account (no network needed)."""
+    import json
+
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    from bot.services import Services
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+    sa = tmp_path / "staging-sa.json"
+    sa.write_text(
+        json.dumps(
+            {
+                "type": "service_account",
+                "project_id": "demo-staging",
+                "private_key_id": "k1",
+                "private_key": pem,
+                "client_email": "bot@demo-staging.iam.gserviceaccount.com",
+                "client_id": "1",
+                "token_uri": "https://oauth2.googleapis.com/token",
+            }
+        )
+    )
+    text = TWO.replace("project: demo-staging", f"project: demo-staging\n    credentials_file: {sa}")
+    base = _settings(tmp_path, text)
+    # An emulator endpoint keeps production (no credentials file) from looking for ADC on this machine.
+    base = base.model_copy(
+        update={
+            "state_database_url": f"sqlite:///{tmp_path}/state.db",
+            "google_api_endpoint": "http://127.0.0.1:9",
+        }
+    )
+    fleet = Fleet.from_settings(base, Services.from_settings)
+    staging = fleet.services["staging"]
+    credentials = staging.tpu._credentials
+    assert credentials is not None
+    assert credentials.service_account_email == "bot@demo-staging.iam.gserviceaccount.com"
+    assert fleet.services["production"].tpu._credentials is None  # the environment's default
