@@ -3,6 +3,7 @@ Google project and vLLM server): signed Slack requests -> real Bolt app -> real 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from datetime import timedelta
@@ -140,6 +141,17 @@ def test_the_sampler_adds_a_sample_of_every_deployment(demo: Demo) -> None:
     for name in ("production", "staging"):
         newest = sampler.history.window(name, now - timedelta(seconds=30), now + timedelta(seconds=1))
         assert newest and newest[-1].kv_cache_usage is not None
+
+
+def test_a_serving_alert_points_at_the_chart_of_its_window(demo: Demo) -> None:
+    scheduler = demo.bot.alerts
+    assert scheduler is not None
+    demo.vllm.set_mode("engine-dead")
+    start = len(demo.slack.messages)
+    for _ in range(3):  # three failed /health checks in a row raise vllm_down
+        scheduler.tick()
+    down = [m for m in demo.slack.messages[start:] if "alert `vllm_down`" in json.dumps(m.blocks)]
+    assert down and "`/vllm metrics --chart 1h`" in json.dumps(down[0].blocks)
 
 
 # Last in this module: it deletes staging's queued resource.
