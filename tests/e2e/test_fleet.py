@@ -143,6 +143,12 @@ def test_the_sampler_adds_a_sample_of_every_deployment(demo: Demo) -> None:
         assert newest and newest[-1].kv_cache_usage is not None
 
 
+def test_help_lists_the_deployments_and_their_channels(demo: Demo) -> None:
+    text = _say(demo, "@gemma-bot help")
+    assert "*Deployments* `production` (<#C0DEMOCHN1>), `staging` (<#C0STAGING1>)" in text
+    assert "`--deployment NAME`" in text
+
+
 def test_a_serving_alert_points_at_the_chart_of_its_window(demo: Demo) -> None:
     scheduler = demo.bot.alerts
     assert scheduler is not None
