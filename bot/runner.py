@@ -143,13 +143,22 @@ class Runner:
         """A Cancel click on a pending change."""
         self._pool.submit(self._guard, self._cancel_change, token, origin)
 
-    def submit_form(self, command_name: str, func: object, args: dict[str, Any], origin: Origin) -> None:
-        """A modal submission for `command_name`: run `func(ctx, **args)` under that command's role.
+    def submit_form(
+        self,
+        command_name: str,
+        func: object,
+        args: dict[str, Any],
+        origin: Origin,
+        deployment: str | None = None,
+    ) -> None:
+        """A modal submission for `command_name`: run `func(ctx, **args)` under that command's role, on
+        `deployment` (the one the form was opened for; None: chosen by the channel as usual).
 
         The audit line names the command, never the submitted values.
         """
         command = next(c for c in self._registry.commands() if c.name == command_name)
-        invocation = Invocation(replace(command, func=func), args, f"{command_name} (form submitted)")  # type: ignore[arg-type]
+        text = f"{command_name} (form submitted)"
+        invocation = Invocation(replace(command, func=func), args, text, deployment)  # type: ignore[arg-type]
         self._pool.submit(self._guard, self._request, invocation, origin)
 
     def cancel_operation(self, operation_id: str, origin: Origin) -> None:
@@ -267,7 +276,7 @@ class Runner:
             return
         try:
             self._authorizer_of(running.invocation, origin).check(origin.user_id, running.invocation.command)
-        except PermissionDenied as exc:
+        except (PermissionDenied, BadInput) as exc:
             self._refuse_click(origin, running.invocation.text, exc.message, exc.hint)
             return
         self._audit(origin, "cancel", running.invocation.text, "cancel requested")

@@ -11,6 +11,7 @@ from datetime import timedelta
 import pytest
 
 from bot.demo import Demo
+from ops.errors import NotFound
 
 STAGING_CHANNEL = "C0STAGING1"
 
@@ -147,6 +148,16 @@ def test_help_lists_the_deployments_and_their_channels(demo: Demo) -> None:
     text = _say(demo, "@gemma-bot help")
     assert "*Deployments* `production` (<#C0DEMOCHN1>), `staging` (<#C0STAGING1>)" in text
     assert "`--deployment NAME`" in text
+
+
+def test_the_token_form_stores_in_the_project_it_was_opened_for(demo: Demo, in_channel: None) -> None:
+    _say(demo, "channel C0ELSEWHR1")
+    token = "hf_" + "S" * 34
+    _say(demo, "/tpu token --deployment staging")
+    demo.user.run(f"submit {token}")
+    assert demo.fleet.services["staging"].secrets.access("hf-token") == token
+    with pytest.raises(NotFound):  # production's project has no token version
+        demo.fleet.services["production"].secrets.access("hf-token")
 
 
 def test_a_serving_alert_points_at_the_chart_of_its_window(demo: Demo) -> None:
