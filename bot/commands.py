@@ -12,7 +12,7 @@ import html
 import re
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from enum import IntEnum
 from typing import Any
@@ -264,8 +264,11 @@ class Registry:
             raise UsageError(f"could not read that: {exc}", self._general_usage()) from None
         if tokens and tokens[0].startswith("/"):
             tokens[0] = tokens[0][1:]
+        typed = shlex.join(tokens)
+        tokens, deployment = _take_deployment(tokens, self._general_usage())
         if not tokens or tokens[0] in _HELP_WORDS:
-            return self._help(" ".join(word.lstrip("/") for word in tokens[1:]) or None)
+            topic = " ".join(word.lstrip("/") for word in tokens[1:]) or None
+            return replace(self._help(topic), deployment=deployment)
         command = self._match(tokens)
         if command is None:
             if tokens[0] not in self.groups():
@@ -275,9 +278,8 @@ class Registry:
             raise UsageError(f"unknown command `{tokens[0]} {tokens[1]}`", self.group_usage(tokens[0]))
         rest = tokens[len(command.words) :]
         if any(word in _HELP_WORDS for word in rest):
-            return self._help(command.name)
-        rest, deployment = _take_deployment(command, rest)
-        return Invocation(command, _parse_args(command, rest), shlex.join(tokens), deployment)
+            return replace(self._help(command.name), deployment=deployment)
+        return Invocation(command, _parse_args(command, rest), typed, deployment)
 
     def _help(self, topic: str | None) -> Invocation:
         help_command = self._commands.get(("help",))
@@ -303,10 +305,13 @@ _DEPLOYMENT = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
 DEPLOYMENT_FLAG = "--deployment"
 
 
-def _take_deployment(command: Command, words: list[str]) -> tuple[list[str], str | None]:
+def _take_deployment(words: list[str], usage: str) -> tuple[list[str], str | None]:
     """Remove `--deployment NAME` (or `--deployment=NAME`), which every command accepts (bot.deployments),
-    from the words. Returns the other words and NAME, or None when it is not given."""
-    usage = f"Usage: `{command.usage()} [{DEPLOYMENT_FLAG} NAME]`"
+    from the words. Returns the other words and NAME, or None when it is not given.
+
+    Raises:
+        UsageError: the flag is given twice, without a value, or with a malformed name (`usage` appended).
+    """
     rest: list[str] = []
     name: str | None = None
     index = 0

@@ -232,3 +232,33 @@ def test_each_project_uses_its_own_credentials_file(tmp_path: Path) -> None:
     assert credentials is not None
     assert credentials.service_account_email == "bot@demo-staging.iam.gserviceaccount.com"
     assert fleet.services["production"].tpu._credentials is None  # the environment's default
+
+
+def test_roles_are_checked_per_deployment(tmp_path: Path) -> None:
+    """Staging lets only its own viewers read; production (no VIEWERS) lets everyone."""
+    from slack_sdk import WebClient
+
+    import bot.handlers  # noqa: F401  (declares the commands)
+    from bot.auth import Authorizer
+    from bot.commands import registry
+    from bot.runner import Runner
+    from bot.services import Services
+
+    text = TWO.replace("roles: {operators: [U0STAGEOP1]}", "roles: {viewers: [U0STAGEVW1]}")
+    base = _settings(tmp_path, text).model_copy(
+        update={
+            "state_database_url": f"sqlite:///{tmp_path}/state.db",
+            "google_api_endpoint": "http://127.0.0.1:9",
+        }
+    )
+    fleet = Fleet.from_settings(base, Services.from_settings)
+    client = WebClient(token="xoxb-1", base_url="http://127.0.0.1:9/")
+    runner = Runner(fleet.first, registry, client, Authorizer(fleet.first.settings, client), fleet=fleet)
+    try:
+        refused = runner.run_read_only(registry.parse("help --deployment staging"), "U0SOMEONE1")
+        assert "`help` needs the viewer role" in refused.text
+        allowed = runner.run_read_only(registry.parse("help --deployment staging"), "U0STAGEVW1")
+        assert "*Deployments* `production` (<#C0PROD0001>)" in allowed.text
+        assert "needs the viewer role" not in runner.run_read_only(registry.parse("help"), "U0SOMEONE1").text
+    finally:
+        runner.shutdown()
