@@ -115,9 +115,19 @@ def cost_today(qr: QueuedResourceInfo, now: datetime) -> tuple[float, float]:
     return spend_since(qr, now, midnight(now))
 
 
+def _unreadable(listing: ZoneListing) -> OpsError | None:
+    """The first zone's error when every zone failed (nothing could be listed), else None."""
+    if listing.errors and not listing.resources:
+        return next(iter(listing.errors.values()))
+    return None
+
+
 def _resource_line(snap: Snapshot, now: datetime) -> str:
     if isinstance(snap.listing, OpsError):
         return _red("Queued resources", snap.listing)
+    failed_all = _unreadable(snap.listing)
+    if failed_all is not None:
+        return _red("Queued resources", failed_all)
     s = snap.services.settings
     qr = primary_of(snap.listing, s.tpu_primary)
     failed = [f"`{zone}`" for zone in snap.listing.errors]
@@ -162,11 +172,12 @@ def _vllm_line(snap: Snapshot) -> str:
 
 
 def _cost_line(snap: Snapshot, now: datetime) -> str | None:
-    if isinstance(snap.listing, OpsError):
-        return None
+    if isinstance(snap.listing, OpsError) or _unreadable(snap.listing) is not None:
+        return "*Cost* unknown: the queued resources could not be read"
+    partial = " (some zones did not answer)" if snap.listing.errors else ""
     active = [qr for qr in snap.listing.resources if qr.state == "ACTIVE"]
     if not active:
-        return "*Cost* nothing ACTIVE: $0/h"
+        return f"*Cost* nothing ACTIVE: $0/h{partial}"
     priced: list[tuple[float, float]] = []
     unpriced: list[str] = []
     for qr in active:
@@ -175,7 +186,7 @@ def _cost_line(snap: Snapshot, now: datetime) -> str | None:
         except OpsError as exc:
             unpriced.append(f"`{qr.name}` not priced: {exc.message}")
     line = f"*Cost* ${sum(c[0] for c in priced):,.2f}/h · ${sum(c[1] for c in priced):,.2f} today (UTC)"
-    return " · ".join([line, *unpriced])
+    return " · ".join([line + partial, *unpriced])
 
 
 def belongs(row: LedgerRow, snap: Snapshot) -> bool:
@@ -249,10 +260,11 @@ def fleet_spend(ctx: Context, since: datetime, label: str) -> Reply:
     total = 0.0
     lines: list[str] = []
     for name, listing in listings.items():
-        if isinstance(listing, OpsError):
-            lines.append(_red(name, listing))
+        failed = listing if isinstance(listing, OpsError) else _unreadable(listing)
+        if failed is not None:
+            lines.append(_red(name, failed))
             continue
-        items: list[str] = []
+        items: list[str] = [f":warning: zone `{zone}` did not answer" for zone in listing.errors]
         subtotal = 0.0
         for qr in (qr for qr in listing.resources if qr.state == "ACTIVE"):
             try:

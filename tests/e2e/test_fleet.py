@@ -55,6 +55,26 @@ def test_fleet_shows_a_failing_source_and_the_rest(demo: Demo) -> None:
     assert ":large_green_circle: ready" in staging
 
 
+def test_fleet_shows_a_project_that_does_not_answer_and_the_rest(demo: Demo) -> None:
+    assert demo.staging is not None
+    demo.staging.gcp.inject_fault(r"/queuedResources", 503, count=50)
+    try:
+        text = _say(demo, "/fleet")
+    finally:
+        demo.staging.gcp.clear_faults()
+    production, staging = text.split("*staging*")
+    assert "`gemma4-qr` ACTIVE" in production and "$10.80/h" in production
+    assert ":red_circle: *Queued resources*" in staging and "503" in staging
+    assert "*Cost* unknown" in staging
+    assert "Traceback" not in text
+    demo.staging.gcp.inject_fault(r"/queuedResources", 503, count=50)
+    try:
+        spend = _say(demo, "/tpu cost --today")
+    finally:
+        demo.staging.gcp.clear_faults()
+    assert ":red_circle: *staging*" in spend and "`gemma4-qr`" in spend
+
+
 def test_status_of_the_deployment_named_by_the_flag(demo: Demo) -> None:
     text = _say(demo, "/tpu status --deployment staging")
     assert "*gemma4-staging* · `us-east5-b`" in text
