@@ -26,6 +26,7 @@ from typing import Any
 from bot.auth import Authorizer
 from bot.commands import Invocation, Registry, UsageError
 from bot.context import Context
+from bot.deployments import DEFAULT, Fleet
 from bot.membership import guidance
 from bot.observability import Metrics
 from bot.progress import Progress
@@ -33,10 +34,16 @@ from bot.render import Reply, confirm_buttons, context, error_reply, fit, human_
 from bot.services import Services
 from bot.slack_gateway import Destination, SlackGateway
 from llm.redact import redact
-from ops.errors import OpsError, PermissionDenied
+from ops.errors import BadInput, OpsError, PermissionDenied
 from ops.store import AuditEntry, ConfirmationRefused
 
 log = logging.getLogger(__name__)
+
+
+def _fleet_wide(invocation: Invocation) -> bool:
+    """Whether the answer is about every deployment (`/fleet`, `/tpu cost --today|--week`), not one."""
+    words, args = invocation.command.words, invocation.args
+    return words == ("fleet",) or (words == ("tpu", "cost") and bool(args.get("today") or args.get("week")))
 
 
 @dataclass(frozen=True)
@@ -74,12 +81,18 @@ class Runner:
         slack: SlackGateway,
         authorizer: Authorizer,
         metrics: Metrics | None = None,
+        fleet: Fleet | None = None,
     ):
         self._services = services
+        # Several deployments: each has its Services and its roles; one deployment is `default`.
+        self.fleet = fleet if fleet is not None else Fleet({DEFAULT: services})
+        self._authorizers = {
+            name: authorizer if deployment is services else Authorizer(deployment.settings, slack)
+            for name, deployment in self.fleet.services.items()
+        }
         self.metrics = metrics if metrics is not None else Metrics()
         self._registry = registry
         self.slack = slack
-        self._authorizer = authorizer
         self._pool = ThreadPoolExecutor(
             max_workers=services.settings.worker_threads, thread_name_prefix="command"
         )
@@ -100,13 +113,22 @@ class Runner:
         """A Cancel click on a pending change."""
         self._pool.submit(self._guard, self._cancel_change, token, origin)
 
-    def submit_form(self, command_name: str, func: object, args: dict[str, Any], origin: Origin) -> None:
-        """A modal submission for `command_name`: run `func(ctx, **args)` under that command's role.
+    def submit_form(
+        self,
+        command_name: str,
+        func: object,
+        args: dict[str, Any],
+        origin: Origin,
+        deployment: str | None = None,
+    ) -> None:
+        """A modal submission for `command_name`: run `func(ctx, **args)` under that command's role, on
+        `deployment` (the one the form was opened for; None: chosen by the channel as usual).
 
         The audit line names the command, never the submitted values.
         """
         command = next(c for c in self._registry.commands() if c.name == command_name)
-        invocation = Invocation(replace(command, func=func), args, f"{command_name} (form submitted)")  # type: ignore[arg-type]
+        text = f"{command_name} (form submitted)"
+        invocation = Invocation(replace(command, func=func), args, text, deployment)  # type: ignore[arg-type]
         self._pool.submit(self._guard, self._request, invocation, origin)
 
     def cancel_operation(self, operation_id: str, origin: Origin) -> None:
@@ -120,8 +142,8 @@ class Runner:
     def run_read_only(self, invocation: Invocation, user_id: str) -> Reply:
         """Run a viewer command now, for `user_id` (the Home tab); a refusal or error is a one-line reply."""
         try:
-            self._authorizer.check(user_id, invocation.command)
-        except PermissionDenied as exc:
+            self._authorizer_of(invocation, Origin(user_id, "")).check(user_id, invocation.command)
+        except (PermissionDenied, BadInput) as exc:
             return error_reply(exc.message, exc.hint)
         reply, _ = self._call(invocation, Origin(user_id, ""), invocation.command.func)
         return reply
@@ -145,8 +167,8 @@ class Runner:
         command = invocation.command
         self._audit(origin, "command", invocation.text, "received")
         try:
-            self._authorizer.check(origin.user_id, command)
-        except PermissionDenied as exc:
+            self._authorizer_of(invocation, origin).check(origin.user_id, command)
+        except (PermissionDenied, BadInput) as exc:
             self._audit(origin, "refuse", invocation.text, exc.message)
             self.metrics.command_finished(command.name, "denied")
             self.deliver(error_reply(exc.message, exc.hint), origin, ephemeral=origin.ephemeral_errors)
@@ -194,9 +216,9 @@ class Runner:
             return
         try:
             invocation = self._registry.parse(pending.command)
-            self._authorizer.check(origin.user_id, invocation.command)
+            self._authorizer_of(invocation, origin).check(origin.user_id, invocation.command)
             store.consume_confirmation(token, origin.user_id, now=self._services.now())
-        except (PermissionDenied, ConfirmationRefused) as exc:
+        except (PermissionDenied, ConfirmationRefused, BadInput) as exc:
             self._refuse_click(origin, pending.command, exc.message, exc.hint)
             return
         except UsageError as exc:
@@ -233,8 +255,8 @@ class Runner:
             self._refuse_click(origin, "(finished)", "that operation has already finished", "")
             return
         try:
-            self._authorizer.check(origin.user_id, running.invocation.command)
-        except PermissionDenied as exc:
+            self._authorizer_of(running.invocation, origin).check(origin.user_id, running.invocation.command)
+        except (PermissionDenied, BadInput) as exc:
             self._refuse_click(origin, running.invocation.text, exc.message, exc.hint)
             return
         self._audit(origin, "cancel", running.invocation.text, "cancel requested")
@@ -309,18 +331,44 @@ class Runner:
     def _call(self, invocation: Invocation, origin: Origin, func: object, **fields: Any) -> tuple[Reply, str]:
         """Call a handler (or a preview). Returns its reply and "" — or, when it raised an OpsError, a
         one-line error reply and the error for the audit trail."""
-        ctx = Context(self._services, self._registry, origin.user_id, origin.channel_id, **fields)
         started = time.monotonic()
         try:
+            deployment, services = self._deployment(invocation, origin)
+            ctx = Context(
+                services,
+                self._registry,
+                origin.user_id,
+                origin.channel_id,
+                fleet=self.fleet,
+                deployment=deployment,
+                **fields,
+            )
             reply: Reply = func(ctx, **invocation.args)  # type: ignore[operator]
             # Backend latency by the command's group (tpu, vllm, gemma, ...); see bot.observability.
             self.metrics.backend_call_finished(invocation.command.words[0], time.monotonic() - started)
-            return reply, ""
+            return (reply if _fleet_wide(invocation) else self._labelled(reply, deployment)), ""
         except OpsError as exc:
             backend = exc.backend or invocation.command.words[0]
             self.metrics.backend_call_finished(backend, time.monotonic() - started, failed=bool(exc.backend))
             name = invocation.command.name
             return error_reply(f"`{name}`: {exc.message}", exc.hint), f"error: {exc.message}"
+
+    def _deployment(self, invocation: Invocation, origin: Origin) -> tuple[str, Services]:
+        """The deployment the invocation acts on (see `Fleet.choose`); raises BadInput when ambiguous."""
+        return self.fleet.choose(
+            invocation.deployment, origin.channel_id, changes=invocation.command.changes_infra
+        )
+
+    def _authorizer_of(self, invocation: Invocation, origin: Origin) -> Authorizer:
+        """The roles of the invocation's deployment (raises BadInput like `_deployment`)."""
+        return self._authorizers[self._deployment(invocation, origin)[0]]
+
+    def _labelled(self, reply: Reply, deployment: str) -> Reply:
+        """With several deployments, a reply says which one it is about (a last context line)."""
+        if len(self.fleet.services) == 1:
+            return reply
+        note = f"Deployment `{deployment}`"
+        return replace(reply, text=f"{reply.text}\n{note}", blocks=[*reply.blocks, context(note)])
 
     def _guard(self, flow: object, *args: object) -> None:
         """Run a flow on the pool; nothing escapes silently (a crash is logged and answered)."""

@@ -59,6 +59,9 @@ from ops.tpu import QueuedResourceInfo
 
 log = logging.getLogger(__name__)
 
+# Alerts about serving point at the metrics chart of their window (bot/handlers/history.py).
+SERVING_KINDS = frozenset({"vllm_down", "kv_cache", "preemptions", "slo", "idle", "serving"})
+
 _active: AlertScheduler | None = None
 _active_lock = threading.Lock()
 
@@ -482,7 +485,8 @@ class AlertScheduler:
             blocks.append(alert_buttons(alert.key))
         if alert.kind == "idle":
             blocks.append(idle_buttons(alert.key, self.options.idle_keep_hours))
-        blocks.append(context(f"alert `{alert.kind}` · {utc(now)}"))
+        chart = " · the hour before: `/vllm metrics --chart 1h`" if alert.kind in SERVING_KINDS else ""
+        blocks.append(context(f"alert `{alert.kind}` · {utc(now)}{chart}"))
         return blocks
 
     def _post(
