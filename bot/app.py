@@ -114,6 +114,7 @@ def build(settings: Settings, services: Services | None = None, fleet: Fleet | N
             thresholds=[int(minutes) for minutes in watched.alert_thresholds_min],
             on_sent=lambda kind: metrics.alerts_sent.labels(kind=kind).inc(),
             options=OncallOptions.from_settings(watched),
+            deployment=runner.fleet.names[0],
         )
         alert_listeners.register(app, runner, alerts)
     home.register(app, registry, runner, alerts)

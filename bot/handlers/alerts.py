@@ -59,10 +59,10 @@ def alerts_list(ctx: Context) -> Reply:
     mute_lines = [
         f"• `{name}` until {utc(until)} (by {mention(by)})" for name, (until, by) in sorted(mutes.items())
     ]
-    window = MaintenanceWindows(ctx.services.store).current()
+    window = MaintenanceWindows(ctx.services.store).current(ctx.deployment)
     if window is not None:
         mute_lines.append(
-            f"• health alerts held: `{window.reason}` by <@{window.opened_by}> until vLLM serves "
+            f"• health alerts held: `{window.reason}` by {mention(window.opened_by)} until vLLM serves "
             f"(at most until {utc(window.deadline)})"
         )
     counts = ledger.counts()

@@ -202,3 +202,8 @@ def test_a_confirmed_change_acts_on_the_deployment_of_the_flag(demo: Demo, in_ch
         demo.staging.gcp.world.queued_resources[("us-east5-b", "gemma4-staging")].state == "DELETING"
     )
     assert demo.gcp.world.queued_resources[("us-east5-a", "gemma4-qr")].state == "ACTIVE"
+
+
+def test_alerts_watch_the_first_deployment_and_its_maintenance_window(demo: Demo) -> None:
+    assert demo.bot.alerts is not None
+    assert demo.bot.alerts.deployment == "production" and demo.bot.alerts.services is demo.fleet.first

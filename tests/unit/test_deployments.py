@@ -262,3 +262,25 @@ def test_roles_are_checked_per_deployment(tmp_path: Path) -> None:
         assert "needs the viewer role" not in runner.run_read_only(registry.parse("help"), "U0SOMEONE1").text
     finally:
         runner.shutdown()
+
+
+def test_planned_work_holds_only_its_own_deployments_alerts(tmp_path: Path) -> None:
+    """A staging restart opens staging's maintenance window; production's alerts (same store) are not held."""
+    import bot.handlers  # noqa: F401  (declares the commands)
+    from bot.commands import registry
+    from bot.context import Context
+    from bot.maintenance import planned_work
+    from bot.services import Services
+    from ops.maintenance import MaintenanceWindows
+    from ops.store import Store
+
+    base = _settings(tmp_path, TWO).model_copy(update={"google_api_endpoint": "http://127.0.0.1:9"})
+    store = Store(f"sqlite:///{tmp_path}/state.db")
+    fleet = Fleet.from_settings(base, lambda each: Services.from_settings(each, store=store))
+    ctx = Context(
+        fleet.services["staging"], registry, "U0STAGEOP1", "C0STAGING1", fleet=fleet, deployment="staging"
+    )
+    windows = MaintenanceWindows(store)
+    with planned_work(ctx, "vllm restart", thread=("C0STAGING1", "1.000001")):
+        assert windows.current("staging") is not None
+        assert windows.current("production") is None
