@@ -31,14 +31,17 @@ from bot import listeners, reconcile
 from bot.auth import Authorizer
 from bot.commands import Registry, registry
 from bot.config import Settings
+from bot.deployments import Fleet
 from bot.listeners import alerts as alert_listeners
 from bot.listeners import home
 from bot.observability import Metrics, Readiness, trace_from_headers, use_trace
 from bot.runner import Runner
+from bot.sampler import HistorySampler
 from bot.scheduler import AlertScheduler, OncallOptions
 from bot.services import Services
 from bot.slack_gateway import SlackGateway
 from ops import faults
+from ops.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -54,20 +57,33 @@ class Bot:
     metrics: Metrics = field(default_factory=Metrics)
     readiness: Readiness | None = None
     alerts: AlertScheduler | None = None
+    sampler: HistorySampler | None = None
 
     def close(self) -> None:
         if self.alerts is not None:
             self.alerts.shutdown()
+        if self.sampler is not None:
+            self.sampler.shutdown()
         self.runner.shutdown()
 
 
-def build(settings: Settings, services: Services | None = None) -> Bot:
+def build(settings: Settings, services: Services | None = None, fleet: Fleet | None = None) -> Bot:
     """Build the Bolt app. Calls Slack's `auth.test` once to check the bot token.
+
+    Args:
+        settings: the environment's settings.
+        services: the backends of a single deployment (tests, the demo); default: built from `settings`.
+        fleet: every deployment; default: `services` alone, or DEPLOYMENTS_FILE's (sharing one state store).
 
     Raises:
         slack_bolt.error.BoltError: the token was refused by Slack.
     """
-    services = services or Services.from_settings(settings)
+    if fleet is None and services is None:
+        store = Store(settings.state_database_url)
+        fleet = Fleet.from_settings(settings, lambda each: Services.from_settings(each, store=store))
+    if services is None:
+        assert fleet is not None
+        services = fleet.first
     faults.use_extra_file(settings.fault_catalogue_file)
     slack = SlackGateway.connect(settings.slack_bot_token.get_secret_value(), settings.slack_api_url)
     signing_secret = settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else ""
@@ -82,18 +98,23 @@ def build(settings: Settings, services: Services | None = None) -> Bot:
     # App() has just called auth.test (it raises BoltError otherwise): Slack auth is ok at start.
     metrics = Metrics()
     readiness = Readiness(slack.auth_test, lambda: _ping(services), auth_ok=True)
-    runner = Runner(services, registry, slack, Authorizer(settings, slack), metrics=metrics)
+    runner = Runner(
+        services, registry, slack, Authorizer(services.settings, slack), metrics=metrics, fleet=fleet
+    )
     listeners.register(app, registry, runner)
     alerts = None
-    if settings.alert_channel:
+    # The alert scheduler watches the first deployment (its own ALERT_CHANNEL and rules).
+    watched = services.settings
+    if watched.alert_channel:
         alerts = AlertScheduler(
             services,
             slack,
-            settings.alert_channel,
-            interval_s=settings.alert_interval_s,
-            thresholds=[int(minutes) for minutes in settings.alert_thresholds_min],
+            watched.alert_channel,
+            interval_s=watched.alert_interval_s,
+            thresholds=[int(minutes) for minutes in watched.alert_thresholds_min],
             on_sent=lambda kind: metrics.alerts_sent.labels(kind=kind).inc(),
-            options=OncallOptions.from_settings(settings),
+            options=OncallOptions.from_settings(watched),
+            deployment=runner.fleet.names[0],
         )
         alert_listeners.register(app, runner, alerts)
     home.register(app, registry, runner, alerts)
@@ -106,6 +127,7 @@ def build(settings: Settings, services: Services | None = None) -> Bot:
         metrics=metrics,
         readiness=readiness,
         alerts=alerts,
+        sampler=HistorySampler(runner.fleet, settings.history_interval_s),
     )
 
 
@@ -245,6 +267,8 @@ def serve(settings: Settings) -> None:
     )
     if bot.alerts is not None:
         bot.alerts.start()
+    if bot.sampler is not None:
+        bot.sampler.start()
     try:
         if socket_mode:
             assert settings.slack_app_token is not None  # checked by Settings

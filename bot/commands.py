@@ -13,7 +13,7 @@ import html
 import re
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from enum import IntEnum
 from typing import Any
@@ -215,6 +215,7 @@ class Invocation:
     command: Command
     args: dict[str, Any] = field(default_factory=dict)
     text: str = ""
+    deployment: str | None = None
 
 
 _HELP_WORDS = ("help", "-h", "--help")
@@ -297,8 +298,11 @@ class Registry:
         if tokens and tokens[0].startswith("/"):
             tokens[0] = tokens[0][1:]
         tokens = _fold_case(tokens, self._words)
+        typed = shlex.join(tokens)
+        tokens, deployment = _take_deployment(tokens, self._general_usage())
         if not tokens or tokens[0] in _HELP_WORDS:
-            return self._help(" ".join(word.lstrip("/") for word in tokens[1:]) or None)
+            topic = " ".join(word.lstrip("/") for word in tokens[1:]) or None
+            return replace(self._help(topic), deployment=deployment)
         command = self._match(tokens)
         if command is None:
             if tokens[0] not in self.groups():
@@ -311,8 +315,8 @@ class Registry:
             raise UsageError(f"unknown command `{tokens[0]} {tokens[1]}`{hint}", self.group_usage(tokens[0]))
         rest = tokens[len(command.words) :]
         if any(word in _HELP_WORDS for word in rest):
-            return self._help(command.name)
-        return Invocation(command, _parse_args(command, rest), shlex.join(tokens))
+            return replace(self._help(command.name), deployment=deployment)
+        return Invocation(command, _parse_args(command, rest), typed, deployment)
 
     @property
     def _words(self) -> set[str]:
@@ -363,6 +367,40 @@ def _did_you_mean(typed: str, shown: list[str], *names: str) -> str:
     if not close:
         return ""
     return "; did you mean " + " or ".join(f"`{shown[keys.index(name)]}`" for name in close) + "?"
+
+
+_DEPLOYMENT = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
+DEPLOYMENT_FLAG = "--deployment"
+
+
+def _take_deployment(words: list[str], usage: str) -> tuple[list[str], str | None]:
+    """Remove `--deployment NAME` (or `--deployment=NAME`), which every command accepts (bot.deployments),
+    from the words. Returns the other words and NAME, or None when it is not given.
+
+    Raises:
+        UsageError: the flag is given twice, without a value, or with a malformed name (`usage` appended).
+    """
+    rest: list[str] = []
+    name: str | None = None
+    index = 0
+    while index < len(words):
+        word = words[index]
+        index += 1
+        flag, has_value, value = word.partition("=")
+        if flag != DEPLOYMENT_FLAG:
+            rest.append(word)
+            continue
+        if name is not None:
+            raise UsageError(f"`{DEPLOYMENT_FLAG}` given twice", usage)
+        if not has_value:
+            if index >= len(words) or words[index].startswith("--"):
+                raise UsageError(f"`{DEPLOYMENT_FLAG}` needs a value (NAME)", usage)
+            value = words[index]
+            index += 1
+        if not _DEPLOYMENT.match(value):
+            raise UsageError(f"{DEPLOYMENT_FLAG}: {value!r} is not a deployment name", usage)
+        name = value
+    return rest, name
 
 
 def _parse_args(command: Command, words: list[str]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
@@ -16,6 +17,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from bot.deployments import read_deployments
 from bot.routing import parse_routes
 from ops.faults import load_file
 from ops.idle import parse_schedule
@@ -82,6 +84,9 @@ class Settings(BaseSettings):
         ge=2,
         le=3600,
         description="How long a dead bot's hold on a name lasts (renewed every ttl/3 while running), s.",
+    )
+    google_credentials_file: str | None = Field(
+        None, description="Service-account key file for this project's Google APIs; default: ADC."
     )
 
     # vLLM
@@ -176,6 +181,14 @@ class Settings(BaseSettings):
     )
     state_database_url: str = Field("sqlite:///tpu-chatops.db", description="SQLAlchemy URL.")
 
+    # Fleet: several deployments, each bound to its channels (bot/deployments.py).
+    deployments_file: str | None = Field(
+        None, description="YAML file of deployments; unset: the settings above are deployment `default`."
+    )
+    history_interval_s: float = Field(
+        60.0, ge=5, le=3600, description="How often each deployment's vLLM metrics are sampled, s."
+    )
+
     @field_validator("*", mode="before")
     @classmethod
     def _not_a_placeholder(cls, value: object) -> object:
@@ -235,6 +248,20 @@ class Settings(BaseSettings):
     def _check_slo_rules(cls, path: str | None) -> str | None:
         if path is not None:
             load_rules(path)
+        return path
+
+    @field_validator("google_credentials_file")
+    @classmethod
+    def _check_credentials_file(cls, path: str | None) -> str | None:
+        if path is not None and not Path(path).is_file():
+            raise ValueError(f"{path} is no file (give a service-account JSON key)")
+        return path
+
+    @field_validator("deployments_file")
+    @classmethod
+    def _check_deployments(cls, path: str | None) -> str | None:
+        if path is not None:
+            read_deployments(path)
         return path
 
     @field_validator("idle_alert_after")

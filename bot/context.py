@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.commands import Registry
+from bot.deployments import DEFAULT, Fleet
 from bot.progress import Progress
 from bot.services import Services
 
@@ -21,7 +22,8 @@ class Context:
     action value is `operation_id`. `confirmed_plan` is the plan fingerprint the confirmation showed
     (empty when the command needed no confirmation). `open_modal` opens a Slack modal; it is set only
     when the request carries a trigger id (slash commands and button clicks). `thread_history` returns the
-    earlier messages of the thread a mention came from, oldest first, as chat messages.
+    earlier messages of the thread a mention came from, oldest first, as chat messages. `fleet` holds
+    every deployment (for `/fleet`); `deployment` names the one `services` belongs to.
     """
 
     services: Services
@@ -34,3 +36,5 @@ class Context:
     confirmed_plan: str = ""
     open_modal: Callable[[dict[str, Any]], None] | None = None
     thread_history: Callable[[], list[dict[str, str]]] | None = None
+    fleet: Fleet | None = None
+    deployment: str = DEFAULT

@@ -16,7 +16,7 @@ from ops.maintenance import MaintenanceWindows
 
 @contextmanager
 def planned_work(ctx: Context, reason: str, thread: tuple[str, str | None] | None = None) -> Iterator[None]:
-    """Open the deployment's maintenance window for the work in the `with` body.
+    """Open the maintenance window of the command's deployment (`ctx.deployment`) for the `with` body.
 
     The window's thread is `thread` (channel, ts) when given (an alert's thread), else the command's own
     progress message, posted here so that its ts is known (the final reply then replaces it). If the body
@@ -36,9 +36,18 @@ def planned_work(ctx: Context, reason: str, thread: tuple[str, str | None] | Non
     windows = MaintenanceWindows(services.store)
     timeout = timedelta(minutes=services.settings.maintenance_timeout_min)
     channel, ts = thread if thread is not None else (None, None)
-    windows.open(reason, by=ctx.user_id, now=services.now(), timeout=timeout, channel=channel, thread_ts=ts)
+    # Each deployment has its own window: a staging restart does not hold production's alerts.
+    windows.open(
+        reason,
+        by=ctx.user_id,
+        now=services.now(),
+        timeout=timeout,
+        channel=channel,
+        thread_ts=ts,
+        deployment=ctx.deployment,
+    )
     try:
         yield
     except BaseException:
-        windows.close("failed", now=services.now())
+        windows.close("failed", now=services.now(), deployment=ctx.deployment)
         raise

@@ -32,6 +32,7 @@ GROUP_DESCRIPTIONS = {
     "vllm": "The vLLM server: health, metrics, container, logs, benchmarks",
     "gemma": "Ask the served Gemma model",
     "logs": "Cloud Logging entries of the TPU VMs, and their analysis",
+    "fleet": "Every deployment at once: TPU, vLLM, load, cost today, alerts",
 }
 
 

@@ -26,6 +26,7 @@ from typing import Any
 from bot.auth import Authorizer
 from bot.commands import Command, Invocation, Registry, UsageError
 from bot.context import Context
+from bot.deployments import DEFAULT, Fleet
 from bot.membership import guidance
 from bot.observability import Metrics
 from bot.progress import Progress
@@ -33,10 +34,16 @@ from bot.render import Reply, confirm_buttons, context, error_reply, fit, human_
 from bot.services import Services
 from bot.slack_gateway import Destination, SlackGateway
 from llm.redact import redact
-from ops.errors import OpsError, PermissionDenied
+from ops.errors import BadInput, OpsError, PermissionDenied
 from ops.store import AuditEntry, ConfirmationRefused
 
 log = logging.getLogger(__name__)
+
+
+def _fleet_wide(invocation: Invocation) -> bool:
+    """Whether the answer is about every deployment (`/fleet`, `/tpu cost --today|--week`), not one."""
+    words, args = invocation.command.words, invocation.args
+    return words == ("fleet",) or (words == ("tpu", "cost") and bool(args.get("today") or args.get("week")))
 
 
 @dataclass(frozen=True)
@@ -75,12 +82,19 @@ class Runner:
         slack: SlackGateway,
         authorizer: Authorizer,
         metrics: Metrics | None = None,
+        fleet: Fleet | None = None,
     ):
         self._services = services
+        # Several deployments: each has its Services and its roles; one deployment is `default`.
+        self.fleet = fleet if fleet is not None else Fleet({DEFAULT: services})
+        self._authorizer = authorizer  # the first deployment's roles (alert buttons, App Home)
+        self._authorizers = {
+            name: authorizer if deployment is services else Authorizer(deployment.settings, slack)
+            for name, deployment in self.fleet.services.items()
+        }
         self.metrics = metrics if metrics is not None else Metrics()
         self._registry = registry
         self.slack = slack
-        self._authorizer = authorizer
         self._pool = ThreadPoolExecutor(
             max_workers=services.settings.worker_threads, thread_name_prefix="command"
         )
@@ -101,13 +115,22 @@ class Runner:
         """A Cancel click on a pending change."""
         self._pool.submit(self._guard, self._cancel_change, token, origin)
 
-    def submit_form(self, command_name: str, func: object, args: dict[str, Any], origin: Origin) -> None:
-        """A modal submission for `command_name`: run `func(ctx, **args)` under that command's role.
+    def submit_form(
+        self,
+        command_name: str,
+        func: object,
+        args: dict[str, Any],
+        origin: Origin,
+        deployment: str | None = None,
+    ) -> None:
+        """A modal submission for `command_name`: run `func(ctx, **args)` under that command's role, on
+        `deployment` (the one the form was opened for; None: chosen by the channel as usual).
 
         The audit line names the command, never the submitted values.
         """
         command = next(c for c in self._registry.commands() if c.name == command_name)
-        invocation = Invocation(replace(command, func=func), args, f"{command_name} (form submitted)")  # type: ignore[arg-type]
+        text = f"{command_name} (form submitted)"
+        invocation = Invocation(replace(command, func=func), args, text, deployment)  # type: ignore[arg-type]
         self._pool.submit(self._guard, self._request, invocation, origin)
 
     def cancel_operation(self, operation_id: str, origin: Origin) -> None:
@@ -127,8 +150,8 @@ class Runner:
     def run_read_only(self, invocation: Invocation, user_id: str) -> Reply:
         """Run a viewer command now, for `user_id` (the Home tab); a refusal or error is a one-line reply."""
         try:
-            self._authorizer.check(user_id, invocation.command)
-        except PermissionDenied as exc:
+            self._authorizer_of(invocation, Origin(user_id, "")).check(user_id, invocation.command)
+        except (PermissionDenied, BadInput) as exc:
             return error_reply(exc.message, exc.hint)
         reply, _ = self._call(invocation, Origin(user_id, ""), invocation.command.func)
         return reply
@@ -152,8 +175,8 @@ class Runner:
         command = invocation.command
         self._audit(origin, "command", invocation.text, "received")
         try:
-            self._authorizer.check(origin.user_id, command)
-        except PermissionDenied as exc:
+            self._authorizer_of(invocation, origin).check(origin.user_id, command)
+        except (PermissionDenied, BadInput) as exc:
             self._audit(origin, "refuse", invocation.text, exc.message)
             self.metrics.command_finished(command.name, "denied")
             self.deliver(error_reply(exc.message, exc.hint), origin, ephemeral=origin.ephemeral_errors)
@@ -201,9 +224,9 @@ class Runner:
             return
         try:
             invocation = self._registry.parse(pending.command)
-            self._authorizer.check(origin.user_id, invocation.command)
+            self._authorizer_of(invocation, origin).check(origin.user_id, invocation.command)
             store.consume_confirmation(token, origin.user_id, now=self._services.now())
-        except (PermissionDenied, ConfirmationRefused) as exc:
+        except (PermissionDenied, ConfirmationRefused, BadInput) as exc:
             self._refuse_click(origin, pending.command, exc.message, exc.hint)
             return
         except UsageError as exc:
@@ -220,8 +243,11 @@ class Runner:
             confirmed_plan=pending.plan,
         )
 
-    def _may_cancel(self, user_id: str, requested_by: str, command: Command | None) -> None:
-        """Cancelling needs the command's own role, or to be the one who asked for it.
+    def _may_cancel(
+        self, user_id: str, requested_by: str, command: Command | None, authorizer: Authorizer
+    ) -> None:
+        """Cancelling needs the command's own role (in `authorizer`, its deployment's roles), or to be the
+        one who asked for it.
 
         Raises:
             PermissionDenied: neither (or the command is unknown and the clicker is not the requester).
@@ -231,7 +257,7 @@ class Runner:
         if command is None:
             raise PermissionDenied("only the requester may cancel this", "")
         try:
-            self._authorizer.check(user_id, command)
+            authorizer.check(user_id, command)
         except PermissionDenied as exc:
             raise PermissionDenied(
                 f"cancelling this needs what running it needs: {exc.message}, or to be its requester",
@@ -244,12 +270,15 @@ class Runner:
         if pending is None:
             self._refuse_click(origin, command, "this confirmation is unknown", "run the command again")
             return
+        parsed: Command | None = None
+        authorizer = self._authorizer
         try:
-            parsed: Command | None = self._registry.parse(pending.command).command
-        except UsageError:
-            parsed = None
+            invocation = self._registry.parse(pending.command)
+            parsed, authorizer = invocation.command, self._authorizer_of(invocation, origin)
+        except (UsageError, BadInput):
+            pass
         try:
-            self._may_cancel(origin.user_id, pending.requested_by, parsed)
+            self._may_cancel(origin.user_id, pending.requested_by, parsed, authorizer)
         except PermissionDenied as exc:
             self._refuse_click(origin, command, exc.message, exc.hint)
             return
@@ -270,8 +299,13 @@ class Runner:
             self._refuse_click(origin, "(finished)", "that operation is unknown or has already finished", "")
             return
         try:
-            self._may_cancel(origin.user_id, running.requested_by, running.invocation.command)
-        except PermissionDenied as exc:
+            self._may_cancel(
+                origin.user_id,
+                running.requested_by,
+                running.invocation.command,
+                self._authorizer_of(running.invocation, origin),
+            )
+        except (PermissionDenied, BadInput) as exc:
             self._refuse_click(origin, running.invocation.text, exc.message, exc.hint)
             return
         self._audit(origin, "cancel", running.invocation.text, "cancel requested")
@@ -346,18 +380,44 @@ class Runner:
     def _call(self, invocation: Invocation, origin: Origin, func: object, **fields: Any) -> tuple[Reply, str]:
         """Call a handler (or a preview). Returns its reply and "" — or, when it raised an OpsError, a
         one-line error reply and the error for the audit trail."""
-        ctx = Context(self._services, self._registry, origin.user_id, origin.channel_id, **fields)
         started = time.monotonic()
         try:
+            deployment, services = self._deployment(invocation, origin)
+            ctx = Context(
+                services,
+                self._registry,
+                origin.user_id,
+                origin.channel_id,
+                fleet=self.fleet,
+                deployment=deployment,
+                **fields,
+            )
             reply: Reply = func(ctx, **invocation.args)  # type: ignore[operator]
             # Backend latency by the command's group (tpu, vllm, gemma, ...); see bot.observability.
             self.metrics.backend_call_finished(invocation.command.words[0], time.monotonic() - started)
-            return reply, ""
+            return (reply if _fleet_wide(invocation) else self._labelled(reply, deployment)), ""
         except OpsError as exc:
             backend = exc.backend or invocation.command.words[0]
             self.metrics.backend_call_finished(backend, time.monotonic() - started, failed=bool(exc.backend))
             name = invocation.command.name
             return error_reply(f"`{name}`: {exc.message}", exc.hint), f"error: {exc.message}"
+
+    def _deployment(self, invocation: Invocation, origin: Origin) -> tuple[str, Services]:
+        """The deployment the invocation acts on (see `Fleet.choose`); raises BadInput when ambiguous."""
+        return self.fleet.choose(
+            invocation.deployment, origin.channel_id, changes=invocation.command.changes_infra
+        )
+
+    def _authorizer_of(self, invocation: Invocation, origin: Origin) -> Authorizer:
+        """The roles of the invocation's deployment (raises BadInput like `_deployment`)."""
+        return self._authorizers[self._deployment(invocation, origin)[0]]
+
+    def _labelled(self, reply: Reply, deployment: str) -> Reply:
+        """With several deployments, a reply says which one it is about (a last context line)."""
+        if len(self.fleet.services) == 1:
+            return reply
+        note = f"Deployment `{deployment}`"
+        return replace(reply, text=f"{reply.text}\n{note}", blocks=[*reply.blocks, context(note)])
 
     def _guard(self, flow: object, *args: object) -> None:
         """Run a flow on the pool; nothing escapes silently (a crash is logged and answered)."""

@@ -50,7 +50,7 @@ from ops.alerts import (
 from ops.cost import burn
 from ops.errors import BackendTimeout, OpsError
 from ops.idle import IdleWatch, Schedule, parse_schedule
-from ops.maintenance import MaintenanceWindows, Window
+from ops.maintenance import DEFAULT_DEPLOYMENT, MaintenanceWindows, Window
 from ops.metrics import summarize
 from ops.ownership import MANAGED_BY, MANAGED_BY_KEY, created_by_bot
 from ops.recovery import RecoveryBudget, dead_reason
@@ -59,6 +59,9 @@ from ops.store import AuditEntry
 from ops.tpu import QueuedResourceInfo
 
 log = logging.getLogger(__name__)
+
+# Alerts about serving point at the metrics chart of their window (bot/handlers/history.py).
+SERVING_KINDS = frozenset({"vllm_down", "kv_cache", "preemptions", "slo", "idle", "serving"})
 
 _active: AlertScheduler | None = None
 _active_lock = threading.Lock()
@@ -297,6 +300,8 @@ class AlertScheduler:
         kv_threshold: KV-cache usage fraction 0..1 (default 0.9); kv_checks: checks in a row (default 3).
         digest_hour: UTC hour of the daily digest (default 9).
         options: routing, maintenance windows, SLO rules, idle stop and recovery (default: OncallOptions()).
+        deployment: the name of the deployment watched (bot.deployments; "default" with a single one): its
+            maintenance window is the one that holds these alerts.
     """
 
     def __init__(
@@ -315,8 +320,10 @@ class AlertScheduler:
         digest_hour: int = 9,
         on_sent: Callable[[str], None] | None = None,
         options: OncallOptions | None = None,
+        deployment: str = DEFAULT_DEPLOYMENT,
     ) -> None:
         self.services = services
+        self.deployment = deployment
         self.slack = slack
         self.channel = channel
         self.interval_s = interval_s
@@ -483,7 +490,8 @@ class AlertScheduler:
             blocks.append(alert_buttons(alert.key))
         if alert.kind == "idle":
             blocks.append(idle_buttons(alert.key, self.options.idle_keep_hours))
-        blocks.append(context(f"alert `{alert.kind}` · {utc(now)}"))
+        chart = " · the hour before: `/vllm metrics --chart 1h`" if alert.kind in SERVING_KINDS else ""
+        blocks.append(context(f"alert `{alert.kind}` · {utc(now)}{chart}"))
         return blocks
 
     def _post(
@@ -676,18 +684,18 @@ class AlertScheduler:
         Returns:
             True while the window stays open (the vLLM health, SLO and idle checks are skipped).
         """
-        window = self.windows.current()
+        window = self.windows.current(self.deployment)
         if window is None:
             return False
         if self._serving():
-            if self.windows.close("serving", now=now):
+            if self.windows.close("serving", now=now, deployment=self.deployment):
                 took = _span(now - window.opened_at)
                 title = f"vLLM serving after {took} ({window.reason})"
                 self._report_window(window, "serving", title, "", now, result)
             return False
         if now < window.deadline:
             return True
-        if self.windows.close("stuck", now=now):
+        if self.windows.close("stuck", now=now, deployment=self.deployment):
             took = _span(now - window.opened_at)
             title = f"vLLM still not serving after {took}: start-up looks stuck ({window.reason})"
             self._report_window(window, "stuck", title, self._startup_diagnosis(), now, result)

@@ -8,10 +8,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
+from google.auth.credentials import Credentials
+from google.oauth2 import service_account
+
 from bot.config import Settings
 from llm.client import ChosenModel, GemmaClient, ModelTarget, choose_models
 from ops.endpoint import Endpoint, EndpointResolver
 from ops.errors import BadInput, OpsError
+from ops.google import CLOUD_PLATFORM_SCOPE
 from ops.remote import RemoteHost, VllmContainer, VllmSpec
 from ops.secrets import SecretStore
 from ops.store import Store
@@ -23,6 +27,20 @@ _API_KEY_LOCK = threading.Lock()
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def _credentials(path: str | None) -> Credentials | None:
+    """A service-account key file's credentials (cloud-platform scope), or None for the default (ADC).
+
+    Raises:
+        BadInput: the file cannot be read as a service-account key.
+    """
+    if path is None:
+        return None
+    try:
+        return service_account.Credentials.from_service_account_file(path, scopes=[CLOUD_PLATFORM_SCOPE])
+    except (OSError, ValueError) as exc:
+        raise BadInput(f"GOOGLE_CREDENTIALS_FILE {path}: {exc}", "give a service-account JSON key") from None
 
 
 @dataclass
@@ -38,11 +56,14 @@ class Services:
     _secret_api_key: str | None = field(default=None, repr=False)
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> Services:
+    def from_settings(cls, settings: Settings, *, store: Store | None = None) -> Services:
+        """Build every backend from `settings`; `store` shares one state store between deployments."""
+        credentials = _credentials(settings.google_credentials_file)
         # One library retry of a 429/5xx keeps a failing Google call within about 2 x GOOGLE_TIMEOUT_S.
         tpu = TpuOps(
             settings.gcp_project,
             api_endpoint=settings.google_api_endpoint,
+            credentials=credentials,
             timeout_s=settings.google_timeout_s,
             num_retries=1,
             # Each listing sends two calls per zone at once; leave room for every worker to list together.
@@ -56,8 +77,10 @@ class Services:
             primary=settings.tpu_primary,
             internal_ip=settings.vllm_use_internal_ip,
         )
-        store = Store(settings.state_database_url)
-        secrets = SecretStore(settings.gcp_project, api_endpoint=settings.google_api_endpoint)
+        store = store or Store(settings.state_database_url)
+        secrets = SecretStore(
+            settings.gcp_project, api_endpoint=settings.google_api_endpoint, credentials=credentials
+        )
         return cls(settings=settings, tpu=tpu, endpoints=endpoints, store=store, secrets=secrets)
 
     def vllm(self) -> tuple[VllmClient, Endpoint]:

@@ -156,7 +156,8 @@ class SlackUser:
         Lines: `/tpu status` (slash command), `@gemma-bot ...` (mention), `click LABEL [as USER]` (click the
         newest button whose label starts with LABEL, e.g. `click Confirm as U0OTHER001`), `submit VALUE` (fill
         and submit the open form), `thread` (later mentions go to the thread of the last one), `unthread`,
-        `channel C...` (later lines come from that channel).
+        `channel C0STAGING1` (later lines come from that channel, where the bot may not be a member;
+        `channel` alone shows the current one).
 
         Returns:
             (lines to print, whether a final answer arrived within `timeout` seconds).
@@ -176,8 +177,8 @@ class SlackUser:
         if line == "unthread":
             self.thread_ts = None
             return ["(mentions go to the channel again)"], True
-        if line.startswith("channel "):
-            return self._switch_channel(line.removeprefix("channel ").strip())
+        if line == "channel" or line.startswith("channel "):
+            return self._switch_channel(line.removeprefix("channel").strip())
         if line.startswith("click "):
             return self._click(line.removeprefix("click ").strip(), start, timeout)
         if line.startswith("submit "):
@@ -224,12 +225,17 @@ class SlackUser:
         return out + lines, answered
 
     def _switch_channel(self, channel_id: str) -> tuple[list[str], bool]:
-        """`channel C0NOTJOIND`: later lines come from that channel (the bot may not be a member)."""
+        """`channel C0STAGING1`: later lines come from that channel (the bot may not be a member);
+        `channel` alone shows the current one."""
+        if not channel_id:
+            return [f"(typing in channel {self.channel_id})"], True
         if not re.fullmatch(r"[CGD][A-Z0-9]{8,}", channel_id):
-            return [f"(not a channel id: {channel_id!r}; e.g. channel C0NOTJOIND)"], False
-        self.channel_id, self.thread_ts = channel_id, None
+            return [
+                f"(not a channel id: {channel_id!r}; e.g. channel C0STAGING1; still in {self.channel_id})"
+            ], False
+        self.channel_id, self.thread_ts, self.last_mention_ts = channel_id, None, None
         member = "" if channel_id in self._slack.joined else " (the bot is not a member of it)"
-        return [f"(you are now in channel {channel_id}{member})"], True
+        return [f"(now typing in channel {channel_id}{member})"], True
 
     def _click(self, spec: str, start: int, timeout: float) -> tuple[list[str], bool]:
         label, _, as_user = spec.partition(" as ")

@@ -10,15 +10,19 @@ from types import TracebackType
 from typing import Any
 
 import paramiko
+import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from bot.app import Bot, HttpServer, build
 from bot.config import Settings
+from bot.deployments import Fleet
 from bot.services import Services
+from ops.store import Store
 from sim import scenario as scenarios
 from sim.console import DEMO_CHANNEL, DEMO_USER, SlackUser
 from sim.gcp import GcpSimulator
+from sim.history import seed as seed_history
 from sim.host import HostSimulator
 from sim.slack import SlackSimulator
 from sim.vllm import VllmSimulator
@@ -66,8 +70,12 @@ class Demo:
         self.gcp = GcpSimulator(self.scenario, speed=speed)
         self.vllm = VllmSimulator(self.scenario["vllm"])
         self.host = HostSimulator(self.scenario.get("host"), vllm=self.vllm)
-        # The bot was invited to the demo channel and the alert channel; any other channel is not joined.
-        self.slack = SlackSimulator(token, channels=[DEMO_CHANNEL, ALERTS_CHANNEL])
+        # The bot was invited to the demo channel, the alert channel and staging's channel; any other
+        # channel is not joined.
+        joined = [DEMO_CHANNEL, ALERTS_CHANNEL]
+        if "staging" in self.scenario:
+            joined.append(self.scenario["staging"]["channel"])
+        self.slack = SlackSimulator(token, channels=joined)
         self.gcp.start()
         self.vllm.start()
         self.host.start()
@@ -81,6 +89,7 @@ class Demo:
         key_path.chmod(0o600)
         self.host.authorize(paramiko.Ed25519Key(filename=str(key_path)))
         zones = list(self.scenario["google"].get("zones", {})) or ["us-east5-a"]
+        self.staging = _Staging(self.scenario["staging"], speed) if "staging" in self.scenario else None
         vllm_port = int(self.vllm.url.rsplit(":", 1)[1])
         fields: dict[str, Any] = {
             "slack_bot_token": token,
@@ -107,17 +116,39 @@ class Demo:
             "alert_channel": ALERTS_CHANNEL,
             "alert_interval_s": 2.0,
         }
+        if self.staging is not None:
+            fields["deployments_file"] = self.staging.write_deployments(Path(self._state_dir.name))
         fields.update(overrides)
         self.settings = Settings(_env_file=None, **fields)  # type: ignore[call-arg]
-        services = Services.from_settings(self.settings)
-        services.now = self.gcp.now
-        self.bot: Bot = build(self.settings, services)
+        store = Store(self.settings.state_database_url)
+
+        def services_of(settings: Settings) -> Services:
+            services = Services.from_settings(settings, store=store)
+            services.now = self.gcp.now  # one simulated clock for every deployment
+            return services
+
+        self.fleet = Fleet.from_settings(self.settings, services_of)
+        self.bot: Bot = build(self.settings, self.fleet.first, fleet=self.fleet)
         if alerts and self.bot.alerts is not None:
             self.bot.alerts.start()
+        if alerts and self.bot.sampler is not None:
+            self.bot.sampler.start()
+        self._seed_history()
         self.server = HttpServer(self.bot, "127.0.0.1", 0, threads=self.settings.worker_threads)
         self._serving = threading.Thread(target=self.server.serve_forever, name="bot-http", daemon=True)
         self._serving.start()
         self.user = SlackUser(self.server.url, self.signing_secret, self.slack)
+
+    def _seed_history(self) -> None:
+        """SIMULATED past hours of metrics (the scenario's `vllm.history`), so charts show something."""
+        if self.bot.sampler is None:
+            return
+        for name, services in self.fleet.services.items():
+            section = (
+                self.scenario["vllm"] if services is self.fleet.first else self.scenario["staging"]["vllm"]
+            )
+            if section.get("history"):
+                seed_history(self.bot.sampler.history, name, section["history"], self.gcp.now())
 
     def banner(self) -> str:
         s = self.settings
@@ -132,7 +163,7 @@ class Demo:
             user=DEMO_USER,
             ssh=self.host.port,
             alerts=ALERTS_CHANNEL,
-        )
+        ) + (self.staging.banner() if self.staging is not None else "")
 
     def close(self) -> None:
         self.user.close()
@@ -142,6 +173,8 @@ class Demo:
         self.host.stop()
         self.vllm.stop()
         self.gcp.stop()
+        if self.staging is not None:
+            self.staging.stop()
         self._state_dir.cleanup()
 
     def __enter__(self) -> Demo:
@@ -151,3 +184,51 @@ class Demo:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+class _Staging:
+    """The scenario's `staging` deployment: its own SIMULATED Google project and vLLM server."""
+
+    def __init__(self, spec: dict[str, Any], speed: float | None) -> None:
+        self.spec = spec
+        self.gcp = GcpSimulator({"project": spec["project"], "google": spec.get("google") or {}}, speed=speed)
+        self.vllm = VllmSimulator(spec.get("vllm") or {})
+        self.gcp.start()
+        self.vllm.start()
+
+    def write_deployments(self, directory: Path) -> str:
+        """Write the demo's DEPLOYMENTS_FILE: production (the environment, bound to the console's
+        channel) and staging. Returns its path."""
+        spec = self.spec
+        qr = (spec["google"].get("queued_resources") or [{}])[0]
+        staging = {
+            "name": "staging",
+            "project": spec["project"],
+            "zones": list(spec["google"].get("zones") or {}),
+            "primary": spec.get("primary", qr.get("name")),
+            "accelerator_type": qr.get("node", {}).get("accelerator_type", "v6e-4"),
+            "model": self.vllm.config["model"],
+            "tensor_parallel_size": spec.get("tensor_parallel_size", 4),
+            "max_model_len": self.vllm.config["max_model_len"],
+            "vllm_port": int(self.vllm.url.rsplit(":", 1)[1]),
+            "google_api_endpoint": self.gcp.url,
+            "alert_channel": spec["channel"],
+            "channels": [spec["channel"]],
+        }
+        path = directory / "deployments.yaml"
+        document = {"deployments": [{"name": "production", "channels": [DEMO_CHANNEL]}, staging]}
+        path.write_text(yaml.safe_dump(document, sort_keys=False))
+        return str(path)
+
+    def banner(self) -> str:
+        return (
+            f"\nSecond deployment `staging` (channel {self.spec['channel']}): "
+            f"Google emulator at {self.gcp.url} (project {self.spec['project']}), "
+            f"vLLM simulator at {self.vllm.url} "
+            f"(model {self.vllm.config['model']}).\nType `channel {self.spec['channel']}` to talk in its "
+            f"channel, `/fleet` to see both."
+        )
+
+    def stop(self) -> None:
+        self.vllm.stop()
+        self.gcp.stop()

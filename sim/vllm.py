@@ -568,9 +568,11 @@ class VllmSimulator:
                 return
             self._exit_timer = None
             self.exited = True
-        self._shutdown()
+        # The container exits with the process: run the callbacks (a linked host marks its container
+        # exited) before the port closes, so nobody sees the port closed and the container still running.
         for callback in list(self.on_exit):
             callback()
+        self._shutdown()
 
     def _cancel_exit(self) -> None:
         with self._lock:

@@ -8,6 +8,7 @@ import importlib
 MODULES = (
     "help",
     "tpu",
+    "fleet",
     "lifecycle",
     "capacity",
     "recovery",

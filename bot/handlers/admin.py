@@ -31,12 +31,13 @@ def tpu_audit(ctx: Context, last: int | None) -> Reply:
     return blocks_reply([header(f"Audit: last {len(entries)}"), section(code("\n".join(lines)))])
 
 
-def token_modal(channel_id: str, secret: str) -> dict[str, Any]:
-    """The modal that takes a Hugging Face token (a password-style single-line input)."""
+def token_modal(channel_id: str, secret: str, deployment: str = "") -> dict[str, Any]:
+    """The modal that takes a Hugging Face token (a password-style single-line input). Its private metadata
+    is "CHANNEL DEPLOYMENT": the submission is stored in the project of the deployment it was opened for."""
     return {
         "type": "modal",
         "callback_id": SECRET_FORM_ID,
-        "private_metadata": channel_id,
+        "private_metadata": f"{channel_id} {deployment}".strip(),
         "title": {"type": "plain_text", "text": "Hugging Face token"},
         "submit": {"type": "plain_text", "text": "Store"},
         "close": {"type": "plain_text", "text": "Cancel"},
@@ -69,7 +70,7 @@ def tpu_token(ctx: Context) -> Reply:
     """Open the token form; the submission is checked and stored by the view listener."""
     if ctx.open_modal is None:
         raise BadInput("the token form opens from the slash command only", "type /tpu token")
-    ctx.open_modal(token_modal(ctx.channel_id, ctx.services.settings.hf_token_secret))
+    ctx.open_modal(token_modal(ctx.channel_id, ctx.services.settings.hf_token_secret, ctx.deployment))
     return blocks_reply([section("Opened a form to paste the Hugging Face token (only you can see it).")])
 
 

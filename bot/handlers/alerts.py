@@ -87,7 +87,7 @@ def alerts_list(ctx: Context) -> Reply:
     mute_lines = [
         f"• `{name}` until {utc(until)} (by {mention(by)})" for name, (until, by) in sorted(mutes.items())
     ]
-    window = MaintenanceWindows(ctx.services.store).current()
+    window = MaintenanceWindows(ctx.services.store).current(ctx.deployment)
     if window is not None:
         mute_lines.append(
             f"• health alerts held: `{window.reason}` by {mention(window.opened_by)} until vLLM serves "

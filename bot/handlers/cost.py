@@ -7,6 +7,7 @@ from datetime import timedelta
 
 from bot.commands import Param, accelerator_type, registry
 from bot.context import Context
+from bot.handlers.fleet import fleet_spend, midnight
 from bot.handlers.formats import estimate_lines, per_hour, usd
 from bot.render import Attachment, Reply, blocks_reply, code, context, header, human_duration, section
 from ops import cost, deploy
@@ -65,13 +66,26 @@ def hours_value(word: str) -> float:
         kind=region_name,
         metavar="R",
     ),
+    Param("today", "spend of every deployment since 00:00 UTC", flag="--today", switch=True),
+    Param("week", "spend of every deployment over the last 7 days", flag="--week", switch=True),
+    exclusive=(("today", "week"),),
 )
 def tpu_cost(
-    ctx: Context, type_: str | None, hours: float | None, model: str | None, region: str | None
+    ctx: Context,
+    type_: str | None,
+    hours: float | None,
+    model: str | None,
+    region: str | None,
+    today: bool = False,
+    week: bool = False,
 ) -> Reply:
     """Estimate in USD from the price table for the same default pricing model as `/tpu create`; a model
     without a sourced price is refused and the sourced ones are shown instead; then the live burn of the
     ACTIVE queued resources with its total. An unknown type or region is an error naming what is known."""
+    if today or week:
+        now = ctx.services.now()
+        since = midnight(now) if today else now - timedelta(days=7)
+        return fleet_spend(ctx, since, "today (UTC)" if today else "over the last 7 days")
     settings = ctx.services.settings
     accelerator = type_ or settings.tpu_accelerator_type
     where = region or cost.region_of(settings.tpu_zones[0])

@@ -5,7 +5,7 @@ from __future__ import annotations
 from bot.commands import Param, Role, echo, registry
 from bot.config import masked
 from bot.context import Context
-from bot.render import Reply, blocks_reply, section, text_reply
+from bot.render import Reply, blocks_reply, channel_link, section, text_reply
 
 
 @registry.command(
@@ -58,7 +58,22 @@ def _short_help(ctx: Context) -> str:
         verbs = [" ".join(c.words[1:]) or "[options]" for c in reg.commands(group)]
         lines.append(f"• `/{group}` {', '.join(verbs)}")
     lines.append("`help tpu` lists a group, `help tpu create` explains a command, `help all` shows all.")
-    return "\n".join(lines)
+    return "\n".join([*lines, *_deployments_line(ctx)])
+
+
+def _deployments_line(ctx: Context) -> list[str]:
+    """With several deployments: each one and its bound channels, and how to choose one elsewhere."""
+    fleet = ctx.fleet
+    if fleet is None or len(fleet.services) < 2:
+        return []
+    names = []
+    for name in fleet.names:
+        bound = " ".join(channel_link(channel) for channel, owner in fleet.channels.items() if owner == name)
+        names.append(f"`{name}`" + (f" ({bound})" if bound else ""))
+    return [
+        f"*Deployments* {', '.join(names)}: a bound channel acts on its own; elsewhere add "
+        f"`--deployment NAME` (this answer: `{ctx.deployment}`)"
+    ]
 
 
 def _settings_summary(ctx: Context) -> str:
@@ -66,6 +81,7 @@ def _settings_summary(ctx: Context) -> str:
     endpoint = s.vllm_base_url or f"discovered from the ACTIVE queued resource's node, port {s.vllm_port}"
     return "\n".join(
         [
+            *_deployments_line(ctx),
             "*Active settings*",
             f"• project `{s.gcp_project}`, zones `{', '.join(s.tpu_zones)}`",
             f"• default accelerator `{s.tpu_accelerator_type}`, runtime `{s.tpu_runtime_version}`",

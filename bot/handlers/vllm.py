@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 
-from bot.commands import Param, registry
+from bot.commands import Param, duration, registry
 from bot.context import Context
 from bot.diagnosis import deployment_of, diagnosis_text
 from bot.handlers.formats import metrics_lines, ms
+from bot.handlers.history import metrics_chart
 from bot.render import Attachment, Reply, blocks_reply, context, header, section
 from llm.diagnose import examine
 from ops.errors import BackendTimeout, OpsError
@@ -111,8 +113,18 @@ def vllm_info(ctx: Context) -> Reply:
     "vllm metrics",
     "Summary of vLLM's Prometheus metrics: load, KV cache, prefix cache, TTFT/ITL/TPOT/E2E",
     Param("raw", "also attach the raw /metrics text", flag="--raw", switch=True),
+    Param(
+        "chart",
+        "attach a PNG of the last SPAN of history, e.g. 6h",
+        flag="--chart",
+        kind=duration,
+        metavar="SPAN",
+    ),
+    exclusive=(("raw", "chart"),),
 )
-def vllm_metrics(ctx: Context, raw: bool) -> Reply:
+def vllm_metrics(ctx: Context, raw: bool, chart: timedelta | None) -> Reply:
+    if chart is not None:
+        return metrics_chart(ctx, chart)
     client, endpoint = ctx.services.vllm()
     with client:
         text = client.metrics_text()

@@ -1,5 +1,6 @@
-"""The App Home tab: the live dashboard (the same data as `/tpu status`) and the open alerts, rebuilt each
-time a user opens it (`app_home_opened`, then `views.publish`)."""
+"""The App Home tab: the live dashboard (the same data as `/tpu status`, or `/fleet` with several
+deployments) and the open alerts, rebuilt each time a user opens it (`app_home_opened`, then
+`views.publish`)."""
 
 from __future__ import annotations
 
@@ -21,9 +22,10 @@ log = logging.getLogger(__name__)
 def home_blocks(
     runner: Runner, registry: Registry, user_id: str, alerts: AlertScheduler | None
 ) -> list[Block]:
-    """The Home tab's blocks for `user_id`: the status dashboard, then open alerts (the gateway escapes,
-    redacts and fits them to a view's 100 blocks)."""
-    status = runner.run_read_only(registry.parse("tpu status"), user_id)
+    """The Home tab's blocks for `user_id`: the status dashboard (`/fleet` when there are several
+    deployments), then open alerts (the gateway escapes, redacts and fits them to a view's 100 blocks)."""
+    dashboard = "fleet" if len(runner.fleet.services) > 1 else "tpu status"
+    status = runner.run_read_only(registry.parse(dashboard), user_id)
     blocks = list(status.blocks)
     blocks.append(divider())
     blocks.append(header("Open alerts"))

@@ -23,9 +23,8 @@ def register(app: App, runner: Runner) -> None:
             ack(response_action="errors", errors={"token": problem})
             return
         ack()
-        origin = Origin(
-            user_id=(body.get("user") or {}).get("id", ""), channel_id=view.get("private_metadata", "")
-        )
-        runner.submit_form("tpu token", store_token, {"token": token}, origin)
+        channel_id, _, deployment = str(view.get("private_metadata", "")).partition(" ")
+        origin = Origin(user_id=(body.get("user") or {}).get("id", ""), channel_id=channel_id)
+        runner.submit_form("tpu token", store_token, {"token": token}, origin, deployment or None)
 
     app.view(SECRET_FORM_ID)(on_token)

@@ -100,7 +100,7 @@ def test_help_lists_commands_and_masks_secrets(demo: Demo) -> None:
     secret = demo.signing_secret
     assert token not in text and secret not in text
     assert "xoxb-…(set)" in text
-    assert "/vllm metrics [--raw]" in _say(demo, "/vllm help")
+    assert "/vllm metrics [--raw | --chart SPAN]" in _say(demo, "/vllm help")
 
 
 def test_bad_input_gets_usage_in_the_ack_and_nothing_runs(demo: Demo) -> None:

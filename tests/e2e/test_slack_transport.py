@@ -161,5 +161,7 @@ def test_app_home_shows_the_dashboard_and_open_alerts(demo: Demo) -> None:
         time.sleep(0.1)
     view = demo.slack.home_views[demo.user.user_id]
     text = json.dumps(view)
-    assert view["type"] == "home" and "TPU / vLLM status" in text and "Open alerts" in text
+    # The demo has two deployments, so Home shows the fleet (one deployment: the `/tpu status` dashboard).
+    assert view["type"] == "home" and "Fleet: 2 deployment(s)" in text and "Open alerts" in text
+    assert "*production*" in text and "*staging*" in text
     assert len(view["blocks"]) <= 100

@@ -1,0 +1,204 @@
+"""Several deployments end to end, in the demo world (production and staging, each with its own SIMULATED
+Google project and vLLM server): signed Slack requests -> real Bolt app -> real clients -> simulators."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+
+from ops.errors import NotFound
+from sim.demo import Demo
+
+STAGING_CHANNEL = "C0STAGING1"
+
+
+def _say(demo: Demo, line: str) -> str:
+    out, answered = demo.user.run(line, timeout=20)
+    assert answered, f"no answer to {line!r}: {out}"
+    return "\n".join(out)
+
+
+@pytest.fixture
+def in_channel(demo: Demo) -> Iterator[None]:
+    """The console types in channel C0STAGING1 for one test, then in its own channel again."""
+    home = demo.user.channel_id
+    yield
+    demo.user.run(f"channel {home}")
+
+
+def test_fleet_lists_both_deployments_in_one_message(demo: Demo) -> None:
+    text = _say(demo, "/fleet")
+    production, staging = text.split("*staging*")
+    assert "*production* · project `demo-project`" in production
+    assert "`gemma4-qr` ACTIVE · `us-east5-a` · v6e-8 flex-start" in production
+    assert "node :large_green_circle: READY HEALTHY" in production
+    assert "`google/gemma-4-31B-it` · :large_green_circle: ready" in production
+    assert "running 0 · waiting 0 · KV cache 30%" in production
+    # flex-start has no public, dated price in the price table: the cost says so, never "$0.00/h"
+    assert "*Cost* unknown" in production and "not priced: no flex-start price" in production
+    assert "project `demo-staging`" in staging
+    assert "`gemma4-staging` ACTIVE · `us-east5-b` · v6e-4 flex-start" in staging
+    assert "`google/gemma-4-26B-A4B-it` · :large_green_circle: ready" in staging
+    assert "KV cache 12%" in staging and "not priced: no flex-start price" in staging
+    assert "Bound to <#C0STAGING1>" in staging
+    assert "Deployment `" not in text  # about every deployment, so not labelled with one
+
+
+def test_fleet_shows_a_failing_source_and_the_rest(demo: Demo) -> None:
+    demo.vllm.set_mode("engine-dead")
+    text = _say(demo, "/fleet")
+    production, staging = text.split("*staging*")
+    assert "`google/gemma-4-31B-it` · :red_circle:" in production and "`gemma4-qr` ACTIVE" in production
+    assert ":large_green_circle: ready" in staging
+
+
+def test_fleet_shows_a_project_that_does_not_answer_and_the_rest(demo: Demo) -> None:
+    assert demo.staging is not None
+    demo.staging.gcp.inject_fault(r"/queuedResources", 503, count=50)
+    try:
+        text = _say(demo, "/fleet")
+    finally:
+        demo.staging.gcp.clear_faults()
+    production, staging = text.split("*staging*")
+    assert "`gemma4-qr` ACTIVE" in production and "not priced" in production
+    assert ":red_circle: *Queued resources*" in staging and "503" in staging
+    assert "*Cost* unknown" in staging
+    assert "Traceback" not in text
+    demo.staging.gcp.inject_fault(r"/queuedResources", 503, count=50)
+    try:
+        spend = _say(demo, "/tpu cost --today")
+    finally:
+        demo.staging.gcp.clear_faults()
+    assert ":red_circle: *staging*" in spend and "`gemma4-qr`" in spend
+
+
+def test_status_of_the_deployment_named_by_the_flag(demo: Demo) -> None:
+    text = _say(demo, "/tpu status --deployment staging")
+    assert "*gemma4-staging* · `us-east5-b`" in text
+    assert "gemma4-qr" not in text and "gemma4-standby" not in text
+    assert "`google/gemma-4-26B-A4B-it`" in text
+    assert "Deployment `staging`" in text
+    production = _say(demo, "/tpu status")  # the console's channel is bound to production
+    assert "*gemma4-qr*" in production and "gemma4-staging" not in production
+    assert "Deployment `production`" in production
+
+
+def test_in_a_bound_channel_the_same_command_needs_no_flag(demo: Demo, in_channel: None) -> None:
+    assert "now typing in channel C0STAGING1" in _say(demo, f"channel {STAGING_CHANNEL}")
+    text = _say(demo, "/tpu status")
+    assert "*gemma4-staging* · `us-east5-b`" in text and "gemma4-qr" not in text
+    assert "Deployment `staging`" in text
+    assert "`google/gemma-4-26B-A4B-it`" in _say(demo, "@gemma-bot vllm models")
+
+
+def test_a_change_outside_a_bound_channel_is_refused_with_the_list(demo: Demo, in_channel: None) -> None:
+    _say(demo, "channel C0ELSEWHR1")
+    text = _say(demo, "/tpu delete gemma4-qr")
+    assert "bound to no deployment: which one?" in text
+    assert "`--deployment NAME`, one of `production`, `staging`" in text
+    assert "Confirm" not in text
+    assert demo.gcp.world.queued_resources[("us-east5-a", "gemma4-qr")].state == "ACTIVE"
+    unknown = _say(demo, "/tpu describe gemma4-qr --deployment nope")
+    assert "unknown deployment `nope`" in unknown and "`production`, `staging`" in unknown
+    # A read-only command outside a bound channel uses the first deployment and says so.
+    assert "Deployment `production`" in _say(demo, "/vllm models")
+
+
+def _png(demo: Demo, filename: str) -> bytes:
+    files = {m.filename: m.content for m in demo.slack.messages if m.kind == "file"}
+    return files[filename]
+
+
+def test_metrics_chart_attaches_a_png_of_the_history(
+    demo: Demo, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    text = _say(demo, "/vllm metrics --chart 1h")
+    assert "*vLLM metrics history* of `production` (`google/gemma-4-31B-it`), last 1h 00m" in text
+    assert "[file vllm-metrics-production-60m.png:" in text
+    png = _png(demo, "vllm-metrics-production-60m.png")
+    assert png.startswith(b"\x89PNG")
+    (tmp_path_factory.mktemp("chart") / "chart.png").write_bytes(png)
+    six_hours = _say(demo, "/vllm metrics --chart 6h")
+    assert "1 restart(s)" in six_hours  # the scenario's simulated restart 130 minutes ago
+
+
+def test_metrics_chart_of_the_channels_deployment(demo: Demo, in_channel: None) -> None:
+    _say(demo, f"channel {STAGING_CHANNEL}")
+    text = _say(demo, "/vllm metrics --chart 1h")
+    assert "of `staging` (`google/gemma-4-26B-A4B-it`)" in text
+    assert _png(demo, "vllm-metrics-staging-60m.png").startswith(b"\x89PNG")
+
+
+def test_metrics_chart_bad_spans(demo: Demo) -> None:
+    assert "history is kept for 7d" in _say(demo, "/vllm metrics --chart 30d")
+    assert "is not a duration" in _say(demo, "/vllm metrics --chart soon")
+    assert "cannot be used together" in _say(demo, "/vllm metrics --chart 1h --raw")
+
+
+def test_cost_today_and_week_per_deployment(demo: Demo) -> None:
+    today = _say(demo, "/tpu cost --today")
+    assert "TPU spend today (UTC)" in today
+    assert "*production*" in today and "`gemma4-qr` not priced: no flex-start price" in today
+    assert "*staging*" in today and "`gemma4-staging` not priced" in today
+    assert "Deployment `" not in today  # about every deployment
+    week = _say(demo, "/tpu cost --week")
+    assert "TPU spend over the last 7 days" in week and "(priced resources only" in week
+    assert "cannot be used together" in _say(demo, "/tpu cost --today --week")
+
+
+def test_the_sampler_adds_a_sample_of_every_deployment(demo: Demo) -> None:
+    sampler = demo.bot.sampler
+    assert sampler is not None
+    assert sampler.sample_once() == 2
+    now = demo.gcp.now()
+    for name in ("production", "staging"):
+        newest = sampler.history.window(name, now - timedelta(seconds=30), now + timedelta(seconds=1))
+        assert newest and newest[-1].kv_cache_usage is not None
+
+
+def test_help_lists_the_deployments_and_their_channels(demo: Demo) -> None:
+    text = _say(demo, "@gemma-bot help")
+    assert "*Deployments* `production` (<#C0DEMOCHN1>), `staging` (<#C0STAGING1>)" in text
+    assert "`--deployment NAME`" in text
+
+
+def test_the_token_form_stores_in_the_project_it_was_opened_for(demo: Demo, in_channel: None) -> None:
+    _say(demo, "channel C0ELSEWHR1")
+    token = "hf_" + "S" * 34
+    _say(demo, "/tpu token --deployment staging")
+    demo.user.run(f"submit {token}")
+    assert demo.fleet.services["staging"].secrets.access("hf-token") == token
+    with pytest.raises(NotFound):  # production's project has no token version
+        demo.fleet.services["production"].secrets.access("hf-token")
+
+
+def test_a_serving_alert_points_at_the_chart_of_its_window(demo: Demo) -> None:
+    scheduler = demo.bot.alerts
+    assert scheduler is not None
+    demo.vllm.set_mode("engine-dead")
+    start = len(demo.slack.messages)
+    for _ in range(3):  # three failed /health checks in a row raise vllm_down
+        scheduler.tick()
+    down = [m for m in demo.slack.messages[start:] if "alert `vllm_down`" in json.dumps(m.blocks)]
+    assert down and "`/vllm metrics --chart 1h`" in json.dumps(down[0].blocks)
+
+
+# Last in this module: it deletes staging's queued resource.
+def test_a_confirmed_change_acts_on_the_deployment_of_the_flag(demo: Demo, in_channel: None) -> None:
+    _say(demo, "channel C0ELSEWHR1")
+    text = _say(demo, "/tpu delete gemma4-staging --force --deployment staging")
+    assert "This changes infrastructure" in text and "gemma4-staging" in text
+    _say(demo, "click Confirm")  # the click re-reads `--deployment staging` from the confirmation
+    assert demo.staging is not None
+    assert ("us-east5-b", "gemma4-staging") not in demo.staging.gcp.world.queued_resources or (
+        demo.staging.gcp.world.queued_resources[("us-east5-b", "gemma4-staging")].state == "DELETING"
+    )
+    assert demo.gcp.world.queued_resources[("us-east5-a", "gemma4-qr")].state == "ACTIVE"
+
+
+def test_alerts_watch_the_first_deployment_and_its_maintenance_window(demo: Demo) -> None:
+    assert demo.bot.alerts is not None
+    assert demo.bot.alerts.deployment == "production" and demo.bot.alerts.services is demo.fleet.first
