@@ -58,6 +58,7 @@ class Bot:
         if self.alerts is not None:
             self.alerts.shutdown()
         self.runner.shutdown()
+        self.services.workers.shutdown()
 
 
 def build(settings: Settings, services: Services | None = None) -> Bot:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 from bot.config import Settings
+from bot.workers import CpuWorkers
 from llm.client import GemmaClient
 from ops.endpoint import Endpoint, EndpointResolver
 from ops.errors import BadInput
@@ -32,6 +33,7 @@ class Services:
     store: Store
     secrets: SecretStore
     now: Callable[[], datetime] = _utcnow
+    workers: CpuWorkers = field(default_factory=CpuWorkers)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Services:
@@ -49,7 +51,14 @@ class Services:
         )
         store = Store(settings.state_database_url)
         secrets = SecretStore(settings.gcp_project, api_endpoint=settings.google_api_endpoint)
-        return cls(settings=settings, tpu=tpu, endpoints=endpoints, store=store, secrets=secrets)
+        return cls(
+            settings=settings,
+            tpu=tpu,
+            endpoints=endpoints,
+            store=store,
+            secrets=secrets,
+            workers=CpuWorkers(settings.cpu_workers),
+        )
 
     def vllm(self) -> tuple[VllmClient, Endpoint]:
         """A vLLM client for the current endpoint, and that endpoint. Raises what `resolve()` raises."""

@@ -1,0 +1,85 @@
+"""Worker processes for CPU-heavy work (log template mining, charts, parsing large outputs).
+
+Slack acks are answered by threads of the bot process; Python runs one thread at a time per process (the
+GIL), so a long CPU-bound job on a command thread delays every ack. Such jobs run here instead, in a pool
+of `CPU_WORKERS` processes started with "spawn" (a fork of the threaded bot process could inherit a held
+lock). `warm()` starts them and imports what they need before `/readyz` says ready.
+"""
+
+from __future__ import annotations
+
+import importlib
+import multiprocessing
+import threading
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, TypeVar
+
+from ops.errors import BackendUnavailable
+
+__all__ = ["CpuWorkers"]
+
+T = TypeVar("T")
+
+WARM_MODULES = ("llm.logwindow", "ops.bench")
+"""Modules a worker imports when warmed: the log reader and miner, and the chart renderer."""
+
+
+def _import(modules: tuple[str, ...]) -> int:
+    for name in modules:
+        importlib.import_module(name)
+    return multiprocessing.current_process().pid or 0
+
+
+class CpuWorkers:
+    """A lazily started process pool. Thread-safe.
+
+    Args:
+        processes: worker processes (Settings.cpu_workers).
+    """
+
+    def __init__(self, processes: int = 1) -> None:
+        self.processes = processes
+        self._pool: ProcessPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def _executor(self) -> ProcessPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ProcessPoolExecutor(
+                    self.processes, mp_context=multiprocessing.get_context("spawn")
+                )
+            return self._pool
+
+    def run(self, func: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """`func(*args, **kwargs)` in a worker process; blocks the calling thread (not the GIL) until done.
+
+        `func` must be a module-level function; arguments and result must pickle.
+
+        Raises:
+            What `func` raises (re-raised here). BackendUnavailable: a worker process died (the pool is
+            restarted for the next call).
+        """
+        try:
+            return self._executor().submit(func, *args, **kwargs).result()
+        except BrokenProcessPool as exc:
+            with self._lock:
+                self._pool = None
+            raise BackendUnavailable(
+                "a worker process of the bot died", "retry; if it repeats, check the bot's memory limit"
+            ) from exc
+
+    def warm(self) -> None:
+        """Start every worker process and import WARM_MODULES in each (blocks until done)."""
+        pool = self._executor()
+        futures = [pool.submit(_import, WARM_MODULES) for _ in range(self.processes)]
+        for future in futures:
+            future.result()
+
+    def shutdown(self) -> None:
+        """Stop the workers (waits for running jobs)."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
