@@ -248,6 +248,7 @@ def read_window(
     errors_filter = f"{filter_} AND severity>=ERROR"
     rest_filter = f"{filter_} AND severity<ERROR"
     oldest_error: datetime | None = None
+    held: list[LogEntry] = []  # the newest page of the rest, kept until a sample replaces it
     try:
         token: str | None = None
         for _ in range(error_pages):
@@ -262,13 +263,9 @@ def read_window(
         if not report.errors_complete:
             older = f" older than {_stamp(oldest_error)}" if oldest_error else ""
             report.missing.append(f"errors{older} (over {error_pages * PAGE_SIZE:,}; narrow the window)")
-        first, token = reader.page(rest_filter, None)
-        if token is None:
-            for entry in first:
-                sink(entry, 1.0)
-            report.rest_read = len(first)
-        else:
-            _read_sample(reader, rest_filter, sink, rest_entries, report)
+        held, token = reader.page(rest_filter, None)
+        if token is not None:
+            _read_sample(reader, rest_filter, sink, rest_entries, report, held)
     except _OutOfBudget:
         stopped = "cancelled" if cancel is not None and cancel.is_set() else "read budget or deadline reached"
         if not report.errors_complete and not report.missing:
@@ -276,6 +273,11 @@ def read_window(
         report.missing.append(f"entries below ERROR, in part or whole ({stopped})")
     finally:
         reader.close()
+    if held:  # all of the rest, or what a cut read has of it: better than nothing
+        report.sample_fraction = 1.0
+        report.rest_read = len(held)
+        for entry in held:
+            sink(entry, 1.0)
     rest_estimate = report.rest_read / report.sample_fraction if report.sample_fraction else 0
     report.estimated_entries = report.error_entries + round(rest_estimate)
     return report
@@ -287,8 +289,10 @@ def _read_sample(
     sink: Callable[[LogEntry, float], None],
     rest_entries: int,
     report: ReadReport,
+    held: list[LogEntry],
 ) -> None:
-    """Estimate the entries below ERROR from one probe page, then read a sample of about `rest_entries`."""
+    """Estimate the entries below ERROR from one probe page, then read a sample of about `rest_entries`.
+    The sample replaces `held` (the newest page of the rest, emptied once the sample starts)."""
     probe, more = reader.page(f"{rest_filter} AND sample(insertId, {PROBE_FRACTION})", None)
     estimate = max(len(probe), 1) / PROBE_FRACTION
     if more is not None:  # even the probe overflowed a page: a lower bound
@@ -300,6 +304,7 @@ def _read_sample(
     token: str | None = None
     while True:
         entries, token = reader.page(query, token)
+        held.clear()
         for entry in entries:
             sink(entry, weight)
         report.rest_read += len(entries)
