@@ -84,16 +84,14 @@ def final_answers(sim: SlackSimulator, response_id: str) -> int:
 
 
 # ---- the floor: an empty Bolt app on the same server
-def floor_server(port: int, signing_secret: str, threads: int) -> None:
+def floor_server(port: int, signing_secret: str, slack_url: str, threads: int) -> None:
     from slack_bolt import App
     from slack_bolt.adapter.wsgi import SlackRequestHandler
+    from slack_sdk import WebClient
     from waitress.server import create_server
 
-    app = App(
-        signing_secret=signing_secret,
-        token_verification_enabled=False,
-        token=TOKEN,
-    )
+    # As the bot's app: a client of the Slack simulator (auth.test once, at construction).
+    app = App(signing_secret=signing_secret, client=WebClient(token=TOKEN, base_url=f"{slack_url}/api/"))
 
     @app.command("/tpu")
     def _ack(ack: Any) -> None:
@@ -231,7 +229,7 @@ def main() -> None:
         log = Path(state, "floor.log")
         with log.open("w") as sink:
             floor = subprocess.Popen(
-                [sys.executable, __file__, "--floor", str(port), secret], stdout=sink, stderr=sink
+                [sys.executable, __file__, "--floor", str(port), secret, slack.url], stdout=sink, stderr=sink
             )
         try:
             wait_ready(f"http://127.0.0.1:{port}", floor, log)
@@ -300,9 +298,9 @@ def main() -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
-    parser.add_argument("--floor", nargs=2, metavar=("PORT", "SECRET"))
+    parser.add_argument("--floor", nargs=3, metavar=("PORT", "SECRET", "SLACK_URL"))
     args = parser.parse_args()
     if args.floor:
-        floor_server(int(args.floor[0]), args.floor[1], threads=16)
+        floor_server(int(args.floor[0]), args.floor[1], args.floor[2], threads=16)
     else:
         main()

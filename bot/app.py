@@ -9,6 +9,7 @@ and `/metrics` (Prometheus; see `bot.observability`).
 
 from __future__ import annotations
 
+import gc
 import io
 import json
 import logging
@@ -37,7 +38,8 @@ from bot.listeners import home
 from bot.observability import Metrics, Readiness, trace_from_headers, use_trace
 from bot.runner import Runner, retry_handlers
 from bot.scheduler import AlertScheduler
-from bot.services import Services
+from bot.services import FANOUT_PER_WORKER, Services
+from bot.workers import prestart
 
 log = logging.getLogger(__name__)
 
@@ -53,11 +55,14 @@ class Bot:
     metrics: Metrics = field(default_factory=Metrics)
     readiness: Readiness | None = None
     alerts: AlertScheduler | None = None
+    listener_pool: ThreadPoolExecutor | None = None
+    warmed: threading.Event = field(default_factory=threading.Event)
 
     def close(self) -> None:
         if self.alerts is not None:
             self.alerts.shutdown()
         self.runner.shutdown()
+        self.services.fanout.shutdown(wait=False)
         self.services.workers.shutdown()
 
 
@@ -74,17 +79,20 @@ def build(settings: Settings, services: Services | None = None) -> Bot:
         retry_handlers=retry_handlers(),
     )
     signing_secret = settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else ""
+    listener_pool = ThreadPoolExecutor(max_workers=LISTENER_THREADS, thread_name_prefix="listener")
     app = App(
         client=client,
         signing_secret=signing_secret,
         request_verification_enabled=settings.bot_mode == "http",
         raise_error_for_unhandled_request=False,
         # Listeners only parse and ack; a pool wider than Bolt's default 5 keeps acks fast in bursts.
-        listener_executor=ThreadPoolExecutor(max_workers=32, thread_name_prefix="listener"),
+        listener_executor=listener_pool,
     )
     # App() has just called auth.test (it raises BoltError otherwise): Slack auth is ok at start.
     metrics = Metrics()
-    readiness = Readiness(client.auth_test, lambda: _ping(services), auth_ok=True)
+    warmed = threading.Event()
+    warmed.set()  # nothing to wait for unless `serve` warms up first
+    readiness = Readiness(client.auth_test, lambda: _ping(services), auth_ok=True, warmed=warmed)
     runner = Runner(services, registry, client, Authorizer(settings, client), metrics=metrics)
     listeners.register(app, registry, runner)
     alerts = None
@@ -107,7 +115,36 @@ def build(settings: Settings, services: Services | None = None) -> Bot:
         metrics=metrics,
         readiness=readiness,
         alerts=alerts,
+        listener_pool=listener_pool,
+        warmed=warmed,
     )
+
+
+LISTENER_THREADS = 32
+
+
+def warm_up(bot: Bot) -> None:
+    """Do now what would otherwise happen lazily during the first burst of commands, competing with its
+    acks for the interpreter lock: start the worker processes (`bot.workers`) and every thread of the
+    listener, command and zone-listing pools, each with its TPU API clients built; open the state database.
+    Then set `bot.warmed` (`/readyz` answers 503 "warming up" until then)."""
+    started = time.monotonic()
+    try:
+        bot.services.workers.warm()
+        if bot.listener_pool is not None:
+            prestart(bot.listener_pool, LISTENER_THREADS)
+        bot.runner.warm()
+        prestart(bot.services.fanout, FANOUT_PER_WORKER * bot.services.settings.worker_threads)
+        bot.services.tpu.warm()
+        _ping(bot.services)
+        # What start-up allocated lives as long as the process: keep it out of the garbage collector's
+        # full collections, which hold the interpreter lock (acks wait) for longer the more objects exist.
+        gc.freeze()
+        log.info("warmed up in %.1f s", time.monotonic() - started)
+    except Exception:  # serve anyway: slower first commands beat no bot
+        log.exception("warm-up failed after %.1f s; serving cold", time.monotonic() - started)
+    finally:
+        bot.warmed.set()
 
 
 def _ping(services: Services) -> None:
@@ -216,6 +253,9 @@ def serve(settings: Settings) -> None:
     """Run the bot in the mode `BOT_MODE` selects, until interrupted. Both modes serve `/healthz` on
     BOT_HOST:BOT_PORT; only HTTP mode serves `/slack/events`."""
     bot = build(settings)
+    bot.warmed.clear()
+    warming = threading.Thread(target=warm_up, args=(bot,), name="warm-up", daemon=True)
+    warming.start()
     socket_mode = settings.bot_mode == "socket"
     server = HttpServer(
         bot,

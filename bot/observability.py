@@ -127,7 +127,9 @@ class Readiness:
         auth_ok: bool = False,
         auth_max_age_s: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
+        warmed: threading.Event | None = None,
     ) -> None:
+        self._warmed = warmed  # set once the process has warmed up (`bot.app.warm_up`); None: no wait
         self._auth_check = auth_check
         self._db_check = db_check
         self._max_age = auth_max_age_s
@@ -140,6 +142,8 @@ class Readiness:
             self._auth_ok_at = self._clock()
 
     def problem(self) -> str | None:
+        if self._warmed is not None and not self._warmed.is_set():
+            return "warming up (worker processes, thread pools, API clients)"
         reason = self._slack_problem()
         if reason is not None:
             return reason

@@ -40,6 +40,7 @@ from bot.observability import Metrics
 from bot.progress import Progress
 from bot.render import Reply, confirm_buttons, context, error_reply, fit, human_duration, scrub, section
 from bot.services import Services
+from bot.workers import prestart
 from llm.redact import redact
 from ops.errors import OpsError, PermissionDenied
 from ops.store import AuditEntry, ConfirmationRefused
@@ -157,6 +158,10 @@ class Runner:
     def background(self, job: Callable[[], object]) -> None:
         """Run `job` on the worker pool; a crash is logged."""
         self._pool.submit(self._guard, job)
+
+    def warm(self) -> None:
+        """Start every worker thread now, each with its TPU API clients built (see `bot.app.warm_up`)."""
+        prestart(self._pool, self._services.settings.worker_threads, self._services.tpu.warm_thread)
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
@@ -17,6 +18,9 @@ from ops.secrets import SecretStore
 from ops.store import Store
 from ops.tpu import TpuOps
 from ops.vllm import VllmClient
+
+FANOUT_PER_WORKER = 4
+"""Fan-out threads per command worker thread (/tpu status runs 4 sources at once)."""
 
 
 def _utcnow() -> datetime:
@@ -34,6 +38,12 @@ class Services:
     secrets: SecretStore
     now: Callable[[], datetime] = _utcnow
     workers: CpuWorkers = field(default_factory=CpuWorkers)
+    # Shared threads for a command's concurrent backend calls (e.g. /tpu status's sources). A pool per
+    # command would start threads during a burst, and every thread start holds a lock that all
+    # ThreadPoolExecutor.submit calls of the process take, the ack path's included.
+    fanout: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(FANOUT_PER_WORKER, thread_name_prefix="fanout")
+    )
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Services:
@@ -58,6 +68,9 @@ class Services:
             store=store,
             secrets=secrets,
             workers=CpuWorkers(settings.cpu_workers),
+            fanout=ThreadPoolExecutor(
+                FANOUT_PER_WORKER * settings.worker_threads, thread_name_prefix="fanout"
+            ),
         )
 
     def vllm(self) -> tuple[VllmClient, Endpoint]:

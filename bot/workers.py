@@ -10,18 +10,22 @@ from __future__ import annotations
 
 import importlib
 import multiprocessing
+import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
 from ops.errors import BackendUnavailable
 
-__all__ = ["CpuWorkers"]
+__all__ = ["CpuWorkers", "prestart"]
 
 T = TypeVar("T")
 
+NICENESS = 10
+"""Added to the worker processes' nice value: on a busy machine the kernel gives the bot's own process (and
+so the acks) the CPU first."""
 WARM_MODULES = ("llm.logwindow", "ops.bench")
 """Modules a worker imports when warmed: the log reader and miner, and the chart renderer."""
 
@@ -48,7 +52,10 @@ class CpuWorkers:
         with self._lock:
             if self._pool is None:
                 self._pool = ProcessPoolExecutor(
-                    self.processes, mp_context=multiprocessing.get_context("spawn")
+                    self.processes,
+                    mp_context=multiprocessing.get_context("spawn"),
+                    initializer=os.nice,
+                    initargs=(NICENESS,),
                 )
             return self._pool
 
@@ -83,3 +90,19 @@ class CpuWorkers:
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+def prestart(pool: ThreadPoolExecutor, threads: int, init: Callable[[], object] | None = None) -> None:
+    """Start `threads` threads of `pool` now (a ThreadPoolExecutor starts them one per submit, during the
+    first burst otherwise), running `init` once in each; blocks until all run (at most 60 s)."""
+    barrier = threading.Barrier(threads + 1)
+
+    def start() -> None:
+        if init is not None:
+            init()
+        barrier.wait(60)
+
+    futures = [pool.submit(start) for _ in range(threads)]
+    barrier.wait(60)
+    for future in futures:
+        future.result()

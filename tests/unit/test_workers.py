@@ -1,0 +1,47 @@
+"""bot.workers: CPU-heavy work in worker processes, thread pools started before the first burst, and
+`/readyz` saying "warming up" until the bot has warmed up."""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from bot.observability import Readiness
+from bot.workers import NICENESS, CpuWorkers, prestart
+
+
+def _pid_and_niceness() -> tuple[int, int]:
+    return os.getpid(), os.nice(0)
+
+
+def test_work_runs_in_a_worker_process_at_a_lower_priority() -> None:
+    workers = CpuWorkers(1)
+    try:
+        workers.warm()
+        pid, niceness = workers.run(_pid_and_niceness)
+    finally:
+        workers.shutdown()
+    assert pid != os.getpid()
+    assert niceness >= min(19, os.nice(0) + NICENESS)
+
+
+def test_prestart_starts_every_thread_and_runs_init_in_each() -> None:
+    names: set[str] = set()
+    lock = threading.Lock()
+
+    def init() -> None:
+        with lock:
+            names.add(threading.current_thread().name)
+
+    with ThreadPoolExecutor(6, thread_name_prefix="warm") as pool:
+        prestart(pool, 6, init)
+        assert len(names) == 6
+
+
+def test_readyz_waits_for_the_warm_up() -> None:
+    warmed = threading.Event()
+    readiness = Readiness(lambda: None, lambda: None, auth_ok=True, warmed=warmed)
+    assert readiness.problem() == "warming up (worker processes, thread pools, API clients)"
+    warmed.set()
+    assert readiness.problem() is None
