@@ -19,12 +19,14 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlencode
 
+import httpx
 from slack_bolt import App
 from slack_bolt.adapter.socket_mode import SocketModeHandler
 from slack_bolt.adapter.wsgi import SlackRequestHandler
 from slack_sdk import WebClient
+from slack_sdk.signature import SignatureVerifier
 from sqlalchemy import text
 from waitress.server import create_server
 
@@ -39,7 +41,7 @@ from bot.observability import Metrics, Readiness, trace_from_headers, use_trace
 from bot.runner import Runner, retry_handlers
 from bot.scheduler import AlertScheduler
 from bot.services import FANOUT_PER_WORKER, Services
-from bot.workers import prestart
+from bot.workers import ACKS, prestart
 
 log = logging.getLogger(__name__)
 
@@ -123,11 +125,17 @@ def build(settings: Settings, services: Services | None = None) -> Bot:
 LISTENER_THREADS = 32
 
 
-def warm_up(bot: Bot) -> None:
+WARM_UP_REQUESTS = 32
+
+
+def warm_up(bot: Bot, url: str | None = None) -> None:
     """Do now what would otherwise happen lazily during the first burst of commands, competing with its
     acks for the interpreter lock: start the worker processes (`bot.workers`) and every thread of the
-    listener, command and zone-listing pools, each with its TPU API clients built; open the state database.
-    Then set `bot.warmed` (`/readyz` answers 503 "warming up" until then)."""
+    listener, command and zone-listing pools, each with its TPU API clients built; open the state database;
+    with the server's `url` (HTTP mode), send it WARM_UP_REQUESTS signed slash commands at once that only
+    get a usage line (`/tpu` with an unknown subcommand: acked, nothing run, nothing audited), so the whole
+    ack path has run before Slack's first request. Then set `bot.warmed` (`/readyz` answers 503 "warming up"
+    until then)."""
     started = time.monotonic()
     try:
         bot.services.workers.warm()
@@ -137,6 +145,9 @@ def warm_up(bot: Bot) -> None:
         prestart(bot.services.fanout, FANOUT_PER_WORKER * bot.services.settings.worker_threads)
         bot.services.tpu.warm()
         _ping(bot.services)
+        secret = bot.services.settings.slack_signing_secret
+        if url is not None and secret is not None:
+            _warm_ack_path(url, secret.get_secret_value())
         # What start-up allocated lives as long as the process: keep it out of the garbage collector's
         # full collections, which hold the interpreter lock (acks wait) for longer the more objects exist.
         gc.freeze()
@@ -145,6 +156,28 @@ def warm_up(bot: Bot) -> None:
         log.exception("warm-up failed after %.1f s; serving cold", time.monotonic() - started)
     finally:
         bot.warmed.set()
+
+
+def _warm_ack_path(url: str, signing_secret: str) -> None:
+    body = urlencode({"command": "/tpu", "text": "warm-up", "user_id": "", "channel_id": ""})
+    timestamp = str(int(time.time()))
+    headers = {
+        "Content-Type": "application/x-www-form-urlencoded",
+        "X-Slack-Request-Timestamp": timestamp,
+        "X-Slack-Signature": SignatureVerifier(signing_secret).generate_signature(
+            timestamp=timestamp, body=body
+        )
+        or "",
+    }
+    with httpx.Client(timeout=30) as client, ThreadPoolExecutor(WARM_UP_REQUESTS) as pool:
+        statuses = list(
+            pool.map(
+                lambda _: client.post(f"{url}/slack/events", content=body, headers=headers).status_code,
+                range(WARM_UP_REQUESTS),
+            )
+        )
+    if any(status != 200 for status in statuses):
+        log.warning("warm-up requests answered %s", sorted(set(statuses)))
 
 
 def _ping(services: Services) -> None:
@@ -184,8 +217,12 @@ def wsgi(bot: Bot, *, slack_events: bool = True) -> WsgiApp:
             problem = _reject(environ)
             if problem is not None:
                 return _plain(start_response, *problem)
-        with use_trace(trace_from_headers(environ, project)):
-            response = slack(environ, start_response)
+        ACKS.enter()
+        try:
+            with use_trace(trace_from_headers(environ, project)):
+                response = slack(environ, start_response)
+        finally:
+            ACKS.leave()
         if path == "/slack/events":
             bot.metrics.ack_latency.observe(time.monotonic() - arrived)
         return response
@@ -254,8 +291,6 @@ def serve(settings: Settings) -> None:
     BOT_HOST:BOT_PORT; only HTTP mode serves `/slack/events`."""
     bot = build(settings)
     bot.warmed.clear()
-    warming = threading.Thread(target=warm_up, args=(bot,), name="warm-up", daemon=True)
-    warming.start()
     socket_mode = settings.bot_mode == "socket"
     server = HttpServer(
         bot,
@@ -264,6 +299,9 @@ def serve(settings: Settings) -> None:
         threads=settings.worker_threads,
         slack_events=not socket_mode,
     )
+    local = f"http://127.0.0.1:{server.port}" if not socket_mode else None
+    warming = threading.Thread(target=warm_up, args=(bot, local), name="warm-up", daemon=True)
+    warming.start()
     if bot.alerts is not None:
         bot.alerts.start()
     try:

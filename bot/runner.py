@@ -40,7 +40,7 @@ from bot.observability import Metrics
 from bot.progress import Progress
 from bot.render import Reply, confirm_buttons, context, error_reply, fit, human_duration, scrub, section
 from bot.services import Services
-from bot.workers import prestart
+from bot.workers import ACKS, prestart
 from llm.redact import redact
 from ops.errors import OpsError, PermissionDenied
 from ops.store import AuditEntry, ConfirmationRefused
@@ -346,6 +346,7 @@ class Runner:
 
     def _guard(self, flow: object, *args: object) -> None:
         """Run a flow on the pool; nothing escapes silently (a crash is logged and answered)."""
+        ACKS.wait_quiet()  # a burst being acked goes first (see bot.workers.AckGate)
         try:
             flow(*args)  # type: ignore[operator]
         except Exception:

@@ -12,6 +12,7 @@ import importlib
 import multiprocessing
 import os
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -19,7 +20,7 @@ from typing import Any, TypeVar
 
 from ops.errors import BackendUnavailable
 
-__all__ = ["CpuWorkers", "prestart"]
+__all__ = ["ACKS", "AckGate", "CpuWorkers", "prestart"]
 
 T = TypeVar("T")
 
@@ -106,3 +107,51 @@ def prestart(pool: ThreadPoolExecutor, threads: int, init: Callable[[], object] 
     barrier.wait(60)
     for future in futures:
         future.result()
+
+
+class AckGate:
+    """Acks first: counts the Slack requests being answered, and lets command work wait for a quiet moment.
+
+    One process runs one Python thread at a time, so a command starting its work (building requests,
+    parsing answers, writing the audit trail) while a burst of requests is still being acked delays those
+    acks. `bot.app.wsgi` calls `enter`/`leave` around each Slack request; `bot.runner.Runner` calls
+    `wait_quiet` before each command: it waits until no request has been in flight for `quiet_s`, at most
+    `max_s`, so a burst is acked at the speed of an empty app and its work starts right after.
+    """
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._inflight = 0
+        self._last_leave = 0.0
+
+    def enter(self) -> None:
+        with self._changed:
+            self._inflight += 1
+
+    def leave(self) -> None:
+        with self._changed:
+            self._inflight -= 1
+            self._last_leave = time.monotonic()
+            if self._inflight == 0:
+                self._changed.notify_all()
+
+    def wait_quiet(self, quiet_s: float = 0.02, max_s: float = 0.5) -> None:
+        """Block until no request has been in flight for `quiet_s` seconds, or `max_s` seconds passed."""
+        deadline = time.monotonic() + max_s
+        with self._changed:
+            while True:
+                now = time.monotonic()
+                if now >= deadline:
+                    return
+                if self._inflight == 0:
+                    quiet_for = now - self._last_leave
+                    if quiet_for >= quiet_s:
+                        return
+                    wait = quiet_s - quiet_for
+                else:
+                    wait = quiet_s
+                self._changed.wait(min(wait, deadline - now))
+
+
+ACKS = AckGate()
+"""The process's gate (one HTTP server per process)."""
