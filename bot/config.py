@@ -66,6 +66,9 @@ class Settings(BaseSettings):
     logging_reads_per_min: int = Field(
         60, ge=1, le=10000, description="Cloud Logging entries.list quota per minute per project."
     )
+    logs_read_deadline_s: float = Field(
+        12.0, gt=0, le=600, description="How long /logs analyze reads before answering with what it has, s."
+    )
 
     # vLLM
     vllm_base_url: str | None = Field(None, description="vLLM server URL; discovered from the TPU if unset.")

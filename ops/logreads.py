@@ -153,6 +153,8 @@ class _Reader:
         while True:
             if self.report.reads >= self.max_reads or (self.cancel is not None and self.cancel.is_set()):
                 raise _OutOfBudget
+            if self.quota.clock() >= self.deadline:
+                raise _OutOfBudget
             if not self.quota.acquire(self.deadline):
                 raise _OutOfBudget
             body = {
@@ -227,6 +229,7 @@ def read_window(
     Raises:
         BadInput: no time bound in the filter; a 400 from the API. PermissionDenied, NotFound,
         BackendUnavailable, BackendTimeout: from `ops.tpu.map_error` (429s are backed off, not raised).
+        QuotaExceeded: every read was refused with 429 until the deadline (nothing was read).
     """
     if not has_time_bound(filter_):
         raise BadInput(
@@ -278,6 +281,13 @@ def read_window(
         report.rest_read = len(held)
         for entry in held:
             sink(entry, 1.0)
+    if report.reads == 0 and report.throttled:
+        raise QuotaExceeded(
+            f"Cloud Logging refused every read of projects/{project} ({report.throttled} times: read quota, "
+            "60 entries.list calls a minute by default)",
+            "try again in a minute, or ask for a higher 'Read requests per minute' quota",
+            backend="logging",
+        )
     rest_estimate = report.rest_read / report.sample_fraction if report.sample_fraction else 0
     report.estimated_entries = report.error_entries + round(rest_estimate)
     return report

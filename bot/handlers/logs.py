@@ -97,6 +97,7 @@ def logs_analyze(ctx: Context, since: timedelta | None, node: str | None) -> Rep
         settings.gcp_project,
         query,
         reads_per_minute=settings.logging_reads_per_min,
+        deadline_s=settings.logs_read_deadline_s,
         api_endpoint=settings.google_api_endpoint,
     )
     gemma, _ = ctx.services.gemma()
