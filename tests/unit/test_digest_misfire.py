@@ -44,12 +44,19 @@ def _wait_for(predicate: Any, timeout_s: float = 5.0) -> bool:
     return predicate()
 
 
-def _stalled_cron(scheduler: BackgroundScheduler, runs: list[datetime], **options: Any) -> None:
-    """A cron job firing every 10 s whose next run time is a minute ago: what the scheduler finds when the
-    process wakes up from a one-minute stall (six run times missed)."""
-    job = scheduler.add_job(lambda: runs.append(datetime.now(UTC)), "cron", second="*/10", **options)
-    job.modify(next_run_time=datetime.now(UTC) - timedelta(seconds=60))
-    scheduler.wakeup()
+def _stalled_job(scheduler: BackgroundScheduler, runs: list[datetime], **options: Any) -> None:
+    """A job due every 10 s that the process slept through for a minute: seven run times, the last 5 s ago
+    (so even the newest is missed by more than APScheduler's default grace of 1 s), none in the future."""
+    now = datetime.now(UTC)
+    scheduler.add_job(
+        lambda: runs.append(datetime.now(UTC)),
+        "interval",
+        seconds=10,
+        start_date=now - timedelta(seconds=65),
+        end_date=now - timedelta(seconds=5),
+        next_run_time=now - timedelta(seconds=65),
+        **options,
+    )
 
 
 def test_the_case_default_grace_skips_a_run_missed_by_seconds(caplog: pytest.LogCaptureFixture) -> None:
@@ -59,7 +66,7 @@ def test_the_case_default_grace_skips_a_run_missed_by_seconds(caplog: pytest.Log
     runs: list[datetime] = []
     try:
         with caplog.at_level(logging.WARNING, logger="apscheduler"):
-            _stalled_cron(scheduler, runs)
+            _stalled_job(scheduler, runs)
             scheduler.resume()
             assert _wait_for(lambda: "was missed by" in caplog.text)
     finally:
@@ -72,13 +79,13 @@ def test_digest_job_options_run_a_minute_late_once() -> None:
     scheduler.start(paused=True)
     runs: list[datetime] = []
     try:
-        _stalled_cron(scheduler, runs, misfire_grace_time=DIGEST_MISFIRE_GRACE_S, coalesce=True)
+        _stalled_job(scheduler, runs, misfire_grace_time=DIGEST_MISFIRE_GRACE_S, coalesce=True)
         scheduler.resume()
         assert _wait_for(lambda: len(runs) >= 1)
         time.sleep(0.3)
     finally:
         scheduler.shutdown(wait=True)
-    assert len(runs) == 1  # six missed run times coalesced into one
+    assert len(runs) == 1  # seven missed run times coalesced into one
 
 
 def test_alert_scheduler_posts_the_digest_once_after_a_one_minute_stall(tmp_path: Path) -> None:
@@ -96,6 +103,10 @@ def test_alert_scheduler_posts_the_digest_once_after_a_one_minute_stall(tmp_path
     alerts.start()
     try:
         assert alerts._scheduler is not None
+        # The first tick runs at start; let it finish (it takes the same lease) before the digest is due.
+        tick = alerts._scheduler.get_job("alerts-tick")
+        assert _wait_for(lambda: tick.next_run_time > datetime.now(UTC) + timedelta(seconds=60))
+        time.sleep(0.2)
         digest = alerts._scheduler.get_job("alerts-digest")
         # The process was stalled through 09:00 and wakes up a minute later.
         digest.modify(next_run_time=datetime.now(UTC) - timedelta(seconds=60))

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from bot.observability import Readiness
-from bot.workers import NICENESS, CpuWorkers, prestart
+from bot.workers import NICENESS, AckGate, CpuWorkers, prestart
 
 
 def _pid_and_niceness() -> tuple[int, int]:
@@ -45,3 +46,19 @@ def test_readyz_waits_for_the_warm_up() -> None:
     assert readiness.problem() == "warming up (worker processes, thread pools, API clients)"
     warmed.set()
     assert readiness.problem() is None
+
+
+def test_command_work_waits_for_a_quiet_moment_between_acks_but_not_for_long() -> None:
+    gate = AckGate()
+    started = time.monotonic()
+    gate.wait_quiet(quiet_s=0.02, max_s=1.0)  # nothing in flight: only the quiet period
+    assert time.monotonic() - started < 0.5
+    gate.enter()
+    threading.Timer(0.2, gate.leave).start()
+    started = time.monotonic()
+    gate.wait_quiet(quiet_s=0.05, max_s=5.0)
+    assert time.monotonic() - started >= 0.25  # the request left, then 50 ms of quiet
+    gate.enter()  # never leaves: bounded by max_s
+    started = time.monotonic()
+    gate.wait_quiet(quiet_s=0.02, max_s=0.3)
+    assert time.monotonic() - started >= 0.3
