@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 from bot.config import Settings
+from bot.workers import CpuWorkers
 from llm.client import GemmaClient
 from ops.endpoint import Endpoint, EndpointResolver
 from ops.errors import BadInput
@@ -16,6 +18,9 @@ from ops.secrets import SecretStore
 from ops.store import Store
 from ops.tpu import TpuOps
 from ops.vllm import VllmClient
+
+FANOUT_PER_WORKER = 4
+"""Fan-out threads per command worker thread (/tpu status runs 4 sources at once)."""
 
 
 def _utcnow() -> datetime:
@@ -32,6 +37,13 @@ class Services:
     store: Store
     secrets: SecretStore
     now: Callable[[], datetime] = _utcnow
+    workers: CpuWorkers = field(default_factory=CpuWorkers)
+    # Shared threads for a command's concurrent backend calls (e.g. /tpu status's sources). A pool per
+    # command would start threads during a burst, and every thread start holds a lock that all
+    # ThreadPoolExecutor.submit calls of the process take, the ack path's included.
+    fanout: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(FANOUT_PER_WORKER, thread_name_prefix="fanout")
+    )
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Services:
@@ -49,7 +61,17 @@ class Services:
         )
         store = Store(settings.state_database_url)
         secrets = SecretStore(settings.gcp_project, api_endpoint=settings.google_api_endpoint)
-        return cls(settings=settings, tpu=tpu, endpoints=endpoints, store=store, secrets=secrets)
+        return cls(
+            settings=settings,
+            tpu=tpu,
+            endpoints=endpoints,
+            store=store,
+            secrets=secrets,
+            workers=CpuWorkers(settings.cpu_workers),
+            fanout=ThreadPoolExecutor(
+                FANOUT_PER_WORKER * settings.worker_threads, thread_name_prefix="fanout"
+            ),
+        )
 
     def vllm(self) -> tuple[VllmClient, Endpoint]:
         """A vLLM client for the current endpoint, and that endpoint. Raises what `resolve()` raises."""

@@ -3,20 +3,19 @@ known failure signatures)."""
 
 from __future__ import annotations
 
-import itertools
 from datetime import timedelta
 
 from bot.commands import Param, duration, int_range, registry, resource_name
 from bot.context import Context
 from bot.diagnosis import analysis_diagnosis, deployment_of, diagnosis_text
 from bot.render import Attachment, Reply, blocks_reply, code, context, header, section, split_sections, utc
-from llm.logsum import analyze
+from llm.logsum import analyze_summary
+from llm.logwindow import mine_window
 from llm.tokens import PromptCounter
 from ops import cloudlogs
 from ops.errors import NotFound
 
 SEVERITIES = ("DEFAULT", "DEBUG", "INFO", "NOTICE", "WARNING", "ERROR", "CRITICAL", "ALERT", "EMERGENCY")
-MAX_ENTRIES_ANALYZED = 200_000
 
 
 def severity(word: str) -> str:
@@ -84,22 +83,51 @@ def logs(
     _NODE,
 )
 def logs_analyze(ctx: Context, since: timedelta | None, node: str | None) -> Reply:
-    """Fetch every matching entry page by page, summarize with drain3, fit a token budget derived from the
-    served model's max_model_len, and ask the model; without errors in the window the model is not asked."""
+    """Read the window within Cloud Logging's read quota (every error, a sample of the rest when the window
+    is large: `ops.logreads`), mine the templates as the entries stream in, both in a worker process
+    (`bot.workers`: off the threads that ack), fit a token budget derived from the served model's
+    max_model_len, and ask the model; without errors in the window the model is not asked. A read cut by
+    the quota, budget or deadline still answers, labelled partial with what is missing."""
     settings = ctx.services.settings
     window = since or timedelta(hours=1)
     query = cloudlogs.build_filter(window, node=node, now=ctx.services.now())
-    fetched = cloudlogs.fetch(settings.gcp_project, query, api_endpoint=settings.google_api_endpoint)
-    entries = list(itertools.islice(fetched, MAX_ENTRIES_ANALYZED))
+    summary, report = ctx.services.workers.run(
+        mine_window,
+        settings.gcp_project,
+        query,
+        reads_per_minute=settings.logging_reads_per_min,
+        deadline_s=settings.logs_read_deadline_s,
+        api_endpoint=settings.google_api_endpoint,
+    )
     gemma, _ = ctx.services.gemma()
     with gemma:
         max_model_len = _max_model_len(ctx)
         # Counted with the served model's tokenizer (vLLM /tokenize) when it has one.
         counter = PromptCounter(gemma.base_url, gemma.model, api_key=gemma.openai.api_key)
-        result = analyze(
-            entries, gemma, max_model_len, counter=counter, deployment=deployment_of(ctx.services)
+        result = analyze_summary(
+            summary, gemma, max_model_len, counter=counter, deployment=deployment_of(ctx.services)
         )
-    blocks = [header(f"Log analysis: last {window}, {result.total_entries:,} entries")]
+    sampled = report.sample_fraction < 1.0
+    size = f"{result.total_entries:,} entries"
+    if sampled:
+        size = f"~{size} (estimated)"
+    blocks = [header(f"Log analysis: last {window}, {size}")]
+    if sampled:
+        blocks.append(
+            context(
+                f"Every error read ({report.error_entries:,}); the rest sampled at "
+                f"{report.sample_fraction:.2%} with `sample(insertId, ...)`, counts scaled up. "
+                f"{report.reads} reads of Cloud Logging's {settings.logging_reads_per_min} a minute."
+            )
+        )
+    if report.partial:
+        blocks.append(
+            section(
+                ":warning: *Partial:* not read: "
+                + "; ".join(report.missing)
+                + ". Try a shorter `--since` or `--node`, or again in a minute."
+            )
+        )
     if result.error_entries == 0:
         blocks.append(
             section(f":white_check_mark: No errors in the window ({result.total_entries:,} entries).")
