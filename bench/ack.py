@@ -49,6 +49,7 @@ ANSWER_WAIT_S = 180.0
 USER = "U0DEMOUSER1"
 LOG_ENTRIES = 200_000
 TOKEN = "xoxb-simulated-bench"
+CHANNEL = "C0DEMOCHAN1"  # the bot is a member (the Slack simulator enforces membership)
 
 
 # ---- simulators (run in their own processes)
@@ -64,7 +65,7 @@ def make_vllm() -> VllmSimulator:
 
 
 def make_slack() -> SlackSimulator:
-    return SlackSimulator(TOKEN)
+    return SlackSimulator(TOKEN, channels=[CHANNEL])
 
 
 def gcp_facts(sim: GcpSimulator) -> dict[str, Any]:
@@ -135,7 +136,7 @@ def slash_body(slack_url: str, text: str, response_id: str) -> str:
             "token": "simulated-verification-token",
             "team_id": "T0DEMOTEAM",
             "team_domain": "demo",
-            "channel_id": "C0DEMOCHAN1",
+            "channel_id": CHANNEL,
             "channel_name": "tpu-ops",
             "user_id": USER,
             "user_name": "demo-user",
