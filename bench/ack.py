@@ -1,80 +1,309 @@
-"""Ack time of signed slash commands while every simulated backend takes 2 s.
+"""Ack time of signed slash commands, the bot against the floor of its own HTTP stack.
 
-100 `/tpu status` slash commands are sent over HTTP, first one after the other (the baseline, same run),
-then all at once from 100 threads. Slack needs the HTTP answer (the ack) within 3 s; the work happens after
-it. Each command's final answer, delivered through its response_url, is awaited and counted.
+Every process is separate: the SIMULATED Google API, vLLM and Slack each run in their own process
+(`bench.simproc`), the bot is `python -m bot serve` (HTTP mode) pointed at them, and the load comes from
+ApacheBench (`ab -n 100 -c 100`, apache2-utils; installed with apt-get when missing) posting one signed
+`/tpu status` slash command 100 times, 100 at once. Every Google call and every vLLM call takes 2 s, so
+each command's work outlasts its ack by far.
 
-Last line: RESULT p50_ms=<x> p99_ms=<y> limit_ms=3000 answered=<n>/100   (target: p99 under 100 ms)
+Floor (same run, measured the same way): an empty Bolt app whose only listener acks, on the same waitress
+server (same threads and connection limit), in its own process (`python bench/ack.py --floor ...`).
+
+Bursts: `cold` the first burst after `/readyz` says ready; `warm` a second burst once the first one's work
+has finished; `busy` a third burst sent while a `/logs analyze` over 200,000 log entries runs (its reads and
+template mining in the bot's worker process). The floor's p99 is that of its second burst. p99 is ab's
+99th percentile of the total time per request (connect to last byte), in ms. `answered` counts the final
+answers the Slack simulator got for the warm burst's 100 commands.
+
+Last line: RESULT floor_p99_ms=<f> cold_p99_ms=<c> warm_p99_ms=<w> busy_p99_ms=<b> answered=<n>/100
 """
 
 from __future__ import annotations
 
-import statistics
+import argparse
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
 
-from sim.console import SlackUser
-from sim.demo import Demo
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.simproc import SimProcess
+from sim import scenario as scenarios
+from sim.gcp import GcpSimulator
+from sim.slack import SlackSimulator
+from sim.vllm import VllmSimulator
 
 N = 100
 BACKEND_S = 2.0
-ANSWER_WAIT_S = 120.0
+ANSWER_WAIT_S = 180.0
+USER = "U0DEMOUSER1"
+LOG_ENTRIES = 200_000
+TOKEN = "xoxb-simulated-bench"
+CHANNEL = "C0DEMOCHAN1"  # the bot is a member (the Slack simulator enforces membership)
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+# ---- simulators (run in their own processes)
+def make_gcp() -> GcpSimulator:
+    scenario = scenarios.load(None)
+    logs = scenario["google"].setdefault("logs", {})
+    logs["stream"] = {"count": LOG_ENTRIES, "window": "1h", "error_share": 0.005, "error_kinds": 40}
+    return GcpSimulator(scenario)
 
 
-def ack(demo: Demo, user: SlackUser, rid: str) -> float:
-    body = user.slash_body("/tpu", "status", rid)
-    started = time.perf_counter()
-    response = user.post_signed(body, "application/x-www-form-urlencoded")
-    elapsed = (time.perf_counter() - started) * 1000
-    if response.status_code != 200:
-        raise SystemExit(f"HTTP {response.status_code} for {rid}")
-    return elapsed
+def make_vllm() -> VllmSimulator:
+    return VllmSimulator(scenarios.load(None)["vllm"])
 
 
-def answered(demo: Demo, rids: list[str]) -> int:
-    deadline = time.monotonic() + ANSWER_WAIT_S
-    wanted = set(rids)
-    while time.monotonic() < deadline:
-        got = {
-            m.response_id for m in list(demo.slack.messages) if m.response_id in wanted and not m.in_progress
+def make_slack() -> SlackSimulator:
+    # ab sends one body 100 times, so a burst's commands share one response_url, where Slack gives each
+    # command its own: the simulator's limit of 5 uses per response_url is left unenforced here.
+    return SlackSimulator(TOKEN, channels=[CHANNEL], relax=["response_url"])
+
+
+def gcp_facts(sim: GcpSimulator) -> dict[str, Any]:
+    return {"project": sim.project, "zones": sorted(sim.world.zones)}
+
+
+def gcp_slow(sim: GcpSimulator, seconds: float) -> None:
+    sim.inject_fault(r"^/v[12]", 200, delay_s=seconds, count=10_000_000)
+
+
+def vllm_slow(sim: VllmSimulator, seconds: float) -> None:
+    sim.set_latency(seconds)
+
+
+def final_answers(sim: SlackSimulator, response_id: str) -> int:
+    return sum(1 for m in list(sim.messages) if m.response_id == response_id and not m.in_progress)
+
+
+# ---- the floor: an empty Bolt app on the same server
+def floor_server(port: int, signing_secret: str, slack_url: str, threads: int) -> None:
+    from slack_bolt import App
+    from slack_bolt.adapter.wsgi import SlackRequestHandler
+    from slack_sdk import WebClient
+    from waitress.server import create_server
+
+    # As the bot's app: a client of the Slack simulator (auth.test once, at construction).
+    app = App(signing_secret=signing_secret, client=WebClient(token=TOKEN, base_url=f"{slack_url}/api/"))
+
+    @app.command("/tpu")
+    def _ack(ack: Any) -> None:
+        ack()
+
+    handler = SlackRequestHandler(app, path="/slack/events")
+
+    def application(environ: dict[str, Any], start_response: Any) -> Any:
+        if environ.get("PATH_INFO") == "/readyz":
+            start_response("200 OK", [("Content-Type", "text/plain")])
+            return [b"ready\n"]
+        return handler(environ, start_response)
+
+    create_server(
+        application, host="127.0.0.1", port=port, threads=threads, connection_limit=1000, ident="floor"
+    ).run()
+
+
+# ---- load
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def ensure_ab() -> str:
+    path = shutil.which("ab")
+    if path is None:
+        print("ab missing: installing apache2-utils", flush=True)
+        subprocess.run(["apt-get", "install", "-y", "-q", "apache2-utils"], check=True)
+        path = shutil.which("ab")
+    if path is None:
+        raise SystemExit("ab (apache2-utils) is required")
+    return path
+
+
+def slash_body(slack_url: str, text: str, response_id: str) -> str:
+    """A slash-command form body with the fields Slack sends (as `bot.console.SlackUser.slash_body`)."""
+    return urlencode(
+        {
+            "token": "simulated-verification-token",
+            "team_id": "T0DEMOTEAM",
+            "team_domain": "demo",
+            "channel_id": CHANNEL,
+            "channel_name": "tpu-ops",
+            "user_id": USER,
+            "user_name": "demo-user",
+            "command": "/tpu",
+            "text": text,
+            "api_app_id": "A0DEMOAPP1",
+            "is_enterprise_install": "false",
+            "response_url": f"{slack_url}/response/{response_id}",
+            "trigger_id": f"{response_id}.T0DEMOTEAM.simulated",
         }
-        if got == wanted:
-            break
-        time.sleep(0.2)
-    return len(
-        {m.response_id for m in list(demo.slack.messages) if m.response_id in wanted and not m.in_progress}
     )
 
 
+def signed_headers(secret: str, body: str) -> dict[str, str]:
+    from slack_sdk.signature import SignatureVerifier
+
+    ts = str(int(time.time()))
+    signature = SignatureVerifier(secret).generate_signature(timestamp=ts, body=body)
+    return {"X-Slack-Request-Timestamp": ts, "X-Slack-Signature": signature}
+
+
+def burst(ab: str, url: str, secret: str, body: str) -> float:
+    """`ab -n 100 -c 100` POSTing the signed body; returns the 99th percentile in ms."""
+    with tempfile.TemporaryDirectory(prefix="bench-ack-") as tmp:
+        body_file, csv_file = Path(tmp, "body"), Path(tmp, "pct.csv")
+        body_file.write_text(body)
+        headers = signed_headers(secret, body)
+        command = [ab, "-q", "-n", str(N), "-c", str(N), "-s", "30", "-e", str(csv_file)]
+        command += ["-p", str(body_file), "-T", "application/x-www-form-urlencoded"]
+        for key, value in headers.items():
+            command += ["-H", f"{key}: {value}"]
+        command.append(f"{url}/slack/events")
+        out = subprocess.run(command, capture_output=True, text=True, check=True)
+        failed = next((line for line in out.stdout.splitlines() if line.startswith("Failed requests")), "")
+        non2xx = next((line for line in out.stdout.splitlines() if line.startswith("Non-2xx")), "")
+        if failed.split()[-1:] != ["0"] or non2xx:
+            raise SystemExit(f"ab saw failures: {failed} {non2xx}\n{out.stdout}")
+        rows = dict(line.split(",") for line in csv_file.read_text().splitlines()[1:])
+        return float(rows["99"])
+
+
+def wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path) -> float:
+    started = time.perf_counter()
+    while time.perf_counter() - started < 120:
+        if proc.poll() is not None:
+            raise SystemExit(f"exited: {log.read_text()[-3000:]}")
+        try:
+            if httpx.get(url + "/readyz", timeout=2).status_code == 200:
+                return time.perf_counter() - started
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+    raise SystemExit(f"not ready within 120 s: {log.read_text()[-3000:]}")
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def wait_answers(slack: SimProcess, response_id: str, wanted: int) -> int:
+    deadline = time.monotonic() + ANSWER_WAIT_S
+    got = 0
+    while time.monotonic() < deadline:
+        got = slack.call(final_answers, response_id)
+        if got >= wanted:
+            break
+        time.sleep(0.5)
+    return got
+
+
 def main() -> None:
-    with Demo() as demo:  # the default WORKER_THREADS (16): work queues, acks stay fast
-        demo.gcp.inject_fault(".*", 200, delay_s=BACKEND_S, count=10_000_000)
-        demo.vllm.set_latency(BACKEND_S)
-        users = [SlackUser(demo.server.url, demo.signing_secret, demo.slack) for _ in range(N)]
-        # Baseline: the same 100 requests, one after the other.
-        seq_rids = [f"seq{i}" for i in range(N)]
-        sequential = [ack(demo, users[0], rid) for rid in seq_rids]
-        seq_answered = answered(demo, seq_rids)
+    ab = ensure_ab()
+    secret = secrets.token_hex(16)
+    with (
+        SimProcess(make_gcp) as gcp,
+        SimProcess(make_vllm) as vllm,
+        SimProcess(make_slack) as slack,
+        tempfile.TemporaryDirectory(prefix="bench-ack-") as state,
+    ):
+        facts = gcp.call(gcp_facts)
+        gcp.call(gcp_slow, BACKEND_S)
+        vllm.call(vllm_slow, BACKEND_S)
+
+        # The floor first, then the bot: never both at once.
+        port = free_port()
+        log = Path(state, "floor.log")
+        with log.open("w") as sink:
+            floor = subprocess.Popen(
+                [sys.executable, __file__, "--floor", str(port), secret, slack.url], stdout=sink, stderr=sink
+            )
+        try:
+            wait_ready(f"http://127.0.0.1:{port}", floor, log)
+            url = f"http://127.0.0.1:{port}"
+            floor_cold = burst(ab, url, secret, slash_body(slack.url, "status", "floor1"))
+            floor_p99 = burst(ab, url, secret, slash_body(slack.url, "status", "floor2"))
+        finally:
+            stop(floor)
         print(
-            f"sequential: p50 {statistics.median(sequential):.1f} ms, "
-            f"p99 {percentile(sequential, 99):.1f} ms, "
-            f"answered {seq_answered}/{N}"
+            f"floor (empty Bolt app, same server): p99 {floor_cold:.0f} ms, second burst {floor_p99:.0f} ms"
         )
-        con_rids = [f"con{i}" for i in range(N)]
-        with ThreadPoolExecutor(max_workers=N) as pool:
-            concurrent = list(pool.map(lambda i: ack(demo, users[i], con_rids[i]), range(N)))
-        got = answered(demo, con_rids)
-        for user in users:
-            user.close()
-    p50, p99 = statistics.median(concurrent), percentile(concurrent, 99)
-    print(f"concurrent: p50 {p50:.1f} ms, p99 {p99:.1f} ms, max {max(concurrent):.1f} ms, answered {got}/{N}")
-    print(f"RESULT p50_ms={p50:.1f} p99_ms={p99:.1f} limit_ms=3000 answered={got}/{N}")
+
+        port = free_port()
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "GCP_", "VLLM_", "TPU_"))}
+        env.update(
+            {
+                "SLACK_BOT_TOKEN": TOKEN,
+                "SLACK_SIGNING_SECRET": secret,
+                "SLACK_API_URL": f"{slack.url}/api/",
+                "BOT_MODE": "http",
+                "BOT_HOST": "127.0.0.1",
+                "BOT_PORT": str(port),
+                "GCP_PROJECT": facts["project"],
+                "TPU_ZONES": ",".join(facts["zones"]),
+                "GOOGLE_API_ENDPOINT": gcp.url,
+                "VLLM_BASE_URL": vllm.url,
+                "STATE_DATABASE_URL": f"sqlite:///{state}/state.db",
+                "ADMINS": USER,
+            }
+        )
+        log = Path(state, "bot.log")
+        with log.open("w") as sink:
+            bot = subprocess.Popen([sys.executable, "-m", "bot", "serve"], env=env, stdout=sink, stderr=sink)
+        try:
+            url = f"http://127.0.0.1:{port}"
+            ready_s = wait_ready(url, bot, log)
+            print(f"bot ready in {ready_s:.1f} s")
+            cold = burst(ab, url, secret, slash_body(slack.url, "status", "cold"))
+            wait_answers(slack, "cold", N)
+            warm = burst(ab, url, secret, slash_body(slack.url, "status", "warm"))
+            answered = wait_answers(slack, "warm", N)
+            body = slash_body(slack.url, "analyze --since 1h", "analyze")
+            body = body.replace("command=%2Ftpu", "command=%2Flogs")
+            response = httpx.post(
+                f"{url}/slack/events",
+                content=body,
+                headers={"Content-Type": "application/x-www-form-urlencoded", **signed_headers(secret, body)},
+            )
+            response.raise_for_status()
+            time.sleep(3.0)  # the analysis is reading and mining by now
+            busy = burst(ab, url, secret, slash_body(slack.url, "status", "busy"))
+            analysis_done = wait_answers(slack, "analyze", 1)
+            wait_answers(slack, "busy", N)
+        finally:
+            stop(bot)
+    print(
+        f"bot: cold p99 {cold:.0f} ms, warm {warm:.0f} ms, busy {busy:.0f} ms "
+        f"(/logs analyze answered: {analysis_done == 1}); ratios to the floor: cold {cold / floor_p99:.2f}, "
+        f"warm {warm / floor_p99:.2f}, busy {busy / floor_p99:.2f}"
+    )
+    print(
+        f"RESULT floor_p99_ms={floor_p99:.0f} cold_p99_ms={cold:.0f} warm_p99_ms={warm:.0f} "
+        f"busy_p99_ms={busy:.0f} answered={answered}/{N}"
+    )
 
 
 if __name__ == "__main__":
-    main()
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--floor", nargs=3, metavar=("PORT", "SECRET", "SLACK_URL"))
+    args = parser.parse_args()
+    if args.floor:
+        floor_server(int(args.floor[0]), args.floor[1], args.floor[2], threads=16)
+    else:
+        main()

@@ -1,106 +1,178 @@
-"""Log summarizer benchmark: 100,000 Cloud Logging entries -> Drain templates -> a prompt within a budget.
+"""`/logs analyze` over a busy hour within Cloud Logging's read quota, against naive full paging.
 
-Entries come from the simulator's generator (`sim.gcp.generate_logs`): the REAL failure texts of
-tests/fixtures/cases (each case repeated over a 6 h window, one entry per line, timestamps/pids/request ids
-varied) among INFO/WARNING noise typical of vLLM on a TPU VM. No model is called. The budget is that of a
-16384-token model answering in 1024 tokens (16384 - 1024, as `llm.logsum.prompt_budget` would derive it
-before its own template overhead).
+World (SIMULATED, the Google simulator in its own process): 1,000,000 `tpu_worker` entries in the last hour,
+0.5% at ERROR in 40 kinds (the real ERROR lines of tests/fixtures/cases, Zipf shares), the rest vLLM/TPU
+INFO/WARNING noise; the simulator enforces Logging's read quota (60 `entries.list` calls a minute per
+project, a 429 beyond) and 1,000 entries a page. The quota clock is SIMULATED time: the simulator's clock
+only moves when a reader waits (a pacing or back-off sleep advances it), so waiting for quota costs no real
+time and both readers are charged the same way.
+
+Planned (the bot's way, `ops.logreads.read_window` into `llm.logsum.TemplateStream`, in this process):
+every error, one page of the rest, a `sample(insertId, 0.001)` probe, then a sample of about 20,000.
+Naive baseline (same run, same world): page through every entry of the window, 1,000 a call, waiting out
+each 429 (5 simulated seconds at a time); it reads and parses each page and keeps nothing (so its memory
+is not measured: holding the entries, as the old command did, took 246 MB per 100,000).
 
 Figures:
-  entries_per_s   entries grouped per second by `llm.logsum.summarize` (Drain, masking, exemplar redaction)
-  peak_mb         peak resident memory of this process (ru_maxrss; the 100,000 entries included), MiB
-  prompt_tokens   estimated tokens of the prompt `build_prompt` made; budget_tokens its budget
-  coverage        share of the error templates (severity >= ERROR) holding at least 0.1% of the entries that
-                  reach the prompt
-  naive_coverage  the same share when the prompt is instead the newest entries, one line each, truncated to
-                  the same budget
+  reads          entries.list calls of the planned read that returned entries (429s are counted apart)
+  wall_s         real seconds of the planned read and mining
+  coverage       share of the error kinds holding >= 0.1% of the errors whose template the summary has
+  count_error    worst relative error of the estimated counts: the window's total and each error
+                 template's count
+  peak_extra_mb  peak RSS of this process during the planned read and mining minus its RSS before
 
-Last line: RESULT entries=100000 entries_per_s=<x> peak_mb=<m> prompt_tokens=<t> budget_tokens=<b>
-           coverage=<c> naive_coverage=<n>
+Last line: RESULT entries=1000000 reads=<r> wall_s=<s> coverage=<c> count_error=<e> peak_extra_mb=<m>
 """
 
 from __future__ import annotations
 
+import json
 import resource
 import sys
 import time
-from datetime import UTC, datetime
+from collections import Counter
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
+
+import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from llm.logsum import build_prompt, estimate_tokens, summarize
-from ops.cloudlogs import entry_from_api
-from sim.gcp import CASES_DIR, case_lines, generate_logs
+from bench.simproc import SimProcess
+from llm.logsum import TemplateStream
+from ops.cloudlogs import build_filter
+from ops.logreads import ReadQuota, read_window
+from sim.gcp import GcpSimulator
 
-TOTAL = 100_000
-BUDGET = 16384 - 1024
+TOTAL = 1_000_000
 START = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
-# (case file, occurrences, window): incidents at different times over the last 6 h (client errors recur all
-# along), with shares from about 3.6% of the entries down to below the 0.1% threshold.
-CASES = [
-    ("vllm-request-too-long.log", 600, {"window": "6h"}),
-    ("vllm-kv-cache-insufficient.log", 300, {"from": "-5h", "to": "-4h"}),
-    ("vllm-hbm-oom-program-load.log", 60, {"from": "-4h", "to": "-3h"}),
-    ("vllm-tpu-device-busy.log", 200, {"from": "-3h", "to": "-150m"}),
-    ("vllm-hbm-oom-allocate-buffer.log", 150, {"from": "-2h", "to": "-90m"}),
-    ("vllm-hf-gated-repo-401.log", 40, {"from": "-6h", "to": "-330m"}),
-    ("docker-pull-rate-limit.log", 120, {"from": "-330m", "to": "-5h"}),
-    ("tpu-create-zone-stockout.txt", 50, {"window": "6h"}),
-    ("tpu-create-accelerator-not-in-zone.txt", 30, {"window": "6h"}),
-]
+PROJECT = "bench-logs"
+STREAM = {"count": TOTAL, "window": "1h", "error_share": 0.005, "error_kinds": 40, "seed": 7}
+SCENARIO = {
+    "project": PROJECT,
+    "google": {"logs": {"noise": {"count": 0}, "audit": False, "stream": STREAM}},
+    "vllm": {},
+}
+NAIVE_BACKOFF_S = 5.0
+
+
+def _fixed_clock() -> datetime:
+    return START
+
+
+def make_sim() -> GcpSimulator:
+    """The simulator, its clock frozen at START: only `advance` moves it."""
+    return GcpSimulator(SCENARIO, now=_fixed_clock)
+
+
+def sim_now(sim: GcpSimulator) -> float:
+    return (sim.now() - START).total_seconds()
+
+
+def sim_advance(sim: GcpSimulator, seconds: float) -> None:
+    sim.advance(seconds)
+
+
+def error_truth(sim: GcpSimulator) -> tuple[int, dict[str, int]]:
+    """(entries in the window, count of each distinct ERROR text)."""
+    with sim.world.lock:
+        counts = Counter(
+            str(e.body.get("textPayload")) for e in sim.world.logs if e.body.get("severity") == "ERROR"
+        )
+        return len(sim.world.logs), dict(counts)
+
+
+def rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS")
+
+
+def naive(sim: SimProcess, query: str) -> tuple[int, int, float, float]:
+    """Page through everything: (reads, 429s, simulated seconds, real seconds)."""
+    started, sim_started = time.perf_counter(), sim.call(sim_now)
+    reads = throttled = 0
+    token: str | None = None
+    with httpx.Client(base_url=sim.url, timeout=120) as client:
+        while True:
+            body: dict[str, Any] = {
+                "resourceNames": [f"projects/{PROJECT}"],
+                "filter": query,
+                "orderBy": "timestamp desc",
+                "pageSize": 1000,
+            }
+            if token:
+                body["pageToken"] = token
+            response = client.post("/v2/entries:list", json=body)
+            if response.status_code == 429:
+                throttled += 1
+                sim.call(sim_advance, NAIVE_BACKOFF_S)
+                continue
+            response.raise_for_status()
+            page = json.loads(response.content)
+            reads += 1
+            token = page.get("nextPageToken")
+            if not token:
+                break
+    return reads, throttled, sim.call(sim_now) - sim_started, time.perf_counter() - started
 
 
 def main() -> None:
-    error_lines = sum(len(case_lines(CASES_DIR, name)) * count for name, count, _ in CASES)
-    spec = {
-        "seed": 42,
-        "noise": {"count": TOTAL - error_lines, "window": "6h"},
-        "cases": [{"file": name, "count": count, **when} for name, count, when in CASES],
-    }
-    started = time.perf_counter()
-    entries = [entry_from_api(body) for body in generate_logs(spec, project="bench", start=START)]
-    build_s = time.perf_counter() - started
-    assert len(entries) == TOTAL, len(entries)
-    print(f"built {len(entries)} entries ({error_lines} from {len(CASES)} real cases) in {build_s:.2f} s")
-
-    summary = summarize(entries)
-    rate = TOTAL / summary.grouping_s
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"grouped into {len(summary.templates)} templates in {summary.grouping_s:.2f} s ({rate:.0f}/s)")
-
-    started = time.perf_counter()
-    prompt = build_prompt(summary, BUDGET)
+    query = build_filter(timedelta(hours=1), now=START)
+    print("starting the Google simulator (its own process) with the generated stream ...", flush=True)
+    with SimProcess(make_sim) as sim:
+        entries, truth = sim.call(error_truth)
+        errors = sum(truth.values())
+        print(f"window: {entries:,} entries, {errors:,} at ERROR in {len(truth)} distinct texts")
+        quota = ReadQuota(60, clock=lambda: sim.call(sim_now), sleep=lambda s: sim.call(sim_advance, s))
+        stream = TemplateStream()
+        before = rss_mb()
+        sim_started = sim.call(sim_now)
+        started = time.perf_counter()
+        report = read_window(PROJECT, query, stream.add, quota=quota, api_endpoint=sim.url, deadline_s=600)
+        summary = stream.summary()
+        wall_s = time.perf_counter() - started
+        planned_sim_s = sim.call(sim_now) - sim_started
+        peak_extra = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - before
+        print(
+            f"planned: {report.reads} reads ({report.throttled} throttled), {report.error_entries:,} errors "
+            f"read, {report.rest_read:,} of the rest at a sample fraction of {report.sample_fraction:.4g}; "
+            f"{planned_sim_s:.0f} simulated s, {wall_s:.1f} real s; partial: {report.missing or 'no'}"
+        )
+        # Truth per template: each ERROR text belongs to the template Drain matches it to.
+        truth_by_template: Counter[int] = Counter()
+        kinds_total: Counter[str] = Counter()
+        kind_template: dict[str, int | None] = {}
+        for text, count in truth.items():
+            template = summary.template_of(text)
+            kind_template[text] = template.template_id if template and template.is_error else None
+            if template is not None:
+                truth_by_template[template.template_id] += count
+            kinds_total[text] += count
+        important = [text for text, count in kinds_total.items() if count >= 0.001 * errors]
+        coverage = sum(kind_template[text] is not None for text in important) / len(important)
+        by_id = {t.template_id: t for t in summary.templates}
+        count_errors = [abs(summary.total_entries - entries) / entries]
+        for template_id, count in truth_by_template.items():
+            if template_id in by_id and by_id[template_id].is_error:
+                count_errors.append(abs(by_id[template_id].count - count) / count)
+        count_error = max(count_errors)
+        print(
+            f"templates: {len(summary.templates)}; estimated entries {summary.total_entries:,} "
+            f"(true {entries:,}); error kinds >= 0.1% of the errors: {len(important)} texts"
+        )
+        n_reads, n_throttled, naive_sim_s, naive_wall = naive(sim, query)
+        print(
+            f"naive full paging (baseline): {n_reads} reads, {n_throttled} answered 429, "
+            f"{naive_sim_s / 60:.1f} simulated minutes of quota, {naive_wall:.1f} real s"
+        )
+    rate = report.reads / max(planned_sim_s / 60, 1.0)
+    print(f"planned reads per simulated minute: {rate:.0f} (quota 60)")
     print(
-        f"prompt: {prompt.prompt_tokens} estimated tokens of {BUDGET}, {len(prompt.included)} templates in, "
-        f"{prompt.omitted_templates} omitted, built in {time.perf_counter() - started:.3f} s"
-    )
-
-    threshold = TOTAL * 0.001
-    important = [t for t in summary.templates if t.is_error and t.count >= threshold]
-    included = set(prompt.included)
-    coverage = sum(t.template_id in included for t in important) / len(important)
-
-    # Naive: the newest entries, one line each, until the same budget is used up.
-    newest = sorted(entries, key=lambda e: e.timestamp, reverse=True)
-    used, seen = 0, set()
-    for entry in newest:
-        line = f"{entry.timestamp:%Y-%m-%dT%H:%M:%SZ} {entry.severity} {entry.message}\n"
-        used += estimate_tokens(line)
-        if used > BUDGET:
-            break
-        template = summary.template_of(entry.message)
-        if template is not None:
-            seen.add(template.template_id)
-    naive = sum(t.template_id in seen for t in important) / len(important)
-    print(f"error templates with >= 0.1% of the entries: {len(important)}")
-    for t in important:
-        mark = "in" if t.template_id in included else "--"
-        print(f"  [{mark}] {t.severity:<8} {t.count:>6}  {t.template[:90]}")
-    print(
-        f"RESULT entries={TOTAL} entries_per_s={rate:.0f} peak_mb={peak_mb:.0f} "
-        f"prompt_tokens={prompt.prompt_tokens} budget_tokens={BUDGET} coverage={coverage:.3f} "
-        f"naive_coverage={naive:.3f}"
+        f"RESULT entries={entries} reads={report.reads} wall_s={wall_s:.1f} coverage={coverage:.3f} "
+        f"count_error={count_error:.3f} peak_extra_mb={peak_extra:.0f}"
     )
 
 

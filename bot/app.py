@@ -9,6 +9,7 @@ and `/metrics` (Prometheus; see `bot.observability`).
 
 from __future__ import annotations
 
+import gc
 import io
 import json
 import logging
@@ -18,11 +19,13 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlencode
 
+import httpx
 from slack_bolt import App
 from slack_bolt.adapter.socket_mode import SocketModeHandler
 from slack_bolt.adapter.wsgi import SlackRequestHandler
+from slack_sdk.signature import SignatureVerifier
 from sqlalchemy import text
 from waitress.server import create_server
 
@@ -38,8 +41,9 @@ from bot.observability import Metrics, Readiness, trace_from_headers, use_trace
 from bot.runner import Runner
 from bot.sampler import HistorySampler
 from bot.scheduler import AlertScheduler, OncallOptions
-from bot.services import Services
+from bot.services import FANOUT_PER_WORKER, Services
 from bot.slack_gateway import SlackGateway
+from bot.workers import ACKS, prestart
 from ops import faults
 from ops.store import Store
 
@@ -58,6 +62,8 @@ class Bot:
     readiness: Readiness | None = None
     alerts: AlertScheduler | None = None
     sampler: HistorySampler | None = None
+    listener_pool: ThreadPoolExecutor | None = None
+    warmed: threading.Event = field(default_factory=threading.Event)
 
     def close(self) -> None:
         if self.alerts is not None:
@@ -65,6 +71,8 @@ class Bot:
         if self.sampler is not None:
             self.sampler.shutdown()
         self.runner.shutdown()
+        self.services.fanout.shutdown(wait=False)
+        self.services.workers.shutdown()
 
 
 def build(settings: Settings, services: Services | None = None, fleet: Fleet | None = None) -> Bot:
@@ -87,17 +95,20 @@ def build(settings: Settings, services: Services | None = None, fleet: Fleet | N
     faults.use_extra_file(settings.fault_catalogue_file)
     slack = SlackGateway.connect(settings.slack_bot_token.get_secret_value(), settings.slack_api_url)
     signing_secret = settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else ""
+    listener_pool = ThreadPoolExecutor(max_workers=LISTENER_THREADS, thread_name_prefix="listener")
     app = App(
         client=slack.client,
         signing_secret=signing_secret,
         request_verification_enabled=settings.bot_mode == "http",
         raise_error_for_unhandled_request=False,
         # Listeners only parse and ack; a pool wider than Bolt's default 5 keeps acks fast in bursts.
-        listener_executor=ThreadPoolExecutor(max_workers=32, thread_name_prefix="listener"),
+        listener_executor=listener_pool,
     )
     # App() has just called auth.test (it raises BoltError otherwise): Slack auth is ok at start.
     metrics = Metrics()
-    readiness = Readiness(slack.auth_test, lambda: _ping(services), auth_ok=True)
+    warmed = threading.Event()
+    warmed.set()  # nothing to wait for unless `serve` warms up first
+    readiness = Readiness(slack.auth_test, lambda: _ping(services), auth_ok=True, warmed=warmed)
     runner = Runner(
         services, registry, slack, Authorizer(services.settings, slack), metrics=metrics, fleet=fleet
     )
@@ -128,7 +139,67 @@ def build(settings: Settings, services: Services | None = None, fleet: Fleet | N
         readiness=readiness,
         alerts=alerts,
         sampler=HistorySampler(runner.fleet, settings.history_interval_s),
+        listener_pool=listener_pool,
+        warmed=warmed,
     )
+
+
+LISTENER_THREADS = 32
+
+
+WARM_UP_REQUESTS = 32
+
+
+def warm_up(bot: Bot, url: str | None = None) -> None:
+    """Do now what would otherwise happen lazily during the first burst of commands, competing with its
+    acks for the interpreter lock: start the worker processes (`bot.workers`) and every thread of the
+    listener, command and zone-listing pools, each with its TPU API clients built; open the state database;
+    with the server's `url` (HTTP mode), send it WARM_UP_REQUESTS signed slash commands at once that only
+    get a usage line (`/tpu` with an unknown subcommand: acked, nothing run, nothing audited), so the whole
+    ack path has run before Slack's first request. Then set `bot.warmed` (`/readyz` answers 503 "warming up"
+    until then)."""
+    started = time.monotonic()
+    try:
+        bot.services.workers.warm()
+        if bot.listener_pool is not None:
+            prestart(bot.listener_pool, LISTENER_THREADS)
+        bot.runner.warm()
+        prestart(bot.services.fanout, FANOUT_PER_WORKER * bot.services.settings.worker_threads)
+        bot.services.tpu.warm()
+        _ping(bot.services)
+        secret = bot.services.settings.slack_signing_secret
+        if url is not None and secret is not None:
+            _warm_ack_path(url, secret.get_secret_value())
+        # What start-up allocated lives as long as the process: keep it out of the garbage collector's
+        # full collections, which hold the interpreter lock (acks wait) for longer the more objects exist.
+        gc.freeze()
+        log.info("warmed up in %.1f s", time.monotonic() - started)
+    except Exception:  # serve anyway: slower first commands beat no bot
+        log.exception("warm-up failed after %.1f s; serving cold", time.monotonic() - started)
+    finally:
+        bot.warmed.set()
+
+
+def _warm_ack_path(url: str, signing_secret: str) -> None:
+    body = urlencode({"command": "/tpu", "text": "warm-up", "user_id": "", "channel_id": ""})
+    timestamp = str(int(time.time()))
+    headers = {
+        "Content-Type": "application/x-www-form-urlencoded",
+        "X-Slack-Request-Timestamp": timestamp,
+        "X-Slack-Signature": SignatureVerifier(signing_secret).generate_signature(
+            timestamp=timestamp, body=body
+        )
+        or "",
+    }
+    with httpx.Client(timeout=30) as client, ThreadPoolExecutor(WARM_UP_REQUESTS) as pool:
+        statuses = list(
+            pool.map(
+                lambda _: client.post(f"{url}/slack/events", content=body, headers=headers).status_code,
+                range(WARM_UP_REQUESTS),
+            )
+        )
+    if any(status != 200 for status in statuses):
+        log.warning("warm-up requests answered %s", sorted(set(statuses)))
 
 
 def _ping(services: Services) -> None:
@@ -168,8 +239,12 @@ def wsgi(bot: Bot, *, slack_events: bool = True) -> WsgiApp:
             problem = _reject(environ)
             if problem is not None:
                 return _plain(start_response, *problem)
-        with use_trace(trace_from_headers(environ, project)):
-            response = slack(environ, start_response)
+        ACKS.enter()
+        try:
+            with use_trace(trace_from_headers(environ, project)):
+                response = slack(environ, start_response)
+        finally:
+            ACKS.leave()
         if path == "/slack/events":
             bot.metrics.ack_latency.observe(time.monotonic() - arrived)
         return response
@@ -257,6 +332,7 @@ def serve(settings: Settings) -> None:
     """Run the bot in the mode `BOT_MODE` selects, until interrupted. Both modes serve `/healthz` on
     BOT_HOST:BOT_PORT; only HTTP mode serves `/slack/events`."""
     bot = build(settings)
+    bot.warmed.clear()
     socket_mode = settings.bot_mode == "socket"
     server = HttpServer(
         bot,
@@ -265,6 +341,9 @@ def serve(settings: Settings) -> None:
         threads=settings.worker_threads,
         slack_events=not socket_mode,
     )
+    local = f"http://127.0.0.1:{server.port}" if not socket_mode else None
+    warming = threading.Thread(target=warm_up, args=(bot, local), name="warm-up", daemon=True)
+    warming.start()
     if bot.alerts is not None:
         bot.alerts.start()
     if bot.sampler is not None:

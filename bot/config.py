@@ -62,6 +62,9 @@ class Settings(BaseSettings):
     bot_host: str = Field("0.0.0.0", description="HTTP listen address (http mode).")
     bot_port: int = Field(3000, ge=1, le=65535, description="HTTP listen port (http mode).")
     worker_threads: int = Field(16, ge=1, le=256, description="Threads running commands after the ack.")
+    cpu_workers: int = Field(
+        1, ge=1, le=16, description="Worker processes for CPU-heavy work (log mining, charts), off the acks."
+    )
 
     # Google Cloud
     gcp_project: str = Field(pattern=r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$", description="GCP project id.")
@@ -87,6 +90,12 @@ class Settings(BaseSettings):
     )
     google_credentials_file: str | None = Field(
         None, description="Service-account key file for this project's Google APIs; default: ADC."
+    )
+    logging_reads_per_min: int = Field(
+        60, ge=1, le=10000, description="Cloud Logging entries.list quota per minute per project."
+    )
+    logs_read_deadline_s: float = Field(
+        12.0, gt=0, le=600, description="How long /logs analyze reads before answering with what it has, s."
     )
 
     # vLLM

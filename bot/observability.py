@@ -115,7 +115,8 @@ class Metrics:
 class Readiness:
     """What `/readyz` checks: Slack accepted the bot token (at start, or within `auth_max_age_s`; an older
     success is re-checked by calling `auth_check`), the state database answers (`db_check`), and in Socket
-    Mode the websocket is connected (`connection_check` returns a problem or None).
+    Mode the websocket is connected (`connection_check` returns a problem or None). Until `warmed` is set
+    (`bot.app.warm_up`), it answers "warming up" without running any check.
 
     `/readyz` never waits on a check: each runs in at most one request at a time, and a request that finds
     one running answers with the last result at once. So a slow Slack or database cannot pile up server
@@ -133,7 +134,9 @@ class Readiness:
         auth_max_age_s: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
         connection_check: Callable[[], str | None] | None = None,
+        warmed: threading.Event | None = None,
     ) -> None:
+        self._warmed = warmed  # set once the process has warmed up (`bot.app.warm_up`); None: no wait
         self._auth_check = auth_check
         self._db_check = db_check
         self._max_age = auth_max_age_s
@@ -150,6 +153,8 @@ class Readiness:
         self._auth_problem = None
 
     def problem(self) -> str | None:
+        if self._warmed is not None and not self._warmed.is_set():
+            return "warming up (worker processes, thread pools, API clients)"
         if self.connection_check is not None:
             reason = self.connection_check()
             if reason is not None:

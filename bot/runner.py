@@ -33,6 +33,7 @@ from bot.progress import Progress
 from bot.render import Reply, confirm_buttons, context, error_reply, fit, human_duration, mention, section
 from bot.services import Services
 from bot.slack_gateway import Destination, SlackGateway
+from bot.workers import ACKS, prestart
 from llm.redact import redact
 from ops.errors import BadInput, OpsError, PermissionDenied
 from ops.store import AuditEntry, ConfirmationRefused
@@ -165,6 +166,10 @@ class Runner:
     def background(self, job: Callable[[], object]) -> None:
         """Run `job` on the worker pool; a crash is logged."""
         self._pool.submit(self._guard, job)
+
+    def warm(self) -> None:
+        """Start every worker thread now, each with its TPU API clients built (see `bot.app.warm_up`)."""
+        prestart(self._pool, self._services.settings.worker_threads, self._services.tpu.warm_thread)
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=False)
@@ -421,6 +426,7 @@ class Runner:
 
     def _guard(self, flow: object, *args: object) -> None:
         """Run a flow on the pool; nothing escapes silently (a crash is logged and answered)."""
+        ACKS.wait_quiet()  # a burst being acked goes first (see bot.workers.AckGate)
         try:
             flow(*args)  # type: ignore[operator]
         except Exception:

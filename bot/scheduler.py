@@ -73,6 +73,10 @@ def active() -> AlertScheduler | None:
 
 
 LEASE = "alert-scheduler"
+DIGEST_MISFIRE_GRACE_S = 3600
+"""How late the daily digest may still run after its time (a stalled or suspended process), seconds.
+APScheduler's default is 1 s: a process busy for 2 s at 09:00 skips the day's digest with only a warning
+("Run time of job ... was missed by"); https://apscheduler.readthedocs.io/en/3.x/userguide.html#missed-job-executions-and-coalescing."""
 
 
 @dataclass
@@ -370,6 +374,9 @@ class AlertScheduler:
             minute=0,
             id="alerts-digest",
             max_instances=1,
+            # Late rather than never, and once: runs missed during a stall collapse into one.
+            misfire_grace_time=DIGEST_MISFIRE_GRACE_S,
+            coalesce=True,
         )
         scheduler.start()
         self._scheduler = scheduler

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
@@ -12,6 +13,7 @@ from google.auth.credentials import Credentials
 from google.oauth2 import service_account
 
 from bot.config import Settings
+from bot.workers import CpuWorkers
 from llm.client import ChosenModel, GemmaClient, ModelTarget, choose_models
 from ops.endpoint import Endpoint, EndpointResolver
 from ops.errors import BadInput, OpsError
@@ -23,6 +25,8 @@ from ops.tpu import TpuOps
 from ops.vllm import VllmClient
 
 _API_KEY_LOCK = threading.Lock()
+FANOUT_PER_WORKER = 4
+"""Fan-out threads per command worker thread (/tpu status runs 4 sources at once)."""
 
 
 def _utcnow() -> datetime:
@@ -54,6 +58,13 @@ class Services:
     secrets: SecretStore
     now: Callable[[], datetime] = _utcnow
     _secret_api_key: str | None = field(default=None, repr=False)
+    workers: CpuWorkers = field(default_factory=CpuWorkers)
+    # Shared threads for a command's concurrent backend calls (e.g. /tpu status's sources). A pool per
+    # command would start threads during a burst, and every thread start holds a lock that all
+    # ThreadPoolExecutor.submit calls of the process take, the ack path's included.
+    fanout: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(FANOUT_PER_WORKER, thread_name_prefix="fanout")
+    )
 
     @classmethod
     def from_settings(cls, settings: Settings, *, store: Store | None = None) -> Services:
@@ -81,7 +92,17 @@ class Services:
         secrets = SecretStore(
             settings.gcp_project, api_endpoint=settings.google_api_endpoint, credentials=credentials
         )
-        return cls(settings=settings, tpu=tpu, endpoints=endpoints, store=store, secrets=secrets)
+        return cls(
+            settings=settings,
+            tpu=tpu,
+            endpoints=endpoints,
+            store=store,
+            secrets=secrets,
+            workers=CpuWorkers(settings.cpu_workers),
+            fanout=ThreadPoolExecutor(
+                FANOUT_PER_WORKER * settings.worker_threads, thread_name_prefix="fanout"
+            ),
+        )
 
     def vllm(self) -> tuple[VllmClient, Endpoint]:
         """A vLLM client for the current endpoint, and that endpoint. Raises what `resolve()` raises."""

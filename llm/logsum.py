@@ -52,6 +52,7 @@ __all__ = [
     "Analysis",
     "LogSummary",
     "Prompt",
+    "TemplateStream",
     "TemplateSummary",
     "analyze",
     "build_prompt",
@@ -212,7 +213,7 @@ def _miner() -> TemplateMiner:
 
 @dataclass
 class _Group:
-    count: int
+    count: float
     rank: int
     first: datetime
     last: datetime
@@ -221,75 +222,101 @@ class _Group:
     nodes: set[str]
 
 
-def summarize(entries: Iterable[LogEntry], *, max_exemplars: int = MAX_EXEMPLARS) -> LogSummary:
-    """Group log entries into Drain templates.
+class TemplateStream:
+    """Drain template mining that streams: `add` one entry at a time, `summary()` at any point.
+
+    Memory grows with the number of templates (and their exemplars), never with the number of entries:
+    each entry only updates its template's count, severity, times and node set, then is dropped.
 
     Args:
-        entries: LogEntry values in any order (`ops.cloudlogs.fetch` yields newest first).
         max_exemplars: 1 or 2 exemplars per template.
-
-    Returns:
-        LogSummary with the ranked templates; exemplars are redacted.
     """
-    started = time.perf_counter()
-    miner = _miner()
-    groups: dict[int, _Group] = {}
-    total = errors = 0
-    first_seen: datetime | None = None
-    last_seen: datetime | None = None
-    for entry in entries:
-        total += 1
+
+    def __init__(self, *, max_exemplars: int = MAX_EXEMPLARS) -> None:
+        self._started = time.perf_counter()
+        self._max_exemplars = max_exemplars
+        self._miner = _miner()
+        self._groups: dict[int, _Group] = {}
+        self._total = self._errors = 0.0
+        self._first: datetime | None = None
+        self._last: datetime | None = None
+
+    def add(self, entry: LogEntry, weight: float = 1.0) -> None:
+        """Count one entry. `weight` is how many entries it stands for: 1 when every entry is read, 1/f when
+        it comes from a sample of fraction f (Logging's `sample()`), so counts become estimates."""
+        self._total += weight
         rank = severity_rank(entry.severity)
         if rank >= ERROR_RANK:
-            errors += 1
+            self._errors += weight
         ts = entry.timestamp
-        if first_seen is None or ts < first_seen:
-            first_seen = ts
-        if last_seen is None or ts > last_seen:
-            last_seen = ts
-        result = miner.add_log_message(_mined_text(entry.message))
+        if self._first is None or ts < self._first:
+            self._first = ts
+        if self._last is None or ts > self._last:
+            self._last = ts
+        result = self._miner.add_log_message(_mined_text(entry.message))
         cluster_id = int(result["cluster_id"])
-        group = groups.get(cluster_id)
+        group = self._groups.get(cluster_id)
         if group is None:
-            groups[cluster_id] = _Group(1, rank, ts, ts, entry.message, entry.message, {entry.node_id})
-            continue
-        group.count += 1
+            message = entry.message
+            self._groups[cluster_id] = _Group(weight, rank, ts, ts, message, message, {entry.node_id})
+            return
+        group.count += weight
         group.rank = max(group.rank, rank)
         group.nodes.add(entry.node_id)
         if ts < group.first:
             group.first, group.first_message = ts, entry.message
         if ts >= group.last:
             group.last, group.last_message = ts, entry.message
-    templates = []
-    for cluster in miner.drain.clusters:
-        group = groups.get(cluster.cluster_id)
-        if group is None:
-            continue
-        raw = [group.first_message]
-        if max_exemplars > 1 and group.last_message != group.first_message:
-            raw.append(group.last_message)
-        templates.append(
-            TemplateSummary(
-                template_id=cluster.cluster_id,
-                template=_one_line(cluster.get_template(), 2 * MAX_TEMPLATE_CHARS),
-                count=group.count,
-                severity=SEVERITIES[group.rank],
-                first_seen=group.first,
-                last_seen=group.last,
-                exemplars=tuple(_one_line(redact(m), MAX_EXEMPLAR_CHARS) for m in raw),
-                nodes=tuple(sorted(group.nodes)),
+
+    def summary(self) -> LogSummary:
+        """The ranked templates so far (counts rounded to whole entries)."""
+        templates = []
+        for cluster in self._miner.drain.clusters:
+            group = self._groups.get(cluster.cluster_id)
+            if group is None:
+                continue
+            raw = [group.first_message]
+            if self._max_exemplars > 1 and group.last_message != group.first_message:
+                raw.append(group.last_message)
+            templates.append(
+                TemplateSummary(
+                    template_id=cluster.cluster_id,
+                    template=_one_line(cluster.get_template(), 2 * MAX_TEMPLATE_CHARS),
+                    count=max(1, round(group.count)),
+                    severity=SEVERITIES[group.rank],
+                    first_seen=group.first,
+                    last_seen=group.last,
+                    exemplars=tuple(_one_line(redact(m), MAX_EXEMPLAR_CHARS) for m in raw),
+                    nodes=tuple(sorted(group.nodes)),
+                )
             )
+        templates.sort(key=lambda t: (-severity_rank(t.severity), -t.count, -t.last_seen.timestamp()))
+        return LogSummary(
+            templates=tuple(templates),
+            total_entries=round(self._total),
+            error_entries=round(self._errors),
+            first_seen=self._first,
+            last_seen=self._last,
+            grouping_s=time.perf_counter() - self._started,
+            _miner=self._miner,
         )
-    templates.sort(key=lambda t: (-severity_rank(t.severity), -t.count, -t.last_seen.timestamp()))
-    return LogSummary(
-        templates=tuple(templates),
-        total_entries=total,
-        error_entries=errors,
-        first_seen=first_seen,
-        last_seen=last_seen,
-        grouping_s=time.perf_counter() - started,
-        _miner=miner,
-    )
+
+
+def summarize(entries: Iterable[LogEntry], *, max_exemplars: int = MAX_EXEMPLARS) -> LogSummary:
+    """Group log entries into Drain templates (streaming: see `TemplateStream`).
+
+    Args:
+        entries: LogEntry values in any order (`ops.cloudlogs.fetch` yields newest first); an iterator is
+            consumed one entry at a time.
+        max_exemplars: 1 or 2 exemplars per template.
+
+    Returns:
+        LogSummary with the ranked templates; exemplars are redacted.
+    """
+    stream = TemplateStream(max_exemplars=max_exemplars)
+    for entry in entries:
+        stream.add(entry)
+    return stream.summary()
 
 
 # ----------------------------------------------------------------------------------------------------------

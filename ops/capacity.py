@@ -183,6 +183,8 @@ class SearchResult:
         search_id: the id in every request's `tpu-chatops-search` label.
         left_alone: one sentence per existing resource the search found under its name and did not touch
             (e.g. after an ambiguous create whose name was the live primary's).
+        found_s: seconds from the start until the winner was seen ACTIVE (the time to capacity; the rest of
+            `elapsed_s` is deleting and verifying the other requests), None without a winner.
     """
 
     winner: QueuedResourceInfo | None
@@ -193,6 +195,7 @@ class SearchResult:
     error: OpsError | None = None
     search_id: str = ""
     left_alone: tuple[str, ...] = ()
+    found_s: float | None = None
 
 
 @dataclass
@@ -221,13 +224,15 @@ class _Run:
     created: dict[str, str] = field(default_factory=dict)  # zone -> QR id not yet verified gone
     winner: QueuedResourceInfo | None = None
     error: OpsError | None = None
+    found_at: float | None = None  # time.monotonic() when the winner was seen ACTIVE
 
 
 class CapacitySearch:
     """Request a queued resource in several zones at once and keep the first that becomes ACTIVE.
 
     Zone states reported to `progress` (and in SearchResult.zones): "pending", "skipped (remembered:
-    <reason>, <YYYY-MM-DD HH:MM>)", "requesting", the queued resource's state ("WAITING_FOR_RESOURCES",
+    <reason>, <YYYY-MM-DD HH:MM>)", "skipped (not offered: <type>)" (the zone's acceleratorTypes.list lacks
+    the type: dropped before any create), "requesting", the queued resource's state ("WAITING_FOR_RESOURCES",
     "PROVISIONING", "ACTIVE", ...), "failed: <reason>[ (remembered)]", "deleted" (a request deleted because
     another zone won), "cancelled", "not tried" (a winner was found first), "leftover: <QR id>" (its
     deletion could not be verified).
@@ -284,6 +289,36 @@ class CapacitySearch:
         with ThreadPoolExecutor(max_workers=8, thread_name_prefix="capacity-zones") as pool:
             flags = list(pool.map(offers, zones))
         return [zone for zone, ok in zip(zones, flags, strict=True) if ok]
+
+    def offered(self, zones: Sequence[str], accelerator_type: str) -> dict[str, bool | None]:
+        """Whether each zone offers `accelerator_type`, from `acceleratorTypes.list` called for all zones in
+        parallel (one thread per zone, at most 16).
+
+        Returns:
+            zone -> True (offered), False (not in the zone's list), None (the list could not be read: an
+            OpsError, logged; the caller should not drop the zone on that).
+        """
+
+        def offers(zone: str) -> bool | None:
+            try:
+                return accelerator_type in self.tpu.list_accelerator_types(zone)
+            except OpsError as exc:
+                log.warning("capacity search: accelerator types of %s unknown: %s", zone, exc)
+                return None
+
+        if not zones:
+            return {}
+        with ThreadPoolExecutor(min(16, len(zones)), thread_name_prefix="capacity-types") as pool:
+            return dict(zip(zones, pool.map(offers, zones), strict=True))
+
+    def _drop_not_offered(self, run: _Run) -> None:
+        """Before any create: skip the queued zones whose accelerator types (as the API lists them) do not
+        include the request's type. A create there could only fail ("accelerator not offered")."""
+        offered = self.offered(list(run.queue), run.accelerator_type)
+        for zone, ok in offered.items():
+            if ok is False:
+                run.queue.remove(zone)
+                run.states[zone] = f"skipped (not offered: {run.accelerator_type})"
 
     # ---- the search
     def run(
@@ -376,6 +411,8 @@ class CapacitySearch:
             else:
                 run.states[zone] = "pending"
                 run.queue.append(zone)
+        if zones is not None:  # candidate_zones already kept only the zones offering the type
+            self._drop_not_offered(run)
         self._report(run)
         watcher = threading.Thread(
             target=self._watch_cancel, args=(run,), name="capacity-cancel", daemon=True
@@ -414,6 +451,7 @@ class CapacitySearch:
             error=run.error,
             search_id=run.search_id,
             left_alone=tuple(run.left_alone),
+            found_s=None if run.found_at is None else run.found_at - started,
         )
 
     # ---- internals
@@ -565,6 +603,7 @@ class CapacitySearch:
                         won = run.winner is None and not run.cancel.is_set()
                         if won:
                             run.winner = qr
+                            run.found_at = time.monotonic()
                             run.created.pop(zone, None)
                     if won:
                         self._inflight(run, zone, "kept", "the search's winner")

@@ -35,6 +35,7 @@ __all__ = [
     "build_filter",
     "entry_from_api",
     "fetch",
+    "has_time_bound",
     "severity_rank",
     "validate_filter",
 ]
@@ -204,6 +205,75 @@ def build_filter(
     return " AND ".join(parts)
 
 
+_TIME_BOUND = re.compile(r'^timestamp\s*(?:>=|>)\s*(?:"[^"]+"|[^\s()"]+)$')
+
+
+def _top_level_terms(text: str) -> list[str] | None:
+    """The restrictions ANDed at the top level of a Logging query (explicit AND or juxtaposition), or None
+    when the top level is a disjunction (an OR outside parentheses). Quotes and parentheses are honoured;
+    a parenthesised group is one term."""
+    terms: list[str] = []
+    current: list[str] = []
+    depth, in_quote, escaped, i = 0, False, False, 0
+    while i < len(text):
+        char = text[i]
+        if in_quote:
+            current.append(char)
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_quote = False
+        elif char == '"':
+            in_quote = True
+            current.append(char)
+        elif char in "()":
+            depth += 1 if char == "(" else -1
+            current.append(char)
+        elif char.isspace() and depth == 0:
+            if current:
+                terms.append("".join(current))
+                current = []
+        else:
+            current.append(char)
+        i += 1
+    if current:
+        terms.append("".join(current))
+    if "OR" in terms:
+        return None
+    # Rejoin `field OP value` written with spaces around the operator into one term.
+    joined: list[str] = []
+    for term in terms:
+        if term == "AND":
+            continue
+        if joined and (term[:1] in "<>=!:" or joined[-1][-1:] in "<>=!:~"):
+            joined[-1] += term
+        else:
+            joined.append(term)
+    return joined
+
+
+def has_time_bound(filter_: str) -> bool:
+    """True when the Logging query restricts `timestamp` from below at its top level: a term
+    `timestamp>="..."` (or `>`) ANDed with the rest, not inside OR, NOT or parentheses.
+
+    The client library only looks for the substring "timestamp" before adding its 24 h default
+    (google-cloud-logging `_helpers._add_defaults_to_filter`), so `jsonPayload.timestamp_ms>0` or
+    `NOT timestamp>="..."` would pass it and read without any bound.
+
+    Args:
+        filter_: a Logging query, e.g. 'resource.type="tpu_worker" AND timestamp>="2026-11-29T06:00:00Z"'.
+
+    Returns:
+        Whether such a lower bound is present.
+    """
+    terms = _top_level_terms(filter_)
+    if terms is None:
+        return False
+    return any(_TIME_BOUND.match(term) and terms[i - 1 : i] != ["NOT"] for i, term in enumerate(terms))
+
+
 def _message(payload: Any, kind: str) -> str:
     if kind == "text":
         text = str(payload)
@@ -325,15 +395,16 @@ def fetch(
         LogEntry, newest first.
 
     Raises:
-        BadInput: the filter has no timestamp restriction, or limit/page_size out of range; HTTP 400 from
-            the API (e.g. an unparseable filter).
+        BadInput: the filter has no time bound (`has_time_bound`), or limit/page_size out of range; HTTP
+            400 from the API (e.g. an unparseable filter).
         PermissionDenied (401/403, no credentials), NotFound (404), QuotaExceeded (429),
         BackendUnavailable (5xx, connection refused), BackendTimeout (timeouts, 504): from `ops.tpu.map_error`
             with backend "logging". Errors on a later page are raised after the earlier entries were yielded.
     """
-    if "timestamp" not in filter_.lower():
+    if not has_time_bound(filter_):
         raise BadInput(
-            "the log filter has no timestamp restriction (the client would silently add the last 24 h)",
+            "the log filter has no lower bound on `timestamp` ANDed at its top level (the client would "
+            "silently add the last 24 h, or read without a bound when another field is named timestamp)",
             "build it with ops.cloudlogs.build_filter",
             backend="logging",
         )

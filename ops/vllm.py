@@ -16,6 +16,8 @@ Chat completions are not here: see `llm.client.GemmaClient`.
 from __future__ import annotations
 
 import json
+import ssl
+import threading
 import time
 from dataclasses import dataclass
 from types import TracebackType
@@ -35,6 +37,21 @@ __all__ = [
     "error_message",
     "serving_problem",
 ]
+
+_tls: ssl.SSLContext | None = None
+_tls_lock = threading.Lock()
+
+
+def _tls_context() -> ssl.SSLContext:
+    """One default TLS context (CA bundle, verification on) for every client of the process: httpx.Client
+    builds a new one otherwise, loading the CA bundle each time (milliseconds of CPU under the interpreter
+    lock, per client, and a command makes several)."""
+    global _tls
+    with _tls_lock:
+        if _tls is None:
+            _tls = httpx.create_ssl_context()
+        return _tls
+
 
 BOOTING_HINT = "vLLM may still be booting (about 10 minutes on TPU) or be down: try /vllm health"
 TIMEOUT_HINT = "the server may be overloaded or the network slow: try /vllm health, or raise HTTP_TIMEOUT_S"
@@ -199,7 +216,9 @@ class VllmClient:
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout_s)
+        self._http = httpx.Client(
+            base_url=self.base_url, headers=headers, timeout=timeout_s, verify=_tls_context()
+        )
 
     def __repr__(self) -> str:
         return f"VllmClient({self.base_url!r})"

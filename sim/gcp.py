@@ -127,6 +127,7 @@ import threading
 import time
 import uuid
 import zlib
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -173,6 +174,9 @@ _FAULT_MESSAGES = {
 
 API_VERSIONS = ("v2alpha1", "v2")
 DEFAULT_PAGE_SIZE = 50
+LOG_READS_PER_MINUTE = 60
+"""entries.list calls allowed per minute per project: Cloud Logging's default "Read requests per minute"
+quota (https://cloud.google.com/logging/quotas#api-limits); `google.logging_reads_per_minute` overrides it."""
 PROVISIONING_MODELS = ("STANDARD", "SPOT", "RESERVATION_BOUND", "FLEX_START")
 # QR states whose nodes exist (are returned by nodes.list/get).
 NODE_VISIBLE_STATES = frozenset({"ACTIVE", "PROVISIONING", "SUSPENDING"})
@@ -195,17 +199,30 @@ _TOPOLOGY_3D = {8: "2x2x1", 16: "2x2x2", 32: "2x2x4", 64: "2x4x4", 128: "4x4x4"}
 class ApiError(Exception):
     """An HTTP error the simulator answers with, in the Google error envelope."""
 
-    def __init__(self, status: int, message: str, *, status_name: str | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        status_name: str | None = None,
+        details: list[dict[str, Any]] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.status_name = status_name  # e.g. FAILED_PRECONDITION, sent with HTTP 400
+        self.details = details  # google.rpc error details, e.g. an ErrorInfo
 
 
-def error_envelope(status: int, message: str, status_name: str | None = None) -> dict[str, Any]:
-    """The JSON body Google sends with an HTTP error: {"error": {code, message, status}}."""
+def error_envelope(
+    status: int, message: str, status_name: str | None = None, details: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """The JSON body Google sends with an HTTP error: {"error": {code, message, status[, details]}}."""
     name = status_name or STATUS_NAMES.get(status, "UNKNOWN")
-    return {"error": {"code": status, "message": message, "status": name}}
+    error: dict[str, Any] = {"code": status, "message": message, "status": name}
+    if details:
+        error["details"] = details
+    return {"error": error}
 
 
 def rfc3339(value: datetime) -> str:
@@ -409,6 +426,8 @@ class World:
     op_seq: int = 0
     log_cache: dict[tuple[str, bool], list[SimLogEntry]] = field(default_factory=dict, repr=False)
     quota_defaults: dict[str, int] = field(default_factory=dict)
+    log_read_quota: int = LOG_READS_PER_MINUTE
+    log_reads: deque[datetime] = field(default_factory=deque, repr=False)  # accepted entries.list calls
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     @classmethod
@@ -457,6 +476,18 @@ class World:
             if logs.get("audit", True):
                 bodies += audit_log_entries(world)
             world.add_logs(bodies)
+            if logs.get("stream"):
+                world.logs += stream_log_entries(
+                    logs["stream"],
+                    project=world.project,
+                    start=start,
+                    node_id=first.node.node_id if first else "gemma4-qr-node",
+                    zone=first.zone if first else "us-east5-a",
+                    first_seq=world.log_seq + 1,
+                )
+                world.log_seq = world.logs[-1].seq if world.logs else world.log_seq
+                world.logs.sort(key=_log_key)
+        world.log_read_quota = int(google.get("logging_reads_per_minute", LOG_READS_PER_MINUTE))
         return world
 
     def add_logs(self, bodies: list[dict[str, Any]]) -> None:
@@ -634,7 +665,7 @@ def _qr_key(qr: SimQueuedResource) -> str:
 def _log_key(entry: SimLogEntry) -> tuple[datetime, str]:
     """entries.list order: by timestamp, and "entries with equal timestamps are returned in order of their
     insertId values" (cloud.google.com/logging/docs/reference/v2/rest/v2/entries/list, `orderBy`)."""
-    return entry.timestamp, str(entry.body.get("insertId", ""))
+    return entry.timestamp, _insert_id_of(entry)
 
 
 def _ips(value: Any) -> list[str]:
@@ -1007,12 +1038,106 @@ RUNTIME_MONITOR_LOG = "tpu.googleapis.com/runtime_monitor"
 
 @dataclass
 class SimLogEntry:
-    """One stored log entry: its JSON (logging.v2 LogEntry shape) plus what the filter needs."""
+    """One stored log entry: its JSON (logging.v2 LogEntry shape) plus what the filter needs.
+
+    A generated stream entry (`stream_log_entries`) shares its `body` and `blob` with every entry of its
+    kind and variant (so a million of them fit in memory); its own `insert_id` and `timestamp` replace the
+    body's when it is rendered (`log_entry_json`) and in `sample()`.
+    """
 
     timestamp: datetime
     seq: int
     body: dict[str, Any]
     blob: str  # every string in the entry, lowercased, for free-text terms
+    insert_id: str = ""  # set: `body` is a shared prototype
+
+
+def log_entry_json(entry: SimLogEntry) -> dict[str, Any]:
+    """The entry's LogEntry JSON as entries.list returns it (a copy)."""
+    body: dict[str, Any] = json.loads(json.dumps(entry.body))
+    if entry.insert_id:
+        body["timestamp"] = rfc3339(entry.timestamp)
+        body["receiveTimestamp"] = rfc3339(entry.timestamp + timedelta(milliseconds=500 + entry.seq % 1000))
+        body["insertId"] = entry.insert_id
+    return body
+
+
+def _insert_id_of(entry: SimLogEntry) -> str:
+    return entry.insert_id or str(entry.body.get("insertId", ""))
+
+
+def stream_log_entries(
+    spec: dict[str, Any], *, project: str, start: datetime, node_id: str, zone: str, first_seq: int
+) -> list[SimLogEntry]:
+    """A large generated log stream (`google.logs.stream`), sorted by timestamp, SIMULATED.
+
+    Spec keys: `count` (entries), `window` (e.g. 1h, ending at the scenario start), `error_share` (share
+    of entries at ERROR, e.g. 0.005), `error_kinds` (how many distinct error texts, at most the ERROR lines
+    of the case files; shares follow a Zipf law, the most frequent kind first), `seed`, `workers`.
+    Error texts are the real ERROR lines of tests/fixtures/cases, each in 8 varied copies; the rest is the
+    INFO/WARNING noise of `generate_logs`, 512 varied lines. Entries of one kind and copy share one body.
+
+    Returns:
+        The entries (not yet stored); `stream_error_kinds(spec)` gives the error texts in kind order.
+    """
+    rng = random.Random(int(spec.get("seed", 7)))  # simulated data, not security
+    count = int(spec["count"])
+    begin, end = _window(spec, start, "1h")
+    span = (end - begin).total_seconds()
+    workers = max(1, int(spec.get("workers", 1)))
+    kinds = stream_error_kinds(spec)
+    weights = [1 / (rank + 1) ** 1.1 for rank in range(len(kinds))]
+    errors = round(count * float(spec.get("error_share", 0.005))) if kinds else 0
+
+    def prototype(severity: str, payload: Any, worker: int, lid: str) -> tuple[dict[str, Any], str]:
+        labels = {"project_id": project, "zone": zone, "node_id": node_id, "worker_id": str(worker)}
+        if isinstance(payload, dict):
+            body = make_log_entry(project, begin, severity, json_payload=payload, log_id=lid, labels=labels)
+        else:
+            body = make_log_entry(project, begin, severity, text=payload, log_id=lid, labels=labels)
+        return body, " ".join(_strings(body)).lower()
+
+    noise = []
+    for _ in range(512):
+        severity, lid, payload = _noise_lines(rng, begin + timedelta(seconds=rng.uniform(0, span)))
+        noise.append(prototype(severity, payload, rng.randrange(workers), lid))
+    error_protos = [
+        [
+            prototype("ERROR", vary_case_line(text, rng, begin), rng.randrange(workers), "syslog")
+            for _ in range(8)
+        ]
+        for text in kinds
+    ]
+    times = sorted(rng.uniform(0, span) for _ in range(count))
+    error_slots = set(rng.sample(range(count), errors))
+    choices = rng.choices(range(len(kinds)), weights, k=errors) if errors else []
+    out = []
+    picked = iter(choices)
+    for i, offset in enumerate(times):
+        seq = first_seq + i
+        if i in error_slots:
+            body, blob = error_protos[next(picked)][seq % 8]
+        else:
+            body, blob = noise[rng.randrange(512)]
+        out.append(SimLogEntry(begin + timedelta(seconds=offset), seq, body, blob, f"s{seq:015x}"))
+    return out
+
+
+def stream_error_kinds(spec: dict[str, Any]) -> list[str]:
+    """The error texts of a `google.logs.stream` spec, most frequent kind first (see stream_log_entries)."""
+    texts: list[str] = []
+    for path in sorted(CASES_DIR.iterdir()):
+        if path.suffix not in (".log", ".txt") or not path.name.startswith(("vllm-", "tpu-", "docker-")):
+            continue
+        if path.name.startswith(("vllm-metrics", "vllm-bench")):
+            continue
+        for line in case_lines(CASES_DIR, path.name):
+            if case_line_severity(line, "ERROR") == "ERROR" and line not in texts:
+                texts.append(line)
+    wanted = int(spec.get("error_kinds", 40))
+    if wanted > len(texts):
+        raise ValueError(f"error_kinds: at most {len(texts)} distinct error lines in the case files")
+    return texts[:wanted]
 
 
 def _log_severity(value: Any) -> str:
@@ -1588,6 +1713,8 @@ class _FilterParser:
         while self.i < len(self.s) and self.s[self.i] not in _WORD_END:
             self.i += 1
         word = self.s[start : self.i]
+        if word == "sample" and self.s.startswith("(", self.i):
+            return self._sample()
         self._ws()
         op = next((o for o in _OPERATORS if self.s.startswith(o, self.i)), None)
         if op is None:
@@ -1609,6 +1736,26 @@ class _FilterParser:
             if not value:
                 raise FilterError(f"missing value after {word}{op}")
         return _comparison(word, op, value)
+
+    def _sample(self) -> Predicate:
+        """`sample(insertId, FRACTION)`: a deterministic FRACTION of the entries, chosen by a hash of the
+        insertId (https://cloud.google.com/logging/docs/view/logging-query-language#sample). The hash
+        (CRC-32) is the simulator's; a smaller fraction selects a subset of a larger one."""
+        end = self.s.find(")", self.i)
+        if end < 0:
+            raise FilterError("missing ) after sample(")
+        args = [a.strip() for a in self.s[self.i + 1 : end].split(",")]
+        self.i = end + 1
+        if len(args) != 2 or args[0] != "insertId":
+            raise FilterError("sample() takes (insertId, FRACTION)")
+        try:
+            fraction = float(args[1])
+        except ValueError:
+            raise FilterError(f"invalid sample fraction {args[1]!r}") from None
+        if not 0 <= fraction <= 1:
+            raise FilterError("the sample fraction must be between 0 and 1")
+        limit = fraction * 2**32
+        return lambda e: zlib.crc32(_insert_id_of(e).encode()) < limit
 
 
 def parse_log_filter(text: str) -> Callable[[SimLogEntry], bool]:
@@ -1827,7 +1974,7 @@ class GcpSimulator:
     def log_entries(self) -> list[dict[str, Any]]:
         """Every stored LogEntry JSON body, oldest first (copies)."""
         with self.world.lock:
-            return [json.loads(json.dumps(e.body)) for e in self.world.logs]
+            return [log_entry_json(e) for e in self.world.logs]
 
     # ---- lifecycle
     def start(self) -> GcpSimulator:
@@ -1956,7 +2103,8 @@ class GcpSimulator:
                 raise ApiError(501, f"The simulator does not implement {method} {path}.")
             raise ApiError(404, f"The requested URL {path} was not found on this server.")
         except ApiError as exc:
-            return exc.status, json.dumps(error_envelope(exc.status, exc.message, exc.status_name)).encode()
+            envelope = error_envelope(exc.status, exc.message, exc.status_name, exc.details)
+            return exc.status, json.dumps(envelope).encode()
 
     # ---- handlers (called with world.lock held)
     def _list_locations(self, m: re.Match[str], query: dict[str, str], _: bytes) -> dict[str, Any]:
@@ -2142,6 +2290,7 @@ class GcpSimulator:
         """entries.list: resourceNames, filter, orderBy ("timestamp asc" | "timestamp desc"), pageSize
         (default 50, at most 1000), pageToken."""
         w = self.world
+        self._charge_log_read()
         body = _json_body(raw)
         names = body.get("resourceNames") or [f"projects/{p}" for p in body.get("projectIds") or []]
         if not names:
@@ -2192,11 +2341,43 @@ class GcpSimulator:
         page = matched[offset : offset + size]
         result: dict[str, Any] = {}
         if page:
-            result["entries"] = [json.loads(json.dumps(e.body)) for e in page]
+            result["entries"] = [log_entry_json(e) for e in page]
         if offset + size < len(matched):
             next_token = json.dumps({"o": offset + size, "s": signature}).encode()
             result["nextPageToken"] = base64.urlsafe_b64encode(next_token).decode()
         return result
+
+    def _charge_log_read(self) -> None:
+        """Count one entries.list call against the project's read quota: more than `log_read_quota` calls in
+        the last 60 simulated seconds are refused with Google's 429 (body as captured in
+        tests/fixtures/cases/logging-read-quota-429.json). Refused calls do not count."""
+        w = self.world
+        horizon = w.now - timedelta(seconds=60)
+        while w.log_reads and w.log_reads[0] <= horizon:
+            w.log_reads.popleft()
+        if len(w.log_reads) >= w.log_read_quota:
+            number = zlib.crc32(w.project.encode()) % 10**12  # a simulated project number
+            metadata = {
+                "quota_limit": "ReadRequestsPerMinutePerProject",
+                "quota_limit_value": str(w.log_read_quota),
+                "quota_metric": "logging.googleapis.com/read_requests",
+                "service": "logging.googleapis.com",
+                "consumer": f"projects/{number}",
+            }
+            raise ApiError(
+                429,
+                "Quota exceeded for quota metric 'Read requests' and limit 'Read requests per minute' of "
+                f"service 'logging.googleapis.com' for consumer 'project_number:{number}'.",
+                details=[
+                    {
+                        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                        "reason": "RATE_LIMIT_EXCEEDED",
+                        "domain": "googleapis.com",
+                        "metadata": metadata,
+                    }
+                ],
+            )
+        w.log_reads.append(w.now)
 
     # ---- Secret Manager (payloads never appear in a message)
     def _secret(self, m: re.Match[str]) -> SimSecret:

@@ -3,7 +3,6 @@ signatures, which need no model, then the analysis of the first model that answe
 
 from __future__ import annotations
 
-import itertools
 from datetime import timedelta
 
 from bot.authorship import rules_only, written_by
@@ -12,13 +11,13 @@ from bot.context import Context
 from bot.diagnosis import analysis_diagnosis, deployment_of, diagnosis_text
 from bot.render import Attachment, Reply, blocks_reply, code, context, header, section, split_sections, utc
 from llm.client import ChosenModel
-from llm.logsum import Analysis, LogSummary, analyze, summarize
+from llm.logsum import Analysis, LogSummary, analyze
+from llm.logwindow import mine_window
 from ops import cloudlogs
 from ops.errors import OpsError
 from ops.faults import Deployment
 
 SEVERITIES = ("DEFAULT", "DEBUG", "INFO", "NOTICE", "WARNING", "ERROR", "CRITICAL", "ALERT", "EMERGENCY")
-MAX_ENTRIES_ANALYZED = 200_000
 
 
 def severity(word: str) -> str:
@@ -86,25 +85,51 @@ def logs(
     _NODE,
 )
 def logs_analyze(ctx: Context, since: timedelta | None, node: str | None) -> Reply:
-    """Fetch every matching entry page by page and summarize it with drain3 (no model needed); name the known
-    failures; then, when there are errors, ask the first model that answers (primary vLLM, then
-    LLM_FALLBACK_BASE_URL) within a token budget from its context size. Without a model the templates and
-    findings are shown with "Gemma unavailable: rules only"."""
+    """Read the window within Cloud Logging's read quota (every error, a sample of the rest when the window
+    is large: `ops.logreads`) and mine the templates as the entries stream in, both in a worker process
+    (`bot.workers`: off the threads that ack); name the known failures (no model needed); then, when there
+    are errors, ask the first model that answers (primary vLLM, then LLM_FALLBACK_BASE_URL) within a token
+    budget from its context size. Without a model the templates and findings are shown with "Gemma
+    unavailable: rules only"; a read cut by the quota, budget or deadline still answers, labelled partial
+    with what is missing."""
     settings = ctx.services.settings
     window = since or timedelta(hours=1)
     query = cloudlogs.build_filter(window, node=node, now=ctx.services.now())
-    fetched = cloudlogs.fetch(settings.gcp_project, query, api_endpoint=settings.google_api_endpoint)
-    entries = list(itertools.islice(fetched, MAX_ENTRIES_ANALYZED))
-    summary = summarize(entries)
-    if summary.error_entries == 0:
-        return blocks_reply(
-            [
-                header(f"Log analysis: last {window}, {summary.total_entries:,} entries"),
-                section(f":white_check_mark: No errors in the window ({summary.total_entries:,} entries)."),
-            ]
+    summary, report = ctx.services.workers.run(
+        mine_window,
+        settings.gcp_project,
+        query,
+        reads_per_minute=settings.logging_reads_per_min,
+        deadline_s=settings.logs_read_deadline_s,
+        api_endpoint=settings.google_api_endpoint,
+    )
+    sampled = report.sample_fraction < 1.0
+    size = f"{summary.total_entries:,} entries"
+    if sampled:
+        size = f"~{size} (estimated)"
+    blocks = [header(f"Log analysis: last {window}, {size}")]
+    if sampled:
+        blocks.append(
+            context(
+                f"Every error read ({report.error_entries:,}); the rest sampled at "
+                f"{report.sample_fraction:.2%} with `sample(insertId, ...)`, counts scaled up. "
+                f"{report.reads} reads of Cloud Logging's {settings.logging_reads_per_min} a minute."
+            )
         )
-    result, chosen, failures = _ask_models(ctx, entries, summary, deployment_of(ctx.services))
-    blocks = [header(f"Log analysis: last {window}, {result.total_entries:,} entries")]
+    if report.partial:
+        blocks.append(
+            section(
+                ":warning: *Partial:* not read: "
+                + "; ".join(report.missing)
+                + ". Try a shorter `--since` or `--node`, or again in a minute."
+            )
+        )
+    if summary.error_entries == 0:
+        blocks.append(
+            section(f":white_check_mark: No errors in the window ({summary.total_entries:,} entries).")
+        )
+        return blocks_reply(blocks)
+    result, chosen, failures = _ask_models(ctx, summary, deployment_of(ctx.services))
     top = result.top(5)
     kinds = [
         f"• *{t.count:,}× {t.severity}* `{t.template[:150]}`\n  {utc(t.first_seen)} → {utc(t.last_seen)}"
@@ -136,7 +161,7 @@ def logs_analyze(ctx: Context, since: timedelta | None, node: str | None) -> Rep
 
 
 def _ask_models(
-    ctx: Context, entries: list[cloudlogs.LogEntry], summary: LogSummary, deployment: Deployment
+    ctx: Context, summary: LogSummary, deployment: Deployment
 ) -> tuple[Analysis, ChosenModel | None, list[str]]:
     """Analyze with the first model that answers; a model whose request fails hands over to the next. Each
     model's prompt is counted with its own server's tokenizer (vLLM /tokenize), else the conservative
@@ -150,7 +175,7 @@ def _ask_models(
         answer_tokens = min(ctx.services.settings.llm_answer_tokens, chosen.context.tokens // 4)
         try:
             result = analyze(
-                entries,
+                (),
                 chosen.client,
                 chosen.context.tokens,
                 summary=summary,
@@ -164,7 +189,7 @@ def _ask_models(
         if result.model_analysis:
             return result, chosen, failures
         failures.append(f"{chosen.role} `{chosen.model}`: {result.model_error or 'it wrote nothing'}")
-    return analyze(entries, None, 0, summary=summary, deployment=deployment), None, failures
+    return analyze((), None, 0, summary=summary, deployment=deployment), None, failures
 
 
 def _first_line(message: str, limit: int = 160) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, TypeVar
@@ -196,14 +196,16 @@ def _red(label: str, err: OpsError) -> str:
 def tpu_status(ctx: Context) -> Reply:
     """Fetch every source concurrently; each one that fails shows one red line and the rest still show."""
     services = ctx.services
-    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="status") as pool:
-        listing_f = pool.submit(services.tpu.list_queued_resources, services.settings.tpu_zones)
-        endpoint_f = pool.submit(services.endpoints.resolve, listing_f.result)
-        health_f = pool.submit(_after, services, endpoint_f, VllmClient.health)
-        models_f = pool.submit(_after, services, endpoint_f, VllmClient.models)
-        metrics_f = pool.submit(_after, services, endpoint_f, VllmClient.metrics)
-        listing, endpoint = _result(listing_f), _result(endpoint_f)
-        health, models, metrics = _result(health_f), _result(models_f), _result(metrics_f)
+    # The shared fan-out pool runs tasks in submission order, so a source waiting on an earlier one (the
+    # endpoint on the listing) never waits on a task that has no thread.
+    pool = services.fanout
+    listing_f = pool.submit(services.tpu.list_queued_resources, services.settings.tpu_zones)
+    endpoint_f = pool.submit(services.endpoints.resolve, listing_f.result)
+    health_f = pool.submit(_after, services, endpoint_f, VllmClient.health)
+    models_f = pool.submit(_after, services, endpoint_f, VllmClient.models)
+    metrics_f = pool.submit(_after, services, endpoint_f, VllmClient.metrics)
+    listing, endpoint = _result(listing_f), _result(endpoint_f)
+    health, models, metrics = _result(health_f), _result(models_f), _result(metrics_f)
     wedged = ""
     if isinstance(endpoint, Endpoint) and isinstance(health, HealthCheck):
         if isinstance(metrics, MetricsSummary):

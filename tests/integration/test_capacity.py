@@ -94,7 +94,7 @@ def test_parallel_search_keeps_exactly_one(gcp: GcpSimulator, tpu: TpuOps, store
     assert result.leftovers == 0
     assert queued_resources(tpu) == [(CAPACITY, "gemma4-us-east5-a")]  # every other request is gone
     assert result.zones == {
-        PERMANENT[0]: "failed: accelerator not offered (remembered)",
+        PERMANENT[0]: "skipped (not offered: v6e-8)",  # from acceleratorTypes.list, before any create
         STOCKOUT[0]: "deleted",
         PERMANENT[1]: "failed: flex-start not offered (remembered)",
         STOCKOUT[1]: "deleted",
@@ -144,7 +144,7 @@ def test_cancel_mid_search_leaves_nothing(gcp: GcpSimulator, tpu: TpuOps, store:
     assert result.cancelled and result.winner is None and result.leftovers == 0
     assert queued_resources(tpu) == []
     assert "cancelled" in result.zones.values()
-    assert all(s.startswith(("failed:", "cancelled")) for s in result.zones.values()), result.zones
+    assert all(s.startswith(("failed:", "cancelled", "skipped")) for s in result.zones.values()), result.zones
 
 
 def test_remembered_failures_are_skipped_then_retried_with_retry_all(
@@ -153,19 +153,19 @@ def test_remembered_failures_are_skipped_then_retried_with_retry_all(
     zones = [PERMANENT[0], PERMANENT[1], CAPACITY]
     first, _ = search(tpu, store, zones, parallel=1)
     assert first.winner is not None
+    assert first.zones[PERMANENT[0]] == "skipped (not offered: v6e-8)"
     tpu.delete_queued_resource("gemma4", CAPACITY, force=True, timeout_s=5, poll_s=0.02)
     remembered = store.zone_failures("v6e-8", "flex-start")
-    assert set(remembered) == set(PERMANENT)
-    assert remembered[PERMANENT[0]].message.startswith("accelerator not offered: ")
-    assert creates(gcp, PERMANENT[0]) == 1
+    assert set(remembered) == {PERMANENT[1]}
+    assert remembered[PERMANENT[1]].message.startswith("flex-start not offered: ")
+    assert creates(gcp, PERMANENT[0]) == 0 and creates(gcp, PERMANENT[1]) == 1
 
     second, snapshots = search(tpu, store, zones, parallel=1)
     assert second.winner is not None
     day = datetime.now(UTC).strftime("%Y-%m-%d")
-    assert second.zones[PERMANENT[0]].startswith(f"skipped (remembered: accelerator not offered, {day} ")
-    assert second.zones[PERMANENT[1]].startswith("skipped (remembered: flex-start not offered, ")
-    assert snapshots[0][PERMANENT[0]].startswith("skipped")
-    assert creates(gcp, PERMANENT[0]) == 1 and creates(gcp, PERMANENT[1]) == 1
+    assert second.zones[PERMANENT[1]].startswith(f"skipped (remembered: flex-start not offered, {day} ")
+    assert snapshots[0][PERMANENT[1]].startswith("skipped")
+    assert creates(gcp, PERMANENT[1]) == 1
     tpu.delete_queued_resource("gemma4", CAPACITY, force=True, timeout_s=5, poll_s=0.02)
 
     # Another provisioning model is not affected by flex-start's memory.
@@ -173,8 +173,20 @@ def test_remembered_failures_are_skipped_then_retried_with_retry_all(
 
     third, _ = search(tpu, store, zones, parallel=1, retry_all=True)
     assert third.winner is not None
-    assert creates(gcp, PERMANENT[0]) == 2 and creates(gcp, PERMANENT[1]) == 2
-    assert third.zones[PERMANENT[0]] == "failed: accelerator not offered (remembered)"
+    assert creates(gcp, PERMANENT[0]) == 0 and creates(gcp, PERMANENT[1]) == 2
+    assert third.zones[PERMANENT[1]] == "failed: flex-start not offered (remembered)"
+
+
+def test_a_zone_whose_types_cannot_be_listed_is_tried_and_its_failure_remembered(
+    gcp: GcpSimulator, tpu: TpuOps, store: Store
+) -> None:
+    gcp.inject_fault(rf"/locations/{PERMANENT[0]}/acceleratorTypes", 503, count=10)
+    result, _ = search(tpu, store, [PERMANENT[0], CAPACITY], parallel=2)
+    assert result.winner is not None and result.winner.zone == CAPACITY
+    assert result.zones[PERMANENT[0]] == "failed: accelerator not offered (remembered)"
+    assert creates(gcp, PERMANENT[0]) == 1
+    remembered = store.zone_failures("v6e-8", "flex-start")
+    assert remembered[PERMANENT[0]].message.startswith("accelerator not offered: ")
 
 
 def test_zones_default_to_those_offering_the_type(gcp: GcpSimulator, tpu: TpuOps, store: Store) -> None:

@@ -19,13 +19,16 @@ SOURCES = sorted(
     p for package in ("bot", "ops", "llm") for p in (ROOT / package).rglob("*.py") if p != GATEWAY
 )
 
-# WebClient method names are the Web API method with `_` for `.` (slack_sdk/web/client.py).
+# WebClient method names are the Web API method with `_` for `.` (slack_sdk/web/client.py). The "api"
+# family has one method, api.test (https://api.slack.com/methods/api.test), named below with the generic
+# `api_call`, so that Google's `Connection.api_request` is not taken for Slack.
 API_METHOD = re.compile(
-    r"^(?:admin|api|apps|assistant|auth|bookmarks|bots|calls|canvases|chat|conversations|dialog|dnd|emoji|"
+    r"^(?:admin|apps|assistant|auth|bookmarks|bots|calls|canvases|chat|conversations|dialog|dnd|emoji|"
     r"files|functions|migration|oauth|openid|pins|reactions|reminders|rtm|search|stars|team|usergroups|users|"
     r"views|workflows)_[A-Za-z0-9_]+$"
 )
 FORBIDDEN_IMPORTS = {"WebClient", "WebhookClient", "AsyncWebClient", "AsyncWebhookClient"}
+API_FAMILY = {"api_call", "api_test"}
 BOLT_HELPERS = {"say", "respond"}
 
 
@@ -44,7 +47,7 @@ def violations(path: Path) -> list[str]:
         if not isinstance(node, ast.Call):
             continue
         func = node.func
-        if isinstance(func, ast.Attribute) and (API_METHOD.match(func.attr) or func.attr == "api_call"):
+        if isinstance(func, ast.Attribute) and (API_METHOD.match(func.attr) or func.attr in API_FAMILY):
             found.append(f"{node.lineno}: calls .{func.attr}()")
         if isinstance(func, ast.Name) and (func.id in BOLT_HELPERS or func.id in FORBIDDEN_IMPORTS):
             found.append(f"{node.lineno}: calls {func.id}()")
@@ -65,11 +68,18 @@ def test_the_walk_catches_each_way_of_calling_slack(tmp_path: Path) -> None:
         "self._client.views_publish(user_id='U1', view={})\n"
         "client.files_upload_v2(content='x')\n"
         "client.api_call('chat.update')\n"
+        "client.api_test()\n"
         "say('hello')\n"
         "respond(text='x')\n"
         "WebhookClient('https://hooks.slack.com/x').send(text='x')\n"
     )
-    assert len(violations(sample)) == 9
+    assert len(violations(sample)) == 10
+
+
+def test_google_connection_requests_are_not_slack(tmp_path: Path) -> None:
+    sample = tmp_path / "reader.py"
+    sample.write_text("client._connection.api_request(method='POST', path='/entries:list', data={})\n")
+    assert violations(sample) == []
 
 
 def test_the_gateway_itself_is_where_the_calls_are() -> None:

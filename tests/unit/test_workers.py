@@ -1,0 +1,64 @@
+"""bot.workers: CPU-heavy work in worker processes, thread pools started before the first burst, and
+`/readyz` saying "warming up" until the bot has warmed up."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from bot.observability import Readiness
+from bot.workers import NICENESS, AckGate, CpuWorkers, prestart
+
+
+def _pid_and_niceness() -> tuple[int, int]:
+    return os.getpid(), os.nice(0)
+
+
+def test_work_runs_in_a_worker_process_at_a_lower_priority() -> None:
+    workers = CpuWorkers(1)
+    try:
+        workers.warm()
+        pid, niceness = workers.run(_pid_and_niceness)
+    finally:
+        workers.shutdown()
+    assert pid != os.getpid()
+    assert niceness >= min(19, os.nice(0) + NICENESS)
+
+
+def test_prestart_starts_every_thread_and_runs_init_in_each() -> None:
+    names: set[str] = set()
+    lock = threading.Lock()
+
+    def init() -> None:
+        with lock:
+            names.add(threading.current_thread().name)
+
+    with ThreadPoolExecutor(6, thread_name_prefix="warm") as pool:
+        prestart(pool, 6, init)
+        assert len(names) == 6
+
+
+def test_readyz_waits_for_the_warm_up() -> None:
+    warmed = threading.Event()
+    readiness = Readiness(lambda: None, lambda: None, auth_ok=True, warmed=warmed)
+    assert readiness.problem() == "warming up (worker processes, thread pools, API clients)"
+    warmed.set()
+    assert readiness.problem() is None
+
+
+def test_command_work_waits_for_a_quiet_moment_between_acks_but_not_for_long() -> None:
+    gate = AckGate()
+    started = time.monotonic()
+    gate.wait_quiet(quiet_s=0.02, max_s=1.0)  # nothing in flight: only the quiet period
+    assert time.monotonic() - started < 0.5
+    gate.enter()
+    threading.Timer(0.2, gate.leave).start()
+    started = time.monotonic()
+    gate.wait_quiet(quiet_s=0.05, max_s=5.0)
+    assert time.monotonic() - started >= 0.25  # the request left, then 50 ms of quiet
+    gate.enter()  # never leaves: bounded by max_s
+    started = time.monotonic()
+    gate.wait_quiet(quiet_s=0.02, max_s=0.3)
+    assert time.monotonic() - started >= 0.3
