@@ -361,7 +361,9 @@ def test_client_disconnect_mid_stream_counts_as_abort() -> None:
 
 
 def test_prompts_are_redacted_before_they_reach_the_model(gemma: GemmaClient) -> None:
-    # The simulator counts prompt tokens as words: a four-word password masked whole leaves one word.
+    # The simulator counts the prompt with its chat template: the four-word password arrives masked whole,
+    # exactly as many tokens as the masked form sent as it is.
     secret = 'PASSWORD="correct horse battery staple"'
     result = gemma.stream([{"role": "user", "content": secret}], max_tokens=2)
-    assert result.prompt_tokens == 1
+    masked = gemma.stream([{"role": "user", "content": 'PASSWORD="[REDACTED:password]"'}], max_tokens=2)
+    assert result.prompt_tokens == masked.prompt_tokens
