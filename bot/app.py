@@ -301,6 +301,9 @@ class HttpServer:
             connection_limit=1000,
             ident="tpu-chatops",
             max_request_body_size=MAX_BODY_BYTES,
+            # poll(), not select(): select() fails on a descriptor numbered above 1024 (FD_SETSIZE), which a
+            # long-running process with many connections and worker pipes can reach.
+            asyncore_use_poll=True,
         )
         self.host = host
         self.port = int(self._server.effective_port)
