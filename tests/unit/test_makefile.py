@@ -16,7 +16,8 @@ MAKE = shutil.which("make")
 
 def _install(bin_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PATH": f"{bin_dir}:/usr/bin:/bin"}
-    env.pop("PYTHON", None)
+    for inherited in ("PYTHON", "MAKEFLAGS", "MAKELEVEL", "MFLAGS"):  # as a user's shell, not a parent make
+        env.pop(inherited, None)
     return subprocess.run(
         [str(MAKE), "-B", "install", "VENV=/nonexistent-venv", *args],
         cwd=ROOT,
