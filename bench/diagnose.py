@@ -3,7 +3,7 @@ the same code the bot runs, each checked against its expected family and fix ter
 
 A case enters the way the bot meets it (`via`):
   log         `llm.diagnose.diagnose` (docker logs, journalctl, Cloud Logging text, command errors)
-  create      `ops.capacity.classify` plus the catalogue (a queued resource's create error); `reason` is
+  create      `ops.zonefit.classify` plus the catalogue (a queued resource's create error); `reason` is
               also checked when given
   health      the `/metrics` scrapes of the text (split at "# ---- " lines, 60 s apart) with /health 200
               and a probe that timed out, through `ops.vllm.serving_problem`, then diagnosed
@@ -30,10 +30,10 @@ sys.path.insert(0, str(ROOT))
 
 from llm.diagnose import diagnose  # noqa: E402
 from llm.hygiene import inspect_message  # noqa: E402
-from ops.capacity import classify  # noqa: E402
 from ops.faults import Deployment  # noqa: E402
 from ops.metrics import summarize  # noqa: E402
 from ops.vllm import ServingSample, serving_problem  # noqa: E402
+from ops.zonefit import classify  # noqa: E402
 
 TABLE = ROOT / "tests" / "fixtures" / "diagnose_cases.yaml"
 CASES = ROOT / "tests" / "fixtures" / "cases"

@@ -21,7 +21,7 @@ from ops.alerts import Alert
 from ops.errors import BackendTimeout, OpsError
 from ops.faults import Deployment, catalogue, key_lines
 from ops.metrics import MetricsSummary
-from ops.tpu import QueuedResourceInfo
+from ops.tpu_model import QueuedResourceInfo
 from ops.vllm import HealthCheck, ServingSample, VllmClient, serving_problem
 
 __all__ = [
@@ -35,7 +35,7 @@ __all__ = [
     "serving_verdict",
 ]
 
-# The flags `ops.remote`'s docker run template starts vLLM with (besides the model, sizes and port).
+# The flags `ops.remote_commands`' docker run template starts vLLM with (besides the model, sizes and port).
 VLLM_FLAGS = ("--enable-auto-tool-choice", "--tool-call-parser gemma4", "--reasoning-parser gemma4")
 _HOLDS_QUOTA = ("FAILED", "SUSPENDED")
 _EVIDENCE_SHOWN = 200

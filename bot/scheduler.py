@@ -56,7 +56,7 @@ from ops.ownership import MANAGED_BY, MANAGED_BY_KEY, created_by_bot
 from ops.recovery import RecoveryBudget, dead_reason
 from ops.slo import DEFAULT_RULES, SloRule, SloWatch, Snapshot, evaluate_slo, load_rules, parse_span
 from ops.store import AuditEntry
-from ops.tpu import QueuedResourceInfo
+from ops.tpu_model import QueuedResourceInfo
 
 log = logging.getLogger(__name__)
 

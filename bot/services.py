@@ -15,11 +15,12 @@ from google.oauth2 import service_account
 from bot.config import Settings
 from bot.workers import CpuWorkers
 from llm.client import ChosenModel, GemmaClient, ModelTarget, choose_models
+from ops.container import VllmContainer, VllmSpec
 from ops.endpoint import Endpoint, EndpointResolver
 from ops.errors import BadInput, OpsError
 from ops.google import CLOUD_PLATFORM_SCOPE
-from ops.remote import RemoteHost, VllmContainer, VllmSpec
 from ops.secrets import SecretStore
+from ops.ssh import RemoteHost
 from ops.store import Store
 from ops.tpu import TpuOps
 from ops.vllm import VllmClient

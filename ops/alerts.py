@@ -24,7 +24,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
 from ops.store import Store, metadata
-from ops.tpu import QueuedResourceInfo
+from ops.tpu_model import QueuedResourceInfo
 from ops.vllm import WEDGED, ServingSample, serving_problem
 
 __all__ = [

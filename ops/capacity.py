@@ -1,9 +1,6 @@
-"""Where can we get TPUs now? Create-error classification and a capacity search across zones.
+"""Where can we get TPUs now? A capacity search across zones.
 
-`classify` tells a failure that is permanent for a (zone, accelerator type, provisioning model) (the zone
-does not offer the type or the model, or the zone does not exist) from a transient one (stockout, quota,
-timeout, 5xx), from the typed errors of `ops.errors` and from Google's texts (the real ones are in
-tests/fixtures/cases/tpu-create-*.txt). `CapacitySearch` requests a queued resource in several zones at
+`CapacitySearch` requests a queued resource in several zones at
 once, keeps the first that becomes ACTIVE, deletes every other request and checks that each one is gone,
 and remembers permanent failures in the `Store` so the next search skips those zones.
 
@@ -16,7 +13,6 @@ read back, found not ours, and left alone.
 from __future__ import annotations
 
 import logging
-import re
 import threading
 import time
 from collections import deque
@@ -25,11 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
-from typing import Literal
 
-from ops import faults
 from ops.errors import (
-    AlreadyExists,
     BackendTimeout,
     BackendUnavailable,
     BadInput,
@@ -37,7 +30,6 @@ from ops.errors import (
     CapacityUnavailable,
     NotFound,
     OpsError,
-    PermissionDenied,
     QuotaExceeded,
     UnsupportedInZone,
 )
@@ -51,109 +43,15 @@ from ops.ownership import (
     record_sending,
 )
 from ops.store import Store
-from ops.tpu import CreateSpec, QueuedResourceInfo, TpuOps, check_create_spec
+from ops.tpu import TpuOps
+from ops.tpu_model import CreateSpec, QueuedResourceInfo, check_create_spec
+from ops.zonefit import classify
 
-__all__ = ["CapacitySearch", "Classification", "SearchResult", "classify", "search_name"]
+__all__ = ["CapacitySearch", "SearchResult", "search_name"]
 
 log = logging.getLogger(__name__)
 
 MAX_ID_CHARS = 63  # queued resource and node ids are RFC 1035 labels
-
-# Fault texts (stockout, quota, accelerator type / provisioning model / zone not offered) are families of
-# the fault catalogue (ops/faults.yaml, `create:` entries); what is left here reads status codes only.
-_QUOTA = re.compile(r"quota|rate limit", re.IGNORECASE)  # a bare mention, when no family matched
-_TIMEOUT = re.compile(r"timed? ?out|deadline[_ ]exceeded|no answer in time", re.IGNORECASE)
-_SERVER = re.compile(
-    r"\bHTTP 5\d\d\b|\bcode:? (?:13|14)\b|internal error|backend error|cannot connect|service unavailable",
-    re.IGNORECASE,
-)
-_SERVER_STATUS = re.compile(r"\b(?:UNAVAILABLE|INTERNAL)\b")  # google.rpc.Code names, upper case only
-_BAD_REQUEST = re.compile(r"INVALID_ARGUMENT|FAILED_PRECONDITION|\bHTTP 400\b|\"code\": 3\b|\bcode 3\b")
-_CODE_8 = re.compile(r"\bcode:? 8\b|\"code\": 8\b|RESOURCE_EXHAUSTED|\bHTTP 429\b", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class Classification:
-    """What a create failure means for the capacity search.
-
-    Attributes:
-        kind: "permanent" (retrying the same request will fail the same way) or "transient" (another try,
-            later or elsewhere, may work).
-        reason: short words for people and for the zone memory: "accelerator not offered", "flex-start not
-            offered", "zone unknown", "stockout", "quota exceeded", "timeout", "server error", "permission
-            denied", "bad request", "already exists", "cancelled", "unknown error".
-        scope: "zone" (about this zone, type and provisioning model) or "request" (about the request or the
-            credentials: every zone would fail the same way, so a search stops).
-    """
-
-    kind: Literal["permanent", "transient"]
-    reason: str
-    scope: Literal["zone", "request"] = "zone"
-
-    @property
-    def remember(self) -> bool:
-        """True when the zone memory should keep it: permanent for this zone, type and model."""
-        return self.kind == "permanent" and self.scope == "zone"
-
-
-def classify(error: BaseException | str) -> Classification:
-    """Classify a create failure (an exception, typically an `ops.errors.OpsError`, or a raw text).
-
-    The text is matched first against the fault catalogue's families with a `create:` entry
-    (ops/faults.yaml): permanent for the zone: the accelerator type is not offered there, the provisioning
-    model (e.g. flex-start) is not offered for the type there, the zone is unknown, the project has no
-    quota there at all ("Limit: 0"); transient: stockout, quota exhausted. Then the typed errors and status
-    codes: permanent for the zone: UnsupportedInZone. Transient: stockout (code 8, CapacityUnavailable),
-    quota or rate limit (HTTP 429, a quota named, QuotaExceeded), timeouts (BackendTimeout), 5xx and
-    connection failures (BackendUnavailable), AlreadyExists, Cancelled and anything unrecognised.
-    Permanent for the whole request: PermissionDenied, and a BadInput/INVALID_ARGUMENT whose text names no
-    zone problem.
-
-    Args:
-        error: the exception, or the text of an error (e.g. a gcloud or Terraform output, a
-            `failedData.error.message`).
-
-    Returns:
-        A Classification (kind, reason, scope).
-    """
-    text = error if isinstance(error, str) else (error.message if isinstance(error, OpsError) else str(error))
-    known = _catalogued(text)
-    if known is not None and (known.kind == "permanent" or not isinstance(error, PermissionDenied)):
-        return known
-    if isinstance(error, UnsupportedInZone):
-        return Classification("permanent", "not offered in zone")
-    if isinstance(error, CapacityUnavailable):
-        return Classification("transient", "stockout")
-    if isinstance(error, QuotaExceeded) or _QUOTA.search(text):
-        return Classification("transient", "quota exceeded")
-    if isinstance(error, PermissionDenied):
-        return Classification("permanent", "permission denied", "request")
-    if isinstance(error, AlreadyExists):
-        return Classification("transient", "already exists")
-    if isinstance(error, Cancelled):
-        return Classification("transient", "cancelled")
-    if isinstance(error, BackendTimeout) or _TIMEOUT.search(text):
-        return Classification("transient", "timeout")
-    if isinstance(error, BackendUnavailable) or _SERVER.search(text) or _SERVER_STATUS.search(text):
-        return Classification("transient", "server error")
-    if isinstance(error, BadInput) or (isinstance(error, str) and _BAD_REQUEST.search(text)):
-        return Classification("permanent", "bad request", "request")
-    if _CODE_8.search(text):
-        return Classification("transient", "stockout")
-    return Classification("transient", "unknown error")
-
-
-def _catalogued(text: str) -> Classification | None:
-    """The classification of the most severe, most specific catalogue family with a `create:` entry."""
-    matches = faults.catalogue().match(text, only_create=True)
-    if not matches:
-        return None
-    best = max(matches, key=lambda m: (m.family.create["kind"] == "permanent", m.family.specificity))
-    create = best.family.create
-    reason = faults.fill(create["reason"], faults.figures(best.values))
-    scope: Literal["zone", "request"] = "request" if create.get("scope") == "request" else "zone"
-    kind: Literal["permanent", "transient"] = "permanent" if create["kind"] == "permanent" else "transient"
-    return Classification(kind, reason, scope)
 
 
 def search_name(name: str, zone: str, parallel: int) -> str:

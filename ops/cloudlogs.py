@@ -25,7 +25,7 @@ from google.auth.credentials import Credentials
 
 from ops import google
 from ops.errors import BadInput, OpsError
-from ops.tpu import map_error
+from ops.google import map_error
 
 __all__ = [
     "MAX_FILTER_CHARS",
@@ -398,8 +398,9 @@ def fetch(
         BadInput: the filter has no time bound (`has_time_bound`), or limit/page_size out of range; HTTP
             400 from the API (e.g. an unparseable filter).
         PermissionDenied (401/403, no credentials), NotFound (404), QuotaExceeded (429),
-        BackendUnavailable (5xx, connection refused), BackendTimeout (timeouts, 504): from `ops.tpu.map_error`
-            with backend "logging". Errors on a later page are raised after the earlier entries were yielded.
+        BackendUnavailable (5xx, connection refused), BackendTimeout (timeouts, 504): from
+            `ops.google.map_error` with backend "logging". Errors on a later page are raised after the
+            earlier entries were yielded.
     """
     if not has_time_bound(filter_):
         raise BadInput(

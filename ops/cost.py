@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from ops.errors import BadInput
-from ops.tpu import QueuedResourceInfo
+from ops.tpu_model import QueuedResourceInfo
 
 __all__ = [
     "DEFAULT_MODEL",

@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from ops.errors import BadInput
-from ops.tpu import FLEX_START_MAX_RUN, PROVISIONING_MODELS
+from ops.tpu_model import FLEX_START_MAX_RUN, PROVISIONING_MODELS
 
 __all__ = [
     "FLEX_START_MAX_RUN",

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 from ops.errors import NotFound
 from ops.ownership import created_by_bot
-from ops.tpu import QueuedResourceInfo, TpuOps, ZoneListing
+from ops.tpu import TpuOps
+from ops.tpu_model import QueuedResourceInfo, ZoneListing
 
 # Node states of a VM that cannot be serving (Node.State, cloud.google.com/tpu/docs/reference/rest/v2/
 # projects.locations.nodes): skipped by discovery, so a preempted primary is not kept as the endpoint.

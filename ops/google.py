@@ -1,4 +1,4 @@
-"""The one place Google API clients are built.
+"""The one place Google API clients are built, and the one place their errors are mapped.
 
 Everything else asks this module for a client (Cloud TPU v2alpha1 and v2, Cloud Quotas, Secret Manager,
 Cloud Logging),
@@ -6,13 +6,20 @@ so pointing the whole bot at the local simulator (`sim.gcp.GcpSimulator`) only c
 With an endpoint such as "http://127.0.0.1:43121" the clients use `AnonymousCredentials` (unless
 credentials are given) and talk plain HTTP to it; with `api_endpoint=None` they use Application Default
 Credentials and the real `https://*.googleapis.com/` endpoints.
+
+Every Google call's failure becomes an `ops.errors.OpsError` here: `map_error` for reads of any of these
+APIs, `create_error` and `operation_error` for changes to TPU resources (typed by `ops.zonefit.classify`
+when the zone does not offer the request).
 """
 
 from __future__ import annotations
 
 import functools
+import http
 import json
+import re
 import threading
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -20,15 +27,32 @@ import google.auth
 import google_auth_httplib2
 import httplib2
 import requests
+from google.api_core import exceptions as core_exceptions
 from google.api_core.client_options import ClientOptions
+from google.auth import exceptions as auth_exceptions
 from google.auth.credentials import AnonymousCredentials, Credentials
 from google.auth.exceptions import DefaultCredentialsError
 from google.cloud import cloudquotas_v1, secretmanager_v1
 from google.cloud import logging as cloud_logging_lib
 from google.cloud import tpu_v2 as gapic_tpu_v2
 from googleapiclient import discovery, discovery_cache
+from googleapiclient.errors import HttpError
 
-from ops.errors import PermissionDenied
+from ops import faults
+from ops.errors import (
+    AlreadyExists,
+    BackendTimeout,
+    BackendUnavailable,
+    BadInput,
+    Cancelled,
+    CapacityUnavailable,
+    NotFound,
+    OpsError,
+    PermissionDenied,
+    QuotaExceeded,
+    UnsupportedInZone,
+)
+from ops.zonefit import classify
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 DEFAULT_TIMEOUT_S = 60.0
@@ -224,3 +248,229 @@ def cloud_logging(
         _use_grpc=False,
         client_options={"api_endpoint": api_endpoint} if api_endpoint else None,
     )
+
+
+MAX_MESSAGE_CHARS = 300
+_REQUEST_PREFIX = re.compile(r"^(?:GET|POST|PUT|PATCH|DELETE) \S+: ")
+# google.rpc.Code names (https://github.com/googleapis/googleapis/blob/master/google/rpc/code.proto).
+RPC_CODES = {
+    1: "CANCELLED",
+    2: "UNKNOWN",
+    3: "INVALID_ARGUMENT",
+    4: "DEADLINE_EXCEEDED",
+    5: "NOT_FOUND",
+    6: "ALREADY_EXISTS",
+    7: "PERMISSION_DENIED",
+    8: "RESOURCE_EXHAUSTED",
+    9: "FAILED_PRECONDITION",
+    10: "ABORTED",
+    11: "OUT_OF_RANGE",
+    12: "UNIMPLEMENTED",
+    13: "INTERNAL",
+    14: "UNAVAILABLE",
+    15: "DATA_LOSS",
+    16: "UNAUTHENTICATED",
+}
+
+
+# --------------------------------------------------------------------------------------------------
+# Error mapping
+# --------------------------------------------------------------------------------------------------
+
+
+def one_line(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """`text` on one line (whitespace runs collapsed), cut to `limit` characters with a trailing "…"."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _http_phrase(status: int) -> str:
+    try:
+        return http.HTTPStatus(status).phrase
+    except ValueError:
+        return "Error"
+
+
+def _hint_for_status(status: int, api: str = "the TPU API") -> tuple[type[OpsError], str]:
+    if status == 404:
+        return NotFound, "check the name and the zone" if api == "the TPU API" else "check the name"
+    if status in (401, 403):
+        roles = "its TPU roles" if api == "the TPU API" else "its roles"
+        return PermissionDenied, f"check the bot's credentials and {roles} on the project"
+    if status == 429:
+        return QuotaExceeded, "API rate limit or quota hit: retry after a minute"
+    if status == 504:
+        return BackendTimeout, f"{api} timed out: retry in a minute"
+    if status >= 500:
+        return BackendUnavailable, f"{api} is having trouble: retry in a minute"
+    if status == 400:
+        return BadInput, "check the zone and the request"
+    return OpsError, "see the message"
+
+
+def _catalogue_fix(message: str) -> str:
+    """The fix of the fault-catalogue family in an API error (e.g. a node that is gone under its queued
+    resource: recreate it, not "check the zone"), or ""."""
+    known = faults.explain(message)
+    return known[2] if known else ""
+
+
+def error_status(exc: BaseException) -> tuple[int | None, str]:
+    """(HTTP status, the server's error message in full) of a Google client exception; (None, "") if none."""
+    if isinstance(exc, core_exceptions.RetryError) and exc.cause is not None:
+        exc = exc.cause
+    if isinstance(exc, HttpError):
+        return int(exc.status_code), str(exc.reason or "")
+    if isinstance(exc, core_exceptions.GoogleAPICallError) and isinstance(exc.code, int):
+        # REST errors from google-api-core read "GET http://...: <message>"; keep only the message.
+        return exc.code, _REQUEST_PREFIX.sub("", str(exc.message or ""))
+    return None, ""
+
+
+def map_error(exc: BaseException, what: str, *, backend: str = "tpu", api: str = "the TPU API") -> OpsError:
+    """Translate a Google client exception into an OpsError with a one-line message and a hint.
+
+    Args:
+        exc: what the library raised (HttpError, GoogleAPICallError, RetryError, requests/httplib2/socket
+            errors, google-auth errors, ...).
+        what: the API and call, e.g. "TPU API v2alpha1 queuedResources.list us-east5-a".
+        backend: the `backend` of the returned error ("tpu", "quotas", "secrets", ...).
+        api: how hints name the API ("the TPU API").
+
+    Returns:
+        NotFound (404), PermissionDenied (401/403, credential errors), QuotaExceeded (429),
+        BackendUnavailable (5xx, connection refused, DNS), BackendTimeout (timeouts, 504), BadInput (400),
+        or a plain OpsError for anything else (409 included: `create_error` makes it AlreadyExists).
+        Messages are one line of at most 300 characters.
+    """
+    if isinstance(exc, OpsError):
+        return exc
+    if isinstance(exc, core_exceptions.RetryError) and exc.cause is not None:
+        exc = exc.cause
+    status, detail = error_status(exc)
+    if status is not None:
+        cls, hint = _hint_for_status(status, api)
+        message = f"{what}: HTTP {status} {_http_phrase(status)}" + (f": {detail}" if detail else "")
+        if status == 404:  # a node gone under its queued resource is not a wrong zone
+            hint = _catalogue_fix(message) or hint
+        return cls(one_line(message), hint, backend=backend)
+    if isinstance(exc, requests.exceptions.Timeout | TimeoutError | core_exceptions.DeadlineExceeded):
+        return BackendTimeout(one_line(f"{what}: no answer in time"), "retry in a minute", backend=backend)
+    if isinstance(exc, auth_exceptions.RefreshError | auth_exceptions.DefaultCredentialsError):
+        return PermissionDenied(
+            one_line(f"{what}: credentials rejected: {exc}"),
+            "refresh the bot's Google credentials",
+            backend=backend,
+        )
+    if isinstance(
+        exc,
+        requests.exceptions.ConnectionError
+        | ConnectionError
+        | OSError
+        | httplib2.HttpLib2Error
+        | auth_exceptions.TransportError,
+    ):
+        return BackendUnavailable(
+            one_line(f"{what}: cannot connect ({type(exc).__name__}: {exc})"),
+            "check the network and the API endpoint, then retry",
+            backend=backend,
+        )
+    return BackendUnavailable(
+        one_line(f"{what}: unexpected {type(exc).__name__}: {exc}"),
+        "retry; report it if it persists",
+        backend=backend,
+    )
+
+
+# Longer than MAX_MESSAGE_CHARS: create and operation errors quote Google's text in full (the accelerator
+# error alone is ~260 characters) because the capacity search and the user both need all of it.
+MAX_CHANGE_MESSAGE_CHARS = 600
+
+
+def _zone_error(message: str, reason: str) -> UnsupportedInZone:
+    return UnsupportedInZone(
+        one_line(message, MAX_CHANGE_MESSAGE_CHARS),
+        f"{reason}: permanent for this zone, type and provisioning model; try another zone",
+        backend="tpu",
+    )
+
+
+def create_error(exc: BaseException, what: str) -> OpsError:
+    """Map a failed change (create, delete, reset, start, stop): like `map_error`, but HTTP 409 becomes
+    AlreadyExists, 400/404 texts that say the zone does not offer the accelerator type, the provisioning
+    model or the zone itself become UnsupportedInZone (see `ops.zonefit.classify`), and Google's message
+    is kept in full (up to 600 characters).
+    """
+    error = map_error(exc, what)
+    status, detail = error_status(exc)
+    if status is None:
+        return error
+    message = f"{what}: HTTP {status} {_http_phrase(status)}" + (f": {detail}" if detail else "")
+    verdict = classify(f"HTTP {status}: {detail}")
+    if status in (400, 404) and verdict.remember:
+        return _zone_error(message, verdict.reason)
+    line = one_line(message, MAX_CHANGE_MESSAGE_CHARS)
+    if status == 409:
+        return AlreadyExists(line, "pick another name, or delete the existing one first", backend="tpu")
+    if status == 429 and ZONE_QUOTA_EXHAUSTED.search(detail):
+        return QuotaExceeded(line, ZONE_QUOTA_HINT, backend="tpu")
+    return type(error)(line, error.hint, backend="tpu")
+
+
+# A create over the zone's TPU quota is refused at once: "Quota '<quota id>' exhausted. Limit N in zone Z."
+ZONE_QUOTA_EXHAUSTED = re.compile(r"Quota '[^']+' exhausted\. Limit \d+ in zone")
+ZONE_QUOTA_HINT = (
+    "the zone's TPU quota is used up: delete FAILED or SUSPENDED queued resources (they hold quota), "
+    "ask for more in the Cloud console (IAM & Admin > Quotas), or try another zone"
+)
+
+
+def operation_error(error: Mapping[str, Any], what: str) -> OpsError:
+    """The typed error of a failed long-running operation (`Operation.error`, a google.rpc.Status).
+
+    Args:
+        error: the operation's `error` dict: {"code": 8, "message": "..."}.
+        what: the operation, e.g. "TPU operation create projects/p/locations/z/queuedResources/q".
+
+    Returns:
+        UnsupportedInZone when the text says the zone does not offer the accelerator type, provisioning
+        model or zone (e.g. code 3 "FLEX_START provisioning model is not supported ..."); for code 8
+        (RESOURCE_EXHAUSTED) QuotaExceeded if the text names a quota, else CapacityUnavailable (stockout);
+        else by code: 1 Cancelled, 3/9/11 BadInput, 4 BackendTimeout, 5 NotFound, 6 AlreadyExists, 7/16
+        PermissionDenied, 2/10/13/14/15 BackendUnavailable, others OpsError. Codes: google.rpc.Code.
+    """
+    try:
+        code = int(error.get("code", 2))
+    except (TypeError, ValueError):
+        code = 2
+    text = str(error.get("message") or "")
+    message = f"{what} failed: {RPC_CODES.get(code, f'code {code}')} (code {code})" + (
+        f": {text}" if text else ""
+    )
+    verdict = classify(f"code {code}: {text}")
+    if verdict.remember:
+        return _zone_error(message, verdict.reason)
+    line = one_line(message, MAX_CHANGE_MESSAGE_CHARS)
+    if code == 8:
+        if verdict.reason == "quota exceeded":
+            return QuotaExceeded(
+                line, "TPU quota exhausted: free some, ask for more, or try another zone", backend="tpu"
+            )
+        return CapacityUnavailable(
+            line, "no capacity now: try another zone, or wait and retry", backend="tpu"
+        )
+    by_code: dict[int, tuple[type[OpsError], str]] = {
+        1: (Cancelled, "the operation was cancelled"),
+        3: (BadInput, "check the request"),
+        9: (BadInput, "the resource is not in a state that allows this"),
+        11: (BadInput, "check the request"),
+        4: (BackendTimeout, "the operation timed out: retry"),
+        5: (NotFound, "check the name and the zone"),
+        6: (AlreadyExists, "pick another name, or delete the existing one first"),
+        7: (PermissionDenied, "check the bot's credentials and its TPU roles on the project"),
+        16: (PermissionDenied, "check the bot's credentials"),
+    }
+    cls, hint = by_code.get(code, (BackendUnavailable, "the TPU API had trouble: retry in a minute"))
+    if code not in by_code and code not in (2, 10, 13, 14, 15):
+        cls, hint = OpsError, "see the message"
+    return cls(line, hint, backend="tpu")

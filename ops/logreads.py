@@ -29,7 +29,7 @@ from google.auth.credentials import Credentials
 from ops import google
 from ops.cloudlogs import LogEntry, entry_from_api, has_time_bound
 from ops.errors import BadInput, OpsError, QuotaExceeded
-from ops.tpu import map_error
+from ops.google import map_error
 
 __all__ = ["PROBE_FRACTION", "ReadQuota", "ReadReport", "read_window"]
 
@@ -228,7 +228,7 @@ def read_window(
 
     Raises:
         BadInput: no time bound in the filter; a 400 from the API. PermissionDenied, NotFound,
-        BackendUnavailable, BackendTimeout: from `ops.tpu.map_error` (429s are backed off, not raised).
+        BackendUnavailable, BackendTimeout: from `ops.google.map_error` (429s are backed off, not raised).
         QuotaExceeded: every read was refused with 429 until the deadline (nothing was read).
     """
     if not has_time_bound(filter_):

@@ -26,7 +26,8 @@ from typing import Literal
 
 from ops.errors import AlreadyExists, BackendTimeout, BackendUnavailable, NotFound, OpsError
 from ops.store import InflightRequest, Store
-from ops.tpu import CreateSpec, QueuedResourceInfo, TpuOps
+from ops.tpu import TpuOps
+from ops.tpu_model import CreateSpec, QueuedResourceInfo
 
 __all__ = [
     "MANAGED_BY",

@@ -15,7 +15,7 @@ from google.auth.credentials import Credentials
 
 from ops import google
 from ops.errors import BadInput, NotFound, OpsError
-from ops.tpu import map_error
+from ops.google import map_error
 
 __all__ = ["QUOTA_SERVICE", "quota_ids", "zone_quotas"]
 
@@ -72,7 +72,7 @@ def zone_quotas(
 
     Raises:
         BadInput: malformed family. PermissionDenied, QuotaExceeded, BackendUnavailable, BackendTimeout,
-        NotFound (unknown project): see `ops.tpu.map_error` (backend "quotas").
+        NotFound (unknown project): see `ops.google.map_error` (backend "quotas").
     """
     client = google.cloud_quotas(api_endpoint, credentials)
     result: dict[str, dict[str, int]] = {}

@@ -19,7 +19,7 @@ from sqlalchemy import Column, DateTime, Float, Integer, String, Table, Text, in
 from sqlalchemy.engine import Engine
 
 from ops.store import Store, metadata
-from ops.tpu import QueuedResourceInfo
+from ops.tpu_model import QueuedResourceInfo
 
 __all__ = ["Attempt", "RecoveryBudget", "dead_reason"]
 

@@ -13,7 +13,7 @@ from google.cloud import secretmanager_v1
 
 from ops import google
 from ops.errors import BadInput, NotFound, OpsError
-from ops.tpu import map_error
+from ops.google import map_error
 
 __all__ = ["SecretStore", "crc32c"]
 
@@ -84,7 +84,7 @@ class SecretStore:
 
         Raises:
             BadInput: malformed secret id or rejected request. PermissionDenied, QuotaExceeded,
-            BackendUnavailable, BackendTimeout: see `ops.tpu.map_error` (backend "secrets").
+            BackendUnavailable, BackendTimeout: see `ops.google.map_error` (backend "secrets").
         """
         self._check(secret_id)
         data = payload.encode()
@@ -125,7 +125,7 @@ class SecretStore:
         Raises:
             BadInput: malformed secret id or version. NotFound: no such secret or version.
             OpsError: the payload fails its checksum or is not UTF-8 (the payload is not shown).
-            PermissionDenied, QuotaExceeded, BackendUnavailable, BackendTimeout: see `ops.tpu.map_error`.
+            PermissionDenied, QuotaExceeded, BackendUnavailable, BackendTimeout: see `ops.google.map_error`.
         """
         self._check(secret_id)
         if not _VERSION.match(version or ""):

@@ -12,9 +12,9 @@ from bot.commands import Param, Role, int_range, registry
 from bot.context import Context
 from bot.render import Attachment, Reply, blocks_reply, cancel_button, code, context, header, section, utc
 from ops.bench import BenchResult, SweepPoint, heatmap_png, parse_bench_serve, plan_sweep, sweep_csv
+from ops.container import BenchParams
 from ops.errors import BadInput, Cancelled, OpsError
 from ops.metrics import kv_cache_capacity_tokens
-from ops.remote import BenchParams
 from ops.store import BenchRun
 
 

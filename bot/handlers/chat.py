@@ -34,11 +34,11 @@ from llm.grounding import Fact, Subjects, contradictions, estimate_tokens, facts
 from llm.logsum import summarize
 from llm.redact import redact
 from ops import cloudlogs, cost
-from ops.capacity import classify
 from ops.errors import BadInput, OpsError
 from ops.faults import Deployment
 from ops.spend import plan_spend
-from ops.tpu import QueuedResourceInfo
+from ops.tpu_model import QueuedResourceInfo
+from ops.zonefit import classify
 
 # name -> (description, JSON schema of the arguments, the viewer command line they become)
 _TOOLS: dict[str, tuple[str, dict[str, Any], Callable[[dict[str, Any]], str]]] = {

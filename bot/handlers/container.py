@@ -1,7 +1,8 @@
 """`/vllm` commands on the TPU VM over SSH: status, logs, syslog, start, stop, restart, rm.
 
-Every remote command comes from the fixed templates of `ops.remote`; each argument from Slack is checked
-here when it is parsed (so bad input gets the usage line) and again, then quoted, in `ops.remote`.
+Every remote command comes from the fixed templates of `ops.remote_commands`; each argument from Slack is
+checked here when it is parsed (so bad input gets the usage line) and again, then quoted, in
+`ops.remote_commands`.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from bot.handlers.safety import VLLM_LOAD
 from bot.maintenance import planned_work
 from bot.render import Attachment, Reply, ago, blocks_reply, code, context, section
 from llm.diagnose import examine
-from ops import remote
+from ops import remote_commands
+from ops.container import ContainerStatus, VllmContainer
 from ops.errors import OpsError
-from ops.remote import ContainerStatus, VllmContainer
 from ops.vllm import HealthCheck
 
 SHOWN_LOG_LINES = 25
@@ -28,8 +29,9 @@ DIAGNOSE_TAIL = 400
 
 
 def _remote_kind(kind: str) -> Callable[[str], str]:
-    """An argument type checked by `ops.remote.validate(kind, ...)`, the same check the SSH layer applies."""
-    return partial(remote.validate, kind)
+    """An argument type checked by `ops.remote_commands.validate(kind, ...)`, the same check the SSH layer
+    applies."""
+    return partial(remote_commands.validate, kind)
 
 
 def _health(ctx: Context) -> HealthCheck | OpsError:

@@ -35,7 +35,7 @@ from ops.cost import burn
 from ops.endpoint import Endpoint
 from ops.errors import OpsError
 from ops.metrics import MetricsSummary
-from ops.tpu import QueuedResourceInfo, ZoneListing
+from ops.tpu_model import QueuedResourceInfo, ZoneListing
 from ops.vllm import HealthCheck
 
 log = logging.getLogger(__name__)

@@ -47,7 +47,7 @@ from ops import cost, deploy
 from ops.errors import AlreadyExists, BadInput, NotFound, OpsError
 from ops.ownership import MANAGED_BY, MANAGED_BY_KEY
 from ops.spend import plan_spend
-from ops.tpu import FLEX_START_MAX_RUN, CreateSpec, NodeInfo, QueuedResourceInfo
+from ops.tpu_model import FLEX_START_MAX_RUN, CreateSpec, NodeInfo, QueuedResourceInfo
 
 OPERATION_TIMEOUT_S = 600.0
 

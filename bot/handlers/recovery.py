@@ -27,7 +27,7 @@ from ops.capacity import CapacitySearch
 from ops.errors import BadInput, OpsError
 from ops.recovery import dead_reason, exposure_hours
 from ops.spend import plan_spend
-from ops.tpu import QueuedResourceInfo
+from ops.tpu_model import QueuedResourceInfo
 
 OPERATION_TIMEOUT_S = 600.0
 SEARCH_VALID_UNTIL = timedelta(minutes=15)  # how long recovery's capacity search waits in each zone

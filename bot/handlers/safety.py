@@ -25,7 +25,7 @@ from ops.ownership import (
 )
 from ops.spend import SpendPlan
 from ops.store import OperationBusy
-from ops.tpu import CreateSpec, QueuedResourceInfo
+from ops.tpu_model import CreateSpec, QueuedResourceInfo
 
 # How long vLLM takes to serve again once its TPU VM is up: download and compile the model. The figure the
 # bot has always shown after a create; docs/deploy.md describes the startup script's steps.

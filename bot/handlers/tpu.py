@@ -26,7 +26,7 @@ from ops.endpoint import Endpoint
 from ops.errors import OpsError
 from ops.faults import Deployment
 from ops.metrics import MetricsSummary
-from ops.tpu import NodeInfo, QueuedResourceInfo, ZoneListing
+from ops.tpu_model import NodeInfo, QueuedResourceInfo, ZoneListing
 from ops.vllm import HealthCheck, ModelCard, VllmClient
 
 log = logging.getLogger(__name__)

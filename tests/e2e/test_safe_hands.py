@@ -13,7 +13,7 @@ import pytest
 
 from bot.listeners.home import home_blocks
 from ops.errors import NotFound
-from ops.tpu import CreateSpec
+from ops.tpu_model import CreateSpec
 from sim.console import DEMO_USER
 from sim.demo import Demo
 

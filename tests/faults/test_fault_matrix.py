@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from ops.remote import RemoteHost
+from ops.ssh import RemoteHost
 from sim.console import SlackUser
 from sim.demo import Demo
 from sim.host import generate_ed25519_key

@@ -1,4 +1,4 @@
-"""ops.remote.VllmContainer over real SSH (paramiko client, host key pinned) against the SIMULATED TPU VM
+"""ops.container.VllmContainer over real SSH (paramiko client, host key pinned) against the SIMULATED TPU VM
 (sim.host.HostSimulator), linked to the vLLM simulator."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ import pytest
 
 from llm.diagnose import diagnose
 from ops.bench import parse_bench_serve
+from ops.container import BenchParams, VllmContainer, VllmSpec
 from ops.errors import AlreadyExists, NotFound, QuotaExceeded
-from ops.remote import BenchParams, RemoteHost, VllmContainer, VllmSpec
+from ops.ssh import RemoteHost
 from ops.vllm import VllmClient
 from sim import scenario
 from sim.host import NOT_ALLOWED, HostSimulator, generate_ed25519_key

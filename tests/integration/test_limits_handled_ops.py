@@ -19,9 +19,10 @@ import pytest
 from llm.agent import Tool, answer
 from llm.tokens import PromptCounter, estimate_chat_tokens
 from ops.alerts import evaluate, identity, observe
+from ops.container import VllmContainer
 from ops.endpoint import EndpointResolver
 from ops.errors import BadInput, NotFound, PermissionDenied
-from ops.remote import RemoteHost, VllmContainer
+from ops.ssh import RemoteHost
 from ops.store import Store
 from ops.tpu import TpuOps
 from sim.gcp import GcpSimulator

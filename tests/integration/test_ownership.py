@@ -182,7 +182,7 @@ def test_reconcile_deletes_an_orphaned_search_request_and_adopts_a_create(
     gcp: GcpSimulator, tpu: TpuOps, store: Store
 ) -> None:
     from ops.ownership import create_owned, ownership_labels, record_sending
-    from ops.tpu import CreateSpec
+    from ops.tpu_model import CreateSpec
 
     now = datetime.now(UTC)
     made = []
@@ -241,7 +241,7 @@ def test_endpoint_never_comes_from_an_unlabelled_active_resource() -> None:
 
 def test_the_emulator_refuses_labels_google_refuses(gcp: GcpSimulator, tpu: TpuOps) -> None:
     from ops.errors import BadInput
-    from ops.tpu import CreateSpec
+    from ops.tpu_model import CreateSpec
 
     spec = CreateSpec(
         "gemma4-x", "gemma4-x-node", ZONE, "v6e-8", "v2-alpha-tpuv6e", "spot", None, None,

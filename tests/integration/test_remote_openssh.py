@@ -1,4 +1,5 @@
-"""ops.remote against a REAL OpenSSH server (tests/sshd.py): host-key checking, errors, and shell injection.
+"""ops.ssh and ops.container against a REAL OpenSSH server (tests/sshd.py): host-key checking, errors,
+and shell injection.
 
 Injection tests assert on what the remote side received: the command string sshd got
 ($SSH_ORIGINAL_COMMAND, logged by a ForceCommand wrapper) and the argv the fake `docker`/`grep` programs got.
@@ -16,8 +17,10 @@ from typing import Any
 
 import pytest
 
+from ops.container import VllmContainer, VllmSpec
 from ops.errors import BackendTimeout, BackendUnavailable, BadInput, PermissionDenied
-from ops.remote import TEMPLATES, RemoteHost, VllmContainer, VllmSpec
+from ops.remote_commands import TEMPLATES
+from ops.ssh import RemoteHost
 from sim.host import generate_ed25519_key
 from tests.sshd import OpenSSHServer
 

@@ -27,7 +27,8 @@ from ops.errors import (
 )
 from ops.quotas import zone_quotas
 from ops.secrets import SecretStore
-from ops.tpu import CreateSpec, TpuOps
+from ops.tpu import TpuOps
+from ops.tpu_model import CreateSpec
 from sim.gcp import SUSPEND_DURATION, GcpSimulator
 from tests.conftest import CASES
 from tests.integration.test_discovery_contract import DOCS, validate

@@ -23,7 +23,7 @@ from ops.alerts import (
     identity,
 )
 from ops.store import Store
-from ops.tpu import NodeInfo, QueuedResourceInfo, ZoneListing
+from ops.tpu_model import NodeInfo, QueuedResourceInfo, ZoneListing
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 CREATED = NOW - timedelta(hours=3)

@@ -1,4 +1,4 @@
-"""Create-failure classification (ops.capacity.classify) on the real texts in tests/fixtures/cases, on the
+"""Create-failure classification (ops.zonefit.classify) on the real texts in tests/fixtures/cases, on the
 typed errors and on operation errors; the create body mapping; capacity-search names."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from ops.capacity import Classification, classify, search_name
+from ops.capacity import search_name
 from ops.errors import (
     AlreadyExists,
     BackendTimeout,
@@ -20,8 +20,10 @@ from ops.errors import (
     QuotaExceeded,
     UnsupportedInZone,
 )
+from ops.google import operation_error
 from ops.secrets import crc32c
-from ops.tpu import CreateSpec, check_create_spec, operation_error, queued_resource_body
+from ops.tpu_model import CreateSpec, check_create_spec, queued_resource_body
+from ops.zonefit import Classification, classify
 from tests.conftest import CASES
 
 # What tests/fixtures/cases/README.md says the bot should conclude for each tpu-create-*.txt.

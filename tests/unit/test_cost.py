@@ -11,7 +11,7 @@ import pytest
 
 from ops import cost
 from ops.errors import BadInput
-from ops.tpu import NodeInfo, QueuedResourceInfo
+from ops.tpu_model import NodeInfo, QueuedResourceInfo
 
 T0 = datetime(2026, 1, 1, 10, 0, tzinfo=UTC)
 
@@ -305,7 +305,7 @@ def test_live_burn_has_a_total_and_counts_what_has_no_price() -> None:
     from typing import Any, cast
 
     from bot.handlers.cost import _burn_text
-    from ops.tpu import ZoneListing
+    from ops.tpu_model import ZoneListing
 
     now = T0 + timedelta(minutes=90)
     listing = ZoneListing(

@@ -19,7 +19,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from bot.scheduler import DIGEST_MISFIRE_GRACE_S, AlertScheduler
 from bot.slack_gateway import SlackGateway
 from ops.store import Store
-from ops.tpu import ZoneListing
+from ops.tpu_model import ZoneListing
 from sim.slack import SlackSimulator
 
 CASE = Path(__file__).resolve().parent.parent / "fixtures" / "cases" / "apscheduler-misfire.txt"

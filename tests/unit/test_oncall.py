@@ -22,7 +22,7 @@ from ops.ownership import created_by_bot
 from ops.recovery import RecoveryBudget, dead_reason
 from ops.slo import SloRule, SloWatch, Snapshot, evaluate_slo, load_rules, measure, parse_rules
 from ops.store import Store
-from ops.tpu import ZoneListing, queued_resource_from_api
+from ops.tpu_model import ZoneListing, queued_resource_from_api
 from tests.unit.test_alerts import FakeSlack, FakeVllm
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

@@ -11,7 +11,7 @@ from bot.handlers.safety import check_pins, pins_text
 from ops.errors import OpsError
 from ops.ownership import label_value, made_by, ownership_labels
 from ops.spend import plan_spend
-from ops.tpu import QueuedResourceInfo
+from ops.tpu_model import QueuedResourceInfo
 
 
 class _Ctx:

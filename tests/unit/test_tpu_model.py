@@ -1,4 +1,5 @@
-"""Unit tests of the pure mapping in ops.tpu: API JSON -> typed values, and client errors -> OpsError."""
+"""Unit tests of the pure mappings: API JSON -> typed values (ops.tpu_model), client errors -> OpsError
+(ops.google)."""
 
 from __future__ import annotations
 
@@ -20,10 +21,10 @@ from ops.errors import (
     PermissionDenied,
     QuotaExceeded,
 )
-from ops.tpu import (
+from ops.google import map_error
+from ops.tpu_model import (
     NodeInfo,
     QueuedResourceInfo,
-    map_error,
     node_from_api,
     parse_duration,
     parse_time,

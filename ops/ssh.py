@@ -1,0 +1,402 @@
+"""SSH to the TPU VM (paramiko) with host-key checking: the transport that runs the allowed commands.
+
+Security model:
+- Host keys are checked against a known_hosts file and/or keys pinned in settings. Unknown or changed keys are
+  refused (`paramiko.RejectPolicy`, never `AutoAddPolicy`) with `PermissionDenied` naming the host and the
+  SHA256 fingerprint the server offered.
+- Only the command templates of `ops.remote_commands.TEMPLATES` can run, rendered by
+  `ops.remote_commands.render` (every argument validated by its kind, then `shlex.quote`d).
+- No private key material appears in messages or logs (only public fingerprints).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, NoReturn
+
+import paramiko
+from paramiko.pkey import UnknownKeyType
+
+from ops import faults
+from ops.errors import (
+    BackendTimeout,
+    BackendUnavailable,
+    BadInput,
+    OpsError,
+    PermissionDenied,
+)
+from ops.remote_commands import render
+
+__all__ = ["CommandResult", "RemoteHost"]
+
+log = logging.getLogger(__name__)
+
+# Cap on what one command may return per stream (stdout, stderr); the rest is dropped (`truncated`).
+MAX_OUTPUT_BYTES = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """What one remote command returned.
+
+    Attributes:
+        exit_status: the remote exit status (127: command not found; -1 if the server sent none).
+        stdout, stderr: decoded as UTF-8 (invalid bytes replaced).
+        duration_s: wall time in seconds, from sending the command to its exit.
+        truncated: True if a stream exceeded MAX_OUTPUT_BYTES and was cut.
+    """
+
+    exit_status: int
+    stdout: str
+    stderr: str
+    duration_s: float
+    truncated: bool = False
+
+
+# -- host keys ----------------------------------------------------------------------------------------------
+
+
+def _describe(key: paramiko.PKey) -> str:
+    return f"{key.get_name()} {key.fingerprint}"
+
+
+class _RejectUnknownHostKey(paramiko.RejectPolicy):
+    """RejectPolicy that raises PermissionDenied with the offered fingerprint (never adds the key)."""
+
+    def __init__(self, display: str, sources: str) -> None:
+        self.display = display
+        self.sources = sources
+
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> NoReturn:
+        raise PermissionDenied(
+            f"SSH host key of {self.display} is not known ({self.sources}); the server offered "
+            f"{_describe(key)}. Refusing to connect.",
+            "verify that fingerprint on the VM (e.g. `ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub` "
+            "from the serial console), then add the key to known_hosts or pin it in settings",
+            backend="ssh",
+        )
+
+
+# -- the SSH host -------------------------------------------------------------------------------------------
+
+
+class RemoteHost:
+    """An SSH connection to one host that can run only the commands in `ops.remote_commands.TEMPLATES`.
+
+    The connection is opened lazily on the first `run`, reused, and reopened if it dropped. Thread-safe.
+
+    Args:
+        host: hostname or IP of the VM.
+        port: SSH port.
+        user: login user.
+        key_path: path of the private key file (OpenSSH or PEM format), or None when `pkey` is given.
+        pkey: an already loaded private key. No agent and no ~/.ssh key discovery are used.
+        known_hosts_path: an OpenSSH known_hosts file to check the host key against (entries for a port other
+            than 22 are written `[host]:port`).
+        pinned_host_keys: key type -> base64 public key, e.g. {"ssh-ed25519": "AAAAC3..."}, trusted for this
+            host in addition to known_hosts.
+        connect_timeout_s: seconds for TCP connect, SSH banner, authentication and channel open.
+        command_timeout_s: default seconds a command may run (`run(timeout_s=...)` overrides).
+        sudo: prefix docker/journalctl commands with `sudo -n` (TPU VM users are often not in the docker
+            group). Extension beyond the original signature; default False.
+
+    Raises:
+        BadInput: neither key_path nor pkey, no host-key source at all, or a malformed pinned key.
+    """
+
+    def __init__(
+        self,
+        host: str,
+        port: int = 22,
+        *,
+        user: str,
+        key_path: str | None = None,
+        pkey: paramiko.PKey | None = None,
+        known_hosts_path: str | None = None,
+        pinned_host_keys: Mapping[str, str] | None = None,
+        connect_timeout_s: float = 10,
+        command_timeout_s: float = 60,
+        sudo: bool = False,
+    ) -> None:
+        if key_path is None and pkey is None:
+            raise BadInput("SSH needs a private key: set key_path or pkey", "configure the bot's SSH key")
+        if known_hosts_path is None and not pinned_host_keys:
+            raise BadInput(
+                f"no trusted host key for {host}: set known_hosts_path or pinned_host_keys",
+                "host-key checking cannot be turned off; pin the VM's key after verifying its fingerprint",
+            )
+        self.host = host
+        self.port = int(port)
+        self.user = user
+        self.connect_timeout_s = float(connect_timeout_s)
+        self.command_timeout_s = float(command_timeout_s)
+        self.sudo = sudo
+        self._key_path = key_path
+        self._pkey = pkey
+        self._known_hosts_path = known_hosts_path
+        self._pinned: list[paramiko.PKey] = []
+        for key_type, b64 in (pinned_host_keys or {}).items():
+            try:
+                self._pinned.append(
+                    paramiko.PKey.from_type_string(key_type, base64.b64decode(b64, validate=True))
+                )
+            except (binascii.Error, ValueError, paramiko.SSHException, UnknownKeyType) as exc:
+                raise BadInput(
+                    f"pinned host key {key_type} for {host} is not a valid public key",
+                    'give the base64 part of the key line, e.g. {"ssh-ed25519": "AAAAC3..."}',
+                ) from exc
+        self._lock = threading.Lock()
+        self._client: paramiko.SSHClient | None = None
+
+    @property
+    def display(self) -> str:
+        """`user@host:port`, for messages."""
+        return f"{self.user}@{self.host}:{self.port}"
+
+    def __repr__(self) -> str:
+        return f"RemoteHost({self.display!r})"
+
+    def close(self) -> None:
+        """Close the SSH connection (a later `run` reconnects)."""
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
+    def __enter__(self) -> RemoteHost:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # -- commands --------------------------------------------------------------------------------------------
+
+    def render(self, template_name: str, **args: Any) -> str:
+        """The exact command string `run` would send (for audit logs and tests).
+
+        Args:
+            template_name: a key of `ops.remote_commands.TEMPLATES`.
+            **args: exactly the template's arguments.
+
+        Returns:
+            The command, every argument validated and `shlex.quote`d.
+
+        Raises:
+            BadInput: unknown template, missing or extra arguments, or an invalid argument.
+        """
+        return render(template_name, args, sudo=self.sudo)
+
+    def run(self, template_name: str, /, *, timeout_s: float | None = None, **args: Any) -> CommandResult:
+        """Run one allowed command on the host.
+
+        Args:
+            template_name: a key of `ops.remote_commands.TEMPLATES`.
+            timeout_s: seconds the command may take; None uses `command_timeout_s`.
+            **args: the template's arguments (see `ops.remote_commands`).
+
+        Returns:
+            CommandResult. A non-zero exit status is returned, not raised.
+
+        Raises:
+            BadInput: invalid arguments (nothing is sent).
+            PermissionDenied: unknown or changed host key, or authentication refused.
+            BackendUnavailable: connection refused, host unreachable, or the connection dropped.
+            BackendTimeout: connect or command timeout (the remote command's channel is closed).
+        """
+        command = self.render(template_name, **args)
+        limit = self.command_timeout_s if timeout_s is None else float(timeout_s)
+        log.info("ssh %s: run %s", self.display, template_name)
+        log.debug("ssh %s: %s", self.display, command)
+        client = self._connected()
+        try:
+            return self._exec(client, command, template_name, limit)
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            self.close()
+            raise BackendUnavailable(
+                f"SSH to {self.display}: connection lost while running {template_name}: {type(exc).__name__}",
+                "check the VM is up (/tpu status) and retry",
+                backend="ssh",
+            ) from exc
+
+    def _exec(self, client: paramiko.SSHClient, command: str, name: str, limit: float) -> CommandResult:
+        transport = client.get_transport()
+        if transport is None:
+            raise paramiko.SSHException("no transport")
+        start = time.monotonic()
+        deadline = start + limit
+        channel = transport.open_session(timeout=self.connect_timeout_s)
+        try:
+            channel.exec_command(command)
+            out, err = bytearray(), bytearray()
+            truncated = False
+            while True:
+                busy = False
+                if channel.recv_ready():
+                    data = channel.recv(65536)
+                    busy = True
+                    if len(out) < MAX_OUTPUT_BYTES:
+                        out += data
+                    else:
+                        truncated = True
+                if channel.recv_stderr_ready():
+                    data = channel.recv_stderr(65536)
+                    busy = True
+                    if len(err) < MAX_OUTPUT_BYTES:
+                        err += data
+                    else:
+                        truncated = True
+                if busy:
+                    continue
+                # sshd may send the exit status before the last output: finish at EOF (or close) too
+                if channel.exit_status_ready() and (channel.eof_received or channel.closed):
+                    while channel.recv_ready():
+                        out += channel.recv(65536)
+                    while channel.recv_stderr_ready():
+                        err += channel.recv_stderr(65536)
+                    break
+                if channel.closed or not transport.is_active():
+                    raise EOFError("channel closed without an exit status")
+                if time.monotonic() > deadline:
+                    raise BackendTimeout(
+                        f"SSH to {self.display}: {name} did not finish within {limit:g} s",
+                        "the VM may be overloaded; the command was abandoned (its channel closed)",
+                        backend="ssh",
+                    )
+                channel.status_event.wait(0.01)
+            status = channel.recv_exit_status()
+        finally:
+            channel.close()
+        if len(out) > MAX_OUTPUT_BYTES or len(err) > MAX_OUTPUT_BYTES:
+            truncated = True
+            out, err = out[:MAX_OUTPUT_BYTES], err[:MAX_OUTPUT_BYTES]
+        duration = time.monotonic() - start
+        log.info("ssh %s: %s exited %d in %.2f s", self.display, name, status, duration)
+        return CommandResult(
+            status, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), duration, truncated
+        )
+
+    # -- connection ------------------------------------------------------------------------------------------
+
+    def _connected(self) -> paramiko.SSHClient:
+        with self._lock:
+            client = self._client
+            transport = client.get_transport() if client is not None else None
+            if client is not None and transport is not None and transport.is_active():
+                return client
+            if client is not None:
+                client.close()
+            self._client = None
+            client = self._connect()
+            self._client = client
+            return client
+
+    def _host_key_name(self) -> str:
+        return self.host if self.port == 22 else f"[{self.host}]:{self.port}"
+
+    def _connect(self) -> paramiko.SSHClient:
+        client = paramiko.SSHClient()
+        sources = []
+        if self._known_hosts_path is not None:
+            try:
+                client.load_host_keys(self._known_hosts_path)
+            except OSError as exc:
+                raise BadInput(
+                    f"cannot read known_hosts file {self._known_hosts_path}: {exc.strerror}",
+                    "fix SSH_KNOWN_HOSTS_PATH",
+                    backend="ssh",
+                ) from exc
+            sources.append(f"known_hosts {self._known_hosts_path}")
+        for key in self._pinned:
+            client.get_host_keys().add(self._host_key_name(), key.get_name(), key)
+        if self._pinned:
+            sources.append("pinned keys")
+        where = f"{self.host}:{self.port}"
+        client.set_missing_host_key_policy(_RejectUnknownHostKey(where, ", ".join(sources)))
+        timeout = self.connect_timeout_s
+        started = time.monotonic()
+        try:
+            client.connect(
+                self.host,
+                self.port,
+                username=self.user,
+                pkey=self._pkey,
+                key_filename=self._key_path if self._pkey is None else None,
+                timeout=timeout,
+                banner_timeout=timeout,
+                auth_timeout=timeout,
+                channel_timeout=timeout,
+                allow_agent=False,
+                look_for_keys=False,
+            )
+        except OpsError:
+            client.close()
+            raise
+        except paramiko.BadHostKeyException as exc:
+            client.close()
+            raise PermissionDenied(
+                f"SSH host key of {where} CHANGED: the server offered {_describe(exc.key)} but the trusted "
+                f"key is {_describe(exc.expected_key)}. Refusing to connect: either the VM was recreated or "
+                "someone is intercepting the connection.",
+                "verify the new fingerprint on the VM (serial console: "
+                "`ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub`), then update known_hosts or the pinned "
+                "key",
+                backend="ssh",
+            ) from None
+        except paramiko.AuthenticationException as exc:
+            client.close()
+            raise PermissionDenied(
+                f"SSH to {self.display}: public-key authentication refused",
+                f"add the bot's public key to ~{self.user}/.ssh/authorized_keys on the VM "
+                "(or the instance's ssh-keys metadata / OS Login)",
+                backend="ssh",
+            ) from exc
+        except paramiko.ssh_exception.NoValidConnectionsError as exc:
+            client.close()
+            reasons = "; ".join(sorted({getattr(e, "strerror", None) or str(e) for e in exc.errors.values()}))
+            refused = all(isinstance(e, ConnectionRefusedError) for e in exc.errors.values())
+            message = f"SSH to {where} refused: {reasons}" if refused else f"SSH to {where} failed: {reasons}"
+            raise BackendUnavailable(
+                message, "is the VM up and sshd running? check /tpu status and the firewall", backend="ssh"
+            ) from exc
+        except TimeoutError as exc:
+            client.close()
+            raise BackendTimeout(
+                f"SSH to {where}: no answer within {timeout:g} s",
+                "check the VM is up and the firewall allows port 22 from the bot",
+                backend="ssh",
+            ) from exc
+        except paramiko.SSHException as exc:
+            client.close()
+            text = str(exc)
+            slow = time.monotonic() - started >= timeout * 0.9  # paramiko may report a later symptom
+            known = None if slow else faults.explain(text)
+            if known is not None:  # e.g. the port answers with something that is not SSH
+                raise BackendUnavailable(f"SSH to {where}: {known[1]}", known[2], backend="ssh") from exc
+            if slow or any(word in text.lower() for word in ("banner", "timeout", "timed out")):
+                raise BackendTimeout(
+                    f"SSH to {where}: no SSH greeting within {timeout:g} s",
+                    "sshd on the VM may be overloaded or not an SSH server on that port",
+                    backend="ssh",
+                ) from exc
+            raise BackendUnavailable(
+                f"SSH to {where} failed: {text[:200]}",
+                "retry; if it persists check sshd on the VM",
+                backend="ssh",
+            ) from exc
+        except OSError as exc:
+            client.close()
+            raise BackendUnavailable(
+                f"SSH to {where} failed: {exc.strerror or exc}",
+                "check the VM address (/tpu status) and DNS",
+                backend="ssh",
+            ) from exc
+        return client
