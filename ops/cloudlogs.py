@@ -96,6 +96,29 @@ def _timestamp_literal(value: datetime) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+# A double-quoted string of the Logging query language, backslash escapes honoured; the closing quote may
+# be missing at the end of the text (https://cloud.google.com/logging/docs/view/logging-query-language).
+_QUOTED = re.compile(r'"(?:[^"\\]|\\.|\\\Z)*("?)', re.DOTALL)
+
+
+def _quote_runs(text: str) -> Iterator[tuple[str, bool]]:
+    """`text` cut into runs outside and inside double quotes, in order: (run, quoted). A quoted run keeps
+    its quotes; an unclosed one runs to the end of the text."""
+    start = 0
+    for match in _QUOTED.finditer(text):
+        if match.start() > start:
+            yield text[start : match.start()], False
+        yield match.group(), True
+        start = match.end()
+    if start < len(text):
+        yield text[start:], False
+
+
+def _unclosed_quote(text: str) -> bool:
+    """True when the last double-quoted string of `text` is never closed."""
+    return any(not match.group(1) for match in _QUOTED.finditer(text))
+
+
 def validate_filter(text: str) -> str:
     """Check user-supplied Logging query text before it is added to a filter.
 
@@ -125,24 +148,13 @@ def validate_filter(text: str) -> str:
         )
     if not text.isprintable():
         raise BadInput("the log filter has control characters or line breaks", hint, backend="logging")
-    in_quote, escaped, depth = False, False, 0
-    for char in text:
-        if in_quote:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_quote = False
-        elif char == '"':
-            in_quote = True
-        elif char == "(":
-            depth += 1
-        elif char == ")":
-            depth -= 1
+    depth = 0
+    for run, quoted in _quote_runs(text):
+        for char in "" if quoted else run:
+            depth += {"(": 1, ")": -1}.get(char, 0)
             if depth < 0:
-                break
-    if in_quote:
+                raise BadInput("the log filter has unbalanced parentheses", hint, backend="logging")
+    if _unclosed_quote(text):
         raise BadInput("the log filter has an unclosed double quote", hint, backend="logging")
     if depth != 0:
         raise BadInput("the log filter has unbalanced parentheses", hint, backend="logging")
@@ -214,30 +226,19 @@ def _top_level_terms(text: str) -> list[str] | None:
     a parenthesised group is one term."""
     terms: list[str] = []
     current: list[str] = []
-    depth, in_quote, escaped, i = 0, False, False, 0
-    while i < len(text):
-        char = text[i]
-        if in_quote:
-            current.append(char)
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_quote = False
-        elif char == '"':
-            in_quote = True
-            current.append(char)
-        elif char in "()":
-            depth += 1 if char == "(" else -1
-            current.append(char)
-        elif char.isspace() and depth == 0:
-            if current:
-                terms.append("".join(current))
-                current = []
-        else:
-            current.append(char)
-        i += 1
+    depth = 0
+    for run, quoted in _quote_runs(text):
+        if quoted:
+            current.append(run)
+            continue
+        for char in run:
+            depth += {"(": 1, ")": -1}.get(char, 0)
+            if char.isspace() and depth == 0:
+                if current:
+                    terms.append("".join(current))
+                    current = []
+            else:
+                current.append(char)
     if current:
         terms.append("".join(current))
     if "OR" in terms:

@@ -162,34 +162,25 @@ def _q(value: str) -> str:
     return shlex.quote(value)
 
 
-def _api_key_block(cfg: StartupConfig) -> str:
-    """The script lines reading the vLLM API key on the VM (like the token: never printed), or "" for none."""
-    if cfg.api_key_secret is None:
-        return ""
+def _secret_block(variable: str, secret: str, project: str, comment: str, missing: str) -> str:
+    """Script lines that read Secret Manager `secret` ON THE VM into the shell variable `variable` (5 tries,
+    10 s apart; never printed nor exported) and exit 1 with the log line `missing` if it stays empty."""
     read = shlex.join(
-        [
-            "gcloud",
-            "secrets",
-            "versions",
-            "access",
-            "latest",
-            f"--secret={cfg.api_key_secret}",
-            f"--project={cfg.project}",
-        ]
+        ["gcloud", "secrets", "versions", "access", "latest", f"--secret={secret}", f"--project={project}"]
     )
-    return f"""# Read the vLLM API key on the VM; the bot reads the same secret and sends it as a Bearer key.
-unset VLLM_API_KEY
-VLLM_API_KEY=""
+    return f"""# {comment}
+unset {variable}
+{variable}=""
 for attempt in 1 2 3 4 5; do
-  if VLLM_API_KEY="$({read})" && [ -n "$VLLM_API_KEY" ]; then
+  if {variable}="$({read})" && [ -n "${variable}" ]; then
     break
   fi
-  VLLM_API_KEY=""
-  log "reading secret" {_q(cfg.api_key_secret)} "failed (attempt $attempt of 5)"
+  {variable}=""
+  log "reading secret" {_q(secret)} "failed (attempt $attempt of 5)"
   sleep 10
 done
-if [ -z "$VLLM_API_KEY" ]; then
-  log "no vLLM API key: refusing to serve without it (check the secret and the secretAccessor role)"
+if [ -z "${variable}" ]; then
+  log "{missing}"
   exit 1
 fi
 """
@@ -223,16 +214,24 @@ def startup_script(cfg: StartupConfig) -> str:
         raise BadInput("startup_script needs a StartupConfig", "build one with StartupConfig(project=...)")
     name = _q(cfg.container_name)
     image = _q(cfg.image)
-    secret_cmd = shlex.join(
-        [
-            "gcloud",
-            "secrets",
-            "versions",
-            "access",
-            "latest",
-            f"--secret={cfg.hf_token_secret}",
-            f"--project={cfg.project}",
-        ]
+    hf_token = _secret_block(
+        "HF_TOKEN",
+        cfg.hf_token_secret,
+        cfg.project,
+        "Read the Hugging Face token on the VM. It is never printed, and not exported before the container "
+        "starts.",
+        "no Hugging Face token: check the secret and the VM service account's secretAccessor role",
+    )
+    api_key = (
+        ""
+        if cfg.api_key_secret is None
+        else _secret_block(
+            "VLLM_API_KEY",
+            cfg.api_key_secret,
+            cfg.project,
+            "Read the vLLM API key on the VM; the bot reads the same secret and sends it as a Bearer key.",
+            "no vLLM API key: refusing to serve without it (check the secret and the secretAccessor role)",
+        )
     )
     argv = cfg.vllm_argv()
     lines = [
@@ -264,23 +263,8 @@ for tool in docker gcloud; do
   fi
 done
 
-# Read the Hugging Face token on the VM. It is never printed, and not exported before the container starts.
-unset HF_TOKEN
-HF_TOKEN=""
-for attempt in 1 2 3 4 5; do
-  if HF_TOKEN="$({secret_cmd})" && [ -n "$HF_TOKEN" ]; then
-    break
-  fi
-  HF_TOKEN=""
-  log "reading secret" {_q(cfg.hf_token_secret)} "failed (attempt $attempt of 5)"
-  sleep 10
-done
-if [ -z "$HF_TOKEN" ]; then
-  log "no Hugging Face token: check the secret and the VM service account's secretAccessor role"
-  exit 1
-fi
-
-{_api_key_block(cfg)}
+{hf_token}
+{api_key}
 for attempt in 1 2 3; do
   if docker pull {image}; then
     break

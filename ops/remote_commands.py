@@ -141,6 +141,27 @@ class CommandTemplate:
 
 
 _LOGS = "{SUDO}docker logs --tail {tail}"
+# Starting vLLM. Flags: docs/vllm.md §4.1 (recipe docker run) and §4.2 (explicit `vllm serve` command, safe
+# with or without the image's entrypoint.sh); tool/reasoning parsers: docs/vllm.md §1.6. The Hugging Face
+# token is read on the VM (exit 3: the secret could not be read).
+_READ_HF_TOKEN = (  # a command that reads the secret on the VM, not a secret
+    'HF_TOKEN="$(gcloud secrets versions access latest --secret={secret})" || exit 3; export HF_TOKEN; '  # noqa: S105
+)
+_DOCKER_RUN = "docker run -d --name {container} --privileged --net=host --shm-size 16G -v /dev/shm:/dev/shm "
+_VLLM_SERVE = (
+    "vllm serve {model} --tensor-parallel-size {tensor_parallel_size} --max-model-len {max_model_len} "
+    "--host 0.0.0.0 --port {port} --enable-auto-tool-choice --tool-call-parser gemma4 "
+    "--reasoning-parser gemma4 --disable_chunked_mm_input"
+)
+_VLLM_RUN_ARGS = {
+    "secret": "secret",
+    "container": "container",
+    "image": "image",
+    "model": "model",
+    "tensor_parallel_size": "tensor_parallel_size",
+    "max_model_len": "max_model_len",
+    "port": "port",
+}
 TEMPLATES: dict[str, CommandTemplate] = {
     "docker_inspect": CommandTemplate(
         "{SUDO}docker inspect --type container -- {container}", {"container": "container"}
@@ -170,47 +191,19 @@ TEMPLATES: dict[str, CommandTemplate] = {
         {"stop_timeout_s": "stop_timeout_s", "container": "container"},
     ),
     "docker_rm_force": CommandTemplate("{SUDO}docker rm -f -- {container}", {"container": "container"}),
-    # Flags: docs/vllm.md §4.1 (recipe docker run) and §4.2 (explicit `vllm serve` command, safe with or
-    # without the image's entrypoint.sh); tool/reasoning parsers: docs/vllm.md §1.6. Exit 3 = the secret
-    # could not be read.
     "docker_run_vllm": CommandTemplate(
-        'HF_TOKEN="$(gcloud secrets versions access latest --secret={secret})" || exit 3; export HF_TOKEN; '
-        "{SUDO_ENV}docker run -d --name {container} --privileged --net=host --shm-size 16G "
-        "-v /dev/shm:/dev/shm -e HF_TOKEN -- {image} "
-        "vllm serve {model} --tensor-parallel-size {tensor_parallel_size} --max-model-len {max_model_len} "
-        "--host 0.0.0.0 --port {port} --enable-auto-tool-choice --tool-call-parser gemma4 "
-        "--reasoning-parser gemma4 --disable_chunked_mm_input",
-        {
-            "secret": "secret",
-            "container": "container",
-            "image": "image",
-            "model": "model",
-            "tensor_parallel_size": "tensor_parallel_size",
-            "max_model_len": "max_model_len",
-            "port": "port",
-        },
+        _READ_HF_TOKEN + "{SUDO_ENV}" + _DOCKER_RUN + "-e HF_TOKEN -- {image} " + _VLLM_SERVE, _VLLM_RUN_ARGS
     ),
     # The same, also reading the vLLM API key on the VM (exit 4: that secret could not be read); vLLM takes
     # it from VLLM_API_KEY (vllm/envs.py), so it is in no argv.
     "docker_run_vllm_api_key": CommandTemplate(
-        'HF_TOKEN="$(gcloud secrets versions access latest --secret={secret})" || exit 3; export HF_TOKEN; '
-        'VLLM_API_KEY="$(gcloud secrets versions access latest --secret={api_key_secret})" || exit 4; '
-        "export VLLM_API_KEY; "
-        "{SUDO_ENV_KEY}docker run -d --name {container} --privileged --net=host --shm-size 16G "
-        "-v /dev/shm:/dev/shm -e HF_TOKEN -e VLLM_API_KEY -- {image} "
-        "vllm serve {model} --tensor-parallel-size {tensor_parallel_size} --max-model-len {max_model_len} "
-        "--host 0.0.0.0 --port {port} --enable-auto-tool-choice --tool-call-parser gemma4 "
-        "--reasoning-parser gemma4 --disable_chunked_mm_input",
-        {
-            "secret": "secret",
-            "api_key_secret": "secret",
-            "container": "container",
-            "image": "image",
-            "model": "model",
-            "tensor_parallel_size": "tensor_parallel_size",
-            "max_model_len": "max_model_len",
-            "port": "port",
-        },
+        _READ_HF_TOKEN
+        + 'VLLM_API_KEY="$(gcloud secrets versions access latest --secret={api_key_secret})" || exit 4; '
+        + "export VLLM_API_KEY; {SUDO_ENV_KEY}"
+        + _DOCKER_RUN
+        + "-e HF_TOKEN -e VLLM_API_KEY -- {image} "
+        + _VLLM_SERVE,
+        {**_VLLM_RUN_ARGS, "api_key_secret": "secret"},
     ),
     "journalctl": CommandTemplate(
         "{SUDO}journalctl -u {unit} -n {tail} --no-pager", {"unit": "unit", "tail": "tail"}

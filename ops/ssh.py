@@ -238,22 +238,20 @@ class RemoteHost:
             channel.exec_command(command)
             out, err = bytearray(), bytearray()
             truncated = False
+            streams = (
+                (channel.recv_ready, channel.recv, out),
+                (channel.recv_stderr_ready, channel.recv_stderr, err),
+            )
             while True:
                 busy = False
-                if channel.recv_ready():
-                    data = channel.recv(65536)
-                    busy = True
-                    if len(out) < MAX_OUTPUT_BYTES:
-                        out += data
-                    else:
-                        truncated = True
-                if channel.recv_stderr_ready():
-                    data = channel.recv_stderr(65536)
-                    busy = True
-                    if len(err) < MAX_OUTPUT_BYTES:
-                        err += data
-                    else:
-                        truncated = True
+                for ready, receive, buffer in streams:
+                    if ready():
+                        data = receive(65536)
+                        busy = True
+                        if len(buffer) < MAX_OUTPUT_BYTES:
+                            buffer += data
+                        else:
+                            truncated = True
                 if busy:
                     continue
                 # sshd may send the exit status before the last output: finish at EOF (or close) too

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import json
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import (
     Column,
@@ -34,10 +34,15 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Engine, RowMapping
 from sqlalchemy.exc import IntegrityError
 
 from ops.errors import NotFound, OpsError
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+_Record = TypeVar("_Record", bound="DataclassInstance")
 
 metadata = MetaData()
 
@@ -263,17 +268,6 @@ class InflightRequest:
     note: str = ""
 
 
-def _lease(row: Any) -> OperationLease:
-    return OperationLease(
-        key=row["key"],
-        request_id=row["request_id"],
-        user_id=row["user_id"],
-        command=row["command"],
-        started_at=_aware(row["started_at"]) or datetime.now(UTC),
-        expires_at=_aware(row["expires_at"]) or datetime.now(UTC),
-    )
-
-
 @dataclass(frozen=True)
 class BenchRun:
     """One stored benchmark run: its id, when it ran (UTC), "bench" or "sweep", and its parameters and
@@ -286,48 +280,31 @@ class BenchRun:
     results: dict[str, Any]
 
 
-def _bench_run(row: Any) -> BenchRun:
-    return BenchRun(
-        run_id=int(row["id"]),
-        at=_aware(row["at"]) or datetime.now(UTC),
-        kind=row["kind"],
-        params=json.loads(row["params"]),
-        results=json.loads(row["results"]),
-    )
-
-
-def _confirmation(row: Any) -> Confirmation:
-    return Confirmation(
-        token=row["token"],
-        command=row["command"],
-        plan=row["plan"],
-        requested_by=row["requested_by"],
-        channel_id=row["channel_id"],
-        created_at=_aware(row["created_at"]) or datetime.now(UTC),
-        expires_at=_aware(row["expires_at"]) or datetime.now(UTC),
-    )
-
-
-def _answer(row: Any) -> AnswerRecord:
-    return AnswerRecord(
-        id=int(row["id"]),
-        at=_aware(row["at"]) or datetime.now(UTC),
-        user_id=row["user_id"],
-        channel_id=row["channel_id"],
-        question=row["question"],
-        model=row["model"],
-        tools=tuple(t for t in str(row["tools"]).split(",") if t),
-        verdict=row["verdict"],
-        rated_by=row["rated_by"],
-        rated_at=_aware(row["rated_at"]),
-    )
-
-
 def _aware(moment: datetime | None) -> datetime | None:
     """SQLite returns naive datetimes; everything here is stored in UTC."""
     if moment is None:
         return None
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _from_row(cls: type[_Record], row: RowMapping, **values: Any) -> _Record:
+    """A `cls` dataclass from one table row: each field from the column of the same name (a column the class
+    lacks, such as an autoincrement id or `used_at`, is left out), times made UTC-aware, and `values`
+    (converted columns, e.g. JSON text) given as they are."""
+    for field in fields(cls):
+        if field.name not in values and field.name in row:
+            value = row[field.name]
+            values[field.name] = _aware(value) if isinstance(value, datetime) else value
+    return cls(**values)
+
+
+def _bench_run(row: RowMapping) -> BenchRun:
+    params, results = json.loads(row["params"]), json.loads(row["results"])
+    return _from_row(BenchRun, row, run_id=int(row["id"]), params=params, results=results)
+
+
+def _answer(row: RowMapping) -> AnswerRecord:
+    return _from_row(AnswerRecord, row, tools=tuple(t for t in str(row["tools"]).split(",") if t))
 
 
 class Store:
@@ -356,18 +333,7 @@ class Store:
         query = select(audit_table).order_by(audit_table.c.id.desc()).limit(last)
         with self.engine.connect() as conn:
             rows = conn.execute(query).mappings().all()
-        return [
-            AuditEntry(
-                at=_aware(row["at"]) or datetime.now(UTC),
-                user_id=row["user_id"],
-                channel_id=row["channel_id"],
-                action=row["action"],
-                command=row["command"],
-                outcome=row["outcome"],
-                duration_s=row["duration_s"],
-            )
-            for row in rows
-        ]
+        return [_from_row(AuditEntry, row) for row in rows]
 
     # ---- confirmations
 
@@ -397,7 +363,7 @@ class Store:
         table = confirmations_table
         with self.engine.connect() as conn:
             row = conn.execute(select(table).where(table.c.token == token)).mappings().first()
-        return None if row is None else _confirmation(row)
+        return None if row is None else _from_row(Confirmation, row)
 
     def consume_confirmation(self, token: str, used_by: str, *, now: datetime) -> Confirmation:
         """Mark a confirmation used, atomically: it works once, and only before it expires.
@@ -425,7 +391,7 @@ class Store:
             )
             if claimed.rowcount != 1:
                 raise ConfirmationRefused("this confirmation was already used", "run the command again")
-        return _confirmation(row)
+        return _from_row(Confirmation, row)
 
     # ---- zone memory (capacity search)
 
@@ -459,16 +425,7 @@ class Store:
         )
         with self.engine.connect() as conn:
             rows = conn.execute(query).mappings().all()
-        return {
-            row["zone"]: ZoneFailure(
-                row["zone"],
-                row["accelerator_type"],
-                row["provisioning_model"],
-                row["message"],
-                _aware(row["at"]) or datetime.now(UTC),
-            )
-            for row in rows
-        }
+        return {row["zone"]: _from_row(ZoneFailure, row) for row in rows}
 
     # ---- benchmark results
 
@@ -640,7 +597,7 @@ class Store:
                 for key in sorted(keys):  # one order everywhere: two requests never wait on each other
                     row = conn.execute(select(table).where(table.c.key == key)).mappings().first()
                     if row is not None:
-                        held = _lease(row)
+                        held = _from_row(OperationLease, row)
                         if held.request_id != request_id and held.expires_at > now:
                             raise OperationBusy(held)
                         conn.execute(
@@ -667,7 +624,7 @@ class Store:
         table = operation_leases_table
         with self.engine.connect() as conn:
             rows = conn.execute(select(table).where(table.c.key.in_(keys))).mappings().all()
-        live = [_lease(row) for row in rows if (_aware(row["expires_at"]) or now) > now]
+        live = [_from_row(OperationLease, row) for row in rows if (_aware(row["expires_at"]) or now) > now]
         return live[0] if live else None
 
     def renew_operation(self, request_id: str, *, ttl_s: float, now: datetime) -> None:
@@ -718,16 +675,7 @@ class Store:
             query = query.where(table.c.operation_id == operation_id)
         with self.engine.connect() as conn:
             rows = conn.execute(query).mappings().all()
-        return [
-            InflightRequest(
-                **{
-                    **dict(row),
-                    "sent_at": _aware(row["sent_at"]) or datetime.now(UTC),
-                    "updated_at": _aware(row["updated_at"]) or datetime.now(UTC),
-                }
-            )
-            for row in rows
-        ]
+        return [_from_row(InflightRequest, row) for row in rows]
 
     # ---- processed Slack events (retries and duplicates across replicas)
 
