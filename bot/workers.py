@@ -135,22 +135,22 @@ class AckGate:
             if self._inflight == 0:
                 self._changed.notify_all()
 
-    def wait_quiet(self, quiet_s: float = 0.02, max_s: float = 0.5) -> None:
-        """Block until no request has been in flight for `quiet_s` seconds, or `max_s` seconds passed."""
+    def wait_quiet(self, quiet_s: float = 0.02, max_s: float = 0.5) -> bool:
+        """Block until no request has been in flight for `quiet_s` seconds, or `max_s` seconds passed.
+
+        Returns:
+            True when it became quiet, False when `max_s` ran out first.
+        """
         deadline = time.monotonic() + max_s
         with self._changed:
             while True:
                 now = time.monotonic()
+                quiet_for = now - self._last_leave if self._inflight == 0 else 0.0
+                if self._inflight == 0 and quiet_for >= quiet_s:
+                    return True
                 if now >= deadline:
-                    return
-                if self._inflight == 0:
-                    quiet_for = now - self._last_leave
-                    if quiet_for >= quiet_s:
-                        return
-                    wait = quiet_s - quiet_for
-                else:
-                    wait = quiet_s
-                self._changed.wait(min(wait, deadline - now))
+                    return False
+                self._changed.wait(min(quiet_s - quiet_for, deadline - now))
 
 
 ACKS = AckGate()

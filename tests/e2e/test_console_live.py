@@ -4,7 +4,6 @@ without waiting for the next keystroke."""
 from __future__ import annotations
 
 import threading
-import time
 
 from bot.render import text_reply
 from sim.console import DEMO_CHANNEL
@@ -24,10 +23,8 @@ def test_a_message_arriving_between_lines_is_shown_at_once(demo: Demo) -> None:
     watcher = threading.Thread(target=demo.user.watch, args=(show, stop), daemon=True)
     watcher.start()
     try:
-        sent = time.monotonic()
         demo.bot.runner.slack.post(DEMO_CHANNEL, text_reply(":alarm_clock: gemma4-qr terminates in 15 min"))
-        assert arrived.wait(5), "the console did not show the message"
-        assert time.monotonic() - sent < 5
+        assert arrived.wait(30), "the console did not show the message while no command ran"
         assert shown == [":alarm_clock: gemma4-qr terminates in 15 min"]
         out, _ = demo.user.run("/tpu help")  # a running line prints its own answer; the watcher stays quiet
         assert out and shown == [":alarm_clock: gemma4-qr terminates in 15 min"]

@@ -110,7 +110,6 @@ def test_parallel_search_keeps_exactly_one(gcp: GcpSimulator, tpu: TpuOps, store
         for snap in snapshots
     ]
     assert max(outstanding) <= 4
-    assert result.elapsed_s < 10 * 60 / SPEED  # before the stockouts' valid-until
 
 
 def test_sequential_search_uses_the_same_name_and_waits_out_stockouts(

@@ -6,7 +6,6 @@ from __future__ import annotations
 import copy
 import random
 import threading
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -191,12 +190,10 @@ def test_slow_backend_is_a_timeout(gcp: GcpSimulator) -> None:
     tpu = make_ops(gcp, timeout_s=0.2)
     gcp.inject_fault(r"/queuedResources/gemma4-qr$", 200, delay_s=1.0)
     gcp.inject_fault(r"/nodes/gemma4-qr-node$", 200, delay_s=1.0)
-    started = time.monotonic()
     with pytest.raises(BackendTimeout, match=r"queuedResources\.get"):
         tpu.get_queued_resource("gemma4-qr", ["us-east5-a"])
     with pytest.raises(BackendTimeout, match=r"nodes\.get"):
         tpu.get_node("us-east5-a", "gemma4-qr-node")
-    assert time.monotonic() - started < 1.5
     tpu.close()
 
 

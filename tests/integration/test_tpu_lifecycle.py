@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 import threading
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -289,10 +288,8 @@ def test_wait_operation_cancel_and_timeout(gcp: GcpSimulator, tpu: TpuOps) -> No
     op = tpu.create_queued_resource(make_spec("slow-op"))
     cancel = threading.Event()
     threading.Timer(0.1, cancel.set).start()
-    started = time.monotonic()
-    with pytest.raises(Cancelled):
-        tpu.wait_operation(op, timeout_s=10, poll_s=0.02, cancel=cancel)
-    assert time.monotonic() - started < 2
+    with pytest.raises(Cancelled):  # not BackendTimeout: the cancel ended the wait
+        tpu.wait_operation(op, timeout_s=60, poll_s=0.02, cancel=cancel)
     with pytest.raises(BackendTimeout, match="not done after"):
         tpu.wait_operation(op, timeout_s=0.1, poll_s=0.02)
     with pytest.raises(BadInput):
