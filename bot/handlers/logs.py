@@ -55,15 +55,10 @@ def logs(
     filter: str | None,
     limit: int | None,
 ) -> Reply:
-    settings = ctx.services.settings
     query = cloudlogs.build_filter(
         since or timedelta(hours=1), severity=severity, node=node, extra=filter, now=ctx.services.now()
     )
-    entries = list(
-        cloudlogs.fetch(
-            settings.gcp_project, query, limit=limit or 30, api_endpoint=settings.google_api_endpoint
-        )
-    )
+    entries = ctx.services.log_entries(query, limit or 30)
     if not entries:
         return blocks_reply([section(f"No log entries match `{query}`.")])
     lines = [
