@@ -23,8 +23,9 @@ from typing import Any
 from bot.authorship import rules_only, written_by
 from bot.commands import Param, Role, registry
 from bot.context import Context
-from bot.diagnosis import deployment_of, diagnosis_text, resource_diagnosis
+from bot.diagnosis import deployment_of, resource_diagnosis
 from bot.render import Attachment, Reply, blocks_reply, context, human_duration, section
+from bot.views.findings import diagnosis_text
 from bot.views.gemma import VERDICTS
 from bot.views.metrics import metrics_lines, ms
 from llm.agent import AgentAnswer, Tool, answer, suggest_from_question

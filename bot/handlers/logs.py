@@ -8,8 +8,9 @@ from datetime import timedelta
 from bot.authorship import rules_only, written_by
 from bot.commands import Param, duration, int_range, registry, resource_name
 from bot.context import Context
-from bot.diagnosis import analysis_diagnosis, deployment_of, diagnosis_text
+from bot.diagnosis import analysis_diagnosis, deployment_of
 from bot.render import Attachment, Reply, blocks_reply, code, context, header, section, split_sections, utc
+from bot.views.findings import diagnosis_text
 from llm.client import ChosenModel
 from llm.logsum import Analysis, LogSummary, analyze
 from llm.logwindow import mine_window

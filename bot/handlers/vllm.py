@@ -8,8 +8,9 @@ from datetime import timedelta
 
 from bot.commands import Param, duration, registry
 from bot.context import Context
-from bot.diagnosis import deployment_of, diagnosis_text
+from bot.diagnosis import deployment_of
 from bot.render import Attachment, Reply, blocks_reply, context, header, human_duration, section, utc
+from bot.views.findings import diagnosis_text
 from bot.views.metrics import chart_reply, metrics_lines, ms
 from llm.diagnose import examine
 from ops.alerts import AlertLedger

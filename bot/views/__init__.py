@@ -6,5 +6,6 @@ from backends. `bot.render` keeps the Slack primitives (Reply, blocks, limits, m
 - `tpu`: queued-resource lines, /tpu describe, the /tpu status dashboard.
 - `metrics`: vLLM metrics lines, latencies, the metrics-history chart reply.
 - `cost`: money, price estimates and their sources, a preview's spend lines.
+- `findings`: the diagnosis (known failures, fixes, key lines) as every command and alert shows it.
 - `help`: the command list and the active settings.
 """

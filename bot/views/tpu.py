@@ -8,8 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from bot.diagnosis import diagnosis_text, resource_diagnosis
+from bot.diagnosis import resource_diagnosis
 from bot.render import Block, ago, context, divider, header, human_duration, section, utc
+from bot.views.findings import diagnosis_text
 from bot.views.metrics import metrics_lines
 from llm.diagnose import Diagnosis
 from ops.endpoint import Endpoint
