@@ -6,19 +6,20 @@ import logging
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import replace
+from functools import partial
 from typing import TypeVar
 from urllib.parse import urlsplit
 
 from bot.commands import Param, registry, resource_name, zone_name
 from bot.context import Context
-from bot.diagnosis import deployment_of, needs_listing, resource_diagnosis, serving_verdict
+from bot.diagnosis import deployment_of, needs_listing, resource_diagnosis
 from bot.render import Reply, blocks_reply
 from bot.views.tpu import Status, describe_blocks, list_blocks, status_blocks
 from ops.endpoint import Endpoint
 from ops.errors import OpsError
 from ops.metrics import MetricsSummary
 from ops.tpu import ZoneListing
-from ops.vllm import HealthCheck, VllmClient
+from ops.vllm import HealthCheck, VllmClient, serving_verdict
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -95,7 +96,7 @@ def tpu_status(ctx: Context) -> Reply:
     if isinstance(endpoint, Endpoint) and isinstance(health, HealthCheck):
         if isinstance(metrics, MetricsSummary):
             with services.vllm_at(endpoint) as client:
-                wedged = serving_verdict(services, client, health, metrics)
+                wedged = serving_verdict(client, partial(_probe, ctx), health, metrics)
         checked = _not_booting(health, endpoint, listing)
         if checked is not health:  # the other vLLM calls failed for the same reason: not "booting" either
             models, metrics = _not_ready(models), _not_ready(metrics)
@@ -105,6 +106,13 @@ def tpu_status(ctx: Context) -> Reply:
         wedged, services.settings.gcp_project, services.now(),
     )  # fmt: skip
     return blocks_reply(status_blocks(status))
+
+
+def _probe(ctx: Context) -> None:
+    """A one-token chat completion from the served model (raises what it raises)."""
+    gemma, _ = ctx.services.gemma()
+    with gemma:
+        gemma.probe()
 
 
 def _not_booting(health: HealthCheck, endpoint: Endpoint, listing: ZoneListing | OpsError) -> HealthCheck:
