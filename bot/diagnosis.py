@@ -1,5 +1,5 @@
-"""The diagnosis as Slack shows it, the same in every command and alert: the known failures (cause, fix for
-this deployment, evidence, runbook) or "not a known failure; the key lines are:", and the key lines.
+"""The diagnosis of a queued resource, a log analysis or an alert, the same in every command and alert
+(`bot.views.findings` shows it).
 
 Also builds the `ops.faults.Deployment` a fix is written for (model, image, accelerator type, tensor
 parallel size, max_model_len and flags of the configured vLLM; the FAILED/SUSPENDED queued resources that
@@ -9,36 +9,31 @@ node, a node gone under a listed queued resource, a FAILED one's error).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
 
 from bot.authorship import rules_only
 from bot.services import Services
-from llm.diagnose import UNKNOWN_LEAD, Diagnosis, examine
+from bot.views.findings import diagnosis_text
+from llm.diagnose import Diagnosis, examine
 from llm.logsum import Analysis
 from llm.redact import redact
 from ops.alerts import Alert
-from ops.errors import BackendTimeout, OpsError
+from ops.errors import OpsError
 from ops.faults import Deployment, catalogue, key_lines
-from ops.metrics import MetricsSummary
 from ops.tpu_model import QueuedResourceInfo
-from ops.vllm import HealthCheck, ServingSample, VllmClient, serving_problem
 
 __all__ = [
     "alert_diagnosis",
     "analysis_diagnosis",
     "deployment_of",
-    "diagnosis_text",
     "needs_listing",
     "resource_diagnosis",
     "resource_state_text",
-    "serving_verdict",
 ]
 
 # The flags `ops.remote_commands`' docker run template starts vLLM with (besides the model, sizes and port).
 VLLM_FLAGS = ("--enable-auto-tool-choice", "--tool-call-parser gemma4", "--reasoning-parser gemma4")
 _HOLDS_QUOTA = ("FAILED", "SUSPENDED")
-_EVIDENCE_SHOWN = 200
 _ERROR_SEVERITIES = ("ERROR", "CRITICAL", "ALERT", "EMERGENCY")
 
 
@@ -102,60 +97,6 @@ def needs_listing(result: Diagnosis) -> bool:
     and diagnose again with `deployment_of(..., listed)`)."""
     families = catalogue()
     return any(f.name in families and "{stale_resources}" in families[f.name].fix for f in result.findings)
-
-
-def diagnosis_text(result: Diagnosis, *, heading: str = "Known failures in the log") -> str:
-    """Markdown: each finding (title, conclusion, fix, evidence line, runbook) under `heading`, or for a
-    failure no family explains, "not a known failure; the key lines are:" and those lines; then the key
-    lines that carry the cause. "" when there is nothing to show (no finding, no error line)."""
-    parts: list[str] = []
-    if result.findings:
-        parts.append(f"*{heading}*")
-        for f in result.findings:
-            entry = f":rotating_light: *{f.name}*: {f.conclusion}\n    _Fix:_ {f.fix}"
-            entry += f"\n    `{f.evidence[:_EVIDENCE_SHOWN]}`"
-            entry += "".join(f"\n    `{line[:_EVIDENCE_SHOWN]}`" for line in f.related)
-            if f.runbook:
-                entry += f"\n    _Runbook:_ {f.runbook}"
-            parts.append(entry)
-        extra = [line for line in result.key_lines if not any(line == f.evidence for f in result.findings)]
-        if extra:
-            parts.append("*Key lines*\n" + "\n".join(f"`{line[:_EVIDENCE_SHOWN]}`" for line in extra))
-    elif result.key_lines:
-        parts.append(f":mag: {UNKNOWN_LEAD}")
-        parts.append("\n".join(f"`{line[:_EVIDENCE_SHOWN]}`" for line in result.key_lines))
-    return "\n".join(parts)
-
-
-def serving_verdict(services: Services, vllm: VllmClient, health: HealthCheck, first: MetricsSummary) -> str:
-    """ "vLLM answers /health but generates nothing: ..." when every signal agrees, else "".
-
-    Only when /health is ready and the scrape `first` shows requests waiting with none running does it look
-    further: a one-token chat completion (its timeout is a signal) and a second `/metrics` scrape after it
-    (no new generated tokens is the other); see `ops.vllm.serving_problem`.
-    """
-    if health.state != "ready" or not first.waiting or first.running != 0:
-        return ""
-    start = time.monotonic()
-    timed_out: bool | None = None
-    try:
-        gemma, _ = services.gemma()
-        with gemma:
-            gemma.probe()
-        timed_out = False
-    except BackendTimeout:
-        timed_out = True
-    except OpsError:
-        timed_out = None  # another failure says nothing about progress
-    samples = [ServingSample(0.0, first.running, first.waiting, first.generation_tokens)]
-    try:
-        second = vllm.metrics()
-        samples.append(
-            ServingSample(time.monotonic() - start, second.running, second.waiting, second.generation_tokens)
-        )
-    except OpsError:
-        pass
-    return serving_problem(samples, health_ready=True, probe_timed_out=timed_out) or ""
 
 
 DIAGNOSED_STATES = frozenset({"FAILED", "SUSPENDING", "SUSPENDED"})

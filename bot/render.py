@@ -1,4 +1,5 @@
-"""Pure rendering: results -> Block Kit blocks plus a plain-text fallback, within Slack's limits.
+"""Slack primitives: a Reply (Block Kit blocks plus a plain-text fallback) within Slack's limits, blocks,
+buttons, times for people, and the only live mentions and links. What each command shows is in `bot.views`.
 
 Limits (slack_sdk/models/blocks/blocks.py and docs.slack.dev/reference/block-kit/blocks): section text
 3,000 characters, header text 150, 50 blocks per message; about 12,000 characters of block text per message

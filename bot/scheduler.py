@@ -31,6 +31,7 @@ from bot.config import Settings
 from bot.context import Context
 from bot.diagnosis import alert_diagnosis
 from bot.membership import invite_hint, not_member
+from bot.recovery import projected_usd, recover
 from bot.render import Block, Reply, context, human_duration, mention, section, utc
 from bot.routing import Router, parse_routes
 from bot.services import Services
@@ -60,7 +61,7 @@ from ops.tpu_model import QueuedResourceInfo
 
 log = logging.getLogger(__name__)
 
-# Alerts about serving point at the metrics chart of their window (bot/handlers/history.py).
+# Alerts about serving point at the metrics chart of their window (`/vllm metrics --chart`).
 SERVING_KINDS = frozenset({"vllm_down", "kv_cache", "preemptions", "slo", "idle", "serving"})
 
 _active: AlertScheduler | None = None
@@ -816,8 +817,6 @@ class AlertScheduler:
     def _auto_recover(self, qr: QueuedResourceInfo, now: datetime, result: TickResult) -> None:
         """Recover a dead primary without a click: only one the bot created, within the day's caps;
         announced in the thread of its state message and written to the audit trail."""
-        from bot.handlers.recovery import projected_usd, recover  # the handlers import this module
-
         ident = alerts_mod.identity(qr)
         key = f"{ident}|recovery|auto"
         channel, ts = self.ledger.thread(ident)

@@ -15,6 +15,8 @@ from google.oauth2 import service_account
 from bot.config import Settings
 from bot.workers import CpuWorkers
 from llm.client import ChosenModel, GemmaClient, ModelTarget, choose_models
+from ops import cloudlogs
+from ops.cloudlogs import LogEntry
 from ops.container import VllmContainer, VllmSpec
 from ops.endpoint import Endpoint, EndpointResolver
 from ops.errors import BadInput, OpsError
@@ -190,6 +192,18 @@ class Services:
             hf_token_secret=s.hf_token_secret,
             api_key_secret=s.vllm_api_key_secret,
         )
+
+    def log_entries(self, query: str, limit: int) -> list[LogEntry]:
+        """Up to `limit` Cloud Logging entries of the project matching `query`, newest first.
+
+        Args:
+            query: a Logging query with a time bound (`ops.cloudlogs.build_filter`).
+
+        Raises:
+            What `ops.cloudlogs.fetch` raises (BadInput for a query it refuses, OpsError for the API).
+        """
+        s = self.settings
+        return list(cloudlogs.fetch(s.gcp_project, query, limit=limit, api_endpoint=s.google_api_endpoint))
 
     def _api_key(self) -> str | None:
         """VLLM_API_KEY, else the key in Secret Manager secret VLLM_API_KEY_SECRET (the one the VM reads),

@@ -19,6 +19,7 @@ import json
 import ssl
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -144,6 +145,38 @@ def serving_problem(
     if probe_timed_out:
         parts.append("a one-token probe timed out")
     return f"{WEDGED}: " + ", ".join(parts)
+
+
+def serving_verdict(
+    vllm: VllmClient, probe: Callable[[], object], health: HealthCheck, first: MetricsSummary
+) -> str:
+    """ "vLLM answers /health but generates nothing: ..." when every signal agrees, else "".
+
+    Only when /health is ready and the scrape `first` shows requests waiting with none running does it look
+    further: `probe`, a one-token chat completion (its BackendTimeout is a signal; another OpsError says
+    nothing about progress), and a second `/metrics` scrape through `vllm` after it (no new generated
+    tokens is the other); see `serving_problem`.
+    """
+    if health.state != "ready" or not first.waiting or first.running != 0:
+        return ""
+    start = time.monotonic()
+    timed_out: bool | None = None
+    try:
+        probe()
+        timed_out = False
+    except BackendTimeout:
+        timed_out = True
+    except OpsError:
+        timed_out = None
+    samples = [ServingSample(0.0, first.running, first.waiting, first.generation_tokens)]
+    try:
+        second = vllm.metrics()
+        samples.append(
+            ServingSample(time.monotonic() - start, second.running, second.waiting, second.generation_tokens)
+        )
+    except OpsError:
+        pass
+    return serving_problem(samples, health_ready=True, probe_timed_out=timed_out) or ""
 
 
 @dataclass(frozen=True)

@@ -18,18 +18,11 @@ from bot.commands import (
     zone_name,
 )
 from bot.context import Context
-from bot.handlers.lifecycle import create_spec, default_create_args
-from bot.handlers.safety import (
-    active_named,
-    check_pins,
-    check_zones,
-    one_operation,
-    pin_of,
-    pins_text,
-    spend_lines,
-)
-from bot.handlers.tpu import resource_line
 from bot.render import Reply, blocks_reply, cancel_button, context, header, human_duration, section
+from bot.safety import active_named, check_pins, check_zones, one_operation, pin_of, pins_text
+from bot.tpu_requests import create_spec, default_create_args
+from bot.views.cost import spend_lines
+from bot.views.tpu import resource_line
 from ops import cost, quotas
 from ops.capacity import CapacitySearch, search_name
 from ops.errors import BadInput, OpsError

@@ -23,10 +23,11 @@ from typing import Any
 from bot.authorship import rules_only, written_by
 from bot.commands import Param, Role, registry
 from bot.context import Context
-from bot.diagnosis import deployment_of, diagnosis_text, resource_diagnosis
-from bot.handlers.formats import metrics_lines, ms
-from bot.handlers.gemma import VERDICTS
+from bot.diagnosis import deployment_of, resource_diagnosis
 from bot.render import Attachment, Reply, blocks_reply, context, human_duration, section
+from bot.views.findings import diagnosis_text
+from bot.views.gemma import VERDICTS
+from bot.views.metrics import metrics_lines, ms
 from llm.agent import AgentAnswer, Tool, answer, suggest_from_question
 from llm.client import ChosenModel
 from llm.diagnose import Diagnosis, Finding, diagnose
@@ -214,18 +215,13 @@ def _error_fact(
 ) -> Fact:
     """ERROR entries of the subjects' nodes in the window: top templates and the known failures they match
     (added to `findings`, their fixes written for `deployment`)."""
-    settings = ctx.services.settings
     nodes = [n for name in subjects.resources for n in by_name[name].node_ids]
     node = nodes[0] if len(nodes) == 1 else None
     window = human_duration(subjects.window).removesuffix(" 00m")
     source = f"errors in the last {window}" + (f" on {node}" if node else "")
     try:
         query = cloudlogs.build_filter(subjects.window, severity="ERROR", node=node, now=ctx.services.now())
-        entries = list(
-            cloudlogs.fetch(
-                settings.gcp_project, query, limit=MAX_LOG_ENTRIES, api_endpoint=settings.google_api_endpoint
-            )
-        )
+        entries = ctx.services.log_entries(query, MAX_LOG_ENTRIES)
     except OpsError as exc:
         return Fact(source, f"could not read the logs: {exc.message}")
     if not entries:

@@ -14,10 +14,11 @@ from functools import partial
 
 from bot.commands import Param, Role, registry
 from bot.context import Context
-from bot.diagnosis import deployment_of, diagnosis_text
-from bot.handlers.safety import VLLM_LOAD
+from bot.diagnosis import deployment_of
 from bot.maintenance import planned_work
 from bot.render import Attachment, Reply, ago, blocks_reply, code, context, section
+from bot.tpu_requests import VLLM_LOAD
+from bot.views.findings import diagnosis_text
 from llm.diagnose import examine
 from ops import remote_commands
 from ops.container import ContainerStatus, VllmContainer

@@ -8,8 +8,8 @@ from datetime import timedelta
 from bot.commands import Param, accelerator_type, registry
 from bot.context import Context
 from bot.handlers.fleet import fleet_spend, midnight
-from bot.handlers.formats import estimate_lines, per_hour, usd
 from bot.render import Attachment, Reply, blocks_reply, code, context, header, human_duration, section
+from bot.views.cost import estimate_lines, per_hour, usd
 from ops import cost, deploy
 from ops.errors import BadInput, OpsError
 

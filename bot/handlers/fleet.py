@@ -16,7 +16,6 @@ from typing import Any
 
 from bot.commands import registry
 from bot.context import Context
-from bot.handlers.tpu import STATE_ICONS
 from bot.render import (
     Block,
     Reply,
@@ -30,6 +29,7 @@ from bot.render import (
     utc,
 )
 from bot.services import Services
+from bot.views.tpu import STATE_ICONS
 from ops.alerts import AlertLedger, LedgerRow
 from ops.cost import burn
 from ops.endpoint import Endpoint

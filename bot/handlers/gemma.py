@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from bot.commands import Param, int_range, registry
 from bot.context import Context
-from bot.handlers.formats import ms
-from bot.render import Reply, blocks_reply, context, section, utc
+from bot.render import Reply, blocks_reply, context, section
+from bot.views.gemma import VERDICTS, answer_blocks, feedback_blocks, stats_blocks
 from llm.client import StreamResult
-from llm.hygiene import empty_explanation, inspect_message
 
 DEFAULT_MAX_TOKENS = 512
 
@@ -47,21 +46,10 @@ def _stream(ctx: Context, prompt: str, max_tokens: int | None) -> tuple[StreamRe
     return result, endpoint.url, gemma.model
 
 
-def _answer_blocks(result: StreamResult, model: str) -> list[dict[str, object]]:
-    """The answer without tool-call markup (an empty one is explained, never left blank), and its author."""
-    text = inspect_message(result.text).text or empty_explanation(
-        model, result.finish_reason, result.completion_tokens
-    )
-    blocks: list[dict[str, object]] = [section(text[:2900]), context(f"written by `{model}` (primary vLLM)")]
-    if result.finish_reason == "length":
-        blocks.append(context("_Stopped at the token limit (--max-tokens)._"))
-    return blocks
-
-
 @registry.command("gemma ask", "Ask the served model; the answer streams into one message", *_PARAMS)
 def gemma_ask(ctx: Context, max_tokens: int | None, prompt: str) -> Reply:
     result, _, model = _stream(ctx, prompt, max_tokens)
-    return blocks_reply(_answer_blocks(result, model))
+    return blocks_reply(answer_blocks(result, model))
 
 
 @registry.command(
@@ -69,20 +57,7 @@ def gemma_ask(ctx: Context, max_tokens: int | None, prompt: str) -> Reply:
 )
 def gemma_stats(ctx: Context, max_tokens: int | None, prompt: str) -> Reply:
     result, url, model = _stream(ctx, prompt, max_tokens)
-    rate = "-" if result.output_tokens_per_s is None else f"{result.output_tokens_per_s:,.1f} tok/s"
-    stats = (
-        f"*TTFT* {ms(result.ttft_s)} · *TPOT* {ms(result.tpot_s)} · *output* {rate} · "
-        f"*tokens* prompt {result.prompt_tokens if result.prompt_tokens is not None else '-'}, "
-        f"completion {result.completion_tokens if result.completion_tokens is not None else '-'} · "
-        f"*total* {ms(result.total_s)}"
-    )
-    blocks = [*_answer_blocks(result, model), section(stats)]
-    note = result.note or "counts from the server's usage chunk"
-    blocks.append(context(f"{note} · `{url}` · finish_reason {result.finish_reason}"))
-    return blocks_reply(blocks)
-
-
-VERDICTS = ("helpful", "not-helpful")
+    return blocks_reply(stats_blocks(result, url, model))
 
 
 def verdict(word: str) -> str:
@@ -118,11 +93,4 @@ def gemma_feedback(ctx: Context, last: int | None) -> Reply:
         return blocks_reply(
             [section("No rated answers yet: Gemma's answers carry Helpful / Not helpful buttons.")]
         )
-    helpful = sum(r.verdict == "helpful" for r in records)
-    lines = [
-        f"• {':thumbsup:' if r.verdict == 'helpful' else ':thumbsdown:'} {utc(r.rated_at)} `{r.model}`: "
-        f"_{r.question[:150]}_ (given: {', '.join(r.tools) or 'nothing'})"
-        for r in records
-    ]
-    summary = f"*{helpful} of {len(records)} rated answers helpful*"
-    return blocks_reply([section(summary + "\n" + "\n".join(lines))])
+    return blocks_reply(feedback_blocks(records))

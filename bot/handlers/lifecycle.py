@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from bot.commands import (
     Param,
@@ -26,9 +25,9 @@ from bot.commands import (
     zone_name,
 )
 from bot.context import Context
-from bot.handlers.formats import per_hour, usd
-from bot.handlers.safety import (
-    VLLM_LOAD,
+from bot.maintenance import planned_work
+from bot.render import Reply, blocks_reply, context, header, human_duration, section
+from bot.safety import (
     active_named,
     check_pins,
     check_zones,
@@ -38,88 +37,16 @@ from bot.handlers.safety import (
     one_operation,
     pin_of,
     pins_text,
-    spend_lines,
 )
-from bot.handlers.tpu import resource_line
-from bot.maintenance import planned_work
-from bot.render import Reply, blocks_reply, context, header, human_duration, section
-from ops import cost, deploy
+from bot.tpu_requests import MODEL_FLAGS, VLLM_LOAD, CreateArgs, create_spec, default_create_args
+from bot.views.cost import per_hour, spend_lines, usd
+from bot.views.tpu import resource_line
+from ops import cost
 from ops.errors import AlreadyExists, BadInput, NotFound, OpsError
-from ops.ownership import MANAGED_BY, MANAGED_BY_KEY
 from ops.spend import plan_spend
-from ops.tpu_model import FLEX_START_MAX_RUN, CreateSpec, NodeInfo, QueuedResourceInfo
+from ops.tpu_model import NodeInfo, QueuedResourceInfo
 
 OPERATION_TIMEOUT_S = 600.0
-
-_MODEL_FLAGS = ("flex_start", "spot", "on_demand", "reserved")
-
-
-@dataclass(frozen=True)
-class CreateArgs:
-    """The arguments of /tpu create, as parsed (None: use the setting's default)."""
-
-    name: str
-    type_: str | None
-    zone: str | None
-    flex_start: bool
-    max_run: timedelta | None
-    spot: bool
-    on_demand: bool
-    reserved: bool
-    valid_until: timedelta | None
-    runtime: str | None
-    model: str | None
-    tp: int | None
-    max_model_len: int | None
-    allow_second: bool = False
-
-    @property
-    def provisioning(self) -> str:
-        """flex-start (the default), spot, on-demand or reserved."""
-        chosen = [flag for flag in _MODEL_FLAGS if getattr(self, flag)]
-        return (chosen[0] if chosen else "flex_start").replace("_", "-")
-
-
-def create_spec(ctx: Context, args: CreateArgs) -> tuple[CreateSpec, deploy.StartupConfig]:
-    settings = ctx.services.settings
-    max_run = args.max_run
-    if args.provisioning == "flex-start":
-        max_run = max_run or timedelta(hours=4)
-        if max_run > FLEX_START_MAX_RUN:
-            raise BadInput(
-                f"--max-run {human_duration(max_run)} is over flex-start's 7-day limit", "use 7d or less"
-            )
-    elif max_run is not None:
-        raise BadInput("--max-run applies to --flex-start only", "drop --max-run, or use --flex-start")
-    startup = deploy.StartupConfig(
-        project=settings.gcp_project,
-        model=args.model or settings.vllm_model,
-        image=settings.vllm_image,
-        tensor_parallel_size=args.tp or settings.vllm_tensor_parallel_size,
-        max_model_len=args.max_model_len or settings.vllm_max_model_len,
-        port=settings.vllm_port,
-        hf_token_secret=settings.hf_token_secret,
-    )
-    spec = CreateSpec(
-        name=args.name,
-        node_id=f"{args.name}-node"[:63],
-        zone=args.zone or settings.tpu_zones[0],
-        accelerator_type=args.type_ or settings.tpu_accelerator_type,
-        runtime_version=args.runtime or settings.tpu_runtime_version,
-        provisioning_model=args.provisioning,
-        max_run_duration=max_run,
-        valid_until=args.valid_until,
-        startup_script=deploy.startup_script(startup),
-        labels={MANAGED_BY_KEY: MANAGED_BY},
-        service_account=settings.tpu_service_account,
-    )
-    return spec, startup
-
-
-def default_create_args(name: str) -> CreateArgs:
-    """/tpu create NAME with every option left to the settings (flex-start, 4 h)."""
-    return CreateArgs(name, None, None, True, None, False, False, False, None, None, None, None, None)
-
 
 _CREATE_PARAMS = (
     Param("name", "queued resource name", kind=resource_name, required=True, metavar="NAME"),
@@ -219,7 +146,7 @@ def _preview_create(ctx: Context, **kw: object) -> Reply:
     *_CREATE_PARAMS,
     role=Role.OPERATOR,
     changes_infra=True,
-    exclusive=(_MODEL_FLAGS,),
+    exclusive=(MODEL_FLAGS,),
     preview=_preview_create,
 )
 def tpu_create(ctx: Context, **kw: object) -> Reply:

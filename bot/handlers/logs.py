@@ -8,8 +8,9 @@ from datetime import timedelta
 from bot.authorship import rules_only, written_by
 from bot.commands import Param, duration, int_range, registry, resource_name
 from bot.context import Context
-from bot.diagnosis import analysis_diagnosis, deployment_of, diagnosis_text
+from bot.diagnosis import analysis_diagnosis, deployment_of
 from bot.render import Attachment, Reply, blocks_reply, code, context, header, section, split_sections, utc
+from bot.views.findings import diagnosis_text
 from llm.client import ChosenModel
 from llm.logsum import Analysis, LogSummary, analyze
 from llm.logwindow import mine_window
@@ -55,15 +56,10 @@ def logs(
     filter: str | None,
     limit: int | None,
 ) -> Reply:
-    settings = ctx.services.settings
     query = cloudlogs.build_filter(
         since or timedelta(hours=1), severity=severity, node=node, extra=filter, now=ctx.services.now()
     )
-    entries = list(
-        cloudlogs.fetch(
-            settings.gcp_project, query, limit=limit or 30, api_endpoint=settings.google_api_endpoint
-        )
-    )
+    entries = ctx.services.log_entries(query, limit or 30)
     if not entries:
         return blocks_reply([section(f"No log entries match `{query}`.")])
     lines = [

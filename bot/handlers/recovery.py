@@ -1,143 +1,21 @@
 """`/tpu recover [NAME] [--zone Z] [--search]`: bring a dead queued resource back.
 
-Dead means SUSPENDED, FAILED, or ACTIVE with a PREEMPTED node (`ops.recovery.dead_reason`). Recovery deletes
-it (a dead queued resource holds quota until deleted) and creates it again in its zone with the same
-accelerator type and provisioning model, or with `--search` runs the capacity search over the watched zones
-(TPU_ZONES). The alert of a dead primary carries Recover buttons that run this command (admin, confirmed);
-the alert scheduler calls `recover` itself for automatic recovery (AUTO_RECOVER). Both open a maintenance
-window, so the restart is not paged as an outage and the thread hears when vLLM serves. Like `/tpu create`
-and `/tpu find`, recovery holds the name (`bot.handlers.safety.one_operation`) and its creates carry the
-bot's ownership labels and are written down before they are sent (`ops.ownership`).
+Dead means SUSPENDED, FAILED, or ACTIVE with a PREEMPTED node (`ops.recovery.dead_reason`). The preview
+shows what recovery will do and what it may cost; the confirmed command runs `bot.recovery.recover`, which
+the alert scheduler also calls for automatic recovery (AUTO_RECOVER).
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from bot.commands import Param, Role, registry, resource_name, zone_name
 from bot.context import Context
-from bot.handlers.lifecycle import CreateArgs, create_spec
-from bot.handlers.safety import create_labelled, one_operation
-from bot.handlers.tpu import resource_line
-from bot.maintenance import planned_work
+from bot.recovery import projected_usd, recover
 from bot.render import Reply, blocks_reply, section
-from ops import cost
+from bot.views.tpu import resource_line
 from ops.alerts import identity
-from ops.capacity import CapacitySearch
 from ops.errors import BadInput, OpsError
 from ops.recovery import dead_reason, exposure_hours
-from ops.spend import plan_spend
 from ops.tpu_model import QueuedResourceInfo
-
-OPERATION_TIMEOUT_S = 600.0
-SEARCH_VALID_UNTIL = timedelta(minutes=15)  # how long recovery's capacity search waits in each zone
-
-
-def projected_usd(qr: QueuedResourceInfo) -> float:
-    """What the recreated `qr` may cost: its hourly price times its max run duration (else one day), USD;
-    where its provisioning model has no sourced price, the on-demand price bounds it (`ops.spend`).
-
-    Raises:
-        BadInput: no sourced price for its accelerator type in its region at all.
-    """
-    model = qr.provisioning_model if qr.provisioning_model in cost.MODELS else "flex-start"
-    hours = exposure_hours(qr)
-    plan = plan_spend(qr.accelerator_type, model, [qr.zone], 1, hours)
-    if plan.winner_usd is None:
-        raise BadInput(f"no sourced price for {qr.accelerator_type} in {cost.region_of(qr.zone)}")
-    return float(plan.winner_usd)
-
-
-def _recreate_args(qr: QueuedResourceInfo) -> CreateArgs:
-    """/tpu create arguments giving `qr` again: same zone, accelerator type, runtime and provisioning
-    model (flex-start keeps its max run duration; best-effort, not offered by /tpu create, becomes
-    flex-start)."""
-    model = qr.provisioning_model
-    flex = model not in ("spot", "on-demand", "reserved")
-    return CreateArgs(
-        name=qr.name,
-        type_=qr.accelerator_type or None,
-        zone=qr.zone,
-        flex_start=flex,
-        max_run=qr.max_run_duration if flex else None,
-        spot=model == "spot",
-        on_demand=model == "on-demand",
-        reserved=model == "reserved",
-        valid_until=None,
-        runtime=qr.runtime_version or None,
-        model=None,
-        tp=None,
-        max_model_len=None,
-    )
-
-
-def recover(
-    ctx: Context, qr: QueuedResourceInfo, *, search: bool, thread: tuple[str, str | None] | None = None
-) -> str:
-    """Delete the dead `qr` and create it again (or search the watched zones), inside a maintenance window.
-
-    Args:
-        ctx: the command's (or the scheduler's) context.
-        qr: the dead queued resource, as listed.
-        search: run the capacity search over TPU_ZONES instead of recreating in `qr.zone`.
-        thread: (channel, ts) of the alert thread where "serving after" goes (None: the command's message).
-
-    Returns:
-        One line saying what was done.
-
-    Raises:
-        OperationBusy: another command holds the name.
-        OpsError: the delete, the create or the search failed (the window is then closed).
-    """
-    tpu = ctx.services.tpu
-    spec, _ = create_spec(ctx, _recreate_args(qr))
-    command = f"tpu recover {qr.name}"
-    scope = "search" if search else qr.zone
-    with (
-        one_operation(ctx, scope, qr.name, command) as operation_id,
-        planned_work(ctx, f"recovery of {qr.name}", thread),
-    ):
-        tpu.delete_queued_resource(qr.name, qr.zone, force=True, wait=True)
-        if not search:
-            outcome = create_labelled(ctx, spec, operation_id=operation_id, kind="recover")
-            if outcome.operation is not None:
-                tpu.wait_operation(outcome.operation, timeout_s=OPERATION_TIMEOUT_S, cancel=ctx.cancelled)
-            elif outcome.resource is None:
-                assert outcome.ambiguous is not None
-                return (
-                    f"deleted `{qr.name}`; its create answered {outcome.ambiguous.message} and it was not "
-                    f"there when read back: check /tpu describe {qr.name} --zone {qr.zone}"
-                )
-            fresh = tpu.get_queued_resource(qr.name, [qr.zone])
-            return f"deleted and recreated `{qr.name}` in `{qr.zone}`: now {fresh.state}"
-        settings = ctx.services.settings
-        result = CapacitySearch(
-            tpu, ctx.services.store, poll_s=settings.capacity_poll_s, now=ctx.services.now
-        ).run(
-            qr.name,
-            spec.accelerator_type,
-            "flex-start",
-            settings.tpu_zones,
-            # One zone at a time keeps the primary's name (parallel requests get zone-suffixed names), and
-            # a short valid-until per zone moves on quickly from a stockout.
-            parallel=1,
-            runtime_version=spec.runtime_version,
-            max_run_duration=spec.max_run_duration or timedelta(hours=4),
-            valid_until=SEARCH_VALID_UNTIL,
-            startup_script=spec.startup_script,
-            labels=spec.labels,
-            service_account=spec.service_account,
-            cancel=ctx.cancelled,
-            search_id=operation_id,
-            user_id=ctx.user_id,
-            channel_id=ctx.channel_id,
-        )
-        if result.winner is None:
-            why = result.error.message if result.error is not None else "no watched zone had capacity"
-            raise OpsError(
-                f"deleted `{qr.name}`, but the capacity search failed: {why}", "try /tpu find later"
-            )
-        return f"deleted `{qr.name}` and found capacity in `{result.winner.zone}`: now {result.winner.state}"
 
 
 def _dead(ctx: Context, name: str | None, zone: str | None) -> tuple[QueuedResourceInfo, str]:

@@ -1,4 +1,5 @@
-"""`/vllm` read-only commands: health, endpoint, models, info, metrics."""
+"""`/vllm` read-only commands: health, endpoint, models, info, metrics (with `--chart`, the deployment's
+metrics history as a PNG: ops/history.py, ops/charts.py)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,15 @@ from datetime import timedelta
 
 from bot.commands import Param, duration, registry
 from bot.context import Context
-from bot.diagnosis import deployment_of, diagnosis_text
-from bot.handlers.formats import metrics_lines, ms
-from bot.handlers.history import metrics_chart
-from bot.render import Attachment, Reply, blocks_reply, context, header, section
+from bot.diagnosis import deployment_of
+from bot.render import Attachment, Reply, blocks_reply, context, header, human_duration, section, utc
+from bot.views.findings import diagnosis_text
+from bot.views.metrics import chart_reply, metrics_lines, ms
 from llm.diagnose import examine
-from ops.errors import BackendTimeout, OpsError
+from ops.alerts import AlertLedger
+from ops.charts import Event, metrics_chart_png
+from ops.errors import BackendTimeout, BadInput, OpsError
+from ops.history import RETENTION, History, series
 from ops.metrics import MetricsSummary, summarize
 from ops.vllm import ServingSample, VllmClient, serving_problem
 
@@ -124,7 +128,7 @@ def vllm_info(ctx: Context) -> Reply:
 )
 def vllm_metrics(ctx: Context, raw: bool, chart: timedelta | None) -> Reply:
     if chart is not None:
-        return metrics_chart(ctx, chart)
+        return _metrics_chart(ctx, chart)
     client, endpoint = ctx.services.vllm()
     with client:
         text = client.metrics_text()
@@ -142,3 +146,36 @@ def vllm_metrics(ctx: Context, raw: bool, chart: timedelta | None) -> Reply:
         reply.blocks.append(context(f"Raw `/metrics` scrape attached ({len(text.splitlines()):,} lines)."))
         reply.files.append(Attachment("metrics.txt", text, "Raw /metrics"))
     return reply
+
+
+def _alert_events(ctx: Context, since: timedelta) -> list[Event]:
+    """Alerts of this deployment sent in the window: queued-resource alerts of its zones, and vLLM alerts
+    when it is the deployment the alert scheduler watches (the first one)."""
+    now = ctx.services.now()
+    watched = ctx.fleet is None or ctx.fleet.names[0] == ctx.deployment
+    zones = ctx.services.settings.tpu_zones
+    events = []
+    for row in AlertLedger(ctx.services.store).rows(since=now - since):
+        mine = watched if row.resource.startswith("vllm:") else row.resource.split("/", 1)[0] in zones
+        if mine:
+            events.append(Event(row.at, f"alert: {row.kind}"))
+    return events
+
+
+def _metrics_chart(ctx: Context, span: timedelta) -> Reply:
+    """The last `span` of the deployment's sampled metrics, as a PNG attached to the reply.
+
+    Raises:
+        BadInput: a span over the retention, or fewer than two samples in it.
+    """
+    if span > RETENTION:
+        raise BadInput(f"history is kept for {human_duration(RETENTION)}", "give a shorter span, e.g. 6h")
+    now = ctx.services.now()
+    samples = History(ctx.services.store).window(ctx.deployment, now - span, now)
+    points, restarts = series(samples)
+    events = [Event(at, "vLLM restart") for at in restarts] + _alert_events(ctx, span)
+    model = ctx.services.settings.vllm_model
+    title = f"{ctx.deployment} · {model} · last {human_duration(span)} (to {utc(now)})"
+    png = metrics_chart_png(points, events, title)
+    name = f"vllm-metrics-{ctx.deployment}-{int(span.total_seconds() // 60)}m.png"
+    return chart_reply(ctx.deployment, model, span, len(samples), len(restarts), len(events), name, png)

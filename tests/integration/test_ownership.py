@@ -136,7 +136,7 @@ def test_a_second_operation_on_the_same_name_is_refused(store: Store) -> None:
         with pytest.raises(OperationBusy) as refused:
             create_keys = operation_keys("p", ZONE, "gemma4-qr")
             store.acquire_operation(create_keys, "op-2", "U2", "tpu create gemma4-qr", ttl_s=60, now=now)
-        # The bot layer names the holder with a live mention (bot.handlers.safety); ops says the id.
+        # The bot layer names the holder with a live mention (bot.safety); ops says the id.
         assert refused.value.holder.user_id == "U1" and "started by U1" in refused.value.message
         assert "2026-11-30 12:00 UTC" in refused.value.message
     store.acquire_operation(keys, "op-3", "U2", "tpu find gemma4-qr", ttl_s=60, now=now)

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from bot.handlers.safety import check_pins, pins_text
+from bot.safety import check_pins, pins_text
 from ops.errors import OpsError
 from ops.ownership import label_value, made_by, ownership_labels
 from ops.spend import plan_spend

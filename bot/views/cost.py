@@ -1,11 +1,11 @@
-"""Formatting shared by several commands (the metrics summary appears in /vllm metrics and /tpu status;
-money and cost estimates in /tpu cost, the create and delete previews, alerts and the digest)."""
+"""Money: amounts, rates, price estimates and their sources, and the spend lines of a preview (/tpu cost,
+the create, delete and find previews, alerts and the digest)."""
 
 from __future__ import annotations
 
 from ops import cost
 from ops.errors import BadInput
-from ops.metrics import MetricsSummary, Quantiles
+from ops.spend import SpendPlan
 
 PRICING_PAGE = "https://cloud.google.com/tpu/pricing"
 
@@ -58,50 +58,39 @@ def estimate_lines(accelerator_type: str, hours: float, model: str, region: str)
     return [estimate_line(estimate), sources_line([estimate])]
 
 
-def ms(seconds: float | None) -> str:
-    """Seconds as whole milliseconds, "-" when unknown."""
-    return "-" if seconds is None else f"{seconds * 1000:,.0f} ms"
-
-
-def _quantiles(label: str, q: Quantiles | None) -> str | None:
-    if q is None or q.count == 0:
-        return None
-    return f"{label} p50 {ms(q.p50)} · p95 {ms(q.p95)} · mean {ms(q.mean)} ({q.count:,} samples)"
-
-
-def _num(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.0f}"
-
-
-def metrics_lines(m: MetricsSummary) -> list[str]:
-    """A metrics summary as markdown lines: load, KV cache, prefix cache, tokens, latency quantiles."""
-    kv = "-" if m.kv_cache_usage is None else f"{m.kv_cache_usage:.1%}"
-    hit = "-" if m.prefix_cache_hit_rate is None else f"{m.prefix_cache_hit_rate:.1%}"
-    lines = [
-        f"*Requests* running {_num(m.running)} · waiting {_num(m.waiting)}"
-        f" · preemptions {_num(m.preemptions)}",
-        f"*KV cache* usage {kv} · *prefix cache* hit rate {hit}"
-        + (
-            f" ({_num(m.prefix_cache_hits)} of {_num(m.prefix_cache_queries)} tokens)"
-            if m.prefix_cache_queries
-            else ""
-        ),
-        f"*Tokens* prompt {_num(m.prompt_tokens)} · generated {_num(m.generation_tokens)}",
+def spend_lines(plan: SpendPlan, provisioning_model: str) -> list[str]:
+    """The cost lines of a preview: price per zone, how many at once, the winner's cost, the worst case."""
+    bound = "at most " if plan.ceiling else ""
+    priced = [
+        f"`{zone}` {bound}${rate:,.2f}/h" for zone, rate in plan.usd_per_hour.items() if rate is not None
     ]
-    lines += [
-        line
-        for line in (
-            _quantiles("*TTFT*", m.ttft),
-            _quantiles("*ITL*", m.itl),
-            _quantiles("*TPOT*", m.tpot),
-            _quantiles("*E2E*", m.e2e),
+    unpriced = [f"`{zone}`" for zone, rate in plan.usd_per_hour.items() if rate is None]
+    lines = [f"*Price* {provisioning_model}: " + (", ".join(priced) or "no known price")]
+    if plan.ceiling:
+        lines[0] += (
+            f" (no sourced {provisioning_model} price: the on-demand price is the ceiling, so the spend below"
+            " is an upper bound)"
         )
-        if line
-    ]
-    if len(m.engines) > 1:
-        lines.append(f"_Engines: {', '.join(m.engines)} (summed; KV cache is the fullest engine)._")
-    if m.deprecated_names:
+    if unpriced:
+        lines[0] += f"; no price known for {', '.join(unpriced)}"
+    lines.append(
+        f"*At most {plan.at_once} request(s) at once*; waiting requests cost nothing, each ACTIVE one bills"
+    )
+    if plan.at_once > 1 and plan.worst_case_usd_per_hour is not None:
         lines.append(
-            "_Read deprecated metric names: " + ", ".join(f"`{n}`" for n in m.deprecated_names) + "._"
+            f"*Before the first winner* at most ${plan.worst_case_usd_per_hour:,.2f}/h, if all "
+            f"{plan.at_once} turn ACTIVE together (the others are then deleted and checked gone)"
         )
+    if plan.worst_case_usd is not None and plan.winner_usd is not None and plan.run_hours is not None:
+        lines.append(
+            f"*Spend* the one kept: up to ${plan.winner_usd:,.2f} ({plan.run_hours:g} h max run); "
+            f"*worst case* {plan.at_once} ACTIVE at once for the whole max run: ${plan.worst_case_usd:,.2f}"
+        )
+    elif plan.worst_case_usd_per_hour is not None:
+        lines.append(
+            f"*Spend* no fixed end: up to ${plan.worst_case_usd_per_hour:,.2f}/h "
+            f"(${plan.worst_case_usd_per_hour * 24:,.2f} a day) until deleted"
+        )
+    if plan.source:
+        lines.append(f"_Prices: {plan.source}._")
     return lines

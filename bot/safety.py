@@ -23,13 +23,8 @@ from ops.ownership import (
     ownership_labels,
     record_sending,
 )
-from ops.spend import SpendPlan
 from ops.store import OperationBusy
 from ops.tpu_model import CreateSpec, QueuedResourceInfo
-
-# How long vLLM takes to serve again once its TPU VM is up: download and compile the model. The figure the
-# bot has always shown after a create; docs/deploy.md describes the startup script's steps.
-VLLM_LOAD = "about 10 minutes"
 
 
 @contextmanager
@@ -158,7 +153,7 @@ def now_text(moment: datetime | None) -> str:
     return moment.strftime("%Y-%m-%d %H:%M UTC") if moment else "unknown"
 
 
-# ---- previews: the whole cost, and refusals before Confirm
+# ---- previews: refusals before Confirm
 
 
 def check_zones(ctx: Context, zones: list[str], accelerator_type: str) -> None:
@@ -207,41 +202,3 @@ def active_named(ctx: Context, names: set[str], zones: list[str]) -> list[Queued
             f"cannot check what already runs: listing {zone} failed: {error.message}", "try again shortly"
         )
     return [qr for qr in listing.resources if qr.name in names and qr.state in ("ACTIVE", "PROVISIONING")]
-
-
-def spend_lines(plan: SpendPlan, provisioning_model: str) -> list[str]:
-    """The cost lines of a preview: price per zone, how many at once, the winner's cost, the worst case."""
-    bound = "at most " if plan.ceiling else ""
-    priced = [
-        f"`{zone}` {bound}${rate:,.2f}/h" for zone, rate in plan.usd_per_hour.items() if rate is not None
-    ]
-    unpriced = [f"`{zone}`" for zone, rate in plan.usd_per_hour.items() if rate is None]
-    lines = [f"*Price* {provisioning_model}: " + (", ".join(priced) or "no known price")]
-    if plan.ceiling:
-        lines[0] += (
-            f" (no sourced {provisioning_model} price: the on-demand price is the ceiling, so the spend below"
-            " is an upper bound)"
-        )
-    if unpriced:
-        lines[0] += f"; no price known for {', '.join(unpriced)}"
-    lines.append(
-        f"*At most {plan.at_once} request(s) at once*; waiting requests cost nothing, each ACTIVE one bills"
-    )
-    if plan.at_once > 1 and plan.worst_case_usd_per_hour is not None:
-        lines.append(
-            f"*Before the first winner* at most ${plan.worst_case_usd_per_hour:,.2f}/h, if all "
-            f"{plan.at_once} turn ACTIVE together (the others are then deleted and checked gone)"
-        )
-    if plan.worst_case_usd is not None and plan.winner_usd is not None and plan.run_hours is not None:
-        lines.append(
-            f"*Spend* the one kept: up to ${plan.winner_usd:,.2f} ({plan.run_hours:g} h max run); "
-            f"*worst case* {plan.at_once} ACTIVE at once for the whole max run: ${plan.worst_case_usd:,.2f}"
-        )
-    elif plan.worst_case_usd_per_hour is not None:
-        lines.append(
-            f"*Spend* no fixed end: up to ${plan.worst_case_usd_per_hour:,.2f}/h "
-            f"(${plan.worst_case_usd_per_hour * 24:,.2f} a day) until deleted"
-        )
-    if plan.source:
-        lines.append(f"_Prices: {plan.source}._")
-    return lines

@@ -1,0 +1,51 @@
+"""Gemma's answers as Slack blocks: the answer and its author, its stats (/gemma stats), and the rated
+answers (/gemma feedback); the verdicts an answer can be rated with."""
+
+from __future__ import annotations
+
+from bot.render import Block, context, section, utc
+from bot.views.metrics import ms
+from llm.client import StreamResult
+from llm.hygiene import empty_explanation, inspect_message
+from ops.store import AnswerRecord
+
+# What a Helpful / Not helpful button records (`/gemma rate ID VERDICT`).
+VERDICTS = ("helpful", "not-helpful")
+
+
+def answer_blocks(result: StreamResult, model: str) -> list[Block]:
+    """The answer without tool-call markup (an empty one is explained, never left blank), and its author."""
+    text = inspect_message(result.text).text or empty_explanation(
+        model, result.finish_reason, result.completion_tokens
+    )
+    blocks: list[Block] = [section(text[:2900]), context(f"written by `{model}` (primary vLLM)")]
+    if result.finish_reason == "length":
+        blocks.append(context("_Stopped at the token limit (--max-tokens)._"))
+    return blocks
+
+
+def stats_blocks(result: StreamResult, url: str, model: str) -> list[Block]:
+    """The answer, then TTFT, TPOT, output tokens/s and token counts, then where they come from."""
+    rate = "-" if result.output_tokens_per_s is None else f"{result.output_tokens_per_s:,.1f} tok/s"
+    stats = (
+        f"*TTFT* {ms(result.ttft_s)} · *TPOT* {ms(result.tpot_s)} · *output* {rate} · "
+        f"*tokens* prompt {result.prompt_tokens if result.prompt_tokens is not None else '-'}, "
+        f"completion {result.completion_tokens if result.completion_tokens is not None else '-'} · "
+        f"*total* {ms(result.total_s)}"
+    )
+    blocks = [*answer_blocks(result, model), section(stats)]
+    note = result.note or "counts from the server's usage chunk"
+    blocks.append(context(f"{note} · `{url}` · finish_reason {result.finish_reason}"))
+    return blocks
+
+
+def feedback_blocks(records: list[AnswerRecord]) -> list[Block]:
+    """Rated answers, newest first: verdict, when, model, the question and what the model was given."""
+    helpful = sum(r.verdict == "helpful" for r in records)
+    lines = [
+        f"• {':thumbsup:' if r.verdict == 'helpful' else ':thumbsdown:'} {utc(r.rated_at)} `{r.model}`: "
+        f"_{r.question[:150]}_ (given: {', '.join(r.tools) or 'nothing'})"
+        for r in records
+    ]
+    summary = f"*{helpful} of {len(records)} rated answers helpful*"
+    return [section(summary + "\n" + "\n".join(lines))]

@@ -1,0 +1,218 @@
+"""Queued resources and the status dashboard as Slack text and blocks: the one-paragraph resource line
+(/tpu list, /tpu status and every change's preview and outcome), /tpu describe's details, and /tpu status's
+vLLM section. Inputs are the ops types; a source that failed arrives as its OpsError and shows one red line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from bot.diagnosis import resource_diagnosis
+from bot.render import Block, ago, context, divider, header, human_duration, section, utc
+from bot.views.findings import diagnosis_text
+from bot.views.metrics import metrics_lines
+from llm.diagnose import Diagnosis
+from ops.endpoint import Endpoint
+from ops.errors import OpsError
+from ops.faults import Deployment
+from ops.metrics import MetricsSummary
+from ops.tpu_model import NodeInfo, QueuedResourceInfo, ZoneListing
+from ops.vllm import HealthCheck, ModelCard
+
+STATE_ICONS = {
+    "ACTIVE": ":large_green_circle:",
+    "READY": ":large_green_circle:",
+    "PROVISIONING": ":large_blue_circle:",
+    "CREATING": ":large_blue_circle:",
+    "ACCEPTED": ":hourglass:",
+    "WAITING_FOR_RESOURCES": ":hourglass:",
+    "FAILED": ":red_circle:",
+    "SUSPENDING": ":large_orange_circle:",
+    "SUSPENDED": ":large_orange_circle:",
+    "PREEMPTED": ":large_orange_circle:",
+    "DELETING": ":white_circle:",
+    "STOPPED": ":white_circle:",
+}
+
+
+def _icon(state: str) -> str:
+    return STATE_ICONS.get(state, ":grey_question:")
+
+
+def resource_line(qr: QueuedResourceInfo, now: datetime) -> str:
+    """One queued resource as a markdown paragraph: name, zone, state, type, model, age, nodes, time left,
+    and the first conclusion of the fault rules when its state does not already say it."""
+    state = f"{_icon(qr.state)} {qr.state}" + (f" (by {qr.state_initiator})" if qr.state_initiator else "")
+    parts = [
+        f"*{qr.name}* · `{qr.zone}` · {state}",
+        f"{qr.accelerator_type or '?'} · {qr.provisioning_model} · created {ago(qr.create_time, now)}",
+    ]
+    left = qr.time_left(now)
+    if left is not None:
+        parts.append(f"terminates in {human_duration(left)} ({utc(qr.termination_time)})")
+    elif qr.valid_until is not None and qr.state in ("WAITING_FOR_RESOURCES", "ACCEPTED"):
+        parts.append(
+            f"request valid until {utc(qr.valid_until)} ({human_duration(qr.valid_until - now)} left)"
+        )
+    for node in qr.nodes:
+        parts.append(f"node `{node.name}` {_icon(node.state)} {node.state} · {_ips(node)}")
+    if not qr.nodes and qr.node_ids:
+        parts.append("node " + ", ".join(f"`{n}`" for n in qr.node_ids) + ": not created")
+    if qr.error:
+        parts.append(f":warning: {qr.error}")
+    if qr.preempted:
+        parts.append(preempted_line(qr))
+    diagnosis = resource_diagnosis(qr, Deployment())
+    if diagnosis and diagnosis.findings and qr.state != "FAILED" and not qr.preempted:  # shown above
+        parts.append(f":warning: {diagnosis.findings[0].conclusion}")
+    return "\n".join(parts)
+
+
+def preempted_line(qr: QueuedResourceInfo) -> str:
+    """What a spot preemption means for `qr` and the way out (see `QueuedResourceInfo.preempted`)."""
+    return (
+        ":warning: spot capacity preempted by Google: the node is gone and a reset cannot bring it back; "
+        f"`/tpu delete {qr.name} --zone {qr.zone}` then `/tpu create` (or `/tpu ensure` for the primary)"
+    )
+
+
+def _ips(node: NodeInfo) -> str:
+    internal = ", ".join(node.internal_ips) or "-"
+    external = ", ".join(node.external_ips) or "none"
+    return f"IP {internal} (external {external})"
+
+
+def _zone_errors(listing: ZoneListing) -> list[str]:
+    return [
+        f":red_circle: `{zone}`: {err.message}" + (f" ({err.hint})" if err.hint else "")
+        for zone, err in sorted(listing.errors.items())
+    ]
+
+
+def _red(label: str, err: OpsError) -> str:
+    return f":red_circle: *{label}*: {err.message}" + (f" _({err.hint})_" if err.hint else "")
+
+
+def listing_blocks(listing: ZoneListing | OpsError, zones: list[str], now: datetime) -> list[Block]:
+    """Queued resources, then one red line per zone that failed; "none" only for zones that answered."""
+    if isinstance(listing, OpsError):
+        return [section(_red("Queued resources", listing))]
+    blocks = [section(resource_line(qr, now)) for qr in listing.resources]
+    answered = [zone for zone in zones if zone not in listing.errors]
+    if not listing.resources and answered:
+        blocks.append(section(f"No queued resources in {', '.join(answered)}."))
+    errors = _zone_errors(listing)
+    if errors:
+        blocks.append(section("\n".join(errors)))
+    return blocks
+
+
+def list_blocks(listing: ZoneListing, zones: list[str], now: datetime) -> list[Block]:
+    """/tpu list: a header naming how many zones were read, then `listing_blocks`."""
+    title = f"Queued resources in {len(zones)} zone{'s' if len(zones) != 1 else ''}"
+    return [header(title), *listing_blocks(listing, zones, now)]
+
+
+def describe_blocks(qr: QueuedResourceInfo, diagnosis: Diagnosis | None, now: datetime) -> list[Block]:
+    """/tpu describe: the queued resource's state data, one section per node (or why there is none), then
+    the diagnosis when there is one."""
+    lines = [
+        f"*State* {_icon(qr.state)} {qr.state}"
+        + (f", initiated by {qr.state_initiator}" if qr.state_initiator else ""),
+        f"*Zone* `{qr.zone}` · *accelerator* {qr.accelerator_type} · *runtime* {qr.runtime_version or '-'}",
+        f"*Provisioning* {qr.provisioning_model}"
+        + (f", max run duration {human_duration(qr.max_run_duration)}" if qr.max_run_duration else ""),
+        f"*Created* {utc(qr.create_time)} ({ago(qr.create_time, now)})",
+    ]
+    if qr.termination_time:
+        lines.append(f"*Terminates* {utc(qr.termination_time)} (in {human_duration(qr.time_left(now))})")
+    if qr.valid_until:
+        lines.append(f"*Valid until* {utc(qr.valid_until)}")
+    if qr.error:
+        lines.append(f"*Error* {qr.error}")
+    if qr.preempted:
+        lines.append(preempted_line(qr))
+    blocks = [header(f"Queued resource {qr.name}"), section("\n".join(lines))]
+    for node in qr.nodes:
+        blocks.append(section(_node_details(node, now)))
+    if not qr.nodes:
+        ids = ", ".join(qr.node_ids) or "none"
+        blocks.append(context(f"Nodes: {ids} (no node exists in state {qr.state})."))
+    if diagnosis is not None:
+        blocks.append(section(diagnosis_text(diagnosis, heading="Diagnosis")))
+    return blocks
+
+
+def _node_details(node: NodeInfo, now: datetime) -> str:
+    health = node.health or "unknown"
+    if node.health_description:
+        health += f": {node.health_description}"
+    lines = [
+        f"*Node* `{node.name}` {_icon(node.state)} {node.state} · health {health}",
+        f"{node.accelerator_type} · runtime {node.runtime_version} · {_ips(node)}",
+        f"created {utc(node.create_time)} ({ago(node.create_time, now)})",
+    ]
+    if node.termination_time:
+        lines.append(f"terminates {utc(node.termination_time)}")
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Status:
+    """What /tpu status gathered: each source's value, or the OpsError that stopped it.
+
+    `wedged` is the serving verdict ("" when vLLM serves or was not checked); `zones` the zones listed.
+    """
+
+    listing: ZoneListing | OpsError
+    zones: list[str]
+    endpoint: Endpoint | OpsError
+    health: HealthCheck | OpsError
+    models: list[ModelCard] | OpsError
+    metrics: MetricsSummary | OpsError
+    wedged: str
+    project: str
+    now: datetime
+
+
+def status_blocks(status: Status) -> list[Block]:
+    """/tpu status: queued resources, the vLLM endpoint, /health, model and metrics, the serving verdict."""
+    blocks = [header("TPU / vLLM status")]
+    blocks += listing_blocks(status.listing, status.zones, status.now)
+    blocks.append(divider())
+    blocks.append(section(_vllm_status(status.endpoint, status.health, status.models, status.metrics)))
+    if status.wedged:
+        blocks.append(section(f":red_circle: *{status.wedged}*"))
+    blocks.append(context(f"Project `{status.project}` · {utc(status.now)}"))
+    return blocks
+
+
+def _vllm_status(
+    endpoint: Endpoint | OpsError,
+    health: HealthCheck | OpsError,
+    models: list[ModelCard] | OpsError,
+    metrics: MetricsSummary | OpsError,
+) -> str:
+    if isinstance(endpoint, OpsError):
+        return _red("vLLM endpoint", endpoint)
+    lines = [f"*vLLM* `{endpoint.url}` _({endpoint.source})_"]
+    if isinstance(health, OpsError):
+        lines.append(_red("/health", health))
+    else:
+        icon = {"ready": ":large_green_circle:", "not-vllm": ":information_source:"}.get(
+            health.state, ":red_circle:"
+        )
+        detail = "" if health.state == "ready" else f": {health.detail}"
+        lines.append(f"{icon} /health {health.state} ({health.latency_s * 1000:.0f} ms){detail}")
+    if isinstance(models, OpsError):
+        lines.append(_red("models", models))
+    else:
+        lines.append("*Model* " + ", ".join(f"`{m.id}` (max_model_len {m.max_model_len})" for m in models))
+    not_vllm = not isinstance(health, OpsError) and health.state == "not-vllm"
+    if isinstance(metrics, OpsError):
+        if not not_vllm:  # /metrics is vLLM's own: its absence is said once, in the /health line
+            lines.append(_red("metrics", metrics))
+    else:
+        lines += metrics_lines(metrics)
+    return "\n".join(lines)
