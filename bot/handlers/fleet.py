@@ -40,8 +40,10 @@ from ops.vllm import HealthCheck
 
 log = logging.getLogger(__name__)
 
-# Sources per deployment fetched at once: the listing, then /health and /metrics once the endpoint is known.
-_SOURCES = 3
+# Sources per deployment fetched at once: the listing, then /health and /metrics once the endpoint is known,
+# and its open alerts.
+_SOURCES = 4
+OPEN_ALERTS_DAYS = 7  # as `/alerts list`
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,7 @@ class Snapshot:
     endpoint: Endpoint | OpsError
     health: HealthCheck | OpsError
     metrics: MetricsSummary | OpsError
+    alerts: list[LedgerRow] | OpsError
 
 
 def _value(future: Future[Any]) -> Any:
@@ -66,9 +69,15 @@ def _value(future: Future[Any]) -> Any:
         return OpsError("internal error while fetching this source", "see the bot's logs")
 
 
-def snapshot(pool: ThreadPoolExecutor, name: str, services: Services) -> Callable[[], Snapshot]:
-    """Start fetching one deployment on `pool`; returns a function that waits for its Snapshot."""
+def snapshot(
+    pool: ThreadPoolExecutor, name: str, services: Services, now: datetime
+) -> Callable[[], Snapshot]:
+    """Start fetching one deployment on `pool`; returns a function that waits for its Snapshot. Its open
+    alerts are those of its own ledger (`AlertLedger` of deployment `name`) over the last 7 days."""
     listing_f = pool.submit(services.tpu.list_queued_resources, services.settings.tpu_zones)
+    alerts_f = pool.submit(
+        lambda: AlertLedger(services.store, name).open_alerts(since=now - timedelta(days=OPEN_ALERTS_DAYS))
+    )
     endpoint_f = pool.submit(services.endpoints.resolve, listing_f.result)
 
     def on_vllm(call: str) -> object:
@@ -86,6 +95,7 @@ def snapshot(pool: ThreadPoolExecutor, name: str, services: Services) -> Callabl
             _value(endpoint_f),
             _value(health_f),
             _value(metrics_f),
+            _value(alerts_f),
         )
 
     return wait
@@ -204,32 +214,24 @@ def _cost_line(snap: Snapshot, now: datetime) -> str | None:
     return " · ".join([line + partial, *unpriced])
 
 
-def belongs(row: LedgerRow, snap: Snapshot) -> bool:
-    """Whether an alert is about this deployment: a queued resource in its zones ("zone/name@create"), or
-    its vLLM endpoint ("vllm:<url>")."""
-    if row.resource.startswith("vllm:"):
-        return not isinstance(snap.endpoint, OpsError) and row.resource == f"vllm:{snap.endpoint.url}"
-    return row.resource.split("/", 1)[0] in snap.services.settings.tpu_zones
-
-
-def _alerts_line(rows: list[LedgerRow] | OpsError, snap: Snapshot) -> str:
-    if isinstance(rows, OpsError):
-        return _red("Alerts", rows)
-    mine = [row for row in rows if belongs(row, snap)]
+def _alerts_line(snap: Snapshot) -> str:
+    if isinstance(snap.alerts, OpsError):
+        return _red("Alerts", snap.alerts)
+    mine = snap.alerts
     if not mine:
         return "*Alerts* none open"
     newest = mine[-1]
     return f"*Alerts* {len(mine)} open · newest: {newest.text.splitlines()[0][:150]}"
 
 
-def deployment_blocks(snap: Snapshot, alerts: list[LedgerRow] | OpsError, now: datetime) -> list[Block]:
+def deployment_blocks(snap: Snapshot, now: datetime) -> list[Block]:
     """One deployment: its name, project and channels, then resource, vLLM, cost and alert lines."""
     s = snap.services.settings
     lines = [_resource_line(snap, now), _vllm_line(snap)]
     cost = _cost_line(snap, now)
     if cost:
         lines.append(cost)
-    lines.append(_alerts_line(alerts, snap))
+    lines.append(_alerts_line(snap))
     return [section(f"*{snap.name}* · project `{s.gcp_project}`\n" + "\n".join(lines))]
 
 
@@ -240,16 +242,12 @@ def fleet(ctx: Context) -> Reply:
     now = ctx.services.now()
     workers = _SOURCES * len(deployments)
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fleet") as pool:
-        waits = [snapshot(pool, name, services) for name, services in deployments.items()]
-        alerts_f = pool.submit(
-            lambda: AlertLedger(ctx.services.store).open_alerts(since=now - timedelta(days=7))
-        )
+        waits = [snapshot(pool, name, services, now) for name, services in deployments.items()]
         snaps = [wait() for wait in waits]
-        alerts = _value(alerts_f)
     channels = ctx.fleet.channels if ctx.fleet is not None else {}
     blocks: list[Block] = [header(f"Fleet: {len(snaps)} deployment(s)")]
     for snap in snaps:
-        blocks += deployment_blocks(snap, alerts, now)
+        blocks += deployment_blocks(snap, now)
         bound = [channel_link(channel) for channel, name in channels.items() if name == snap.name]
         if bound:
             blocks.append(context("Bound to " + ", ".join(bound)))

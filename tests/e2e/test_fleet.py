@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 
 from ops.errors import NotFound
-from sim.demo import Demo
+from sim.demo import ALERTS_CHANNEL, Demo
 
 STAGING_CHANNEL = "C0STAGING1"
 
@@ -175,6 +175,46 @@ def test_the_token_form_stores_in_the_project_it_was_opened_for(demo: Demo, in_c
         demo.fleet.services["production"].secrets.access("hf-token")
 
 
+def test_every_deployment_is_watched_from_its_own_alert_channel(demo: Demo) -> None:
+    lead = demo.bot.alerts
+    assert lead is not None and list(lead.watchers) == ["production", "staging"]
+    assert lead.deployment == "production" and lead.services is demo.fleet.first
+    assert lead.channel == ALERTS_CHANNEL
+    staging = lead.watchers["staging"]
+    assert staging.channel == STAGING_CHANNEL and staging.services is demo.fleet.services["staging"]
+    assert staging.ledger.deployment == "staging" and staging.budget.prefix == "staging:"
+
+
+def test_staging_vllm_down_alerts_staging_only_and_shows_on_its_fleet_line(demo: Demo) -> None:
+    assert demo.staging is not None and demo.bot.alerts is not None
+    lead = demo.bot.alerts
+    demo.vllm.set_mode("ready")
+    demo.staging.vllm.set_mode("engine-dead")
+    start = len(demo.slack.messages)
+    try:
+        for _ in range(3):  # three failed /health checks in a row raise vllm_down
+            lead.tick_all()
+        posts = [m for m in demo.slack.messages[start:] if m.kind == "post"]
+        down = [m for m in posts if "alert `vllm_down`" in json.dumps(m.blocks)]
+        assert [m.channel for m in down] == [STAGING_CHANNEL]
+        assert "deployment `staging`" in json.dumps(down[0].blocks) and down[0].text.startswith("deployment")
+        assert "--chart 1h --deployment staging" in json.dumps(down[0].blocks)
+        production_posts = json.dumps([m.blocks for m in posts if m.channel == ALERTS_CHANNEL])
+        assert "vllm_down" not in production_posts and "staging" not in production_posts
+        text = _say(demo, "/fleet")
+        production, staging = text.split("*staging*")
+        (staging_alerts,) = [line for line in staging.splitlines() if line.startswith("*Alerts*")]
+        assert "*Alerts* 1 open · newest: vLLM at `http://" in staging_alerts and "is down" in staging_alerts
+        (production_alerts,) = [line for line in production.splitlines() if line.startswith("*Alerts*")]
+        assert "vLLM" not in production_alerts
+    finally:
+        demo.staging.vllm.set_mode("ready")
+    lead.tick_all()  # staging serves again: its alert resolves in place, in its own channel
+    resolved = [m for m in demo.slack.messages[start:] if "Resolved:" in json.dumps(m.blocks)]
+    assert [m.channel for m in resolved] == [STAGING_CHANNEL]
+    assert "*Alerts* none open" in _say(demo, "/fleet").split("*staging*")[1]
+
+
 def test_a_serving_alert_points_at_the_chart_of_its_window(demo: Demo) -> None:
     scheduler = demo.bot.alerts
     assert scheduler is not None
@@ -183,7 +223,7 @@ def test_a_serving_alert_points_at_the_chart_of_its_window(demo: Demo) -> None:
     for _ in range(3):  # three failed /health checks in a row raise vllm_down
         scheduler.tick()
     down = [m for m in demo.slack.messages[start:] if "alert `vllm_down`" in json.dumps(m.blocks)]
-    assert down and "`/vllm metrics --chart 1h`" in json.dumps(down[0].blocks)
+    assert down and "`/vllm metrics --chart 1h --deployment production`" in json.dumps(down[0].blocks)
 
 
 # Last in this module: it deletes staging's queued resource.
@@ -197,8 +237,3 @@ def test_a_confirmed_change_acts_on_the_deployment_of_the_flag(demo: Demo, in_ch
         demo.staging.gcp.world.queued_resources[("us-east5-b", "gemma4-staging")].state == "DELETING"
     )
     assert demo.gcp.world.queued_resources[("us-east5-a", "gemma4-qr")].state == "ACTIVE"
-
-
-def test_alerts_watch_the_first_deployment_and_its_maintenance_window(demo: Demo) -> None:
-    assert demo.bot.alerts is not None
-    assert demo.bot.alerts.deployment == "production" and demo.bot.alerts.services is demo.fleet.first
