@@ -149,6 +149,12 @@ def test_cost_today_and_week_per_deployment(demo: Demo) -> None:
     assert "cannot be used together" in _say(demo, "/tpu cost --today --week")
 
 
+def test_chat_facts_give_an_unpriced_resource_its_labelled_ceiling(demo: Demo) -> None:
+    text = _say(demo, "@gemma-bot how much does gemma4-qr cost so far?")
+    assert "`gemma4-qr`: cost so far unknown: no flex-start price for v6e in us-east5" in text
+    assert "at most $21.60/h (the on-demand price as the ceiling)" in text  # v6e-8 on-demand in us-east5
+
+
 def test_the_sampler_adds_a_sample_of_every_deployment(demo: Demo) -> None:
     sampler = demo.bot.sampler
     assert sampler is not None
