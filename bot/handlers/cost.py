@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import re
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
@@ -11,13 +10,10 @@ from bot.commands import Param, accelerator_type, registry
 from bot.context import Context
 from bot.handlers.formats import estimate_lines, per_hour, usd
 from bot.render import Attachment, Reply, blocks_reply, code, context, header, human_duration, section, utc
-from bot.services import Services
+from bot.sources import settled
 from ops import cost, deploy
 from ops.errors import BadInput, OpsError
 from ops.spend import DeploymentSpend, deployment_spend, midnight
-from ops.tpu import ZoneListing
-
-log = logging.getLogger(__name__)
 
 _REGION = re.compile(r"^[a-z]+-[a-z]+\d+$")
 
@@ -99,17 +95,6 @@ def tpu_cost(
     return blocks_reply([header("TPU cost"), section("\n".join(lines)), section(_burn_text(ctx))])
 
 
-def _listing(services: Services) -> ZoneListing | OpsError:
-    """The deployment's queued resources, or the error that stopped the listing (never raises)."""
-    try:
-        return services.tpu.list_queued_resources(services.settings.tpu_zones)
-    except OpsError as exc:
-        return exc
-    except Exception:
-        log.exception("spend listing failed")
-        return OpsError("internal error while listing queued resources", "see the bot's logs")
-
-
 def _spend_lines(name: str, spend: DeploymentSpend) -> str:
     """One deployment's subtotal and its resources (USD; the ones without an exact price say why)."""
     if spend.error is not None:
@@ -132,11 +117,14 @@ def fleet_spend(ctx: Context, since: datetime, label: str) -> Reply:
     deployments = ctx.fleet.services if ctx.fleet is not None else {ctx.deployment: ctx.services}
     now = ctx.services.now()
     with ThreadPoolExecutor(max_workers=len(deployments), thread_name_prefix="spend") as pool:
-        listings = list(pool.map(_listing, deployments.values()))
-    spends = {
-        name: deployment_spend(listing, now, since)
-        for name, listing in zip(deployments, listings, strict=True)
-    }
+        listings = {
+            name: pool.submit(services.tpu.list_queued_resources, services.settings.tpu_zones)
+            for name, services in deployments.items()
+        }
+        spends = {}
+        for name, future in listings.items():
+            listing = settled(future, "spend listing")
+            spends[name] = deployment_spend(listing, now, since)
     unpriced = any(spend.unpriced for spend in spends.values())
     total = sum(spend.usd for spend in spends.values())
     return blocks_reply(

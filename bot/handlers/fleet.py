@@ -7,12 +7,10 @@ fails shows one red line; the rest still show.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from bot.commands import registry
 from bot.context import Context
@@ -30,6 +28,7 @@ from bot.render import (
     utc,
 )
 from bot.services import Services
+from bot.sources import settled
 from ops.alerts import AlertLedger, LedgerRow
 from ops.endpoint import Endpoint
 from ops.errors import OpsError
@@ -37,8 +36,6 @@ from ops.metrics import MetricsSummary
 from ops.spend import deployment_spend, midnight, unreadable
 from ops.tpu import QueuedResourceInfo, ZoneListing
 from ops.vllm import HealthCheck
-
-log = logging.getLogger(__name__)
 
 # Sources per deployment fetched at once: the listing, then /health and /metrics once the endpoint is known,
 # and its open alerts.
@@ -59,16 +56,6 @@ class Snapshot:
     alerts: list[LedgerRow] | OpsError
 
 
-def _value(future: Future[Any]) -> Any:
-    try:
-        return future.result()
-    except OpsError as exc:
-        return exc
-    except Exception:
-        log.exception("fleet source failed")
-        return OpsError("internal error while fetching this source", "see the bot's logs")
-
-
 def snapshot(
     pool: ThreadPoolExecutor, name: str, services: Services, now: datetime
 ) -> Callable[[], Snapshot]:
@@ -80,23 +67,21 @@ def snapshot(
     )
     endpoint_f = pool.submit(services.endpoints.resolve, listing_f.result)
 
-    def on_vllm(call: str) -> object:
+    def health() -> HealthCheck:
         with services.vllm_at(endpoint_f.result()) as client:
-            return getattr(client, call)()
+            return client.health()
 
-    health_f = pool.submit(on_vllm, "health")
-    metrics_f = pool.submit(on_vllm, "metrics")
+    def metrics() -> MetricsSummary:
+        with services.vllm_at(endpoint_f.result()) as client:
+            return client.metrics()
+
+    health_f, metrics_f = pool.submit(health), pool.submit(metrics)
 
     def wait() -> Snapshot:
-        return Snapshot(
-            name,
-            services,
-            _value(listing_f),
-            _value(endpoint_f),
-            _value(health_f),
-            _value(metrics_f),
-            _value(alerts_f),
-        )
+        listing, endpoint = settled(listing_f, "fleet listing"), settled(endpoint_f, "fleet endpoint")
+        health, metrics = settled(health_f, "fleet /health"), settled(metrics_f, "fleet /metrics")
+        alerts = settled(alerts_f, "fleet alerts")
+        return Snapshot(name, services, listing, endpoint, health, metrics, alerts)
 
     return wait
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import replace
@@ -22,6 +21,7 @@ from bot.diagnosis import (
 from bot.handlers.formats import metrics_lines
 from bot.render import Reply, ago, blocks_reply, context, divider, header, human_duration, section, utc
 from bot.services import Services
+from bot.sources import settled
 from ops.endpoint import Endpoint
 from ops.errors import OpsError
 from ops.faults import Deployment
@@ -29,7 +29,6 @@ from ops.metrics import MetricsSummary
 from ops.tpu import NodeInfo, QueuedResourceInfo, ZoneListing
 from ops.vllm import HealthCheck, ModelCard, VllmClient
 
-log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 STATE_ICONS = {
@@ -179,13 +178,7 @@ def _node_details(node: NodeInfo, now: datetime) -> str:
 
 def _result(future: Future[T]) -> T | OpsError:
     """A source's value or the OpsError that stopped it; unexpected errors become a generic OpsError."""
-    try:
-        return future.result()
-    except OpsError as exc:
-        return exc
-    except Exception:
-        log.exception("status source failed")
-        return OpsError("internal error while fetching this source", "see the bot's logs")
+    return settled(future, "status source")
 
 
 def _red(label: str, err: OpsError) -> str:
