@@ -854,7 +854,10 @@ class AlertScheduler:
             return
         self._send(announce, partial(self._post, announce, None, now, thread), result, channel=channel)
         self._audit_auto(channel, command, f"started: {reason}")
-        ctx = Context(self.services, registry, AUTO_RECOVER_USER, channel or self.channel)
+        # The recovery's maintenance window is this deployment's, so it holds this deployment's alerts.
+        ctx = Context(
+            self.services, registry, AUTO_RECOVER_USER, channel or self.channel, deployment=self.deployment
+        )
         try:
             outcome = recover(ctx, qr, search=False, thread=thread)
         except OpsError as exc:
