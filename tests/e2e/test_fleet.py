@@ -221,6 +221,24 @@ def test_staging_vllm_down_alerts_staging_only_and_shows_on_its_fleet_line(demo:
     assert "*Alerts* none open" in _say(demo, "/fleet").split("*staging*")[1]
 
 
+def test_each_deployment_gets_its_own_daily_digest_in_its_channel(demo: Demo) -> None:
+    assert demo.bot.alerts is not None
+    start = len(demo.slack.messages)
+    demo.bot.alerts.digest_all()
+    demo.bot.alerts.digest_all()  # once per UTC day each
+    digests = {m.channel: m.text for m in demo.slack.messages[start:] if "Daily digest" in m.text}
+    assert set(digests) == {ALERTS_CHANNEL, STAGING_CHANNEL}
+    assert len([m for m in demo.slack.messages[start:] if "Daily digest" in m.text]) == 2
+    assert (
+        "deployment `staging`" in digests[STAGING_CHANNEL] and "`gemma4-staging`" in digests[STAGING_CHANNEL]
+    )
+    assert "gemma4-qr" not in digests[STAGING_CHANNEL]
+    assert (
+        "deployment `production`" in digests[ALERTS_CHANNEL]
+        and "gemma4-staging" not in digests[ALERTS_CHANNEL]
+    )
+
+
 def test_a_serving_alert_points_at_the_chart_of_its_window(demo: Demo) -> None:
     scheduler = demo.bot.alerts
     assert scheduler is not None
