@@ -508,7 +508,7 @@ class AlertScheduler:
         return blocks
 
     def _named(self, text: str = "") -> str:
-        """`text` after "deployment `NAME` · " when several deployments are watched (`default`: as is)."""
+        """`text` after "deployment `NAME` · " for a deployment of DEPLOYMENTS_FILE (`default`: as is)."""
         return f"deployment `{self.deployment}` · {text}" if self.ledger.scoped else text
 
     def _post(

@@ -9,7 +9,9 @@ from datetime import timedelta
 
 import pytest
 
+from bot.listeners.home import home_blocks
 from ops.errors import NotFound
+from sim.console import DEMO_USER
 from sim.demo import ALERTS_CHANNEL, Demo
 
 STAGING_CHANNEL = "C0STAGING1"
@@ -213,6 +215,10 @@ def test_staging_vllm_down_alerts_staging_only_and_shows_on_its_fleet_line(demo:
         assert "*Alerts* 1 open · newest: vLLM at `http://" in staging_alerts and "is down" in staging_alerts
         (production_alerts,) = [line for line in production.splitlines() if line.startswith("*Alerts*")]
         assert "vLLM" not in production_alerts
+        home = home_blocks(demo.bot.runner, demo.bot.registry, DEMO_USER, lead)
+        opened = [b["text"]["text"] for b in home if b.get("type") == "section"][-2:]
+        assert opened[0].startswith("*production*\n") and "vLLM at" not in opened[0]
+        assert opened[1].startswith("*staging*\n") and "vLLM at `http://" in opened[1]
     finally:
         demo.staging.vllm.set_mode("ready")
     lead.tick_all()  # staging serves again: its alert resolves in place, in its own channel
