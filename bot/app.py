@@ -162,9 +162,22 @@ def _alert_schedulers(fleet: Fleet, slack: SlackGateway, metrics: Metrics) -> Al
         )
     if not schedulers:
         return None
+    _bind_alert_channels(fleet, schedulers)
     first, *peers = schedulers
     first.peers = peers
     return first
+
+
+def _bind_alert_channels(fleet: Fleet, schedulers: list[AlertScheduler]) -> None:
+    """Bind each deployment's own alert channel to it, so its alert buttons (Delete now, Recover), clicked
+    there, act on it instead of being refused as a guess. A channel bound in DEPLOYMENTS_FILE, or the alert
+    channel of several deployments (ALERT_CHANNEL inherited), stays as it is."""
+    users: dict[str, list[str]] = {}
+    for each in schedulers:
+        users.setdefault(each.channel, []).append(each.deployment)
+    for channel, names in users.items():
+        if len(names) == 1 and len(fleet.services) > 1:
+            fleet.channels.setdefault(channel, names[0])
 
 
 LISTENER_THREADS = 32

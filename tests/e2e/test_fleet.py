@@ -109,6 +109,16 @@ def test_a_change_outside_a_bound_channel_is_refused_with_the_list(demo: Demo, i
     assert "Deployment `production`" in _say(demo, "/vllm models")
 
 
+def test_a_deployments_alert_channel_acts_on_it(demo: Demo, in_channel: None) -> None:
+    """Alert buttons clicked in production's alert channel (Delete now, Recover) are changes: they act on
+    production instead of being refused as a guess."""
+    _say(demo, f"channel {ALERTS_CHANNEL}")
+    text = _say(demo, "/tpu delete gemma4-old")
+    assert "which one?" not in text and "This changes infrastructure" in text and "Confirm" in text
+    assert "Deployment `production`" in _say(demo, "/tpu status")
+    assert "nothing was changed" in _say(demo, "click Cancel")
+
+
 def _png(demo: Demo, filename: str) -> bytes:
     files = {m.filename: m.content for m in demo.slack.messages if m.kind == "file"}
     return files[filename]
@@ -169,7 +179,8 @@ def test_the_sampler_adds_a_sample_of_every_deployment(demo: Demo) -> None:
 
 def test_help_lists_the_deployments_and_their_channels(demo: Demo) -> None:
     text = _say(demo, "@gemma-bot help")
-    assert "*Deployments* `production` (<#C0DEMOCHN1>), `staging` (<#C0STAGING1>)" in text
+    # production's alert channel is bound to it too (its alert buttons act there)
+    assert "*Deployments* `production` (<#C0DEMOCHN1> <#C0ALERTS01>), `staging` (<#C0STAGING1>)" in text
     assert "`--deployment NAME`" in text
 
 
