@@ -147,7 +147,7 @@ def _vllm_line(snap: Snapshot) -> str:
 
 def _cost_line(snap: Snapshot, now: datetime) -> str:
     spend = deployment_spend(snap.listing, now, midnight(now))
-    if spend.error is not None or isinstance(snap.listing, OpsError):
+    if spend.error is not None:
         return "*Cost* unknown: the queued resources could not be read"
     partial = " (some zones did not answer)" if spend.zones_failed else ""
     if not spend.resources:
