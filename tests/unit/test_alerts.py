@@ -394,3 +394,21 @@ def test_a_named_deployments_recovery_budget_counts_its_own_attempts(tmp_path: P
     assert production.refusal(1, NOW) is None
     single = RecoveryBudget(store, max_per_day=1, max_usd_per_day=100)
     assert [a.resource for a in single.today(NOW)] == ["staging:us-east5-b/gemma4-staging@t"]
+
+
+def test_an_alert_channel_is_bound_only_to_the_one_deployment_it_serves() -> None:
+    from bot.app import _bind_alert_channels
+    from bot.deployments import Fleet
+
+    def watcher(name: str, channel: str) -> AlertScheduler:
+        return cast(AlertScheduler, SimpleNamespace(deployment=name, channel=channel))
+
+    services: dict[str, Any] = {"production": object(), "staging": object(), "bench": object()}
+    fleet = Fleet(services, {"C0STAGING1": "staging"})
+    shared = [watcher("staging", "C0SHARED01"), watcher("bench", "C0SHARED01")]
+    _bind_alert_channels(fleet, [watcher("production", "C0PRODALR1"), *shared])
+    # production's own alert channel acts on it; a shared one stays unbound (a click there would be a guess)
+    assert fleet.channels == {"C0STAGING1": "staging", "C0PRODALR1": "production"}
+    single = Fleet({"default": cast(Any, object())})
+    _bind_alert_channels(single, [watcher("default", "C0ALERTS01")])
+    assert single.channels == {}  # one deployment: nothing to choose, nothing changes
