@@ -113,20 +113,8 @@ def build(settings: Settings, services: Services | None = None, fleet: Fleet | N
         services, registry, slack, Authorizer(services.settings, slack), metrics=metrics, fleet=fleet
     )
     listeners.register(app, registry, runner)
-    alerts = None
-    # The alert scheduler watches the first deployment (its own ALERT_CHANNEL and rules).
-    watched = services.settings
-    if watched.alert_channel:
-        alerts = AlertScheduler(
-            services,
-            slack,
-            watched.alert_channel,
-            interval_s=watched.alert_interval_s,
-            thresholds=[int(minutes) for minutes in watched.alert_thresholds_min],
-            on_sent=lambda kind: metrics.alerts_sent.labels(kind=kind).inc(),
-            options=OncallOptions.from_settings(watched),
-            deployment=runner.fleet.names[0],
-        )
+    alerts = _alert_schedulers(runner.fleet, slack, metrics)
+    if alerts is not None:
         alert_listeners.register(app, runner, alerts)
     home.register(app, registry, runner, alerts)
     reconcile.start(runner)
@@ -142,6 +130,54 @@ def build(settings: Settings, services: Services | None = None, fleet: Fleet | N
         listener_pool=listener_pool,
         warmed=warmed,
     )
+
+
+def _alert_schedulers(fleet: Fleet, slack: SlackGateway, metrics: Metrics) -> AlertScheduler | None:
+    """One AlertScheduler per deployment with an alert channel (its own channel, rules, watch state,
+    recovery budget and maintenance window); the first runs them all under the one scheduler lease.
+    Returns it, or None when no deployment sets ALERT_CHANNEL / `alert_channel`."""
+    schedulers: list[AlertScheduler] = []
+    for name, services in fleet.services.items():
+        watched = services.settings
+        if not watched.alert_channel:
+            log.info("deployment %s has no alert channel: not watched", name)
+            continue
+        # Another deployment's primary in the same project is listed here too; its own deployment alerts.
+        elsewhere = frozenset(
+            other.settings.tpu_primary
+            for other_name, other in fleet.services.items()
+            if other_name != name and other.settings.gcp_project == watched.gcp_project
+        )
+        schedulers.append(
+            AlertScheduler(
+                services,
+                slack,
+                watched.alert_channel,
+                interval_s=watched.alert_interval_s,
+                thresholds=[int(minutes) for minutes in watched.alert_thresholds_min],
+                on_sent=lambda kind: metrics.alerts_sent.labels(kind=kind).inc(),
+                options=OncallOptions.from_settings(watched, elsewhere - {watched.tpu_primary}),
+                deployment=name,
+            )
+        )
+    if not schedulers:
+        return None
+    _bind_alert_channels(fleet, schedulers)
+    first, *peers = schedulers
+    first.peers = peers
+    return first
+
+
+def _bind_alert_channels(fleet: Fleet, schedulers: list[AlertScheduler]) -> None:
+    """Bind each deployment's own alert channel to it, so its alert buttons (Delete now, Recover), clicked
+    there, act on it instead of being refused as a guess. A channel bound in DEPLOYMENTS_FILE, or the alert
+    channel of several deployments (ALERT_CHANNEL inherited), stays as it is."""
+    users: dict[str, list[str]] = {}
+    for each in schedulers:
+        users.setdefault(each.channel, []).append(each.deployment)
+    for channel, names in users.items():
+        if len(names) == 1 and len(fleet.services) > 1:
+            fleet.channels.setdefault(channel, names[0])
 
 
 LISTENER_THREADS = 32

@@ -47,6 +47,8 @@ from ops.alerts import (
     evaluate,
     evaluate_vllm,
     mute_subjects,
+    qr_alert,
+    subject_alert,
 )
 from ops.cost import burn
 from ops.errors import BackendTimeout, OpsError
@@ -92,33 +94,31 @@ class TickResult:
     errors: list[str] = field(default_factory=list)
 
 
+def action_buttons(block_id: str, *buttons: tuple[str, str, str, str | None]) -> Block:
+    """An actions block of buttons, each given as (action_id, label, value, style: "primary", "danger" or
+    None); the listeners in bot/listeners/alerts.py read the value."""
+    elements = []
+    for action_id, label, value, style in buttons:
+        button = {
+            "type": "button",
+            "action_id": action_id,
+            "text": {"type": "plain_text", "text": label},
+            "value": value,
+        }
+        if style:
+            button["style"] = style
+        elements.append(button)
+    return {"type": "actions", "block_id": block_id, "elements": elements}
+
+
 def alert_buttons(key: str) -> Block:
     """Delete now / Snooze 1 h / Acknowledge buttons; each carries the alert key as its value."""
-    return {
-        "type": "actions",
-        "block_id": "alert",
-        "elements": [
-            {
-                "type": "button",
-                "action_id": "alert_delete",
-                "style": "danger",
-                "text": {"type": "plain_text", "text": "Delete now"},
-                "value": key,
-            },
-            {
-                "type": "button",
-                "action_id": "alert_snooze",
-                "text": {"type": "plain_text", "text": "Snooze 1 h"},
-                "value": key,
-            },
-            {
-                "type": "button",
-                "action_id": "alert_ack",
-                "text": {"type": "plain_text", "text": "Acknowledge"},
-                "value": key,
-            },
-        ],
-    }
+    return action_buttons(
+        "alert",
+        ("alert_delete", "Delete now", key, "danger"),
+        ("alert_snooze", "Snooze 1 h", key, None),
+        ("alert_ack", "Acknowledge", key, None),
+    )
 
 
 def _cost_line(qr: QueuedResourceInfo | None, now: datetime) -> str:
@@ -195,6 +195,8 @@ class OncallOptions:
         idle_keep_hours: hours the Keep button silences idle alerts.
         primary: the queued resource recovery and idle stop are about (TPU_PRIMARY).
         auto_recover, auto_recover_max_per_day, auto_recover_max_usd_per_day: automatic recovery and its caps.
+        elsewhere: names of queued resources another deployment of the same Google project watches (its
+            primary): listed in this deployment's zones too, but alerted only by their own deployment.
     """
 
     routes: dict[str, str] = field(default_factory=dict)
@@ -208,10 +210,11 @@ class OncallOptions:
     auto_recover: bool = False
     auto_recover_max_per_day: int = 2
     auto_recover_max_usd_per_day: float = 200.0
+    elsewhere: frozenset[str] = frozenset()
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> OncallOptions:
-        """The options of validated Settings (see bot/config.py)."""
+    def from_settings(cls, settings: Settings, elsewhere: frozenset[str] = frozenset()) -> OncallOptions:
+        """The options of validated Settings (see bot/config.py); `elsewhere` as the attribute."""
         return cls(
             routes=parse_routes(settings.alert_routes),
             mention_group=settings.alert_mention_group,
@@ -224,6 +227,7 @@ class OncallOptions:
             auto_recover=settings.auto_recover,
             auto_recover_max_per_day=settings.auto_recover_max_per_day,
             auto_recover_max_usd_per_day=settings.auto_recover_max_usd_per_day,
+            elsewhere=elsewhere,
         )
 
 
@@ -233,48 +237,20 @@ AUTO_RECOVER_USER = "auto-recover"  # the audit trail's user id of automatic rec
 def recover_buttons(qr: QueuedResourceInfo) -> Block:
     """Recover (delete and recreate in its zone) / Recover by capacity search; value "zone/name"."""
     value = f"{qr.zone}/{qr.name}"
-    return {
-        "type": "actions",
-        "block_id": "recover",
-        "elements": [
-            {
-                "type": "button",
-                "action_id": "alert_recover",
-                "style": "primary",
-                "text": {"type": "plain_text", "text": "Recover"},
-                "value": value,
-            },
-            {
-                "type": "button",
-                "action_id": "alert_recover_search",
-                "text": {"type": "plain_text", "text": "Recover by capacity search"},
-                "value": value,
-            },
-        ],
-    }
+    return action_buttons(
+        "recover",
+        ("alert_recover", "Recover", value, "primary"),
+        ("alert_recover_search", "Recover by capacity search", value, None),
+    )
 
 
 def idle_buttons(key: str, keep_hours: int) -> Block:
-    """Delete / Keep for N hours on an idle alert; each carries the alert key."""
-    return {
-        "type": "actions",
-        "block_id": "idle",
-        "elements": [
-            {
-                "type": "button",
-                "action_id": "alert_delete",
-                "style": "danger",
-                "text": {"type": "plain_text", "text": "Delete"},
-                "value": key,
-            },
-            {
-                "type": "button",
-                "action_id": "alert_keep",
-                "text": {"type": "plain_text", "text": f"Keep for {keep_hours} h"},
-                "value": f"{keep_hours}",
-            },
-        ],
-    }
+    """Delete / Keep for N hours on an idle alert; Delete carries the alert key, Keep the hours."""
+    return action_buttons(
+        "idle",
+        ("alert_delete", "Delete", key, "danger"),
+        ("alert_keep", f"Keep for {keep_hours} h", f"{keep_hours}", None),
+    )
 
 
 def _probe_timed_out(services: Services) -> bool | None:
@@ -306,7 +282,11 @@ class AlertScheduler:
         digest_hour: UTC hour of the daily digest (default 9).
         options: routing, maintenance windows, SLO rules, idle stop and recovery (default: OncallOptions()).
         deployment: the name of the deployment watched (bot.deployments; "default" with a single one): its
-            maintenance window is the one that holds these alerts.
+            maintenance window holds these alerts, its ledger records them (`AlertLedger`), its budget caps
+            automatic recovery, and a named deployment's messages say its name.
+
+    With several deployments each has its AlertScheduler; the first one's `start()` runs every one's
+    tick and digest (`peers`) under the one scheduler lease, so one replica does all the alert work.
     """
 
     def __init__(
@@ -339,7 +319,7 @@ class AlertScheduler:
         self.kv_threshold = kv_threshold
         self.kv_checks = kv_checks
         self.digest_hour = digest_hour
-        self.ledger = AlertLedger(services.store)
+        self.ledger = AlertLedger(services.store, deployment)
         self.replica_id = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.on_sent = on_sent
         self.options = options or OncallOptions()
@@ -349,18 +329,38 @@ class AlertScheduler:
             services.store,
             max_per_day=self.options.auto_recover_max_per_day,
             max_usd_per_day=self.options.auto_recover_max_usd_per_day,
+            deployment=deployment,
         )
+        self.peers: list[AlertScheduler] = []  # the other deployments' schedulers, run by `start()`
         self.refused: str | None = None  # Slack's error while the bot is not in the alert channel
         self._lock = threading.Lock()
         self._scheduler: BackgroundScheduler | None = None
 
     # ---- lifecycle
+    @property
+    def watchers(self) -> dict[str, AlertScheduler]:
+        """Deployment name -> its AlertScheduler: this one, then `peers`."""
+        return {each.deployment: each for each in (self, *self.peers)}
+
+    def tick_all(self) -> dict[str, TickResult]:
+        """`tick()` of every deployment in turn (each never raises). Returns deployment -> its TickResult."""
+        return {name: each.tick() for name, each in self.watchers.items()}
+
+    def digest_all(self) -> None:
+        """`digest()` of every deployment; one that fails is logged and the others still post."""
+        for name, each in self.watchers.items():
+            try:
+                each.digest()
+            except Exception:
+                log.exception("daily digest of %s failed", name)
+
     def start(self) -> AlertScheduler:
-        """Start the BackgroundScheduler: a tick every `interval_s` (first one now) and the daily digest."""
+        """Start the BackgroundScheduler: a tick of every deployment (this one and `peers`) every
+        `interval_s` (first one now) and their daily digests."""
         global _active
         scheduler = BackgroundScheduler(timezone=UTC)
         scheduler.add_job(
-            self._with_lease(self.tick),
+            self._with_lease(self.tick_all),
             "interval",
             seconds=self.interval_s,
             id="alerts-tick",
@@ -369,7 +369,7 @@ class AlertScheduler:
             next_run_time=datetime.now(UTC),
         )
         scheduler.add_job(
-            self._with_lease(self.digest),
+            self._with_lease(self.digest_all),
             "cron",
             hour=self.digest_hour,
             minute=0,
@@ -445,7 +445,11 @@ class AlertScheduler:
         listing = self.services.tpu.list_queued_resources(self.services.settings.tpu_zones)
         for zone, error in listing.errors.items():
             result.errors.append(f"{zone}: {error.message}")
-        resources = [qr for qr in listing.resources if qr.zone not in listing.errors]
+        resources = [
+            qr
+            for qr in listing.resources
+            if qr.zone not in listing.errors and qr.name not in self.options.elsewhere
+        ]
         by_identity = {alerts_mod.identity(qr): qr for qr in resources}
         previous = self.ledger.observations()
         found = evaluate(
@@ -499,8 +503,14 @@ class AlertScheduler:
         if alert.kind == "idle":
             blocks.append(idle_buttons(alert.key, self.options.idle_keep_hours))
         chart = " · the hour before: `/vllm metrics --chart 1h`" if alert.kind in SERVING_KINDS else ""
-        blocks.append(context(f"alert `{alert.kind}` · {utc(now)}{chart}"))
+        if chart and self.ledger.scoped:
+            chart = chart.replace("1h`", f"1h --deployment {self.deployment}`")
+        blocks.append(context(f"{self._named()}alert `{alert.kind}` · {utc(now)}{chart}"))
         return blocks
+
+    def _named(self, text: str = "") -> str:
+        """`text` after "deployment `NAME` · " for a deployment of DEPLOYMENTS_FILE (`default`: as is)."""
+        return f"deployment `{self.deployment}` · {text}" if self.ledger.scoped else text
 
     def _post(
         self,
@@ -519,13 +529,16 @@ class AlertScheduler:
                     row.channel or self.channel,
                     row.ts,
                     Reply(
-                        text=alert.title, blocks=[section(f":large_green_circle: *Resolved:* {alert.title}")]
+                        text=self._named(alert.title),
+                        blocks=[section(f":large_green_circle: *Resolved:* {alert.title}")],
                     ),
                 )
                 self.ledger.resolve(alert.resolves, now=now)
                 return ts
         channel, thread_ts = thread or (self.router.channel(alert), None)
-        return self.slack.post(channel, Reply(text=alert.title, blocks=blocks), thread_ts) or None
+        return (
+            self.slack.post(channel, Reply(text=self._named(alert.title), blocks=blocks), thread_ts) or None
+        )
 
     def _post_state(
         self,
@@ -541,7 +554,7 @@ class AlertScheduler:
             summary += f"\nError: {qr.error}"
         if qr is not None and qr.state == "SUSPENDED":
             summary += f"\nInitiated by {qr.state_initiator or 'unknown'}"
-        blocks = [section(summary), context(f"updated {utc(now)} · transitions in the thread")]
+        blocks = [section(summary), context(self._named(f"updated {utc(now)} · transitions in the thread"))]
         if ts is None:
             channel = self.router.channel(alert)
             ts = self.slack.post(channel, Reply(text=summary, blocks=blocks))
@@ -713,7 +726,7 @@ class AlertScheduler:
         self, window: Window, kind: str, title: str, text: str, now: datetime, result: TickResult
     ) -> None:
         key = f"maintenance:{window.deployment}@{_stamp(window.opened_at)}|{kind}|"
-        alert = Alert(key, kind, f"maintenance:{window.deployment}", "", "", title, text)
+        alert = subject_alert(key, kind, f"maintenance:{window.deployment}", title, text)
         thread = (window.channel, window.thread_ts) if window.channel else None
         self._deliver(alert, None, now, result, {}, thread)
 
@@ -780,15 +793,7 @@ class AlertScheduler:
         if qr is None or qr.state != "ACTIVE":
             return
         for suffix, what in due:
-            alert = Alert(
-                f"{alerts_mod.identity(qr)}|idle|{suffix}",
-                "idle",
-                alerts_mod.identity(qr),
-                qr.name,
-                qr.zone,
-                f"`{qr.name}` ({qr.zone}) {what}",
-                _idle_cost(qr, idle, now),
-            )
+            alert = qr_alert(qr, "idle", suffix, f"`{qr.name}` ({qr.zone}) {what}", _idle_cost(qr, idle, now))
             self._deliver(alert, qr, now, result, mutes)
 
     def _primary(self) -> QueuedResourceInfo | None:
@@ -834,14 +839,7 @@ class AlertScheduler:
             except OpsError as exc:
                 refusal = f"no price to check the spend cap against: {exc.message}"
         if refusal is not None:
-            note = Alert(
-                key,
-                "recovery",
-                ident,
-                qr.name,
-                qr.zone,
-                f"Automatic recovery skipped: {refusal}. Use Recover.",
-            )
+            note = qr_alert(qr, "recovery", "auto", f"Automatic recovery skipped: {refusal}. Use Recover.")
             if self.ledger.get(key) is None:
                 self._audit_auto(channel, command, f"refused: {refusal}")
             self._deliver(note, None, now, result, {}, thread)
@@ -849,13 +847,16 @@ class AlertScheduler:
         title = f":ambulance: Recovering `{qr.name}` automatically ({reason}): delete it and create it again"
         attempt = len(self.budget.today(now)) + 1
         text = f"Projected spend ${usd:,.2f}; automatic recovery {attempt} of {self.budget.max_per_day} today"
-        announce = Alert(key, "recovery", ident, qr.name, qr.zone, title, text)
+        announce = qr_alert(qr, "recovery", "auto", title, text)
         if not self.ledger.claim(announce, "sending", now=now):
             result.duplicate += 1
             return
         self._send(announce, partial(self._post, announce, None, now, thread), result, channel=channel)
         self._audit_auto(channel, command, f"started: {reason}")
-        ctx = Context(self.services, registry, AUTO_RECOVER_USER, channel or self.channel)
+        # The recovery's maintenance window is this deployment's, so it holds this deployment's alerts.
+        ctx = Context(
+            self.services, registry, AUTO_RECOVER_USER, channel or self.channel, deployment=self.deployment
+        )
         try:
             outcome = recover(ctx, qr, search=False, thread=thread)
         except OpsError as exc:
@@ -865,14 +866,7 @@ class AlertScheduler:
             outcome = f"failed unexpectedly: {type(exc).__name__}"
         self.budget.record(ident, usd, outcome, now=now)
         self._audit_auto(channel, command, outcome)
-        done = Alert(
-            f"{key}|done",
-            "recovery",
-            ident,
-            qr.name,
-            qr.zone,
-            f"Automatic recovery of `{qr.name}`: {outcome}",
-        )
+        done = qr_alert(qr, "recovery", "auto|done", f"Automatic recovery of `{qr.name}`: {outcome}")
         self._deliver(done, None, now, result, {}, thread)
 
     def _audit_auto(self, channel: str | None, command: str, outcome: str) -> None:
@@ -891,8 +885,9 @@ class AlertScheduler:
         raised in the last 24 h and open. Returns the message ts, or None if already posted today."""
         now = self.clock()
         day = now.strftime("%Y-%m-%d")
-        key = f"digest@{day}|digest|"
-        marker = Alert(key, "digest", "digest", "", "", f"Daily digest {day}")
+        where = f":{self.deployment}" if self.ledger.scoped else ""
+        key = f"digest{where}@{day}|digest|"
+        marker = subject_alert(key, "digest", "digest", f"Daily digest {day}")
         if not self.ledger.claim(marker, "sending", now=now):
             return None
         try:
@@ -909,7 +904,9 @@ class AlertScheduler:
         """The digest's text (mrkdwn)."""
         since = now - timedelta(hours=24)
         listing = self.services.tpu.list_queued_resources(self.services.settings.tpu_zones)
-        running = [qr for qr in listing.resources if qr.state == "ACTIVE"]
+        running = [
+            qr for qr in listing.resources if qr.state == "ACTIVE" and qr.name not in self.options.elsewhere
+        ]
         total, unknown = 0.0, 0
         for qr in running:
             try:
@@ -922,7 +919,7 @@ class AlertScheduler:
         open_alerts = self.ledger.open_alerts(since=now - timedelta(days=7))
         names = ", ".join(f"`{qr.name}`" for qr in running) or "none"
         lines = [
-            f":newspaper: *Daily digest* {utc(now)}",
+            f":newspaper: *Daily digest* {self._named(utc(now))}",
             f"Running: {len(running)} ({names})",
             f"Cost in the last 24 h: ${total:,.2f}" + (f" (+{unknown} without a price)" if unknown else ""),
             f"Alerts raised in the last 24 h: {len(raised)}; open: {len(open_alerts)}",

@@ -23,6 +23,7 @@ from sqlalchemy import Column, DateTime, String, Table, Text, delete, insert, se
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
+from ops.maintenance import DEFAULT_DEPLOYMENT
 from ops.store import Store, metadata
 from ops.tpu_model import QueuedResourceInfo
 from ops.vllm import WEDGED, ServingSample, serving_problem
@@ -39,6 +40,8 @@ __all__ = [
     "evaluate_vllm",
     "identity",
     "mute_subjects",
+    "qr_alert",
+    "subject_alert",
 ]
 
 DEFAULT_THRESHOLDS: tuple[int, ...] = (60, 15, 5)
@@ -88,6 +91,15 @@ kv_table = Table(
     metadata,
     Column("name", String(100), primary_key=True),
     Column("value", Text, nullable=False),
+)
+
+# Which deployment raised a key (bot/deployments.py); only written for a named deployment, so a single
+# `default` deployment's ledger is exactly the unscoped one.
+owners_table = Table(
+    "alert_owners",
+    metadata,
+    Column("key", String(400), primary_key=True),
+    Column("deployment", String(64), nullable=False, index=True),
 )
 
 
@@ -146,6 +158,21 @@ class Alert:
     node: str = ""
 
 
+def qr_alert(
+    qr: QueuedResourceInfo, kind: str, suffix: str, title: str, text: str = "", **fields: Any
+) -> Alert:
+    """The Alert of `kind` about queued resource `qr`: key "{identity}|{kind}|{suffix}", its identity as
+    resource, its name and zone; `fields` are the other Alert attributes (state, node, buttons...)."""
+    base = identity(qr)
+    return Alert(f"{base}|{kind}|{suffix}", kind, base, qr.name, qr.zone, title, text, **fields)
+
+
+def subject_alert(key: str, kind: str, resource: str, title: str, text: str = "", **fields: Any) -> Alert:
+    """An Alert about no queued resource (a vLLM endpoint "vllm:<url>", a maintenance window, the digest):
+    `key`, `kind` and `resource` as given, no name or zone."""
+    return Alert(key, kind, resource, "", "", title, text, **fields)
+
+
 @dataclass(frozen=True)
 class Observation:
     """What the scheduler saw of a resource last time: its state and its nodes' states."""
@@ -187,13 +214,11 @@ def _threshold_alert(
     base = identity(qr)
     what = "terminates" if kind == "expiry" else "stops waiting for capacity (valid-until)"
     title = f"`{qr.name}` ({qr.zone}) {what} in {_minutes(left)}"
-    return Alert(
-        key=f"{base}|{kind}|{urgent}",
-        kind=kind,
-        resource=base,
-        name=qr.name,
-        zone=qr.zone,
-        title=title,
+    return qr_alert(
+        qr,
+        kind,
+        str(urgent),
+        title,
         text=f"{qr.state} {qr.provisioning_model} {qr.accelerator_type}, deadline {_iso(deadline)}",
         threshold=urgent,
         deadline=deadline,
@@ -271,13 +296,11 @@ def evaluate(
             prev_state = NEW
         if prev_state is not None and prev_state != qr.state:
             alerts.append(
-                Alert(
-                    key=f"{base}|state|{prev_state}->{qr.state}",
-                    kind="state",
-                    resource=base,
-                    name=qr.name,
-                    zone=qr.zone,
-                    title=f"`{qr.name}` ({qr.zone}): {prev_state} -> {_state_text(qr)}",
+                qr_alert(
+                    qr,
+                    "state",
+                    f"{prev_state}->{qr.state}",
+                    f"`{qr.name}` ({qr.zone}): {prev_state} -> {_state_text(qr)}",
                     state=qr.state,
                     previous=prev_state,
                 )
@@ -287,13 +310,11 @@ def evaluate(
         for name in old_nodes:  # a node that vanished while its queued resource is still ACTIVE
             if qr.state == "ACTIVE" and name not in present:
                 alerts.append(
-                    Alert(
-                        key=f"{base}|node_gone|{name}",
-                        kind="node_gone",
-                        resource=base,
-                        name=qr.name,
-                        zone=qr.zone,
-                        title=f"`{qr.name}` ({qr.zone}): node `{name}` is gone (NOT_FOUND)",
+                    qr_alert(
+                        qr,
+                        "node_gone",
+                        name,
+                        f"`{qr.name}` ({qr.zone}): node `{name}` is gone (NOT_FOUND)",
                         state=qr.state,
                         node=name,
                     )
@@ -304,13 +325,11 @@ def evaluate(
             )
             if before is not None and not was:
                 alerts.append(
-                    Alert(
-                        key=f"{base}|preempted|{node_name}",
-                        kind="preempted",
-                        resource=base,
-                        name=qr.name,
-                        zone=qr.zone,
-                        title=f"`{qr.name}` ({qr.zone}): spot node `{node_name}` was PREEMPTED; the queued "
+                    qr_alert(
+                        qr,
+                        "preempted",
+                        node_name,
+                        f"`{qr.name}` ({qr.zone}): spot node `{node_name}` was PREEMPTED; the queued "
                         f"resource is {qr.state} and must be deleted and created again",
                         state=qr.state,
                         node=node_name,
@@ -318,13 +337,11 @@ def evaluate(
                 )
         if qr.state in STALE_STATES and qr.create_time and now - qr.create_time > stale_after:
             alerts.append(
-                Alert(
-                    key=f"{base}|stale|",
-                    kind="stale",
-                    resource=base,
-                    name=qr.name,
-                    zone=qr.zone,
-                    title=f"`{qr.name}` ({qr.zone}) is {qr.state} for over a day (holds quota until deleted)",
+                qr_alert(
+                    qr,
+                    "stale",
+                    "",
+                    f"`{qr.name}` ({qr.zone}) is {qr.state} for over a day (holds quota until deleted)",
                     text=_state_text(qr),
                     state=qr.state,
                     buttons=True,
@@ -450,19 +467,17 @@ def evaluate_vllm(
             state["alerted"] = key
             what = WEDGED if state["wedged"] else "is down"
             alerts.append(
-                Alert(key, "vllm_down", resource, "", "", f"vLLM at `{endpoint}` {what}", check.detail)
+                subject_alert(key, "vllm_down", resource, f"vLLM at `{endpoint}` {what}", check.detail)
             )
         state["kv_high"], state["kv_alerted"] = 0, False
         return alerts, VllmWatch(**state)
     if watch.alerted and watch.down_since:
         since = _aware(datetime.strptime(watch.down_since, "%Y-%m-%dT%H:%M:%SZ")) or now
         alerts.append(
-            Alert(
+            subject_alert(
                 f"{watch.alerted}|resolved",
                 "vllm_up",
                 resource,
-                "",
-                "",
                 f"vLLM at `{endpoint}` recovered after {_minutes(now - since)}",
                 resolves=watch.alerted,
             )
@@ -473,12 +488,10 @@ def evaluate_vllm(
         if state["kv_high"] >= kv_checks and not watch.kv_alerted:
             state["kv_alerted"] = True
             alerts.append(
-                Alert(
+                subject_alert(
                     f"{resource}@{_iso(now)}|kv_cache|{int(kv_threshold * 100)}",
                     "kv_cache",
                     resource,
-                    "",
-                    "",
                     f"vLLM KV cache at {check.kv_cache_usage:.0%} for {state['kv_high']} checks "
                     f"(threshold {kv_threshold:.0%})",
                 )
@@ -488,12 +501,10 @@ def evaluate_vllm(
     if check.preemptions is not None:
         if watch.preemptions is not None and check.preemptions > watch.preemptions:
             alerts.append(
-                Alert(
+                subject_alert(
                     f"{resource}|preemptions|{int(check.preemptions)}",
                     "preemptions",
                     resource,
-                    "",
-                    "",
                     f"vLLM preemptions rising: {int(watch.preemptions)} -> {int(check.preemptions)} "
                     "(KV-cache pressure)",
                 )
@@ -549,15 +560,29 @@ def _row(row: Any) -> LedgerRow:
 class AlertLedger:
     """The exactly-once ledger, mutes, observations and small watcher state, in the state store.
 
+    Several deployments share one store. A ledger of a named deployment records which keys it claimed
+    (`rows`, `counts` and `open_alerts` list only those) and namespaces its watcher values
+    ("vllm_watch@staging"); keys stay unique across deployments, so `get`, `acknowledge` and `resolve` by
+    key, mutes and observations are shared. The `default` deployment's ledger (no DEPLOYMENTS_FILE) is
+    unscoped: it reads and writes exactly what a single-deployment bot always did.
+
     Args:
         store: a `Store` (its engine is used; the alert tables are created if missing), or an Engine.
+        deployment: the deployment whose alerts this ledger records (bot/deployments.py).
     """
 
-    def __init__(self, store: Store | Engine) -> None:
+    def __init__(self, store: Store | Engine, deployment: str = DEFAULT_DEPLOYMENT) -> None:
         self.engine: Engine = store.engine if isinstance(store, Store) else store
+        self.deployment = deployment
+        self.scoped = deployment != DEFAULT_DEPLOYMENT
         metadata.create_all(
-            self.engine, tables=[ledger_table, mutes_table, observations_table, kv_table], checkfirst=True
+            self.engine,
+            tables=[ledger_table, mutes_table, observations_table, kv_table, owners_table],
+            checkfirst=True,
         )
+
+    def _kv_name(self, name: str) -> str:
+        return f"{name}@{self.deployment}" if self.scoped else name
 
     # ---- keys
     def claim(self, alert: Alert, status: str, *, now: datetime) -> bool:
@@ -578,13 +603,16 @@ class AlertLedger:
                         text=alert.title[:1000],
                     )
                 )
+                if self.scoped:
+                    conn.execute(delete(owners_table).where(owners_table.c.key == alert.key))
+                    conn.execute(insert(owners_table).values(key=alert.key, deployment=self.deployment))
         except IntegrityError:
             return False
         return True
 
     def claim_key(self, key: str, kind: str, resource: str, status: str, *, now: datetime) -> bool:
         """`claim` for a bare key (e.g. a superseded threshold)."""
-        return self.claim(Alert(key, kind, resource, "", "", ""), status, now=now)
+        return self.claim(subject_alert(key, kind, resource, ""), status, now=now)
 
     def mark_sent(self, key: str, channel: str, ts: str | None) -> None:
         """Record that a claimed key was posted (its message channel and ts)."""
@@ -598,9 +626,11 @@ class AlertLedger:
     def release(self, key: str) -> None:
         """Forget a claim whose post failed, so a later tick retries it."""
         with self.engine.begin() as conn:
-            conn.execute(
+            released = conn.execute(
                 delete(ledger_table).where(ledger_table.c.key == key, ledger_table.c.status == "sending")
             )
+            if released.rowcount:
+                conn.execute(delete(owners_table).where(owners_table.c.key == key))
 
     def get(self, key: str) -> LedgerRow | None:
         """The recorded key, or None."""
@@ -609,8 +639,12 @@ class AlertLedger:
         return None if row is None else _row(row)
 
     def rows(self, *, since: datetime | None = None, status: str | None = None) -> list[LedgerRow]:
-        """Recorded keys, oldest first, optionally only those at/after `since` or with `status`."""
+        """Recorded keys (of this ledger's deployment), oldest first, optionally only those at/after `since`
+        or with `status`."""
         query = select(ledger_table).order_by(ledger_table.c.at)
+        if self.scoped:
+            mine = select(owners_table.c.key).where(owners_table.c.deployment == self.deployment)
+            query = query.where(ledger_table.c.key.in_(mine))
         if since is not None:
             query = query.where(ledger_table.c.at >= since)
         if status is not None:
@@ -725,22 +759,25 @@ class AlertLedger:
                     conn.execute(insert(table).values(resource=resource, **values))
 
     def get_value(self, name: str) -> str | None:
-        """A stored watcher value (JSON text), or None."""
+        """A stored watcher value (JSON text) of this ledger's deployment, or None."""
         with self.engine.connect() as conn:
-            row = conn.execute(select(kv_table).where(kv_table.c.name == name)).mappings().first()
+            query = select(kv_table).where(kv_table.c.name == self._kv_name(name))
+            row = conn.execute(query).mappings().first()
         return None if row is None else str(row["value"])
 
     def set_value(self, name: str, value: str) -> None:
-        """Store a watcher value (JSON text)."""
+        """Store a watcher value (JSON text) of this ledger's deployment."""
+        name = self._kv_name(name)
         with self.engine.begin() as conn:
             conn.execute(delete(kv_table).where(kv_table.c.name == name))
             conn.execute(insert(kv_table).values(name=name, value=value))
 
     def watch_since(self, now: datetime) -> datetime:
-        """When alerting first ran on this store (set to `now` on the first call; atomic)."""
+        """When alerting of this ledger's deployment first ran on this store (set to `now` on the first
+        call; atomic)."""
         try:
             with self.engine.begin() as conn:
-                conn.execute(insert(kv_table).values(name="watch_since", value=_iso(now)))
+                conn.execute(insert(kv_table).values(name=self._kv_name("watch_since"), value=_iso(now)))
         except IntegrityError:
             pass
         text = self.get_value("watch_since") or _iso(now)

@@ -27,12 +27,15 @@ __all__ = [
     "Burn",
     "CostEstimate",
     "Price",
+    "Quote",
     "burn",
     "chips",
     "estimate",
     "family_of",
     "price",
     "pricing_model_of",
+    "quote",
+    "quote_of",
     "region_of",
     "sourced_estimates",
 ]
@@ -380,6 +383,88 @@ def sourced_estimates(accelerator_type: str, hours: float, region: str) -> list[
     return [estimate(accelerator_type, hours, m, region) for m in MODELS if (family, m, region) in PRICES]
 
 
+EXACT, CEILING, UNPRICED = "exact", "ceiling", "unpriced"
+
+#: What a ceiling is bounded by (Google prices flex-start and spot below on-demand:
+#: https://cloud.google.com/tpu/pricing), so a ceiling never understates the spend.
+CEILING_MODEL = "on-demand"
+
+
+@dataclass(frozen=True)
+class Quote:
+    """The hourly price of one accelerator under a provisioning model in a region: the one place that
+    decides between an exact price, a labelled ceiling and "not priced".
+
+    Attributes:
+        kind: EXACT (a sourced price of that model), CEILING (no sourced price of that model; the
+            on-demand price of the same type and region bounds it) or UNPRICED (neither is sourced).
+        usd_per_hour: USD per hour for the accelerator's chips (None when UNPRICED).
+        why: why there is no exact price ("" when EXACT), e.g. "no flex-start price for v6e in us-east5;
+            known: on-demand, spot"; hint: what to try (may be "").
+        source: "<source> (as of <date>)" of the rate used ("" when UNPRICED).
+    """
+
+    kind: str
+    usd_per_hour: float | None
+    why: str = ""
+    hint: str = ""
+    source: str = ""
+
+    @property
+    def ceiling_text(self) -> str:
+        """A CEILING labelled as such, "at most $21.60/h (the on-demand price as the ceiling)"; else ""."""
+        if self.kind != CEILING or self.usd_per_hour is None:
+            return ""
+        return f"at most ${self.usd_per_hour:,.2f}/h (the {CEILING_MODEL} price as the ceiling)"
+
+
+def quote(accelerator_type: str, provisioning_model: str, region: str) -> Quote:
+    """Price one accelerator per hour under a queued resource's provisioning model (flex-start, spot,
+    on-demand, reserved as the 1-year commitment, or a price-table model such as "1y"), or bound it.
+
+    Args:
+        accelerator_type: e.g. "v6e-8".
+        provisioning_model: a `QueuedResourceInfo.provisioning_model` or one of `MODELS`.
+        region: GCP region, e.g. "us-east5".
+
+    Returns:
+        A Quote: EXACT from the price table; else CEILING from the on-demand row; else UNPRICED. Its `why`
+        keeps the reason the exact price was refused (what `burn` raises).
+
+    Raises:
+        BadInput: a malformed accelerator type or region (what `price` raises for them).
+    """
+    n = chips(accelerator_type)
+    if not isinstance(region, str) or not _REGION.match(region):
+        raise BadInput(f"malformed region {region!r}", "pass a region such as us-east5")
+    model = _QR_MODELS.get(provisioning_model, provisioning_model)
+    try:
+        if model not in MODELS:
+            raise BadInput(
+                f"no price mapping for provisioning model {provisioning_model!r}",
+                f"priced models: {', '.join(_QR_MODELS)}",
+            )
+        row = price(accelerator_type, model, region)
+        return Quote(EXACT, n * row.usd_per_chip_hour, source=f"{row.source} (as of {row.as_of})")
+    except BadInput as exc:
+        why, hint = exc.message, exc.hint
+        if provisioning_model == "reserved":
+            why = f"reserved is priced as a 1-year commitment: {why}"
+    if (family_of(accelerator_type), CEILING_MODEL, region) not in PRICES:
+        return Quote(UNPRICED, None, why, hint)
+    bound = price(accelerator_type, CEILING_MODEL, region)
+    return Quote(CEILING, n * bound.usd_per_chip_hour, why, hint, f"{bound.source} (as of {bound.as_of})")
+
+
+def quote_of(qr: QueuedResourceInfo) -> Quote:
+    """`quote` for one accelerator of a queued resource in its zone's region; never raises: a QR without
+    a well-formed accelerator type or zone is UNPRICED, saying why."""
+    try:
+        return quote(qr.accelerator_type, qr.provisioning_model, region_of(qr.zone))
+    except BadInput as exc:
+        return Quote(UNPRICED, None, exc.message, exc.hint)
+
+
 def burn(qr: QueuedResourceInfo, now: datetime) -> Burn:
     """Live spend of an ACTIVE queued resource.
 
@@ -393,9 +478,10 @@ def burn(qr: QueuedResourceInfo, now: datetime) -> Burn:
     creation precedes READY by minutes); the QR create time also includes any time spent queued
     (WAITING_FOR_RESOURCES), so it can overestimate a flex-start QR that waited long.
 
-    Pricing model: `qr.provisioning_model` "flex-start", "spot" and "on-demand" map to the same-named
-    price; "reserved" maps to the 1-year commitment ("1y") price where one is sourced (none is, today);
-    "best-effort" has no price. The region is `region_of(qr.zone)`.
+    Pricing model: `quote` decides (`qr.provisioning_model` "flex-start", "spot" and "on-demand" map to
+    the same-named price; "reserved" maps to the 1-year commitment ("1y") price where one is sourced (none
+    is, today); "best-effort" has no price). Only an EXACT quote gives a burn: spend so far is a figure,
+    never a ceiling. The region is `region_of(qr.zone)`.
 
     Args:
         qr: the queued resource; must be ACTIVE with an accelerator type, zone and create time.
@@ -416,26 +502,15 @@ def burn(qr: QueuedResourceInfo, now: datetime) -> Burn:
         raise BadInput("burn() needs a timezone-aware 'now'", "use datetime.now(UTC)")
     if not qr.accelerator_type:
         raise BadInput(f"{qr.name} has no accelerator type", "describe the queued resource again")
-    model = _QR_MODELS.get(qr.provisioning_model)
-    if model is None:
-        raise BadInput(
-            f"no price mapping for provisioning model {qr.provisioning_model!r} of {qr.name}",
-            f"priced models: {', '.join(_QR_MODELS)}",
-        )
     node_starts = [n.create_time for n in qr.nodes if n.create_time is not None]
     start = min(node_starts) if node_starts else qr.create_time
     if start is None:
         raise BadInput(f"{qr.name} has no create time", "cannot tell how long it has been running")
-    try:
-        row = price(qr.accelerator_type, model, region_of(qr.zone))
-    except BadInput as exc:
-        if qr.provisioning_model != "reserved":
-            raise
-        raise BadInput(
-            f"reserved QR {qr.name} is priced as a 1-year commitment: {exc.message}", exc.hint
-        ) from exc
+    rate = quote(qr.accelerator_type, qr.provisioning_model, region_of(qr.zone))
+    if rate.kind != EXACT or rate.usd_per_hour is None:  # a ceiling is no figure of what was spent
+        raise BadInput(rate.why, rate.hint)
     slices = max(1, len(qr.nodes))
-    per_hour = chips(qr.accelerator_type) * slices * row.usd_per_chip_hour
+    per_hour = slices * rate.usd_per_hour
     hours = max(0.0, (now - start).total_seconds() / 3600.0)
     until: float | None = None
     if qr.termination_time is not None:
@@ -445,6 +520,6 @@ def burn(qr: QueuedResourceInfo, now: datetime) -> Burn:
         usd_until_termination=until,
         usd_per_hour=per_hour,
         hours_so_far=hours,
-        price_source=f"{row.source} (as of {row.as_of})",
+        price_source=rate.source,
         start=start,
     )

@@ -18,6 +18,7 @@ from typing import Any
 from sqlalchemy import Column, DateTime, Float, Integer, String, Table, Text, insert, select
 from sqlalchemy.engine import Engine
 
+from ops.maintenance import DEFAULT_DEPLOYMENT
 from ops.store import Store, metadata
 from ops.tpu_model import QueuedResourceInfo
 
@@ -63,19 +64,31 @@ class RecoveryBudget:
         store: a `Store` or an Engine.
         max_per_day: attempts allowed per UTC day.
         max_usd_per_day: projected spend (USD) allowed per UTC day.
+        deployment: whose attempts these are (bot/deployments.py): a named deployment records its attempts
+            as "NAME:identity" and counts only those; `default` (a single deployment) counts every row.
     """
 
-    def __init__(self, store: Store | Engine, *, max_per_day: int, max_usd_per_day: float) -> None:
+    def __init__(
+        self,
+        store: Store | Engine,
+        *,
+        max_per_day: int,
+        max_usd_per_day: float,
+        deployment: str = DEFAULT_DEPLOYMENT,
+    ) -> None:
         self.engine: Engine = store.engine if isinstance(store, Store) else store
         metadata.create_all(self.engine, tables=[attempts_table], checkfirst=True)
         self.max_per_day = max_per_day
         self.max_usd_per_day = max_usd_per_day
+        self.prefix = "" if deployment == DEFAULT_DEPLOYMENT else f"{deployment}:"
 
     def today(self, now: datetime) -> list[Attempt]:
-        """Attempts since 00:00 UTC of `now`'s day, oldest first."""
+        """This deployment's attempts since 00:00 UTC of `now`'s day, oldest first."""
         start = datetime(now.year, now.month, now.day, tzinfo=UTC)
         table = attempts_table
         query = select(table).where(table.c.at >= start).order_by(table.c.id)
+        if self.prefix:
+            query = query.where(table.c.resource.startswith(self.prefix, autoescape=True))
         with self.engine.connect() as conn:
             rows = conn.execute(query).mappings().all()
         return [_attempt(row) for row in rows]
@@ -98,7 +111,9 @@ class RecoveryBudget:
         """Record one attempt (counted against today's caps whatever its outcome)."""
         with self.engine.begin() as conn:
             conn.execute(
-                insert(attempts_table).values(at=now, resource=resource, usd=usd, outcome=outcome[:500])
+                insert(attempts_table).values(
+                    at=now, resource=self.prefix + resource, usd=usd, outcome=outcome[:500]
+                )
             )
 
 

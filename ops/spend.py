@@ -1,5 +1,6 @@
-"""What a request for TPUs can cost, before it is sent: the price per hour in each zone, how many requests
-may run at once, and the worst case.
+"""What TPUs cost: before a request is sent (the price per hour in each zone, how many requests may run
+at once, and the worst case), and what the running ones spent since a moment (`/tpu cost --today`,
+`/fleet`), all priced by `ops.cost.quote`.
 
 Cloud TPU bills while a node is READY (https://cloud.google.com/tpu/pricing); a request still waiting for
 capacity costs nothing. A capacity search keeps `parallel` requests outstanding; if several zones turn
@@ -11,12 +12,23 @@ worst case is per hour).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 
 from ops import cost
-from ops.errors import BadInput
+from ops.errors import BadInput, OpsError
+from ops.tpu_model import QueuedResourceInfo, ZoneListing
 
-__all__ = ["SpendPlan", "plan_spend"]
+__all__ = [
+    "DeploymentSpend",
+    "ResourceSpend",
+    "SpendPlan",
+    "deployment_spend",
+    "midnight",
+    "plan_spend",
+    "spend_since",
+    "unreadable",
+]
 
 
 @dataclass(frozen=True)
@@ -65,24 +77,20 @@ def plan_spend(
         run_hours: max run duration in hours (flex-start), None when the resource has no fixed end.
 
     Returns:
-        A SpendPlan (prices from `ops.cost.estimate`; where the model has no sourced price, the on-demand
-        price as a ceiling; a zone whose region has neither maps to None).
+        A SpendPlan (prices from `ops.cost.quote`: exact, else the on-demand price as a ceiling; a zone
+        whose region has neither maps to None).
     """
     prices: dict[str, float | None] = {}
     source = ""
     ceiling = False
     for zone in zones:
-        estimate = None
-        for model in (provisioning_model, "on-demand"):
-            try:
-                estimate = cost.estimate(accelerator_type, 1.0, model, cost.region_of(zone))
-            except BadInput:
-                continue
-            ceiling = ceiling or model != provisioning_model
-            break
-        prices[zone] = estimate.total_usd if estimate is not None else None
-        if estimate is not None:
-            source = source or f"{estimate.source}, {estimate.as_of}"
+        try:
+            rate = cost.quote(accelerator_type, provisioning_model, cost.region_of(zone))
+        except BadInput:
+            rate = cost.Quote(cost.UNPRICED, None)
+        prices[zone] = rate.usd_per_hour
+        ceiling = ceiling or rate.kind == cost.CEILING
+        source = source or rate.source
     known = [p for p in prices.values() if p is not None]
     top = max(known) if known else None
     at_once = max(1, min(parallel, len(zones) or 1))
@@ -97,3 +105,90 @@ def plan_spend(
         source=source,
         ceiling=ceiling,
     )
+
+
+def midnight(now: datetime) -> datetime:
+    """00:00 UTC of `now`'s day (`now` timezone-aware UTC)."""
+    return now.replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def spend_since(qr: QueuedResourceInfo, now: datetime, since: datetime) -> tuple[float, float]:
+    """(USD per hour, USD accrued from `since` to `now`) of an ACTIVE queued resource.
+
+    Uses `ops.cost.burn` (its billing-start approximation; an exact price only) over the part of the
+    window the QR has been running.
+
+    Raises:
+        BadInput: as `ops.cost.burn` (not ACTIVE, no exact price).
+    """
+    spend = cost.burn(qr, now)
+    start = max(spend.start or since, since)
+    hours = max(0.0, (now - start).total_seconds() / 3600.0)
+    return spend.usd_per_hour, spend.usd_per_hour * hours
+
+
+def unreadable(listing: ZoneListing) -> OpsError | None:
+    """The first zone's error when every zone failed (nothing could be listed), else None."""
+    if listing.errors and not listing.resources:
+        return next(iter(listing.errors.values()))
+    return None
+
+
+@dataclass(frozen=True)
+class ResourceSpend:
+    """One ACTIVE queued resource's spend over a window: `usd_per_hour` and `usd` (USD), or None with
+    `why` it is not priced (no exact price: a ceiling is no figure of what was spent)."""
+
+    qr: QueuedResourceInfo
+    usd_per_hour: float | None
+    usd: float | None
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class DeploymentSpend:
+    """One deployment's spend from `since` to now.
+
+    Attributes:
+        resources: its ACTIVE queued resources, priced or not.
+        zones_failed: zones that did not answer (their resources are not counted).
+        error: what stopped the listing altogether (then `resources` is empty).
+    """
+
+    resources: list[ResourceSpend] = field(default_factory=list)
+    zones_failed: list[str] = field(default_factory=list)
+    error: OpsError | None = None
+
+    @property
+    def usd(self) -> float:
+        """USD of the priced resources."""
+        return sum(r.usd or 0.0 for r in self.resources)
+
+    @property
+    def usd_per_hour(self) -> float:
+        """USD per hour of the priced resources."""
+        return sum(r.usd_per_hour or 0.0 for r in self.resources)
+
+    @property
+    def unpriced(self) -> list[ResourceSpend]:
+        """The resources without an exact price."""
+        return [r for r in self.resources if r.usd is None]
+
+
+def deployment_spend(listing: ZoneListing | OpsError, now: datetime, since: datetime) -> DeploymentSpend:
+    """The spend of a deployment's listing from `since` to `now` (see `spend_since`); never raises.
+
+    Queued resources deleted before now are no longer listed by the TPU API, so they are not counted.
+    """
+    failed = listing if isinstance(listing, OpsError) else unreadable(listing)
+    if failed is not None or isinstance(listing, OpsError):
+        return DeploymentSpend(error=failed)
+    resources: list[ResourceSpend] = []
+    for qr in (qr for qr in listing.resources if qr.state == "ACTIVE"):
+        try:
+            per_hour, usd = spend_since(qr, now, since)
+        except BadInput as exc:
+            resources.append(ResourceSpend(qr, None, None, exc.message))
+            continue
+        resources.append(ResourceSpend(qr, per_hour, usd))
+    return DeploymentSpend(resources, list(listing.errors))

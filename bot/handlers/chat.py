@@ -37,7 +37,6 @@ from llm.redact import redact
 from ops import cloudlogs, cost
 from ops.errors import BadInput, OpsError
 from ops.faults import Deployment
-from ops.spend import plan_spend
 from ops.tpu_model import QueuedResourceInfo
 from ops.zonefit import classify
 
@@ -252,13 +251,9 @@ def _cost_fact(ctx: Context, resources: list[QueuedResourceInfo]) -> Fact:
         try:
             spend = cost.burn(qr, now)
         except BadInput as exc:
-            bound = plan_spend(qr.accelerator_type, qr.provisioning_model, [qr.zone], 1, None)
-            ceiling = (
-                f"; at most ${bound.max_usd_per_hour:,.2f}/h (the on-demand price as the ceiling)"
-                if bound.ceiling and bound.max_usd_per_hour is not None
-                else ""
-            )
-            lines.append(f"`{qr.name}`: cost so far unknown: {exc.message}{ceiling}")
+            ceiling = cost.quote_of(qr).ceiling_text
+            bound = f"; {ceiling}" if ceiling else ""
+            lines.append(f"`{qr.name}`: cost so far unknown: {exc.message}{bound}")
             continue
         lines.append(
             f"`{qr.name}` ({qr.accelerator_type}, {qr.provisioning_model}): ${spend.usd_so_far:,.2f} so far "

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta
 
 from bot.commands import Param, accelerator_type, registry
 from bot.context import Context
-from bot.handlers.fleet import fleet_spend, midnight
-from bot.render import Attachment, Reply, blocks_reply, code, context, header, human_duration, section
+from bot.render import Attachment, Reply, blocks_reply, code, context, header, human_duration, section, utc
+from bot.sources import settled
 from bot.views.cost import estimate_lines, per_hour, usd
 from ops import cost, deploy
 from ops.errors import BadInput, OpsError
+from ops.spend import DeploymentSpend, deployment_spend, midnight
 
 _REGION = re.compile(r"^[a-z]+-[a-z]+\d+$")
 
@@ -91,6 +93,54 @@ def tpu_cost(
     where = region or cost.region_of(settings.tpu_zones[0])
     lines = estimate_lines(accelerator, hours or 1.0, model or cost.DEFAULT_MODEL, where)
     return blocks_reply([header("TPU cost"), section("\n".join(lines)), section(_burn_text(ctx))])
+
+
+def _spend_lines(name: str, spend: DeploymentSpend) -> str:
+    """One deployment's subtotal and its resources (USD; the ones without an exact price say why)."""
+    if spend.error is not None:
+        hint = f" _({spend.error.hint})_" if spend.error.hint else ""
+        return f":red_circle: *{name}*: {spend.error.message}{hint}"
+    items = [f":warning: zone `{zone}` did not answer" for zone in spend.zones_failed]
+    for r in spend.resources:
+        if r.usd is None or r.usd_per_hour is None:
+            items.append(f"`{r.qr.name}` not priced: {r.why}")
+        else:
+            kind = f"{r.qr.accelerator_type} {r.qr.provisioning_model}"
+            items.append(f"`{r.qr.name}` ({kind}) ${r.usd:,.2f} at ${r.usd_per_hour:,.2f}/h")
+    return f"*{name}*: *${spend.usd:,.2f}*" + ("\n" + "\n".join(f"• {i}" for i in items) if items else "")
+
+
+def fleet_spend(ctx: Context, since: datetime, label: str) -> Reply:
+    """Spend of every deployment's ACTIVE queued resources from `since` to now (USD), listed concurrently
+    (`ops.spend.deployment_spend`). Queued resources deleted before now are no longer listed by the TPU
+    API, so their spend is not counted; the reply says so."""
+    deployments = ctx.fleet.services if ctx.fleet is not None else {ctx.deployment: ctx.services}
+    now = ctx.services.now()
+    with ThreadPoolExecutor(max_workers=len(deployments), thread_name_prefix="spend") as pool:
+        listings = {
+            name: pool.submit(services.tpu.list_queued_resources, services.settings.tpu_zones)
+            for name, services in deployments.items()
+        }
+        spends = {}
+        for name, future in listings.items():
+            listing = settled(future, "spend listing")
+            spends[name] = deployment_spend(listing, now, since)
+    unpriced = any(spend.unpriced for spend in spends.values())
+    total = sum(spend.usd for spend in spends.values())
+    return blocks_reply(
+        [
+            header(f"TPU spend {label}"),
+            section("\n".join(_spend_lines(name, spend) for name, spend in spends.items())),
+            section(
+                f"*Total* ${total:,.2f} since {utc(since)}"
+                + (" (priced resources only: see the ones not priced above)" if unpriced else "")
+            ),
+            context(
+                "From the ACTIVE queued resources' lifetimes and the price table (see `/tpu cost`); queued "
+                "resources deleted before now are not counted."
+            ),
+        ]
+    )
 
 
 def _burn_text(ctx: Context) -> str:

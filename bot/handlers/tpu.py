@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import replace
@@ -14,6 +13,7 @@ from bot.commands import Param, registry, resource_name, zone_name
 from bot.context import Context
 from bot.diagnosis import deployment_of, needs_listing, resource_diagnosis
 from bot.render import Reply, blocks_reply
+from bot.sources import settled
 from bot.views.tpu import Status, describe_blocks, list_blocks, status_blocks
 from ops.endpoint import Endpoint
 from ops.errors import OpsError
@@ -21,7 +21,6 @@ from ops.metrics import MetricsSummary
 from ops.tpu_model import ZoneListing
 from ops.vllm import HealthCheck, VllmClient, serving_verdict
 
-log = logging.getLogger(__name__)
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -63,13 +62,7 @@ def tpu_describe(ctx: Context, name: str, zone: str | None, all_zones: bool) -> 
 
 def _result(future: Future[T]) -> T | OpsError:
     """A source's value or the OpsError that stopped it; unexpected errors become a generic OpsError."""
-    try:
-        return future.result()
-    except OpsError as exc:
-        return exc
-    except Exception:
-        log.exception("status source failed")
-        return OpsError("internal error while fetching this source", "see the bot's logs")
+    return settled(future, "status source")
 
 
 @registry.command("tpu status", "Dashboard: queued resources, nodes, vLLM endpoint, health, model, metrics")

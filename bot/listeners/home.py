@@ -23,7 +23,8 @@ def home_blocks(
     runner: Runner, registry: Registry, user_id: str, alerts: AlertScheduler | None
 ) -> list[Block]:
     """The Home tab's blocks for `user_id`: the status dashboard (`/fleet` when there are several
-    deployments), then open alerts (the gateway escapes, redacts and fits them to a view's 100 blocks)."""
+    deployments), then open alerts, per watched deployment when there are several (the gateway escapes,
+    redacts and fits them to a view's 100 blocks)."""
     dashboard = "fleet" if len(runner.fleet.services) > 1 else "tpu status"
     status = runner.run_read_only(registry.parse(dashboard), user_id)
     blocks = list(status.blocks)
@@ -34,8 +35,12 @@ def home_blocks(
     elif not _may_read(runner, user_id):
         blocks.append(section("Alerts are shown to members with the viewer role."))
     else:
-        lines = alerts.open_summary(runner.services.now())
-        blocks.append(section("\n".join(lines[:30]) or "No open alerts."))
+        now = runner.services.now()
+        watchers = alerts.watchers
+        for name, watcher in watchers.items():  # each from its own deployment's ledger
+            lines = watcher.open_summary(now)
+            title = f"*{name}*\n" if len(watchers) > 1 else ""
+            blocks.append(section(title + ("\n".join(lines[:30]) or "No open alerts.")))
     blocks.append(context("Refreshed when you open this tab."))
     return blocks
 

@@ -9,8 +9,10 @@ from datetime import timedelta
 
 import pytest
 
+from bot.listeners.home import home_blocks
 from ops.errors import NotFound
-from sim.demo import Demo
+from sim.console import DEMO_USER
+from sim.demo import ALERTS_CHANNEL, Demo
 
 STAGING_CHANNEL = "C0STAGING1"
 
@@ -107,6 +109,16 @@ def test_a_change_outside_a_bound_channel_is_refused_with_the_list(demo: Demo, i
     assert "Deployment `production`" in _say(demo, "/vllm models")
 
 
+def test_a_deployments_alert_channel_acts_on_it(demo: Demo, in_channel: None) -> None:
+    """Alert buttons clicked in production's alert channel (Delete now, Recover) are changes: they act on
+    production instead of being refused as a guess."""
+    _say(demo, f"channel {ALERTS_CHANNEL}")
+    text = _say(demo, "/tpu delete gemma4-old")
+    assert "which one?" not in text and "This changes infrastructure" in text and "Confirm" in text
+    assert "Deployment `production`" in _say(demo, "/tpu status")
+    assert "nothing was changed" in _say(demo, "click Cancel")
+
+
 def _png(demo: Demo, filename: str) -> bytes:
     files = {m.filename: m.content for m in demo.slack.messages if m.kind == "file"}
     return files[filename]
@@ -149,6 +161,12 @@ def test_cost_today_and_week_per_deployment(demo: Demo) -> None:
     assert "cannot be used together" in _say(demo, "/tpu cost --today --week")
 
 
+def test_chat_facts_give_an_unpriced_resource_its_labelled_ceiling(demo: Demo) -> None:
+    text = _say(demo, "@gemma-bot how much does gemma4-qr cost so far?")
+    assert "`gemma4-qr`: cost so far unknown: no flex-start price for v6e in us-east5" in text
+    assert "at most $21.60/h (the on-demand price as the ceiling)" in text  # v6e-8 on-demand in us-east5
+
+
 def test_the_sampler_adds_a_sample_of_every_deployment(demo: Demo) -> None:
     sampler = demo.bot.sampler
     assert sampler is not None
@@ -161,7 +179,8 @@ def test_the_sampler_adds_a_sample_of_every_deployment(demo: Demo) -> None:
 
 def test_help_lists_the_deployments_and_their_channels(demo: Demo) -> None:
     text = _say(demo, "@gemma-bot help")
-    assert "*Deployments* `production` (<#C0DEMOCHN1>), `staging` (<#C0STAGING1>)" in text
+    # production's alert channel is bound to it too (its alert buttons act there)
+    assert "*Deployments* `production` (<#C0DEMOCHN1> <#C0ALERTS01>), `staging` (<#C0STAGING1>)" in text
     assert "`--deployment NAME`" in text
 
 
@@ -175,6 +194,68 @@ def test_the_token_form_stores_in_the_project_it_was_opened_for(demo: Demo, in_c
         demo.fleet.services["production"].secrets.access("hf-token")
 
 
+def test_every_deployment_is_watched_from_its_own_alert_channel(demo: Demo) -> None:
+    lead = demo.bot.alerts
+    assert lead is not None and list(lead.watchers) == ["production", "staging"]
+    assert lead.deployment == "production" and lead.services is demo.fleet.first
+    assert lead.channel == ALERTS_CHANNEL
+    staging = lead.watchers["staging"]
+    assert staging.channel == STAGING_CHANNEL and staging.services is demo.fleet.services["staging"]
+    assert staging.ledger.deployment == "staging" and staging.budget.prefix == "staging:"
+
+
+def test_staging_vllm_down_alerts_staging_only_and_shows_on_its_fleet_line(demo: Demo) -> None:
+    assert demo.staging is not None and demo.bot.alerts is not None
+    lead = demo.bot.alerts
+    demo.vllm.set_mode("ready")
+    demo.staging.vllm.set_mode("engine-dead")
+    start = len(demo.slack.messages)
+    try:
+        for _ in range(3):  # three failed /health checks in a row raise vllm_down
+            lead.tick_all()
+        posts = [m for m in demo.slack.messages[start:] if m.kind == "post"]
+        down = [m for m in posts if "alert `vllm_down`" in json.dumps(m.blocks)]
+        assert [m.channel for m in down] == [STAGING_CHANNEL]
+        assert "deployment `staging`" in json.dumps(down[0].blocks) and down[0].text.startswith("deployment")
+        assert "--chart 1h --deployment staging" in json.dumps(down[0].blocks)
+        production_posts = json.dumps([m.blocks for m in posts if m.channel == ALERTS_CHANNEL])
+        assert "vllm_down" not in production_posts and "staging" not in production_posts
+        text = _say(demo, "/fleet")
+        production, staging = text.split("*staging*")
+        (staging_alerts,) = [line for line in staging.splitlines() if line.startswith("*Alerts*")]
+        assert "*Alerts* 1 open · newest: vLLM at `http://" in staging_alerts and "is down" in staging_alerts
+        (production_alerts,) = [line for line in production.splitlines() if line.startswith("*Alerts*")]
+        assert "vLLM" not in production_alerts
+        home = home_blocks(demo.bot.runner, demo.bot.registry, DEMO_USER, lead)
+        opened = [b["text"]["text"] for b in home if b.get("type") == "section"][-2:]
+        assert opened[0].startswith("*production*\n") and "vLLM at" not in opened[0]
+        assert opened[1].startswith("*staging*\n") and "vLLM at `http://" in opened[1]
+    finally:
+        demo.staging.vllm.set_mode("ready")
+    lead.tick_all()  # staging serves again: its alert resolves in place, in its own channel
+    resolved = [m for m in demo.slack.messages[start:] if "Resolved:" in json.dumps(m.blocks)]
+    assert [m.channel for m in resolved] == [STAGING_CHANNEL]
+    assert "*Alerts* none open" in _say(demo, "/fleet").split("*staging*")[1]
+
+
+def test_each_deployment_gets_its_own_daily_digest_in_its_channel(demo: Demo) -> None:
+    assert demo.bot.alerts is not None
+    start = len(demo.slack.messages)
+    demo.bot.alerts.digest_all()
+    demo.bot.alerts.digest_all()  # once per UTC day each
+    digests = {m.channel: m.text for m in demo.slack.messages[start:] if "Daily digest" in m.text}
+    assert set(digests) == {ALERTS_CHANNEL, STAGING_CHANNEL}
+    assert len([m for m in demo.slack.messages[start:] if "Daily digest" in m.text]) == 2
+    assert (
+        "deployment `staging`" in digests[STAGING_CHANNEL] and "`gemma4-staging`" in digests[STAGING_CHANNEL]
+    )
+    assert "gemma4-qr" not in digests[STAGING_CHANNEL]
+    assert (
+        "deployment `production`" in digests[ALERTS_CHANNEL]
+        and "gemma4-staging" not in digests[ALERTS_CHANNEL]
+    )
+
+
 def test_a_serving_alert_points_at_the_chart_of_its_window(demo: Demo) -> None:
     scheduler = demo.bot.alerts
     assert scheduler is not None
@@ -183,7 +264,7 @@ def test_a_serving_alert_points_at_the_chart_of_its_window(demo: Demo) -> None:
     for _ in range(3):  # three failed /health checks in a row raise vllm_down
         scheduler.tick()
     down = [m for m in demo.slack.messages[start:] if "alert `vllm_down`" in json.dumps(m.blocks)]
-    assert down and "`/vllm metrics --chart 1h`" in json.dumps(down[0].blocks)
+    assert down and "`/vllm metrics --chart 1h --deployment production`" in json.dumps(down[0].blocks)
 
 
 # Last in this module: it deletes staging's queued resource.
@@ -197,8 +278,3 @@ def test_a_confirmed_change_acts_on_the_deployment_of_the_flag(demo: Demo, in_ch
         demo.staging.gcp.world.queued_resources[("us-east5-b", "gemma4-staging")].state == "DELETING"
     )
     assert demo.gcp.world.queued_resources[("us-east5-a", "gemma4-qr")].state == "ACTIVE"
-
-
-def test_alerts_watch_the_first_deployment_and_its_maintenance_window(demo: Demo) -> None:
-    assert demo.bot.alerts is not None
-    assert demo.bot.alerts.deployment == "production" and demo.bot.alerts.services is demo.fleet.first

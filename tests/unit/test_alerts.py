@@ -9,6 +9,7 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
+from sqlalchemy import select
 
 from bot.scheduler import AlertScheduler, parse_key
 from bot.slack_gateway import SlackGateway
@@ -21,7 +22,11 @@ from ops.alerts import (
     evaluate,
     evaluate_vllm,
     identity,
+    kv_table,
+    qr_alert,
+    subject_alert,
 )
+from ops.recovery import RecoveryBudget
 from ops.store import Store
 from ops.tpu_model import NodeInfo, QueuedResourceInfo, ZoneListing
 
@@ -352,3 +357,58 @@ def test_posted_urls_carry_no_credentials() -> None:
     from bot.scheduler import _public_url
 
     assert _public_url("http://user:s3cret@10.0.0.2:8000/v?token=x") == "http://10.0.0.2:8000/v"
+
+
+def test_a_named_deployments_ledger_is_its_own_and_the_default_one_reads_everything(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'state.db'}")
+    single, staging = AlertLedger(store), AlertLedger(store, "staging")
+    production = AlertLedger(store, "prod")
+    down = subject_alert("vllm:http://s:8000@t|vllm_down|3", "vllm_down", "vllm:http://s:8000", "down")
+    stale = qr_alert(qr("FAILED"), "stale", "", "stale")
+    assert staging.claim(down, "sending", now=NOW) and production.claim(stale, "sending", now=NOW)
+    staging.mark_sent(down.key, "C0STAGING1", "1.1")
+    production.mark_sent(stale.key, "C0ALERTS01", "1.2")
+    since = NOW - timedelta(days=1)
+    assert [r.key for r in staging.open_alerts(since=since)] == [down.key]
+    assert [r.key for r in production.open_alerts(since=since)] == [stale.key]
+    assert {r.key for r in single.open_alerts(since=since)} == {down.key, stale.key}
+    assert not production.claim(down, "sending", now=NOW)  # keys stay unique across deployments
+    staging.set_value("vllm_watch", '{"failures": 2}')
+    assert production.get_value("vllm_watch") is None and single.get_value("vllm_watch") is None
+    single.set_value("vllm_watch", "{}")  # the single deployment's name, exactly as before deployments
+    with store.engine.connect() as conn:
+        names = set(conn.execute(select(kv_table.c.name)).scalars())
+    assert {"vllm_watch", "vllm_watch@staging"} <= names
+    again = subject_alert("vllm:http://s:8000@u|vllm_down|3", "vllm_down", "vllm:http://s:8000", "down")
+    assert staging.claim(again, "sending", now=NOW)
+    staging.release(again.key)  # a failed post: the next tick claims it again
+    assert staging.claim(again, "sending", now=NOW)
+
+
+def test_a_named_deployments_recovery_budget_counts_its_own_attempts(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'state.db'}")
+    staging = RecoveryBudget(store, max_per_day=1, max_usd_per_day=100, deployment="staging")
+    production = RecoveryBudget(store, max_per_day=1, max_usd_per_day=100, deployment="production")
+    staging.record("us-east5-b/gemma4-staging@t", 10, "ok", now=NOW)
+    assert "cap AUTO_RECOVER_MAX_PER_DAY=1" in (staging.refusal(1, NOW) or "")
+    assert production.refusal(1, NOW) is None
+    single = RecoveryBudget(store, max_per_day=1, max_usd_per_day=100)
+    assert [a.resource for a in single.today(NOW)] == ["staging:us-east5-b/gemma4-staging@t"]
+
+
+def test_an_alert_channel_is_bound_only_to_the_one_deployment_it_serves() -> None:
+    from bot.app import _bind_alert_channels
+    from bot.deployments import Fleet
+
+    def watcher(name: str, channel: str) -> AlertScheduler:
+        return cast(AlertScheduler, SimpleNamespace(deployment=name, channel=channel))
+
+    services: dict[str, Any] = {"production": object(), "staging": object(), "bench": object()}
+    fleet = Fleet(services, {"C0STAGING1": "staging"})
+    shared = [watcher("staging", "C0SHARED01"), watcher("bench", "C0SHARED01")]
+    _bind_alert_channels(fleet, [watcher("production", "C0PRODALR1"), *shared])
+    # production's own alert channel acts on it; a shared one stays unbound (a click there would be a guess)
+    assert fleet.channels == {"C0STAGING1": "staging", "C0PRODALR1": "production"}
+    single = Fleet({"default": cast(Any, object())})
+    _bind_alert_channels(single, [watcher("default", "C0ALERTS01")])
+    assert single.channels == {}  # one deployment: nothing to choose, nothing changes

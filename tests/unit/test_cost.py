@@ -324,3 +324,55 @@ def test_live_burn_has_a_total_and_counts_what_has_no_price() -> None:
     assert "`a` (v6e-8, spot, us-east5-a): $12.96 over 1h 30m at $8.64/h" in text
     assert "*Total* $45.36 so far, $30.24/h now (2 priced; 1 without a sourced price, not counted)" in text
     assert "`c` (v6e-8, flex-start): no flex-start price" in text
+
+
+def test_quote_is_exact_a_labelled_ceiling_or_not_priced() -> None:
+    exact = cost.quote("v6e-8", "spot", "us-east5")
+    assert exact.kind == cost.EXACT and exact.usd_per_hour == pytest.approx(8.64) and not exact.why
+    assert exact.ceiling_text == ""
+    flex = cost.quote("v6e-8", "flex-start", "us-east5")
+    assert flex.kind == cost.CEILING and flex.usd_per_hour == pytest.approx(21.60)  # on-demand, 8 chips
+    assert flex.why == "no flex-start price for v6e in us-east5; known: on-demand, spot"
+    assert flex.ceiling_text == "at most $21.60/h (the on-demand price as the ceiling)"
+    reserved = cost.quote("v6e-8", "reserved", "europe-west4")
+    assert reserved.kind == cost.CEILING and "reserved is priced as a 1-year commitment" in reserved.why
+    assert cost.quote("v6e-8", "best-effort", "us-east5").why.startswith("no price mapping")
+    nowhere = cost.quote("v6e-8", "flex-start", "mars-east1")
+    assert nowhere.kind == cost.UNPRICED and nowhere.usd_per_hour is None and nowhere.ceiling_text == ""
+    with pytest.raises(BadInput, match="malformed region"):
+        cost.quote("v6e-8", "spot", "us-east5-a")
+    assert cost.quote_of(_qr(accelerator_type="")).kind == cost.UNPRICED  # never raises
+
+
+def test_burn_and_the_plan_take_the_same_decision_from_quote() -> None:
+    from ops.spend import plan_spend
+
+    flex = _qr(provisioning_model="flex-start")
+    with pytest.raises(BadInput) as err:
+        cost.burn(flex, T0 + timedelta(hours=1))  # a spend so far is a figure, never a ceiling
+    assert err.value.message == cost.quote_of(flex).why
+    plan = plan_spend("v6e-8", "flex-start", ["us-east5-a"], 1, 1.0)
+    assert plan.ceiling and plan.usd_per_hour["us-east5-a"] == cost.quote_of(flex).usd_per_hour
+
+
+def test_deployment_spend_counts_exact_prices_and_names_the_rest() -> None:
+    from ops.errors import OpsError
+    from ops.spend import deployment_spend, midnight
+    from ops.tpu_model import ZoneListing
+
+    now = T0 + timedelta(minutes=90)
+    listing = ZoneListing(
+        (
+            _qr(name="a", provisioning_model="spot"),
+            _qr(name="c", provisioning_model="flex-start"),
+            _qr(name="w", state="WAITING_FOR_RESOURCES"),
+        ),
+        {"us-east5-b": OpsError("503")},
+    )
+    spend = deployment_spend(listing, now, midnight(now))
+    assert [r.qr.name for r in spend.resources] == ["a", "c"] and spend.zones_failed == ["us-east5-b"]
+    assert spend.usd == pytest.approx(8.64 * 1.5) and spend.usd_per_hour == pytest.approx(8.64)
+    (unpriced,) = spend.unpriced
+    assert unpriced.qr.name == "c" and unpriced.why.startswith("no flex-start price")
+    failed = deployment_spend(OpsError("quota"), now, midnight(now))
+    assert failed.error is not None and not failed.resources
