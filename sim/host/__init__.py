@@ -3,7 +3,7 @@
 Nothing here runs docker, a TPU or vLLM. The simulator answers the command shapes that
 `ops.remote.TEMPLATES` sends (parsed with a small shell-word lexer and `shlex`), keeps a state machine of
 docker containers (absent / created / running / exited / restarting), and replays real failure logs from
-tests/fixtures/cases/ when a scenario says a container fails. Anything else gets exit 127
+sim/cases/ (package data) when a scenario says a container fails. Anything else gets exit 127
 "command not allowed in simulator". Every command string received is recorded in `commands`.
 
 Supported shapes (an optional `sudo -n [--preserve-env=HF_TOKEN[,VLLM_API_KEY]]` prefix is accepted
@@ -32,7 +32,7 @@ Scenario keys (the `host` section; defaults in `DEFAULTS`):
     images             images already pulled on the VM
     pull_rate_limited  true: pulling any other image fails (docker-pull-rate-limit.log)
     run_failing_log    a case file that every newly created container fails with, or null
-    cases_dir          where case files live (default tests/fixtures/cases of this repository)
+    cases_dir          where case files live (default: the package data of sim.cases)
     kv_capacity_tokens KV-cache capacity used by the benchmark model (concurrency is capped by it)
     bench              {prefill_tok_per_s, decode_step_ms, decode_ms_per_seq}: the benchmark's made-up speed
     containers         list of {name, image, state, started, finished, exit_code, restart_count, model,
@@ -88,6 +88,7 @@ from paramiko.common import (
 )
 
 from sim import scenario as scenarios
+from sim.cases import missing_case_line, read_case
 from sim.vllm import VllmSimulator
 
 __all__ = [
@@ -101,7 +102,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-CASES_DIR = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "cases"
 
 DEFAULTS: dict[str, Any] = {
     "hostname": "t1v-n-gemma4-w-0",
@@ -434,7 +434,7 @@ class HostSimulator:
         self._images = set(self.config["images"] or [])
         self._pull_rate_limited = bool(self.config["pull_rate_limited"])
         self._run_failing_log: str | None = self.config["run_failing_log"]
-        self._cases = Path(self.config["cases_dir"]) if self.config["cases_dir"] else CASES_DIR
+        self._cases = Path(self.config["cases_dir"]) if self.config["cases_dir"] else None
         self._journal: dict[str, list[str]] = {
             unit: list(lines) for unit, lines in (self.config["journal"] or {}).items()
         }
@@ -1086,11 +1086,8 @@ class HostSimulator:
         )
 
     def _case_lines(self, case_file: str) -> list[str]:
-        path = self._cases / Path(case_file).name
-        try:
-            return path.read_text().splitlines()
-        except OSError:
-            return [f"(simulator: case file {case_file} not found in {self._cases})"]
+        text = read_case(case_file, self._cases)
+        return [missing_case_line(case_file, self._cases)] if text is None else text.splitlines()
 
     def _docker_journal(self, message: str, when: datetime | None = None) -> None:
         when = when or datetime.now(UTC)

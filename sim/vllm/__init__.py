@@ -777,7 +777,7 @@ class VllmSimulator:
         if max_tokens is None:
             max_tokens = limit - prompt
         if prompt + max_tokens > limit:
-            # Wording of vLLM >= 0.11.2 (serving_chat.py), see tests/fixtures/cases/vllm-request-too-long.log.
+            # Wording of vLLM >= 0.11.2 (serving_chat.py), see sim/cases/vllm-request-too-long.log.
             raise _HTTPError(
                 400,
                 f"'max_tokens' or 'max_completion_tokens' is too large: {max_tokens}. This model's maximum "

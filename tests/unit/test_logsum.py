@@ -24,7 +24,7 @@ from llm.logsum import analyze, build_prompt, estimate_tokens, prompt_budget, su
 from llm.tokens import PromptCounter
 from ops.cloudlogs import LogEntry, entry_from_api
 from ops.errors import BackendUnavailable, BadInput, OpsError
-from sim.gcp import generate_logs
+from sim.gcp.loggen import generate_logs
 from sim.vllm import AUTO_TOOL_CHOICE_MESSAGE, VllmSimulator
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
