@@ -26,7 +26,8 @@ from ops.quotas import zone_quotas
 from ops.tpu import TpuOps
 from sim.gcp import GcpSimulator
 from sim.gcp.logentry import make_log_entry
-from sim.host import DOCKER_SOCKET_DENIED, SUDO_PASSWORD_REQUIRED, HostSimulator
+from sim.host import HostSimulator
+from sim.host.server import DOCKER_SOCKET_DENIED, SUDO_PASSWORD_REQUIRED
 from sim.slack import MAX_BLOCKS_TEXT, SlackSimulator
 from sim.vllm import VllmSimulator, count_chat_tokens
 from tests.conftest import CASES

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from llm.diagnose import SEVERITIES, diagnose
-from sim.host import healthy_startup_lines
+from sim.host.container import healthy_startup_lines
 from tests.cases import case_names, case_text
 
 
