@@ -298,36 +298,22 @@ def generate_logs(
 
     def add(at: datetime, severity: str, payload: Any, spec: dict[str, Any], worker: int, lid: str) -> None:
         kind = spec.get("payload", "text")
+        content: dict[str, Any]
         if isinstance(payload, dict):
-            body = make_log_entry(
-                project,
-                at,
-                severity,
-                json_payload=payload,
-                log_id=lid,
-                labels=labels(spec, worker),
-                insert_id=f"{rng.getrandbits(64):016x}",
-            )
+            content = {"json_payload": payload}
         elif kind == "json":
-            body = make_log_entry(
-                project,
-                at,
-                severity,
-                json_payload={"message": payload},
-                log_id=lid,
-                labels=labels(spec, worker),
-                insert_id=f"{rng.getrandbits(64):016x}",
-            )
+            content = {"json_payload": {"message": payload}}
         else:
-            body = make_log_entry(
-                project,
-                at,
-                severity,
-                text=payload,
-                log_id=lid,
-                labels=labels(spec, worker),
-                insert_id=f"{rng.getrandbits(64):016x}",
-            )
+            content = {"text": payload}
+        body = make_log_entry(
+            project,
+            at,
+            severity,
+            **content,
+            log_id=lid,
+            labels=labels(spec, worker),
+            insert_id=f"{rng.getrandbits(64):016x}",
+        )
         out.append(body)
 
     noise = logs.get("noise") or {}

@@ -262,11 +262,19 @@ def _get_location(w: World, m: re.Match[str], query: dict[str, str], _: bytes) -
     return location_json(w, w.zones[m["zone"]])
 
 
-def _list_queued_resources(w: World, m: re.Match[str], query: dict[str, str], _: bytes) -> dict[str, Any]:
+def _list_page(
+    w: World, m: re.Match[str], query: dict[str, str], key: str, qrs: list[SimQueuedResource]
+) -> dict[str, Any]:
+    """One page of a zone's queued resources (key "queuedResources") or nodes ("nodes") as list returns it."""
     w.check(m["project"], m["zone"])
-    page, token = paginate(w.qrs_in(m["zone"]), query, w.page_size)
-    body: dict[str, Any] = {"queuedResources": [queued_resource_json(w, qr, m["api"]) for qr in page]}
+    page, token = paginate(qrs, query, w.page_size)
+    render = queued_resource_json if key == "queuedResources" else node_json
+    body: dict[str, Any] = {key: [render(w, qr, m["api"]) for qr in page]}
     return {**body, "nextPageToken": token} if token else body
+
+
+def _list_queued_resources(w: World, m: re.Match[str], query: dict[str, str], _: bytes) -> dict[str, Any]:
+    return _list_page(w, m, query, "queuedResources", w.qrs_in(m["zone"]))
 
 
 def _get_queued_resource(w: World, m: re.Match[str], query: dict[str, str], _: bytes) -> dict[str, Any]:
@@ -275,10 +283,7 @@ def _get_queued_resource(w: World, m: re.Match[str], query: dict[str, str], _: b
 
 
 def _list_nodes(w: World, m: re.Match[str], query: dict[str, str], _: bytes) -> dict[str, Any]:
-    w.check(m["project"], m["zone"])
-    page, token = paginate(w.nodes_in(m["zone"]), query, w.page_size)
-    body: dict[str, Any] = {"nodes": [node_json(w, qr, m["api"]) for qr in page]}
-    return {**body, "nextPageToken": token} if token else body
+    return _list_page(w, m, query, "nodes", w.nodes_in(m["zone"]))
 
 
 def _get_node(w: World, m: re.Match[str], query: dict[str, str], _: bytes) -> dict[str, Any]:

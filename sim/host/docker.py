@@ -128,10 +128,11 @@ class DockerEngine:
             i += 1
         return opts, []
 
-    def _one(self, names: list[str]) -> str:
+    def _target(self, names: list[str]) -> tuple[str, Container | None]:
+        """The one container a command names: (its name, the container or None when there is none)."""
         if len(names) != 1:
             raise NotAllowed("docker needs exactly one container name")
-        return names[0]
+        return names[0], self.containers.get(names[0])
 
     @staticmethod
     def _no_such(name: str) -> tuple[int, str, str]:
@@ -141,8 +142,7 @@ class DockerEngine:
         opts, names = self._options(args, {"--type"}, set())
         if opts.get("--type", "container") != "container":
             raise NotAllowed("docker inspect --type")
-        name = self._one(names)
-        c = self.containers.get(name)
+        name, c = self._target(names)
         if c is None:
             return 1, "[]\n", f"Error: No such container: {name}\n"
         item = {
@@ -173,8 +173,7 @@ class DockerEngine:
 
     def _logs(self, args: list[str]) -> tuple[int, str, str]:
         opts, names = self._options(args, {"--tail", "--since", "-n"}, {"-t", "--timestamps"})
-        name = self._one(names)
-        c = self.containers.get(name)
+        name, c = self._target(names)
         if c is None:
             return self._no_such(name)
         lines = c.logs
@@ -196,8 +195,7 @@ class DockerEngine:
 
     def _start_cmd(self, args: list[str]) -> tuple[int, str, str]:
         _, names = self._options(args, set(), set())
-        name = self._one(names)
-        c = self.containers.get(name)
+        name, c = self._target(names)
         if c is None:
             return (
                 1,
@@ -212,8 +210,7 @@ class DockerEngine:
 
     def _stop_cmd(self, args: list[str]) -> tuple[int, str, str]:
         _, names = self._options(args, {"--time", "-t"}, set())
-        name = self._one(names)
-        c = self.containers.get(name)
+        name, c = self._target(names)
         if c is None:
             return self._no_such(name)
         if c.running:
@@ -223,8 +220,7 @@ class DockerEngine:
 
     def _restart_cmd(self, args: list[str]) -> tuple[int, str, str]:
         _, names = self._options(args, {"--time", "-t"}, set())
-        name = self._one(names)
-        c = self.containers.get(name)
+        name, c = self._target(names)
         if c is None:
             return self._no_such(name)
         if c.running:
@@ -235,8 +231,7 @@ class DockerEngine:
 
     def _rm_cmd(self, args: list[str]) -> tuple[int, str, str]:
         opts, names = self._options(args, set(), {"-f", "--force"})
-        name = self._one(names)
-        c = self.containers.get(name)
+        name, c = self._target(names)
         if c is None:
             return (0, "", "") if opts else self._no_such(name)
         if c.running and not opts:
