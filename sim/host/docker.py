@@ -59,15 +59,19 @@ class DockerEngine:
             "dockerd started: API listen on /run/docker.sock", datetime.now(UTC) - timedelta(hours=2)
         )
 
-    def crash(self, name: str, case_file: str) -> None:
-        """Make a running container exit now (exit code 1) with the case file's log appended.
+    def crash(self, name: str, case_file: str | Path) -> None:
+        """Make a running container exit now (exit code 1) with the case file's log appended (a name: a
+        file of `sim.cases`; a Path: that file).
 
         Raises:
-            KeyError: no such container.
+            KeyError: no such container; OSError: the Path cannot be read.
         """
         container = self.containers[name]
         now = datetime.now(UTC)
-        container.logs.extend((now, line) for line in self._case_lines(case_file))
+        lines = (
+            case_file.read_text().splitlines() if isinstance(case_file, Path) else self._case_lines(case_file)
+        )
+        container.logs.extend((now, line) for line in lines)
         self._exit(container, 1)
 
     def state_of(self, name: str) -> str:

@@ -12,6 +12,7 @@ import shlex
 import socket
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import paramiko
@@ -195,8 +196,12 @@ class HostSimulator:
         with self._lock:
             self.docker.pull_rate_limited = flag
 
-    def crash(self, name: str, case_file: str) -> None:
+    def crash(self, name: str, case_file: str | Path) -> None:
         """Make a running container exit now (exit code 1) with the case file's log appended.
+
+        Args:
+            name: the container.
+            case_file: a case file of `sim.cases` by name, or the path of another file (a test's own case).
 
         Raises:
             KeyError: no such container.

@@ -17,7 +17,7 @@ from bot.scheduler import AlertScheduler
 from bot.slack_gateway import SlackGateway
 from sim.demo import Demo
 from sim.scenario import load
-from tests.cases import case_text
+from tests.cases import TEST_CASES, case_text
 
 CHANNEL = "C0ALERTS01"
 
@@ -150,7 +150,7 @@ def test_every_handed_log_case_is_named_by_vllm_status_and_logs(world: Demo) -> 
 
 
 def test_unknown_failure_shows_the_key_lines(world: Demo) -> None:
-    world.host.crash(world.settings.vllm_container, "slack-ratelimited.txt")
+    world.host.crash(world.settings.vllm_container, TEST_CASES / "slack-ratelimited.txt")
     text = _say(world, "/vllm logs --tail 20")
     assert "not a known failure; the key lines are:" in text
     assert "SlackApiError" in text
