@@ -569,7 +569,7 @@ def _op_from_scenario(spec: dict[str, Any], world: World, start: datetime) -> Si
     )
 
 
-# --------------------------------------------------------------------------------------------------
+# ---- the world's own log entries
 
 
 def audit_log_entries(world: World) -> list[dict[str, Any]]:

@@ -74,9 +74,6 @@ def generate_ed25519_key() -> paramiko.Ed25519Key:
     return paramiko.Ed25519Key(file_obj=io.StringIO(pem))
 
 
-# -- the simulator ------------------------------------------------------------------------------------------
-
-
 class HostSimulator:
     """A SIMULATED TPU VM: an SSH server (paramiko) on a local port answering the bot's docker commands.
 
