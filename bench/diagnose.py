@@ -34,9 +34,9 @@ from ops.faults import Deployment  # noqa: E402
 from ops.metrics import summarize  # noqa: E402
 from ops.vllm import ServingSample, serving_problem  # noqa: E402
 from ops.zonefit import classify  # noqa: E402
+from tests.cases import case_names, case_text  # noqa: E402
 
 TABLE = ROOT / "tests" / "fixtures" / "diagnose_cases.yaml"
-CASES = ROOT / "tests" / "fixtures" / "cases"
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ def _deployment(raw: dict[str, Any]) -> dict[str, Any]:
 
 def text_of(case: dict[str, Any]) -> str:
     """The case's input: its handed file, or its own text."""
-    return (CASES / case["file"]).read_text() if "file" in case else str(case["text"])
+    return case_text(case["file"]) if "file" in case else str(case["text"])
 
 
 def _health_text(text: str) -> str:
@@ -120,7 +120,7 @@ def run_case(case: dict[str, Any], default: Deployment) -> Outcome:
 
 def main() -> int:
     default, cases = load_table()
-    handed = {p.name for p in CASES.iterdir() if p.name != "README.md"}
+    handed = case_names()
     listed = {c["file"] for c in cases if "file" in c}
     if handed - listed:
         print(f"case files without an expectation: {sorted(handed - listed)}")

@@ -1,7 +1,7 @@
 """`/logs analyze` over a busy hour within Cloud Logging's read quota, against naive full paging.
 
 World (SIMULATED, the Google simulator in its own process): 1,000,000 `tpu_worker` entries in the last hour,
-0.5% at ERROR in 40 kinds (the real ERROR lines of tests/fixtures/cases, Zipf shares), the rest vLLM/TPU
+0.5% at ERROR in 40 kinds (the real ERROR lines of sim/cases, Zipf shares), the rest vLLM/TPU
 INFO/WARNING noise; the simulator enforces Logging's read quota (60 `entries.list` calls a minute per
 project, a 429 beyond) and 1,000 entries a page. The quota clock is SIMULATED time: the simulator's clock
 only moves when a reader waits (a pacing or back-off sleep advances it), so waiting for quota costs no real

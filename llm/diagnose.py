@@ -5,7 +5,7 @@ deployment, and the key lines of the text.
 built-in `ops/faults.yaml` plus a team's `FAULT_CATALOGUE_FILE`), most severe first, and the few lines that
 carry the cause (root exception, caused-by chain, first error of the burst), which are shown whether or not
 a family matched. `diagnose(text)` is its findings alone. The expected conclusion of every real case is in
-tests/fixtures/cases/README.md and scored by bench/diagnose.py.
+sim/cases/README.md and tests/fixtures/cases/README.md, and scored by bench/diagnose.py.
 """
 
 from __future__ import annotations

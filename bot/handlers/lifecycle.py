@@ -302,7 +302,7 @@ def reset_refusal(qr: QueuedResourceInfo) -> BadInput | None:
 
     The API resets only a FAILED queued resource: a SUSPENDED one (spot preemption, end of a flex-start
     run) has had its resources deleted and cannot get them back, so the way out is delete and create
-    (the TPU simulator enforces the same; see sim/gcp.py `_reset_queued_resource`).
+    (the TPU simulator enforces the same; see sim/gcp/tpu.py `_reset_queued_resource`).
     """
     if qr.state == "FAILED":
         return None

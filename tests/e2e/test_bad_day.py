@@ -17,7 +17,7 @@ from bot.scheduler import AlertScheduler
 from bot.slack_gateway import SlackGateway
 from sim.demo import Demo
 from sim.scenario import load
-from tests.conftest import CASES
+from tests.cases import TEST_CASES, case_text
 
 CHANNEL = "C0ALERTS01"
 
@@ -73,7 +73,7 @@ EXTRA_QRS: list[dict[str, Any]] = [
         "state": "FAILED",
         "provisioning_model": "SPOT",
         "created": "-4h",
-        "error": {"code": 3, "message": (CASES / "tpu-create-accelerator-not-in-zone.txt").read_text()},
+        "error": {"code": 3, "message": case_text("tpu-create-accelerator-not-in-zone.txt")},
         "node": {"id": "gemma4-acc-node", "accelerator_type": "v6e-4", "runtime_version": "v2-alpha-tpuv6e"},
     },
     {
@@ -150,7 +150,7 @@ def test_every_handed_log_case_is_named_by_vllm_status_and_logs(world: Demo) -> 
 
 
 def test_unknown_failure_shows_the_key_lines(world: Demo) -> None:
-    world.host.crash(world.settings.vllm_container, "slack-ratelimited.txt")
+    world.host.crash(world.settings.vllm_container, TEST_CASES / "slack-ratelimited.txt")
     text = _say(world, "/vllm logs --tail 20")
     assert "not a known failure; the key lines are:" in text
     assert "SlackApiError" in text
@@ -199,7 +199,7 @@ def test_node_gone_says_recreate_not_zone(world: Demo) -> None:
 def test_logs_analyze_names_new_cases(world: Demo) -> None:
     at = world.gcp.now() - timedelta(minutes=2)
     for case in ("hf-gated-repo-403-not-authorized.log", "docker-no-space-left.log"):
-        for line in (CASES / case).read_text().splitlines():
+        for line in case_text(case).splitlines():
             if line.strip() and not line.startswith("#"):
                 world.gcp.add_log_entry(line, severity="ERROR", at=at)
     text = _say(world, "/logs analyze --since 10m", timeout=90)

@@ -16,7 +16,8 @@ from llm.logsum import summarize
 from ops import cloudlogs
 from ops.cloudlogs import LogEntry, build_filter, entry_from_api, fetch, validate_filter
 from ops.errors import BackendUnavailable, BadInput, PermissionDenied
-from sim.gcp import GcpSimulator, parse_log_filter, stored_log_entry
+from sim.gcp import GcpSimulator
+from sim.gcp.logfilter import parse_log_filter, stored_log_entry
 from tests.integration.test_discovery_contract import default_scenario, send, validate
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)

@@ -16,7 +16,8 @@ from ops.errors import AlreadyExists, NotFound, QuotaExceeded
 from ops.ssh import RemoteHost
 from ops.vllm import VllmClient
 from sim import scenario
-from sim.host import NOT_ALLOWED, HostSimulator, generate_ed25519_key
+from sim.host import HostSimulator, generate_ed25519_key
+from sim.host.shell import NOT_ALLOWED
 from sim.vllm import VllmSimulator
 
 BOOT_S = 0.6

@@ -27,7 +27,8 @@ from ops.store import Store
 from ops.tpu import TpuOps
 from sim.gcp import GcpSimulator
 from sim.host import HostSimulator, generate_ed25519_key
-from sim.vllm import VllmSimulator, count_chat_tokens
+from sim.vllm import VllmSimulator
+from sim.vllm.tokens import count_chat_tokens
 from tests.integration.test_capacity import CAPACITY, search
 from tests.integration.test_capacity import scenario as capacity_scenario
 from tests.integration.test_gcp_sim import default_scenario

@@ -25,7 +25,7 @@ from llm.agent import SUGGEST_TOOL, Tool, answer
 from llm.client import NO_USAGE_NOTE, GemmaClient
 from llm.logsum import analyze, build_prompt, summarize
 from ops.cloudlogs import LogEntry, entry_from_api
-from sim.gcp import generate_logs
+from sim.gcp.loggen import generate_logs
 from tests.llama_server import LlamaServer, llama_server
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)

@@ -24,10 +24,13 @@ from ops import google
 from ops.errors import BadInput, QuotaExceeded
 from ops.quotas import zone_quotas
 from ops.tpu import TpuOps
-from sim.gcp import GcpSimulator, make_log_entry
-from sim.host import DOCKER_SOCKET_DENIED, SUDO_PASSWORD_REQUIRED, HostSimulator
+from sim.gcp import GcpSimulator
+from sim.gcp.logentry import make_log_entry
+from sim.host import HostSimulator
+from sim.host.server import DOCKER_SOCKET_DENIED, SUDO_PASSWORD_REQUIRED
 from sim.slack import MAX_BLOCKS_TEXT, SlackSimulator
-from sim.vllm import VllmSimulator, count_chat_tokens
+from sim.vllm import VllmSimulator
+from sim.vllm.tokens import count_chat_tokens
 from tests.conftest import CASES
 from tests.integration.test_gcp_sim import default_scenario
 from tests.integration.test_tpu_lifecycle import POLL, make_spec

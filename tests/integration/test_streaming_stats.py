@@ -14,7 +14,8 @@ import pytest
 from llm.client import NO_USAGE_NOTE, GemmaClient
 from ops.errors import BackendUnavailable, BadInput
 from sim import scenario
-from sim.vllm import _CANNED, VllmSimulator
+from sim.vllm import VllmSimulator
+from sim.vllm.model import CANNED
 
 MODEL = "google/gemma-4-31B-it"
 LATENCY_S = 0.05
@@ -53,7 +54,7 @@ def test_stream_counts_come_from_usage_and_match_the_simulator(
     assert result.completion_tokens == 12
     assert result.completion_tokens == _generated(sim, "vllm:generation_tokens_total") - generated_before
     assert result.prompt_tokens == _generated(sim, "vllm:prompt_tokens_total") - prompt_before
-    assert result.text == " ".join(_CANNED[:12]) == "".join(deltas)
+    assert result.text == " ".join(CANNED[:12]) == "".join(deltas)
     assert result.finish_reason == "length"
     # timing: TTFT includes the simulated network latency; tokens then arrive every ITL_S
     assert result.ttft_s is not None and LATENCY_S <= result.ttft_s < LATENCY_S + 0.5
@@ -66,8 +67,8 @@ def test_stream_counts_come_from_usage_and_match_the_simulator(
 def test_stream_to_the_end_finishes_with_stop(gemma: GemmaClient) -> None:
     result = gemma.stream([{"role": "user", "content": "hi"}], max_tokens=500)
     assert result.finish_reason == "stop"
-    assert result.completion_tokens == len(_CANNED)
-    assert result.text.split() == _CANNED
+    assert result.completion_tokens == len(CANNED)
+    assert result.text.split() == CANNED
 
 
 def test_single_token_stream_has_no_tpot(gemma: GemmaClient) -> None:

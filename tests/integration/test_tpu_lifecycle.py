@@ -28,8 +28,9 @@ from ops.quotas import zone_quotas
 from ops.secrets import SecretStore
 from ops.tpu import TpuOps
 from ops.tpu_model import CreateSpec
-from sim.gcp import SUSPEND_DURATION, GcpSimulator
-from tests.conftest import CASES
+from sim.gcp import GcpSimulator
+from sim.gcp.world import SUSPEND_DURATION
+from tests.cases import case_text
 from tests.integration.test_discovery_contract import DOCS, validate
 from tests.integration.test_gcp_sim import default_scenario
 
@@ -82,10 +83,6 @@ def make_spec(name: str, zone: str = "us-east5-a", model: str = "flex-start", **
     }
     fields.update(kw)
     return CreateSpec(**fields)
-
-
-def fixture_message(name: str) -> str:
-    return (CASES / name).read_text()
 
 
 def test_flex_start_create_body_and_lifecycle(gcp: GcpSimulator, tpu: TpuOps) -> None:
@@ -192,7 +189,7 @@ def test_stop_and_start_a_node_through_gapic(gcp: GcpSimulator, tpu: TpuOps) -> 
 
 
 def test_accelerator_not_offered_has_the_real_text(gcp: GcpSimulator, tpu: TpuOps) -> None:
-    real = fixture_message("tpu-create-accelerator-not-in-zone.txt")
+    real = case_text("tpu-create-accelerator-not-in-zone.txt")
     expected = real[real.index("Cloud TPU received") : real.index(" [EID")]
     expected = expected.replace("v6e-4", "v6e-1").replace("asia-east1-a", "europe-west4-a")
     with pytest.raises(UnsupportedInZone) as err:
@@ -203,7 +200,7 @@ def test_accelerator_not_offered_has_the_real_text(gcp: GcpSimulator, tpu: TpuOp
 
 
 def test_flex_start_not_offered_fails_the_operation(gcp: GcpSimulator, tpu: TpuOps) -> None:
-    real = fixture_message("tpu-create-flex-start-unsupported.txt")
+    real = case_text("tpu-create-flex-start-unsupported.txt")
     expected = real[real.index('"message": "') + 12 : real.rindex('"')].replace('\\"', '"')
     expected = expected.replace("v6e-4", "v6e-8").replace("asia-east1-c", "europe-west4-a")
     op = tpu.create_queued_resource(make_spec("flex-eu", zone="europe-west4-a"))

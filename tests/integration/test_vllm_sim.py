@@ -16,7 +16,10 @@ from llm.client import GemmaClient
 from ops.errors import BackendTimeout, BackendUnavailable, BadInput, NotFound, OpsError, PermissionDenied
 from ops.vllm import VllmClient
 from sim import scenario
-from sim.vllm import _CANNED, TTFT_BUCKETS, VllmSimulator, count_chat_tokens
+from sim.vllm import VllmSimulator
+from sim.vllm.metrics import TTFT_BUCKETS
+from sim.vllm.model import CANNED
+from sim.vllm.tokens import count_chat_tokens
 
 PING_TOKENS = count_chat_tokens([{"role": "user", "content": "ping"}])  # template markers + "ping"
 
@@ -124,11 +127,11 @@ def test_stream_with_include_usage(sim: VllmSimulator) -> None:
     assert len(usage_chunks) == 1 and usage_chunks[0] is chunks[-1] and chunks[-1].choices == []
     usage = usage_chunks[0].usage
     assert usage is not None
-    assert usage.completion_tokens == len(contents) == len(_CANNED)
+    assert usage.completion_tokens == len(contents) == len(CANNED)
     prompt = count_chat_tokens([{"role": "user", "content": "Summarize the last hour of vLLM logs"}])
     assert usage.prompt_tokens == prompt
     assert usage.total_tokens == prompt + len(contents)
-    assert "".join(contents).split() == _CANNED
+    assert "".join(contents).split() == CANNED
 
 
 def test_stream_raw_sse_and_max_tokens(sim: VllmSimulator) -> None:
@@ -159,7 +162,7 @@ def test_non_streaming_max_tokens_length(sim: VllmSimulator) -> None:
     client.close()
     assert response.choices[0].finish_reason == "length"
     assert response.usage is not None and response.usage.completion_tokens == 4
-    assert response.choices[0].message.content == " ".join(_CANNED[:4])
+    assert response.choices[0].message.content == " ".join(CANNED[:4])
 
 
 def test_context_length_error_is_bad_input(gemma: GemmaClient, vllm: VllmClient) -> None:

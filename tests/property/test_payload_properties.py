@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from bot.handlers.admin import SECRET_FORM_ID, token_modal
 from sim.console import _ack_text
 from sim.demo import Demo
-from sim.host import _expands, _lex
+from sim.host.shell import expands, lex
 from sim.slack import Message
 
 META = ["; id", "$(id)", "`id`", "| cat /etc/passwd", "&& reboot", "'", '"', "\\", "*", "~root", "\n", ">x"]
@@ -47,13 +47,13 @@ def world() -> Iterator[Demo]:
 
 def _ssh_commands_are_safe(commands: list[str]) -> None:
     for command in commands:
-        tokens = _lex(command)
+        tokens = lex(command)
         templated_run = command.lstrip().startswith(("HF_TOKEN=", "sudo -n --preserve-env"))
         for tok in tokens:
             if tok.op:
                 assert tok.raw in ("|", ">&") or templated_run, f"operator {tok.raw!r} in {command!r}"
             else:
-                assert not _expands(tok.raw) or "gcloud secrets" in tok.raw, (
+                assert not expands(tok.raw) or "gcloud secrets" in tok.raw, (
                     f"{tok.raw!r} expands in {command!r}"
                 )
 

@@ -12,7 +12,7 @@ import pytest
 
 from ops.bench import BenchResult, heatmap_png, parse_bench_serve, plan_sweep, run_sweep, sweep_csv
 from ops.errors import BadInput, OpsError
-from sim.host import bench_output
+from sim.host.bench import bench_output
 
 CASES = Path(__file__).resolve().parents[1] / "fixtures" / "cases"
 REAL = (CASES / "vllm-bench-serve.txt").read_text()

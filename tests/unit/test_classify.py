@@ -1,8 +1,9 @@
-"""Create-failure classification (ops.zonefit.classify) on the real texts in tests/fixtures/cases, on the
+"""Create-failure classification (ops.zonefit.classify) on the real texts in sim/cases, on the
 typed errors and on operation errors; the create body mapping; capacity-search names."""
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -24,9 +25,9 @@ from ops.google import operation_error
 from ops.secrets import crc32c
 from ops.tpu_model import CreateSpec, check_create_spec, queued_resource_body
 from ops.zonefit import Classification, classify
-from tests.conftest import CASES
+from sim.cases import CASES
 
-# What tests/fixtures/cases/README.md says the bot should conclude for each tpu-create-*.txt.
+# What sim/cases/README.md says the bot should conclude for each tpu-create-*.txt.
 EXPECTED = {
     "tpu-create-zone-stockout.txt": Classification("transient", "stockout"),
     "tpu-create-accelerator-not-in-zone.txt": Classification("permanent", "accelerator not offered"),
@@ -35,7 +36,7 @@ EXPECTED = {
 
 
 def test_every_real_create_text_is_covered() -> None:
-    assert {p.name for p in CASES.glob("tpu-create-*.txt")} == set(EXPECTED)
+    assert {p.name for p in CASES.iterdir() if re.fullmatch(r"tpu-create-.*\.txt", p.name)} == set(EXPECTED)
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))

@@ -1,33 +1,28 @@
-"""llm.diagnose on the real cases in tests/fixtures/cases (conclusions from its README) and negatives."""
+"""llm.diagnose on the real cases (sim/cases, tests/fixtures/cases; conclusions from their READMEs) and
+negatives."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
 from llm.diagnose import SEVERITIES, diagnose
-from sim.host import healthy_startup_lines
-
-CASES = Path(__file__).resolve().parents[1] / "fixtures" / "cases"
-
-
-def _case(name: str) -> str:
-    return (CASES / name).read_text()
+from sim.host.container import healthy_startup_lines
+from tests.cases import case_names, case_text
 
 
 def test_every_vllm_and_docker_case_is_recognised() -> None:
-    files = (
-        sorted(CASES.glob("vllm-*.log")) + sorted(CASES.glob("docker-*.log")) + sorted(CASES.glob("hf-*.log"))
+    names = sorted(
+        n for n in case_names() if n.endswith(".log") and n.startswith(("vllm-", "docker-", "hf-"))
     )
-    assert len(files) == 9
-    for path in files:
-        assert diagnose(path.read_text()), path.name
+    assert len(names) == 9
+    for name in names:
+        assert diagnose(case_text(name)), name
 
 
 def test_hbm_oom_at_program_load() -> None:
-    (f,) = diagnose(_case("vllm-hbm-oom-program-load.log"))
+    (f,) = diagnose(case_text("vllm-hbm-oom-program-load.log"))
     assert f.name == "tpu-hbm-oom-program-load" and f.severity == "critical"
     assert "HBM out of memory at startup" in f.conclusion
     assert (f.values["need"], f.values["free"]) == ("1.04G", "905.37M")
@@ -39,14 +34,14 @@ def test_hbm_oom_at_program_load() -> None:
 
 
 def test_hbm_oom_allocating_a_buffer() -> None:
-    (f,) = diagnose(_case("vllm-hbm-oom-allocate-buffer.log"))
+    (f,) = diagnose(case_text("vllm-hbm-oom-allocate-buffer.log"))
     assert f.name == "tpu-hbm-oom-allocate-buffer"
     assert "HBM out of memory" in f.conclusion and "1.96G" in f.conclusion
     assert "fragmentation" in f.fix and "--gpu-memory-utilization" in f.fix
 
 
 def test_kv_cache_too_small_extracts_the_estimate() -> None:
-    (f,) = diagnose(_case("vllm-kv-cache-insufficient.log"))
+    (f,) = diagnose(case_text("vllm-kv-cache-insufficient.log"))
     assert f.name == "kv-cache-insufficient"
     assert f.values["estimated_max_model_len"] == "5632"
     assert f.values["max_model_len"] == "131072"
@@ -55,7 +50,7 @@ def test_kv_cache_too_small_extracts_the_estimate() -> None:
 
 
 def test_request_too_long_both_wordings_client_error_server_healthy() -> None:
-    findings = diagnose(_case("vllm-request-too-long.log"))
+    findings = diagnose(case_text("vllm-request-too-long.log"))
     assert [f.name for f in findings] == ["request-too-long", "request-too-long"]
     assert [f.values["max_model_len"] for f in findings] == ["16384", "8192"]
     for f in findings:
@@ -67,7 +62,7 @@ def test_request_too_long_both_wordings_client_error_server_healthy() -> None:
 
 
 def test_hf_gated_repo_401() -> None:
-    (f,) = diagnose(_case("vllm-hf-gated-repo-401.log"))
+    (f,) = diagnose(case_text("vllm-hf-gated-repo-401.log"))
     assert f.name == "hf-gated-repo-401" and f.count == 3  # three lines, one finding
     assert "401" in f.conclusion and "Hugging Face" in f.conclusion
     assert "Secret Manager" in f.fix and "license" in f.fix
@@ -75,14 +70,14 @@ def test_hf_gated_repo_401() -> None:
 
 
 def test_docker_pull_rate_limit() -> None:
-    (f,) = diagnose(_case("docker-pull-rate-limit.log"))
+    (f,) = diagnose(case_text("docker-pull-rate-limit.log"))
     assert f.name == "docker-pull-rate-limit"
     assert "rate limit" in f.conclusion
     assert "authenticate" in f.fix and "retry" in f.fix and "mirror" in f.fix
 
 
 def test_tpu_device_busy() -> None:
-    (f,) = diagnose(_case("vllm-tpu-device-busy.log"))
+    (f,) = diagnose(case_text("vllm-tpu-device-busy.log"))
     assert f.name == "tpu-device-busy" and f.count == 2
     assert "holds the TPU" in f.conclusion
     assert "docker rm -f" in f.fix and "recreate the VM" in f.fix
@@ -111,9 +106,9 @@ def test_engine_core_failed_points_at_earlier_engine_core_lines() -> None:
 
 def test_specific_cause_ranks_before_the_engine_core_symptom() -> None:
     text = (
-        _case("vllm-kv-cache-insufficient.log")
+        case_text("vllm-kv-cache-insufficient.log")
         + "\n(APIServer pid=1) RuntimeError: Engine core initialization failed. See root cause above.\n"
-        + _case("vllm-request-too-long.log")
+        + case_text("vllm-request-too-long.log")
     )
     names = [f.name for f in diagnose(text)]
     assert names == ["kv-cache-insufficient", "engine-core-failed", "request-too-long", "request-too-long"]

@@ -10,7 +10,7 @@ from llm.diagnose import diagnose, examine
 from llm.hygiene import as_tool_calls, empty_explanation, inspect_message
 from ops.faults import Catalogue, Deployment, catalogue, chips_of, fill, key_lines, load_file, use_extra_file
 from ops.vllm import WEDGED, ServingSample, serving_problem
-from tests.conftest import CASES
+from tests.cases import case_text
 
 TEAM_FILE = """
 families:
@@ -33,7 +33,7 @@ def test_builtin_catalogue_is_valid_and_large() -> None:
 
 
 def test_403_beats_401_in_the_same_burst() -> None:
-    findings = diagnose((CASES / "hf-gated-repo-403-not-authorized.log").read_text())
+    findings = diagnose(case_text("hf-gated-repo-403-not-authorized.log"))
     assert [f.name for f in findings] == ["hf-gated-repo-403"]
     assert "no valid token" not in findings[0].conclusion
 

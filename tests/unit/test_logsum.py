@@ -24,8 +24,9 @@ from llm.logsum import analyze, build_prompt, estimate_tokens, prompt_budget, su
 from llm.tokens import PromptCounter
 from ops.cloudlogs import LogEntry, entry_from_api
 from ops.errors import BackendUnavailable, BadInput, OpsError
-from sim.gcp import generate_logs
-from sim.vllm import AUTO_TOOL_CHOICE_MESSAGE, VllmSimulator
+from sim.gcp.loggen import generate_logs
+from sim.vllm import VllmSimulator
+from sim.vllm.model import AUTO_TOOL_CHOICE_MESSAGE
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 HF = "hf_" + "aBcDeFgHiJkLmNoPqRsTuVwXyZ01234567"

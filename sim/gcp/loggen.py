@@ -1,0 +1,357 @@
+"""GENERATED Cloud Logging entries for the Google simulator: the story a scenario's `google.logs` section
+tells, and large streams for benchmarks. The words are real (the case files of `sim.cases`, with
+timestamps, pids and request ids varied per occurrence); their number, times and mix are made up.
+
+Scenario keys (`google.logs`; the default scenario is `sim/scenarios/default.yaml`):
+
+    seed: 1                     # deterministic per seed
+    node_id, zone, workers      # tpu_worker resource labels (default: the first QR's node and zone)
+    log_name: syslog            # log id of text entries (runtime-monitor JSON noise uses
+                                # tpu.googleapis.com/runtime_monitor)
+    cases_dir: <dir>            # where case files live (default: the package data of sim.cases)
+    noise: {count: 2000, window: 6h}        # INFO/WARNING lines typical of vLLM on a TPU VM
+    cases: [{file: vllm-kv-cache-insufficient.log, count: 12, from: -3h, to: -170m,
+             severity: ERROR, payload: text|json, node_id, zone, worker_id, log_name}]
+                                # each occurrence = every line of a real case file (one entry per line),
+                                # timestamps/pids/request ids varied; `window: 6h` instead of from/to
+    entries: [{at: -5m, severity: ERROR, text: "...", payload: text|json}]
+    audit: true                 # CreateQueuedResource audit entries (protoPayload, audited_resource)
+    stream: {count: 1000000, window: 1h, error_share: 0.005, error_kinds: 40, seed: 7, workers: 1}
+                                # a large stream (see stream_log_entries)
+
+Generated entries are ordinary LogEntry bodies (textPayload, jsonPayload or protoPayload) valid against
+logging.v2.json.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from sim.cases import CASES, missing_case_line, read_case
+from sim.gcp.logentry import SimLogEntry, log_severity, make_log_entry, strings_of
+from sim.scenario import duration
+
+RUNTIME_MONITOR_LOG = "tpu.googleapis.com/runtime_monitor"
+
+
+def stream_log_entries(
+    spec: dict[str, Any], *, project: str, start: datetime, node_id: str, zone: str, first_seq: int
+) -> list[SimLogEntry]:
+    """A large generated log stream (`google.logs.stream`), sorted by timestamp, SIMULATED.
+
+    Spec keys: `count` (entries), `window` (e.g. 1h, ending at the scenario start), `error_share` (share
+    of entries at ERROR, e.g. 0.005), `error_kinds` (how many distinct error texts, at most the ERROR lines
+    of the case files; shares follow a Zipf law, the most frequent kind first), `seed`, `workers`.
+    Error texts are the real ERROR lines of the case files (sim/cases), each in 8 varied copies; the rest
+    is the INFO/WARNING noise of `generate_logs`, 512 varied lines.
+    Entries of one kind and copy share one body.
+
+    Returns:
+        The entries (not yet stored); `stream_error_kinds(spec)` gives the error texts in kind order.
+    """
+    rng = random.Random(int(spec.get("seed", 7)))  # simulated data, not security
+    count = int(spec["count"])
+    begin, end = _window(spec, start, "1h")
+    span = (end - begin).total_seconds()
+    workers = max(1, int(spec.get("workers", 1)))
+    kinds = stream_error_kinds(spec)
+    weights = [1 / (rank + 1) ** 1.1 for rank in range(len(kinds))]
+    errors = round(count * float(spec.get("error_share", 0.005))) if kinds else 0
+
+    def prototype(severity: str, payload: Any, worker: int, lid: str) -> tuple[dict[str, Any], str]:
+        labels = {"project_id": project, "zone": zone, "node_id": node_id, "worker_id": str(worker)}
+        if isinstance(payload, dict):
+            body = make_log_entry(project, begin, severity, json_payload=payload, log_id=lid, labels=labels)
+        else:
+            body = make_log_entry(project, begin, severity, text=payload, log_id=lid, labels=labels)
+        return body, " ".join(strings_of(body)).lower()
+
+    noise = []
+    for _ in range(512):
+        severity, lid, payload = _noise_lines(rng, begin + timedelta(seconds=rng.uniform(0, span)))
+        noise.append(prototype(severity, payload, rng.randrange(workers), lid))
+    error_protos = [
+        [
+            prototype("ERROR", vary_case_line(text, rng, begin), rng.randrange(workers), "syslog")
+            for _ in range(8)
+        ]
+        for text in kinds
+    ]
+    times = sorted(rng.uniform(0, span) for _ in range(count))
+    error_slots = set(rng.sample(range(count), errors))
+    choices = rng.choices(range(len(kinds)), weights, k=errors) if errors else []
+    out = []
+    picked = iter(choices)
+    for i, offset in enumerate(times):
+        seq = first_seq + i
+        if i in error_slots:
+            body, blob = error_protos[next(picked)][seq % 8]
+        else:
+            body, blob = noise[rng.randrange(512)]
+        out.append(SimLogEntry(begin + timedelta(seconds=offset), seq, body, blob, f"s{seq:015x}"))
+    return out
+
+
+def stream_error_kinds(spec: dict[str, Any]) -> list[str]:
+    """The error texts of a `google.logs.stream` spec, most frequent kind first (see stream_log_entries)."""
+    texts: list[str] = []
+    for name in sorted(path.name for path in CASES.iterdir()):
+        if not name.endswith((".log", ".txt")) or not name.startswith(("vllm-", "tpu-", "docker-")):
+            continue
+        if name.startswith(("vllm-metrics", "vllm-bench")):
+            continue
+        for line in case_lines(name):
+            if case_line_severity(line, "ERROR") == "ERROR" and line not in texts:
+                texts.append(line)
+    wanted = int(spec.get("error_kinds", 40))
+    if wanted > len(texts):
+        raise ValueError(f"error_kinds: at most {len(texts)} distinct error lines in the case files")
+    return texts[:wanted]
+
+
+# Variable parts of the real case texts, varied per occurrence (the figures that diagnose reads stay).
+_VARY_VLLM_TS = re.compile(r"\b(INFO|WARNING|ERROR|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d\b")
+_VARY_GLOG = re.compile(r"^([IWEF])\d{4} \d\d:\d\d:\d\d\.\d{6}\s+\d+")
+_VARY_ISO = re.compile(r"\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+(?:Z|[+-]\d\d:\d\d)")
+_VARY_PID = re.compile(r"\bpid=\d+")
+_VARY_REQUEST_ID = re.compile(r"Root=1-[0-9a-f]{8}-[0-9a-f]{24};[0-9a-f-]{36}")
+_VARY_EID = re.compile(r"\[EID: 0x[0-9a-f]+\]")
+_VARY_OPERATION = re.compile(r"operations/operation-\d+-[0-9a-f-]+")
+_LINE_LEVEL = re.compile(r"\b(INFO|WARNING|DEBUG)(?: \d\d-\d\d \d\d:\d\d:\d\d\b|:\s)")
+
+
+def vary_case_line(line: str, rng: random.Random, at: datetime) -> str:
+    """One line of a real case file with its variable parts (timestamps, pids, request ids, EIDs,
+    operation ids) changed for an occurrence at `at`; the figures the diagnosis reads are kept."""
+    local = at.astimezone(UTC)
+    line = _VARY_VLLM_TS.sub(lambda m: f"{m.group(1)} {local:%m-%d %H:%M:%S}", line)
+    line = _VARY_GLOG.sub(
+        lambda m: f"{m.group(1)}{local:%m%d %H:%M:%S.%f} {rng.randint(1000, 99999):>7}", line
+    )
+    line = _VARY_ISO.sub(lambda m: local.strftime("%Y-%m-%dT%H:%M:%S.%f") + "000+00:00", line)
+    line = _VARY_PID.sub(lambda m: f"pid={rng.randint(2, 32000)}", line)
+    line = _VARY_REQUEST_ID.sub(
+        lambda m: (
+            f"Root=1-{rng.getrandbits(32):08x}-{rng.getrandbits(96):024x};{uuid.UUID(int=rng.getrandbits(128))}"
+        ),
+        line,
+    )
+    line = _VARY_EID.sub(lambda m: f"[EID: 0x{rng.getrandbits(64):016x}]", line)
+    return _VARY_OPERATION.sub(
+        lambda m: f"operations/operation-{int(local.timestamp() * 1000)}-{rng.getrandbits(48):012x}", line
+    )
+
+
+def case_lines(name: str, folder: Path | None = None) -> list[str]:
+    """The non-empty lines of a case file (`sim.cases`, or `folder`), or one placeholder line if missing."""
+    text = read_case(name, folder)
+    if text is None:
+        return [missing_case_line(name, folder)]
+    return [line.rstrip() for line in text.splitlines() if line.strip()]
+
+
+def case_line_severity(line: str, default: str) -> str:
+    """INFO/WARNING/DEBUG when the line carries that level (vLLM or uvicorn prefix), else `default`."""
+    match = _LINE_LEVEL.search(line)
+    return match.group(1) if match else default
+
+
+def _noise_lines(rng: random.Random, at: datetime) -> tuple[str, str, Any]:
+    """One INFO/WARNING line typical of a TPU VM serving vLLM: (severity, log id, text or JSON payload).
+
+    The vLLM, uvicorn, docker and guest-agent texts follow the real programs' formats; the runtime-monitor
+    JSON is illustrative (its real fields are unverified).
+    """
+    md, hms = f"{at:%m-%d}", f"{at:%H:%M:%S}"
+    roll = rng.random()
+    if roll < 0.30:
+        return (
+            "INFO",
+            "syslog",
+            (
+                f"INFO {md} {hms} [loggers.py:123] Engine 000: Avg prompt throughput: "
+                f"{rng.uniform(0, 9000):.1f} tokens/s, Avg generation throughput: "
+                f"{rng.uniform(50, 2500):.1f} tokens/s, Running: "
+                f"{rng.randint(0, 64)} reqs, Waiting: {rng.randint(0, 8)} reqs, GPU KV cache usage: "
+                f"{rng.uniform(0, 95):.1f}%, Prefix cache hit rate: {rng.uniform(0, 90):.1f}%"
+            ),
+        )
+    if roll < 0.55:
+        status = "200 OK" if rng.random() < 0.97 else "400 Bad Request"
+        return (
+            "INFO",
+            "syslog",
+            (
+                f'INFO:     10.128.0.{rng.randint(2, 250)}:{rng.randint(30000, 65000)} - "POST '
+                f'/v1/chat/completions HTTP/1.1" {status}'
+            ),
+        )
+    if roll < 0.68:
+        path = rng.choice(("/health", "/metrics", "/v1/models"))
+        return (
+            "INFO",
+            "syslog",
+            f'INFO:     127.0.0.1:{rng.randint(30000, 65000)} - "GET {path} HTTP/1.1" 200 OK',
+        )
+    if roll < 0.80:
+        return (
+            "INFO",
+            "syslog",
+            (f"INFO {md} {hms} [async_llm.py:261] Added request chatcmpl-{rng.getrandbits(128):032x}."),
+        )
+    if roll < 0.86:
+        return (
+            "INFO",
+            RUNTIME_MONITOR_LOG,
+            {
+                "verb": "tpu-runtime-metrics",
+                "message": f"TPU chip {rng.randint(0, 7)}: duty cycle {rng.uniform(0, 100):.1f}%, HBM used "
+                f"{rng.uniform(20, 31):.2f} GiB of 31.25 GiB",
+            },
+        )
+    if roll < 0.90:
+        return (
+            "INFO",
+            "syslog",
+            (
+                f'dockerd[{rng.randint(500, 2000)}]: time="{at:%Y-%m-%dT%H:%M:%S.%f}000Z" level=info '
+                f'msg="ignoring event" container={rng.getrandbits(256):064x} module=libcontainerd '
+                'namespace=moby topic=/tasks/delete type="*events.TaskDelete"'
+            ),
+        )
+    if roll < 0.93:
+        return (
+            "INFO",
+            "syslog",
+            (f"google_guest_agent[{rng.randint(800, 1200)}]: Updating keys for user tpu-chatops."),
+        )
+    if roll < 0.97:
+        return (
+            "WARNING",
+            "syslog",
+            (
+                f"WARNING {md} {hms} [scheduler.py:1754] Sequence group {rng.randint(1, 99999)} is "
+                "preempted by PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. "
+                "This can affect the end-to-end performance. Increase gpu_memory_utilization or "
+                "tensor_parallel_size to provide more KV cache memory. "
+                f"total_num_cumulative_preemption={rng.randint(1, 500)}"
+            ),
+        )
+    field_name = rng.choice(("top_k", "min_p", "repetition_penalty", "chat_template_kwargs"))
+    return (
+        "WARNING",
+        "syslog",
+        (
+            f"WARNING {md} {hms} [protocol.py:58] The following fields were present in the request but "
+            f"ignored: {{'{field_name}'}}"
+        ),
+    )
+
+
+def _window(spec: dict[str, Any], start: datetime, default: str) -> tuple[datetime, datetime]:
+    if "from" in spec or "to" in spec:
+        begin = start + duration(spec.get("from", f"-{default}"))
+        end = start + duration(spec.get("to", "0s"))
+    else:
+        begin, end = start - duration(spec.get("window", default)), start
+    if end < begin:
+        raise ValueError(f"log window ends before it begins: {spec!r}")
+    return begin, end
+
+
+def generate_logs(
+    logs: dict[str, Any],
+    *,
+    project: str,
+    start: datetime,
+    node_id: str = "gemma4-qr-node",
+    zone: str = "us-east5-a",
+    cases_dir: Path | None = None,
+) -> list[dict[str, Any]]:
+    """Generate the log entries a scenario's `google.logs` section describes (see the module docstring).
+
+    Deterministic for a given `seed`. Returns LogEntry JSON bodies sorted by timestamp (oldest first).
+
+    Raises:
+        ValueError: a malformed spec (bad severity, duration or window).
+    """
+    rng = random.Random(int(logs.get("seed", 20261129)))  # simulated data, not security
+    node_id = str(logs.get("node_id", node_id))
+    zone = str(logs.get("zone", zone))
+    workers = max(1, int(logs.get("workers", 1)))
+    log_id = str(logs.get("log_name", "syslog"))
+    folder = Path(logs["cases_dir"]) if logs.get("cases_dir") else cases_dir
+    out: list[dict[str, Any]] = []
+
+    def labels(spec: dict[str, Any], worker: int) -> dict[str, str]:
+        return {
+            "project_id": project,
+            "zone": str(spec.get("zone", zone)),
+            "node_id": str(spec.get("node_id", node_id)),
+            "worker_id": str(spec.get("worker_id", worker)),
+        }
+
+    def add(at: datetime, severity: str, payload: Any, spec: dict[str, Any], worker: int, lid: str) -> None:
+        kind = spec.get("payload", "text")
+        content: dict[str, Any]
+        if isinstance(payload, dict):
+            content = {"json_payload": payload}
+        elif kind == "json":
+            content = {"json_payload": {"message": payload}}
+        else:
+            content = {"text": payload}
+        body = make_log_entry(
+            project,
+            at,
+            severity,
+            **content,
+            log_id=lid,
+            labels=labels(spec, worker),
+            insert_id=f"{rng.getrandbits(64):016x}",
+        )
+        out.append(body)
+
+    noise = logs.get("noise") or {}
+    if isinstance(noise, int):
+        noise = {"count": noise}
+    begin, end = _window(noise, start, "6h")
+    span = (end - begin).total_seconds()
+    for _ in range(int(noise.get("count", 0))):
+        at = begin + timedelta(seconds=rng.uniform(0, span))
+        severity, lid, payload = _noise_lines(rng, at)
+        add(at, severity, payload, noise, rng.randrange(workers), lid)
+    for case in logs.get("cases") or []:
+        lines = case_lines(str(case["file"]), folder)
+        severity = log_severity(case.get("severity", "ERROR"))
+        begin, end = _window(case, start, "6h")
+        span = (end - begin).total_seconds()
+        for _ in range(int(case.get("count", 1))):
+            at = begin + timedelta(seconds=rng.uniform(0, span))
+            worker = rng.randrange(workers)
+            for i, line in enumerate(lines):
+                when = at + timedelta(microseconds=i * 137)
+                add(
+                    when,
+                    case_line_severity(line, severity),
+                    vary_case_line(line, rng, when),
+                    case,
+                    worker,
+                    str(case.get("log_name", log_id)),
+                )
+    for spec in logs.get("entries") or []:
+        at = start + duration(spec.get("at", "0s"))
+        add(
+            at,
+            log_severity(spec.get("severity", "ERROR")),
+            str(spec["text"]),
+            spec,
+            int(spec.get("worker_id", 0)),
+            str(spec.get("log_name", log_id)),
+        )
+    out.sort(key=lambda body: body["timestamp"])
+    return out

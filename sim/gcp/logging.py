@@ -1,0 +1,124 @@
+"""The Cloud Logging API (logging.googleapis.com v2, entries.list) of the Google simulator, SIMULATED.
+
+    POST /v2/entries:list        reads its JSON body (the real client: `ops.google.cloud_logging(url)`)
+
+Body fields: resourceNames (projects/{p} only), filter (see `sim.gcp.logfilter`), orderBy ("timestamp asc"
+default, or "timestamp desc"; ties by insertId), pageSize (default 50, at most 1000, a negative one is a
+400) and pageToken (opaque, bound to the filter and order). Reads count against the per-minute quota of
+`World.log_read_quota` and are refused past it, as Cloud Logging does.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+import zlib
+from datetime import timedelta
+from typing import Any
+
+from sim.gcp.api import ApiError, json_body
+from sim.gcp.logentry import log_entry_json
+from sim.gcp.logfilter import FilterError, parse_log_filter
+from sim.gcp.world import Route, World
+
+LOG_PAGE_SIZE_DEFAULT = 50
+LOG_PAGE_SIZE_MAX = 1000
+
+
+# ---- handlers (called with world.lock held)
+def _list_log_entries(w: World, m: re.Match[str], query: dict[str, str], raw: bytes) -> dict[str, Any]:
+    """entries.list: resourceNames, filter, orderBy ("timestamp asc" | "timestamp desc"), pageSize
+    (default 50, at most 1000), pageToken."""
+    _charge_log_read(w)
+    body = json_body(raw)
+    names = body.get("resourceNames") or [f"projects/{p}" for p in body.get("projectIds") or []]
+    if not names:
+        raise ApiError(400, "resourceNames: at least one resource name is required.")
+    for name in names:
+        match = re.match(r"^projects/([^/]+)$", str(name))
+        if match is None:
+            raise ApiError(400, f"Invalid resource name {name!r}: the simulator serves projects/* only.")
+        w.check(match.group(1))
+    filter_text = str(body.get("filter") or "")
+    order = " ".join(str(body.get("orderBy") or "timestamp asc").lower().split())
+    if order not in ("timestamp asc", "timestamp desc", "timestamp"):
+        raise ApiError(
+            400, f'Invalid orderBy {body.get("orderBy")!r}: use "timestamp asc" or "timestamp desc".'
+        )
+    descending = order == "timestamp desc"
+    key = (filter_text, descending)
+    matched = w.log_cache.get(key)
+    if matched is None:
+        try:
+            predicate = parse_log_filter(filter_text)
+        except FilterError as exc:
+            raise ApiError(400, f"Unparseable filter: {exc}") from None
+        matched = [e for e in w.logs if predicate(e)]
+        if descending:
+            matched.reverse()
+        if len(w.log_cache) > 64:
+            w.log_cache.clear()
+        w.log_cache[key] = matched
+    try:
+        size = int(body.get("pageSize") or LOG_PAGE_SIZE_DEFAULT)
+    except (TypeError, ValueError):
+        raise ApiError(400, "Invalid pageSize.") from None
+    if size < 0:  # "If the value is negative, the request is rejected." (entries.list, pageSize)
+        raise ApiError(400, f"Invalid pageSize {size}: it must not be negative.")
+    size = min(max(size, 1), LOG_PAGE_SIZE_MAX)
+    signature = f"{zlib.crc32(repr(key).encode()):08x}"
+    offset = 0
+    token = body.get("pageToken")
+    if token:
+        try:
+            decoded = json.loads(base64.urlsafe_b64decode(str(token).encode()))
+            offset, token_signature = int(decoded["o"]), str(decoded["s"])
+        except (ValueError, KeyError, TypeError, binascii.Error):
+            raise ApiError(400, "Invalid page token.") from None
+        if token_signature != signature or not 0 <= offset <= len(matched):
+            raise ApiError(400, "Invalid page token: the query changed.")
+    page = matched[offset : offset + size]
+    result: dict[str, Any] = {}
+    if page:
+        result["entries"] = [log_entry_json(e) for e in page]
+    if offset + size < len(matched):
+        next_token = json.dumps({"o": offset + size, "s": signature}).encode()
+        result["nextPageToken"] = base64.urlsafe_b64encode(next_token).decode()
+    return result
+
+
+def _charge_log_read(w: World) -> None:
+    """Count one entries.list call against the project's read quota: more than `log_read_quota` calls in
+    the last 60 simulated seconds are refused with Google's 429 (body as captured in
+    tests/fixtures/cases/logging-read-quota-429.json). Refused calls do not count."""
+    horizon = w.now - timedelta(seconds=60)
+    while w.log_reads and w.log_reads[0] <= horizon:
+        w.log_reads.popleft()
+    if len(w.log_reads) >= w.log_read_quota:
+        number = zlib.crc32(w.project.encode()) % 10**12  # a simulated project number
+        metadata = {
+            "quota_limit": "ReadRequestsPerMinutePerProject",
+            "quota_limit_value": str(w.log_read_quota),
+            "quota_metric": "logging.googleapis.com/read_requests",
+            "service": "logging.googleapis.com",
+            "consumer": f"projects/{number}",
+        }
+        raise ApiError(
+            429,
+            "Quota exceeded for quota metric 'Read requests' and limit 'Read requests per minute' of "
+            f"service 'logging.googleapis.com' for consumer 'project_number:{number}'.",
+            details=[
+                {
+                    "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                    "reason": "RATE_LIMIT_EXCEEDED",
+                    "domain": "googleapis.com",
+                    "metadata": metadata,
+                }
+            ],
+        )
+    w.log_reads.append(w.now)
+
+
+ROUTES: list[Route] = [("POST", r"/v2/entries:list$", _list_log_entries)]

@@ -1,0 +1,447 @@
+"""The docker daemon of the SIMULATED TPU VM (`sim.host`): containers (absent / created / running / exited
+/ restarting) with their logs, images, and the `docker inspect|logs|start|stop|restart|rm|run|exec`
+subcommands the bot sends. A failing container replays a real failure log from `sim.cases`.
+Nothing here runs docker, a TPU or vLLM.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from sim import scenario as scenarios
+from sim.cases import missing_case_line, read_case
+from sim.host.bench import bench_serve
+from sim.host.container import Container, docker_time, healthy_startup_lines, is_traceback
+from sim.host.shell import NotAllowed
+from sim.vllm import VllmSimulator
+
+
+class DockerEngine:
+    """The docker daemon of the simulated VM: its containers and their life, its images, and the `docker`
+    subcommands listed in the package docstring of `sim.host`.
+
+    Args:
+        config: the host scenario mapping (with DEFAULTS filled in).
+        vllm: the VllmSimulator linked to `config["linked_container"]`, or None.
+        journal: the VM's journal (unit -> lines); dockerd writes to "docker.service".
+        lock: the host simulator's lock; every call happens while it is held (the linked vLLM's exit
+            callback takes it itself).
+    """
+
+    def __init__(
+        self,
+        config: dict[str, Any],
+        vllm: VllmSimulator | None,
+        journal: dict[str, list[str]],
+        lock: threading.RLock,
+    ) -> None:
+        self.config = config
+        self.vllm = vllm
+        self._journal = journal
+        self._lock = lock
+        self.containers: dict[str, Container] = {}
+        self.images = set(config["images"] or [])
+        self.pull_rate_limited = bool(config["pull_rate_limited"])
+        self.run_failing_log: str | None = config["run_failing_log"]
+        self._cases = Path(config["cases_dir"]) if config["cases_dir"] else None
+        if vllm is not None:
+            vllm.on_exit.append(self._vllm_exited)
+        for spec in config["containers"] or []:
+            self._load_container(spec)
+        self._docker_journal(
+            "dockerd started: API listen on /run/docker.sock", datetime.now(UTC) - timedelta(hours=2)
+        )
+
+    def crash(self, name: str, case_file: str | Path) -> None:
+        """Make a running container exit now (exit code 1) with the case file's log appended (a name: a
+        file of `sim.cases`; a Path: that file).
+
+        Raises:
+            KeyError: no such container; OSError: the Path cannot be read.
+        """
+        container = self.containers[name]
+        now = datetime.now(UTC)
+        lines = (
+            case_file.read_text().splitlines() if isinstance(case_file, Path) else self._case_lines(case_file)
+        )
+        container.logs.extend((now, line) for line in lines)
+        self._exit(container, 1)
+
+    def state_of(self, name: str) -> str:
+        """The container's state ("absent", "created", "running", "exited", "restarting")."""
+        container = self.containers.get(name)
+        if container is None:
+            return "absent"
+        self.refresh(container)
+        return container.state
+
+    # -- docker commands -----------------------------------------------------------------------------------
+
+    def run(self, sub: str, args: list[str], env: dict[str, str]) -> tuple[int, str, str]:
+        """Run `docker SUB ARGS` with the environment `env`: (exit status, stdout, stderr).
+
+        Raises:
+            NotAllowed: a subcommand or option the simulator does not serve.
+        """
+        handlers = {
+            "inspect": self._inspect,
+            "logs": self._logs,
+            "start": self._start_cmd,
+            "stop": self._stop_cmd,
+            "restart": self._restart_cmd,
+            "rm": self._rm_cmd,
+            "exec": self._exec_cmd,
+        }
+        if sub == "run":
+            return self._run_cmd(args, env)
+        if sub not in handlers:
+            raise NotAllowed(f"docker {sub}")
+        return handlers[sub](args)
+
+    @staticmethod
+    def _options(args: list[str], with_value: set[str], flags: set[str]) -> tuple[dict[str, str], list[str]]:
+        """Parse docker-style options up to `--` or the first positional argument."""
+        opts: dict[str, str] = {}
+        i = 0
+        while i < len(args):
+            arg = args[i]
+            if arg == "--":
+                return opts, args[i + 1 :]
+            if not arg.startswith("-"):
+                return opts, args[i:]
+            name, eq, value = arg.partition("=")
+            if name in with_value:
+                if not eq:
+                    if i + 1 >= len(args):
+                        raise NotAllowed(f"docker option {name} without a value")
+                    i += 1
+                    value = args[i]
+                repeated = name in ("-e", "--env") and name in opts
+                opts[name] = f"{opts[name]},{value}" if repeated else value  # -e may repeat
+            elif name in flags and not eq:
+                opts[name] = ""
+            else:
+                raise NotAllowed(f"docker option {name}")
+            i += 1
+        return opts, []
+
+    def _target(self, names: list[str]) -> tuple[str, Container | None]:
+        """The one container a command names: (its name, the container or None when there is none)."""
+        if len(names) != 1:
+            raise NotAllowed("docker needs exactly one container name")
+        return names[0], self.containers.get(names[0])
+
+    @staticmethod
+    def _no_such(name: str) -> tuple[int, str, str]:
+        return 1, "", f"Error response from daemon: No such container: {name}\n"
+
+    def _inspect(self, args: list[str]) -> tuple[int, str, str]:
+        opts, names = self._options(args, {"--type"}, set())
+        if opts.get("--type", "container") != "container":
+            raise NotAllowed("docker inspect --type")
+        name, c = self._target(names)
+        if c is None:
+            return 1, "[]\n", f"Error: No such container: {name}\n"
+        item = {
+            "Id": c.id,
+            "Created": docker_time(c.created),
+            "Path": c.command[0] if c.command else "vllm",
+            "Args": c.command[1:],
+            "State": {
+                "Status": c.state,
+                "Running": c.running,
+                "Paused": False,
+                "Restarting": c.state == "restarting",
+                "OOMKilled": False,
+                "Dead": False,
+                "Pid": 4242 if c.running else 0,
+                "ExitCode": c.exit_code,
+                "Error": "",
+                "StartedAt": docker_time(c.started),
+                "FinishedAt": docker_time(c.finished),
+            },
+            "Image": "sha256:" + secrets.token_hex(32),
+            "Name": "/" + c.name,
+            "RestartCount": c.restart_count,
+            "HostConfig": {"Privileged": True, "NetworkMode": "host", "ShmSize": 16 * 1024**3},
+            "Config": {"Image": c.image, "Cmd": c.command},
+        }
+        return 0, json.dumps([item], indent=4) + "\n", ""
+
+    def _logs(self, args: list[str]) -> tuple[int, str, str]:
+        opts, names = self._options(args, {"--tail", "--since", "-n"}, {"-t", "--timestamps"})
+        name, c = self._target(names)
+        if c is None:
+            return self._no_such(name)
+        lines = c.logs
+        since = opts.get("--since")
+        if since:
+            match = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", since)
+            if not match or not since:
+                return 1, "", f'invalid value for "since": {since}\n'
+            h, m, s = (int(g or 0) for g in match.groups())
+            cutoff = datetime.now(UTC) - timedelta(hours=h, minutes=m, seconds=s)
+            lines = [(t, line) for t, line in lines if t >= cutoff]
+        tail = opts.get("--tail", opts.get("-n", "all"))
+        if tail != "all":
+            count = int(tail)
+            lines = lines[-count:] if count > 0 else []
+        out = "".join(line + "\n" for _, line in lines if not is_traceback(line))
+        err = "".join(line + "\n" for _, line in lines if is_traceback(line))
+        return 0, out, err  # vLLM's logger writes stdout, Python tracebacks stderr; the bot merges with 2>&1
+
+    def _start_cmd(self, args: list[str]) -> tuple[int, str, str]:
+        _, names = self._options(args, set(), set())
+        name, c = self._target(names)
+        if c is None:
+            return (
+                1,
+                "",
+                f"Error response from daemon: No such container: {name}\n"
+                f"Error: failed to start containers: {name}\n",
+            )
+        if not c.running:
+            c.restart_count = 0  # as docker restart (moby daemon/start.go)
+            self._boot(c)
+        return 0, name + "\n", ""
+
+    def _stop_cmd(self, args: list[str]) -> tuple[int, str, str]:
+        _, names = self._options(args, {"--time", "-t"}, set())
+        name, c = self._target(names)
+        if c is None:
+            return self._no_such(name)
+        if c.running:
+            c.logs.append((datetime.now(UTC), "(APIServer pid=1) INFO:     Shutting down"))
+            self._exit(c, 0)
+        return 0, name + "\n", ""
+
+    def _restart_cmd(self, args: list[str]) -> tuple[int, str, str]:
+        _, names = self._options(args, {"--time", "-t"}, set())
+        name, c = self._target(names)
+        if c is None:
+            return self._no_such(name)
+        if c.running:
+            self._exit(c, 0)
+        c.restart_count = 0  # a manual restart resets the count (moby daemon/start.go, see sim.host)
+        self._boot(c)
+        return 0, name + "\n", ""
+
+    def _rm_cmd(self, args: list[str]) -> tuple[int, str, str]:
+        opts, names = self._options(args, set(), {"-f", "--force"})
+        name, c = self._target(names)
+        if c is None:
+            return (0, "", "") if opts else self._no_such(name)
+        if c.running and not opts:
+            return (
+                1,
+                "",
+                f'Error response from daemon: cannot remove container "/{name}": container is running: '
+                "stop the container before removing or force remove\n",
+            )
+        if c.running:
+            self._exit(c, 137)
+        del self.containers[name]
+        self._docker_journal(f"container {c.id[:12]} ({name}) removed")
+        return 0, name + "\n", ""
+
+    def _run_cmd(self, args: list[str], env: dict[str, str]) -> tuple[int, str, str]:
+        opts, rest = self._options(
+            args,
+            {"--name", "--net", "--network", "--shm-size", "-v", "--volume", "-e", "--env"},
+            {"-d", "--detach", "--privileged", "--rm", "-t", "-i"},
+        )
+        if not rest:
+            raise NotAllowed("docker run without an image")
+        image, command = rest[0], rest[1:]
+        name = opts.get("--name") or f"sim_{secrets.token_hex(3)}"
+        if name in self.containers:
+            existing = self.containers[name]
+            return (
+                125,
+                "",
+                f'docker: Error response from daemon: Conflict. The container name "/{name}" is already '
+                f'in use by container "{existing.id}". You have to remove (or rename) that container to be '
+                "able to reuse that name.\nSee 'docker run --help'.\n",
+            )
+        if image not in self.images:
+            if self.pull_rate_limited:
+                text = "\n".join(self._case_lines("docker-pull-rate-limit.log"))
+                return 125, "", f"Unable to find image '{image}' locally\n{text}\nSee 'docker run --help'.\n"
+            self.images.add(image)
+        c = Container(name=name, image=image, command=command)
+        if command[:2] == ["vllm", "serve"] and len(command) > 2:
+            c.model = command[2]
+            flags = {
+                command[i]: command[i + 1] for i in range(3, len(command) - 1) if command[i].startswith("--")
+            }
+            c.max_model_len = int(flags.get("--max-model-len", c.max_model_len))
+            c.tensor_parallel_size = int(flags.get("--tensor-parallel-size", c.tensor_parallel_size))
+            c.port = int(flags.get("--port", c.port))
+        passed = set((opts.get("-e", "") + "," + opts.get("--env", "")).split(","))
+        c.has_token = bool(env.get("HF_TOKEN")) and "HF_TOKEN" in passed
+        c.api_key = env.get("VLLM_API_KEY") if "VLLM_API_KEY" in passed else None
+        if self.vllm is not None and name == self.config["linked_container"]:
+            self.vllm.config["api_key"] = c.api_key  # vLLM serves with --api-key from VLLM_API_KEY
+        c.failing_log = self.run_failing_log
+        self.containers[name] = c
+        self._boot(c)
+        return 0, c.id + "\n", ""
+
+    def _exec_cmd(self, args: list[str]) -> tuple[int, str, str]:
+        _, rest = self._options(args, set(), {"-i", "-t"})
+        if not rest:
+            raise NotAllowed("docker exec without a container")
+        name, command = rest[0], rest[1:]
+        c = self.containers.get(name)
+        if c is None:
+            return self._no_such(name)
+        if command[:3] != ["vllm", "bench", "serve"]:
+            raise NotAllowed("docker exec (only vllm bench serve)")
+        if not c.running:
+            return 1, "", f"Error response from daemon: container {c.id} is not running\n"
+        engine_dead = self.vllm is not None and self.vllm.mode == "engine-dead"
+        return bench_serve(c, command[3:], self.config, reachable=self._ready(c) and not engine_dead)
+
+    # -- container life ------------------------------------------------------------------------------------
+
+    def _load_container(self, spec: dict[str, Any]) -> None:
+        now = datetime.now(UTC)
+        state = str(spec.get("state", "running"))
+        if state == "absent":
+            return
+        c = Container(
+            name=str(spec["name"]),
+            image=str(spec.get("image", "vllm/vllm-tpu:gemma4")),
+            state=state,
+            exit_code=int(spec.get("exit_code", 0)),
+            restart_count=int(spec.get("restart_count", 0)),
+            model=str(spec.get("model", "google/gemma-4-31B-it")),
+            max_model_len=int(spec.get("max_model_len", 16384)),
+            tensor_parallel_size=int(spec.get("tensor_parallel_size", 8)),
+            port=int(spec.get("port", 8000)),
+            failing_log=spec.get("failing_log"),
+        )
+        c.command = ["vllm", "serve", c.model, "--max-model-len", str(c.max_model_len)]
+        started = now + scenarios.duration(spec.get("started", "-1h"))
+        c.created = started - timedelta(seconds=5)
+        if state != "created":
+            c.started = started
+            # history: a real boot takes about 10 minutes (docs/vllm.md §4.1); never stamp lines in the future
+            boot = max(0.0, min(600.0, (now - started).total_seconds() - 1))
+            early = [item for item in self._startup(c, started, boot) if item[0] == started]
+            if c.failing_log:
+                finished = now + scenarios.duration(spec.get("finished", "-1m"))
+                c.logs = early + [(finished, line) for line in self._case_lines(c.failing_log)]
+                for _ in range(c.restart_count if state == "restarting" else 0):
+                    c.logs += early + [(finished, line) for line in self._case_lines(c.failing_log)]
+                if state == "exited":
+                    c.finished = finished
+                    c.exit_code = int(spec.get("exit_code", 1))
+            else:
+                c.logs = self._startup(c, started, boot)
+                if state == "exited":
+                    c.finished = now + scenarios.duration(spec.get("finished", "-1m"))
+                    c.logs.append((c.finished, "(APIServer pid=1) INFO:     Shutting down"))
+        self.containers[c.name] = c
+
+    def _startup(self, c: Container, started: datetime, boot_s: float) -> list[tuple[datetime, str]]:
+        return healthy_startup_lines(
+            started,
+            model=c.model,
+            max_model_len=c.max_model_len,
+            tensor_parallel_size=c.tensor_parallel_size,
+            port=c.port,
+            boot_s=boot_s,
+        )
+
+    def _boot(self, c: Container) -> None:
+        """Start a container: early start-up lines now; later the rest (healthy) or the failing log."""
+        now, mono = datetime.now(UTC), time.monotonic()
+        c.state, c.started, c.finished, c.exit_code = "running", now, None, 0
+        c.pending = []
+        c.fail_at = c.ready_at = None
+        self._docker_journal(f"container {c.id[:12]} ({c.name}) started")
+        boot_s = float(self.config["boot_s"])
+        lines = self._startup(c, now, boot_s)
+        failing = c.failing_log
+        holder = next(
+            (o for o in self.containers.values() if o is not c and o.running and o.image.startswith("vllm/")),
+            None,
+        )
+        if holder is not None:
+            failing = "vllm-tpu-device-busy.log"  # only one process can own the TPU (docs/vllm.md §4.3)
+        elif not c.has_token:
+            failing = "vllm-hf-gated-repo-401.log"
+        early = [(t, line) for t, line in lines if t == now]
+        c.logs.extend(early)
+        link = self.vllm is not None and c.name == self.config["linked_container"]
+        if failing:
+            delay = float(self.config["fail_after_s"])
+            due = now + timedelta(seconds=delay)
+            c.pending = [(mono + delay, due, line) for line in self._case_lines(failing)]
+            c.fail_at = mono + delay
+            c.failing_log = failing
+            if link and self.vllm is not None:
+                self.vllm.stop()
+            if delay <= 0:
+                self.refresh(c)
+        else:
+            c.pending = [(mono + boot_s, t, line) for t, line in lines if t != now]
+            c.ready_at = mono + boot_s
+            if link and self.vllm is not None:
+                self.vllm.set_mode("booting", boot_s=boot_s)
+
+    def _exit(self, c: Container, code: int) -> None:
+        c.state, c.exit_code, c.finished = "exited", code, datetime.now(UTC)
+        c.pending, c.fail_at, c.ready_at = [], None, None
+        self._docker_journal(f"container {c.id[:12]} ({c.name}) exited with code {code}")
+        if self.vllm is not None and c.name == self.config["linked_container"]:
+            self.vllm.stop()
+
+    def _vllm_exited(self) -> None:
+        """The linked vLLM API server stopped after its engine died: its container exits with it."""
+        with self._lock:
+            c = self.containers.get(str(self.config["linked_container"]))
+            if c is None or not c.running:
+                return
+            now = datetime.now(UTC)
+            c.logs.append((now, "(APIServer pid=1) ERROR: EngineCore encountered an issue. Shutting down."))
+            c.logs.append((now, "(APIServer pid=1) INFO:     Shutting down"))
+            self._exit(c, 1)
+
+    def refresh(self, c: Container) -> None:
+        """Apply what is due by now to `c`: boot lines printed, a failing container exited."""
+        mono = time.monotonic()
+        due = [item for item in c.pending if item[0] <= mono]
+        if due:
+            c.pending = [item for item in c.pending if item[0] > mono]
+            c.logs.extend((when, line) for _, when, line in due)
+        if c.fail_at is not None and mono >= c.fail_at and c.running:
+            c.logs.extend((when, line) for _, when, line in c.pending)
+            self._exit(c, 1)
+
+    def _ready(self, c: Container) -> bool:
+        return (
+            c.state == "running"
+            and c.fail_at is None
+            and (c.ready_at is None or time.monotonic() >= c.ready_at)
+        )
+
+    def _case_lines(self, case_file: str) -> list[str]:
+        text = read_case(case_file, self._cases)
+        return [missing_case_line(case_file, self._cases)] if text is None else text.splitlines()
+
+    def _docker_journal(self, message: str, when: datetime | None = None) -> None:
+        when = when or datetime.now(UTC)
+        line = (
+            f"{when.strftime('%b %d %H:%M:%S')} {self.config['hostname']} dockerd[812]: "
+            f'time="{when.strftime("%Y-%m-%dT%H:%M:%S.%f")}Z" level=info msg="{message}"'
+        )
+        self._journal.setdefault("docker.service", []).append(line)

@@ -1,0 +1,130 @@
+"""The SIMULATED model behind the vLLM simulator: canned answers, Gemma 4's tool-call markup, keyword-driven
+tool calls, and vLLM's request errors. No model runs."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from typing import Any
+
+# vLLM's refusal of tool_choice "auto" without the flags (serving_chat.py; docs/vllm.md §1.6).
+AUTO_TOOL_CHOICE_MESSAGE = (
+    '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+)
+
+# Keyword rules of the simulated tool-calling model: the first tool (in this order) that the request offers
+# and whose keywords appear in the last user message is called.
+TOOL_KEYWORDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "suggest_command",
+        ("delete", "remove", "destroy", "stop", "start", "restart", "reset", "create", "recreate", "kill"),
+    ),
+    ("logs", ("log", "logs", "error", "errors", "crash", "crashed", "fail", "failed", "failing", "oom")),
+    ("metrics", ("metric", "metrics", "throughput", "latency", "ttft", "tpot", "kv", "cache", "load")),
+    ("cost", ("cost", "costs", "price", "spend", "spent", "bill", "burn")),
+    ("describe", ("describe", "detail", "details")),
+    ("list", ("list", "queued", "resources", "which", "nodes")),
+    ("status", ("status", "down", "up", "health", "healthy", "running", "ready", "alive", "state")),
+)
+_CHANGE_VERBS = TOOL_KEYWORDS[0][1]
+
+# vLLM's EngineDeadError text, returned with HTTP 500 by completions while the engine is dead.
+ENGINE_DEAD_MESSAGE = "EngineCore encountered an issue. See stack trace (above) for the root cause."
+
+CANNED_TEXT = (
+    "This is a simulated answer from the local vLLM simulator. No model ran: the words are canned, "
+    "but the protocol, the token accounting and the metrics behave like a real vLLM server serving Gemma 4."
+)
+CANNED = CANNED_TEXT.split()
+
+
+def gemma_markup(function: dict[str, Any]) -> str:
+    """A tool call as Gemma 4 writes it before a tool parser reads it: `<|tool_call>call:NAME{key:<|"|>
+    text<|"|>,n:3}<tool_call|>` (Gemma 4 prompt format: strings between `<|"|>` delimiters)."""
+    arguments = json.loads(function.get("arguments") or "{}")
+    inner = ",".join(
+        f'{key}:<|"|>{value}<|"|>' if isinstance(value, str) else f"{key}:{json.dumps(value)}"
+        for key, value in arguments.items()
+    )
+    return f"<|tool_call>call:{function['name']}{{{inner}}}<tool_call|>"
+
+
+class HTTPError(Exception):
+    def __init__(self, status: int, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.kind = kind
+
+
+def plan_tools(body: dict[str, Any], messages: list[Any], *, tool_calling: bool) -> dict[str, Any] | None:
+    """The tool call to answer with (OpenAI `tool_calls[0]` shape), or None for a text answer.
+
+    Raises:
+        HTTPError: 400 for malformed `tools`, an unknown named tool, or `tool_choice: "auto"` while the
+            scenario's `tool_calling` is false (vLLM's exact message).
+    """
+    tools = body.get("tools")
+    if not tools:
+        return None
+    if not isinstance(tools, list) or not all(
+        isinstance(t, dict) and isinstance(t.get("function"), dict) and t["function"].get("name")
+        for t in tools
+    ):
+        raise HTTPError(
+            400, "tools must be a list of {type: function, function: {name, ...}}", "BadRequestError"
+        )
+    choice = body.get("tool_choice", "auto")
+    if choice == "auto" and not tool_calling:
+        raise HTTPError(400, AUTO_TOOL_CHOICE_MESSAGE, "BadRequestError")
+    if choice == "none":
+        return None
+    offered = {str(t["function"]["name"]): t["function"] for t in tools}
+    last = messages[-1] if messages and isinstance(messages[-1], dict) else {}
+    question = next(
+        (
+            str(m.get("content") or "")
+            for m in reversed(messages)
+            if isinstance(m, dict) and m.get("role") == "user"
+        ),
+        "",
+    )
+    if isinstance(choice, dict):
+        name = str((choice.get("function") or {}).get("name", ""))
+        if name not in offered:
+            raise HTTPError(400, f"Tool '{name}' has not been passed in `tools`.", "BadRequestError")
+    else:
+        if choice == "auto" and last.get("role") == "tool":
+            return None  # the tool answered: now the final text answer
+        words = {w.strip("?!.,:;'\"()").lower() for w in question.split()}
+        name = next((n for n, keys in TOOL_KEYWORDS if n in offered and words & set(keys)), "")
+        if not name:
+            if choice != "required":
+                return None
+            name = next(iter(offered))
+    return {
+        "id": f"chatcmpl-tool-{uuid.uuid4().hex}",
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(tool_arguments(offered[name], question))},
+    }
+
+
+def tool_arguments(function: dict[str, Any], question: str) -> dict[str, Any]:
+    """Arguments for a simulated tool call: each required string parameter gets a value from the question
+    (a command for `command`, else the first resource-like word with a hyphen, else "")."""
+    params = function.get("parameters") or {}
+    properties = params.get("properties") or {}
+    words = [w.strip("?!.,:;'\"()`") for w in question.split()]
+    lowered = [w.lower() for w in words]
+    resource = next((w for w in words if re.match(r"^[a-z][a-z0-9]*(-[a-z0-9]+)+$", w)), "")
+    args: dict[str, Any] = {}
+    for name in params.get("required") or []:
+        if (properties.get(name) or {}).get("type", "string") != "string":
+            continue
+        if name == "command":
+            verb = next((w for w in lowered if w in _CHANGE_VERBS), "status")
+            args[name] = f"/tpu {verb} {resource}".strip() if resource else f"/vllm {verb}"
+        else:
+            args[name] = resource
+    return args

@@ -1,0 +1,495 @@
+"""The SIMULATED vLLM server (`VllmSimulator`): its state, modes and controls, request validation and the
+canned generation (see the package docstring of `sim.vllm`)."""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import itertools
+import re
+import socket
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Generator
+from http.server import ThreadingHTTPServer
+from typing import Any
+
+from sim.vllm.api import make_handler
+from sim.vllm.metrics import EngineMetrics
+from sim.vllm.model import CANNED, ENGINE_DEAD_MESSAGE, HTTPError, gemma_markup, plan_tools
+from sim.vllm.tokens import content_text, count_chat_tokens
+
+DEFAULTS: dict[str, Any] = {
+    "model": "google/gemma-4-31B-it",
+    "max_model_len": 16384,
+    "version": "0.19.1",
+    "latency_s": 0.02,
+    "itl_s": 0.01,
+    "slow_latency_s": 2.0,
+    "api_key": None,
+    "error_shape": "nested",
+    "served_requests": 300,
+    "kv_cache_usage": 0.3,
+    "prefix_cache_hit_rate": 0.6,
+    "block_size": 16,
+    "num_gpu_blocks": 16384,
+    "boot_s": 3.0,
+    "tool_calling": True,
+    "keep_alive_on_engine_death": False,
+    "engine_death_exit_s": 5.0,
+}
+
+MODES = ("ready", "engine-dead", "slow", "booting", "wedged")
+
+
+class VllmSimulator:
+    """A simulated vLLM server on a local port. Everything it says is made up (see `sim.vllm`).
+
+    Args:
+        scenario_vllm: the scenario's `vllm` mapping (keys in the docstring of `sim.vllm`; missing keys take
+            DEFAULTS).
+        host: address to bind.
+        port: port to bind; 0 picks a free one (read it back from `url`).
+    """
+
+    def __init__(self, scenario_vllm: dict[str, Any], *, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.config: dict[str, Any] = {**DEFAULTS, **(scenario_vllm or {})}
+        self.host = host
+        self._port = port
+        self._lock = threading.Lock()
+        self._mode = "ready"
+        self._latency_s = float(self.config["latency_s"])
+        self._reported_latency_s = 0.0
+        self._failures: list[list[Any]] = []  # [pattern, status, remaining]
+        self._running = 0
+        self._served = 0
+        self._prefix_blocks: set[int] = set()
+        self._stopping = threading.Event()
+        self._output_fault: str | None = None
+        self._unwedged = threading.Event()  # set unless in mode "wedged": wedged requests wait on it
+        self._unwedged.set()
+        self._connections: set[socket.socket] = set()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._created = int(time.time())
+        self._boot_timer: threading.Timer | None = None
+        self._exit_timer: threading.Timer | None = None
+        self.exited = False  # the API server stopped after the engine died
+        self.on_exit: list[Any] = []  # callables run when the API server stops after engine death
+        # bodies of the last 1,000 chat requests received, oldest first (what a test checks the bot sent)
+        self.chat_requests: deque[dict[str, Any]] = deque(maxlen=1000)
+        self.metrics = EngineMetrics(self.config)
+        self.metrics.seed(int(self.config["served_requests"]), float(self.config["prefix_cache_hit_rate"]))
+
+    # -- lifecycle -----------------------------------------------------------------------------------------
+
+    def start(self) -> VllmSimulator:
+        """Start serving in a daemon thread (returns self). After `stop()` it binds the same port again."""
+        if self._server is not None:
+            return self
+        self._stopping.clear()
+        server = ThreadingHTTPServer((self.host, self._port), make_handler(self))
+        server.daemon_threads = True
+        self._port = server.server_address[1]
+        self._server = server
+        self._thread = threading.Thread(
+            target=server.serve_forever, args=(0.05,), name=f"vllm-sim-{self._port}", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the port: clients then get connection refused, as with a booting server.
+
+        Also cancels a pending "booting" timer (the server then stays down until `start()`).
+        """
+        self._cancel_boot()
+        self._cancel_exit()
+        self._shutdown()
+
+    def _shutdown(self) -> None:
+        server, self._server = self._server, None
+        if server is None:
+            return
+        self._stopping.set()
+        self._unwedged.set()
+        server.shutdown()
+        server.server_close()
+        # Drop kept-alive connections too, so clients see the server gone (connection refused on reconnect).
+        with self._lock:
+            connections, self._connections = list(self._connections), set()
+        for conn in connections:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> VllmSimulator:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        """Base URL without `/v1`, e.g. "http://127.0.0.1:54321". Raises RuntimeError before `start()`."""
+        if not self._port:
+            raise RuntimeError("the vLLM simulator has not been started")
+        return f"http://{self.host}:{self._port}"
+
+    # -- controls ------------------------------------------------------------------------------------------
+
+    @property
+    def mode(self) -> str:
+        """The current mode: "ready", "engine-dead", "slow" or "booting"."""
+        return self._mode
+
+    @property
+    def listening(self) -> bool:
+        """True while the port accepts connections (False when stopped or booting)."""
+        return self._server is not None
+
+    @property
+    def requests_served(self) -> int:
+        """Chat completions finished since start (not counting the seeded history)."""
+        return self._served
+
+    def set_mode(self, mode: str, *, boot_s: float | None = None) -> None:
+        """Switch behaviour.
+
+        Args:
+            mode: "ready" (normal); "engine-dead" (`/health` 503, chat completions HTTP 500 with vLLM's
+                EngineDeadError message); "slow" (every response waits `slow_latency_s` more); "booting"
+                (stop listening now, so clients get connection refused, then after `boot_s` seconds listen
+                again in mode "ready"); "wedged" (`/health` 200, but a chat completion waits, counted in
+                `vllm:num_requests_waiting`, until the mode changes or the server stops, and no token is
+                generated: the engine-stuck case). Setting another mode while booting ends the boot at once.
+            boot_s: seconds of "booting"; None takes the scenario's `boot_s`. Ignored for other modes.
+
+        Raises:
+            ValueError: unknown mode.
+        """
+        if mode not in MODES:
+            raise ValueError(f"unknown simulator mode {mode!r}; use one of {', '.join(MODES)}")
+        if mode == "booting":
+            self._boot(float(self.config["boot_s"]) if boot_s is None else float(boot_s))
+            return
+        was_booting = self._cancel_boot()
+        self._cancel_exit()
+        with self._lock:
+            self._mode = mode
+            exited, self.exited = self.exited, False
+            if mode == "wedged":
+                self._unwedged.clear()
+            else:
+                self._unwedged.set()
+        if was_booting or (exited and mode != "engine-dead"):
+            self.start()
+        if mode == "engine-dead" and not self.config["keep_alive_on_engine_death"]:
+            timer = threading.Timer(float(self.config["engine_death_exit_s"]), self._api_server_exit)
+            timer.daemon = True
+            with self._lock:
+                self._exit_timer = timer
+            timer.start()
+
+    def _api_server_exit(self) -> None:
+        """The engine died and nothing keeps the API server up: it stops (connections refused) and the
+        process exits (vllm/entrypoints/launcher.py, `VLLM_KEEP_ALIVE_ON_ENGINE_DEATH` unset)."""
+        with self._lock:
+            if self._mode != "engine-dead" or self._exit_timer is None:
+                return
+            self._exit_timer = None
+            self.exited = True
+        # The container exits with the process: run the callbacks (a linked host marks its container
+        # exited) before the port closes, so nobody sees the port closed and the container still running.
+        for callback in list(self.on_exit):
+            callback()
+        self._shutdown()
+
+    def _cancel_exit(self) -> None:
+        with self._lock:
+            timer, self._exit_timer = self._exit_timer, None
+        if timer is not None:
+            timer.cancel()
+
+    def _boot(self, seconds: float) -> None:
+        self._cancel_boot()
+        self._shutdown()
+        timer = threading.Timer(max(0.0, seconds), self._finish_boot)
+        timer.daemon = True
+        with self._lock:
+            self._mode = "booting"
+            self._boot_timer = timer
+        timer.args = (timer,)
+        timer.start()
+
+    def _finish_boot(self, timer: threading.Timer) -> None:
+        with self._lock:
+            if self._boot_timer is not timer:
+                return
+            self._boot_timer = None
+            self._mode = "ready"
+            self.exited = False
+        self.start()
+
+    def _cancel_boot(self) -> bool:
+        """Cancel a pending boot; True if one was pending (the mode goes back to "ready")."""
+        with self._lock:
+            timer, self._boot_timer = self._boot_timer, None
+            if timer is None:
+                return False
+            if self._mode == "booting":
+                self._mode = "ready"
+        timer.cancel()
+        return True
+
+    @property
+    def output_fault(self) -> str | None:
+        """How completions are spoiled: None, "markup" or "empty" (see `set_output_fault`)."""
+        return self._output_fault
+
+    def set_output_fault(self, fault: str | None) -> None:
+        """Spoil chat completions (streamed or not) as real servers do: "markup" (a tool call left as Gemma 4
+        markup in `content`, as without `--tool-call-parser gemma4`), "empty" (no content, no tool calls),
+        or None (normal).
+
+        Raises:
+            ValueError: another value.
+        """
+        if fault not in (None, "markup", "empty"):
+            raise ValueError(f"unknown output fault {fault!r}")
+        self._output_fault = fault
+
+    def _wait_wedged(self) -> None:
+        """Hold a request as a stuck engine would: queued, never scheduled, until the mode changes."""
+        self.metrics.waiting.inc()
+        try:
+            self._unwedged.wait()
+        finally:
+            self.metrics.waiting.dec()
+        raise HTTPError(503, "the engine was restarted while this request waited", "ServiceUnavailableError")
+
+    def set_latency(self, seconds: float) -> None:
+        """Seconds to wait before every response (replaces the scenario's `latency_s`)."""
+        with self._lock:
+            self._latency_s = max(0.0, float(seconds))
+
+    def set_reported_latency(self, seconds: float) -> None:
+        """SIMULATED slowness: add `seconds` to the TTFT (and so the end-to-end latency) that /metrics records
+        for each request from now on; responses are not delayed. 0 turns it off."""
+        with self._lock:
+            self._reported_latency_s = max(0.0, float(seconds))
+
+    def set_waiting(self, requests: int) -> None:
+        """SIMULATED queue: `vllm:num_requests_waiting` shows `requests` (no request is actually held)."""
+        self.metrics.waiting.set(max(0, int(requests)))
+
+    def fail_next(self, path_pattern: str, status: int, count: int = 1) -> None:
+        """Answer the next `count` requests whose path matches with HTTP `status` and a vLLM error body.
+
+        Args:
+            path_pattern: shell-style pattern (fnmatch) matched against the path without query string,
+                e.g. "/v1/models", "/v1/*", "*".
+            status: HTTP status to return (the body is empty for `/health`).
+            count: how many requests to fail.
+        """
+        with self._lock:
+            self._failures.append([path_pattern, int(status), int(count)])
+
+    # -- request handling (called from handler threads) ----------------------------------------------------
+
+    def connection_opened(self, connection: socket.socket) -> None:
+        """Track a client connection (closed when the API server stops)."""
+        with self._lock:
+            self._connections.add(connection)
+
+    def connection_closed(self, connection: socket.socket) -> None:
+        """Forget a client connection."""
+        with self._lock:
+            self._connections.discard(connection)
+
+    def delay(self) -> float:
+        """Seconds every response waits first: `latency_s`, plus `slow_latency_s` in mode "slow"."""
+        with self._lock:
+            return self._latency_s + (float(self.config["slow_latency_s"]) if self._mode == "slow" else 0.0)
+
+    def sleep(self, seconds: float) -> None:
+        """Wait `seconds`, or less when the simulator stops."""
+        if seconds > 0:
+            self._stopping.wait(seconds)
+
+    def injected_failure(self, path: str) -> int | None:
+        """The HTTP status a `fail_next` rule answers this path with (using up one of its count), or None."""
+        with self._lock:
+            for rule in self._failures:
+                if rule[2] > 0 and fnmatch.fnmatchcase(path, rule[0]):
+                    rule[2] -= 1
+                    status: int = rule[1]
+                    self._failures = [r for r in self._failures if r[2] > 0]
+                    return status
+        return None
+
+    def model_list(self) -> dict[str, Any]:
+        """The `/v1/models` body (vLLM's ModelList of ModelCard)."""
+        model = str(self.config["model"])
+        permission = {
+            "id": f"modelperm-{uuid.uuid4().hex}",
+            "object": "model_permission",
+            "created": self._created,
+            "allow_create_engine": False,
+            "allow_sampling": True,
+            "allow_logprobs": True,
+            "allow_search_indices": False,
+            "allow_view": True,
+            "allow_fine_tuning": False,
+            "organization": "*",
+            "group": None,
+            "is_blocking": False,
+        }
+        card = {
+            "id": model,
+            "object": "model",
+            "created": self._created,
+            "owned_by": "vllm",
+            "root": model,
+            "parent": None,
+            "max_model_len": int(self.config["max_model_len"]),
+            "permission": [permission],
+        }
+        return {"object": "list", "data": [card]}
+
+    def _prefix_hits(self, words: list[str]) -> int:
+        """Tokens of this prompt already in the simulated prefix cache (whole blocks), then cache them."""
+        block = int(self.config["block_size"])
+        hits, matching = 0, True
+        with self._lock:
+            for end in range(block, len(words) + 1, block):
+                key = hash(tuple(words[:end]))
+                if matching and key in self._prefix_blocks:
+                    hits = end
+                else:
+                    matching = False
+                    if len(self._prefix_blocks) < 100_000:
+                        self._prefix_blocks.add(key)
+        return hits
+
+    def prepare_chat(self, body: Any) -> dict[str, Any]:
+        """Validate a chat request like vLLM does and plan the answer.
+
+        Raises:
+            HTTPError: 400 (bad request, context too long), 404 (unknown model), 500 (engine dead).
+        """
+        if not isinstance(body, dict):
+            raise HTTPError(400, "request body must be a JSON object", "BadRequestError")
+        model = body.get("model", self.config["model"])
+        if model != self.config["model"]:
+            raise HTTPError(404, f"The model `{model}` does not exist.", "NotFoundError")
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise HTTPError(400, "messages must be a non-empty list", "BadRequestError")
+        with self._lock:
+            self.chat_requests.append(body)
+        words: list[str] = []
+        for message in messages:
+            content = message.get("content") if isinstance(message, dict) else None
+            if isinstance(content, str):
+                words += content.split()
+            elif isinstance(content, list):
+                for part in content:
+                    if isinstance(part, dict) and isinstance(part.get("text"), str):
+                        words += part["text"].split()
+        prompt = count_chat_tokens(messages, body.get("tools"))
+        limit = int(self.config["max_model_len"])
+        stream = bool(body.get("stream", False))
+        if body.get("stream_options") is not None and not stream:
+            raise HTTPError(400, "Stream options can only be defined when `stream=True`.", "BadRequestError")
+        max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+        if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+            raise HTTPError(400, f"max_tokens must be at least 1, got {max_tokens}.", "BadRequestError")
+        if prompt >= limit:
+            raise HTTPError(
+                400,
+                f"This model's maximum context length is {limit} tokens. However, your request has {prompt} "
+                "input tokens. Please reduce the length of the input messages.",
+                "BadRequestError",
+            )
+        if max_tokens is None:
+            max_tokens = limit - prompt
+        if prompt + max_tokens > limit:
+            # Wording of vLLM >= 0.11.2 (serving_chat.py), see sim/cases/vllm-request-too-long.log.
+            raise HTTPError(
+                400,
+                f"'max_tokens' or 'max_completion_tokens' is too large: {max_tokens}. This model's maximum "
+                f"context length is {limit} tokens and your request has {prompt} input tokens "
+                f"({max_tokens} > {limit} - {prompt}).",
+                "BadRequestError",
+            )
+        tool_call = plan_tools(body, messages, tool_calling=bool(self.config.get("tool_calling")))
+        if self._mode == "engine-dead":
+            raise HTTPError(500, ENGINE_DEAD_MESSAGE, "InternalServerError")
+        if self._mode == "wedged":
+            self._wait_wedged()
+        asked = content_text(messages[-1].get("content")) if isinstance(messages[-1], dict) else ""
+        answer = ["pong"] if asked.strip().lower().strip("?!.") == "ping" else list(CANNED)
+        if tool_call is not None:
+            answer = [tool_call["function"]["arguments"]]
+        elif (
+            body.get("tools")
+            and messages
+            and isinstance(messages[-1], dict)
+            and messages[-1].get("role") == "tool"
+        ):
+            result = re.split(r"[ \t]+", str(messages[-1].get("content") or "").strip())  # keeps line breaks
+            answer = ["Based", "on", "the", "tool", "result:", *result[:40]]
+        if self._output_fault == "empty":
+            answer, tool_call = [], None
+        elif self._output_fault == "markup" and tool_call:  # no tool parser: the call stays in content
+            answer, tool_call = [gemma_markup(tool_call["function"])], None
+        tokens = answer[:max_tokens]
+        options = body.get("stream_options") or {}
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex}",
+            "created": int(time.time()),
+            "model": model,
+            "words": words,
+            "prompt": prompt,
+            "tokens": [tok if i == 0 else " " + tok for i, tok in enumerate(tokens)],
+            "finish": "length" if len(tokens) < len(answer) else "stop",
+            "stream": stream,
+            "include_usage": bool(isinstance(options, dict) and options.get("include_usage")),
+            "continuous_usage": bool(isinstance(options, dict) and options.get("continuous_usage_stats")),
+            "tool_call": tool_call,
+        }
+
+    def generate(self, plan: dict[str, Any], started: float) -> Generator[tuple[str, float], None, None]:
+        """Yield (token text, time since start) with the scenario's inter-token latency, recording metrics.
+
+        Metrics are recorded when the generator finishes or is closed (an abort if tokens remain).
+        """
+        itl_s = float(self.config["itl_s"])
+        with self._lock:
+            self._running += 1
+            self.metrics.set_running(self._running)
+        emitted, times = 0, []
+        reason = "abort"
+        try:
+            for i, token in enumerate(plan["tokens"]):
+                if i > 0:
+                    self.sleep(itl_s)
+                times.append(time.monotonic() - started)
+                emitted += 1
+                yield token, times[-1]
+            reason = plan["finish"]
+        finally:
+            with self._lock:
+                self._running -= 1
+                self._served += 1
+                self.metrics.set_running(self._running)
+            hits = self._prefix_hits(plan["words"])
+            self.metrics.prefix_queries.inc(plan["prompt"])
+            self.metrics.prefix_hits.inc(hits)
+            ttft = (times[0] if times else time.monotonic() - started) + self._reported_latency_s
+            gaps = [b - a for a, b in itertools.pairwise(times)]
+            self.metrics.observe(plan["prompt"], emitted, ttft, gaps, reason)
