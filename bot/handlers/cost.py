@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
-from bot.commands import Param, accelerator_type, registry
+from bot.commands import ChatTool, Param, accelerator_type, registry
 from bot.context import Context
 from bot.handlers.fleet import fleet_spend, midnight
 from bot.handlers.formats import estimate_lines, per_hour, usd
@@ -69,6 +69,7 @@ def hours_value(word: str) -> float:
     Param("today", "spend of every deployment since 00:00 UTC", flag="--today", switch=True),
     Param("week", "spend of every deployment over the last 7 days", flag="--week", switch=True),
     exclusive=(("today", "week"),),
+    chat_tool=ChatTool("cost", "Cost estimate and the live burn of running queued resources"),
 )
 def tpu_cost(
     ctx: Context,

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from bot.commands import Param, registry, resource_name, zone_name
+from bot.commands import ChatTool, Param, registry, resource_name, zone_name
 from bot.context import Context
 from bot.diagnosis import (
     deployment_of,
@@ -107,6 +107,7 @@ def _zone_errors(listing: ZoneListing) -> list[str]:
     Param("zone", "only this zone", flag="--zone", kind=zone_name, metavar="Z"),
     Param("all_zones", "every zone of the project", flag="--all-zones", switch=True),
     exclusive=(("zone", "all_zones"),),
+    chat_tool=ChatTool("list", "Queued resources and nodes in the watched zones"),
 )
 def tpu_list(ctx: Context, zone: str | None, all_zones: bool) -> Reply:
     """List queued resources in one zone, the watched zones, or every zone of the project."""
@@ -125,6 +126,7 @@ def tpu_list(ctx: Context, zone: str | None, all_zones: bool) -> Reply:
     Param("zone", "zone to look in (default: the watched zones)", flag="--zone", kind=zone_name, metavar="Z"),
     Param("all_zones", "search every zone of the project", flag="--all-zones", switch=True),
     exclusive=(("zone", "all_zones"),),
+    chat_tool=ChatTool("describe", "Everything about one queued resource", params=("name",)),
 )
 def tpu_describe(ctx: Context, name: str, zone: str | None, all_zones: bool) -> Reply:
     """Describe one queued resource found in `zone`, the watched zones, or any zone of the project."""
@@ -192,7 +194,11 @@ def _red(label: str, err: OpsError) -> str:
     return f":red_circle: *{label}*: {err.message}" + (f" _({err.hint})_" if err.hint else "")
 
 
-@registry.command("tpu status", "Dashboard: queued resources, nodes, vLLM endpoint, health, model, metrics")
+@registry.command(
+    "tpu status",
+    "Dashboard: queued resources, nodes, vLLM endpoint, health, model, metrics",
+    chat_tool=ChatTool("status", "Dashboard: queued resources, nodes, vLLM health, model and metrics"),
+)
 def tpu_status(ctx: Context) -> Reply:
     """Fetch every source concurrently; each one that fails shows one red line and the rest still show."""
     services = ctx.services

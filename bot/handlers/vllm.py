@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from datetime import timedelta
 
-from bot.commands import Param, duration, registry
+from bot.commands import ChatTool, Param, duration, registry
 from bot.context import Context
 from bot.diagnosis import deployment_of, diagnosis_text
 from bot.handlers.formats import metrics_lines, ms
@@ -121,6 +121,7 @@ def vllm_info(ctx: Context) -> Reply:
         metavar="SPAN",
     ),
     exclusive=(("raw", "chart"),),
+    chat_tool=ChatTool("metrics", "vLLM metrics summary: load, KV cache, prefix cache, latencies"),
 )
 def vllm_metrics(ctx: Context, raw: bool, chart: timedelta | None) -> Reply:
     if chart is not None:
