@@ -415,7 +415,7 @@ class Registry:
         """Declared commands in declaration order, optionally only those of one group ("tpu")."""
         return [c for c in self._commands.values() if group is None or c.words[0] == group]
 
-    def chat_tools(self) -> list[tuple[ChatTool, Command]]:
+    def tools(self) -> list[tuple[ChatTool, Command]]:
         """The tools the chat model may call and their commands, in declaration order."""
         return [(c.chat_tool, c) for c in self._commands.values() if c.chat_tool is not None]
 
@@ -425,7 +425,7 @@ class Registry:
             raise ValueError(f"`{command.name}` is not read-only: it cannot be a chat tool")
         if not _TOOL_NAME.match(tool.name):
             raise ValueError(f"chat tool name {tool.name!r} is not [a-zA-Z0-9_-], 1 to 64 characters")
-        taken = next((c.name for t, c in self.chat_tools() if t.name == tool.name), None)
+        taken = next((c.name for t, c in self.tools() if t.name == tool.name), None)
         if taken:
             raise ValueError(f"chat tool {tool.name!r} is already `{taken}`")
         declared = {p.name for p in command.params}

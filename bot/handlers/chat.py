@@ -64,7 +64,7 @@ def read_only_tools(ctx: Context, question: str = "") -> Mapping[str, Tool]:
 
     return {
         tool.name: Tool(tool.name, tool.description, command.tool_parameters(), runner(tool, command))
-        for tool, command in ctx.registry.chat_tools()
+        for tool, command in ctx.registry.tools()
     }
 
 

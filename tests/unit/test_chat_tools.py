@@ -48,7 +48,7 @@ def test_the_schema_is_built_from_the_params() -> None:
             "peek", "Peek at one", params=("name", "last", "level", "since", "type_", "note", "raw")
         ),
     )
-    [(tool, command)] = local.chat_tools()
+    [(tool, command)] = local.tools()
     assert tool.name == "peek"
     schema = command.tool_parameters()
     properties = schema["properties"]
@@ -73,7 +73,7 @@ def test_the_schema_is_built_from_the_params() -> None:
 def test_a_tool_without_params_takes_an_empty_object() -> None:
     local = Registry()
     _declare(local, "tpu peek", Param("zone", "zone", flag="--zone"), chat_tool=ChatTool("peek", "Peek"))
-    [(_, command)] = local.chat_tools()
+    [(_, command)] = local.tools()
     assert command.tool_parameters() == {"type": "object", "properties": {}}
 
 
@@ -117,7 +117,7 @@ def test_a_call_becomes_a_command_line_that_parses_like_typed_input() -> None:
         Param("raw", "raw", flag="--raw", switch=True),
         chat_tool=ChatTool("logs", "Logs", params=("since", "raw"), preset={"level": "error"}),
     )
-    [(_, command)] = local.chat_tools()
+    [(_, command)] = local.tools()
     line = command.tool_line({"since": "2h", "raw": True})
     assert line == "logs --since 2h --level error --raw"
     args = local.parse(line).args
@@ -136,14 +136,14 @@ def test_a_hostile_argument_stays_one_word() -> None:
         Param("zone", "zone", flag="--zone", metavar="Z"),
         chat_tool=ChatTool("describe", "Describe", params=("name",)),
     )
-    [(_, command)] = local.chat_tools()
+    [(_, command)] = local.tools()
     line = command.tool_line({"name": "x --zone us-east5-a"})
     with pytest.raises(UsageError, match="is not a TPU resource name"):
         local.parse(line)
 
 
 def test_the_bots_tools_keep_their_names_and_are_read_only() -> None:
-    tools = {tool.name: command for tool, command in registry.chat_tools()}
+    tools = {tool.name: command for tool, command in registry.tools()}
     assert set(tools) == {"status", "list", "describe", "metrics", "logs", "cost"}
     assert all(command.read_only for command in tools.values())
     describe = tools["describe"].tool_parameters()
