@@ -10,6 +10,7 @@ import pytest
 import bot.handlers  # noqa: F401  (declares every command on the registry)
 from bot.commands import (
     ChatTool,
+    Command,
     Param,
     Registry,
     Role,
@@ -31,12 +32,21 @@ def _declare(target: Registry, words: str, *params: Param, **options: Any) -> No
     target.command(words, "summary", *params, **options)(_noop)
 
 
-def test_the_schema_is_built_from_the_params() -> None:
+NAME = Param("name", "queued resource name", kind=resource_name, required=True, metavar="NAME")
+
+
+def _one_tool(words: str, *params: Param, tool: ChatTool) -> tuple[Registry, Command]:
+    """A registry of one command, declared with `tool`; returns it and the command."""
     local = Registry()
-    _declare(
-        local,
+    _declare(local, words, *params, chat_tool=tool)
+    [(_, command)] = local.tools()
+    return local, command
+
+
+def test_the_schema_is_built_from_the_params() -> None:
+    _, command = _one_tool(
         "tpu peek",
-        Param("name", "queued resource name", kind=resource_name, required=True, metavar="NAME"),
+        NAME,
         Param("last", "how many", flag="--last", kind=int_range(1, 50), metavar="N"),
         Param("level", "minimum level", flag="--level", kind=one_of("INFO", "ERROR"), metavar="L"),
         Param("since", "how far back", flag="--since", kind=duration, metavar="D"),
@@ -44,12 +54,10 @@ def test_the_schema_is_built_from_the_params() -> None:
         Param("note", "free text", flag="--note", metavar="X"),
         Param("raw", "attach the raw text", flag="--raw", switch=True),
         Param("hidden", "not for the model", flag="--hidden", metavar="X"),
-        chat_tool=ChatTool(
+        tool=ChatTool(
             "peek", "Peek at one", params=("name", "last", "level", "since", "type_", "note", "raw")
         ),
     )
-    [(tool, command)] = local.tools()
-    assert tool.name == "peek"
     schema = command.tool_parameters()
     properties = schema["properties"]
     assert schema["type"] == "object" and schema["required"] == ["name"]
@@ -71,9 +79,7 @@ def test_the_schema_is_built_from_the_params() -> None:
 
 
 def test_a_tool_without_params_takes_an_empty_object() -> None:
-    local = Registry()
-    _declare(local, "tpu peek", Param("zone", "zone", flag="--zone"), chat_tool=ChatTool("peek", "Peek"))
-    [(_, command)] = local.tools()
+    _, command = _one_tool("tpu peek", Param("zone", "zone", flag="--zone"), tool=ChatTool("peek", "Peek"))
     assert command.tool_parameters() == {"type": "object", "properties": {}}
 
 
@@ -108,16 +114,13 @@ def test_a_tool_names_only_its_commands_params_and_a_free_name() -> None:
 
 
 def test_a_call_becomes_a_command_line_that_parses_like_typed_input() -> None:
-    local = Registry()
-    _declare(
-        local,
+    local, command = _one_tool(
         "logs",
         Param("since", "how far back", flag="--since", kind=duration, metavar="D"),
         Param("level", "minimum level", flag="--level", kind=one_of("INFO", "ERROR"), metavar="L"),
         Param("raw", "raw", flag="--raw", switch=True),
-        chat_tool=ChatTool("logs", "Logs", params=("since", "raw"), preset={"level": "error"}),
+        tool=ChatTool("logs", "Logs", params=("since", "raw"), preset={"level": "error"}),
     )
-    [(_, command)] = local.tools()
     line = command.tool_line({"since": "2h", "raw": True})
     assert line == "logs --since 2h --level error --raw"
     args = local.parse(line).args
@@ -128,15 +131,12 @@ def test_a_call_becomes_a_command_line_that_parses_like_typed_input() -> None:
 
 
 def test_a_hostile_argument_stays_one_word() -> None:
-    local = Registry()
-    _declare(
-        local,
+    local, command = _one_tool(
         "tpu describe",
-        Param("name", "queued resource name", kind=resource_name, required=True, metavar="NAME"),
+        NAME,
         Param("zone", "zone", flag="--zone", metavar="Z"),
-        chat_tool=ChatTool("describe", "Describe", params=("name",)),
+        tool=ChatTool("describe", "Describe", params=("name",)),
     )
-    [(_, command)] = local.tools()
     line = command.tool_line({"name": "x --zone us-east5-a"})
     with pytest.raises(UsageError, match="is not a TPU resource name"):
         local.parse(line)
