@@ -270,6 +270,7 @@ class Command:
     preview: Callable[..., Any] | None = None
     opens_form: bool = False
     chat_tool: ChatTool | None = None
+    writes: bool = False
 
     @property
     def name(self) -> str:
@@ -277,8 +278,9 @@ class Command:
 
     @property
     def read_only(self) -> bool:
-        """Whether the command only reads: the viewer role, no infrastructure change, no form."""
-        return self.role == Role.VIEWER and not self.changes_infra and not self.opens_form
+        """Whether the command only reads: the viewer role, no infrastructure change, no form, nothing
+        written or posted on the user's behalf."""
+        return self.role == Role.VIEWER and not (self.changes_infra or self.opens_form or self.writes)
 
     def tool_parameters(self) -> dict[str, Any]:
         """The JSON schema of the chat tool's arguments (an OpenAI function's `parameters`): one property
@@ -384,13 +386,16 @@ class Registry:
         preview: Callable[..., Any] | None = None,
         opens_form: bool = False,
         chat_tool: ChatTool | None = None,
+        writes: bool = False,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Decorator declaring a command, e.g. `@registry.command("tpu list", "List ...", Param(...))`.
 
         A command that `changes_infra` runs only after a Confirm click; `preview(ctx, **args)` returns the
         Reply that shows exactly what it will do (without it, the confirmation shows the command line).
         A command that `opens_form` opens a modal, and runs in the listener (a trigger_id lasts 3 s).
-        A read-only command with a `chat_tool` is also a tool of the chat model (see `ChatTool`).
+        A command that `writes` records or posts something on the user's behalf (a rating, a test alert)
+        without changing infrastructure: it is not read-only. A read-only command with a `chat_tool` is
+        also a tool of the chat model (see `ChatTool`).
 
         Raises:
             ValueError: the words are declared twice, or the chat tool is invalid (the command is not
@@ -402,7 +407,17 @@ class Registry:
             if key in self._commands:
                 raise ValueError(f"command {words!r} declared twice")
             command = Command(
-                key, summary, params, role, changes_infra, func, exclusive, preview, opens_form, chat_tool
+                key,
+                summary,
+                params,
+                role,
+                changes_infra,
+                func,
+                exclusive,
+                preview,
+                opens_form,
+                chat_tool,
+                writes,
             )
             if chat_tool is not None:
                 self._check_tool(command, chat_tool)

@@ -7,9 +7,10 @@ shows those facts first (a known failure's finding leads), then the model's text
 (the primary vLLM, else LLM_FALLBACK_BASE_URL, else "Gemma unavailable: rules only"), a contradiction
 warning when the text gives a resource a state the facts deny, and a "based on" line (long facts attached).
 
-The tools run the bot's own viewer commands (status, list, describe, metrics, logs, cost) for what was not
-pre-fetched. The model never acts: when the question asks for a change, the reply offers the exact command
-behind a button, and that command then goes through the usual role check and Confirm step.
+The tools are the read-only commands declared with a `ChatTool` on the registry (status, list, describe,
+metrics, logs, cost), run through the runner as the asking user, for what was not pre-fetched. The model
+never acts: when the question asks for a change, the reply offers the exact command behind a button, and
+that command then goes through the usual role check and Confirm step.
 """
 
 from __future__ import annotations

@@ -91,6 +91,7 @@ def test_a_tool_without_params_takes_an_empty_object() -> None:
         {"role": Role.OPERATOR},
         {"role": Role.ADMIN},
         {"opens_form": True},
+        {"writes": True},
     ],
 )
 def test_a_command_that_is_not_read_only_cannot_be_a_tool(options: dict[str, Any]) -> None:
