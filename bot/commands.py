@@ -1,9 +1,11 @@
 """The command registry, parser and help.
 
 Each command is declared once, with the `command` decorator: its words (`tpu list`), typed parameters, the
-role it needs and whether it changes infrastructure. Slash commands, @mentions, the console, `help` and the
-app manifest all read this registry. Parsing never raises anything but `UsageError`, whose message is the
-command's usage line (or the group's command list) plus what was wrong.
+role it needs, whether it changes infrastructure and, for a read-only command, whether the chat model may
+call it as a tool (`ChatTool`; its JSON schema is built from the parameters). Slash commands, @mentions, the
+console, `help`, the chat tools and the app manifest all read this registry. Parsing never raises anything
+but `UsageError`, whose message is the command's usage line (or the group's command list) plus what was
+wrong.
 """
 
 from __future__ import annotations
@@ -111,15 +113,46 @@ def accelerator_type(word: str) -> str:
     return word
 
 
-def int_range(low: int, high: int) -> Callable[[str], int]:
-    """An argument type: a whole number from `low` to `high`."""
+@dataclass(frozen=True)
+class IntRange:
+    """An argument type: a whole number from `low` to `high` (call it with the word)."""
 
-    def convert(word: str) -> int:
-        if not word.isdigit() or not low <= int(word) <= high:
-            raise ValueError(f"{word!r} is not a whole number from {low} to {high}")
+    low: int
+    high: int
+
+    def __call__(self, word: str) -> int:
+        if not word.isdigit() or not self.low <= int(word) <= self.high:
+            raise ValueError(f"{word!r} is not a whole number from {self.low} to {self.high}")
         return int(word)
 
-    return convert
+    def json_schema(self) -> dict[str, Any]:
+        return {"type": "integer", "minimum": self.low, "maximum": self.high}
+
+
+def int_range(low: int, high: int) -> IntRange:
+    """An argument type: a whole number from `low` to `high`."""
+    return IntRange(low, high)
+
+
+@dataclass(frozen=True)
+class OneOf:
+    """An argument type: one of `choices`, case-insensitive; the value is the choice as declared."""
+
+    choices: tuple[str, ...]
+
+    def __call__(self, word: str) -> str:
+        for choice in self.choices:
+            if word.lower() == choice.lower():
+                return choice
+        raise ValueError(f"{word!r} is not one of {', '.join(self.choices)}")
+
+    def json_schema(self) -> dict[str, Any]:
+        return {"type": "string", "enum": list(self.choices)}
+
+
+def one_of(*choices: str) -> OneOf:
+    """An argument type: one of `choices` (e.g. `one_of("ERROR", "WARNING")`), case-insensitive."""
+    return OneOf(choices)
 
 
 def duration(word: str) -> timedelta:
@@ -139,6 +172,24 @@ def timestamp(word: str) -> datetime:
     if moment.tzinfo is None:
         raise ValueError(f"{word!r} has no time zone (end it with Z for UTC)")
     return moment.astimezone(UTC)
+
+
+def _pattern(regex: re.Pattern[str]) -> dict[str, Any]:
+    return {"type": "string", "pattern": regex.pattern}
+
+
+# The JSON schema (https://json-schema.org/understanding-json-schema/reference) of each argument type above;
+# a type with a `json_schema()` method (IntRange, OneOf) gives its own, any other is a plain string.
+_KIND_SCHEMAS: dict[Callable[[str], Any], dict[str, Any]] = {
+    int: {"type": "integer"},
+    resource_name: _pattern(_NAME),
+    zone_name: _pattern(_ZONE),
+    model_id: _pattern(_MODEL),
+    runtime_version: _pattern(_RUNTIME),
+    accelerator_type: _pattern(_ACCELERATOR),
+    duration: {**_pattern(_DURATION), "examples": ["30m", "2h", "1d"]},
+    timestamp: {"type": "string", "format": "date-time"},
+}
 
 
 # ---- declarations ----
@@ -172,6 +223,38 @@ class Param:
             text = f"{self.flag} {self.metavar}"
         return text if self.required else f"[{text}]"
 
+    def json_schema(self) -> dict[str, Any]:
+        """The JSON schema of this argument's value, with `help` as its description: boolean for a switch,
+        else from `kind` (integer with its range, string with its choices or pattern, ...)."""
+        if self.switch:
+            schema: dict[str, Any] = {"type": "boolean"}
+        else:
+            own = getattr(self.kind, "json_schema", None)
+            schema = dict(own() if callable(own) else _KIND_SCHEMAS.get(self.kind, {"type": "string"}))
+        schema["description"] = self.help
+        return schema
+
+
+_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+@dataclass(frozen=True)
+class ChatTool:
+    """Declares a read-only command as a tool the chat model may call (`Registry.command(chat_tool=...)`).
+
+    Attributes:
+        name: the function name the model sees, e.g. "describe" ([a-zA-Z0-9_-], at most 64 characters, as
+            OpenAI function names; https://platform.openai.com/docs/api-reference/chat/create).
+        description: what the tool returns, for the model.
+        params: names of the command's parameters the model may set; their schema comes from the Params.
+        preset: arguments given on every call, as typed words by parameter name, e.g. {"severity": "ERROR"}.
+    """
+
+    name: str
+    description: str
+    params: tuple[str, ...] = ()
+    preset: dict[str, str] = field(default_factory=dict)
+
 
 @dataclass(frozen=True)
 class Command:
@@ -186,10 +269,64 @@ class Command:
     exclusive: tuple[tuple[str, ...], ...] = ()
     preview: Callable[..., Any] | None = None
     opens_form: bool = False
+    chat_tool: ChatTool | None = None
+    writes: bool = False
 
     @property
     def name(self) -> str:
         return " ".join(self.words)
+
+    @property
+    def read_only(self) -> bool:
+        """Whether the command only reads: the viewer role, no infrastructure change, no form, nothing
+        written or posted on the user's behalf."""
+        return self.role == Role.VIEWER and not (self.changes_infra or self.opens_form or self.writes)
+
+    def tool_parameters(self) -> dict[str, Any]:
+        """The JSON schema of the chat tool's arguments (an OpenAI function's `parameters`): one property
+        per parameter the tool exposes, `required` as declared. {} properties for a tool without any.
+
+        Raises:
+            ValueError: the command is no chat tool.
+        """
+        if self.chat_tool is None:
+            raise ValueError(f"`{self.name}` is no chat tool")
+        exposed = [p for p in self.params if p.name in self.chat_tool.params]
+        schema: dict[str, Any] = {"type": "object", "properties": {p.name: p.json_schema() for p in exposed}}
+        required = [p.name for p in exposed if p.required]
+        if required:
+            schema["required"] = required
+        return schema
+
+    def tool_line(self, arguments: dict[str, Any]) -> str:
+        """The command line a chat tool call stands for, to be parsed (and so validated) like typed input:
+        the command's words, the tool's preset arguments, then the model's `arguments` (JSON values; a
+        switch is given when true, None and "" are left out).
+
+        Raises:
+            ValueError: the command is no chat tool, or an argument is not one the tool exposes.
+        """
+        tool = self.chat_tool
+        if tool is None:
+            raise ValueError(f"`{self.name}` is no chat tool")
+        unknown = sorted(set(arguments) - set(tool.params))
+        if unknown:
+            raise ValueError(
+                f"unknown argument {', '.join(unknown)}; {self.name} takes {', '.join(tool.params) or 'none'}"
+            )
+        given = {**tool.preset, **{k: v for k, v in arguments.items() if v is not None and v != ""}}
+        words = list(self.words)
+        for param in self.params:
+            if param.name not in given:
+                continue
+            value = given[param.name]
+            if param.flag is None:
+                words.append(shlex.quote(str(value)))
+            elif not param.switch:
+                words += [param.flag, shlex.quote(str(value))]
+            elif value is True or str(value).lower() == "true":
+                words.append(param.flag)
+        return " ".join(words)
 
     def usage(self) -> str:
         """The usage line, e.g. "/tpu list [--zone Z | --all-zones]"; an exclusive group is shown where its
@@ -248,21 +385,43 @@ class Registry:
         exclusive: tuple[tuple[str, ...], ...] = (),
         preview: Callable[..., Any] | None = None,
         opens_form: bool = False,
+        chat_tool: ChatTool | None = None,
+        writes: bool = False,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Decorator declaring a command, e.g. `@registry.command("tpu list", "List ...", Param(...))`.
 
         A command that `changes_infra` runs only after a Confirm click; `preview(ctx, **args)` returns the
         Reply that shows exactly what it will do (without it, the confirmation shows the command line).
         A command that `opens_form` opens a modal, and runs in the listener (a trigger_id lasts 3 s).
+        A command that `writes` records or posts something on the user's behalf (a rating, a test alert)
+        without changing infrastructure: it is not read-only. A read-only command with a `chat_tool` is
+        also a tool of the chat model (see `ChatTool`).
+
+        Raises:
+            ValueError: the words are declared twice, or the chat tool is invalid (the command is not
+                read-only, its name is taken or malformed, it names a parameter the command does not have).
         """
 
         def register(func: Callable[..., Any]) -> Callable[..., Any]:
             key = tuple(words.split())
             if key in self._commands:
                 raise ValueError(f"command {words!r} declared twice")
-            self._commands[key] = Command(
-                key, summary, params, role, changes_infra, func, exclusive, preview, opens_form
+            command = Command(
+                key,
+                summary,
+                params,
+                role,
+                changes_infra,
+                func,
+                exclusive,
+                preview,
+                opens_form,
+                chat_tool,
+                writes,
             )
+            if chat_tool is not None:
+                self._check_tool(command, chat_tool)
+            self._commands[key] = command
             return func
 
         return register
@@ -270,6 +429,26 @@ class Registry:
     def commands(self, group: str | None = None) -> list[Command]:
         """Declared commands in declaration order, optionally only those of one group ("tpu")."""
         return [c for c in self._commands.values() if group is None or c.words[0] == group]
+
+    def tools(self) -> list[tuple[ChatTool, Command]]:
+        """The tools the chat model may call and their commands, in declaration order."""
+        return [(c.chat_tool, c) for c in self._commands.values() if c.chat_tool is not None]
+
+    def _check_tool(self, command: Command, tool: ChatTool) -> None:
+        """Raise ValueError unless `tool` may be declared on `command` (see `command`)."""
+        if not command.read_only:
+            raise ValueError(f"`{command.name}` is not read-only: it cannot be a chat tool")
+        if not _TOOL_NAME.match(tool.name):
+            raise ValueError(f"chat tool name {tool.name!r} is not [a-zA-Z0-9_-], 1 to 64 characters")
+        taken = next((c.name for t, c in self.tools() if t.name == tool.name), None)
+        if taken:
+            raise ValueError(f"chat tool {tool.name!r} is already `{taken}`")
+        declared = {p.name for p in command.params}
+        missing = sorted((set(tool.params) | set(tool.preset)) - declared)
+        if missing:
+            raise ValueError(
+                f"chat tool {tool.name!r}: `{command.name}` has no parameter {', '.join(missing)}"
+            )
 
     def groups(self) -> list[str]:
         """Top-level words, i.e. the slash commands ("tpu", "vllm", ...), in declaration order."""

@@ -7,9 +7,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.commands import Registry
+from bot.commands import Invocation, Registry
 from bot.deployments import DEFAULT, Fleet
 from bot.progress import Progress
+from bot.render import Reply
 from bot.services import Services
 
 
@@ -23,7 +24,9 @@ class Context:
     (empty when the command needed no confirmation). `open_modal` opens a Slack modal; it is set only
     when the request carries a trigger id (slash commands and button clicks). `thread_history` returns the
     earlier messages of the thread a mention came from, oldest first, as chat messages. `fleet` holds
-    every deployment (for `/fleet`); `deployment` names the one `services` belongs to.
+    every deployment (for `/fleet`); `deployment` names the one `services` belongs to. `run_command` runs
+    another read-only command for the same user through the runner (role checked, an error as a one-line
+    reply), as the chat's tools do; it is set when the runner runs the command.
     """
 
     services: Services
@@ -38,3 +41,4 @@ class Context:
     thread_history: Callable[[], list[dict[str, str]]] | None = None
     fleet: Fleet | None = None
     deployment: str = DEFAULT
+    run_command: Callable[[Invocation], Reply] | None = None

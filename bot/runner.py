@@ -149,7 +149,10 @@ class Runner:
         self._authorizer.check(user_id, command)
 
     def run_read_only(self, invocation: Invocation, user_id: str) -> Reply:
-        """Run a viewer command now, for `user_id` (the Home tab); a refusal or error is a one-line reply."""
+        """Run a read-only command now, for `user_id` (the Home tab, the chat's tools); a refusal or error is
+        a one-line reply."""
+        if not invocation.command.read_only:
+            return error_reply(f"`{invocation.command.name}` is not read-only", "run it as a command")
         try:
             self._authorizer_of(invocation, Origin(user_id, "")).check(user_id, invocation.command)
         except (PermissionDenied, BadInput) as exc:
@@ -335,6 +338,7 @@ class Runner:
                 confirmed_plan=confirmed_plan,
                 open_modal=self._modal_opener(origin),
                 thread_history=self._history_reader(origin),
+                run_command=lambda other: self.run_read_only(other, origin.user_id),
             )
             outcome = "error" if failed else "ok"
         finally:

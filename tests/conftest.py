@@ -15,8 +15,16 @@ CASES = FIXTURES / "cases"
 
 @pytest.fixture(scope="module")
 def demo() -> Iterator[Demo]:
+    """One demo world shared by a module's tests (faults and the vLLM mode are reset after each test)."""
     with Demo() as world:
         yield world
+
+
+@pytest.fixture()
+def world() -> Iterator[Demo]:
+    """A demo world of the test's own, for a test that changes it (deletes, restarts, crashes...)."""
+    with Demo() as fresh:
+        yield fresh
 
 
 @pytest.fixture(autouse=True)

@@ -184,7 +184,7 @@ def alerts_unmute(ctx: Context, name: str) -> Reply:
     return blocks_reply([section(text)])
 
 
-@registry.command("alerts test", "Post a test alert to the alert channel")
+@registry.command("alerts test", "Post a test alert to the alert channel", writes=True)
 def alerts_test(ctx: Context) -> Reply:
     """Post a test message through the running alert scheduler."""
     running = scheduler.active()

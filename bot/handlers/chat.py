@@ -7,21 +7,22 @@ shows those facts first (a known failure's finding leads), then the model's text
 (the primary vLLM, else LLM_FALLBACK_BASE_URL, else "Gemma unavailable: rules only"), a contradiction
 warning when the text gives a resource a state the facts deny, and a "based on" line (long facts attached).
 
-The tools run the bot's own viewer commands (status, list, describe, metrics, logs, cost) for what was not
-pre-fetched. The model never acts: when the question asks for a change, the reply offers the exact command
-behind a button, and that command then goes through the usual role check and Confirm step.
+The tools are the read-only commands declared with a `ChatTool` on the registry (status, list, describe,
+metrics, logs, cost), run through the runner as the asking user, for what was not pre-fetched. The model
+never acts: when the question asks for a change, the reply offers the exact command behind a button, and
+that command then goes through the usual role check and Confirm step.
 """
 
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from bot.authorship import rules_only, written_by
-from bot.commands import Param, Role, registry
+from bot.commands import ChatTool, Command, Param, UsageError, registry
 from bot.context import Context
 from bot.diagnosis import deployment_of, resource_diagnosis
 from bot.render import Attachment, Reply, blocks_reply, context, human_duration, section
@@ -40,59 +41,31 @@ from ops.faults import Deployment
 from ops.tpu_model import QueuedResourceInfo
 from ops.zonefit import classify
 
-# name -> (description, JSON schema of the arguments, the viewer command line they become)
-_TOOLS: dict[str, tuple[str, dict[str, Any], Callable[[dict[str, Any]], str]]] = {
-    "status": (
-        "Dashboard: queued resources, nodes, vLLM health, model and metrics",
-        {},
-        lambda a: "tpu status",
-    ),
-    "list": ("Queued resources and nodes in the watched zones", {}, lambda a: "tpu list"),
-    "describe": (
-        "Everything about one queued resource",
-        {"name": {"type": "string", "description": "queued resource name"}},
-        lambda a: f"tpu describe {shlex.quote(str(a.get('name', '')))}",
-    ),
-    "metrics": (
-        "vLLM metrics summary: load, KV cache, prefix cache, latencies",
-        {},
-        lambda a: "vllm metrics",
-    ),
-    "logs": (
-        "Recent ERROR log entries of the TPU VMs",
-        {"since": {"type": "string", "description": "how far back, e.g. 30m, 2h"}},
-        lambda a: f"logs --severity ERROR --since {shlex.quote(str(a.get('since') or '1h'))}",
-    ),
-    "cost": ("Cost estimate and the live burn of running queued resources", {}, lambda a: "tpu cost"),
-}
-
 
 def read_only_tools(ctx: Context, question: str = "") -> Mapping[str, Tool]:
-    """The tools, each running one viewer command (parsed and validated like typed input). A `describe`
-    called without a name gets the one queued resource the question names, so its result belongs to the
-    resource asked about."""
+    """The chat tools: the registry's commands declared with a `ChatTool`, each schema built from the
+    command's parameters. A call becomes the command line it stands for, parsed and validated like typed
+    input, and runs through the runner as the asking user (`Context.run_command`: role checked, errors as
+    one-line answers). A `describe` called without a name gets the one queued resource the question names,
+    so its result belongs to the resource asked about."""
 
-    def runner(line_of: Callable[[dict[str, Any]], str], needs_name: bool) -> Callable[..., str]:
+    def runner(tool: ChatTool, command: Command) -> Callable[..., str]:
         def run(**arguments: Any) -> str:
-            if needs_name and not str(arguments.get("name") or "").strip():
+            if "name" in tool.params and not str(arguments.get("name") or "").strip():
                 arguments = {**arguments, "name": _named_resource(ctx, question)}
-            invocation = ctx.registry.parse(line_of(arguments))
-            command = invocation.command
-            if command.role != Role.VIEWER or command.changes_infra:
-                return "error: not a read-only command"
             try:
-                reply: Reply = command.func(ctx, **invocation.args)
-            except OpsError as exc:
-                return f"error: {exc.message}"
-            return reply.text
+                invocation = ctx.registry.parse(command.tool_line(arguments))
+            except (UsageError, ValueError) as exc:
+                return f"error: {exc}"
+            if ctx.run_command is None:
+                return f"error: `{command.name}` cannot run here (no runner)"
+            return ctx.run_command(replace(invocation, deployment=ctx.deployment)).text
 
         return run
 
     return {
-        name: Tool(
-            name, description, {"type": "object", "properties": props}, runner(line_of, "name" in props)
-        )
-        for name, (description, props, line_of) in _TOOLS.items()
+        tool.name: Tool(tool.name, tool.description, command.tool_parameters(), runner(tool, command))
+        for tool, command in ctx.registry.tools()
     }
 
 

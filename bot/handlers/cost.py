@@ -6,7 +6,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 
-from bot.commands import Param, accelerator_type, registry
+from bot.commands import ChatTool, Param, accelerator_type, registry
 from bot.context import Context
 from bot.render import Attachment, Reply, blocks_reply, code, context, header, human_duration, section, utc
 from bot.sources import settled
@@ -71,6 +71,7 @@ def hours_value(word: str) -> float:
     Param("today", "spend of every deployment since 00:00 UTC", flag="--today", switch=True),
     Param("week", "spend of every deployment over the last 7 days", flag="--week", switch=True),
     exclusive=(("today", "week"),),
+    chat_tool=ChatTool("cost", "Cost estimate and the live burn of running queued resources"),
 )
 def tpu_cost(
     ctx: Context,

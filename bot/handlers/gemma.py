@@ -72,6 +72,7 @@ def verdict(word: str) -> str:
     "Rate a Gemma answer (what its Helpful / Not helpful buttons run)",
     Param("answer", "the answer id", required=True, kind=int_range(1, 2**31 - 1), metavar="ID"),
     Param("verdict", "helpful or not-helpful", required=True, kind=verdict, metavar="VERDICT"),
+    writes=True,
 )
 def gemma_rate(ctx: Context, answer: int, verdict: str) -> Reply:
     record = ctx.services.store.rate_answer(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from bot.authorship import rules_only, written_by
-from bot.commands import Param, duration, int_range, registry, resource_name
+from bot.commands import ChatTool, Param, duration, int_range, one_of, registry, resource_name
 from bot.context import Context
 from bot.diagnosis import analysis_diagnosis, deployment_of
 from bot.render import Attachment, Reply, blocks_reply, code, context, header, section, split_sections, utc
@@ -18,15 +18,8 @@ from ops import cloudlogs
 from ops.errors import OpsError
 from ops.faults import Deployment
 
+# LogSeverity names (https://cloud.google.com/logging/docs/reference/v2/rest/v2/LogEntry#logseverity)
 SEVERITIES = ("DEFAULT", "DEBUG", "INFO", "NOTICE", "WARNING", "ERROR", "CRITICAL", "ALERT", "EMERGENCY")
-
-
-def severity(word: str) -> str:
-    """A LogSeverity name (https://cloud.google.com/logging/docs/reference/v2/rest/v2/LogEntry#logseverity)."""
-    upper = word.upper()
-    if upper not in SEVERITIES:
-        raise ValueError(f"{word!r} is not a severity ({', '.join(SEVERITIES)})")
-    return upper
 
 
 _SINCE = Param("since", "how far back (default 1h)", flag="--since", kind=duration, metavar="D")
@@ -37,7 +30,13 @@ _NODE = Param("node", "only this TPU node", flag="--node", kind=resource_name, m
     "logs",
     "Cloud Logging entries of the TPU VMs, newest first",
     _SINCE,
-    Param("severity", "minimum severity (default: all)", flag="--severity", kind=severity, metavar="S"),
+    Param(
+        "severity",
+        "minimum severity (default: all)",
+        flag="--severity",
+        kind=one_of(*SEVERITIES),
+        metavar="S",
+    ),
     _NODE,
     Param(
         "filter",
@@ -47,6 +46,9 @@ _NODE = Param("node", "only this TPU node", flag="--node", kind=resource_name, m
         metavar="F",
     ),
     Param("limit", "entries (default 30)", flag="--limit", kind=int_range(1, 1000), metavar="N"),
+    chat_tool=ChatTool(
+        "logs", "Recent ERROR log entries of the TPU VMs", params=("since",), preset={"severity": "ERROR"}
+    ),
 )
 def logs(
     ctx: Context,

@@ -9,7 +9,7 @@ from functools import partial
 from typing import TypeVar
 from urllib.parse import urlsplit
 
-from bot.commands import Param, registry, resource_name, zone_name
+from bot.commands import ChatTool, Param, registry, resource_name, zone_name
 from bot.context import Context
 from bot.diagnosis import deployment_of, needs_listing, resource_diagnosis
 from bot.render import Reply, blocks_reply
@@ -31,6 +31,7 @@ R = TypeVar("R")
     Param("zone", "only this zone", flag="--zone", kind=zone_name, metavar="Z"),
     Param("all_zones", "every zone of the project", flag="--all-zones", switch=True),
     exclusive=(("zone", "all_zones"),),
+    chat_tool=ChatTool("list", "Queued resources and nodes in the watched zones"),
 )
 def tpu_list(ctx: Context, zone: str | None, all_zones: bool) -> Reply:
     """List queued resources in one zone, the watched zones, or every zone of the project."""
@@ -47,6 +48,7 @@ def tpu_list(ctx: Context, zone: str | None, all_zones: bool) -> Reply:
     Param("zone", "zone to look in (default: the watched zones)", flag="--zone", kind=zone_name, metavar="Z"),
     Param("all_zones", "search every zone of the project", flag="--all-zones", switch=True),
     exclusive=(("zone", "all_zones"),),
+    chat_tool=ChatTool("describe", "Everything about one queued resource", params=("name",)),
 )
 def tpu_describe(ctx: Context, name: str, zone: str | None, all_zones: bool) -> Reply:
     """Describe one queued resource found in `zone`, the watched zones, or any zone of the project."""
@@ -65,7 +67,11 @@ def _result(future: Future[T]) -> T | OpsError:
     return settled(future, "status source")
 
 
-@registry.command("tpu status", "Dashboard: queued resources, nodes, vLLM endpoint, health, model, metrics")
+@registry.command(
+    "tpu status",
+    "Dashboard: queued resources, nodes, vLLM endpoint, health, model, metrics",
+    chat_tool=ChatTool("status", "Dashboard: queued resources, nodes, vLLM health, model and metrics"),
+)
 def tpu_status(ctx: Context) -> Reply:
     """Fetch every source concurrently; each one that fails shows one red line and the rest still show."""
     services = ctx.services

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from datetime import timedelta
 
-from bot.commands import Param, duration, registry
+from bot.commands import ChatTool, Param, duration, registry
 from bot.context import Context
 from bot.diagnosis import deployment_of
 from bot.render import Attachment, Reply, blocks_reply, context, header, human_duration, section, utc
@@ -125,6 +125,7 @@ def vllm_info(ctx: Context) -> Reply:
         metavar="SPAN",
     ),
     exclusive=(("raw", "chart"),),
+    chat_tool=ChatTool("metrics", "vLLM metrics summary: load, KV cache, prefix cache, latencies"),
 )
 def vllm_metrics(ctx: Context, raw: bool, chart: timedelta | None) -> Reply:
     if chart is not None:

@@ -18,12 +18,6 @@ def _say(demo: Demo, line: str, timeout: float = 60) -> str:
 
 
 @pytest.fixture()
-def world() -> Iterator[Demo]:
-    with Demo() as demo:
-        yield demo
-
-
-@pytest.fixture()
 def fallback_world() -> Iterator[tuple[Demo, VllmSimulator]]:
     """The demo with a second OpenAI-compatible server (another simulated model) as LLM_FALLBACK_BASE_URL."""
     with Demo() as probe_scenario:

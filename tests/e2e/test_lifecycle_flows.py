@@ -15,12 +15,6 @@ from sim.demo import Demo
 VIEWER = "U0VIEWER01"
 
 
-@pytest.fixture()
-def world() -> Demo:
-    with Demo() as demo:
-        yield demo
-
-
 def _say(demo: Demo, line: str, timeout: float = 20) -> str:
     out, answered = demo.user.run(line, timeout=timeout)
     assert answered, out

@@ -4,15 +4,7 @@ from __future__ import annotations
 
 import time
 
-import pytest
-
 from sim.demo import Demo
-
-
-@pytest.fixture()
-def world() -> Demo:
-    with Demo() as demo:
-        yield demo
 
 
 def _say(demo: Demo, line: str, timeout: float = 30) -> str:
