@@ -48,3 +48,8 @@ def test_shared_modules_import_no_handler(name: str) -> None:
     paths = sorted((BOT / name).glob("*.py")) if name == "views" else [BOT / name]
     for path in paths:
         assert not {n for n in _imports(path) if _under(n, ("bot.handlers",))}, path.name
+
+
+@pytest.mark.parametrize("path", sorted((BOT / "handlers").glob("*.py")), ids=lambda p: p.name)
+def test_no_handler_imports_another(path: Path) -> None:
+    assert not {n for n in _imports(path) if _under(n, ("bot.handlers",))}
