@@ -27,6 +27,7 @@ from slack_bolt.adapter.socket_mode import SocketModeHandler
 from slack_bolt.adapter.wsgi import SlackRequestHandler
 from slack_sdk.signature import SignatureVerifier
 from sqlalchemy import text
+from waitress import wasyncore
 from waitress.server import create_server
 
 import bot.handlers  # noqa: F401  (importing it declares every command on the registry)
@@ -100,7 +101,8 @@ def build(settings: Settings, services: Services | None = None, fleet: Fleet | N
         client=slack.client,
         signing_secret=signing_secret,
         request_verification_enabled=settings.bot_mode == "http",
-        raise_error_for_unhandled_request=False,
+        # Unhandled requests go to bot.listeners.unhandled.on_error, not Bolt's WARNING with a code hint.
+        raise_error_for_unhandled_request=True,
         # Listeners only parse and ack; a pool wider than Bolt's default 5 keeps acks fast in bursts.
         listener_executor=listener_pool,
     )
@@ -319,6 +321,10 @@ def _reject(environ: dict[str, Any]) -> tuple[str, str] | None:
     return None if valid else ("400 Bad Request", "body is not a Slack request")
 
 
+# How long `HttpServer.close` waits for the server's loop to end after closing its connections.
+SERVER_CLOSE_WAIT_S = 5.0
+
+
 class HttpServer:
     """The bot's HTTP server (waitress). `port` is the bound port (useful with port 0)."""
 
@@ -343,16 +349,48 @@ class HttpServer:
         )
         self.host = host
         self.port = int(self._server.effective_port)
+        self._looping = threading.Event()
+        self._stopped = threading.Event()
 
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
     def serve_forever(self) -> None:
-        self._server.run()
+        self._looping.set()
+        try:
+            self._server.run()
+        finally:
+            self._looping.clear()
+            self._stopped.set()
 
     def close(self) -> None:
-        self._server.close()
+        """Stop serving, in an order that leaves no thread using a closed descriptor: stop accepting, let the
+        worker threads finish the requests they hold (waitress waits up to 5 s), then close the open
+        connections and the wake-up pipe on the server's own loop thread, which ends `serve_forever`.
+
+        waitress's own `close()` closes the wake-up pipe at once: a worker finishing a response afterwards
+        writes to it (`waitress/channel.py` calls `pull_trigger()`) and logs `OSError: [Errno 9] Bad file
+        descriptor`; closed from another thread, a connection can also vanish under the loop's poll().
+        """
+        server = self._server
+        channels = server._map  # the listening socket, the wake-up pipe and every open connection
+        if not self._looping.is_set():
+            server.task_dispatcher.shutdown()
+            wasyncore.close_all(channels)
+            return
+        self._on_loop(lambda: wasyncore.dispatcher.close(server))
+        server.task_dispatcher.shutdown()
+        self._on_loop(lambda: wasyncore.close_all(channels))
+        self._stopped.wait(SERVER_CLOSE_WAIT_S)
+
+    def _on_loop(self, job: Callable[[], object]) -> None:
+        """Run `job` on the server's loop thread (waitress's wake-up pipe runs it there), or here if the pipe
+        is already closed (the loop closes it when poll() reports it hung up)."""
+        try:
+            self._server.trigger.pull_trigger(job)
+        except OSError:
+            job()
 
 
 def socket_state(handler: SocketModeHandler) -> Callable[[], str | None]:

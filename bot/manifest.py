@@ -24,6 +24,7 @@ BOT_SCOPES = [
     "commands",
     "files:write",
     "groups:history",
+    "im:write",
     "usergroups:read",
 ]
 

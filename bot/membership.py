@@ -6,7 +6,8 @@ a public channel and `channel_not_found` for a private one or a DM the bot is no
 (docs.slack.dev/reference/methods/chat.postMessage, "Errors"). A slash command's `response_url` still works
 there, so the answer itself arrives, but progress messages, attachments and alerts do not. The bot does not
 join by itself (that needs `channels:join` and would put it in channels nobody chose); it says what was lost
-and how to invite it, ephemerally through the `response_url` or else in a DM with the user.
+and how to invite it, ephemerally through the `response_url` or else in a DM with the user. A file (a chart)
+is uploaded to the user's DM with the bot instead, and the ephemeral note says so.
 """
 
 from __future__ import annotations
@@ -52,4 +53,13 @@ def guidance(channel_id: str, lost: Sequence[str]) -> str:
     return (
         f":warning: I am not a member of {channel_link(channel_id)}, so {what} could not be posted there "
         f"(Slack: `not_in_channel`). To fix it, {invite_hint(channel_id)}."
+    )
+
+
+def sent_to_dm(channel_id: str, filename: str, error: str) -> str:
+    """The note telling a user that the file `filename`, refused in `channel_id` with Slack's `error`, was
+    uploaded to their direct messages with the bot instead, and how to invite the bot (one mrkdwn line)."""
+    return (
+        f":warning: I am not a member of {channel_link(channel_id)} (Slack: `{error}`), so I sent the file "
+        f"`{filename}` to our direct messages instead. To get files here, {invite_hint(channel_id)}."
     )

@@ -17,6 +17,9 @@ Senders (the runner, progress messages, streaming edits, alerts, App Home, modal
    - `msg_too_long`, `msg_blocks_too_long`, `invalid_blocks` -> a short message plus the full text as a file;
    - a channel the bot cannot post in (`not_in_channel`, `channel_not_found`) -> an ephemeral message, then a
      direct message to the user;
+   - a file the channel refuses (the same errors) -> uploaded to the user's DM with the bot (the DM's id from
+     `conversations.open`: `files.completeUploadExternal` refuses a user id), with an ephemeral note saying
+     where it went;
    - a failed file upload -> the file's text posted in the thread in parts;
    - a progress message's final edit that fails -> the final state posted as a new message.
 
@@ -40,8 +43,8 @@ from slack_sdk.http_retry.builtin_handlers import (
 from slack_sdk.http_retry.handler import RetryHandler
 from slack_sdk.webhook import WebhookClient
 
-from bot.membership import guidance
-from bot.render import Attachment, Block, Reply, code, escape, to_mrkdwn, to_plain
+from bot.membership import guidance, sent_to_dm
+from bot.render import Attachment, Block, Reply, code, escape, text_reply, to_mrkdwn, to_plain
 from llm.redact import redact
 
 log = logging.getLogger(__name__)
@@ -565,6 +568,8 @@ class SlackGateway:
             try:
                 self._upload_one(attachment, to)
             except SlackDeliveryError as exc:
+                if exc.reason in NOT_HERE and to.user and self._upload_to_dm(attachment, to, exc.reason):
+                    continue
                 log.warning(
                     "upload of %s failed (%s); posting its text instead", attachment.filename, exc.reason
                 )
@@ -587,6 +592,25 @@ class SlackGateway:
             )
         except Exception as exc:
             raise SlackDeliveryError(_error(exc)) from exc
+
+    def _upload_to_dm(self, attachment: Attachment, to: Destination, error: str) -> bool:
+        """Upload a file `to.channel` refused (`error`) to the user's DM with the bot, then tell them so,
+        ephemerally where they asked (through the response_url while it works). False when the DM could
+        not be opened (`conversations.open` needs the `im:write` scope) or the upload failed there too."""
+        try:
+            dm = str(self.client.conversations_open(users=to.user)["channel"]["id"])
+            self._upload_one(attachment, Destination(dm, to.user))
+        except (SlackApiError, SlackDeliveryError, KeyError, TypeError) as exc:
+            reason = exc.reason if isinstance(exc, SlackDeliveryError) else _error(exc)
+            log.warning("could not upload %s to %s's DM either: %s", attachment.filename, to.user, reason)
+            return False
+        log.info("%s refused %s (%s); uploaded to %s's DM", to.channel, attachment.filename, error, to.user)
+        note = prepare(text_reply(sent_to_dm(to.channel, attachment.filename, error)))
+        try:
+            self._deliver(note, replace(to, replace=False, ephemeral=True))
+        except SlackDeliveryError as exc:
+            log.warning("could not say where %s went: %s", attachment.filename, exc.reason)
+        return True
 
     def _post_in_parts(self, attachment: Attachment, to: Destination, *, not_here: bool = False) -> None:
         """Post a file's text in parts in the thread; when the channel refused the bot (`not_here`), the parts

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
+import threading
 from pathlib import Path
 
 import yaml
 
-from sim.console import interactive, run_script
+from sim.console import interactive, run_script, stop_running
 from sim.demo import Demo
 
 
@@ -24,7 +26,8 @@ def main(argv: list[str] | None = None) -> int:
         argv: the arguments after `python -m sim` (default: `sys.argv[1:]`).
 
     Returns:
-        The exit code: 0, 1 if a script line got no final answer, 2 for a bad script or scenario file.
+        The exit code: 0, 1 if a script line got no final answer (each is named on stderr), 2 for a bad
+        script or scenario file.
     """
     parser = argparse.ArgumentParser(prog="python -m sim", description="tpu-chatops on local simulators")
     sub = parser.add_subparsers(dest="action", required=True)
@@ -40,8 +43,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def _demo(script: str | None, scenario: str | None, speed: float | None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    # The console already says when the bot does not handle a command; Bolt's developer hint is noise here.
-    logging.getLogger("slack_bolt").setLevel(logging.ERROR)
     # The simulated TPU VM's SSH server logs every client disconnect as an error.
     logging.getLogger("paramiko.transport").setLevel(logging.CRITICAL)
     try:
@@ -50,15 +51,40 @@ def _demo(script: str | None, scenario: str | None, speed: float | None) -> int:
     except (OSError, ValueError, yaml.YAMLError) as exc:
         print(f"demo: {exc}", file=sys.stderr)
         return 2
-    with demo:
+    code = 0
+    try:
         print(demo.banner())
         if lines is not None:
             missing = run_script(demo.user, lines)
             if missing:
-                print(f"\n{missing} command(s) got no final answer", file=sys.stderr)
-            return 1 if missing else 0
-        interactive(demo.user)
-    return 0
+                print(f"\n{len(missing)} script line(s) got no final answer:", file=sys.stderr)
+                print("\n".join(f"  {each}" for each in missing), file=sys.stderr)
+                code = 1
+        else:
+            interactive(demo.user)
+        still = stop_running(demo.user)
+        if still:
+            print("\nstill running after the cancel:\n" + "\n".join(f"  {s}" for s in still), file=sys.stderr)
+    finally:
+        _close_within(demo, CLOSE_WAIT_S, code)
+    return code
+
+
+# How long the demo waits for the bot and the simulators to stop before it leaves anyway.
+CLOSE_WAIT_S = 30.0
+
+
+def _close_within(demo: Demo, timeout: float, code: int) -> None:
+    """Close the demo; if that takes longer than `timeout` seconds (a command that ignored its cancel keeps
+    a worker thread, which the interpreter would wait for at exit), say so and leave the process at once."""
+    closing = threading.Thread(target=demo.close, name="demo-close", daemon=True)
+    closing.start()
+    closing.join(timeout)
+    if closing.is_alive():
+        print(f"demo: the bot did not stop within {timeout:.0f} s; leaving without waiting", file=sys.stderr)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code or 1)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,8 @@ from sim.slack import BOT_USER_ID, TEAM_ID, Message, SlackSimulator
 DEMO_USER = "U0DEMOUSR1"
 DEMO_CHANNEL = "C0DEMOCHN1"
 MENTION_PREFIXES = ("@gemma-bot", "@bot")
+# How long the console waits, when it exits, for the operations it cancelled to show their final state.
+CANCEL_WAIT_S = 30.0
 
 
 class SlackUser:
@@ -288,6 +290,46 @@ class SlackUser:
         }
         return urlencode({"payload": json.dumps(payload)})
 
+    def running(self) -> list[Message]:
+        """The bot's messages whose newest state shows a running operation (a capacity search, a benchmark:
+        its Cancel button), oldest first."""
+        newest: dict[tuple[str, str], Message] = {}
+        for message in list(self._slack.messages):
+            if message.kind in ("post", "update"):
+                newest[(message.channel, message.ts)] = message
+        return [m for m in newest.values() if _cancel_button(m) is not None]
+
+    def cancel_running(self, timeout: float = CANCEL_WAIT_S) -> tuple[list[str], list[Message]]:
+        """Stop every running operation as its user would: click its Cancel button (a signed `block_actions`
+        request; the bot cancels the operation, a search deletes the requests it made by their labels, and
+        the progress message ends in a final state), then wait up to `timeout` seconds for each one.
+
+        Returns:
+            (lines to print, the messages still showing a running operation after `timeout`).
+        """
+        with self._running:
+            start = len(self._slack.messages)
+            out: list[str] = []
+            clicked = self.running()
+            for message in clicked:
+                found = _cancel_button(message)
+                assert found is not None
+                block_id, element = found
+                response_id = f"a{self._prefix}-{next(self._ids)}"
+                body = self.click_body(message, block_id, element, response_id, user_id=self.user_id)
+                response = self.post_signed(body, "application/x-www-form-urlencoded")
+                out.append(f"[HTTP {response.status_code}] clicked 'Cancel' on {_first_line(message)!r}")
+            keys = {(m.channel, m.ts) for m in clicked}
+            deadline = time.monotonic() + timeout
+            left = clicked
+            while left and time.monotonic() < deadline:
+                newer = len(self._slack.messages)
+                self._slack.wait_for(lambda m: (m.channel, m.ts) in keys, 0.5, start=newer)
+                left = [m for m in self.running() if (m.channel, m.ts) in keys]
+            out += [m.render() for m in self._slack.messages[min(start, self._printed) :] if m.kind != "user"]
+            self._printed = len(self._slack.messages)
+            return out, left
+
     def _find_button(self, label: str) -> tuple[Message, str, dict[str, Any]] | None:
         for message in reversed(self._slack.messages):
             for block_id, element in message.buttons():
@@ -307,7 +349,7 @@ class SlackUser:
             "container": {
                 "type": "message",
                 "message_ts": message.ts,
-                "channel_id": self.channel_id,
+                "channel_id": message.channel or self.channel_id,
                 "is_ephemeral": message.ephemeral,
                 "thread_ts": message.thread_ts,
             },
@@ -315,7 +357,7 @@ class SlackUser:
             "team": {"id": TEAM_ID, "domain": "demo"},
             "enterprise": None,
             "is_enterprise_install": False,
-            "channel": {"id": self.channel_id, "name": "tpu-ops"},
+            "channel": {"id": message.channel or self.channel_id, "name": "tpu-ops"},
             "message": {"type": "message", "user": BOT_USER_ID, "ts": message.ts, "text": message.text},
             "state": {"values": {}},
             "response_url": self._slack.response_url(response_id),
@@ -357,6 +399,17 @@ def _is_working(response: httpx.Response) -> bool:
     return _ack_text(response).startswith(":hourglass_flowing_sand:")
 
 
+def _cancel_button(message: Message) -> tuple[str, dict[str, Any]] | None:
+    """(block_id, element) of a running operation's Cancel button in `message`, if it has one."""
+    return next(
+        ((block_id, e) for block_id, e in message.buttons() if e.get("action_id") == "cancel_operation"), None
+    )
+
+
+def _first_line(message: Message) -> str:
+    return message.render().removeprefix("(updated) ").split("\n", 1)[0][:80]
+
+
 def _strip_mention(line: str) -> str:
     for prefix in MENTION_PREFIXES:
         if line.startswith(prefix):
@@ -364,23 +417,33 @@ def _strip_mention(line: str) -> str:
     return line
 
 
-def run_script(user: SlackUser, lines: Iterable[str], echo: bool = True) -> int:
+def run_script(user: SlackUser, lines: Iterable[str], echo: bool = True) -> list[str]:
     """Run console lines (blank lines and `#` comments skipped), printing a transcript.
 
     Returns:
-        The number of commands that got no answer in time (0 means all answered).
+        The script lines that got no final answer in time, each as `line N: TEXT` (empty: all answered).
     """
-    missing = 0
-    for raw in lines:
+    missing = []
+    for number, raw in enumerate(lines, 1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
         if echo:
             print(f"\nyou> {line}")
         out, answered = user.run(line)
-        missing += 0 if answered else 1
+        if not answered:
+            missing.append(f"line {number}: {line}")
         print("\n".join(out))
     return missing
+
+
+def stop_running(user: SlackUser, timeout: float = CANCEL_WAIT_S) -> list[str]:
+    """Before the console exits: cancel every operation still running (`SlackUser.cancel_running`), print
+    what happened, and return the first line of each one that did not stop within `timeout` seconds."""
+    out, left = user.cancel_running(timeout)
+    if out:
+        print("\n(leaving: cancelling what is still running)\n" + "\n".join(out))
+    return [_first_line(m) for m in left]
 
 
 def interactive(user: SlackUser) -> None:

@@ -9,7 +9,9 @@ its public source); a test that needs the old leniency relaxes one rule by name 
 
     membership     posting, uploading and reading a thread need the bot in the channel (`not_in_channel`
                    for a public channel, `channel_not_found` for a private or unknown one and a DM the bot
-                   is not part of); a user id opens the app's DM and is always accepted
+                   is not part of); a user id opens the app's DM and is always accepted, and so is the
+                   DM id `conversations.open` returns (which `files.completeUploadExternal` needs: it
+                   refuses a user id as `channel_id`)
     response_url   a `response_url` takes at most 5 posts within 30 minutes (then HTTP 404 `used_url` /
                    `expired_url`)
     trigger_id     a `trigger_id` opens one view within 3 s of the interaction (`expired_trigger_id`,
@@ -31,9 +33,11 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qsl, urlparse
+
+from sim.http_server import SimHttpServer
 
 BOT_USER_ID = "U0BOT00001"
 TEAM_ID = "T0DEMO0001"
@@ -60,6 +64,10 @@ MAX_VIEW_TITLE = 24  # View.title_max_length, also submit/close (same source)
 RESPONSE_URL_USES = 5
 RESPONSE_URL_TTL_S = 30 * 60
 TRIGGER_TTL_S = 3.0
+
+# files.completeUploadExternal's `channel_id`: a channel, private channel or DM id, not a user id (the
+# pattern in Slack's `invalid_arguments` answer, quoted in slackapi/bolt-js#2115).
+UPLOAD_CHANNEL_ID = "^[CGDZ][A-Z0-9]{8,}$"
 
 RULES = ("membership", "response_url", "trigger_id", "block_limits", "replies_paging")
 
@@ -105,9 +113,9 @@ class Message:
 
     def render(self) -> str:
         """The message as console text."""
+        dm = "(in your DM with the app) " if self.channel[:1] in ("U", "W", "D") else ""
         if self.kind == "file":
-            size = len(self.content)
-            return f"[file {self.filename}: {size:,} bytes]"
+            return f"{dm}[file {self.filename}: {len(self.content):,} bytes]"
         if self.kind == "modal":
             inputs = [b.get("label", {}).get("text", "") for b in self.blocks if b.get("type") == "input"]
             return f"[modal {self.text!r} opened: fields {', '.join(inputs)}; type `submit VALUE`]"
@@ -119,8 +127,8 @@ class Message:
         body = unescape(body)
         if self.ephemeral:
             return "(only visible to you) " + body
-        if self.kind == "post" and self.channel[:1] in ("U", "W"):
-            return "(in your DM with the app) " + body
+        if self.kind == "post" and dm:
+            return dm + body
         if self.kind == "update" or self.replaces:
             return "(updated) " + body
         return body
@@ -285,10 +293,10 @@ class SlackSimulator:
         self.home_views: dict[str, dict[str, Any]] = {}
         self._faults: list[dict[str, Any]] = []
         self._uploads: dict[str, dict[str, Any]] = {}
+        self.dms: dict[str, str] = {}  # user id -> the id of the app's DM with them (conversations.open)
         self._ts = itertools.count(1)
         self._changed = threading.Condition()
-        self._server = ThreadingHTTPServer((host, port), self._handler_class())
-        self._server.daemon_threads = True
+        self._server = SimHttpServer((host, port), self._handler_class())
         self._thread: threading.Thread | None = None
 
     @property
@@ -443,6 +451,8 @@ class SlackSimulator:
             return {"ok": True, "upload_url": f"{self.url}/upload/{file_id}", "file_id": file_id}
         if method == "files.completeUploadExternal":
             return self._complete_upload(args)
+        if method == "conversations.open":
+            return self._open_dm(args)
         if method == "views.open":
             view = args.get("view") or {}
             if isinstance(view, str):
@@ -603,11 +613,30 @@ class SlackSimulator:
         cursor = base64.b64encode(f"next:{start + limit}".encode()).decode() if more else ""
         return {"ok": True, "messages": page, "has_more": more, "response_metadata": {"next_cursor": cursor}}
 
+    def _open_dm(self, args: dict[str, Any]) -> dict[str, Any]:
+        """conversations.open with one user id in `users`: the id of the app's DM with that user (the same
+        one each time), of which the bot is a member (docs.slack.dev/reference/methods/conversations.open;
+        `users_list_not_supplied` without users). Group DMs (several users) are not simulated."""
+        users = [u for u in str(args.get("users") or "").split(",") if u]
+        if not users:
+            return {"ok": False, "error": "users_list_not_supplied"}
+        if len(users) > 1 or not re.fullmatch(r"[UW][A-Z0-9]{8,}", users[0]):
+            return {"ok": False, "error": "user_not_found"}
+        with self._changed:
+            dm = self.dms.setdefault(users[0], f"D{next(self._ts):09d}")
+            self.joined.add(dm)
+        return {"ok": True, "channel": {"id": dm}}
+
     def _complete_upload(self, args: dict[str, Any]) -> dict[str, Any]:
         files = args.get("files")
         if isinstance(files, str):
             files = json.loads(files)
         channel = str(args.get("channel_id") or "")
+        if channel and not re.fullmatch(UPLOAD_CHANNEL_ID, channel):
+            # A user id is refused: a file for a user goes to the DM id that conversations.open returns
+            # (slackapi/bolt-js#2115, slackapi/python-slack-sdk#1326).
+            message = f"input must match regex pattern: {UPLOAD_CHANNEL_ID} [json-pointer:/channel_id]"
+            return {"ok": False, "error": "invalid_arguments", "response_metadata": {"messages": [message]}}
         refusal = self._refuse("files.completeUploadExternal", channel) if channel else None
         if refusal:
             return refusal

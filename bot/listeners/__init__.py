@@ -5,13 +5,15 @@ from __future__ import annotations
 from slack_bolt import App
 
 from bot.commands import Registry
-from bot.listeners import actions, commands, events, views
+from bot.listeners import actions, commands, events, unhandled, views
 from bot.runner import Runner
 
 
 def register(app: App, registry: Registry, runner: Runner) -> None:
-    """Register every listener: one slash command per registry group, @mentions, button clicks, modals."""
+    """Register every listener: one slash command per registry group, @mentions, button clicks, modals,
+    then the answer to unknown commands and the handler of unhandled requests (`bot.listeners.unhandled`)."""
     commands.register(app, registry, runner)
     events.register(app, registry, runner)
     actions.register(app, registry, runner)
     views.register(app, runner)
+    unhandled.register(app)
