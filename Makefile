@@ -28,8 +28,9 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python -m sim demo
 
+# `make test ARGS="tests/unit -q"` runs part of the suite (ARGS are pytest's arguments).
 test: $(STAMP)
-	$(BIN)/pytest
+	$(BIN)/pytest $(ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
