@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -29,6 +29,7 @@ from sim.gcp.quotas import ROUTES as QUOTAS_ROUTES
 from sim.gcp.secrets import ROUTES as SECRETS_ROUTES
 from sim.gcp.tpu import ROUTES as TPU_ROUTES
 from sim.gcp.world import World, preempt_now, zone_capacity
+from sim.http_server import SimHttpServer
 
 _FAULT_MESSAGES = {
     401: "Request had invalid authentication credentials.",
@@ -60,8 +61,7 @@ _ROUTES = [
 ]
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
+class _Server(SimHttpServer):
     sim: GcpSimulator
 
 

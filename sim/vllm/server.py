@@ -13,9 +13,9 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Generator
-from http.server import ThreadingHTTPServer
 from typing import Any
 
+from sim.http_server import SimHttpServer
 from sim.vllm.api import make_handler
 from sim.vllm.metrics import EngineMetrics
 from sim.vllm.model import CANNED, ENGINE_DEAD_MESSAGE, HTTPError, gemma_markup, plan_tools
@@ -71,7 +71,7 @@ class VllmSimulator:
         self._unwedged = threading.Event()  # set unless in mode "wedged": wedged requests wait on it
         self._unwedged.set()
         self._connections: set[socket.socket] = set()
-        self._server: ThreadingHTTPServer | None = None
+        self._server: SimHttpServer | None = None
         self._thread: threading.Thread | None = None
         self._created = int(time.time())
         self._boot_timer: threading.Timer | None = None
@@ -90,8 +90,7 @@ class VllmSimulator:
         if self._server is not None:
             return self
         self._stopping.clear()
-        server = ThreadingHTTPServer((self.host, self._port), make_handler(self))
-        server.daemon_threads = True
+        server = SimHttpServer((self.host, self._port), make_handler(self))
         self._port = server.server_address[1]
         self._server = server
         self._thread = threading.Thread(
