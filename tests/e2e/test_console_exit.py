@@ -4,13 +4,12 @@ requests and its progress message ends "cancelled"; a script names the lines tha
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 from ops.errors import NotFound
 from sim.console import stop_running
 from sim.demo import Demo
+from tests.e2e.demo_script import run_demo_script
 
 
 def _exists(demo: Demo, name: str) -> bool:
@@ -45,17 +44,10 @@ def test_nothing_running_means_nothing_clicked(demo: Demo) -> None:
 
 
 def test_script_exits_naming_the_lines_without_a_final_answer(tmp_path: Path) -> None:
-    script = tmp_path / "script.txt"
-    script.write_text(
+    result = run_demo_script(
+        tmp_path,
         "# an unknown command, a click with no button, then a search left running at the end\n"
-        "/foo bar\nclick Confirm\n\n/tpu find gemma4-b --allow-second\nclick Confirm\n/tpu list\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-m", "sim", "demo", "--script", str(script)],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
+        "/foo bar\nclick Confirm\n\n/tpu find gemma4-b --allow-second\nclick Confirm\n/tpu list\n",
     )
     assert result.returncode == 1, result.stderr[-2000:]
     # The click with no button is named; the search's Confirm may be too (still running after 30 s).

@@ -3,11 +3,10 @@ clients -> simulators -> reply delivered to the Slack simulator."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 from sim.demo import Demo
+from tests.e2e.demo_script import run_demo_script
 
 
 def _say(demo: Demo, line: str) -> str:
@@ -148,17 +147,11 @@ def test_google_429_is_a_clear_message(demo: Demo) -> None:
 
 
 def test_demo_script_runs_non_interactively(tmp_path: Path) -> None:
-    script = tmp_path / "script.txt"
-    script.write_text(
+    result = run_demo_script(
+        tmp_path,
         "# the issue's acceptance commands\n/tpu status\n/tpu list\n/tpu describe gemma4-qr\n"
-        "/vllm metrics\n@gemma-bot vllm metrics\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-m", "sim", "demo", "--script", str(script)],
-        capture_output=True,
-        text=True,
+        "/vllm metrics\n@gemma-bot vllm metrics\n",
         timeout=120,
-        check=False,
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "SIMULATED" in result.stdout
