@@ -45,7 +45,7 @@ def deployment_of(
     Args:
         services: the bot's services (settings and the vLLM spec).
         qr: the queued resource concerned, if any (its accelerator type, zone and name win over the
-            settings).
+            settings; its state picks the catalogue's state-specific fixes, e.g. recover a FAILED one).
         listed: queued resources already listed (FAILED/SUSPENDED ones are named as holding quota).
     """
     spec = services.vllm_spec()
@@ -61,6 +61,7 @@ def deployment_of(
         zone=qr.zone if qr else None,
         name=qr.name if qr else services.settings.tpu_primary,
         stale_resources=stale,
+        state=qr.state if qr else None,
     )
 
 

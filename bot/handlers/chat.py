@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Callable, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -158,16 +159,19 @@ def _states(resources: list[QueuedResourceInfo]) -> dict[str, str]:
 
 def gather_facts(
     ctx: Context, question: str, history: list[str]
-) -> tuple[Subjects, list[Fact], list[Finding]]:
+) -> tuple[Subjects, list[Fact], list[Finding], list[tuple[QueuedResourceInfo, Diagnosis]]]:
     """Resolve what the question is about and fetch its read-only facts; a failing source becomes a fact
     saying what failed (never an exception).
 
     Returns:
-        (the subjects, the facts most important first, the known failures they match, most severe first).
+        (the subjects, the facts most important first, the known failures the logs match (most severe
+        first), the diagnosis of each subject queued resource in a failure state from its own state and
+        error as the TPU API reports them).
     """
     settings = ctx.services.settings
     facts: list[Fact] = []
     findings: list[Finding] = []
+    states: list[tuple[QueuedResourceInfo, Diagnosis]] = []
     try:
         listing = ctx.services.tpu.list_queued_resources(settings.tpu_zones)
         resources = list(listing.resources)
@@ -182,7 +186,8 @@ def gather_facts(
         qr = by_name[name]
         # The catalogue reads the resource's state and error (stockout, quota, preemption, node gone...).
         diagnosis = resource_diagnosis(qr, deployment_of(ctx.services, qr, resources))
-        findings += diagnosis.findings if diagnosis is not None else ()
+        if diagnosis is not None:
+            states.append((qr, diagnosis))
         detail = tools["describe"].func(name=name)
         facts.append(Fact(f"describe {name}", _qr_summary(qr, now), detail, _states([qr])))
     others = [qr for qr in resources if qr.name not in subjects.resources]
@@ -203,7 +208,7 @@ def gather_facts(
     if "cost" in subjects.topics:
         facts.append(_cost_fact(ctx, [by_name[n] for n in subjects.resources] or resources))
     unique = {(f.name, f.conclusion): f for f in findings}
-    return subjects, facts, list(unique.values())
+    return subjects, facts, list(unique.values()), states
 
 
 def _error_fact(
@@ -231,7 +236,7 @@ def _error_fact(
     found = diagnose(exemplars, deployment)
     findings += found
     top = "; ".join(f"{t.count}× `{t.template[:100]}`" for t in summary.templates[:3])
-    known = ", ".join(f.name for f in found)
+    known = ", ".join(_counted(f.name for f in found))
     text = f"{summary.error_entries} ERROR entries; top: {top}" + (
         f"; known failures: {known}" if known else ""
     )
@@ -239,6 +244,13 @@ def _error_fact(
         f"{t.count}\t{t.severity}\t{t.last_seen:%F %T}\t{t.template}" for t in summary.templates
     )
     return Fact(source, text, detail)
+
+
+def _counted(names: Iterable[str]) -> list[str]:
+    """Each name once, in first-seen order, with how many distinct findings it had when more than one
+    (e.g. "request-too-long (2 variants)")."""
+    counts = Counter(names)
+    return [name if n == 1 else f"{name} ({n} variants)" for name, n in counts.items()]
 
 
 def _cost_fact(ctx: Context, resources: list[QueuedResourceInfo]) -> Fact:
@@ -307,9 +319,17 @@ def _probe(ctx: Context) -> str:
     return f"`{probe.model}` answered a one-token completion in {ms(probe.latency_s)}"
 
 
-def _facts_blocks(facts: list[Fact], findings: list[Finding]) -> list[dict[str, Any]]:
-    """The facts as the user reads them: the known failure first, then one line per fact."""
+def _facts_blocks(
+    facts: list[Fact], findings: list[Finding], states: list[tuple[QueuedResourceInfo, Diagnosis]]
+) -> list[dict[str, Any]]:
+    """The facts as the user reads them: each subject resource's failure state and error (the TPU API's,
+    under the resource, not among the log's failures), the known failures in the log, then one line per
+    fact."""
     blocks: list[dict[str, Any]] = []
+    for qr, diagnosis in states:
+        heading = f"`{qr.name}` is {qr.state}: its state and error (TPU API)"
+        shown = diagnosis_text(diagnosis, heading=heading)
+        blocks.append(section(shown if diagnosis.findings else f"*{heading}*\n{shown}"))
     if findings:
         blocks.append(section(diagnosis_text(Diagnosis(tuple(findings), ()))))
     lines = "\n".join(
@@ -386,9 +406,10 @@ def feedback_buttons(answer_id: int) -> dict[str, Any]:
 def gemma_chat(ctx: Context, question: str) -> Reply:
     history = ctx.thread_history() if ctx.thread_history else []
     texts = [str(h.get("content", "")) if isinstance(h, dict) else str(h) for h in history]
-    subjects, facts, findings = gather_facts(ctx, question, texts)
-    result, chosen, detailed, failures = _ask(ctx, question, history, facts, findings)
-    blocks = _facts_blocks(facts, findings)
+    subjects, facts, findings, states = gather_facts(ctx, question, texts)
+    known = [f for _, diagnosis in states for f in diagnosis.findings] + findings
+    result, chosen, detailed, failures = _ask(ctx, question, history, facts, known)
+    blocks = _facts_blocks(facts, findings, states)
     states = {k: v for f in facts for k, v in f.states.items()}
     notes = []
     suggested = suggest_from_question(question)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from bot.authorship import rules_only, written_by
-from bot.commands import Param, duration, int_range, registry, resource_name
+from bot.commands import Param, int_range, registry, resource_name, window
 from bot.context import Context
 from bot.diagnosis import analysis_diagnosis, deployment_of
 from bot.render import Attachment, Reply, blocks_reply, code, context, header, section, split_sections, utc
@@ -29,7 +29,7 @@ def severity(word: str) -> str:
     return upper
 
 
-_SINCE = Param("since", "how far back (default 1h)", flag="--since", kind=duration, metavar="D")
+_SINCE = Param("since", "how far back, above 0 (default 1h)", flag="--since", kind=window, metavar="D")
 _NODE = Param("node", "only this TPU node", flag="--node", kind=resource_name, metavar="NAME")
 
 
@@ -56,9 +56,8 @@ def logs(
     filter: str | None,
     limit: int | None,
 ) -> Reply:
-    query = cloudlogs.build_filter(
-        since or timedelta(hours=1), severity=severity, node=node, extra=filter, now=ctx.services.now()
-    )
+    span = timedelta(hours=1) if since is None else since
+    query = cloudlogs.build_filter(span, severity=severity, node=node, extra=filter, now=ctx.services.now())
     entries = ctx.services.log_entries(query, limit or 30)
     if not entries:
         return blocks_reply([section(f"No log entries match `{query}`.")])
@@ -89,8 +88,8 @@ def logs_analyze(ctx: Context, since: timedelta | None, node: str | None) -> Rep
     unavailable: rules only"; a read cut by the quota, budget or deadline still answers, labelled partial
     with what is missing."""
     settings = ctx.services.settings
-    window = since or timedelta(hours=1)
-    query = cloudlogs.build_filter(window, node=node, now=ctx.services.now())
+    span = timedelta(hours=1) if since is None else since
+    query = cloudlogs.build_filter(span, node=node, now=ctx.services.now())
     summary, report = ctx.services.workers.run(
         mine_window,
         settings.gcp_project,
@@ -103,7 +102,7 @@ def logs_analyze(ctx: Context, since: timedelta | None, node: str | None) -> Rep
     size = f"{summary.total_entries:,} entries"
     if sampled:
         size = f"~{size} (estimated)"
-    blocks = [header(f"Log analysis: last {window}, {size}")]
+    blocks = [header(f"Log analysis: last {span}, {size}")]
     if sampled:
         blocks.append(
             context(
