@@ -464,7 +464,9 @@ def _exemplar_line(exemplar: str) -> str:
     return f"  example: {_fence_safe(exemplar)}\n"
 
 
-def build_prompt(summary: LogSummary, budget_tokens: int, *, findings: Sequence[Finding] = ()) -> Prompt:
+def build_prompt(
+    summary: LogSummary, budget_tokens: int, *, findings: Sequence[Finding] = (), serving: str = ""
+) -> Prompt:
     """Fit the summary's templates into `budget_tokens` (estimated) prompt tokens.
 
     First pass: every template in its short form (severity, count, times, nodes, template), in rank order,
@@ -478,6 +480,8 @@ def build_prompt(summary: LogSummary, budget_tokens: int, *, findings: Sequence[
         budget_tokens: the most prompt tokens (estimated), e.g. `prompt_budget(max_model_len, answer)`.
         findings: rule-based findings to mention (their names and conclusions, and the runbook text a team
             wrote for their families).
+        serving: what serves now (bot text: the running container's start, the served max_model_len), so
+            that errors from before it are read as history; "" for none.
 
     Returns:
         Prompt with `prompt_tokens <= budget_tokens`.
@@ -495,6 +499,8 @@ def build_prompt(summary: LogSummary, budget_tokens: int, *, findings: Sequence[
         f"ERROR or worse, {span}. Drain grouped them into {len(summary.templates)} templates (<NUM>, <HEX>, "
         "<IP>, <PATH>, <TS>, <SIZE>, <*> mark variable parts), most severe first, then most frequent.\n"
     )
+    if serving:
+        header += f"What serves now (bot text, not log data): {_one_line(redact(serving), 400)}\n"
     if findings:
         header += "Known failure signatures the bot's rules matched (bot text, not log data):\n" + "".join(
             f"- {f.name}: {_one_line(redact(f.conclusion), 240)}\n" for f in findings[:5]
@@ -648,6 +654,7 @@ def analyze(
     temperature: float | None = 0.2,
     counter: PromptCounter | None = None,
     deployment: Deployment | None = None,
+    serving: str = "",
 ) -> Analysis:
     """Summarize log entries and, if any is at ERROR or worse, ask the model what went wrong.
 
@@ -668,6 +675,7 @@ def analyze(
             is rebuilt with the budget scaled down before anything is sent (up to FIT_ROUNDS times). The
             character estimate alone undercounts digit- and punctuation-heavy logs.
         deployment: the live deployment the findings' fixes are written for (None: generic fixes).
+        serving: what serves now, for the prompt (see `build_prompt`).
 
     Returns:
         Analysis. The model is not called without ERROR-or-worse entries. A context-length rejection (a
@@ -709,7 +717,7 @@ def analyze(
     error: str | None = None
     while True:
         try:
-            prompt = build_prompt(summary, budget, findings=findings)
+            prompt = build_prompt(summary, budget, findings=findings, serving=serving)
         except BadInput as exc:
             error = _line(exc)
             break

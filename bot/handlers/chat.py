@@ -406,10 +406,10 @@ def feedback_buttons(answer_id: int) -> dict[str, Any]:
 def gemma_chat(ctx: Context, question: str) -> Reply:
     history = ctx.thread_history() if ctx.thread_history else []
     texts = [str(h.get("content", "")) if isinstance(h, dict) else str(h) for h in history]
-    subjects, facts, findings, states = gather_facts(ctx, question, texts)
-    known = [f for _, diagnosis in states for f in diagnosis.findings] + findings
+    subjects, facts, findings, failed = gather_facts(ctx, question, texts)
+    known = [f for _, diagnosis in failed for f in diagnosis.findings] + findings
     result, chosen, detailed, failures = _ask(ctx, question, history, facts, known)
-    blocks = _facts_blocks(facts, findings, states)
+    blocks = _facts_blocks(facts, findings, failed)
     states = {k: v for f in facts for k, v in f.states.items()}
     notes = []
     suggested = suggest_from_question(question)
