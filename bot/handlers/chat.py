@@ -24,7 +24,7 @@ from typing import Any
 from bot.authorship import rules_only, written_by
 from bot.commands import Param, Role, registry
 from bot.context import Context
-from bot.diagnosis import deployment_of, resource_diagnosis
+from bot.diagnosis import deployment_of, resource_diagnosis, serving_now
 from bot.render import Attachment, Reply, blocks_reply, context, human_duration, section
 from bot.views.findings import diagnosis_text
 from bot.views.gemma import VERDICTS
@@ -33,6 +33,7 @@ from llm.agent import AgentAnswer, Tool, answer, suggest_from_question
 from llm.client import ChosenModel
 from llm.diagnose import Diagnosis, Finding, diagnose
 from llm.grounding import Fact, Subjects, contradictions, estimate_tokens, facts_block, resolve
+from llm.logscope import place, present
 from llm.logsum import summarize
 from llm.redact import redact
 from ops import cloudlogs, cost
@@ -219,7 +220,8 @@ def _error_fact(
     deployment: Deployment,
 ) -> Fact:
     """ERROR entries of the subjects' nodes in the window: top templates and the known failures they match
-    (added to `findings`, their fixes written for `deployment`)."""
+    (those that may describe the running container added to `findings`, their fixes written for
+    `deployment`; those of an earlier container or another process named as such, `llm.logscope`)."""
     nodes = [n for name in subjects.resources for n in by_name[name].node_ids]
     node = nodes[0] if len(nodes) == 1 else None
     window = human_duration(subjects.window).removesuffix(" 00m")
@@ -233,16 +235,26 @@ def _error_fact(
         return Fact(source, "no ERROR entries")
     summary = summarize(entries)
     exemplars = "\n".join(e for t in summary.templates for e in t.exemplars).replace("\\n", "\n")
-    found = diagnose(exemplars, deployment)
-    findings += found
-    top = "; ".join(f"{t.count}× `{t.template[:100]}`" for t in summary.templates[:3])
-    known = ", ".join(_counted(f.name for f in found))
+    # errors of an earlier container or of another process are named as such, not as the present state
+    now = serving_now(ctx.services)
+    placed = place(tuple(diagnose(exemplars, deployment)), summary.templates, now)
+    findings += placed.current
+    past = placed.earlier + placed.other
+    current = present(summary.templates, now)
+    ranked = current + tuple(t for t in summary.templates if t not in current)
+    top = "; ".join(f"{t.count}× `{t.template[:100]}`" for t in ranked[:3])
+    known = ", ".join(_counted(f.name for f in placed.current))
     text = f"{summary.error_entries} ERROR entries; top: {top}" + (
         f"; known failures: {known}" if known else ""
     )
+    if past:
+        text += "; earlier or from another process, not the present state: " + ", ".join(
+            _counted(f.name for f in past)
+        )
     detail = "\n".join(
         f"{t.count}\t{t.severity}\t{t.last_seen:%F %T}\t{t.template}" for t in summary.templates
     )
+    detail += "".join(f"\nnot the present state: {f.name}: {f.conclusion}" for f in past)
     return Fact(source, text, detail)
 
 

@@ -3,14 +3,13 @@ signatures, which need no model, then the analysis of the first model that answe
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 from datetime import timedelta
 
 from bot.authorship import rules_only, written_by
 from bot.commands import Param, int_range, registry, resource_name, window
 from bot.context import Context
-from bot.diagnosis import analysis_diagnosis, deployment_of
+from bot.diagnosis import analysis_diagnosis, deployment_of, serving_now
 from bot.render import Attachment, Reply, blocks_reply, code, context, header, section, split_sections, utc
 from bot.views.findings import diagnosis_text
 from llm.client import ChosenModel
@@ -128,7 +127,7 @@ def logs_analyze(ctx: Context, since: timedelta | None, node: str | None) -> Rep
             section(f":white_check_mark: No errors in the window ({summary.total_entries:,} entries).")
         )
         return blocks_reply(blocks)
-    now = serving_now(ctx)
+    now = serving_now(ctx.services)
     result, chosen, failures = _ask_models(ctx, summary, deployment_of(ctx.services), now)
     placed = place(result.findings, result.templates, now)
     current_templates = present(result.templates, now)
@@ -175,37 +174,6 @@ def logs_analyze(ctx: Context, since: timedelta | None, node: str | None) -> Rep
     )
     reply.files.append(Attachment("log-templates.tsv", table, "All log templates"))
     return reply
-
-
-def serving_now(ctx: Context) -> ServingNow:
-    """The running vLLM container's start and restart count (docker inspect over SSH), the node of the vLLM
-    endpoint and the served max_model_len (/v1/models); what cannot be read is named in `missing`."""
-    missing: list[str] = []
-    started_at, restarts = None, 0
-    try:
-        container, host = ctx.services.container()
-        with host:
-            status = container.status()
-        if status.running:
-            started_at, restarts = status.started_at, status.restart_count
-        else:
-            missing.append(f"no running vLLM container (`{container.name}` is {status.state})")
-    except OpsError as exc:
-        missing.append(f"the container's start: {exc.message}")
-    node, max_model_len = None, None
-    try:
-        client, endpoint = ctx.services.vllm()
-        found = _ENDPOINT_NODE.search(endpoint.source)
-        node = found.group(1) if found else None
-        with client:
-            lengths = [m.max_model_len for m in client.models() if m.max_model_len]
-        max_model_len = lengths[0] if lengths else None
-    except OpsError as exc:
-        missing.append(f"the served configuration: {exc.message}")
-    return ServingNow(started_at, restarts, node, max_model_len, tuple(missing))
-
-
-_ENDPOINT_NODE = re.compile(r"\bnode (\S+) of ")  # `ops.endpoint.Endpoint.source` of a discovered endpoint
 
 
 def _kind_line(t: TemplateSummary, now: ServingNow) -> str:
