@@ -3,7 +3,6 @@ fix deletes or recovers it (with the command), never "wait until valid-until".""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ from bot.diagnosis import resource_state_text
 from llm.diagnose import diagnose, examine
 from ops.faults import QUEUED_RESOURCE_STATES, Deployment, catalogue, explain, load_file
 from ops.tpu_model import QueuedResourceInfo
+from tests.unit.test_alerts import qr
 
 # Several wordings of each create-error family (Google API, gcloud, Terraform), as a FAILED resource's error.
 CREATE_ERRORS = {
@@ -88,22 +88,7 @@ def test_explain_uses_the_state_variant() -> None:
 
 
 def _qr(state: str, error: str | None) -> QueuedResourceInfo:
-    return QueuedResourceInfo(
-        name="gemma4-standby",
-        zone="asia-northeast1-b",
-        state=state,
-        state_initiator="SERVICE",
-        provisioning_model="flex-start",
-        accelerator_type="v6e-8",
-        runtime_version="v2-alpha-tpuv6e",
-        create_time=datetime(2026, 12, 1, 1, 0, tzinfo=UTC),
-        node_ids=("gemma4-standby-node",),
-        nodes=(),
-        termination_time=None,
-        valid_until=None,
-        max_run_duration=None,
-        error=error,
-    )
+    return qr(state, name="gemma4-standby", zone="asia-northeast1-b", error=error)
 
 
 def test_a_failed_resource_state_text_gets_the_recover_fix() -> None:
