@@ -101,7 +101,11 @@ def register(app: App, registry: Registry, runner: Runner) -> None:
                 runner.deliver(text_reply(str(exc)), origin)
                 return
             # Not a command: a question for Gemma, answered with the thread as context.
-            invocation = registry.parse(f"gemma chat {shlex.quote(question)}")
+            try:
+                invocation = registry.parse(f"gemma chat {shlex.quote(question)}")
+            except UsageError as again:  # e.g. too long for a question as well
+                runner.deliver(text_reply(str(again)), origin)
+                return
         runner.submit(invocation, origin)
 
     app.event("app_mention")(on_mention)
