@@ -163,6 +163,17 @@ def duration(word: str) -> timedelta:
     return timedelta(seconds=int(match.group(1)) * _UNIT_SECONDS[match.group(2)])
 
 
+def window(word: str) -> timedelta:
+    """A look-back window such as 10m or 4h: a `duration` above zero ("0m" or "-5m" is refused, never read
+    as the default)."""
+    if word.startswith("-") and _DURATION.match(word[1:]):
+        raise ValueError(f"{word!r} is a negative window: give how far back to look, e.g. 10m or 2h")
+    span = duration(word)
+    if span <= timedelta(0):
+        raise ValueError(f"{word!r} is an empty window: give how far back to look, e.g. 10m or 2h")
+    return span
+
+
 def timestamp(word: str) -> datetime:
     """An RFC 3339 UTC time such as 2026-11-30T21:04:05Z (as alerts show a resource's create time)."""
     try:
@@ -188,6 +199,7 @@ _KIND_SCHEMAS: dict[Callable[[str], Any], dict[str, Any]] = {
     runtime_version: _pattern(_RUNTIME),
     accelerator_type: _pattern(_ACCELERATOR),
     duration: {**_pattern(_DURATION), "examples": ["30m", "2h", "1d"]},
+    window: {**_pattern(_DURATION), "examples": ["30m", "2h", "1d"], "description": "above zero"},
     timestamp: {"type": "string", "format": "date-time"},
 }
 

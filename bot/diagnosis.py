@@ -9,12 +9,14 @@ node, a node gone under a listed queued resource, a FAILED one's error).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from bot.authorship import rules_only
 from bot.services import Services
 from bot.views.findings import diagnosis_text
 from llm.diagnose import Diagnosis, examine
+from llm.logscope import ServingNow
 from llm.logsum import Analysis
 from llm.redact import redact
 from ops.alerts import Alert
@@ -29,6 +31,7 @@ __all__ = [
     "needs_listing",
     "resource_diagnosis",
     "resource_state_text",
+    "serving_now",
 ]
 
 # The flags `ops.remote_commands`' docker run template starts vLLM with (besides the model, sizes and port).
@@ -45,7 +48,7 @@ def deployment_of(
     Args:
         services: the bot's services (settings and the vLLM spec).
         qr: the queued resource concerned, if any (its accelerator type, zone and name win over the
-            settings).
+            settings; its state picks the catalogue's state-specific fixes, e.g. recover a FAILED one).
         listed: queued resources already listed (FAILED/SUSPENDED ones are named as holding quota).
     """
     spec = services.vllm_spec()
@@ -61,6 +64,7 @@ def deployment_of(
         zone=qr.zone if qr else None,
         name=qr.name if qr else services.settings.tpu_primary,
         stale_resources=stale,
+        state=qr.state if qr else None,
     )
 
 
@@ -165,3 +169,35 @@ def _model_reading(services: Services, diagnosis: str) -> str:
             return f"*Reading by {chosen.label()}*\n{text[:1500]}"
         failures.append(f"{chosen.role} `{chosen.model}`: it returned no reading")
     return "_Model reading unavailable._ " + rules_only(failures, services.settings)
+
+
+def serving_now(services: Services) -> ServingNow:
+    """What serves now, to place log errors against (`llm.logscope`): the running vLLM container's start
+    and restart count (docker inspect over SSH), the node of the vLLM endpoint and the served
+    max_model_len (/v1/models); what cannot be read is named in `missing`, never raised."""
+    missing: list[str] = []
+    started_at, restarts = None, 0
+    try:
+        container, host = services.container()
+        with host:
+            status = container.status()
+        if status.running:
+            started_at, restarts = status.started_at, status.restart_count
+        else:
+            missing.append(f"no running vLLM container (`{container.name}` is {status.state})")
+    except OpsError as exc:
+        missing.append(f"the container's start: {exc.message}")
+    node, max_model_len = None, None
+    try:
+        client, endpoint = services.vllm()
+        found = _ENDPOINT_NODE.search(endpoint.source)
+        node = found.group(1) if found else None
+        with client:
+            lengths = [m.max_model_len for m in client.models() if m.max_model_len]
+        max_model_len = lengths[0] if lengths else None
+    except OpsError as exc:
+        missing.append(f"the served configuration: {exc.message}")
+    return ServingNow(started_at, restarts, node, max_model_len, tuple(missing))
+
+
+_ENDPOINT_NODE = re.compile(r"\bnode (\S+) of ")  # `ops.endpoint.Endpoint.source` of a discovered endpoint

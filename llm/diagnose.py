@@ -119,7 +119,7 @@ def _finding(match: Match, deployment: Deployment | None, lines: list[str]) -> F
     return Finding(
         name=family.name,
         conclusion=fill(family.conclusion, values),
-        fix=fill(family.fix, values),
+        fix=fill(family.fix_for(deployment.state if deployment else None), values),
         severity=family.severity,
         evidence=match.evidence,
         count=match.count,

@@ -88,6 +88,17 @@ TOPIC_WORDS: dict[str, tuple[str, ...]] = {
     "cost": ("cost", "costs", "price", "burn", "spend", "spending", "bill", "money", "dollars", "$"),
 }
 
+# Cost questions by kind, not by a word list: any form of cost/spend/bill/burn/price/charge/pay/expense,
+# money words, a currency sign or code, a rate per hour/day/month, "how much" unless it asks about another
+# quantity (memory, KV cache, tokens, time...).
+_COST = re.compile(
+    r"\b(?:cost\w*|spen[dt]\w*|bill\w*|burn\w*|pric\w*|charg\w*|expens\w*|pay(?:s|ing|ment)?|paid|"
+    r"money|dollars?|usd|eur|budget\w*|invoice\w*|rate card)\b|[$€£]|\bper (?:hour|hr|day|month)\b|"
+    r"\bhow much\b(?! (?:memory|hbm|vram|ram|kv|cache|time|longer|context|capacity|quota|disk|space|load|"
+    r"traffic|data|tokens?|latency|throughput|room|headroom)\b)",
+    re.IGNORECASE,
+)
+
 
 @dataclass(frozen=True)
 class Subjects:
@@ -170,10 +181,9 @@ def resolve(
     def named(text: str) -> list[str]:
         return list(dict.fromkeys(by_word[w.lower()] for w in _words(text) if w.lower() in by_word))
 
-    topics = frozenset(
-        topic
-        for topic, keys in TOPIC_WORDS.items()
-        if {w.lower() for w in _words(question)} & set(keys) or any(k in question for k in keys if k == "$")
+    words = {w.lower() for w in _words(question)}
+    topics = frozenset(topic for topic, keys in TOPIC_WORDS.items() if words & set(keys)) | (
+        {"cost"} if _COST.search(question) else set()
     )
     window = _window(question) or next(
         (w for w in (_window(text) for text in reversed(history)) if w), DEFAULT_WINDOW

@@ -4,7 +4,10 @@ Pipeline (`analyze`):
 1. `summarize`: Drain (drain3 `TemplateMiner`, in memory) groups messages into templates, masking variable
    parts (timestamps, IPs, hex ids, UUIDs, paths, URLs, sizes, numbers). Per template: count, the most
    severe severity, first and last seen, up to two exemplars (redacted), the nodes. Ranked by severity,
-   then count, then recency.
+   then count, then recency. Each line of a traceback is its own log entry (docker and vLLM write line by
+   line), so its frames would make one large "File <*> line <NUM>, in <*>" template that outranks the
+   cause: traceback lines are never mined, they are counted in the exception line they end with (same
+   node, within FOLD_WINDOW_S) as its `traceback_lines`.
 2. `build_prompt`: fits as many templates as the token budget allows (first every template in a short
    form, most important first; then exemplars), inside a fence that tells the model the text is data, not
    instructions. Everything that reaches the prompt went through `llm.redact.redact`.
@@ -28,6 +31,7 @@ import hashlib
 import math
 import re
 import time
+from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -43,7 +47,7 @@ from llm.redact import redact
 from llm.tokens import PromptCounter
 from ops.cloudlogs import SEVERITIES, LogEntry, severity_rank
 from ops.errors import BackendUnavailable, BadInput, OpsError
-from ops.faults import Deployment
+from ops.faults import Deployment, is_exception_line, is_traceback_line
 
 __all__ = [
     "CHARS_PER_TOKEN",
@@ -74,6 +78,12 @@ MAX_TEMPLATE_CHARS = 300
 MAX_EXEMPLAR_CHARS = 400
 MAX_MINED_CHARS = 2000
 MAX_RUNBOOK_CHARS = 600  # one runbook entry in the prompt
+FOLD_WINDOW_S = 10.0
+"""Seconds between a traceback line and the exception line it belongs to (one traceback is written at once,
+its lines milliseconds apart; 10 s leaves room for a slow log pipeline)."""
+MAX_PENDING_FRAMES = 10_000
+"""Traceback lines kept while waiting for their exception line (oldest-first order); beyond, unattached."""
+ORPHAN_TEMPLATE = "traceback lines with no exception line near them"
 ERROR_RANK = severity_rank("ERROR")
 
 _MASKS = [
@@ -144,6 +154,8 @@ class TemplateSummary:
         exemplars: up to two real messages (the first seen and the latest, if different), redacted, one line
             each (newlines shown as "\\n"), at most MAX_EXEMPLAR_CHARS characters.
         nodes: the distinct node ids the entries came from (sorted; "" when unknown).
+        traceback_lines: traceback lines (frames, source lines) folded into this exception line's group.
+        orphan: True for the one group of traceback lines no exception line was found for (ranked last).
     """
 
     template_id: int
@@ -154,6 +166,8 @@ class TemplateSummary:
     last_seen: datetime
     exemplars: tuple[str, ...]
     nodes: tuple[str, ...] = ()
+    traceback_lines: int = 0
+    orphan: bool = False
 
     @property
     def is_error(self) -> bool:
@@ -220,6 +234,14 @@ class _Group:
     first_message: str
     last_message: str
     nodes: set[str]
+    frames: float = 0.0
+
+
+@dataclass
+class _Frame:
+    at: datetime
+    weight: float
+    rank: int
 
 
 class TemplateStream:
@@ -240,6 +262,10 @@ class TemplateStream:
         self._total = self._errors = 0.0
         self._first: datetime | None = None
         self._last: datetime | None = None
+        self._exceptions: dict[str, deque[tuple[datetime, int]]] = {}  # node -> recent exception lines
+        self._pending: dict[str, list[_Frame]] = {}  # node -> traceback lines not attached yet
+        self._pending_count = 0
+        self._orphans: list[_Frame] = []
 
     def add(self, entry: LogEntry, weight: float = 1.0) -> None:
         """Count one entry. `weight` is how many entries it stands for: 1 when every entry is read, 1/f when
@@ -253,20 +279,62 @@ class TemplateStream:
             self._first = ts
         if self._last is None or ts > self._last:
             self._last = ts
+        if is_traceback_line(entry.message):
+            self._fold(entry.node_id, _Frame(ts, weight, rank))
+            return
         result = self._miner.add_log_message(_mined_text(entry.message))
         cluster_id = int(result["cluster_id"])
         group = self._groups.get(cluster_id)
         if group is None:
             message = entry.message
             self._groups[cluster_id] = _Group(weight, rank, ts, ts, message, message, {entry.node_id})
+        else:
+            group.count += weight
+            group.rank = max(group.rank, rank)
+            group.nodes.add(entry.node_id)
+            if ts < group.first:
+                group.first, group.first_message = ts, entry.message
+            if ts >= group.last:
+                group.last, group.last_message = ts, entry.message
+        if is_exception_line(entry.message):
+            self._exception(entry.node_id, ts, cluster_id)
+
+    def _owner(self, node: str, at: datetime) -> int | None:
+        """The exception line a traceback line at `at` on `node` belongs to: the earliest one at or after it
+        within FOLD_WINDOW_S (Python prints the frames, then the exception)."""
+        best: tuple[datetime, int] | None = None
+        for seen, cluster_id in self._exceptions.get(node, ()):
+            near = at <= seen and (seen - at).total_seconds() <= FOLD_WINDOW_S
+            if near and (best is None or seen < best[0]):
+                best = (seen, cluster_id)
+        return best[1] if best else None
+
+    def _fold(self, node: str, frame: _Frame) -> None:
+        owner = self._owner(node, frame.at)
+        if owner is not None:
+            self._groups[owner].frames += frame.weight
+        elif self._pending_count < MAX_PENDING_FRAMES:
+            self._pending.setdefault(node, []).append(frame)
+            self._pending_count += 1
+        else:
+            self._orphans.append(frame)
+
+    def _exception(self, node: str, at: datetime, cluster_id: int) -> None:
+        """Remember an exception line; traceback lines read before it (entries read oldest first) that
+        belong to it join its group now."""
+        self._exceptions.setdefault(node, deque(maxlen=256)).append((at, cluster_id))
+        waiting = self._pending.get(node)
+        if not waiting:
             return
-        group.count += weight
-        group.rank = max(group.rank, rank)
-        group.nodes.add(entry.node_id)
-        if ts < group.first:
-            group.first, group.first_message = ts, entry.message
-        if ts >= group.last:
-            group.last, group.last_message = ts, entry.message
+        kept = []
+        for frame in waiting:
+            owner = self._owner(node, frame.at)
+            if owner is None:
+                kept.append(frame)
+            else:
+                self._groups[owner].frames += frame.weight
+                self._pending_count -= 1
+        self._pending[node] = kept
 
     def summary(self) -> LogSummary:
         """The ranked templates so far (counts rounded to whole entries)."""
@@ -288,9 +356,27 @@ class TemplateStream:
                     last_seen=group.last,
                     exemplars=tuple(_one_line(redact(m), MAX_EXEMPLAR_CHARS) for m in raw),
                     nodes=tuple(sorted(group.nodes)),
+                    traceback_lines=round(group.frames),
                 )
             )
-        templates.sort(key=lambda t: (-severity_rank(t.severity), -t.count, -t.last_seen.timestamp()))
+        orphans = self._orphans + [f for frames in self._pending.values() for f in frames]
+        if orphans:
+            templates.append(
+                TemplateSummary(
+                    template_id=-1,
+                    template=ORPHAN_TEMPLATE,
+                    count=max(1, round(sum(f.weight for f in orphans))),
+                    severity=SEVERITIES[max(f.rank for f in orphans)],
+                    first_seen=min(f.at for f in orphans),
+                    last_seen=max(f.at for f in orphans),
+                    exemplars=(),
+                    orphan=True,
+                )
+            )
+        # traceback lines never outrank a message: the orphan group goes last
+        templates.sort(
+            key=lambda t: (t.orphan, -severity_rank(t.severity), -t.count, -t.last_seen.timestamp())
+        )
         return LogSummary(
             templates=tuple(templates),
             total_entries=round(self._total),
@@ -367,7 +453,9 @@ def _template_block(number: int, t: TemplateSummary) -> str:
     nodes = ",".join(n for n in t.nodes if n) or "-"
     return (
         f"#{number} {t.severity} count={t.count} first={_stamp(t.first_seen)} last={_stamp(t.last_seen)} "
-        f"nodes={_one_line(nodes, 80)}\n"
+        f"nodes={_one_line(nodes, 80)}"
+        + (f" traceback_lines={t.traceback_lines}" if t.traceback_lines else "")
+        + "\n"
         f"  template: {_fence_safe(_one_line(redact(t.template), MAX_TEMPLATE_CHARS))}\n"
     )
 
@@ -376,7 +464,9 @@ def _exemplar_line(exemplar: str) -> str:
     return f"  example: {_fence_safe(exemplar)}\n"
 
 
-def build_prompt(summary: LogSummary, budget_tokens: int, *, findings: Sequence[Finding] = ()) -> Prompt:
+def build_prompt(
+    summary: LogSummary, budget_tokens: int, *, findings: Sequence[Finding] = (), serving: str = ""
+) -> Prompt:
     """Fit the summary's templates into `budget_tokens` (estimated) prompt tokens.
 
     First pass: every template in its short form (severity, count, times, nodes, template), in rank order,
@@ -390,6 +480,8 @@ def build_prompt(summary: LogSummary, budget_tokens: int, *, findings: Sequence[
         budget_tokens: the most prompt tokens (estimated), e.g. `prompt_budget(max_model_len, answer)`.
         findings: rule-based findings to mention (their names and conclusions, and the runbook text a team
             wrote for their families).
+        serving: what serves now (bot text: the running container's start, the served max_model_len), so
+            that errors from before it are read as history; "" for none.
 
     Returns:
         Prompt with `prompt_tokens <= budget_tokens`.
@@ -407,6 +499,8 @@ def build_prompt(summary: LogSummary, budget_tokens: int, *, findings: Sequence[
         f"ERROR or worse, {span}. Drain grouped them into {len(summary.templates)} templates (<NUM>, <HEX>, "
         "<IP>, <PATH>, <TS>, <SIZE>, <*> mark variable parts), most severe first, then most frequent.\n"
     )
+    if serving:
+        header += f"What serves now (bot text, not log data): {_one_line(redact(serving), 400)}\n"
     if findings:
         header += "Known failure signatures the bot's rules matched (bot text, not log data):\n" + "".join(
             f"- {f.name}: {_one_line(redact(f.conclusion), 240)}\n" for f in findings[:5]
@@ -560,6 +654,7 @@ def analyze(
     temperature: float | None = 0.2,
     counter: PromptCounter | None = None,
     deployment: Deployment | None = None,
+    serving: str = "",
 ) -> Analysis:
     """Summarize log entries and, if any is at ERROR or worse, ask the model what went wrong.
 
@@ -580,6 +675,7 @@ def analyze(
             is rebuilt with the budget scaled down before anything is sent (up to FIT_ROUNDS times). The
             character estimate alone undercounts digit- and punctuation-heavy logs.
         deployment: the live deployment the findings' fixes are written for (None: generic fixes).
+        serving: what serves now, for the prompt (see `build_prompt`).
 
     Returns:
         Analysis. The model is not called without ERROR-or-worse entries. A context-length rejection (a
@@ -621,7 +717,7 @@ def analyze(
     error: str | None = None
     while True:
         try:
-            prompt = build_prompt(summary, budget, findings=findings)
+            prompt = build_prompt(summary, budget, findings=findings, serving=serving)
         except BadInput as exc:
             error = _line(exc)
             break

@@ -30,6 +30,7 @@ import yaml
 
 __all__ = [
     "BUILTIN_PATH",
+    "QUEUED_RESOURCE_STATES",
     "SEVERITIES",
     "Catalogue",
     "Deployment",
@@ -40,6 +41,8 @@ __all__ = [
     "explain",
     "figures",
     "fill",
+    "is_exception_line",
+    "is_traceback_line",
     "key_lines",
     "load_file",
     "use_extra_file",
@@ -59,6 +62,7 @@ _FIELDS = {
     "patterns",
     "conclusion",
     "fix",
+    "fix_when",
     "runbook",
     "suppresses",
     "create",
@@ -82,6 +86,8 @@ class Family:
         specificity: larger wins when two families match the same line (default 10).
         patterns: the wordings, compiled.
         conclusion, fix: templates (see `fill`).
+        fix_when: fix templates for a queued resource in a given state (e.g. "FAILED": delete or recover
+            it), which replace `fix` when the deployment's `state` is one of them (see `fix_for`).
         runbook: the team's own text for this family ("" for none); shown and given to the model.
         suppresses: families dropped when this one is found in the same text.
         create: for create errors: {"kind": "permanent"|"transient", "reason": template, "scope":
@@ -105,6 +111,12 @@ class Family:
     sources: tuple[str, ...] = ()
     context: str = ""
     origin: str = "built-in"
+    fix_when: Mapping[str, str] = field(default_factory=dict)
+
+    def fix_for(self, state: str | None) -> str:
+        """The fix template for a queued resource in `state` (a TPU API `QueuedResourceState` name, e.g.
+        "FAILED"): its `fix_when` variant, else the general `fix` (also for None: no resource concerned)."""
+        return self.fix_when.get(state or "", self.fix)
 
 
 @dataclass(frozen=True)
@@ -121,6 +133,9 @@ class Deployment:
         flags: the vLLM command-line flags in use, e.g. ("--enable-auto-tool-choice", ...).
         zone, name: where the queued resource lives and its name.
         stale_resources: FAILED/SUSPENDED queued resources ("name (zone, STATE)") that hold quota.
+        state: the state of the queued resource concerned (TPU API `QueuedResourceState`, e.g. "FAILED";
+            https://cloud.google.com/tpu/docs/reference/rest/v2alpha1/projects.locations.queuedResources#state),
+            which picks a family's `fix_when` variant; None when no resource is concerned.
     """
 
     model: str | None = None
@@ -132,6 +147,7 @@ class Deployment:
     zone: str | None = None
     name: str | None = None
     stale_resources: tuple[str, ...] = ()
+    state: str | None = None
 
     def values(self) -> dict[str, str]:
         """The template fields this deployment provides, plus derived sizes (see `fill`)."""
@@ -160,6 +176,8 @@ class Deployment:
             out["qr_name"] = self.name
         if self.stale_resources:
             out["stale_resources"] = ", ".join(self.stale_resources)
+        if self.state:
+            out["qr_state"] = self.state
         chips_n = int(out.get("chips", "0"))
         tp = self.tensor_parallel_size or 0
         if chips_n and tp and tp < chips_n:
@@ -404,6 +422,7 @@ def _family(item: Any, where: str, origin: str) -> Family:
         or not isinstance(create.get("reason"), str)
     ):
         raise ValueError(f"{where}: `create` needs kind permanent|transient, a reason, scope zone|request")
+    fix_when = _fix_when(item.get("fix_when"), where)
     specificity = item.get("specificity", 10)
     if not isinstance(specificity, int):
         raise ValueError(f"{where}: `specificity` must be a whole number")
@@ -421,7 +440,44 @@ def _family(item: Any, where: str, origin: str) -> Family:
         sources=tuple(str(s) for s in item.get("sources") or ()),
         context=str(item.get("context") or ""),
         origin=origin,
+        fix_when=fix_when,
     )
+
+
+QUEUED_RESOURCE_STATES = frozenset(
+    {
+        "CREATING",
+        "ACCEPTED",
+        "PROVISIONING",
+        "FAILED",
+        "DELETING",
+        "ACTIVE",
+        "SUSPENDING",
+        "SUSPENDED",
+        "WAITING_FOR_RESOURCES",
+    }
+)
+"""QueuedResourceState values, https://cloud.google.com/tpu/docs/reference/rest/v2alpha1/projects.locations.queuedResources#state"""
+
+
+def _fix_when(raw: Any, where: str) -> dict[str, str]:
+    """`fix_when:` a mapping of "STATE" or "STATE, STATE" to a fix template, one key per state after."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where}: `fix_when` must map queued-resource states to fix text")
+    out: dict[str, str] = {}
+    for key, text in raw.items():
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError(f"{where}: `fix_when` {key}: the fix must be text")
+        for state in (s.strip() for s in str(key).split(",")):
+            if state not in QUEUED_RESOURCE_STATES:
+                raise ValueError(
+                    f"{where}: `fix_when` {state!r} is not a queued-resource state "
+                    f"({', '.join(sorted(QUEUED_RESOURCE_STATES))})"
+                )
+            out[state] = " ".join(text.split())
+    return out
 
 
 _lock = threading.Lock()
@@ -490,6 +546,35 @@ _ERRORISH = re.compile(
 
 def _message(line: str) -> str:
     return _PREFIX.sub("", line.strip(), count=1).strip()
+
+
+# What Python prints between a traceback's frames besides them: the source line under a frame (indented 4+
+# spaces), the 3.11+ position markers (^^^^, ~~~~) and the chain markers.
+_CODE_LINE = re.compile(r"^\s{4,}[^\s*•-]")
+_MARKERS = re.compile(r"^\s*[~^]+\s*$")
+
+
+def is_traceback_line(line: str) -> bool:
+    """Whether one log line (with or without a vLLM/glog/time-stamp prefix) is part of a traceback's body
+    rather than a message: "Traceback (most recent call last):", a frame (`File "...", line N, in f`, Java's
+    `at f(...)`), the source line printed under a frame, a ^^^^ position marker, a "During handling of the
+    above exception" / "direct cause" / "Caused by:" marker. The exception line that ends a traceback is
+    not one (`is_exception_line`). Layout of Python tracebacks:
+    https://docs.python.org/3/library/traceback.html"""
+    if not line.strip():
+        return False
+    body = _PREFIX.sub("", line.lstrip("\r\n").rstrip(), count=1)
+    message = body.strip()
+    if _FRAME.match(message) or _CHAIN.search(message) or _MARKERS.match(body):
+        return True
+    # an indented line that names a known failure (a docker "  * write ...: no space left") is a message
+    return bool(_CODE_LINE.match(body)) and not _EXCEPTION.match(message) and catalogue().best(line) is None
+
+
+def is_exception_line(line: str) -> bool:
+    """Whether one log line (prefix allowed) is an exception line, e.g. "RuntimeError: ..." or
+    "jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: ...": what ends a Python traceback."""
+    return bool(_EXCEPTION.match(_message(line)))
 
 
 def key_lines(text: str, limit: int = 5) -> list[str]:
@@ -567,4 +652,5 @@ def explain(text: str, deployment: Deployment | None = None) -> tuple[Family, st
         return None
     best = min(matches, key=lambda m: (SEVERITIES.index(m.family.severity), -m.family.specificity, m.first))
     values = figures(best.values, deployment)
-    return best.family, fill(best.family.conclusion, values), fill(best.family.fix, values)
+    fix = best.family.fix_for(deployment.state if deployment else None)
+    return best.family, fill(best.family.conclusion, values), fill(fix, values)

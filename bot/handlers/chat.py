@@ -16,7 +16,8 @@ that command then goes through the usual role check and Confirm step.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -24,7 +25,7 @@ from typing import Any
 from bot.authorship import rules_only, written_by
 from bot.commands import ChatTool, Command, Param, UsageError, registry
 from bot.context import Context
-from bot.diagnosis import deployment_of, resource_diagnosis
+from bot.diagnosis import deployment_of, resource_diagnosis, serving_now
 from bot.render import Attachment, Reply, blocks_reply, context, human_duration, section
 from bot.views.findings import diagnosis_text
 from bot.views.gemma import VERDICTS
@@ -33,6 +34,7 @@ from llm.agent import AgentAnswer, Tool, answer, suggest_from_question
 from llm.client import ChosenModel
 from llm.diagnose import Diagnosis, Finding, diagnose
 from llm.grounding import Fact, Subjects, contradictions, estimate_tokens, facts_block, resolve
+from llm.logscope import place, present
 from llm.logsum import summarize
 from llm.redact import redact
 from ops import cloudlogs, cost
@@ -130,16 +132,19 @@ def _states(resources: list[QueuedResourceInfo]) -> dict[str, str]:
 
 def gather_facts(
     ctx: Context, question: str, history: list[str]
-) -> tuple[Subjects, list[Fact], list[Finding]]:
+) -> tuple[Subjects, list[Fact], list[Finding], list[tuple[QueuedResourceInfo, Diagnosis]]]:
     """Resolve what the question is about and fetch its read-only facts; a failing source becomes a fact
     saying what failed (never an exception).
 
     Returns:
-        (the subjects, the facts most important first, the known failures they match, most severe first).
+        (the subjects, the facts most important first, the known failures the logs match (most severe
+        first), the diagnosis of each subject queued resource in a failure state from its own state and
+        error as the TPU API reports them).
     """
     settings = ctx.services.settings
     facts: list[Fact] = []
     findings: list[Finding] = []
+    states: list[tuple[QueuedResourceInfo, Diagnosis]] = []
     try:
         listing = ctx.services.tpu.list_queued_resources(settings.tpu_zones)
         resources = list(listing.resources)
@@ -154,7 +159,8 @@ def gather_facts(
         qr = by_name[name]
         # The catalogue reads the resource's state and error (stockout, quota, preemption, node gone...).
         diagnosis = resource_diagnosis(qr, deployment_of(ctx.services, qr, resources))
-        findings += diagnosis.findings if diagnosis is not None else ()
+        if diagnosis is not None:
+            states.append((qr, diagnosis))
         detail = tools["describe"].func(name=name)
         facts.append(Fact(f"describe {name}", _qr_summary(qr, now), detail, _states([qr])))
     others = [qr for qr in resources if qr.name not in subjects.resources]
@@ -175,7 +181,7 @@ def gather_facts(
     if "cost" in subjects.topics:
         facts.append(_cost_fact(ctx, [by_name[n] for n in subjects.resources] or resources))
     unique = {(f.name, f.conclusion): f for f in findings}
-    return subjects, facts, list(unique.values())
+    return subjects, facts, list(unique.values()), states
 
 
 def _error_fact(
@@ -186,7 +192,8 @@ def _error_fact(
     deployment: Deployment,
 ) -> Fact:
     """ERROR entries of the subjects' nodes in the window: top templates and the known failures they match
-    (added to `findings`, their fixes written for `deployment`)."""
+    (those that may describe the running container added to `findings`, their fixes written for
+    `deployment`; those of an earlier container or another process named as such, `llm.logscope`)."""
     nodes = [n for name in subjects.resources for n in by_name[name].node_ids]
     node = nodes[0] if len(nodes) == 1 else None
     window = human_duration(subjects.window).removesuffix(" 00m")
@@ -200,17 +207,34 @@ def _error_fact(
         return Fact(source, "no ERROR entries")
     summary = summarize(entries)
     exemplars = "\n".join(e for t in summary.templates for e in t.exemplars).replace("\\n", "\n")
-    found = diagnose(exemplars, deployment)
-    findings += found
-    top = "; ".join(f"{t.count}× `{t.template[:100]}`" for t in summary.templates[:3])
-    known = ", ".join(f.name for f in found)
+    # errors of an earlier container or of another process are named as such, not as the present state
+    now = serving_now(ctx.services)
+    placed = place(tuple(diagnose(exemplars, deployment)), summary.templates, now)
+    findings += placed.current
+    past = placed.earlier + placed.other
+    current = present(summary.templates, now)
+    ranked = current + tuple(t for t in summary.templates if t not in current)
+    top = "; ".join(f"{t.count}× `{t.template[:100]}`" for t in ranked[:3])
+    known = ", ".join(_counted(f.name for f in placed.current))
     text = f"{summary.error_entries} ERROR entries; top: {top}" + (
         f"; known failures: {known}" if known else ""
     )
+    if past:
+        text += "; earlier or from another process, not the present state: " + ", ".join(
+            _counted(f.name for f in past)
+        )
     detail = "\n".join(
         f"{t.count}\t{t.severity}\t{t.last_seen:%F %T}\t{t.template}" for t in summary.templates
     )
+    detail += "".join(f"\nnot the present state: {f.name}: {f.conclusion}" for f in past)
     return Fact(source, text, detail)
+
+
+def _counted(names: Iterable[str]) -> list[str]:
+    """Each name once, in first-seen order, with how many distinct findings it had when more than one
+    (e.g. "request-too-long (2 variants)")."""
+    counts = Counter(names)
+    return [name if n == 1 else f"{name} ({n} variants)" for name, n in counts.items()]
 
 
 def _cost_fact(ctx: Context, resources: list[QueuedResourceInfo]) -> Fact:
@@ -275,9 +299,17 @@ def _probe(ctx: Context) -> str:
     return f"`{probe.model}` answered a one-token completion in {ms(probe.latency_s)}"
 
 
-def _facts_blocks(facts: list[Fact], findings: list[Finding]) -> list[dict[str, Any]]:
-    """The facts as the user reads them: the known failure first, then one line per fact."""
+def _facts_blocks(
+    facts: list[Fact], findings: list[Finding], states: list[tuple[QueuedResourceInfo, Diagnosis]]
+) -> list[dict[str, Any]]:
+    """The facts as the user reads them: each subject resource's failure state and error (the TPU API's,
+    under the resource, not among the log's failures), the known failures in the log, then one line per
+    fact."""
     blocks: list[dict[str, Any]] = []
+    for qr, diagnosis in states:
+        heading = f"`{qr.name}` is {qr.state}: its state and error (TPU API)"
+        shown = diagnosis_text(diagnosis, heading=heading)
+        blocks.append(section(shown if diagnosis.findings else f"*{heading}*\n{shown}"))
     if findings:
         blocks.append(section(diagnosis_text(Diagnosis(tuple(findings), ()))))
     lines = "\n".join(
@@ -354,9 +386,10 @@ def feedback_buttons(answer_id: int) -> dict[str, Any]:
 def gemma_chat(ctx: Context, question: str) -> Reply:
     history = ctx.thread_history() if ctx.thread_history else []
     texts = [str(h.get("content", "")) if isinstance(h, dict) else str(h) for h in history]
-    subjects, facts, findings = gather_facts(ctx, question, texts)
-    result, chosen, detailed, failures = _ask(ctx, question, history, facts, findings)
-    blocks = _facts_blocks(facts, findings)
+    subjects, facts, findings, failed = gather_facts(ctx, question, texts)
+    known = [f for _, diagnosis in failed for f in diagnosis.findings] + findings
+    result, chosen, detailed, failures = _ask(ctx, question, history, facts, known)
+    blocks = _facts_blocks(facts, findings, failed)
     states = {k: v for f in facts for k, v in f.states.items()}
     notes = []
     suggested = suggest_from_question(question)

@@ -3,16 +3,19 @@ signatures, which need no model, then the analysis of the first model that answe
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 from bot.authorship import rules_only, written_by
-from bot.commands import ChatTool, Param, duration, int_range, one_of, registry, resource_name
+from bot.commands import ChatTool, Param, int_range, one_of, registry, resource_name, window
 from bot.context import Context
-from bot.diagnosis import analysis_diagnosis, deployment_of
+from bot.diagnosis import analysis_diagnosis, deployment_of, serving_now
 from bot.render import Attachment, Reply, blocks_reply, code, context, header, section, split_sections, utc
 from bot.views.findings import diagnosis_text
 from llm.client import ChosenModel
-from llm.logsum import Analysis, LogSummary, analyze
+from llm.diagnose import Diagnosis
+from llm.logscope import ServingNow, is_fatal, place, present, template_note
+from llm.logsum import Analysis, LogSummary, TemplateSummary, analyze
 from llm.logwindow import mine_window
 from ops import cloudlogs
 from ops.errors import OpsError
@@ -22,7 +25,7 @@ from ops.faults import Deployment
 SEVERITIES = ("DEFAULT", "DEBUG", "INFO", "NOTICE", "WARNING", "ERROR", "CRITICAL", "ALERT", "EMERGENCY")
 
 
-_SINCE = Param("since", "how far back (default 1h)", flag="--since", kind=duration, metavar="D")
+_SINCE = Param("since", "how far back, above 0 (default 1h)", flag="--since", kind=window, metavar="D")
 _NODE = Param("node", "only this TPU node", flag="--node", kind=resource_name, metavar="NAME")
 
 
@@ -58,9 +61,8 @@ def logs(
     filter: str | None,
     limit: int | None,
 ) -> Reply:
-    query = cloudlogs.build_filter(
-        since or timedelta(hours=1), severity=severity, node=node, extra=filter, now=ctx.services.now()
-    )
+    span = timedelta(hours=1) if since is None else since
+    query = cloudlogs.build_filter(span, severity=severity, node=node, extra=filter, now=ctx.services.now())
     entries = ctx.services.log_entries(query, limit or 30)
     if not entries:
         return blocks_reply([section(f"No log entries match `{query}`.")])
@@ -91,8 +93,8 @@ def logs_analyze(ctx: Context, since: timedelta | None, node: str | None) -> Rep
     unavailable: rules only"; a read cut by the quota, budget or deadline still answers, labelled partial
     with what is missing."""
     settings = ctx.services.settings
-    window = since or timedelta(hours=1)
-    query = cloudlogs.build_filter(window, node=node, now=ctx.services.now())
+    span = timedelta(hours=1) if since is None else since
+    query = cloudlogs.build_filter(span, node=node, now=ctx.services.now())
     summary, report = ctx.services.workers.run(
         mine_window,
         settings.gcp_project,
@@ -105,7 +107,7 @@ def logs_analyze(ctx: Context, since: timedelta | None, node: str | None) -> Rep
     size = f"{summary.total_entries:,} entries"
     if sampled:
         size = f"~{size} (estimated)"
-    blocks = [header(f"Log analysis: last {window}, {size}")]
+    blocks = [header(f"Log analysis: last {span}, {size}")]
     if sampled:
         blocks.append(
             context(
@@ -127,16 +129,34 @@ def logs_analyze(ctx: Context, since: timedelta | None, node: str | None) -> Rep
             section(f":white_check_mark: No errors in the window ({summary.total_entries:,} entries).")
         )
         return blocks_reply(blocks)
-    result, chosen, failures = _ask_models(ctx, summary, deployment_of(ctx.services))
-    top = result.top(5)
-    kinds = [
-        f"• *{t.count:,}× {t.severity}* `{t.template[:150]}`\n  {utc(t.first_seen)} → {utc(t.last_seen)}"
-        for t in top
-    ]
+    now = serving_now(ctx.services)
+    result, chosen, failures = _ask_models(ctx, summary, deployment_of(ctx.services), now)
+    placed = place(result.findings, result.templates, now)
+    current_templates = present(result.templates, now)
+    # what may describe the running container first, then the labelled earlier/other kinds
+    ranked = current_templates + tuple(t for t in result.templates if t not in current_templates)
+    kinds = [_kind_line(t, now) for t in ranked[:5]]
     blocks.append(section("*Top error kinds*\n" + "\n".join(kinds)))
-    shown = diagnosis_text(analysis_diagnosis(result))
+    # key lines only from what may describe the running container; the rest is shown as earlier/other
+    current = replace(result, templates=current_templates, findings=placed.current)
+    shown = diagnosis_text(analysis_diagnosis(current))
     if shown:
         blocks.append(section(shown))
+    elif now.started_at is not None:
+        blocks.append(
+            section(
+                f"No error in the window is placed on the running container (up since {utc(now.started_at)});"
+                " what follows is earlier or from another process."
+            )
+        )
+    if placed.earlier:
+        heading = "Earlier failures, before the current container started: not the present state"
+        blocks.append(section(diagnosis_text(Diagnosis(placed.earlier, ()), heading=heading)))
+    if placed.other:
+        heading = "Failures of another process or node: not the serving container"
+        blocks.append(section(diagnosis_text(Diagnosis(placed.other, ()), heading=heading)))
+    if now.missing:
+        blocks.append(context("Not placed against the serving container: " + "; ".join(now.missing)))
     notes = [f"{result.included_templates} templates in the prompt"] if chosen else []
     if chosen is not None and result.model_analysis:
         blocks.append(section("*Gemma's analysis*\n" + result.model_analysis[:2800]))
@@ -158,12 +178,22 @@ def logs_analyze(ctx: Context, since: timedelta | None, node: str | None) -> Rep
     return reply
 
 
+def _kind_line(t: TemplateSummary, now: ServingNow) -> str:
+    """One top error kind: count, severity, template, times, its folded traceback lines, and when it does
+    not describe the present, why (`llm.logscope.template_note`)."""
+    line = f"• *{t.count:,}× {t.severity}* `{t.template[:150]}`\n  {utc(t.first_seen)} → {utc(t.last_seen)}"
+    if t.traceback_lines:
+        line += f" (+{t.traceback_lines:,} traceback lines)"
+    note = template_note(t, now, fatal=is_fatal(t))
+    return line + (f"\n  _{note}_" if note else "")
+
+
 def _ask_models(
-    ctx: Context, summary: LogSummary, deployment: Deployment
+    ctx: Context, summary: LogSummary, deployment: Deployment, now: ServingNow
 ) -> tuple[Analysis, ChosenModel | None, list[str]]:
     """Analyze with the first model that answers; a model whose request fails hands over to the next. Each
     model's prompt is counted with its own server's tokenizer (vLLM /tokenize), else the conservative
-    estimate; the findings' fixes are written for `deployment`.
+    estimate; the findings' fixes are written for `deployment`; `now` (what serves) goes in the prompt.
 
     Returns:
         (the analysis, the model that wrote `model_analysis` or None, why each model could not be used).
@@ -180,6 +210,7 @@ def _ask_models(
                 answer_tokens=answer_tokens,
                 counter=chosen.counter(),
                 deployment=deployment,
+                serving=_serving_text(now),
             )
         except OpsError as exc:  # the context is too small for any prompt
             failures.append(f"{chosen.role} `{chosen.model}`: {exc.message}")
@@ -188,6 +219,21 @@ def _ask_models(
             return result, chosen, failures
         failures.append(f"{chosen.role} `{chosen.model}`: {result.model_error or 'it wrote nothing'}")
     return analyze((), None, 0, summary=summary, deployment=deployment), None, failures
+
+
+def _serving_text(now: ServingNow) -> str:
+    """What serves now, for the model: errors before the container's start are history."""
+    parts = []
+    if now.started_at is not None:
+        parts.append(
+            f"the running vLLM container started at {now.started_at:%Y-%m-%dT%H:%M:%SZ} "
+            f"({now.restart_count} restarts); errors last seen before then are history, not the present"
+        )
+    if now.node:
+        parts.append(f"the vLLM endpoint is on node {now.node}")
+    if now.max_model_len:
+        parts.append(f"it serves max_model_len {now.max_model_len}")
+    return "; ".join(parts)
 
 
 def _first_line(message: str, limit: int = 160) -> str:

@@ -94,11 +94,18 @@ def register(app: App, registry: Registry, runner: Runner) -> None:
             invocation = registry.parse(typed)
         except UsageError as exc:
             question = normalize(typed)
-            if not isinstance(exc, NotACommand) or not question:
+            # "what's the bill?" does not split like a command (an odd quote): it is a question all the same
+            first = question.split()[0].lstrip("/").lower() if question else ""
+            asked = isinstance(exc, NotACommand) or first not in {*registry.groups(), "help"}
+            if not asked or not question:
                 runner.deliver(text_reply(str(exc)), origin)
                 return
             # Not a command: a question for Gemma, answered with the thread as context.
-            invocation = registry.parse(f"gemma chat {shlex.quote(question)}")
+            try:
+                invocation = registry.parse(f"gemma chat {shlex.quote(question)}")
+            except UsageError as again:  # e.g. too long for a question as well
+                runner.deliver(text_reply(str(again)), origin)
+                return
         runner.submit(invocation, origin)
 
     app.event("app_mention")(on_mention)

@@ -187,6 +187,16 @@ def test_describe_names_the_failure_and_its_fix(world: Demo) -> None:
     assert "/tpu ensure" in held
     stock = _say(world, "/tpu describe gemma4-old")
     assert "*tpu-stockout*" in stock and "another zone" in stock
+    # every one of them is FAILED: delete or recover, with the command, never "wait until valid-until"
+    for name, text in (
+        ("gemma4-flex", flex),
+        ("gemma4-noquota", quota),
+        ("gemma4-acc", acc),
+        ("gemma4-old", stock),
+    ):
+        fix = text.split("_Fix:_")[1].split("\n")[0]
+        assert "valid-until" not in fix and "keeps waiting" not in fix, fix
+        assert f"/tpu delete {name}" in fix or f"/tpu recover {name}" in fix, fix
 
 
 def test_node_gone_says_recreate_not_zone(world: Demo) -> None:

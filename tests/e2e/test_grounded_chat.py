@@ -38,6 +38,21 @@ def test_why_did_it_fail_shows_the_facts_next_to_the_answer(world: Demo) -> None
     assert "based on: describe gemma4-old" in text and "subject from the question" in text
 
 
+@pytest.mark.parametrize(
+    "question", ["how much is it costing us right now?", "what did we spend so far?", "what's the bill?"]
+)
+def test_cost_questions_fetch_the_live_burn_whatever_the_wording(world: Demo, question: str) -> None:
+    text = _say(world, f"@gemma-bot {question}")
+    assert "_live burn_" in text
+
+
+def test_a_failed_resource_error_is_its_state_not_a_log_failure(world: Demo) -> None:
+    text = _say(world, "@gemma-bot what went wrong with gemma4-old?")
+    assert "*`gemma4-old` is FAILED: its state and error (TPU API)*" in text
+    assert "no ERROR entries" in text and "*Known failures in the log*" not in text
+    assert "/tpu recover gemma4-old" in text and "valid-until" not in text
+
+
 def test_the_facts_reach_the_model_as_data(world: Demo) -> None:
     _say(world, "@gemma-bot what is the state of gemma4-qr?")
     system = world.vllm.chat_requests[0]["messages"][0]["content"]

@@ -35,6 +35,31 @@ def test_analyze_names_the_real_failures_among_noise(world: Demo) -> None:
     assert "[file log-templates.tsv:" in text
 
 
+def test_analyze_places_errors_against_the_running_container(world: Demo) -> None:
+    """Frames never lead; errors older than the container or fatal to a process that is not the running
+    one are labelled, and an old max_model_len is said to contradict the served one."""
+    text = _say(world, "/logs analyze --since 1h", timeout=60)
+    top = text[text.index("*Top error kinds*") : text.index("\n*", text.index("*Top error kinds*") + 1)]
+    assert "File <*>" not in top and "Traceback" not in top
+    assert "traceback lines)" in top
+    assert "*Earlier failures, before the current container started: not the present state*" in text
+    assert "*Failures of another process or node: not the serving container*" in text
+    assert "not from the running container (up since" in text
+    assert "max_model_len 131072, but the server now serves max_model_len 16384" in text
+    known = text.split("*Known failures in the log*")[1].split("*Earlier failures")[0]
+    assert "kv-cache-insufficient" not in known and "tpu-hbm-oom" not in known
+    system = world.vllm.chat_requests[-1]["messages"][1]["content"]
+    assert "What serves now (bot text, not log data): the running vLLM container started at" in system
+
+
+def test_an_empty_window_is_refused_without_reading_the_logs(world: Demo) -> None:
+    reads = len(world.gcp.request_bodies)
+    for window in ("0m", "0s", "-5m"):
+        text = _say(world, f"/logs analyze --since {window}")
+        assert "window: give how far back to look" in text and "Log analysis" not in text
+    assert len(world.gcp.request_bodies) == reads
+
+
 def test_no_errors_means_no_model_call(world: Demo) -> None:
     before = world.vllm.requests_served
     text = _say(world, "/logs analyze --since 1m")

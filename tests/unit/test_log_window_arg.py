@@ -1,0 +1,34 @@
+"""A zero or negative `--since` is refused with a clear line, never silently replaced by the default."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+import bot.handlers.logs  # noqa: F401  (registers the /logs commands)
+from bot.commands import UsageError, registry, window
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("logs analyze --since 0m", "'0m' is an empty window"),
+        ("logs analyze --since=0s", "'0s' is an empty window"),
+        ("logs analyze --since 0d", "'0d' is an empty window"),
+        ("logs analyze --since -5m", "'-5m' is a negative window"),
+        ("logs analyze --since=-1h", "'-1h' is a negative window"),
+        ("logs --since 0h", "'0h' is an empty window"),
+        ("logs analyze --since soon", "is not a duration"),
+    ],
+)
+def test_an_empty_or_negative_window_is_refused(text: str, problem: str) -> None:
+    with pytest.raises(UsageError) as caught:
+        registry.parse(text)
+    assert problem in caught.value.problem and "/logs" in caught.value.usage
+
+
+@pytest.mark.parametrize(("word", "span"), [("1s", timedelta(seconds=1)), ("90m", timedelta(minutes=90))])
+def test_a_positive_window_is_kept(word: str, span: timedelta) -> None:
+    assert window(word) == span
+    assert registry.parse(f"logs analyze --since {word}").args["since"] == span
