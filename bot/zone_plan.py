@@ -108,15 +108,15 @@ def zone_facts(
 
 
 def zone_warnings(
-    ctx: Context, zone: str, accelerator_type: str, provisioning_model: str, *, flag: str = "--zone"
+    ctx: Context, zone: str, accelerator_type: str, provisioning_model: str, instead: str
 ) -> list[str]:
-    """Preview lines for a create or recreate in `zone`: a warning per reason it will be refused, with the
-    watched zones (TPU_ZONES) where no reason is known as the alternative; [] when none is known.
+    """Preview lines for a create or recreate in `zone`: a warning per reason it will be refused, then the
+    watched zones (TPU_ZONES) where no reason is known as the alternative; [] when no reason is known.
 
     Args:
         ctx: the command's context.
         zone, accelerator_type, provisioning_model: the request, e.g. "europe-west4-a", "v6e-8", "spot".
-        flag: how the command names another zone in the alternative (e.g. "--zone" or "--search").
+        instead: how the command reaches another zone, e.g. "`/tpu create NAME --zone Z` with Z one of".
     """
     watched = list(dict.fromkeys([zone, *ctx.services.settings.tpu_zones]))
     facts = zone_facts(ctx, watched, accelerator_type, provisioning_model)
@@ -124,12 +124,12 @@ def zone_warnings(
     lines = [f":warning: `{zone}` {reason}: the request will likely be refused" for reason in reasons]
     if reasons:
         others = [
-            z
-            for z in watched[1:]
-            if facts.offered.get(z) and not facts.blockers(z, accelerator_type, provisioning_model)
+            other
+            for other in watched[1:]
+            if facts.offered.get(other) and not facts.blockers(other, accelerator_type, provisioning_model)
         ]
         lines.append(
-            f"*Instead* {flag} " + ", ".join(f"`{z}`" for z in others)
+            f"*Instead* {instead} " + ", ".join(f"`{z}`" for z in others)
             if others
             else "*Instead* no watched zone is known to take it: see `/tpu zones`"
         )
