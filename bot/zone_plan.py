@@ -72,7 +72,7 @@ class ZoneFacts:
         if failure is not None:
             when = failure.at.strftime("%Y-%m-%d %H:%M UTC")
             reasons.append(
-                f"refused {provisioning_model} {accelerator_type} on {when}: {failure.message[:80]}"
+                f"refused {failure.provisioning_model} {failure.accelerator_type} on {when}: {failure.message[:80]}"
             )
         return reasons
 

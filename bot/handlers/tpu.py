@@ -38,7 +38,8 @@ def tpu_list(ctx: Context, zone: str | None, all_zones: bool) -> Reply:
     tpu = ctx.services.tpu
     zones = [zone] if zone else tpu.list_zones() if all_zones else ctx.services.settings.tpu_zones
     listing = tpu.list_queued_resources(zones)
-    return blocks_reply(list_blocks(listing, zones, ctx.services.now()))
+    primary = ctx.services.settings.tpu_primary
+    return blocks_reply(list_blocks(listing, zones, ctx.services.now(), primary))
 
 
 @registry.command(
@@ -103,7 +104,7 @@ def tpu_status(ctx: Context) -> Reply:
         health = checked
     status = Status(
         listing, services.settings.tpu_zones, endpoint, health, models, metrics,
-        wedged, services.settings.gcp_project, services.now(),
+        wedged, services.settings.gcp_project, services.now(), services.settings.tpu_primary,
     )  # fmt: skip
     return blocks_reply(status_blocks(status))
 
