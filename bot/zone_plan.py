@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC
 
 from bot.context import Context
 from ops import cost, quotas
@@ -70,9 +71,10 @@ class ZoneFacts:
             )
         failure = self.remembered.get(zone) if remembered else None
         if failure is not None:
-            when = failure.at.strftime("%Y-%m-%d %H:%M UTC")
+            when = failure.at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
             reasons.append(
-                f"refused {failure.provisioning_model} {failure.accelerator_type} on {when}: {failure.message[:80]}"
+                f"refused {failure.provisioning_model} {failure.accelerator_type} on {when}: "
+                f"{failure.message[:80]}"
             )
         return reasons
 

@@ -76,10 +76,7 @@ def spend_lines(plan: SpendPlan, provisioning_model: str) -> list[str]:
             f"*worst case* {plan.at_once} ACTIVE at once for the whole max run: ${plan.worst_case_usd:,.2f}"
         )
     elif plan.worst_case_usd_per_hour is not None:
-        lines.append(
-            f"*Spend* no fixed end: up to ${plan.worst_case_usd_per_hour:,.2f}/h "
-            f"(${plan.worst_case_usd_per_hour * 24:,.2f} a day) until deleted"
-        )
+        lines.append(_no_end_line(plan.worst_case_usd_per_hour, "until deleted"))
     if plan.source:
         lines.append(f"_Prices: {plan.source}._")
     return lines
@@ -93,13 +90,14 @@ def create_spend_lines(plan: SpendPlan, provisioning_model: str) -> list[str]:
             f"*Spend* up to ${plan.winner_usd:,.2f} ({plan.run_hours:g} h max run), billed once ACTIVE"
         )
     elif plan.max_usd_per_hour is not None:
-        lines.append(
-            f"*Spend* no fixed end: up to ${plan.max_usd_per_hour:,.2f}/h "
-            f"(${plan.max_usd_per_hour * 24:,.2f} a day) once ACTIVE, until deleted"
-        )
+        lines.append(_no_end_line(plan.max_usd_per_hour, "once ACTIVE, until deleted"))
     if plan.source:
         lines.append(f"_Prices: {plan.source}._")
     return lines
+
+
+def _no_end_line(usd_per_hour: float, until: str) -> str:
+    return f"*Spend* no fixed end: up to ${usd_per_hour:,.2f}/h (${usd_per_hour * 24:,.2f} a day) {until}"
 
 
 def _price_line(plan: SpendPlan, provisioning_model: str) -> str:
