@@ -1,18 +1,14 @@
 """Pure logic of the zone plan: the order a capacity search tries zones in, what the zone data says will
-refuse, the quota family of a type; the /tpu list, /tpu status and preview texts built from them; and the
-container name the startup script gets."""
+refuse, the quota family of a type; and the /tpu list, /tpu status and preview texts built from them."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from bot.config import load_settings
-from bot.tpu_requests import startup_config
 from bot.views.cost import create_spend_lines, spend_lines
 from bot.views.metrics import metrics_lines
 from bot.views.tpu import listing_blocks
 from bot.zone_plan import ZoneFacts, order_zones, quota_family
-from ops.deploy import startup_script
 from ops.metrics import MetricsSummary
 from ops.spend import plan_spend
 from ops.store import ZoneFailure
@@ -127,20 +123,3 @@ def test_vllm_preemptions_say_they_are_vllm_s() -> None:
     summary = MetricsSummary(**values, **more)  # type: ignore[arg-type]
     line = metrics_lines(summary)[0]
     assert "preempted by vLLM 2" in line and " preemptions 2" not in line
-
-
-def test_the_startup_script_runs_the_container_vllm_commands_act_on() -> None:
-    """VLLM_CONTAINER names both the container the startup script runs and the one /vllm status|logs|restart
-    act on; VLLM_API_KEY_SECRET reaches the script too (one builder for /tpu create, find and config)."""
-    settings = load_settings(
-        _env_file=None,
-        slack_bot_token="xoxb-1",
-        slack_signing_secret="s",
-        gcp_project="demo-project",
-        tpu_zones="us-east5-a",
-        vllm_container="vllm-prod",
-        vllm_api_key_secret="vllm-api-key",
-    )
-    script = startup_script(startup_config(settings))
-    assert "--name vllm-prod " in script and "vllm-gemma4" not in script
-    assert "vllm-api-key" in script and "VLLM_API_KEY" in script
