@@ -323,3 +323,14 @@ def test_a_remembered_refusal_is_named_in_the_create_preview(world: Demo) -> Non
     create = _say(world, "/tpu create gemma4-e --zone asia-northeast1-b --allow-second")
     assert ":warning: `asia-northeast1-b` refused flex-start v6e-8 on" in create and "not offered" in create
     assert "`us-east5-a`" in create.split("*Instead*", 1)[1]
+
+
+def test_describe_finds_a_search_winner_outside_the_watched_zones() -> None:
+    """The search kept `gemma4-w` in us-east5-a, which TPU_ZONES does not list: /tpu describe still finds
+    it, from the bot's own record of what it made, and /tpu list of the watched zones does not show it."""
+    with Demo(google_timeout_s=2.0, tpu_zones="asia-northeast1-b") as demo:
+        _say(demo, "/tpu find gemma4-w --zones us-east5-a --allow-second")
+        assert "*gemma4-w* · `us-east5-a`" in _say(demo, "click Confirm", timeout=60)
+        described = _say(demo, "/tpu describe gemma4-w")
+        assert "not found" not in described and "*Zone* `us-east5-a`" in described
+        assert "not found" in _say(demo, "/tpu describe gemma4-nothing")
