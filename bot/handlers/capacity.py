@@ -292,8 +292,7 @@ def _preview_find(
         f"*Find capacity* for `{plan.name}`: {plan.accelerator}, flex-start (max run "
         f"{human_duration(spec.max_run_duration)}), {spend.at_once} zone(s) at a time, each request valid "
         f"for {human_duration(valid_until or timedelta(hours=1))}",
-        f"*Zones tried, in order* ({plan.order}) "
-        + ", ".join(_zone_text(z, spend.usd_per_hour) for z in plan.tried),
+        f"*Zones tried, in order* ({plan.order}) " + ", ".join(f"`{z}`" for z in plan.tried),
         *spend_lines(spend, "flex-start"),
         f"Every request is named `{plan.name}` (a name is unique per zone); the first zone that becomes "
         "ACTIVE is kept, every other request this search made (labelled with its id) is deleted and checked "
@@ -311,11 +310,6 @@ def _preview_find(
     reply = blocks_reply([section("\n".join(lines))])
     reply.plan = pins_text(_pins(ctx, plan))
     return reply
-
-
-def _zone_text(zone: str, usd_per_hour: Mapping[str, float | None]) -> str:
-    rate = usd_per_hour.get(zone)
-    return f"`{zone}`" + (f" (${rate:,.2f}/h)" if rate is not None else " (no price known)")
 
 
 def _recheck(ctx: Context, plan: _FindPlan, allow_second: bool) -> None:

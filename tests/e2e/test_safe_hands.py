@@ -285,11 +285,7 @@ def test_default_find_tries_the_cheapest_zones_first_in_parallel_and_keeps_the_n
         "(cheapest first, equal prices in TPU_ZONES order, zones expected to refuse last)"
     )
     # us-east5-a ($21.60/h) before asia-northeast1-b ($25.92/h); europe-west4-a (preemptible quota 0) last
-    assert (
-        order.index("`us-east5-a` ($21.60/h)")
-        < order.index("`asia-northeast1-b`")
-        < order.index("`europe-west4-a`")
-    )
+    assert order.index("`us-east5-a`") < order.index("`asia-northeast1-b`") < order.index("`europe-west4-a`")
     assert ":warning: `europe-west4-a` has preemptible v6e quota 0" in preview
     assert "Every request is named `gemma4-b`" in preview
     result = _say(world, "click Confirm", timeout=60)
