@@ -97,6 +97,12 @@ class Settings(BaseSettings):
     logs_read_deadline_s: float = Field(
         12.0, gt=0, le=600, description="How long /logs analyze reads before answering with what it has, s."
     )
+    capacity_parallel: int = Field(
+        3,
+        ge=1,
+        le=16,
+        description="Zones /tpu find requests in at once by default (its preview shows the worst-case $/h).",
+    )
 
     # vLLM
     vllm_base_url: str | None = Field(None, description="vLLM server URL; discovered from the TPU if unset.")

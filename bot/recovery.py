@@ -114,8 +114,8 @@ def recover(
             spec.accelerator_type,
             "flex-start",
             settings.tpu_zones,
-            # One zone at a time keeps the primary's name (parallel requests get zone-suffixed names), and
-            # a short valid-until per zone moves on quickly from a stockout.
+            # One zone at a time: a recovery (automatic ones included) never has two requests that could
+            # both bill; a short valid-until per zone moves on quickly from a stockout.
             parallel=1,
             runtime_version=spec.runtime_version,
             max_run_duration=spec.max_run_duration or timedelta(hours=4),

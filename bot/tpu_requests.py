@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
+from bot.config import Settings
 from bot.context import Context
 from bot.render import human_duration
 from ops import deploy
@@ -66,14 +67,8 @@ def create_spec(ctx: Context, args: CreateArgs) -> tuple[CreateSpec, deploy.Star
             )
     elif max_run is not None:
         raise BadInput("--max-run applies to --flex-start only", "drop --max-run, or use --flex-start")
-    startup = deploy.StartupConfig(
-        project=settings.gcp_project,
-        model=args.model or settings.vllm_model,
-        image=settings.vllm_image,
-        tensor_parallel_size=args.tp or settings.vllm_tensor_parallel_size,
-        max_model_len=args.max_model_len or settings.vllm_max_model_len,
-        port=settings.vllm_port,
-        hf_token_secret=settings.hf_token_secret,
+    startup = startup_config(
+        settings, model=args.model, tensor_parallel_size=args.tp, max_model_len=args.max_model_len
     )
     spec = CreateSpec(
         name=args.name,
@@ -89,6 +84,37 @@ def create_spec(ctx: Context, args: CreateArgs) -> tuple[CreateSpec, deploy.Star
         service_account=settings.tpu_service_account,
     )
     return spec, startup
+
+
+def startup_config(
+    settings: Settings,
+    *,
+    model: str | None = None,
+    tensor_parallel_size: int | None = None,
+    max_model_len: int | None = None,
+) -> deploy.StartupConfig:
+    """What the startup script (and the GKE manifest) serves, from the settings: the one place they meet, so
+    the container the VM runs is the one `/vllm status|logs|restart` act on (VLLM_CONTAINER) and the API key
+    the bot sends is the one vLLM reads on the VM (VLLM_API_KEY_SECRET).
+
+    Args:
+        settings: the deployment's settings.
+        model, tensor_parallel_size, max_model_len: /tpu create's overrides; None: the setting.
+
+    Raises:
+        BadInput: a value fails `deploy.StartupConfig`'s validation.
+    """
+    return deploy.StartupConfig(
+        project=settings.gcp_project,
+        model=model or settings.vllm_model,
+        image=settings.vllm_image,
+        tensor_parallel_size=tensor_parallel_size or settings.vllm_tensor_parallel_size,
+        max_model_len=max_model_len or settings.vllm_max_model_len,
+        port=settings.vllm_port,
+        hf_token_secret=settings.hf_token_secret,
+        container_name=settings.vllm_container,
+        api_key_secret=settings.vllm_api_key_secret,
+    )
 
 
 def default_create_args(name: str) -> CreateArgs:

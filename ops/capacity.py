@@ -1,6 +1,6 @@
 """Where can we get TPUs now? A capacity search across zones.
 
-`CapacitySearch` requests a queued resource in several zones at
+`CapacitySearch` requests a queued resource, under the same name, in several zones at
 once, keeps the first that becomes ACTIVE, deletes every other request and checks that each one is gone,
 and remembers permanent failures in the `Store` so the next search skips those zones.
 
@@ -47,19 +47,11 @@ from ops.tpu import TpuOps
 from ops.tpu_model import CreateSpec, QueuedResourceInfo, check_create_spec
 from ops.zonefit import classify
 
-__all__ = ["CapacitySearch", "SearchResult", "search_name"]
+__all__ = ["CapacitySearch", "SearchResult"]
 
 log = logging.getLogger(__name__)
 
 MAX_ID_CHARS = 63  # queued resource and node ids are RFC 1035 labels
-
-
-def search_name(name: str, zone: str, parallel: int) -> str:
-    """The queued resource id a search uses in `zone`: `name` when it runs one zone at a time, else
-    f"{name}-{zone}" cut to 63 characters (without a trailing hyphen)."""
-    if parallel <= 1:
-        return name
-    return f"{name}-{zone}"[:MAX_ID_CHARS].rstrip("-")
 
 
 def _node_id(qr_name: str) -> str:
@@ -103,7 +95,6 @@ class _Run:
     name: str
     accelerator_type: str
     provisioning_model: str
-    parallel: int
     template: CreateSpec
     progress: Callable[[Mapping[str, str]], None] | None
     cancel: threading.Event
@@ -243,7 +234,9 @@ class CapacitySearch:
         """Search for capacity.
 
         Args:
-            name: base queued resource id (see `search_name` for the id used in each zone).
+            name: the queued resource id, the same in every zone: an id is unique per parent
+                `projects/P/locations/ZONE` (https://cloud.google.com/tpu/docs/reference/rest/v2alpha1/
+                projects.locations.queuedResources/create), so the winner has the name asked for.
             accelerator_type: e.g. "v6e-8".
             provisioning_model: "flex-start" | "spot" | "on-demand" | "reserved".
             zones: zones to try, in order; None: `candidate_zones(accelerator_type)`.
@@ -290,7 +283,6 @@ class CapacitySearch:
             name=name,
             accelerator_type=accelerator_type,
             provisioning_model=provisioning_model,
-            parallel=parallel,
             template=template,
             progress=progress,
             cancel=cancel or threading.Event(),
@@ -424,16 +416,10 @@ class CapacitySearch:
         self._remove(run, zone, final=state)
 
     def _try_zone(self, run: _Run, zone: str) -> None:
-        qr_name = search_name(run.name, zone, run.parallel)
+        qr_name = run.name
         request_id = f"{run.search_id}-{run.zone_index.get(zone, 0)}"
         owner = ownership_labels(request_id, run.user_id, run.search_id)
-        spec = replace(
-            run.template,
-            name=qr_name,
-            node_id=_node_id(qr_name),
-            zone=zone,
-            labels=labels_of(run.template.labels, owner),
-        )
+        spec = replace(run.template, zone=zone, labels=labels_of(run.template.labels, owner))
         self._set(run, zone, "requesting")
         sent_at = self._now()
         with self._store_lock:

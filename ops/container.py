@@ -122,7 +122,8 @@ class VllmContainer:
 
     Args:
         remote: the SSH host.
-        name: the container name (validated like every argument).
+        name: the container name (validated like every argument): the deployment's VLLM_CONTAINER, the
+            name the startup script gives the container it runs.
         stop_timeout_s: seconds docker waits for vLLM to exit before SIGKILL on stop.
         bench_timeout_s: seconds a `vllm bench serve` may run.
     """
@@ -130,7 +131,7 @@ class VllmContainer:
     def __init__(
         self,
         remote: RemoteHost,
-        name: str = "vllm",
+        name: str,
         *,
         stop_timeout_s: int = 30,
         bench_timeout_s: float = 3600,

@@ -110,8 +110,11 @@ class QueuedResourceInfo:
         node_ids: `tpu.nodeSpec[].nodeId`, plus the ids of fetched nodes pointing at this QR.
         nodes: the nodes that exist (fetched from the nodes API); empty while waiting, failed or suspended.
         termination_time: when the TPU VMs will be deleted: `runDuration.terminationTime`, else the
-            earliest node `schedulingConfig.terminationTimestamp`, else `createTime + maxRunDuration` for
-            an ACTIVE QR; None when unknown (e.g. on-demand and spot have no fixed end).
+            earliest node `schedulingConfig.terminationTimestamp`, else, for an ACTIVE QR, the earliest
+            node `createTime` + `maxRunDuration` (the run counts from when the TPU VMs are provisioned,
+            not from the request: "Once available, Flex-start provisions the TPU VMs to run for the
+            duration that you specified", https://cloud.google.com/tpu/docs/request-using-flex-start);
+            None when unknown (no node seen; on-demand and spot have no fixed end).
         valid_until: queueing deadline: `queueingPolicy.validUntilTime`, else createTime +
             `validUntilDuration`, else `validInterval.endTime`.
         max_run_duration: `runDuration.maxRunDuration` (flex-start).
@@ -397,9 +400,10 @@ def termination_time_of(raw: Mapping[str, Any], nodes: Sequence[NodeInfo] = ()) 
     node_times = [n.termination_time for n in nodes if n.termination_time is not None]
     if node_times:
         return min(node_times)
-    created, max_run = parse_time(raw.get("createTime")), parse_duration(run.get("maxRunDuration"))
-    if (raw.get("state") or {}).get("state") == "ACTIVE" and created is not None and max_run is not None:
-        return created + max_run
+    provisioned = min((n.create_time for n in nodes if n.create_time is not None), default=None)
+    max_run = parse_duration(run.get("maxRunDuration"))
+    if (raw.get("state") or {}).get("state") == "ACTIVE" and provisioned is not None and max_run is not None:
+        return provisioned + max_run
     return None
 
 

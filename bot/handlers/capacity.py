@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -23,8 +24,9 @@ from bot.safety import active_named, check_pins, check_zones, one_operation, pin
 from bot.tpu_requests import create_spec, default_create_args
 from bot.views.cost import spend_lines
 from bot.views.tpu import resource_line
-from ops import cost, quotas
-from ops.capacity import CapacitySearch, search_name
+from bot.zone_plan import order_zones, quota_family, zone_facts
+from ops import quotas
+from ops.capacity import CapacitySearch
 from ops.errors import BadInput, OpsError
 from ops.spend import plan_spend
 from ops.store import ZoneFailure
@@ -79,12 +81,11 @@ def family(word: str) -> str:
 def tpu_zones(ctx: Context, type_: str | None) -> Reply:
     settings = ctx.services.settings
     wanted = type_ or settings.tpu_accelerator_type
-    fam = cost.family_of(wanted) if "-" in wanted else wanted
-    fam = "v5litepod" if fam == "v5e" else fam
-    quota_family = "v5e" if fam == "v5litepod" else fam
+    quota_fam = quota_family(wanted)
+    fam = "v5litepod" if quota_fam == "v5e" else quota_fam
     limits = quotas.zone_quotas(
         settings.gcp_project,
-        quota_family,
+        quota_fam,
         api_endpoint=settings.google_api_endpoint,
         timeout_s=settings.google_timeout_s,
     )
@@ -98,7 +99,7 @@ def tpu_zones(ctx: Context, type_: str | None) -> Reply:
 
     with ThreadPoolExecutor(max_workers=8, thread_name_prefix="zones") as pool:
         types = dict(zip(zones, pool.map(offered, zones), strict=True))
-    standard_id, preemptible_id = quotas.quota_ids(quota_family)
+    standard_id, preemptible_id = quotas.quota_ids(quota_fam)
     lines = []
     for zone in zones:
         quota = (
@@ -112,7 +113,7 @@ def tpu_zones(ctx: Context, type_: str | None) -> Reply:
         icon = ":white_check_mark:" if has else ":heavy_minus_sign:"
         lines.append(f"{icon} `{zone}` {quota}: {', '.join(found) or f'no {fam} types'}")
     if not lines:
-        lines.append(f"No zone has {quota_family} quota in project `{settings.gcp_project}`.")
+        lines.append(f"No zone has {quota_fam} quota in project `{settings.gcp_project}`.")
     return blocks_reply(
         [
             header(f"Zones for {wanted}"),
@@ -143,7 +144,7 @@ _FIND_PARAMS = (
     ),
     Param(
         "parallel",
-        "request in up to K zones at once (default 1)",
+        "request in up to K zones at once (default CAPACITY_PARALLEL)",
         flag="--parallel",
         kind=int_range(1, 16),
         metavar="K",
@@ -167,13 +168,16 @@ _FIND_PARAMS = (
 
 @dataclass(frozen=True)
 class _FindPlan:
-    """What a search will do: its base name, type, the zones tried (in order) and those skipped."""
+    """What a search will do: its name (the same in every zone), type, the zones tried (in order, with
+    `order` saying why) and those skipped, and what the zone data says will refuse (zone -> reasons)."""
 
     name: str
     accelerator: str
     tried: list[str]
     remembered: dict[str, ZoneFailure]
     parallel: int
+    order: str
+    blocked: dict[str, list[str]]
 
 
 def _plan(
@@ -184,8 +188,9 @@ def _plan(
     retry_all: bool,
     parallel: int | None,
 ) -> _FindPlan:
-    """Resolve the search's zones: the given ones (each checked: known, offers the type), else every zone
-    offering the type; remembered permanent failures are skipped unless `retry_all`.
+    """Resolve the search's zones: the given ones in the given order (each checked: known, offers the
+    type), else every zone offering the type, in `order_zones` order; remembered permanent failures are
+    skipped unless `retry_all`. After a confirmation the zones are tried in the order previewed.
 
     Raises:
         BadInput: an unknown zone, a zone not offering the type, or no zone offering it at all.
@@ -203,18 +208,41 @@ def _plan(
                 f"no zone of project {settings.gcp_project} offers accelerator type {accelerator}",
                 "check the type with /tpu zones",
             )
-    remembered = {} if retry_all else ctx.services.store.zone_failures(accelerator, "flex-start")
+    facts = zone_facts(ctx, candidates, accelerator, "flex-start")
+    remembered = {} if retry_all else dict(facts.remembered)
+    blocked = {}
+    for zone in candidates:
+        reasons = facts.blockers(zone, accelerator, "flex-start", remembered=False)
+        if reasons:
+            blocked[zone] = reasons
+    if zones:
+        order = "in the order given"
+    else:
+        prices = plan_spend(accelerator, "flex-start", candidates, 1, None).usd_per_hour
+        candidates = order_zones(candidates, settings.tpu_zones, prices, set(blocked))
+        order = "cheapest first, equal prices in TPU_ZONES order" + (
+            ", zones expected to refuse last" if blocked else ""
+        )
     tried = [zone for zone in candidates if zone not in remembered]
+    previewed = _previewed_zones(ctx)
+    if previewed is not None:  # confirmed: the zones previewed, in that order, and no other
+        tried = [zone for zone in previewed if zone in tried]
     skipped = {zone: failure for zone, failure in remembered.items() if zone in candidates}
-    return _FindPlan(primary, accelerator, tried, skipped, parallel or 1)
+    at_once = parallel or settings.capacity_parallel
+    return _FindPlan(primary, accelerator, tried, skipped, at_once, order, blocked)
+
+
+def _previewed_zones(ctx: Context) -> list[str] | None:
+    """The zones of the confirmed preview's pins, in their order (None when not run from a preview)."""
+    try:
+        return [pin["zone"] for pin in json.loads(ctx.confirmed_plan or "")["pins"]]
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def _names(plan: _FindPlan, ctx: Context) -> set[str]:
-    """Every queued resource name the search may make, plus the primary's."""
-    return {search_name(plan.name, zone, plan.parallel) for zone in plan.tried} | {
-        plan.name,
-        ctx.services.settings.tpu_primary,
-    }
+    """The queued resource name the search makes in every zone, and the primary's."""
+    return {plan.name, ctx.services.settings.tpu_primary}
 
 
 def _pins(ctx: Context, plan: _FindPlan) -> list[dict[str, str]]:
@@ -226,8 +254,7 @@ def _pins(ctx: Context, plan: _FindPlan) -> list[dict[str, str]]:
     found = {(qr.zone, qr.name): qr for qr in listing.resources}
     pins = []
     for zone in plan.tried:
-        qr_name = search_name(plan.name, zone, plan.parallel)
-        pins.append(pin_of(found.get((zone, qr_name)), zone, qr_name))
+        pins.append(pin_of(found.get((zone, plan.name)), zone, plan.name))
     return pins
 
 
@@ -265,11 +292,15 @@ def _preview_find(
         f"*Find capacity* for `{plan.name}`: {plan.accelerator}, flex-start (max run "
         f"{human_duration(spec.max_run_duration)}), {spend.at_once} zone(s) at a time, each request valid "
         f"for {human_duration(valid_until or timedelta(hours=1))}",
-        f"*Zones tried, in order* {', '.join(f'`{z}`' for z in plan.tried)}",
+        f"*Zones tried, in order* ({plan.order}) " + ", ".join(f"`{z}`" for z in plan.tried),
         *spend_lines(spend, "flex-start"),
-        "The first zone that becomes ACTIVE is kept; every other request this search made (labelled with "
-        "its id) is deleted and checked gone.",
+        f"Every request is named `{plan.name}` (a name is unique per zone); the first zone that becomes "
+        "ACTIVE is kept, every other request this search made (labelled with its id) is deleted and checked "
+        "gone.",
     ]
+    for zone, reasons in plan.blocked.items():
+        if zone in plan.tried:
+            lines.append(f":warning: `{zone}` {'; '.join(reasons)}: a request there will likely be refused")
     if plan.remembered:
         skipped = ", ".join(f"`{z}` ({f.message[:60]})" for z, f in sorted(plan.remembered.items()))
         lines.append(f"*Skipped* (remembered as not offered; `--retry-all` to try): {skipped}")

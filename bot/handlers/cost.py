@@ -10,6 +10,7 @@ from bot.commands import ChatTool, Param, accelerator_type, registry
 from bot.context import Context
 from bot.render import Attachment, Reply, blocks_reply, code, context, header, human_duration, section, utc
 from bot.sources import settled
+from bot.tpu_requests import startup_config
 from bot.views.cost import estimate_lines, per_hour, usd
 from ops import cost, deploy
 from ops.errors import BadInput, OpsError
@@ -203,15 +204,7 @@ def config_kind(word: str) -> str:
 def tpu_config(ctx: Context, kind: str) -> Reply:
     """Configs for the current settings; secrets appear only as names (Secret Manager, Kubernetes Secret)."""
     s = ctx.services.settings
-    startup = deploy.StartupConfig(
-        project=s.gcp_project,
-        model=s.vllm_model,
-        image=s.vllm_image,
-        tensor_parallel_size=s.vllm_tensor_parallel_size,
-        max_model_len=s.vllm_max_model_len,
-        port=s.vllm_port,
-        hf_token_secret=s.hf_token_secret,
-    )
+    startup = startup_config(s)
     if kind == "gcloud":
         text = deploy.gcloud_command(
             s.tpu_primary,

@@ -39,8 +39,9 @@ from bot.safety import (
     pins_text,
 )
 from bot.tpu_requests import MODEL_FLAGS, VLLM_LOAD, CreateArgs, create_spec, default_create_args
-from bot.views.cost import per_hour, spend_lines, usd
+from bot.views.cost import create_spend_lines, per_hour, usd
 from bot.views.tpu import resource_line
+from bot.zone_plan import zone_warnings
 from ops import cost
 from ops.errors import AlreadyExists, BadInput, NotFound, OpsError
 from ops.spend import plan_spend
@@ -130,7 +131,14 @@ def _preview_create(ctx: Context, **kw: object) -> Reply:
         f"tensor parallel size {startup.tensor_parallel_size}, "
         f"max_model_len {startup.max_model_len}, port {startup.port}",
         f"*Hugging Face token* read on the VM from Secret Manager secret `{startup.hf_token_secret}`",
-        *spend_lines(spend, spec.provisioning_model),
+        *create_spend_lines(spend, spec.provisioning_model),
+        *zone_warnings(
+            ctx,
+            spec.zone,
+            spec.accelerator_type,
+            spec.provisioning_model,
+            f"`/tpu create {spec.name} --zone Z` with Z one of",
+        ),
     ]
     if running:
         names = ", ".join(f"`{qr.name}` ({qr.state}, `{qr.zone}`)" for qr in running)

@@ -12,6 +12,7 @@ from bot.context import Context
 from bot.recovery import projected_usd, recover
 from bot.render import Reply, blocks_reply, section
 from bot.views.tpu import resource_line
+from bot.zone_plan import zone_warnings
 from ops.alerts import identity
 from ops.errors import BadInput, OpsError
 from ops.recovery import dead_reason, exposure_hours
@@ -40,10 +41,20 @@ def _preview_recover(ctx: Context, name: str | None, zone: str | None, search: b
         spend = f"\n*Projected spend* up to ${projected_usd(qr):,.2f} ({exposure_hours(qr):g} h)"
     except BadInput as exc:
         spend = f"\n*Projected spend* unknown: {exc.message}"
-    now = ctx.services.now()
-    reply = blocks_reply(
-        [section(f"*Recover* ({reason}): *delete* it, {then}:\n{resource_line(qr, now)}{spend}")]
+    warnings = (
+        []
+        if search
+        else zone_warnings(
+            ctx,
+            qr.zone,
+            qr.accelerator_type,
+            qr.provisioning_model,
+            f"`/tpu recover {qr.name} --search` (flex-start) or `/tpu create` in",
+        )
     )
+    now = ctx.services.now()
+    text = f"*Recover* ({reason}): *delete* it, {then}:\n{resource_line(qr, now)}{spend}"
+    reply = blocks_reply([section("\n".join([text, *warnings]))])
     reply.plan = f"{identity(qr)}|{reason}|{search}"
     return reply
 

@@ -38,7 +38,8 @@ def tpu_list(ctx: Context, zone: str | None, all_zones: bool) -> Reply:
     tpu = ctx.services.tpu
     zones = [zone] if zone else tpu.list_zones() if all_zones else ctx.services.settings.tpu_zones
     listing = tpu.list_queued_resources(zones)
-    return blocks_reply(list_blocks(listing, zones, ctx.services.now()))
+    primary = ctx.services.settings.tpu_primary
+    return blocks_reply(list_blocks(listing, zones, ctx.services.now(), primary))
 
 
 @registry.command(
@@ -51,15 +52,30 @@ def tpu_list(ctx: Context, zone: str | None, all_zones: bool) -> Reply:
     chat_tool=ChatTool("describe", "Everything about one queued resource", params=("name",)),
 )
 def tpu_describe(ctx: Context, name: str, zone: str | None, all_zones: bool) -> Reply:
-    """Describe one queued resource found in `zone`, the watched zones, or any zone of the project."""
+    """Describe one queued resource found in `zone`, the watched zones (and the zones where the bot's own
+    records say it made one of that name, e.g. a capacity search's winner outside TPU_ZONES), or any zone of
+    the project."""
     tpu = ctx.services.tpu
-    zones = [zone] if zone else tpu.list_zones() if all_zones else ctx.services.settings.tpu_zones
+    zones = [zone] if zone else tpu.list_zones() if all_zones else _watched_and_made(ctx, name)
     qr = tpu.get_queued_resource(name, zones)
     diagnosis = resource_diagnosis(qr, deployment_of(ctx.services, qr))
     if diagnosis is not None and needs_listing(diagnosis):  # e.g. quota: name what holds it
         listed = tpu.list_queued_resources(ctx.services.settings.tpu_zones).resources
         diagnosis = resource_diagnosis(qr, deployment_of(ctx.services, qr, listed))
     return blocks_reply(describe_blocks(qr, diagnosis, ctx.services.now()))
+
+
+def _watched_and_made(ctx: Context, name: str) -> list[str]:
+    """TPU_ZONES, then the zones where this bot created `name` and it was last known to exist (in-flight
+    records "created", "kept" or "adopted", newest first)."""
+    made = [
+        record.zone
+        for record in reversed(ctx.services.store.inflight(open_only=False))
+        if record.name == name
+        and record.project == ctx.services.settings.gcp_project
+        and record.state in ("created", "kept", "adopted")
+    ]
+    return list(dict.fromkeys([*ctx.services.settings.tpu_zones, *made]))
 
 
 def _result(future: Future[T]) -> T | OpsError:
@@ -102,7 +118,7 @@ def tpu_status(ctx: Context) -> Reply:
         health = checked
     status = Status(
         listing, services.settings.tpu_zones, endpoint, health, models, metrics,
-        wedged, services.settings.gcp_project, services.now(),
+        wedged, services.settings.gcp_project, services.now(), services.settings.tpu_primary,
     )  # fmt: skip
     return blocks_reply(status_blocks(status))
 

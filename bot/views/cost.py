@@ -59,20 +59,9 @@ def estimate_lines(accelerator_type: str, hours: float, model: str, region: str)
 
 
 def spend_lines(plan: SpendPlan, provisioning_model: str) -> list[str]:
-    """The cost lines of a preview: price per zone, how many at once, the winner's cost, the worst case."""
-    bound = "at most " if plan.ceiling else ""
-    priced = [
-        f"`{zone}` {bound}${rate:,.2f}/h" for zone, rate in plan.usd_per_hour.items() if rate is not None
-    ]
-    unpriced = [f"`{zone}`" for zone, rate in plan.usd_per_hour.items() if rate is None]
-    lines = [f"*Price* {provisioning_model}: " + (", ".join(priced) or "no known price")]
-    if plan.ceiling:
-        lines[0] += (
-            f" (no sourced {provisioning_model} price: the on-demand price is the ceiling, so the spend below"
-            " is an upper bound)"
-        )
-    if unpriced:
-        lines[0] += f"; no price known for {', '.join(unpriced)}"
+    """The cost lines of a capacity search's preview: price per zone, how many at once, the winner's cost,
+    the worst case."""
+    lines = [_price_line(plan, provisioning_model)]
     lines.append(
         f"*At most {plan.at_once} request(s) at once*; waiting requests cost nothing, each ACTIVE one bills"
     )
@@ -87,10 +76,43 @@ def spend_lines(plan: SpendPlan, provisioning_model: str) -> list[str]:
             f"*worst case* {plan.at_once} ACTIVE at once for the whole max run: ${plan.worst_case_usd:,.2f}"
         )
     elif plan.worst_case_usd_per_hour is not None:
-        lines.append(
-            f"*Spend* no fixed end: up to ${plan.worst_case_usd_per_hour:,.2f}/h "
-            f"(${plan.worst_case_usd_per_hour * 24:,.2f} a day) until deleted"
-        )
+        lines.append(_no_end_line(plan.worst_case_usd_per_hour, "until deleted"))
     if plan.source:
         lines.append(f"_Prices: {plan.source}._")
     return lines
+
+
+def create_spend_lines(plan: SpendPlan, provisioning_model: str) -> list[str]:
+    """The cost lines of a single create's preview (one request, one zone): its price and its spend."""
+    lines = [_price_line(plan, provisioning_model)]
+    if plan.winner_usd is not None and plan.run_hours is not None:
+        lines.append(
+            f"*Spend* up to ${plan.winner_usd:,.2f} ({plan.run_hours:g} h max run), billed once ACTIVE"
+        )
+    elif plan.max_usd_per_hour is not None:
+        lines.append(_no_end_line(plan.max_usd_per_hour, "once ACTIVE, until deleted"))
+    if plan.source:
+        lines.append(f"_Prices: {plan.source}._")
+    return lines
+
+
+def _no_end_line(usd_per_hour: float, until: str) -> str:
+    return f"*Spend* no fixed end: up to ${usd_per_hour:,.2f}/h (${usd_per_hour * 24:,.2f} a day) {until}"
+
+
+def _price_line(plan: SpendPlan, provisioning_model: str) -> str:
+    """ "*Price* MODEL: `zone` $X/h, ..." with the ceiling and the unpriced zones said."""
+    bound = "at most " if plan.ceiling else ""
+    priced = [
+        f"`{zone}` {bound}${rate:,.2f}/h" for zone, rate in plan.usd_per_hour.items() if rate is not None
+    ]
+    unpriced = [f"`{zone}`" for zone, rate in plan.usd_per_hour.items() if rate is None]
+    line = f"*Price* {provisioning_model}: " + (", ".join(priced) or "no known price")
+    if plan.ceiling:
+        line += (
+            f" (no sourced {provisioning_model} price: the on-demand price is the ceiling, so the spend below"
+            " is an upper bound)"
+        )
+    if unpriced:
+        line += f"; no price known for {', '.join(unpriced)}"
+    return line

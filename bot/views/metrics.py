@@ -30,7 +30,9 @@ def metrics_lines(m: MetricsSummary) -> list[str]:
     hit = "-" if m.prefix_cache_hit_rate is None else f"{m.prefix_cache_hit_rate:.1%}"
     lines = [
         f"*Requests* running {_num(m.running)} · waiting {_num(m.waiting)}"
-        f" · preemptions {_num(m.preemptions)}",
+        # vLLM's scheduler preempting requests for KV-cache space (vllm:num_preemptions_total), not a TPU
+        # preemption: the words say whose.
+        f" · preempted by vLLM {_num(m.preemptions)} (KV cache full)",
         f"*KV cache* usage {kv} · *prefix cache* hit rate {hit}"
         + (
             f" ({_num(m.prefix_cache_hits)} of {_num(m.prefix_cache_queries)} tokens)"

@@ -40,12 +40,13 @@ def _icon(state: str) -> str:
     return STATE_ICONS.get(state, ":grey_question:")
 
 
-def resource_line(qr: QueuedResourceInfo, now: datetime) -> str:
-    """One queued resource as a markdown paragraph: name, zone, state, type, model, age, nodes, time left,
-    and the first conclusion of the fault rules when its state does not already say it."""
+def resource_line(qr: QueuedResourceInfo, now: datetime, *, primary: bool = False) -> str:
+    """One queued resource as a markdown paragraph: name (marked when it is the deployment's primary),
+    zone, state, type, model, age, nodes, time left, and the first conclusion of the fault rules when its
+    state does not already say it."""
     state = f"{_icon(qr.state)} {qr.state}" + (f" (by {qr.state_initiator})" if qr.state_initiator else "")
     parts = [
-        f"*{qr.name}* · `{qr.zone}` · {state}",
+        f"*{qr.name}*{' (primary)' if primary else ''} · `{qr.zone}` · {state}",
         f"{qr.accelerator_type or '?'} · {qr.provisioning_model} · created {ago(qr.create_time, now)}",
     ]
     left = qr.time_left(now)
@@ -94,11 +95,15 @@ def _red(label: str, err: OpsError) -> str:
     return f":red_circle: *{label}*: {err.message}" + (f" _({err.hint})_" if err.hint else "")
 
 
-def listing_blocks(listing: ZoneListing | OpsError, zones: list[str], now: datetime) -> list[Block]:
-    """Queued resources, then one red line per zone that failed; "none" only for zones that answered."""
+def listing_blocks(
+    listing: ZoneListing | OpsError, zones: list[str], now: datetime, primary: str = ""
+) -> list[Block]:
+    """Queued resources, the deployment's primary (TPU_PRIMARY) first and marked, the rest in the listing's
+    order; then one red line per zone that failed; "none" only for zones that answered."""
     if isinstance(listing, OpsError):
         return [section(_red("Queued resources", listing))]
-    blocks = [section(resource_line(qr, now)) for qr in listing.resources]
+    ordered = sorted(listing.resources, key=lambda qr: qr.name != primary)  # stable: keeps (zone, name)
+    blocks = [section(resource_line(qr, now, primary=qr.name == primary)) for qr in ordered]
     answered = [zone for zone in zones if zone not in listing.errors]
     if not listing.resources and answered:
         blocks.append(section(f"No queued resources in {', '.join(answered)}."))
@@ -108,10 +113,10 @@ def listing_blocks(listing: ZoneListing | OpsError, zones: list[str], now: datet
     return blocks
 
 
-def list_blocks(listing: ZoneListing, zones: list[str], now: datetime) -> list[Block]:
-    """/tpu list: a header naming how many zones were read, then `listing_blocks`."""
+def list_blocks(listing: ZoneListing, zones: list[str], now: datetime, primary: str = "") -> list[Block]:
+    """/tpu list: a header naming how many zones were read, then `listing_blocks` (`primary` first)."""
     title = f"Queued resources in {len(zones)} zone{'s' if len(zones) != 1 else ''}"
-    return [header(title), *listing_blocks(listing, zones, now)]
+    return [header(title), *listing_blocks(listing, zones, now, primary)]
 
 
 def describe_blocks(qr: QueuedResourceInfo, diagnosis: Diagnosis | None, now: datetime) -> list[Block]:
@@ -162,7 +167,8 @@ def _node_details(node: NodeInfo, now: datetime) -> str:
 class Status:
     """What /tpu status gathered: each source's value, or the OpsError that stopped it.
 
-    `wedged` is the serving verdict ("" when vLLM serves or was not checked); `zones` the zones listed.
+    `wedged` is the serving verdict ("" when vLLM serves or was not checked); `zones` the zones listed;
+    `primary` the deployment's TPU_PRIMARY (listed first).
     """
 
     listing: ZoneListing | OpsError
@@ -174,12 +180,13 @@ class Status:
     wedged: str
     project: str
     now: datetime
+    primary: str = ""
 
 
 def status_blocks(status: Status) -> list[Block]:
     """/tpu status: queued resources, the vLLM endpoint, /health, model and metrics, the serving verdict."""
     blocks = [header("TPU / vLLM status")]
-    blocks += listing_blocks(status.listing, status.zones, status.now)
+    blocks += listing_blocks(status.listing, status.zones, status.now, status.primary)
     blocks.append(divider())
     blocks.append(section(_vllm_status(status.endpoint, status.health, status.models, status.metrics)))
     if status.wedged:

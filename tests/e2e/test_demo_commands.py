@@ -17,7 +17,9 @@ def _say(demo: Demo, line: str) -> str:
 
 def test_tpu_status_dashboard(demo: Demo) -> None:
     text = _say(demo, "/tpu status")
-    assert "*gemma4-qr* · `us-east5-a` · :large_green_circle: ACTIVE (by USER)" in text
+    assert "*gemma4-qr* (primary) · `us-east5-a` · :large_green_circle: ACTIVE (by USER)" in text
+    assert text.index("*gemma4-qr*") < min(text.index("*gemma4-old*"), text.index("*gemma4-standby*"))
+    assert "preempted by vLLM" in text  # vLLM's request preemptions, not the TPU's
     assert "flex-start" in text
     assert "WAITING_FOR_RESOURCES" in text and "gemma4-standby" in text
     assert "FAILED" in text and "no more capacity" in text
@@ -32,6 +34,7 @@ def test_tpu_list_and_describe(demo: Demo) -> None:
     listing = _say(demo, "/tpu list")
     for name in ("gemma4-qr", "gemma4-standby", "gemma4-old"):
         assert f"*{name}*" in listing
+    assert listing.index("*gemma4-qr* (primary)") < listing.index("*gemma4-old*")  # the primary first
     assert "127.0.0.1" in listing
     one_zone = _say(demo, "/tpu list --zone us-east5-a")
     assert "gemma4-qr" in one_zone and "gemma4-old" not in one_zone

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from bot.tpu_requests import startup_config
 from ops import deploy
 from sim.demo import Demo
 from sim.slack import Message, unescape
@@ -16,17 +17,8 @@ def _new(demo: Demo, start: int) -> list[Message]:
 
 def test_tpu_config_startup_is_byte_for_byte_the_script_the_vm_runs(demo: Demo) -> None:
     s = demo.settings
-    expected = deploy.startup_script(
-        deploy.StartupConfig(
-            project=s.gcp_project,
-            model=s.vllm_model,
-            image=s.vllm_image,
-            tensor_parallel_size=s.vllm_tensor_parallel_size,
-            max_model_len=s.vllm_max_model_len,
-            port=s.vllm_port,
-            hf_token_secret=s.hf_token_secret,
-        )
-    )
+    expected = deploy.startup_script(startup_config(s))
+    assert f"--name {s.vllm_container} " in expected  # the container /vllm status|logs|restart act on
     start = len(demo.slack.messages)
     _, answered = demo.user.run("/tpu config startup")
     assert answered

@@ -89,10 +89,10 @@ def creates(gcp: GcpSimulator, zone: str) -> int:
 def test_parallel_search_keeps_exactly_one(gcp: GcpSimulator, tpu: TpuOps, store: Store) -> None:
     result, snapshots = search(tpu, store, parallel=4)
     assert result.winner is not None and result.error is None and not result.cancelled
-    assert (result.winner.zone, result.winner.name) == (CAPACITY, "gemma4-us-east5-a")
+    assert (result.winner.zone, result.winner.name) == (CAPACITY, "gemma4")
     assert result.winner.state == "ACTIVE" and result.winner.nodes[0].external_ips
     assert result.leftovers == 0
-    assert queued_resources(tpu) == [(CAPACITY, "gemma4-us-east5-a")]  # every other request is gone
+    assert queued_resources(tpu) == [(CAPACITY, "gemma4")]  # every other request is gone
     assert result.zones == {
         PERMANENT[0]: "skipped (not offered: v6e-8)",  # from acceleratorTypes.list, before any create
         STOCKOUT[0]: "deleted",
@@ -193,7 +193,7 @@ def test_zones_default_to_those_offering_the_type(gcp: GcpSimulator, tpu: TpuOps
     result, _ = search(tpu, store, None, parallel=6)
     assert result.winner is not None and result.winner.zone == CAPACITY
     assert PERMANENT[0] not in result.zones
-    assert queued_resources(tpu) == [(CAPACITY, "gemma4-us-east5-a")]
+    assert queued_resources(tpu) == [(CAPACITY, "gemma4")]
 
 
 def test_a_request_wide_error_stops_the_search_and_cleans_up(

@@ -166,7 +166,7 @@ def _container(cfg: dict[str, Any], *, sudo: bool) -> tuple[HostSimulator, VllmC
     remote = RemoteHost(
         host.host, host.port, user=host.user, pkey=key, pinned_host_keys=host.pinned_host_keys, sudo=sudo
     )
-    return host, VllmContainer(remote)
+    return host, VllmContainer(remote, "vllm")
 
 
 def test_ssh_layer_names_docker_socket_and_sudo_permission_errors() -> None:

@@ -118,15 +118,40 @@ def test_ambiguous_create_that_did_create_is_recognised_by_its_label(
 
 
 def test_clean_up_deletes_only_labelled_requests(gcp: GcpSimulator, tpu: TpuOps, store: Store) -> None:
-    """Parallel search: the stockout zone's request is ours and deleted; the primary is never touched."""
-    result = run_search(tpu, store, "gemma4-qr", ["us-east1-d", ZONE], parallel=2)
-    assert result.winner is not None and result.winner.name == "gemma4-qr-us-east5-a"
+    """Parallel search under one name in two zones: the stockout zone's request (ours) is deleted there
+    only; the winner keeps the name asked for; the primary is never touched."""
+    result = run_search(tpu, store, "gemma4-b", ["us-east1-d", ZONE], parallel=2)
+    assert result.winner is not None and (result.winner.name, result.winner.zone) == ("gemma4-b", ZONE)
     assert result.zones["us-east1-d"] == "deleted"
     assert tpu.get_queued_resource("gemma4-qr", [ZONE]).state == "ACTIVE"
+    assert tpu.get_queued_resource("gemma4-b", [ZONE]).state == "ACTIVE"
     with pytest.raises(NotFound):
-        tpu.get_queued_resource("gemma4-qr-us-east1-d", ["us-east1-d"])
-    states = {r.name: r.state for r in store.inflight(open_only=False)}
-    assert states == {"gemma4-qr-us-east1-d": "deleted", "gemma4-qr-us-east5-a": "kept"}
+        tpu.get_queued_resource("gemma4-b", ["us-east1-d"])
+    assert not any("gemma4-qr" in path or f"/{ZONE}/" in path for path in deletes(gcp)), deletes(gcp)
+    states = {(r.zone, r.name): r.state for r in store.inflight(open_only=False)}
+    assert states == {("us-east1-d", "gemma4-b"): "deleted", (ZONE, "gemma4-b"): "kept"}
+
+
+def test_parallel_search_on_the_primary_s_name_leaves_it_alone(
+    gcp: GcpSimulator, tpu: TpuOps, store: Store
+) -> None:
+    """The name is already taken in one zone (the live primary): that zone fails "already exists" and is
+    never deleted; the request the search made elsewhere is deleted on cancel."""
+    cancel = threading.Event()
+
+    def watch(states: Any) -> None:
+        if states.get("us-east1-d") == "WAITING_FOR_RESOURCES" and states.get(ZONE, "").startswith("failed"):
+            cancel.set()
+
+    result = run_search(
+        tpu, store, "gemma4-qr", ["us-east1-d", ZONE], parallel=2, progress=watch, cancel=cancel
+    )
+    assert result.winner is None and result.cancelled
+    assert result.zones[ZONE] == "failed: already exists"  # someone else's: nothing of ours to delete
+    assert tpu.get_queued_resource("gemma4-qr", [ZONE]).state == "ACTIVE"
+    with pytest.raises(NotFound):
+        tpu.get_queued_resource("gemma4-qr", ["us-east1-d"])
+    assert not any(f"/{ZONE}/" in path for path in deletes(gcp)), deletes(gcp)
 
 
 def test_a_second_operation_on_the_same_name_is_refused(store: Store) -> None:

@@ -8,7 +8,6 @@ from datetime import timedelta
 
 import pytest
 
-from ops.capacity import search_name
 from ops.errors import (
     AlreadyExists,
     BackendTimeout,
@@ -197,13 +196,6 @@ def test_other_models_and_service_account() -> None:
 def test_bad_specs(bad: CreateSpec) -> None:
     with pytest.raises(BadInput):
         check_create_spec(bad)
-
-
-def test_search_names() -> None:
-    assert search_name("gemma4-qr", "us-east5-a", 1) == "gemma4-qr"
-    assert search_name("gemma4-qr", "us-east5-a", 4) == "gemma4-qr-us-east5-a"
-    long = search_name("q" * 50, "asia-northeast1-b", 4)
-    assert len(long) == 63 and not long.endswith("-")
 
 
 def test_crc32c_check_value() -> None:

@@ -9,6 +9,8 @@ import pytest
 from pydantic import SecretStr
 
 from bot.config import ConfigError, Settings, load_settings, masked
+from bot.tpu_requests import startup_config
+from ops.deploy import startup_script
 
 GOOD = {
     "slack_bot_token": "xoxb-1",
@@ -185,3 +187,12 @@ def test_fault_catalogue_file_is_checked_at_start_up(tmp_path) -> None:
     good = tmp_path / "good.yaml"
     good.write_text("families:\n  - {name: my-fault, patterns: ['boom'], conclusion: c, fix: f}\n")
     assert _load(fault_catalogue_file=str(good)).fault_catalogue_file == str(good)
+
+
+def test_the_startup_script_runs_the_container_vllm_commands_act_on() -> None:
+    """VLLM_CONTAINER names both the container the startup script runs and the one /vllm status|logs|restart
+    act on; VLLM_API_KEY_SECRET reaches the script too (one builder for /tpu create, find and config)."""
+    settings = _load(vllm_container="vllm-prod", vllm_api_key_secret="vllm-api-key")
+    script = startup_script(startup_config(settings))
+    assert "--name vllm-prod " in script and "vllm-gemma4" not in script
+    assert "vllm-api-key" in script and "VLLM_API_KEY" in script

@@ -92,11 +92,16 @@ def test_termination_time_falls_back_to_the_earliest_node_timestamp() -> None:
     assert termination_time_of(raw, nodes) == T0 + timedelta(hours=4, minutes=30, milliseconds=500)
 
 
-def test_termination_time_falls_back_to_create_plus_max_run_for_active_only() -> None:
-    assert termination_time_of(qr(runDuration={"maxRunDuration": "14400s"})) == T0 + timedelta(hours=4)
+def test_termination_time_falls_back_to_the_node_create_time_plus_max_run_for_active_only() -> None:
+    """The max run duration counts from when the TPU VMs are provisioned (the node's createTime, here 2 h
+    after the request), not from the queued resource's createTime."""
+    raw = qr(runDuration={"maxRunDuration": "14400s"})
+    nodes = [node_from_api(node(createTime="2026-11-29T12:00:00Z"))]
+    assert termination_time_of(raw, nodes) == T0 + timedelta(hours=6)
+    assert termination_time_of(raw) is None  # no node seen: unknown, never the request's time + 4 h
     waiting = qr(runDuration={"maxRunDuration": "14400s"}, state={"state": "WAITING_FOR_RESOURCES"})
-    assert termination_time_of(waiting) is None
-    assert termination_time_of(qr()) is None  # on-demand: no fixed end
+    assert termination_time_of(waiting, nodes) is None
+    assert termination_time_of(qr(), nodes) is None  # on-demand: no fixed end
 
 
 def test_valid_until_variants() -> None:
@@ -119,6 +124,7 @@ def test_queued_resource_mapping_attaches_only_its_nodes() -> None:
         node(
             "q1-node",
             networkEndpoints=[{"ipAddress": "10.0.0.2", "accessConfig": {"externalIp": "34.1.1.1"}}],
+            createTime="2026-11-29T10:00:00Z",  # provisioned at once: the run counts from here
         ),
         node("other-node", queuedResource=f"{PARENT}/queuedResources/other"),
         node("q1-extra", queuedResource=f"{PARENT}/queuedResources/q1"),
