@@ -17,7 +17,7 @@ def _tool_results(world: Demo) -> list[str]:
 
 def test_tpu_status_shows_every_source(handlers: Handlers) -> None:
     text = handlers.run("tpu status")
-    assert "*gemma4-qr* · `us-east5-a` · :large_green_circle: ACTIVE (by USER)" in text
+    assert "*gemma4-qr* (primary) · `us-east5-a` · :large_green_circle: ACTIVE (by USER)" in text
     assert "node `gemma4-qr-node` :large_green_circle: READY" in text
     assert "/health ready" in text and "`google/gemma-4-31B-it` (max_model_len 16384)" in text
     assert "Deployment `production`" in text  # the demo channel is bound to production
