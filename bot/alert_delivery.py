@@ -34,6 +34,7 @@ from bot.views.alerts import (
     named,
     recover_buttons,
     resolved_blocks,
+    serving_down,
     state_blocks,
     state_summary,
 )
@@ -177,6 +178,7 @@ class AlertDelivery:
         )
         self.peers: list[Self] = []  # the other deployments' schedulers, run by `start()`
         self.refused: str | None = None  # Slack's error while the bot is not in the alert channel
+        self._last_tick: datetime | None = None  # the clock at the last tick (`AlertScheduler._lead`)
         self._lock = threading.Lock()
         self._scheduler: BackgroundScheduler | None = None
 
@@ -240,7 +242,11 @@ class AlertDelivery:
             channel=channel,
             ts=ts,
         )
-        reply_blocks = [section(self.router.mention(alert) + alert.title)]
+        text = self.router.mention(alert) + alert.title
+        if alert.kind == "state" and alert.previous == "ACTIVE" and alert.name == self.options.primary:
+            # The outage's one alert: with the primary gone there is no vLLM endpoint to call down.
+            text += "\n" + serving_down(alert.name, alert.state)
+        reply_blocks = [section(text)]
         if qr is not None and qr.name == self.options.primary and dead_reason(qr):
             reply_blocks.append(recover_buttons(qr))
         return self.slack.post(channel or self.channel, Reply(alert.title, reply_blocks), ts) or None

@@ -27,11 +27,21 @@ from bot.oncall import OncallJobs
 from bot.render import Reply, human_duration, mention, section, utc
 from bot.services import Services
 from ops import alerts as alerts_mod
-from ops.alerts import VllmCheck, VllmWatch, evaluate, evaluate_vllm, mute_subjects, subject_alert
+from ops.alerts import (
+    VllmCheck,
+    VllmWatch,
+    evaluate,
+    evaluate_vllm,
+    lapsed_countdowns,
+    mute_subjects,
+    subject_alert,
+)
 from ops.cost import burn
 from ops.errors import BackendTimeout, OpsError
 from ops.metrics import summarize
+from ops.ownership import SEARCH_KEY
 from ops.slo import Snapshot
+from ops.tpu_model import QueuedResourceInfo
 
 __all__ = [
     "DIGEST_MISFIRE_GRACE_S",
@@ -115,6 +125,23 @@ class AlertScheduler(OncallJobs):
         """Deployment name -> its AlertScheduler: this one, then `peers`."""
         everyone: list[AlertScheduler] = [self, *self.peers]
         return {each.deployment: each for each in everyone}
+
+    def owner_of(self, key: str) -> AlertScheduler | None:
+        """The watcher (this one or a peer) whose deployment raised alert `key`; None for an unknown key."""
+        deployment = self.ledger.owner(key)
+        return None if deployment is None else self.watchers.get(deployment)
+
+    def watcher_of(self, zone: str, name: str) -> AlertScheduler | None:
+        """The watcher whose primary is queued resource `name` in one of its zones (a Recover button's
+        resource), None when no deployment's primary is that one."""
+        return next(
+            (
+                each
+                for each in self.watchers.values()
+                if each.options.primary == name and zone in each.services.settings.tpu_zones
+            ),
+            None,
+        )
 
     def tick_all(self) -> dict[str, TickResult]:
         """`tick()` of every deployment in turn (each never raises). Returns deployment -> its TickResult."""
@@ -219,20 +246,28 @@ class AlertScheduler(OncallJobs):
         listing = self.services.tpu.list_queued_resources(self.services.settings.tpu_zones)
         for zone, error in listing.errors.items():
             result.errors.append(f"{zone}: {error.message}")
-        resources = [
-            qr
-            for qr in listing.resources
-            if qr.zone not in listing.errors and qr.name not in self.options.elsewhere
-        ]
+        answered = [qr for qr in listing.resources if qr.zone not in listing.errors]
+        resources = [qr for qr in answered if qr.name not in self.options.elsewhere]
         by_identity = {alerts_mod.identity(qr): qr for qr in resources}
         previous = self.ledger.observations()
-        found = evaluate(
-            resources,
-            now,
-            thresholds=self.thresholds,
-            previous=previous,
-            watch_since=self.ledger.watch_since(now),
-        )
+        # A running capacity search reports its own requests in its progress message: no alerts about
+        # them while it owns them (they are still observed, so the one it keeps is not "new" after).
+        searching = {ident for ident, qr in by_identity.items() if self._searching(qr, now)}
+        found = [
+            alert
+            for alert in evaluate(
+                resources,
+                now,
+                thresholds=self.thresholds,
+                previous=previous,
+                watch_since=self.ledger.watch_since(now),
+                lead=self._lead(now),
+            )
+            if alert.resource not in searching
+        ]
+        zones = set(self.services.settings.tpu_zones) - set(listing.errors)
+        open_rows = self.ledger.open_alerts(since=now - timedelta(days=7))
+        found += lapsed_countdowns(open_rows, answered, zones)
         mutes = self.ledger.mutes(now)
         threads: dict[str, tuple[str | None, str | None]] = {}
         for alert in found:
@@ -260,6 +295,20 @@ class AlertScheduler(OncallJobs):
             if previous.get(ident) != seen:
                 changed[ident] = seen
         self.ledger.observe_many(changed, now=now)
+
+    def _searching(self, qr: QueuedResourceInfo, now: datetime) -> bool:
+        """Whether `qr` is a request of a capacity search that is still running (its `SEARCH_KEY` label
+        names the search's operation, whose lease is live: `ops.ownership.hold_operation`)."""
+        search = qr.labels.get(SEARCH_KEY)
+        return search is not None and self.services.store.operation_running(search, now)
+
+    def _lead(self, now: datetime) -> timedelta:
+        """The clock time to the next tick, for countdowns to fire before their threshold rather than up
+        to a tick after it: the last gap between ticks (the simulated clock of the demo runs faster than
+        `interval_s`), at most half the smallest threshold so that no two thresholds merge."""
+        last, self._last_tick = self._last_tick, now
+        gap = now - last if last is not None and now > last else timedelta(seconds=self.interval_s)
+        return min(gap, timedelta(minutes=min(self.thresholds)) / 2)
 
     # ---- vLLM
     def _tick_vllm(self, now: datetime, result: TickResult) -> None:

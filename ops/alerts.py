@@ -39,6 +39,7 @@ __all__ = [
     "evaluate",
     "evaluate_vllm",
     "identity",
+    "lapsed_countdowns",
     "mute_subjects",
     "qr_alert",
     "subject_alert",
@@ -50,7 +51,7 @@ STALE_STATES = frozenset({"SUSPENDED", "FAILED"})
 GONE_STATES = frozenset({"DELETING"})
 NEW = "NEW"  # the "previous state" of a resource first seen after watching began
 # Recorded kinds that are news, not problems someone must act on (never listed as open).
-NOT_OPEN_KINDS = frozenset({"state", "vllm_up", "test", "slo_ok", "serving", "recovery"})
+NOT_OPEN_KINDS = frozenset({"state", "vllm_up", "test", "slo_ok", "serving", "recovery", "digest", "lapsed"})
 
 ledger_table = Table(
     "alert_ledger",
@@ -201,19 +202,33 @@ def _deadlines(qr: QueuedResourceInfo) -> list[tuple[str, datetime]]:
     return found
 
 
+def _left(delta: timedelta) -> str:
+    """Time left to the nearest minute ("15 min" for 14 min 40 s; "1 h 0 min"); "under a minute" below."""
+    if delta < timedelta(seconds=30):
+        return "under a minute"
+    hours, minutes = divmod(round(delta.total_seconds() / 60), 60)
+    return f"{hours} h {minutes} min" if hours else f"{minutes} min"
+
+
 def _threshold_alert(
-    qr: QueuedResourceInfo, kind: str, deadline: datetime, now: datetime, thresholds: Sequence[int]
+    qr: QueuedResourceInfo,
+    kind: str,
+    deadline: datetime,
+    now: datetime,
+    thresholds: Sequence[int],
+    lead: timedelta,
 ) -> Alert | None:
     left = deadline - now
     if left <= timedelta(0):
         return None
-    crossed = sorted(t for t in thresholds if left <= timedelta(minutes=t))
+    # Due at the last evaluation before the threshold: the next one (`lead` away) would be past it.
+    crossed = sorted(t for t in thresholds if left <= timedelta(minutes=t) + lead)
     if not crossed:
         return None
     urgent, passed = crossed[0], crossed[1:]
     base = identity(qr)
     what = "terminates" if kind == "expiry" else "stops waiting for capacity (valid-until)"
-    title = f"`{qr.name}` ({qr.zone}) {what} in {_minutes(left)}"
+    title = f"`{qr.name}` ({qr.zone}) {what} in {_left(left)}"
     return qr_alert(
         qr,
         kind,
@@ -244,13 +259,17 @@ def evaluate(
     previous: Mapping[str, Observation] | None = None,
     watch_since: datetime | None = None,
     stale_after: timedelta = timedelta(days=1),
+    lead: timedelta = timedelta(0),
 ) -> list[Alert]:
     """The alerts due now for a listing of queued resources. Pure: no I/O, no clock.
 
     Expiry: for each deadline (`termination_time`, else create time + max run duration, of an ACTIVE or
     PROVISIONING QR; `valid_until` of a waiting QR), only the MOST URGENT threshold already crossed is
     returned (e.g. 40 min left with (60, 15, 5) -> the 60-minute alert; 3 min left -> the 5-minute alert,
-    with the 60 and 15 keys in `supersedes`). Nothing once the deadline is past (the state change says it).
+    with the 60 and 15 keys in `supersedes`). A threshold counts as crossed up to `lead` early, so with
+    evaluations `lead` apart it fires at the last one before it rather than up to `lead` after; the title
+    gives the real time left to the nearest minute. Nothing once the deadline is past (the state change
+    says it).
     Whether a key was already sent is the ledger's business: the same alert is returned on every call.
 
     State changes: compared with `previous` (identity -> Observation). A resource absent from `previous` is
@@ -269,6 +288,8 @@ def evaluate(
         previous: last observation per identity; None: everything is a baseline.
         watch_since: when the bot started watching (None: never announce first sightings).
         stale_after: age after which SUSPENDED/FAILED QRs are reported.
+        lead: the time until the next evaluation (the caller's tick interval); 0 fires at the threshold
+            or after it.
 
     Returns:
         Alerts in listing order (threshold alerts, then state, preemption and stale alerts per resource).
@@ -280,6 +301,8 @@ def evaluate(
         raise ValueError("now must be timezone-aware")
     if any(t <= 0 for t in thresholds):
         raise ValueError("thresholds are positive minutes")
+    if lead < timedelta(0):
+        raise ValueError("lead is a time to the next evaluation, not negative")
     seen = previous or {}
     alerts: list[Alert] = []
     for qr in resources:
@@ -287,7 +310,7 @@ def evaluate(
             continue
         base = identity(qr)
         for kind, deadline in _deadlines(qr):
-            alert = _threshold_alert(qr, kind, deadline, now, thresholds)
+            alert = _threshold_alert(qr, kind, deadline, now, thresholds, lead)
             if alert is not None:
                 alerts.append(alert)
         before = seen.get(base)
@@ -542,6 +565,52 @@ class LedgerRow:
     resolved_at: datetime | None
 
 
+COUNTDOWN_KINDS = frozenset({"expiry", "valid_until"})
+
+
+def lapsed_countdowns(
+    open_rows: Iterable[LedgerRow], resources: Iterable[QueuedResourceInfo], answered: Iterable[str]
+) -> list[Alert]:
+    """Resolutions of open countdown alerts ("terminates in", "stops waiting ... (valid-until)") whose
+    deadline no longer applies: their queued resource left the states it belongs to (see `evaluate`: a
+    waiting one now ACTIVE, SUSPENDED or FAILED; a running one now SUSPENDED...), is DELETING, or is no
+    longer listed in a zone that answered (deleted). Pure: no I/O.
+
+    Args:
+        open_rows: the ledger's open alerts (`AlertLedger.open_alerts`); other kinds are ignored.
+        resources: the listed queued resources; answered: the zones whose listing succeeded.
+
+    Returns:
+        One Alert of kind "lapsed" per such row, keyed "{row key}|lapsed", `resolves` the row's key, titled
+        "<the countdown's title>: no longer applies: now SUSPENDED" (or "... : deleted").
+    """
+    listed = {identity(qr): qr for qr in resources}
+    zones = set(answered)
+    found: list[Alert] = []
+    for row in open_rows:
+        if row.kind not in COUNTDOWN_KINDS:
+            continue
+        qr = listed.get(row.resource)
+        if qr is None:
+            if row.resource.split("/", 1)[0] not in zones:
+                continue  # its zone did not answer: nothing is known
+            now_what = "deleted"
+        elif qr.state in GONE_STATES or row.kind not in {kind for kind, _ in _deadlines(qr)}:
+            now_what = f"now {qr.state}"
+        else:
+            continue
+        found.append(
+            subject_alert(
+                f"{row.key}|lapsed",
+                "lapsed",
+                row.resource,
+                f"{row.text}: no longer applies: {now_what}",
+                resolves=row.key,
+            )
+        )
+    return found
+
+
 def _row(row: Any) -> LedgerRow:
     return LedgerRow(
         key=row["key"],
@@ -637,6 +706,19 @@ class AlertLedger:
         with self.engine.connect() as conn:
             row = conn.execute(select(ledger_table).where(ledger_table.c.key == key)).mappings().first()
         return None if row is None else _row(row)
+
+    def owner(self, key: str) -> str | None:
+        """The deployment that claimed `key`: the named one recorded with it, `default` for a key claimed
+        by the unscoped ledger; None for a key never recorded."""
+        with self.engine.connect() as conn:
+            owner = conn.execute(select(owners_table.c.deployment).where(owners_table.c.key == key)).scalar()
+            known = (
+                owner is not None
+                or conn.execute(select(ledger_table.c.key).where(ledger_table.c.key == key)).first()
+            )
+        if not known:
+            return None
+        return str(owner) if owner is not None else DEFAULT_DEPLOYMENT
 
     def rows(self, *, since: datetime | None = None, status: str | None = None) -> list[LedgerRow]:
         """Recorded keys (of this ledger's deployment), oldest first, optionally only those at/after `since`

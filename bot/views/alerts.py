@@ -159,6 +159,14 @@ def state_summary(alert: Alert, qr: QueuedResourceInfo | None) -> str:
     return summary
 
 
+def serving_down(primary: str, state: str) -> str:
+    """The line of a transition that takes serving down: the deployment's primary left ACTIVE."""
+    return (
+        f":red_circle: *Serving is down*: vLLM runs on `{primary}`, the primary, which is now {state}; "
+        "it serves again once the primary is ACTIVE (Recover, or `/tpu recover`)."
+    )
+
+
 def state_blocks(summary: str, now: datetime, deployment: str | None) -> list[Block]:
     """The blocks of a state message (updated in place on each transition)."""
     return [section(summary), context(named(deployment, f"updated {utc(now)} · transitions in the thread"))]
