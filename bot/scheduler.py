@@ -27,21 +27,14 @@ from bot.oncall import OncallJobs
 from bot.render import Reply, human_duration, mention, section, utc
 from bot.services import Services
 from ops import alerts as alerts_mod
-from ops.alerts import (
-    VllmCheck,
-    VllmWatch,
-    evaluate,
-    evaluate_vllm,
-    lapsed_countdowns,
-    mute_subjects,
-    subject_alert,
-)
+from ops.alerts import evaluate, lapsed_countdowns, mute_subjects, subject_alert
 from ops.cost import burn
 from ops.errors import BackendTimeout, OpsError
 from ops.metrics import summarize
 from ops.ownership import SEARCH_KEY
 from ops.slo import Snapshot
 from ops.tpu_model import QueuedResourceInfo
+from ops.vllm_watch import VllmCheck, VllmWatch, evaluate_vllm
 
 __all__ = [
     "DIGEST_MISFIRE_GRACE_S",

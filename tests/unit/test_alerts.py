@@ -17,10 +17,7 @@ from ops.alerts import (
     Alert,
     AlertLedger,
     Observation,
-    VllmCheck,
-    VllmWatch,
     evaluate,
-    evaluate_vllm,
     identity,
     kv_table,
     lapsed_countdowns,
@@ -31,6 +28,7 @@ from ops.ownership import SEARCH_KEY
 from ops.recovery import RecoveryBudget
 from ops.store import Store
 from ops.tpu_model import NodeInfo, QueuedResourceInfo, ZoneListing
+from ops.vllm_watch import VllmCheck, VllmWatch, evaluate_vllm
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 CREATED = NOW - timedelta(hours=3)
