@@ -25,7 +25,9 @@ def world() -> Iterator[tuple[Demo, AlertScheduler]]:
         services = demo.bot.services
         services.now = demo.gcp.now  # mutes and confirmations follow simulated time
         client = SlackGateway.connect(demo.settings.slack_bot_token.get_secret_value(), demo.slack.api_url)
-        scheduler = AlertScheduler(services, client, CHANNEL, clock=demo.gcp.now, vllm_checks=False)
+        scheduler = AlertScheduler(
+            services, client, CHANNEL, clock=demo.gcp.now, vllm_checks=False, deployment="production"
+        )
         alert_listeners.register(demo.bot.app, demo.bot.runner, scheduler)
         yield demo, scheduler
 
@@ -95,7 +97,7 @@ def test_gemma4_qr_thresholds_and_buttons(world: tuple[Demo, AlertScheduler]) ->
     assert answered, lines
     listed = "\n".join(lines)
     assert "suppressed" in listed and "Ledger" not in listed
-    open_part = listed.split("*Muted*")[0]
+    open_part = listed.split("*Open*")[1].split("*Muted*")[0]
     assert "`gemma4-qr`" not in open_part, "the deleted resource's alerts are not open any more"
     assert "`gemma4-old`" in open_part  # still there, still holding quota
 
