@@ -142,11 +142,12 @@ class Runner:
     def services(self) -> Services:
         return self._services
 
-    def check_role(self, user_id: str, command_name: str) -> None:
+    def check_role(self, user_id: str, command_name: str, deployment: str | None = None) -> None:
         """Raise PermissionDenied unless `user_id` holds the role of the command `command_name` (e.g. a
-        button that acts like that command: Acknowledge like `alerts mute`, App Home like `tpu status`)."""
+        button that acts like that command: Acknowledge like `alerts mute`, App Home like `tpu status`)
+        in `deployment`'s roles (None or an unknown name: the first deployment's)."""
         command = next(c for c in self._registry.commands() if c.name == command_name)
-        self._authorizer.check(user_id, command)
+        self._authorizers.get(deployment or "", self._authorizer).check(user_id, command)
 
     def run_read_only(self, invocation: Invocation, user_id: str) -> Reply:
         """Run a read-only command now, for `user_id` (the Home tab, the chat's tools); a refusal or error is

@@ -1,9 +1,9 @@
 """Alerts: pure evaluation of what is due, and an exactly-once ledger in the state store.
 
 `evaluate` turns a listing of queued resources (and what was seen last time) into `Alert`s; it does no I/O.
-`evaluate_vllm` does the same for one vLLM check. `AlertLedger` records every alert key as sent, superseded
-or suppressed with an atomic insert-if-absent (a UNIQUE key; the losing insert raises IntegrityError on
-SQLite and PostgreSQL alike), so a restarted bot never sends a key twice. Its tables live on
+`ops.vllm_watch.evaluate_vllm` does the same for one vLLM check. `AlertLedger` records every alert key as
+sent, superseded or suppressed with an atomic insert-if-absent (a UNIQUE key; the losing insert raises
+IntegrityError on SQLite and PostgreSQL alike), so a restarted bot never sends a key twice. Its tables live on
 `ops.store.metadata`, so `Store(url)` creates them (and `AlertLedger` creates them too if needed).
 
 Keys: `"{zone}/{name}@{create time}|{kind}|{threshold}"`, e.g.
@@ -26,7 +26,6 @@ from sqlalchemy.exc import IntegrityError
 from ops.maintenance import DEFAULT_DEPLOYMENT
 from ops.store import Store, metadata
 from ops.tpu_model import QueuedResourceInfo
-from ops.vllm import WEDGED, ServingSample, serving_problem
 
 __all__ = [
     "DEFAULT_THRESHOLDS",
@@ -34,14 +33,15 @@ __all__ = [
     "AlertLedger",
     "LedgerRow",
     "Observation",
-    "VllmCheck",
-    "VllmWatch",
+    "aware",
     "evaluate",
-    "evaluate_vllm",
     "identity",
+    "iso_utc",
+    "lapsed_countdowns",
     "mute_subjects",
     "qr_alert",
     "subject_alert",
+    "whole_minutes",
 ]
 
 DEFAULT_THRESHOLDS: tuple[int, ...] = (60, 15, 5)
@@ -50,7 +50,7 @@ STALE_STATES = frozenset({"SUSPENDED", "FAILED"})
 GONE_STATES = frozenset({"DELETING"})
 NEW = "NEW"  # the "previous state" of a resource first seen after watching began
 # Recorded kinds that are news, not problems someone must act on (never listed as open).
-NOT_OPEN_KINDS = frozenset({"state", "vllm_up", "test", "slo_ok", "serving", "recovery"})
+NOT_OPEN_KINDS = frozenset({"state", "vllm_up", "test", "slo_ok", "serving", "recovery", "digest", "lapsed"})
 
 ledger_table = Table(
     "alert_ledger",
@@ -103,19 +103,21 @@ owners_table = Table(
 )
 
 
-def _aware(moment: datetime | None) -> datetime | None:
+def aware(moment: datetime | None) -> datetime | None:
+    """`moment` with UTC as its zone when it has none (SQLite returns naive datetimes); None stays None."""
     if moment is None:
         return None
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-def _iso(moment: datetime | None) -> str:
+def iso_utc(moment: datetime | None) -> str:
+    """`moment` in UTC as "2026-11-30T09:00:00Z" (the form of alert keys and watcher state); "-" for None."""
     return "-" if moment is None else moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def identity(qr: QueuedResourceInfo) -> str:
     """The resource part of every key: "zone/name@create time" (a recreated QR is a new identity)."""
-    return f"{qr.zone}/{qr.name}@{_iso(qr.create_time)}"
+    return f"{qr.zone}/{qr.name}@{iso_utc(qr.create_time)}"
 
 
 @dataclass(frozen=True)
@@ -181,7 +183,8 @@ class Observation:
     nodes: Mapping[str, str] = field(default_factory=dict)
 
 
-def _minutes(delta: timedelta) -> str:
+def whole_minutes(delta: timedelta) -> str:
+    """A duration in whole minutes, floored: "11 min", "1 h 5 min"."""
     total = max(0, int(delta.total_seconds() // 60))
     hours, minutes = divmod(total, 60)
     return f"{hours} h {minutes} min" if hours else f"{minutes} min"
@@ -201,25 +204,39 @@ def _deadlines(qr: QueuedResourceInfo) -> list[tuple[str, datetime]]:
     return found
 
 
+def _left(delta: timedelta) -> str:
+    """Time left to the nearest minute ("15 min" for 14 min 40 s; "1 h 0 min"); "under a minute" below."""
+    if delta < timedelta(seconds=30):
+        return "under a minute"
+    hours, minutes = divmod(round(delta.total_seconds() / 60), 60)
+    return f"{hours} h {minutes} min" if hours else f"{minutes} min"
+
+
 def _threshold_alert(
-    qr: QueuedResourceInfo, kind: str, deadline: datetime, now: datetime, thresholds: Sequence[int]
+    qr: QueuedResourceInfo,
+    kind: str,
+    deadline: datetime,
+    now: datetime,
+    thresholds: Sequence[int],
+    lead: timedelta,
 ) -> Alert | None:
     left = deadline - now
     if left <= timedelta(0):
         return None
-    crossed = sorted(t for t in thresholds if left <= timedelta(minutes=t))
+    # Due at the last evaluation before the threshold: the next one (`lead` away) would be past it.
+    crossed = sorted(t for t in thresholds if left <= timedelta(minutes=t) + lead)
     if not crossed:
         return None
     urgent, passed = crossed[0], crossed[1:]
     base = identity(qr)
     what = "terminates" if kind == "expiry" else "stops waiting for capacity (valid-until)"
-    title = f"`{qr.name}` ({qr.zone}) {what} in {_minutes(left)}"
+    title = f"`{qr.name}` ({qr.zone}) {what} in {_left(left)}"
     return qr_alert(
         qr,
         kind,
         str(urgent),
         title,
-        text=f"{qr.state} {qr.provisioning_model} {qr.accelerator_type}, deadline {_iso(deadline)}",
+        text=f"{qr.state} {qr.provisioning_model} {qr.accelerator_type}, deadline {iso_utc(deadline)}",
         threshold=urgent,
         deadline=deadline,
         state=qr.state,
@@ -244,13 +261,17 @@ def evaluate(
     previous: Mapping[str, Observation] | None = None,
     watch_since: datetime | None = None,
     stale_after: timedelta = timedelta(days=1),
+    lead: timedelta = timedelta(0),
 ) -> list[Alert]:
     """The alerts due now for a listing of queued resources. Pure: no I/O, no clock.
 
     Expiry: for each deadline (`termination_time`, else create time + max run duration, of an ACTIVE or
     PROVISIONING QR; `valid_until` of a waiting QR), only the MOST URGENT threshold already crossed is
     returned (e.g. 40 min left with (60, 15, 5) -> the 60-minute alert; 3 min left -> the 5-minute alert,
-    with the 60 and 15 keys in `supersedes`). Nothing once the deadline is past (the state change says it).
+    with the 60 and 15 keys in `supersedes`). A threshold counts as crossed up to `lead` early, so with
+    evaluations `lead` apart it fires at the last one before it rather than up to `lead` after; the title
+    gives the real time left to the nearest minute. Nothing once the deadline is past (the state change
+    says it).
     Whether a key was already sent is the ledger's business: the same alert is returned on every call.
 
     State changes: compared with `previous` (identity -> Observation). A resource absent from `previous` is
@@ -269,6 +290,8 @@ def evaluate(
         previous: last observation per identity; None: everything is a baseline.
         watch_since: when the bot started watching (None: never announce first sightings).
         stale_after: age after which SUSPENDED/FAILED QRs are reported.
+        lead: the time until the next evaluation (the caller's tick interval); 0 fires at the threshold
+            or after it.
 
     Returns:
         Alerts in listing order (threshold alerts, then state, preemption and stale alerts per resource).
@@ -280,6 +303,8 @@ def evaluate(
         raise ValueError("now must be timezone-aware")
     if any(t <= 0 for t in thresholds):
         raise ValueError("thresholds are positive minutes")
+    if lead < timedelta(0):
+        raise ValueError("lead is a time to the next evaluation, not negative")
     seen = previous or {}
     alerts: list[Alert] = []
     for qr in resources:
@@ -287,7 +312,7 @@ def evaluate(
             continue
         base = identity(qr)
         for kind, deadline in _deadlines(qr):
-            alert = _threshold_alert(qr, kind, deadline, now, thresholds)
+            alert = _threshold_alert(qr, kind, deadline, now, thresholds, lead)
             if alert is not None:
                 alerts.append(alert)
         before = seen.get(base)
@@ -379,150 +404,6 @@ def observe(qr: QueuedResourceInfo) -> Observation:
     return Observation(qr.state, {node.name: node.state for node in qr.nodes})
 
 
-# ---- vLLM ---------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class VllmCheck:
-    """One vLLM check: /health ok or not, and (when it answered) KV-cache usage 0..1, preemptions, and the
-    progress signals: requests running and waiting, generated tokens since start, and whether a one-token
-    probe timed out (None: no probe)."""
-
-    ok: bool
-    detail: str = ""
-    kv_cache_usage: float | None = None
-    preemptions: float | None = None
-    running: float | None = None
-    waiting: float | None = None
-    generation_tokens: float | None = None
-    probe_timed_out: bool | None = None
-
-
-@dataclass(frozen=True)
-class VllmWatch:
-    """What the vLLM watcher remembers between checks (persisted as JSON by the scheduler).
-
-    failures: consecutive failed /health checks; down_since: first failure of the current run (ISO);
-    alerted: key of the open outage alert; kv_high: consecutive checks above the KV threshold;
-    kv_alerted: whether the current high streak was alerted; preemptions: last count seen.
-    """
-
-    failures: int = 0
-    down_since: str | None = None
-    alerted: str | None = None
-    kv_high: int = 0
-    kv_alerted: bool = False
-    preemptions: float | None = None
-    tokens: float | None = None
-    tokens_at: str | None = None
-    wedged: bool = False
-
-    def to_json(self) -> str:
-        return json.dumps(self.__dict__)
-
-    @classmethod
-    def from_json(cls, text: str | None) -> VllmWatch:
-        if not text:
-            return cls()
-        data = json.loads(text)
-        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
-
-
-def evaluate_vllm(
-    check: VllmCheck,
-    watch: VllmWatch,
-    now: datetime,
-    *,
-    endpoint: str,
-    failures: int = 3,
-    kv_threshold: float = 0.9,
-    kv_checks: int = 3,
-) -> tuple[list[Alert], VllmWatch]:
-    """Alerts from one vLLM check, and the new watcher state. Pure.
-
-    `failures` failed /health checks in a row raise "vllm_down" (once per outage); a check whose /health is
-    200 while requests wait, none runs and no token was generated since the last check (or a probe timed
-    out) counts as failed too, and its alert says "answers /health but generates nothing"; the next good check
-    returns a recovery Alert with `resolves` = that key and the outage length (minutes). KV-cache usage
-    above `kv_threshold` (fraction 0..1) for `kv_checks` checks in a row raises "kv_cache" once per streak.
-    A preemption count higher than the last one seen raises "preemptions" (keyed by the count).
-
-    Returns:
-        (alerts, new watch state).
-    """
-    resource = f"vllm:{endpoint}"
-    alerts: list[Alert] = []
-    state = dict(watch.__dict__)
-    wedged = _wedged(check, watch, now)
-    state.update(tokens=check.generation_tokens, tokens_at=_iso(now))
-    if wedged:  # /health 200 but no progress: an outage all the same
-        check = VllmCheck(False, wedged)
-    if not check.ok:
-        if not watch.failures:
-            state["wedged"] = bool(wedged)
-        state["failures"] = watch.failures + 1
-        state["down_since"] = watch.down_since or _iso(now)
-        if state["failures"] >= failures and not watch.alerted:
-            key = f"{resource}@{state['down_since']}|vllm_down|{failures}"
-            state["alerted"] = key
-            what = WEDGED if state["wedged"] else "is down"
-            alerts.append(
-                subject_alert(key, "vllm_down", resource, f"vLLM at `{endpoint}` {what}", check.detail)
-            )
-        state["kv_high"], state["kv_alerted"] = 0, False
-        return alerts, VllmWatch(**state)
-    if watch.alerted and watch.down_since:
-        since = _aware(datetime.strptime(watch.down_since, "%Y-%m-%dT%H:%M:%SZ")) or now
-        alerts.append(
-            subject_alert(
-                f"{watch.alerted}|resolved",
-                "vllm_up",
-                resource,
-                f"vLLM at `{endpoint}` recovered after {_minutes(now - since)}",
-                resolves=watch.alerted,
-            )
-        )
-    state.update(failures=0, down_since=None, alerted=None, wedged=False)
-    if check.kv_cache_usage is not None and check.kv_cache_usage > kv_threshold:
-        state["kv_high"] = watch.kv_high + 1
-        if state["kv_high"] >= kv_checks and not watch.kv_alerted:
-            state["kv_alerted"] = True
-            alerts.append(
-                subject_alert(
-                    f"{resource}@{_iso(now)}|kv_cache|{int(kv_threshold * 100)}",
-                    "kv_cache",
-                    resource,
-                    f"vLLM KV cache at {check.kv_cache_usage:.0%} for {state['kv_high']} checks "
-                    f"(threshold {kv_threshold:.0%})",
-                )
-            )
-    else:
-        state["kv_high"], state["kv_alerted"] = 0, False
-    if check.preemptions is not None:
-        if watch.preemptions is not None and check.preemptions > watch.preemptions:
-            alerts.append(
-                subject_alert(
-                    f"{resource}|preemptions|{int(check.preemptions)}",
-                    "preemptions",
-                    resource,
-                    f"vLLM preemptions rising: {int(watch.preemptions)} -> {int(check.preemptions)} "
-                    "(KV-cache pressure)",
-                )
-            )
-        state["preemptions"] = check.preemptions
-    return alerts, VllmWatch(**state)
-
-
-def _wedged(check: VllmCheck, watch: VllmWatch, now: datetime) -> str:
-    """The wedged verdict of `ops.vllm.serving_problem` from the last check's token count and this one."""
-    samples = []
-    if watch.tokens is not None and watch.tokens_at:
-        then = _aware(datetime.strptime(watch.tokens_at, "%Y-%m-%dT%H:%M:%SZ")) or now
-        samples.append(ServingSample(-(now - then).total_seconds(), None, None, watch.tokens))
-    samples.append(ServingSample(0.0, check.running, check.waiting, check.generation_tokens))
-    return serving_problem(samples, health_ready=check.ok, probe_timed_out=check.probe_timed_out) or ""
-
-
 # ---- the ledger ---------------------------------------------------------------------------------
 
 
@@ -542,18 +423,64 @@ class LedgerRow:
     resolved_at: datetime | None
 
 
+COUNTDOWN_KINDS = frozenset({"expiry", "valid_until"})
+
+
+def lapsed_countdowns(
+    open_rows: Iterable[LedgerRow], resources: Iterable[QueuedResourceInfo], answered: Iterable[str]
+) -> list[Alert]:
+    """Resolutions of open countdown alerts ("terminates in", "stops waiting ... (valid-until)") whose
+    deadline no longer applies: their queued resource left the states it belongs to (see `evaluate`: a
+    waiting one now ACTIVE, SUSPENDED or FAILED; a running one now SUSPENDED...), is DELETING, or is no
+    longer listed in a zone that answered (deleted). Pure: no I/O.
+
+    Args:
+        open_rows: the ledger's open alerts (`AlertLedger.open_alerts`); other kinds are ignored.
+        resources: the listed queued resources; answered: the zones whose listing succeeded.
+
+    Returns:
+        One Alert of kind "lapsed" per such row, keyed "{row key}|lapsed", `resolves` the row's key, titled
+        "<the countdown's title>: no longer applies: now SUSPENDED" (or "... : deleted").
+    """
+    listed = {identity(qr): qr for qr in resources}
+    zones = set(answered)
+    found: list[Alert] = []
+    for row in open_rows:
+        if row.kind not in COUNTDOWN_KINDS:
+            continue
+        qr = listed.get(row.resource)
+        if qr is None:
+            if row.resource.split("/", 1)[0] not in zones:
+                continue  # its zone did not answer: nothing is known
+            now_what = "deleted"
+        elif qr.state in GONE_STATES or row.kind not in {kind for kind, _ in _deadlines(qr)}:
+            now_what = f"now {qr.state}"
+        else:
+            continue
+        found.append(
+            subject_alert(
+                f"{row.key}|lapsed",
+                "lapsed",
+                row.resource,
+                f"{row.text}: no longer applies: {now_what}",
+                resolves=row.key,
+            )
+        )
+    return found
+
+
 def _row(row: Any) -> LedgerRow:
     return LedgerRow(
         key=row["key"],
         kind=row["kind"],
         resource=row["resource"],
         status=row["status"],
-        at=_aware(row["at"]) or datetime.now(UTC),
+        at=aware(row["at"]) or datetime.now(UTC),
         text=row["text"],
         channel=row["channel"],
         ts=row["ts"],
         acked_by=row["acked_by"],
-        resolved_at=_aware(row["resolved_at"]),
+        resolved_at=aware(row["resolved_at"]),
     )
 
 
@@ -638,6 +565,19 @@ class AlertLedger:
             row = conn.execute(select(ledger_table).where(ledger_table.c.key == key)).mappings().first()
         return None if row is None else _row(row)
 
+    def owner(self, key: str) -> str | None:
+        """The deployment that claimed `key`: the named one recorded with it, `default` for a key claimed
+        by the unscoped ledger; None for a key never recorded."""
+        with self.engine.connect() as conn:
+            owner = conn.execute(select(owners_table.c.deployment).where(owners_table.c.key == key)).scalar()
+            known = (
+                owner is not None
+                or conn.execute(select(ledger_table.c.key).where(ledger_table.c.key == key)).first()
+            )
+        if not known:
+            return None
+        return str(owner) if owner is not None else DEFAULT_DEPLOYMENT
+
     def rows(self, *, since: datetime | None = None, status: str | None = None) -> list[LedgerRow]:
         """Recorded keys (of this ledger's deployment), oldest first, optionally only those at/after `since`
         or with `status`."""
@@ -697,7 +637,7 @@ class AlertLedger:
             rows = conn.execute(select(mutes_table)).mappings().all()
         out: dict[str, tuple[datetime, str]] = {}
         for row in rows:
-            until = _aware(row["until"])
+            until = aware(row["until"])
             if until is not None and until > now:
                 out[row["resource"]] = (until, row["by"])
         return out
@@ -777,8 +717,8 @@ class AlertLedger:
         call; atomic)."""
         try:
             with self.engine.begin() as conn:
-                conn.execute(insert(kv_table).values(name=self._kv_name("watch_since"), value=_iso(now)))
+                conn.execute(insert(kv_table).values(name=self._kv_name("watch_since"), value=iso_utc(now)))
         except IntegrityError:
             pass
-        text = self.get_value("watch_since") or _iso(now)
+        text = self.get_value("watch_since") or iso_utc(now)
         return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)

@@ -1,5 +1,8 @@
 """`/alerts list | mute SUBJECT 2h | unmute SUBJECT | test`: open alerts and mutes of the alert scheduler.
 
+Each acts on the command's deployment (its channel, or `--deployment NAME`): its ledger's open alerts and
+counts, its alert channel for the test.
+
 A mute's subject is anything an alert is about (`ops.alerts.mute_subjects`): a queued resource or node
 name, the vLLM endpoint ("vllm" or its URL) or an alert kind (`bot.routing.KINDS`). A subject the bot
 does not know is refused with the list of known ones, so a typo never silences nothing.
@@ -75,7 +78,7 @@ def alerts_list(ctx: Context) -> Reply:
     mutes. An alert of a queued resource that is gone (deleted, or recreated under the same name: a new
     create time is a new resource) is left out and counted; where a zone did not answer, its alerts stay."""
     now = ctx.services.now()
-    ledger = AlertLedger(ctx.services.store)
+    ledger = AlertLedger(ctx.services.store, ctx.deployment)
     open_rows = ledger.open_alerts(since=now - timedelta(days=7))
     gone, note = _gone_resources(ctx, {r.resource for r in open_rows})
     shown = [r for r in open_rows if r.resource not in gone]
@@ -95,7 +98,7 @@ def alerts_list(ctx: Context) -> Reply:
         )
     counts = ledger.counts()
     recorded = ", ".join(f"{n} {_STATUS_WORDS.get(status, status)}" for status, n in sorted(counts.items()))
-    running = scheduler.active()
+    running = _watcher(ctx)
     refused = (
         [section(f":warning: Alerts cannot be posted: Slack says `{running.refused}` for "
                  f"{channel_link(running.channel)}; {invite_hint(running.channel)}.")]
@@ -166,7 +169,7 @@ def alerts_mute(ctx: Context, name: str, length: timedelta) -> Reply:
         listed = ", ".join(f"`{s}`" for s in sorted(known))
         raise BadInput(f"no alert subject `{name}`", f"known subjects: {listed}"[:1500])
     until = ctx.services.now() + length
-    AlertLedger(ctx.services.store).mute(name, until, by=ctx.user_id)
+    AlertLedger(ctx.services.store, ctx.deployment).mute(name, until, by=ctx.user_id)
     by = mention(ctx.user_id)
     return blocks_reply([section(f":mute: Alerts of `{name}` muted until {utc(until)} by {by}.")])
 
@@ -179,17 +182,34 @@ def alerts_mute(ctx: Context, name: str, length: timedelta) -> Reply:
 )
 def alerts_unmute(ctx: Context, name: str) -> Reply:
     """Remove the mute of `name`."""
-    removed = AlertLedger(ctx.services.store).unmute(name)
+    removed = AlertLedger(ctx.services.store, ctx.deployment).unmute(name)
     text = f":bell: Alerts of `{name}` unmuted." if removed else f"`{name}` was not muted."
     return blocks_reply([section(text)])
 
 
+def _watcher(ctx: Context) -> scheduler.AlertScheduler | None:
+    """The running alert scheduler of the command's deployment, or None (none running, or this deployment
+    has no alert channel)."""
+    running = scheduler.active()
+    return None if running is None else running.watchers.get(ctx.deployment)
+
+
 @registry.command("alerts test", "Post a test alert to the alert channel", writes=True)
 def alerts_test(ctx: Context) -> Reply:
-    """Post a test message through the running alert scheduler."""
-    running = scheduler.active()
-    if running is None:
+    """Post a test message to the alert channel of the command's deployment.
+
+    Raises:
+        BadInput: no alert scheduler runs, or this deployment has none (no alert channel); Slack refused
+            the channel because the bot is not in it (the hint says how to invite it).
+    """
+    if scheduler.active() is None:
         raise BadInput("the alert scheduler is not running", "set ALERT_CHANNEL and restart the bot")
+    running = _watcher(ctx)
+    if running is None:
+        raise BadInput(
+            f"deployment `{ctx.deployment}` has no alert channel",
+            "set `alert_channel` for it in DEPLOYMENTS_FILE and restart the bot",
+        )
     where = channel_link(running.channel)
     try:
         running.post_test(ctx.user_id)

@@ -98,18 +98,25 @@ def tpu_cost(
 
 
 def _spend_lines(name: str, spend: DeploymentSpend) -> str:
-    """One deployment's subtotal and its resources (USD; the ones without an exact price say why)."""
+    """One deployment's subtotal and its resources (USD; the ones without an exact price say why, with the
+    labelled on-demand ceiling when `ops.cost.quote` gives one). A subtotal of resources none of which is
+    priced is "unknown", never "$0.00"."""
     if spend.error is not None:
         hint = f" _({spend.error.hint})_" if spend.error.hint else ""
         return f":red_circle: *{name}*: {spend.error.message}{hint}"
     items = [f":warning: zone `{zone}` did not answer" for zone in spend.zones_failed]
     for r in spend.resources:
         if r.usd is None or r.usd_per_hour is None:
-            items.append(f"`{r.qr.name}` not priced: {r.why}")
+            ceiling = cost.quote_of(r.qr).ceiling_text
+            items.append(f"`{r.qr.name}` not priced: {r.why}" + (f"; {ceiling}" if ceiling else ""))
         else:
             kind = f"{r.qr.accelerator_type} {r.qr.provisioning_model}"
             items.append(f"`{r.qr.name}` ({kind}) ${r.usd:,.2f} at ${r.usd_per_hour:,.2f}/h")
-    return f"*{name}*: *${spend.usd:,.2f}*" + ("\n" + "\n".join(f"• {i}" for i in items) if items else "")
+    if spend.resources and len(spend.unpriced) == len(spend.resources):
+        subtotal = "unknown (not priced)"
+    else:
+        subtotal = f"*{usd(spend.usd)}*" + (" (priced resources only)" if spend.unpriced else "")
+    return f"*{name}*: {subtotal}" + ("\n" + "\n".join(f"• {i}" for i in items) if items else "")
 
 
 def fleet_spend(ctx: Context, since: datetime, label: str) -> Reply:
@@ -127,16 +134,19 @@ def fleet_spend(ctx: Context, since: datetime, label: str) -> Reply:
         for name, future in listings.items():
             listing = settled(future, "spend listing")
             spends[name] = deployment_spend(listing, now, since)
-    unpriced = any(spend.unpriced for spend in spends.values())
-    total = sum(spend.usd for spend in spends.values())
+    unpriced = sum(len(spend.unpriced) for spend in spends.values())
+    priced = sum(len(spend.resources) for spend in spends.values()) - unpriced
+    if unpriced and not priced:  # never "$0.00" for resources billing at an unknown price
+        total = f"*Total* unknown since {utc(since)}: {unpriced} resource(s) not priced, none priced"
+    else:
+        total = f"*Total* {usd(sum(spend.usd for spend in spends.values()))} since {utc(since)}" + (
+            " (priced resources only: see the ones not priced above)" if unpriced else ""
+        )
     return blocks_reply(
         [
             header(f"TPU spend {label}"),
             section("\n".join(_spend_lines(name, spend) for name, spend in spends.items())),
-            section(
-                f"*Total* ${total:,.2f} since {utc(since)}"
-                + (" (priced resources only: see the ones not priced above)" if unpriced else "")
-            ),
+            section(total),
             context(
                 "From the ACTIVE queued resources' lifetimes and the price table (see `/tpu cost`); queued "
                 "resources deleted before now are not counted."

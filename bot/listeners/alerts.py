@@ -6,18 +6,21 @@ Delete now, Snooze, Recover and Keep go through the runner like typed commands (
 so the clicker's role is checked and destructive ones ask for confirmation with their Confirm button. The
 Delete key pins the resource the alert was about (zone, name, create time): a resource deleted and
 recreated under the same name since is refused. Acknowledge marks the alert in the ledger and needs the
-role of `alerts mute` (it silences the alert too). A crafted or stale value gets a one-line reply, never
-silence. Refusals and errors are shown only to the clicker (ephemeral), never to the channel.
+role of `alerts mute` (it silences the alert too). Each acts on, and checks the clicker's role in, the
+deployment the alert belongs to (the one whose ledger recorded its key; for Recover the one whose primary
+it is), wherever the alert was posted. A crafted or stale value gets a one-line reply, never silence.
+Refusals and errors are shown only to the clicker (ephemeral), never to the channel.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from slack_bolt import Ack, App
 
 import bot.handlers.alerts  # noqa: F401  (declares /alerts on the registry)
-from bot.commands import UsageError, registry, resource_name, timestamp, zone_name
+from bot.commands import Invocation, UsageError, registry, resource_name, timestamp, zone_name
 from bot.render import Reply, error_reply, mention, section
 from bot.runner import Origin, Runner
 from bot.scheduler import AlertScheduler, parse_key
@@ -39,6 +42,11 @@ def _key(action: dict[str, Any]) -> str:
     return str(action.get("value") or "")
 
 
+def _on(invocation: Invocation, watcher: AlertScheduler | None) -> Invocation:
+    """`invocation` pinned to the deployment of `watcher` (None: left to the channel, as typed)."""
+    return invocation if watcher is None else replace(invocation, deployment=watcher.deployment)
+
+
 def register(app: App, runner: Runner, scheduler: AlertScheduler) -> None:
     """Register the `alert_delete`, `alert_snooze` and `alert_ack` button listeners on `app`."""
 
@@ -56,7 +64,8 @@ def register(app: App, runner: Runner, scheduler: AlertScheduler) -> None:
                 ephemeral=True,
             )
             return
-        runner.submit(registry.parse(f"tpu delete {name} --zone {zone} --force --created {pinned}"), origin)
+        invocation = registry.parse(f"tpu delete {name} --zone {zone} --force --created {pinned}")
+        runner.submit(_on(invocation, scheduler.owner_of(_key(action))), origin)
 
     def on_snooze(ack: Ack, body: dict[str, Any], action: dict[str, Any]) -> None:
         ack()
@@ -67,18 +76,19 @@ def register(app: App, runner: Runner, scheduler: AlertScheduler) -> None:
         except ValueError:
             runner.deliver(error_reply("this alert cannot be snoozed"), origin, ephemeral=True)
             return
-        runner.submit(registry.parse(f"alerts mute {name} 1h"), origin)
+        runner.submit(_on(registry.parse(f"alerts mute {name} 1h"), scheduler.owner_of(_key(action))), origin)
 
     def on_ack(ack: Ack, body: dict[str, Any], action: dict[str, Any]) -> None:
         ack()
         origin = _origin(body)
+        owner = scheduler.owner_of(_key(action))
         try:
-            runner.check_role(origin.user_id, "alerts mute")
+            runner.check_role(origin.user_id, "alerts mute", owner.deployment if owner else None)
         except PermissionDenied as exc:
             message = exc.message.replace("`alerts mute`", "acknowledging an alert")
             runner.deliver(error_reply(message, exc.hint), origin, ephemeral=True)
             return
-        row = scheduler.ledger.acknowledge(_key(action), origin.user_id)
+        row = (owner or scheduler).ledger.acknowledge(_key(action), origin.user_id)
         if row is None:
             runner.deliver(error_reply("this alert is unknown"), origin, ephemeral=True)
             return
@@ -94,7 +104,7 @@ def register(app: App, runner: Runner, scheduler: AlertScheduler) -> None:
         except UsageError:
             runner.deliver(error_reply("this alert names no queued resource"), _origin(body), ephemeral=True)
             return
-        runner.submit(invocation, _origin(body))
+        runner.submit(_on(invocation, scheduler.watcher_of(zone, name)), _origin(body))
 
     def on_keep(ack: Ack, body: dict[str, Any], action: dict[str, Any]) -> None:
         ack()

@@ -25,7 +25,9 @@ def world() -> Iterator[tuple[Demo, AlertScheduler]]:
         services = demo.bot.services
         services.now = demo.gcp.now  # mutes and confirmations follow simulated time
         client = SlackGateway.connect(demo.settings.slack_bot_token.get_secret_value(), demo.slack.api_url)
-        scheduler = AlertScheduler(services, client, CHANNEL, clock=demo.gcp.now, vllm_checks=False)
+        scheduler = AlertScheduler(
+            services, client, CHANNEL, clock=demo.gcp.now, vllm_checks=False, deployment="production"
+        )
         alert_listeners.register(demo.bot.app, demo.bot.runner, scheduler)
         yield demo, scheduler
 
@@ -86,15 +88,17 @@ def test_gemma4_qr_thresholds_and_buttons(world: tuple[Demo, AlertScheduler]) ->
     start = len(demo.slack.messages)
     demo.gcp.advance(60)
     scheduler.tick()
-    assert not [m for m in demo.slack.messages[start:] if "`gemma4-qr`" in m.text]
+    # Nothing new is posted about the deleted resource; its open countdown is resolved in place.
+    assert not [m for m in demo.slack.messages[start:] if "`gemma4-qr`" in m.text and m.kind == "post"]
+    (lapsed,) = [m for m in demo.slack.messages[start:] if "`gemma4-qr`" in m.text]
+    assert "terminates in 1" in lapsed.text and "no longer applies: " in lapsed.text
 
     lines, answered = demo.user.run("/alerts list")
     assert answered, lines
     listed = "\n".join(lines)
     assert "suppressed" in listed and "Ledger" not in listed
-    open_part = listed.split("*Muted*")[0]
+    open_part = listed.split("*Open*")[1].split("*Muted*")[0]
     assert "`gemma4-qr`" not in open_part, "the deleted resource's alerts are not open any more"
-    assert "no longer exist are not shown" in open_part
     assert "`gemma4-old`" in open_part  # still there, still holding quota
 
 

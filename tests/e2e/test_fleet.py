@@ -9,6 +9,8 @@ from datetime import timedelta
 
 import pytest
 
+from bot import scheduler
+from bot.auth import Authorizer
 from bot.listeners.home import home_blocks
 from ops.errors import NotFound
 from sim.console import DEMO_USER
@@ -156,8 +158,12 @@ def test_cost_today_and_week_per_deployment(demo: Demo) -> None:
     assert "*production*" in today and "`gemma4-qr` not priced: no flex-start price" in today
     assert "*staging*" in today and "`gemma4-staging` not priced" in today
     assert "Deployment `" not in today  # about every deployment
+    # Every demo resource is flex-start (no sourced price): unknown, never $0.00, the ceiling labelled.
+    assert "*production*: unknown (not priced)" in today and "*staging*: unknown (not priced)" in today
+    assert "*Total* unknown" in today and "$0.00" not in today
+    assert "(the on-demand price as the ceiling)" in today
     week = _say(demo, "/tpu cost --week")
-    assert "TPU spend over the last 7 days" in week and "(priced resources only" in week
+    assert "TPU spend over the last 7 days" in week and "*Total* unknown" in week and "$0.00" not in week
     assert "cannot be used together" in _say(demo, "/tpu cost --today --week")
 
 
@@ -265,6 +271,90 @@ def test_a_serving_alert_points_at_the_chart_of_its_window(demo: Demo) -> None:
         scheduler.tick()
     down = [m for m in demo.slack.messages[start:] if "alert `vllm_down`" in json.dumps(m.blocks)]
     assert down and "`/vllm metrics --chart 1h --deployment production`" in json.dumps(down[0].blocks)
+
+
+def _staging_down(demo: Demo) -> None:
+    """Staging's vLLM fails three /health checks in a row: its vllm_down alert is open."""
+    assert demo.staging is not None and demo.bot.alerts is not None
+    demo.vllm.set_mode("ready")
+    demo.staging.vllm.set_mode("engine-dead")
+    for _ in range(3):
+        demo.bot.alerts.tick_all()
+
+
+def _open(listing: str) -> str:
+    """The *Open* section of an `/alerts list` answer (the console also shows other posts meanwhile)."""
+    return listing.split("*Open*", 1)[1].split("*Muted*", 1)[0]
+
+
+def test_alerts_list_and_mute_act_on_the_commands_deployment(demo: Demo, in_channel: None) -> None:
+    assert demo.staging is not None and demo.bot.alerts is not None
+    down = f":{demo.staging.vllm.url.rsplit(':', 1)[1]}` is down"  # staging's vLLM port
+    try:
+        _staging_down(demo)
+        production = _say(demo, "/alerts list")
+        assert "Deployment `production`" in production and down not in _open(production)
+        assert "Daily digest" not in _open(production)  # a digest is news, never an open alert
+        assert down in _open(_say(demo, "/alerts list --deployment staging"))
+        _say(demo, f"channel {STAGING_CHANNEL}")
+        staging = _say(demo, "/alerts list")
+        assert "Deployment `staging`" in staging and down in _open(staging)
+        muted = _say(demo, "/alerts mute gemma4-staging 1h")
+        assert "muted until" in muted and "Deployment `staging`" in muted
+        assert "`gemma4-staging` until" in _say(demo, "/alerts list")
+        assert "`gemma4-staging` was not muted" not in _say(demo, "/alerts unmute gemma4-staging")
+    finally:
+        demo.staging.vllm.set_mode("ready")
+        demo.bot.alerts.tick_all()
+
+
+def test_alerts_test_posts_to_the_commands_deployments_alert_channel(
+    demo: Demo, in_channel: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As started by `serve` (the tests tick by hand instead of running APScheduler).
+    monkeypatch.setattr(scheduler, "_active", demo.bot.alerts)
+    start = len(demo.slack.messages)
+    assert f"posted to <#{ALERTS_CHANNEL}>" in _say(demo, "/alerts test")
+    _say(demo, f"channel {STAGING_CHANNEL}")
+    assert f"posted to <#{STAGING_CHANNEL}>" in _say(demo, "/alerts test")
+    tests = [m.channel for m in demo.slack.messages[start:] if "Test alert requested" in m.text]
+    assert tests == [ALERTS_CHANNEL, STAGING_CHANNEL]
+
+
+def test_alert_buttons_act_on_and_check_the_roles_of_the_alerts_deployment(
+    demo: Demo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A staging countdown alert clicked from production's channel: Delete now previews the delete in
+    staging, and staging's roles (not production's) decide Delete now and Acknowledge."""
+    lead = demo.bot.alerts
+    assert lead is not None and demo.staging is not None
+    staging = lead.watchers["staging"]
+    assert lead.watcher_of("us-east5-b", "gemma4-staging") is staging
+    assert lead.watcher_of("us-east5-a", "gemma4-qr") is lead
+    qr = staging.services.tpu.get_queued_resource("gemma4-staging", staging.services.settings.tpu_zones)
+    assert qr.create_time is not None and qr.max_run_duration is not None
+    deadline = qr.termination_time or qr.create_time + qr.max_run_duration
+    monkeypatch.setattr(staging, "clock", lambda: deadline - timedelta(minutes=50))
+    start = len(demo.slack.messages)
+    staging.tick()
+    (alert,) = [m for m in demo.slack.messages[start:] if "terminates in" in m.text]
+    assert alert.channel == STAGING_CHANNEL
+    key = next(b for b in alert.blocks if b.get("block_id") == "alert")["elements"][0]["value"]
+    assert lead.owner_of(key) is staging
+    # Staging's roles: only someone else may change or acknowledge there.
+    others = staging.services.settings.model_copy(
+        update={"admins": ["U0OTHER001"], "operators": [], "viewers": ["U0OTHER001"]}
+    )
+    refusing = Authorizer(others, demo.bot.runner.slack)
+    with monkeypatch.context() as roles:
+        roles.setitem(demo.bot.runner._authorizers, "staging", refusing)
+        assert "needs the" in _say(demo, "click Delete now")
+        assert "acknowledging an alert needs the" in _say(demo, "click Acknowledge")
+    preview = _say(demo, "click Delete now")
+    assert "This changes infrastructure" in preview and "gemma4-staging" in preview
+    assert "Deployment `staging`" in preview and "not found" not in preview
+    assert "nothing was changed" in _say(demo, "click Cancel")
+    assert "Acknowledged by" in _say(demo, "click Acknowledge")
 
 
 # Last in this module: it deletes staging's queued resource.

@@ -9,6 +9,7 @@ while moving the simulated clock, instead of waiting for APScheduler.
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -294,6 +295,34 @@ def test_start_up_that_never_finishes_is_reported_stuck_then_paged(world: Demo) 
         demo.gcp.advance(60)
         scheduler.tick()
     assert [m for m in _posts(demo, start, ALERTS_CHANNEL) if "is down" in m.text]
+
+
+def test_primary_suspended_resolves_its_countdown_and_is_one_serving_down_alert(world: Demo) -> None:
+    """gemma4-qr (flex-start) reaches its max run duration: its open countdown resolves in place, and the
+    transition to SUSPENDED is the outage's one alert (with no endpoint left, no vllm_down follows)."""
+    demo = world
+    scheduler = _scheduler(demo)
+    scheduler.tick()
+    qr = demo.bot.services.tpu.get_queued_resource("gemma4-qr", ["us-east5-a"])
+    assert qr.termination_time is not None
+    demo.gcp.advance((qr.termination_time - demo.gcp.now()).total_seconds() - 50 * 60)
+    start = len(demo.slack.messages)
+    scheduler.tick()
+    (countdown,) = [m for m in _posts(demo, start) if "`gemma4-qr` (us-east5-a) terminates in" in m.text]
+    transition = _suspend_primary(demo, scheduler)
+    assert "Serving is down" in json.dumps(transition.blocks)
+    for _ in range(4):  # more than the failed checks vllm_down needs
+        demo.gcp.advance(60)
+        scheduler.tick()
+    later = demo.slack.messages[start:]
+    assert not [m for m in later if "alert `vllm_down`" in json.dumps(m.blocks)]
+    assert len([m for m in later if "Serving is down" in json.dumps(m.blocks)]) == 1
+    lapsed = [m for m in later if "no longer applies: now SUSPENDED" in json.dumps(m.blocks)]
+    assert [m.ts for m in lapsed] == [countdown.ts]  # updated in place, once
+    lines, answered = demo.user.run("/alerts list")
+    assert answered, lines
+    opened = "\n".join(lines).split("*Open*", 1)[1].split("*Muted*", 1)[0]
+    assert "gemma4-qr` (us-east5-a) terminates" not in opened
 
 
 def test_recover_by_capacity_search_keeps_the_primary_name(world: Demo) -> None:

@@ -195,7 +195,7 @@ def test_crafted_button_values_get_a_clear_reply(world: Demo) -> None:
 
 
 def test_alert_delete_pins_the_create_time(world: Demo) -> None:
-    from bot.scheduler import alert_buttons
+    from bot.views.alerts import alert_buttons
 
     user = world.user
     _say(world, "/tpu list")

@@ -17,18 +17,18 @@ from ops.alerts import (
     Alert,
     AlertLedger,
     Observation,
-    VllmCheck,
-    VllmWatch,
     evaluate,
-    evaluate_vllm,
     identity,
     kv_table,
+    lapsed_countdowns,
     qr_alert,
     subject_alert,
 )
+from ops.ownership import SEARCH_KEY
 from ops.recovery import RecoveryBudget
 from ops.store import Store
 from ops.tpu_model import NodeInfo, QueuedResourceInfo, ZoneListing
+from ops.vllm_watch import VllmCheck, VllmWatch, evaluate_vllm
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 CREATED = NOW - timedelta(hours=3)
@@ -96,6 +96,56 @@ def test_only_the_most_urgent_crossed_threshold(
     assert alert.kind == "expiry" and alert.threshold == want and alert.buttons
     assert alert.key == f"{base}|expiry|{want}"
     assert set(alert.supersedes) == {f"{base}|expiry|{t}" for t in superseded}
+
+
+@pytest.mark.parametrize(
+    ("left", "want", "title"),
+    [
+        (timedelta(minutes=17), None, ""),  # more than one evaluation before the 15-minute threshold
+        (timedelta(minutes=16), 15, "in 16 min"),  # the last evaluation before it: due now, real time left
+        (timedelta(minutes=15, seconds=40), 15, "in 16 min"),
+        (timedelta(minutes=14, seconds=50), 15, "in 15 min"),  # rounded, never floored to "14 min"
+        (timedelta(minutes=6), 5, "in 6 min"),
+        (timedelta(seconds=20), 5, "in under a minute"),
+    ],
+)
+def test_a_countdown_fires_at_the_last_evaluation_before_its_threshold_with_the_real_time_left(
+    left: timedelta, want: int | None, title: str
+) -> None:
+    alerts = evaluate([qr(left=left)], NOW, lead=timedelta(minutes=1))
+    if want is None:
+        assert kinds(alerts) == [("expiry", 60)]
+        return
+    (alert,) = alerts
+    assert alert.threshold == want and alert.title.endswith(title)
+    with pytest.raises(ValueError):
+        evaluate([qr()], NOW, lead=timedelta(minutes=-1))
+
+
+def _open_row(resource: QueuedResourceInfo, kind: str, key_suffix: str = "15") -> Any:
+    base = identity(resource)
+    return SimpleNamespace(key=f"{base}|{kind}|{key_suffix}", kind=kind, resource=base, text="`qr` ends soon")
+
+
+def test_countdowns_that_no_longer_apply_resolve_with_the_new_state() -> None:
+    waiting = qr("WAITING_FOR_RESOURCES", valid_until=NOW + timedelta(minutes=10))
+    running = qr(left=timedelta(minutes=10), name="run")
+    rows = [_open_row(waiting, "valid_until"), _open_row(running, "expiry", "60")]
+    # Still in the states their deadlines belong to: nothing lapses.
+    assert lapsed_countdowns(rows, [waiting, running], ["us-east5-a"]) == []
+    for state in ("SUSPENDED", "FAILED", "ACTIVE", "DELETING"):
+        (lapsed,) = lapsed_countdowns(rows[:1], [replace(waiting, state=state)], ["us-east5-a"])
+        assert lapsed.kind == "lapsed" and lapsed.resolves == rows[0].key
+        assert lapsed.key == f"{rows[0].key}|lapsed"
+        assert lapsed.title == f"`qr` ends soon: no longer applies: now {state}"
+    (suspended,) = lapsed_countdowns(rows[1:], [replace(running, state="SUSPENDED")], ["us-east5-a"])
+    assert suspended.title.endswith("no longer applies: now SUSPENDED")
+    # Not listed: deleted where the zone answered; unknown (left open) where it did not.
+    (deleted,) = lapsed_countdowns(rows[:1], [], ["us-east5-a"])
+    assert deleted.title.endswith("no longer applies: deleted")
+    assert lapsed_countdowns(rows, [], ["europe-west4-a"]) == []
+    # Other kinds are not countdowns.
+    assert lapsed_countdowns([_open_row(waiting, "stale", "")], [], ["us-east5-a"]) == []
 
 
 def test_key_names_the_resource_its_create_time_kind_and_threshold() -> None:
@@ -285,6 +335,83 @@ def test_scheduler_posts_once_updates_state_message_in_place_and_honours_mutes(t
     clock.now = NOW + timedelta(minutes=8)
     result = scheduler.tick()
     assert (result.sent, result.suppressed) == (0, 1)
+
+
+def test_scheduler_resolves_a_countdown_in_place_when_its_resource_is_suspended(tmp_path: Path) -> None:
+    clock = SimpleNamespace(now=NOW)
+    running = qr(left=timedelta(minutes=12), nodes=(node(),))
+    listing = {"resources": (running,)}
+    services = SimpleNamespace(
+        tpu=SimpleNamespace(list_queued_resources=lambda zones: ZoneListing(listing["resources"])),
+        store=Store(f"sqlite:///{tmp_path / 'state.db'}"),
+        settings=SimpleNamespace(tpu_zones=["us-east5-a"]),
+        now=lambda: clock.now,
+    )
+    slack = FakeSlack()
+    scheduler = AlertScheduler(
+        cast(Any, services),
+        SlackGateway(cast(Any, slack)),
+        "C0ALERTS",
+        clock=lambda: clock.now,
+        vllm_checks=False,
+    )
+    assert scheduler.tick().sent == 1  # the 15-minute countdown
+    (countdown,) = scheduler.ledger.open_alerts(since=NOW - timedelta(days=1))
+    listing["resources"] = (replace(running, state="SUSPENDED", nodes=()),)
+    clock.now = NOW + timedelta(minutes=1)
+    scheduler.tick()
+    assert scheduler.ledger.open_alerts(since=NOW - timedelta(days=1)) == []
+    updates = [kw for kind, kw in slack.calls if kind == "update" and kw["ts"] == countdown.ts]
+    assert len(updates) == 1 and "no longer applies: now SUSPENDED" in updates[0]["text"]
+    clock.now = NOW + timedelta(minutes=2)
+    scheduler.tick()  # resolved once
+    assert len([kw for kind, kw in slack.calls if kind == "update" and kw["ts"] == countdown.ts]) == 1
+
+
+def test_a_running_capacity_searchs_requests_get_no_alerts_until_it_ends(tmp_path: Path) -> None:
+    clock = SimpleNamespace(now=NOW)
+    store = Store(f"sqlite:///{tmp_path / 'state.db'}")
+    request = qr(
+        "WAITING_FOR_RESOURCES",
+        valid_until=NOW + timedelta(minutes=50),
+        created=NOW + timedelta(seconds=5),  # created after watching began: would be announced
+        labels={SEARCH_KEY: "r0search"},
+    )
+    listing = {"resources": ()}
+    services = SimpleNamespace(
+        tpu=SimpleNamespace(list_queued_resources=lambda zones: ZoneListing(listing["resources"])),
+        store=store,
+        settings=SimpleNamespace(tpu_zones=["us-east5-a"]),
+        now=lambda: clock.now,
+    )
+    slack = FakeSlack()
+    scheduler = AlertScheduler(
+        cast(Any, services),
+        SlackGateway(cast(Any, slack)),
+        "C0ALERTS",
+        clock=lambda: clock.now,
+        vllm_checks=False,
+    )
+    scheduler.tick()  # watching begins
+    store.acquire_operation(["p/search/qr"], "r0search", "U1", "tpu find qr", ttl_s=600, now=NOW)
+    listing["resources"] = (request,)
+    clock.now = NOW + timedelta(minutes=1)
+    assert scheduler.tick().sent == 0  # neither "NEW -> WAITING" nor a valid-until countdown
+    store.release_operation("r0search")  # the search ended and kept it
+    clock.now = NOW + timedelta(minutes=2)
+    result = scheduler.tick()
+    posts = [kw["text"] for kind, kw in slack.calls if kind == "post"]
+    assert result.sent == 1 and "stops waiting for capacity (valid-until) in 48 min" in posts[0]
+
+
+def test_the_tick_lead_is_the_last_gap_between_ticks_at_most_half_the_smallest_threshold(
+    tmp_path: Path,
+) -> None:
+    services = SimpleNamespace(store=Store(f"sqlite:///{tmp_path / 'state.db'}"), now=lambda: NOW)
+    scheduler = AlertScheduler(cast(Any, services), SlackGateway(cast(Any, FakeSlack())), "C0", interval_s=60)
+    assert scheduler._lead(NOW) == timedelta(seconds=60)  # no tick yet: the interval
+    assert scheduler._lead(NOW + timedelta(minutes=2)) == timedelta(minutes=2)  # a faster clock (the demo)
+    assert scheduler._lead(NOW + timedelta(hours=1)) == timedelta(minutes=2, seconds=30)  # after a stall
 
 
 class FakeVllm:

@@ -326,6 +326,42 @@ def test_live_burn_has_a_total_and_counts_what_has_no_price() -> None:
     assert "`c` (v6e-8, flex-start): no flex-start price" in text
 
 
+def _spend_reply(*qrs: QueuedResourceInfo) -> str:
+    from types import SimpleNamespace
+    from typing import Any, cast
+
+    from bot.handlers.cost import fleet_spend
+    from ops.tpu_model import ZoneListing
+
+    now = T0 + timedelta(minutes=90)
+    services = SimpleNamespace(
+        now=lambda: now,
+        tpu=SimpleNamespace(list_queued_resources=lambda zones: ZoneListing(qrs)),
+        settings=SimpleNamespace(tpu_zones=["us-east5-a"]),
+    )
+    ctx = SimpleNamespace(services=services, fleet=None, deployment="default")
+    reply = fleet_spend(cast(Any, ctx), T0, "today (UTC)")
+    return "\n".join(str(b) for b in reply.blocks)
+
+
+def test_spend_of_unpriced_resources_is_unknown_never_zero() -> None:
+    text = _spend_reply(_qr(name="c", provisioning_model="flex-start"))
+    assert "$0.00" not in text
+    assert "*default*: unknown (not priced)" in text
+    assert "*Total* unknown since" in text and "1 resource(s) not priced, none priced" in text
+    # The on-demand price bounds it, labelled as the ceiling (ops.cost.quote).
+    assert "`c` not priced: no flex-start price" in text and "(the on-demand price as the ceiling)" in text
+
+
+def test_spend_with_some_priced_resources_counts_those_and_says_so() -> None:
+    text = _spend_reply(
+        _qr(name="a", provisioning_model="spot"), _qr(name="c", provisioning_model="flex-start")
+    )
+    assert "*default*: *$12.96* (priced resources only)" in text
+    assert "*Total* $12.96 since" in text and "(priced resources only" in text
+    assert "*Total* $0.00" not in _spend_reply(_qr(name="a", provisioning_model="spot"))
+
+
 def test_quote_is_exact_a_labelled_ceiling_or_not_priced() -> None:
     exact = cost.quote("v6e-8", "spot", "us-east5")
     assert exact.kind == cost.EXACT and exact.usd_per_hour == pytest.approx(8.64) and not exact.why

@@ -1,0 +1,331 @@
+"""Delivering alerts to Slack exactly once, and the on-call options of a deployment.
+
+`AlertDelivery` claims each alert key in the ledger (insert-if-absent) and posts only if the claim won; a
+muted subject's alerts are claimed as "suppressed" (never sent later). State changes keep ONE message per
+resource, updated in place (`chat_update`), with each transition posted in its thread. Messages leave
+through `bot.slack_gateway.SlackGateway` (`post`, `update`), which also redacts and escapes whatever a
+backend put in an alert's text (an error message, a health detail); bot/views/alerts.py renders them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from functools import partial
+from typing import Self
+
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from bot.config import Settings
+from bot.diagnosis import alert_diagnosis
+from bot.membership import invite_hint, not_member
+from bot.render import Reply, section
+from bot.routing import Router, parse_routes
+from bot.services import Services
+from bot.slack_gateway import SlackGateway
+from bot.views.alerts import (
+    alert_blocks,
+    named,
+    recover_buttons,
+    resolved_blocks,
+    serving_down,
+    state_blocks,
+    state_summary,
+)
+from ops import alerts as alerts_mod
+from ops.alerts import DEFAULT_THRESHOLDS, Alert, AlertLedger, mute_subjects
+from ops.idle import Schedule, parse_schedule
+from ops.maintenance import DEFAULT_DEPLOYMENT, MaintenanceWindows
+from ops.recovery import RecoveryBudget, dead_reason
+from ops.slo import DEFAULT_RULES, SloRule, load_rules, parse_span
+from ops.tpu_model import QueuedResourceInfo
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TickResult:
+    """What one tick did (counts of alert keys): sent, superseded, suppressed (muted), already recorded."""
+
+    sent: int = 0
+    superseded: int = 0
+    suppressed: int = 0
+    duplicate: int = 0
+    failed: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class OncallOptions:
+    """What makes alerts trustworthy, from the settings (defaults: everything to the alert channel, default
+    SLO rules, no idle alerts, no automatic recovery).
+
+    Attributes:
+        routes: kind or severity -> channel id; mention_group: user group mentioned on critical alerts.
+        digest_channel: the daily digest's channel (None: the alert channel).
+        slo_rules: serving rules (ops/slo.py).
+        idle_after: alert after no request for this long (None: off); idle_stop_at: proposed stop times.
+        idle_keep_hours: hours the Keep button silences idle alerts.
+        primary: the queued resource recovery and idle stop are about (TPU_PRIMARY).
+        auto_recover, auto_recover_max_per_day, auto_recover_max_usd_per_day: automatic recovery and its caps.
+        elsewhere: names of queued resources another deployment of the same Google project watches (its
+            primary): listed in this deployment's zones too, but alerted only by their own deployment.
+    """
+
+    routes: dict[str, str] = field(default_factory=dict)
+    mention_group: str | None = None
+    digest_channel: str | None = None
+    slo_rules: tuple[SloRule, ...] = DEFAULT_RULES
+    idle_after: timedelta | None = None
+    idle_stop_at: Schedule | None = None
+    idle_keep_hours: int = 4
+    primary: str = "gemma4-qr"
+    auto_recover: bool = False
+    auto_recover_max_per_day: int = 2
+    auto_recover_max_usd_per_day: float = 200.0
+    elsewhere: frozenset[str] = frozenset()
+
+    @classmethod
+    def from_settings(cls, settings: Settings, elsewhere: frozenset[str] = frozenset()) -> OncallOptions:
+        """The options of validated Settings (see bot/config.py); `elsewhere` as the attribute."""
+        return cls(
+            routes=parse_routes(settings.alert_routes),
+            mention_group=settings.alert_mention_group,
+            digest_channel=settings.digest_channel,
+            slo_rules=load_rules(settings.slo_rules_file) if settings.slo_rules_file else DEFAULT_RULES,
+            idle_after=parse_span(settings.idle_alert_after) if settings.idle_alert_after else None,
+            idle_stop_at=parse_schedule(settings.idle_stop_at) if settings.idle_stop_at else None,
+            idle_keep_hours=settings.idle_keep_hours,
+            primary=settings.tpu_primary,
+            auto_recover=settings.auto_recover,
+            auto_recover_max_per_day=settings.auto_recover_max_per_day,
+            auto_recover_max_usd_per_day=settings.auto_recover_max_usd_per_day,
+            elsewhere=elsewhere,
+        )
+
+
+class AlertDelivery:
+    """How alerts reach Slack exactly once: claim a key in the ledger, post (or update in place), record.
+    The base of `bot.scheduler.AlertScheduler`, which decides what is due.
+
+    Args:
+        services: the bot's backends (`tpu`, `store`, `settings.tpu_zones`, `vllm()` are used).
+        slack: the bot's SlackGateway.
+        channel: alert channel id (e.g. Settings.alert_channel).
+        interval_s: seconds between ticks (default 60).
+        clock: returns timezone-aware UTC now (default: `services.now`); tests pass a controllable one.
+        thresholds: minutes before a deadline (default 60, 15, 5).
+        vllm_checks: also check vLLM /health and /metrics on each tick.
+        health_failures: failed /health checks in a row before "vLLM down" (default 3).
+        kv_threshold: KV-cache usage fraction 0..1 (default 0.9); kv_checks: checks in a row (default 3).
+        digest_hour: UTC hour of the daily digest (default 9).
+        options: routing, maintenance windows, SLO rules, idle stop and recovery (default: OncallOptions()).
+        deployment: the name of the deployment watched (bot.deployments; "default" with a single one): its
+            maintenance window holds these alerts, its ledger records them (`AlertLedger`), its budget caps
+            automatic recovery, and a named deployment's messages say its name.
+
+    With several deployments each has its AlertScheduler; the first one's `start()` runs every one's
+    tick and digest (`peers`) under the one scheduler lease, so one replica does all the alert work.
+    """
+
+    def __init__(
+        self,
+        services: Services,
+        slack: SlackGateway,
+        channel: str,
+        *,
+        interval_s: float = 60,
+        clock: Callable[[], datetime] | None = None,
+        thresholds: Sequence[int] = DEFAULT_THRESHOLDS,
+        vllm_checks: bool = True,
+        health_failures: int = 3,
+        kv_threshold: float = 0.9,
+        kv_checks: int = 3,
+        digest_hour: int = 9,
+        on_sent: Callable[[str], None] | None = None,
+        options: OncallOptions | None = None,
+        deployment: str = DEFAULT_DEPLOYMENT,
+    ) -> None:
+        self.services = services
+        self.deployment = deployment
+        self.slack = slack
+        self.channel = channel
+        self.interval_s = interval_s
+        self.clock = clock or services.now
+        self.thresholds = tuple(thresholds)
+        self.vllm_checks = vllm_checks
+        self.health_failures = health_failures
+        self.kv_threshold = kv_threshold
+        self.kv_checks = kv_checks
+        self.digest_hour = digest_hour
+        self.ledger = AlertLedger(services.store, deployment)
+        self.replica_id = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.on_sent = on_sent
+        self.options = options or OncallOptions()
+        self.router = Router(channel, self.options.routes, self.options.mention_group)
+        self.windows = MaintenanceWindows(services.store)
+        self.budget = RecoveryBudget(
+            services.store,
+            max_per_day=self.options.auto_recover_max_per_day,
+            max_usd_per_day=self.options.auto_recover_max_usd_per_day,
+            deployment=deployment,
+        )
+        self.peers: list[Self] = []  # the other deployments' schedulers, run by `start()`
+        self.refused: str | None = None  # Slack's error while the bot is not in the alert channel
+        self._last_tick: datetime | None = None  # the clock at the last tick (`AlertScheduler._lead`)
+        self._lock = threading.Lock()
+        self._scheduler: BackgroundScheduler | None = None
+
+    # ---- posting
+    def _named(self, text: str = "") -> str:
+        """`text` after "deployment `NAME` · " for a deployment of DEPLOYMENTS_FILE (`default`: as is)."""
+        return named(self.deployment if self.ledger.scoped else None, text)
+
+    def _post(
+        self,
+        alert: Alert,
+        qr: QueuedResourceInfo | None,
+        now: datetime,
+        thread: tuple[str, str | None] | None = None,
+    ) -> str | None:
+        """Post `alert` to its routed channel, or as a reply in `thread` (channel, ts) when given; a
+        resolution updates the resolved alert's message in place."""
+        blocks = alert_blocks(
+            alert,
+            qr,
+            now,
+            mention="" if alert.resolves else self.router.mention(alert),
+            deployment=self.deployment if self.ledger.scoped else None,
+            keep_hours=self.options.idle_keep_hours,
+        )
+        if alert.resolves:
+            row = self.ledger.get(alert.resolves)
+            if row is not None and row.ts:
+                ts = self.slack.update(
+                    row.channel or self.channel,
+                    row.ts,
+                    Reply(text=self._named(alert.title), blocks=resolved_blocks(alert.title)),
+                )
+                self.ledger.resolve(alert.resolves, now=now)
+                return ts
+        channel, thread_ts = thread or (self.router.channel(alert), None)
+        return (
+            self.slack.post(channel, Reply(text=self._named(alert.title), blocks=blocks), thread_ts) or None
+        )
+
+    def _post_state(
+        self,
+        alert: Alert,
+        qr: QueuedResourceInfo | None,
+        now: datetime,
+        threads: dict[str, tuple[str | None, str | None]],
+    ) -> str | None:
+        channel, ts = threads.get(alert.resource) or self.ledger.thread(alert.resource)
+        summary = state_summary(alert, qr)
+        blocks = state_blocks(summary, now, self.deployment if self.ledger.scoped else None)
+        if ts is None:
+            channel = self.router.channel(alert)
+            ts = self.slack.post(channel, Reply(text=summary, blocks=blocks))
+        else:
+            ts = self.slack.update(channel or self.channel, ts, Reply(text=summary, blocks=blocks))
+        threads[alert.resource] = (channel, ts)
+        self.ledger.observe(
+            alert.resource,
+            alerts_mod.observe(qr) if qr else alerts_mod.Observation(alert.state),
+            now=now,
+            channel=channel,
+            ts=ts,
+        )
+        text = self.router.mention(alert) + alert.title
+        if alert.kind == "state" and alert.previous == "ACTIVE" and alert.name == self.options.primary:
+            # The outage's one alert: with the primary gone there is no vLLM endpoint to call down.
+            text += "\n" + serving_down(alert.name, alert.state)
+        reply_blocks = [section(text)]
+        if qr is not None and qr.name == self.options.primary and dead_reason(qr):
+            reply_blocks.append(recover_buttons(qr))
+        return self.slack.post(channel or self.channel, Reply(alert.title, reply_blocks), ts) or None
+
+    def _deliver(
+        self,
+        alert: Alert,
+        qr: QueuedResourceInfo | None,
+        now: datetime,
+        result: TickResult,
+        mutes: dict[str, tuple[datetime, str]],
+        thread: tuple[str, str | None] | None = None,
+    ) -> None:
+        """Claim and post one alert: suppressed when one of its subjects is muted, or when it resolves an
+        alert that was suppressed (nobody saw the problem, so nobody needs its end)."""
+        if alert.resolves:
+            resolved = self.ledger.get(alert.resolves)
+            muted = resolved is not None and resolved.status == "suppressed"
+        else:
+            muted = bool(mute_subjects(alert) & mutes.keys())
+        if muted:
+            if self.ledger.claim(alert, "suppressed", now=now):
+                result.suppressed += 1
+            return
+        if not self.ledger.claim(alert, "sending", now=now):
+            result.duplicate += 1
+            return
+        self._send(
+            alert,
+            partial(self._post, alert, qr, now, thread),
+            result,
+            channel=thread[0] if thread else None,
+            qr=qr,
+        )
+
+    def _send(
+        self,
+        alert: Alert,
+        post: Callable[[], str | None],
+        result: TickResult,
+        channel: str | None = None,
+        qr: QueuedResourceInfo | None = None,
+    ) -> None:
+        """Post a claimed alert and record it as sent; on failure release the claim (next tick retries)."""
+        try:
+            ts = post()
+        except Exception as exc:
+            self.refused = not_member(exc)
+            if self.refused:  # never silent: every tick says so until someone invites the bot
+                log.error(
+                    "alert %s not posted: %s; %s",
+                    alert.key,
+                    self.refused,
+                    invite_hint(channel or self.router.channel(alert)),
+                )
+            else:
+                log.warning("could not post alert %s: %s", alert.key, type(exc).__name__, exc_info=True)
+            self.ledger.release(alert.key)
+            result.failed += 1
+            return
+        self.refused = None
+        self.ledger.mark_sent(alert.key, channel or self.router.channel(alert), ts)
+        result.sent += 1
+        if self.on_sent is not None:
+            self.on_sent(alert.kind)
+        self._post_diagnosis(alert, qr, channel or self.router.channel(alert), ts)
+
+    def _post_diagnosis(
+        self, alert: Alert, qr: QueuedResourceInfo | None, channel: str, ts: str | None
+    ) -> None:
+        """One diagnosis in a failure alert's thread (state alerts: the resource's thread). Never raises."""
+        try:
+            text = alert_diagnosis(self.services, alert, qr)
+            if alert.kind in ("state", "preempted", "node_gone"):
+                state_channel, parent = self.ledger.thread(alert.resource)
+                channel = state_channel or channel
+            else:
+                parent = ts
+            if text and parent:
+                self.slack.post(channel, Reply(text=text, blocks=[section(text)]), parent)
+        except Exception as exc:  # the alert itself is out; its diagnosis must not undo it
+            log.warning("could not post the diagnosis of %s: %s", alert.key, type(exc).__name__)
