@@ -27,6 +27,7 @@ from slack_bolt.adapter.socket_mode import SocketModeHandler
 from slack_bolt.adapter.wsgi import SlackRequestHandler
 from slack_sdk.signature import SignatureVerifier
 from sqlalchemy import text
+from waitress import wasyncore
 from waitress.server import create_server
 
 import bot.handlers  # noqa: F401  (importing it declares every command on the registry)
@@ -64,15 +65,26 @@ class Bot:
     sampler: HistorySampler | None = None
     listener_pool: ThreadPoolExecutor | None = None
     warmed: threading.Event = field(default_factory=threading.Event)
+    reconciling: threading.Timer | None = None
 
     def close(self) -> None:
+        """Stop everything the bot started: schedulers, thread pools, worker processes, the pending
+        reconciliation, and every deployment's backends and state store (a restart or a test builds a new
+        bot in the same process, so nothing may be left to the process's exit)."""
+        if self.reconciling is not None:
+            self.reconciling.cancel()
         if self.alerts is not None:
             self.alerts.shutdown()
         if self.sampler is not None:
             self.sampler.shutdown()
+        if self.listener_pool is not None:
+            self.listener_pool.shutdown(wait=False)
         self.runner.shutdown()
-        self.services.fanout.shutdown(wait=False)
-        self.services.workers.shutdown()
+        every = [self.services, *(s for s in self.runner.fleet.services.values() if s is not self.services)]
+        for services in every:
+            services.close()
+        for store in {id(s.store): s.store for s in every}.values():
+            store.close()
 
 
 def build(settings: Settings, services: Services | None = None, fleet: Fleet | None = None) -> Bot:
@@ -129,7 +141,7 @@ def build(settings: Settings, services: Services | None = None, fleet: Fleet | N
         )
         alert_listeners.register(app, runner, alerts)
     home.register(app, registry, runner, alerts)
-    reconcile.start(runner)
+    reconciling = reconcile.start(runner)
     return Bot(
         app=app,
         runner=runner,
@@ -141,6 +153,7 @@ def build(settings: Settings, services: Services | None = None, fleet: Fleet | N
         sampler=HistorySampler(runner.fleet, settings.history_interval_s),
         listener_pool=listener_pool,
         warmed=warmed,
+        reconciling=reconciling,
     )
 
 
@@ -316,7 +329,12 @@ class HttpServer:
         self._server.run()
 
     def close(self) -> None:
+        """Stop listening, stop the worker threads (each finishes its request, at most 5 s) and close every
+        open connection, which ends `serve_forever`. waitress's own `close()` only closes the listening
+        socket: its threads and keep-alive connections would outlive the server."""
         self._server.close()
+        self._server.task_dispatcher.shutdown()
+        wasyncore.close_all(self._server._map)
 
 
 def socket_state(handler: SocketModeHandler) -> Callable[[], str | None]:
