@@ -377,7 +377,10 @@ def serve(settings: Settings) -> None:
                 bot.readiness.connection_check = socket_state(handler)
             threading.Thread(target=server.serve_forever, name="healthz", daemon=True).start()
             log.info("starting in Socket Mode; health at %s/healthz", server.url)
-            handler.start()
+            try:
+                handler.start()
+            finally:
+                handler.close()  # the websocket and its threads
         else:
             log.info("listening on %s/slack/events", server.url)
             server.serve_forever()

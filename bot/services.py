@@ -109,6 +109,7 @@ class Services:
         store may be shared between deployments: its owner closes it."""
         self.fanout.shutdown(wait=False)
         self.tpu.close()
+        self.secrets.close()
         self.workers.shutdown()
 
     def vllm(self) -> tuple[VllmClient, Endpoint]:
