@@ -211,8 +211,10 @@ def test_permission_denied_with_a_huge_body_stays_one_line(gcp: GcpSimulator, op
 
 
 def test_other_project_is_permission_denied(gcp: GcpSimulator) -> None:
+    tpu = TpuOps("someone-elses-project", api_endpoint=gcp.url, num_retries=0)
     with pytest.raises(PermissionDenied, match=r"locations\.list"):
-        TpuOps("someone-elses-project", api_endpoint=gcp.url, num_retries=0).list_zones()
+        tpu.list_zones()
+    tpu.close()
 
 
 def test_connection_refused_is_backend_unavailable(gcp: GcpSimulator) -> None:
