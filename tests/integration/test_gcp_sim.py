@@ -300,3 +300,5 @@ def test_real_clients_read_every_served_collection(gcp: GcpSimulator) -> None:
     assert qr.state.state.name == "ACTIVE" and qr.tpu.node_spec[0].node_id == "gemma4-qr-node"
     locations = client.list_locations({"name": f"projects/{gcp.project}"})
     assert sorted(loc.location_id for loc in locations.locations) == sorted(ZONES)
+    client.transport.close()
+    google.close_connections(gcp.url)  # this thread's cached v2alpha1 client
