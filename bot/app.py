@@ -65,15 +65,26 @@ class Bot:
     sampler: HistorySampler | None = None
     listener_pool: ThreadPoolExecutor | None = None
     warmed: threading.Event = field(default_factory=threading.Event)
+    reconciling: threading.Timer | None = None
 
     def close(self) -> None:
+        """Stop everything the bot started: schedulers, thread pools, worker processes, the pending
+        reconciliation, and every deployment's backends and state store (a restart or a test builds a new
+        bot in the same process, so nothing may be left to the process's exit)."""
+        if self.reconciling is not None:
+            self.reconciling.cancel()
         if self.alerts is not None:
             self.alerts.shutdown()
         if self.sampler is not None:
             self.sampler.shutdown()
+        if self.listener_pool is not None:
+            self.listener_pool.shutdown(wait=False)
         self.runner.shutdown()
-        self.services.fanout.shutdown(wait=False)
-        self.services.workers.shutdown()
+        every = [self.services, *(s for s in self.runner.fleet.services.values() if s is not self.services)]
+        for services in every:
+            services.close()
+        for store in {id(s.store): s.store for s in every}.values():
+            store.close()
 
 
 def build(settings: Settings, services: Services | None = None, fleet: Fleet | None = None) -> Bot:
@@ -119,7 +130,7 @@ def build(settings: Settings, services: Services | None = None, fleet: Fleet | N
     if alerts is not None:
         alert_listeners.register(app, runner, alerts)
     home.register(app, registry, runner, alerts)
-    reconcile.start(runner)
+    reconciling = reconcile.start(runner)
     return Bot(
         app=app,
         runner=runner,
@@ -131,6 +142,7 @@ def build(settings: Settings, services: Services | None = None, fleet: Fleet | N
         sampler=HistorySampler(runner.fleet, settings.history_interval_s),
         listener_pool=listener_pool,
         warmed=warmed,
+        reconciling=reconciling,
     )
 
 
@@ -433,7 +445,10 @@ def serve(settings: Settings) -> None:
                 bot.readiness.connection_check = socket_state(handler)
             threading.Thread(target=server.serve_forever, name="healthz", daemon=True).start()
             log.info("starting in Socket Mode; health at %s/healthz", server.url)
-            handler.start()
+            try:
+                handler.start()
+            finally:
+                handler.close()  # the websocket and its threads
         else:
             log.info("listening on %s/slack/events", server.url)
             server.serve_forever()

@@ -107,6 +107,14 @@ class Services:
             ),
         )
 
+    def close(self) -> None:
+        """Stop this deployment's threads and worker processes (waits for running CPU jobs). The state
+        store may be shared between deployments: its owner closes it."""
+        self.fanout.shutdown(wait=False)
+        self.tpu.close()
+        self.secrets.close()
+        self.workers.shutdown()
+
     def vllm(self) -> tuple[VllmClient, Endpoint]:
         """A vLLM client for the current endpoint, and that endpoint. Raises what `resolve()` raises."""
         endpoint = self.endpoints.resolve()

@@ -19,6 +19,7 @@ import http
 import json
 import re
 import threading
+import weakref
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -59,6 +60,9 @@ DEFAULT_TIMEOUT_S = 60.0
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 _local = threading.local()
+# Every thread's httplib2.Http of `tpu_v2alpha1`, by endpoint, for `close_connections`.
+_https: weakref.WeakKeyDictionary[httplib2.Http, str | None] = weakref.WeakKeyDictionary()
+_https_lock = threading.Lock()
 _adc_lock = threading.Lock()
 _adc: Credentials | None = None
 
@@ -133,6 +137,8 @@ def tpu_v2alpha1(
         http = httplib2.Http(timeout=timeout_s, proxy_info=None)
     else:
         http = httplib2.Http(timeout=timeout_s)
+    with _https_lock:
+        _https[http] = api_endpoint
     resource = discovery.build_from_document(
         _discovery_doc("tpu", "v2alpha1"),
         http=google_auth_httplib2.AuthorizedHttp(creds, http=http),
@@ -140,6 +146,17 @@ def tpu_v2alpha1(
     )
     cache[key] = (credentials, resource)  # keeps `credentials` alive so its id() stays unique
     return resource
+
+
+def close_connections(api_endpoint: str | None) -> None:
+    """Close the kept-alive connections of every thread's `tpu_v2alpha1` client of `api_endpoint` (a
+    later request reconnects). A thread's cached client outlives the object that used it: without this,
+    a thread that stays (the main thread, a restart in the same process) keeps its sockets open. Call it
+    when no request to that endpoint is in flight (httplib2.Http is not thread-safe), e.g. at shutdown."""
+    with _https_lock:
+        kept = [connection for connection, endpoint in _https.items() if endpoint == api_endpoint]
+    for connection in kept:
+        connection.close()
 
 
 def tpu_v2(api_endpoint: str | None, credentials: Credentials | None = None) -> gapic_tpu_v2.TpuClient:

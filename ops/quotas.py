@@ -12,6 +12,7 @@ import re
 
 from google.api_core.retry import Retry
 from google.auth.credentials import Credentials
+from google.cloud import cloudquotas_v1
 
 from ops import google
 from ops.errors import BadInput, NotFound, OpsError
@@ -74,7 +75,13 @@ def zone_quotas(
         BadInput: malformed family. PermissionDenied, QuotaExceeded, BackendUnavailable, BackendTimeout,
         NotFound (unknown project): see `ops.google.map_error` (backend "quotas").
     """
-    client = google.cloud_quotas(api_endpoint, credentials)
+    with google.cloud_quotas(api_endpoint, credentials) as client:  # closes its HTTP session
+        return _read(client, project, family, timeout_s)
+
+
+def _read(
+    client: cloudquotas_v1.CloudQuotasClient, project: str, family: str, timeout_s: float
+) -> dict[str, dict[str, int]]:
     result: dict[str, dict[str, int]] = {}
     for quota_id in quota_ids(family):
         name = f"projects/{project}/locations/global/services/{QUOTA_SERVICE}/quotaInfos/{quota_id}"

@@ -58,6 +58,10 @@ class SecretStore:
         self.project = project
         self._client = google.secret_manager(api_endpoint, credentials)
 
+    def close(self) -> None:
+        """Close the client's HTTP session (a later call opens a new one)."""
+        self._client.transport.close()
+
     def _error(self, exc: BaseException, what: str, secrets: tuple[str, ...] = ()) -> OpsError:
         error = map_error(exc, what, backend="secrets", api=_API)
         for secret in secrets:

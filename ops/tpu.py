@@ -129,11 +129,16 @@ class TpuOps:
         )
 
     def close(self) -> None:
-        """Stop the zone-listing worker threads (idempotent)."""
+        """Stop the zone-listing worker threads and close the HTTP connections of the API clients
+        (idempotent; a later call starts and opens them again)."""
         with self._lock:
             pool, self._pool = self._pool, None
+            gapic, self._gapic = self._gapic, None
         if pool is not None:
             pool.shutdown(wait=False)
+        if gapic is not None:
+            gapic.transport.close()
+        google.close_connections(self._endpoint)
 
     # ---- plumbing
     def _parent(self, zone: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import secrets
 import tempfile
 import threading
+from contextlib import ExitStack
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -45,6 +46,9 @@ ALERTS_CHANNEL = "C0ALERTS01"
 class Demo:
     """Start the simulators and the bot; `user` sends requests as a Slack user. Use as a context manager.
 
+    `close()` stops everything that was started, in reverse order; a start that fails half-way stops what
+    it had started before raising.
+
     The simulated Google world keeps its own clock (`speed` simulated seconds per real second), and the bot
     reads the time from it, so expiry alerts, ages and confirmations all follow simulated time.
 
@@ -63,8 +67,20 @@ class Demo:
         alerts: bool = False,
         **overrides: Any,
     ) -> None:
+        self._started = ExitStack()
+        try:
+            self._start(scenario_path, speed, alerts, overrides)
+        except BaseException:
+            self._started.close()
+            raise
+
+    def _start(
+        self, scenario_path: str | Path | None, speed: float | None, alerts: bool, overrides: dict[str, Any]
+    ) -> None:
+        started = self._started
         self.scenario = scenarios.load(scenario_path)
         self._state_dir = tempfile.TemporaryDirectory(prefix="tpu-chatops-demo-")
+        started.callback(self._state_dir.cleanup)
         token = "xoxb-simulated-" + secrets.token_hex(8)
         self.signing_secret = secrets.token_hex(16)
         self.gcp = GcpSimulator(self.scenario, speed=speed)
@@ -76,10 +92,9 @@ class Demo:
         if "staging" in self.scenario:
             joined.append(self.scenario["staging"]["channel"])
         self.slack = SlackSimulator(token, channels=joined)
-        self.gcp.start()
-        self.vllm.start()
-        self.host.start()
-        self.slack.start()
+        for simulator in (self.gcp, self.vllm, self.host, self.slack):
+            simulator.start()
+            started.callback(simulator.stop)
         key_path = Path(self._state_dir.name) / "ssh_key"
         key_path.write_bytes(
             Ed25519PrivateKey.generate().private_bytes(
@@ -89,7 +104,10 @@ class Demo:
         key_path.chmod(0o600)
         self.host.authorize(paramiko.Ed25519Key(filename=str(key_path)))
         zones = list(self.scenario["google"].get("zones", {})) or ["us-east5-a"]
-        self.staging = _Staging(self.scenario["staging"], speed) if "staging" in self.scenario else None
+        self.staging: _Staging | None = None
+        if "staging" in self.scenario:
+            self.staging = _Staging(self.scenario["staging"], speed)
+            started.callback(self.staging.stop)
         vllm_port = int(self.vllm.url.rsplit(":", 1)[1])
         fields: dict[str, Any] = {
             "slack_bot_token": token,
@@ -128,7 +146,11 @@ class Demo:
             return services
 
         self.fleet = Fleet.from_settings(self.settings, services_of)
+        started.callback(store.close)
+        for each in self.fleet.services.values():
+            started.callback(each.close)
         self.bot: Bot = build(self.settings, self.fleet.first, fleet=self.fleet)
+        started.callback(self.bot.close)
         if alerts and self.bot.alerts is not None:
             self.bot.alerts.start()
         if alerts and self.bot.sampler is not None:
@@ -137,7 +159,13 @@ class Demo:
         self.server = HttpServer(self.bot, "127.0.0.1", 0, threads=self.settings.worker_threads)
         self._serving = threading.Thread(target=self.server.serve_forever, name="bot-http", daemon=True)
         self._serving.start()
+        started.callback(self._stop_serving)
         self.user = SlackUser(self.server.url, self.signing_secret, self.slack)
+        started.callback(self.user.close)
+
+    def _stop_serving(self) -> None:
+        self.server.close()
+        self._serving.join(timeout=5)
 
     def _seed_history(self) -> None:
         """SIMULATED past hours of metrics (the scenario's `vllm.history`), so charts show something."""
@@ -166,16 +194,8 @@ class Demo:
         ) + (self.staging.banner() if self.staging is not None else "")
 
     def close(self) -> None:
-        self.user.close()
-        self.server.close()
-        self.bot.close()
-        self.slack.stop()
-        self.host.stop()
-        self.vllm.stop()
-        self.gcp.stop()
-        if self.staging is not None:
-            self.staging.stop()
-        self._state_dir.cleanup()
+        """Stop the bot, its server and the simulators, and delete the demo's state directory."""
+        self._started.close()
 
     def __enter__(self) -> Demo:
         return self

@@ -8,9 +8,23 @@ from pathlib import Path
 import pytest
 
 from sim.demo import Demo
+from tests.resources import ResourceWatch
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CASES = FIXTURES / "cases"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--resources",
+        action="store_true",
+        help="print the descriptors, threads and child processes "
+        "each test module left behind (tests/resources.py)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(ResourceWatch(config), "resource-watch")
 
 
 @pytest.fixture(scope="module")

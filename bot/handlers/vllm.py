@@ -59,7 +59,8 @@ def _probe(ctx: Context) -> tuple[str, bool | None]:
     """A one-token chat completion: its line, and whether it timed out (None: it failed otherwise)."""
     gemma, _ = ctx.services.gemma()
     try:
-        probe = gemma.probe()
+        with gemma:  # closes its connection pool
+            probe = gemma.probe()
     except OpsError as exc:
         hint = f" _({exc.hint})_" if exc.hint else ""
         return f":red_circle: chat completion failed: {exc.message}{hint}", (

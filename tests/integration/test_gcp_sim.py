@@ -208,8 +208,10 @@ def test_permission_denied_with_a_huge_body_stays_one_line(gcp: GcpSimulator, op
 
 
 def test_other_project_is_permission_denied(gcp: GcpSimulator) -> None:
+    tpu = TpuOps("someone-elses-project", api_endpoint=gcp.url, num_retries=0)
     with pytest.raises(PermissionDenied, match=r"locations\.list"):
-        TpuOps("someone-elses-project", api_endpoint=gcp.url, num_retries=0).list_zones()
+        tpu.list_zones()
+    tpu.close()
 
 
 def test_connection_refused_is_backend_unavailable(gcp: GcpSimulator) -> None:
@@ -295,3 +297,5 @@ def test_real_clients_read_every_served_collection(gcp: GcpSimulator) -> None:
     assert qr.state.state.name == "ACTIVE" and qr.tpu.node_spec[0].node_id == "gemma4-qr-node"
     locations = client.list_locations({"name": f"projects/{gcp.project}"})
     assert sorted(loc.location_id for loc in locations.locations) == sorted(ZONES)
+    client.transport.close()
+    google.close_connections(gcp.url)  # this thread's cached v2alpha1 client

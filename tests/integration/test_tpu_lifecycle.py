@@ -349,3 +349,4 @@ def test_secrets_round_trip_and_the_payload_never_leaks(gcp: GcpSimulator) -> No
         texts = [str(error), repr(error), getattr(error, "message", ""), getattr(error, "hint", "")]
         assert not any("SECRET" in text for text in texts), texts
     assert store.access("hf-token") == "hf_second_SECRET"  # the failed add stored nothing
+    store.close()
