@@ -81,7 +81,7 @@ def test_fleet_shows_a_project_that_does_not_answer_and_the_rest(demo: Demo) -> 
 
 def test_status_of_the_deployment_named_by_the_flag(demo: Demo) -> None:
     text = _say(demo, "/tpu status --deployment staging")
-    assert "*gemma4-staging* · `us-east5-b`" in text
+    assert "*gemma4-staging* (primary) · `us-east5-b`" in text
     assert "gemma4-qr" not in text and "gemma4-standby" not in text
     assert "`google/gemma-4-26B-A4B-it`" in text
     assert "Deployment `staging`" in text
@@ -93,7 +93,7 @@ def test_status_of_the_deployment_named_by_the_flag(demo: Demo) -> None:
 def test_in_a_bound_channel_the_same_command_needs_no_flag(demo: Demo, in_channel: None) -> None:
     assert "now typing in channel C0STAGING1" in _say(demo, f"channel {STAGING_CHANNEL}")
     text = _say(demo, "/tpu status")
-    assert "*gemma4-staging* · `us-east5-b`" in text and "gemma4-qr" not in text
+    assert "*gemma4-staging* (primary) · `us-east5-b`" in text and "gemma4-qr" not in text
     assert "Deployment `staging`" in text
     assert "`google/gemma-4-26B-A4B-it`" in _say(demo, "@gemma-bot vllm models")
 
