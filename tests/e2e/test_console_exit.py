@@ -21,7 +21,8 @@ def _exists(demo: Demo, name: str) -> bool:
 
 
 def test_leaving_cancels_a_running_search_through_its_cancel_button(demo: Demo) -> None:
-    out, answered = demo.user.run("/tpu find gemma4-b --allow-second")
+    # asia-northeast1-b has no capacity in the demo: the request waits there until cancelled.
+    out, answered = demo.user.run("/tpu find gemma4-b --allow-second --zones asia-northeast1-b")
     assert answered and "[Confirm" in "\n".join(out), out
     demo.user.run("click Confirm")
     assert demo.user.running(), "the search should still be waiting for capacity"
@@ -47,7 +48,8 @@ def test_script_exits_naming_the_lines_without_a_final_answer(tmp_path: Path) ->
     result = run_demo_script(
         tmp_path,
         "# an unknown command, a click with no button, then a search left running at the end\n"
-        "/foo bar\nclick Confirm\n\n/tpu find gemma4-b --allow-second\nclick Confirm\n/tpu list\n",
+        "/foo bar\nclick Confirm\n\n/tpu find gemma4-b --allow-second --zones asia-northeast1-b\nclick Confirm\n"
+        "/tpu list\n",
     )
     assert result.returncode == 1, result.stderr[-2000:]
     # The click with no button is named; the search's Confirm may be too (still running after 30 s).
