@@ -132,7 +132,7 @@ def ensure_ab() -> str:
 
 
 def slash_body(slack_url: str, text: str, response_id: str) -> str:
-    """A slash-command form body with the fields Slack sends (as `bot.console.SlackUser.slash_body`)."""
+    """A slash-command form body with the fields Slack sends (as `sim.console.SlackUser.slash_body`)."""
     return urlencode(
         {
             "token": "simulated-verification-token",

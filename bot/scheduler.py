@@ -28,12 +28,12 @@ from bot.render import Reply, human_duration, mention, section, utc
 from bot.services import Services
 from ops import alerts as alerts_mod
 from ops.alerts import evaluate, lapsed_countdowns, mute_subjects, subject_alert
-from ops.cost import burn
 from ops.errors import BackendTimeout, OpsError
 from ops.metrics import summarize
 from ops.ownership import SEARCH_KEY
 from ops.slo import Snapshot
-from ops.tpu_model import QueuedResourceInfo
+from ops.spend import DeploymentSpend, deployment_spend
+from ops.tpu_model import QueuedResourceInfo, ZoneListing
 from ops.vllm_watch import VllmCheck, VllmWatch, evaluate_vllm
 
 __all__ = [
@@ -376,21 +376,14 @@ class AlertScheduler(OncallJobs):
         running = [
             qr for qr in listing.resources if qr.state == "ACTIVE" and qr.name not in self.options.elsewhere
         ]
-        total, unknown = 0.0, 0
-        for qr in running:
-            try:
-                spend = burn(qr, now)
-            except OpsError:
-                unknown += 1
-                continue
-            total += spend.usd_per_hour * min(spend.hours_so_far, 24.0)
+        spend = deployment_spend(ZoneListing(tuple(running)), now, since)
         raised = [r for r in self.ledger.rows(since=since) if r.status == "sent" and r.kind != "digest"]
         open_alerts = self.ledger.open_alerts(since=now - timedelta(days=7))
         names = ", ".join(f"`{qr.name}`" for qr in running) or "none"
         lines = [
             f":newspaper: *Daily digest* {self._named(utc(now))}",
             f"Running: {len(running)} ({names})",
-            f"Cost in the last 24 h: ${total:,.2f}" + (f" (+{unknown} without a price)" if unknown else ""),
+            f"Cost in the last 24 h: {_digest_cost(spend)}",
             f"Alerts raised in the last 24 h: {len(raised)}; open: {len(open_alerts)}",
         ]
         if listing.errors:
@@ -411,3 +404,14 @@ class AlertScheduler(OncallJobs):
             f"• {r.text} _({human_duration(now - r.at)} ago, `{r.kind}`)_"
             for r in self.ledger.open_alerts(since=now - timedelta(days=7))
         ]
+
+
+def _digest_cost(spend: DeploymentSpend) -> str:
+    """The digest's cost figure: "$12.34", "$12.34 (priced resources only; +1 without a price)", or "unknown
+    (2 running without a price)" when nothing running has a sourced price (never "$0.00" for those)."""
+    unpriced = len(spend.unpriced)
+    if unpriced and unpriced == len(spend.resources):
+        return f"unknown ({unpriced} running without a price)"
+    if unpriced:
+        return f"${spend.usd:,.2f} (priced resources only; +{unpriced} without a price)"
+    return f"${spend.usd:,.2f}"

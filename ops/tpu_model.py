@@ -363,6 +363,7 @@ def provisioning_model_label(raw: Mapping[str, Any]) -> str:
 
 
 def zone_of(name: str) -> str:
+    """The zone of a resource name "projects/P/locations/ZONE/..." ("" when it names no location)."""
     parts = name.split("/")
     return parts[3] if len(parts) > 3 and parts[2] == "locations" else ""
 

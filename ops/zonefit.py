@@ -3,7 +3,7 @@
 `classify` tells a failure that is permanent for a (zone, accelerator type, provisioning model) (the zone
 does not offer the type or the model, or the zone does not exist) from a transient one (stockout, quota,
 timeout, 5xx), from the typed errors of `ops.errors` and from Google's texts (the real ones are in
-tests/fixtures/cases/tpu-create-*.txt). The Google error mapping (`ops.google.create_error`) uses it to
+sim/cases/tpu-create-*.txt). The Google error mapping (`ops.google.create_error`) uses it to
 type a create error; the capacity search (`ops.capacity`) uses it to decide which zones to remember as
 not offering the request.
 """

@@ -151,17 +151,10 @@ def vllm_metrics(ctx: Context, raw: bool, chart: timedelta | None) -> Reply:
 
 
 def _alert_events(ctx: Context, since: timedelta) -> list[Event]:
-    """Alerts of this deployment sent in the window: queued-resource alerts of its zones, and vLLM alerts
-    when it is the deployment the alert scheduler watches (the first one)."""
+    """The alerts this deployment's ledger sent in the window, as chart events."""
     now = ctx.services.now()
-    watched = ctx.fleet is None or ctx.fleet.names[0] == ctx.deployment
-    zones = ctx.services.settings.tpu_zones
-    events = []
-    for row in AlertLedger(ctx.services.store).rows(since=now - since):
-        mine = watched if row.resource.startswith("vllm:") else row.resource.split("/", 1)[0] in zones
-        if mine:
-            events.append(Event(row.at, f"alert: {row.kind}"))
-    return events
+    rows = AlertLedger(ctx.services.store, ctx.deployment).rows(since=now - since)
+    return [Event(row.at, f"alert: {row.kind}") for row in rows]
 
 
 def _metrics_chart(ctx: Context, span: timedelta) -> Reply:

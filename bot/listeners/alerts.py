@@ -14,13 +14,20 @@ Refusals and errors are shown only to the clicker (ephemeral), never to the chan
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from slack_bolt import Ack, App
 
 import bot.handlers.alerts  # noqa: F401  (declares /alerts on the registry)
-from bot.commands import Invocation, UsageError, registry, resource_name, timestamp, zone_name
+from bot.commands import (
+    DEPLOYMENT_FLAG,
+    Invocation,
+    UsageError,
+    registry,
+    resource_name,
+    timestamp,
+    zone_name,
+)
 from bot.render import Reply, error_reply, mention, section
 from bot.runner import Origin, Runner
 from bot.scheduler import AlertScheduler, parse_key
@@ -42,13 +49,18 @@ def _key(action: dict[str, Any]) -> str:
     return str(action.get("value") or "")
 
 
-def _on(invocation: Invocation, watcher: AlertScheduler | None) -> Invocation:
-    """`invocation` pinned to the deployment of `watcher` (None: left to the channel, as typed)."""
-    return invocation if watcher is None else replace(invocation, deployment=watcher.deployment)
+def _on(invocation: Invocation, watcher: AlertScheduler | None, scheduler: AlertScheduler) -> Invocation:
+    """`invocation` pinned to the deployment of `watcher` when `scheduler` watches several (None: left to the
+    channel, as typed). The flag is written into the command's text, which a confirmation stores and parses
+    again on the click."""
+    if watcher is None or len(scheduler.watchers) < 2:
+        return invocation
+    return registry.parse(f"{invocation.text} {DEPLOYMENT_FLAG} {watcher.deployment}")
 
 
 def register(app: App, runner: Runner, scheduler: AlertScheduler) -> None:
-    """Register the `alert_delete`, `alert_snooze` and `alert_ack` button listeners on `app`."""
+    """Register the alert buttons' listeners on `app`: `alert_delete`, `alert_snooze`, `alert_ack`,
+    `alert_recover`, `alert_recover_search` and `alert_keep`."""
 
     def on_delete(ack: Ack, body: dict[str, Any], action: dict[str, Any]) -> None:
         ack()
@@ -65,7 +77,7 @@ def register(app: App, runner: Runner, scheduler: AlertScheduler) -> None:
             )
             return
         invocation = registry.parse(f"tpu delete {name} --zone {zone} --force --created {pinned}")
-        runner.submit(_on(invocation, scheduler.owner_of(_key(action))), origin)
+        runner.submit(_on(invocation, scheduler.owner_of(_key(action)), scheduler), origin)
 
     def on_snooze(ack: Ack, body: dict[str, Any], action: dict[str, Any]) -> None:
         ack()
@@ -76,7 +88,8 @@ def register(app: App, runner: Runner, scheduler: AlertScheduler) -> None:
         except ValueError:
             runner.deliver(error_reply("this alert cannot be snoozed"), origin, ephemeral=True)
             return
-        runner.submit(_on(registry.parse(f"alerts mute {name} 1h"), scheduler.owner_of(_key(action))), origin)
+        mute = registry.parse(f"alerts mute {name} 1h")
+        runner.submit(_on(mute, scheduler.owner_of(_key(action)), scheduler), origin)
 
     def on_ack(ack: Ack, body: dict[str, Any], action: dict[str, Any]) -> None:
         ack()
@@ -104,15 +117,16 @@ def register(app: App, runner: Runner, scheduler: AlertScheduler) -> None:
         except UsageError:
             runner.deliver(error_reply("this alert names no queued resource"), _origin(body), ephemeral=True)
             return
-        runner.submit(_on(invocation, scheduler.watcher_of(zone, name)), _origin(body))
+        runner.submit(_on(invocation, scheduler.watcher_of(zone, name), scheduler), _origin(body))
 
     def on_keep(ack: Ack, body: dict[str, Any], action: dict[str, Any]) -> None:
         ack()
-        hours = _key(action)
+        hours, _, key = _key(action).partition(" ")
         if not hours.isdigit():
             runner.deliver(error_reply("this button carries no duration"), _origin(body), ephemeral=True)
             return
-        runner.submit(registry.parse(f"alerts mute idle {hours}h"), _origin(body))
+        keep = registry.parse(f"alerts mute idle {hours}h")
+        runner.submit(_on(keep, scheduler.owner_of(key), scheduler), _origin(body))
 
     app.action("alert_delete")(on_delete)
     app.action("alert_recover")(on_recover)

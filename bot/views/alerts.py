@@ -57,11 +57,12 @@ def recover_buttons(qr: QueuedResourceInfo) -> Block:
 
 
 def idle_buttons(key: str, keep_hours: int) -> Block:
-    """Delete / Keep for N hours on an idle alert; Delete carries the alert key, Keep the hours."""
+    """Delete / Keep for N hours on an idle alert; Delete carries the alert key, Keep "N KEY" (the hours, then
+    the key that names the alert's deployment)."""
     return action_buttons(
         "idle",
         ("alert_delete", "Delete", key, "danger"),
-        ("alert_keep", f"Keep for {keep_hours} h", f"{keep_hours}", None),
+        ("alert_keep", f"Keep for {keep_hours} h", f"{keep_hours} {key}", None),
     )
 
 

@@ -48,8 +48,8 @@ def test_script_exits_naming_the_lines_without_a_final_answer(tmp_path: Path) ->
     result = run_demo_script(
         tmp_path,
         "# an unknown command, a click with no button, then a search left running at the end\n"
-        "/foo bar\nclick Confirm\n\n/tpu find gemma4-b --allow-second --zones asia-northeast1-b\nclick Confirm\n"
-        "/tpu list\n",
+        "/foo bar\nclick Confirm\n\n"
+        "/tpu find gemma4-b --allow-second --zones asia-northeast1-b\nclick Confirm\n/tpu list\n",
     )
     assert result.returncode == 1, result.stderr[-2000:]
     # The click with no button is named; the search's Confirm may be too (still running after 30 s).

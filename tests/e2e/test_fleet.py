@@ -353,6 +353,10 @@ def test_alert_buttons_act_on_and_check_the_roles_of_the_alerts_deployment(
     preview = _say(demo, "click Delete now")
     assert "This changes infrastructure" in preview and "gemma4-staging" in preview
     assert "Deployment `staging`" in preview and "not found" not in preview
+    # The confirmation stores the command's text and Confirm parses it again, so the deployment is in it
+    # (the Confirm dialog repeats that text).
+    asked = next(m for m in reversed(demo.slack.messages) if "This changes infrastructure" in m.render())
+    assert "--deployment staging" in str(asked.blocks)
     assert "nothing was changed" in _say(demo, "click Cancel")
     assert "Acknowledged by" in _say(demo, "click Acknowledge")
 

@@ -477,7 +477,9 @@ def test_digest_once_a_day(tmp_path: Path) -> None:
     assert scheduler.digest() is not None
     assert scheduler.digest() is None
     (post,) = [kw for _, kw in slack.calls]
-    assert "Running: 1 (`qr`)" in post["text"] and "Cost in the last 24 h: $" in post["text"]
+    assert "Running: 1 (`qr`)" in post["text"]
+    # A flex-start resource has no sourced price: the cost is unknown, never "$0.00".
+    assert "Cost in the last 24 h: unknown (1 running without a price)" in post["text"]
 
 
 def test_posted_urls_carry_no_credentials() -> None:
