@@ -1,4 +1,4 @@
-"""Shared fixtures: the whole demo world (simulators plus the real bot over HTTP)."""
+"""Shared fixtures: the whole demo world (simulators plus the real bot over HTTP), and a state store."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from ops.store import Store
 from sim.demo import Demo
 from tests.resources import ResourceWatch
 
@@ -39,6 +40,14 @@ def world() -> Iterator[Demo]:
     """A demo world of the test's own, for a test that changes it (deletes, restarts, crashes...)."""
     with Demo() as fresh:
         yield fresh
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    """A state store on SQLite in the test's own folder, closed after the test."""
+    state = Store(f"sqlite:///{tmp_path}/state.db")
+    yield state
+    state.close()
 
 
 @pytest.fixture(autouse=True)

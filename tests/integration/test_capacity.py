@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -45,13 +44,6 @@ def tpu(gcp: GcpSimulator) -> Iterator[TpuOps]:
     ops = TpuOps(gcp.project, api_endpoint=gcp.url, num_retries=0, timeout_s=5.0)
     yield ops
     ops.close()
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    state = Store(f"sqlite:///{tmp_path}/state.db")
-    yield state
-    state.close()
 
 
 def searcher(tpu: TpuOps, store: Store) -> CapacitySearch:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -58,13 +57,6 @@ def tpu(gcp: GcpSimulator) -> Iterator[TpuOps]:
     ops = TpuOps(gcp.project, api_endpoint=gcp.url, num_retries=0, timeout_s=1.0)
     yield ops
     ops.close()
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    state = Store(f"sqlite:///{tmp_path}/state.db")
-    yield state
-    state.close()
 
 
 def run_search(tpu: TpuOps, store: Store, name: str, zones: list[str], **kw: Any) -> SearchResult:
