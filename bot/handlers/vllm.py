@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from datetime import timedelta
 
-from bot.commands import ChatTool, Param, duration, registry
+from bot.commands import ChatTool, Param, registry, window
 from bot.context import Context
 from bot.diagnosis import deployment_of
 from bot.render import Attachment, Reply, blocks_reply, context, header, human_duration, section, utc
@@ -120,9 +120,9 @@ def vllm_info(ctx: Context) -> Reply:
     Param("raw", "also attach the raw /metrics text", flag="--raw", switch=True),
     Param(
         "chart",
-        "attach a PNG of the last SPAN of history, e.g. 6h",
+        "attach a PNG of the last SPAN of history, above 0, e.g. 6h",
         flag="--chart",
-        kind=duration,
+        kind=window,
         metavar="SPAN",
     ),
     exclusive=(("raw", "chart"),),

@@ -1,4 +1,5 @@
-"""A zero or negative `--since` is refused with a clear line, never silently replaced by the default."""
+"""A zero or negative `--since` or `--chart` span is refused with a clear line, never silently replaced by the
+default or read as an empty chart."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-import bot.handlers.logs  # noqa: F401  (registers the /logs commands)
+import bot.handlers  # noqa: F401  (importing it declares every command on the registry)
 from bot.commands import UsageError, registry, window
 
 
@@ -32,3 +33,16 @@ def test_an_empty_or_negative_window_is_refused(text: str, problem: str) -> None
 def test_a_positive_window_is_kept(word: str, span: timedelta) -> None:
     assert window(word) == span
     assert registry.parse(f"logs analyze --since {word}").args["since"] == span
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("vllm metrics --chart 0m", "'0m' is an empty window"),
+        ("vllm metrics --chart -1h", "'-1h' is a negative window"),
+    ],
+)
+def test_an_empty_chart_span_is_refused(text: str, problem: str) -> None:
+    with pytest.raises(UsageError) as caught:
+        registry.parse(text)
+    assert problem in caught.value.problem and "/vllm metrics" in caught.value.usage
