@@ -173,7 +173,7 @@ class OncallJobs(AlertDelivery):
             refusal = f"`{qr.name}` was not created by the bot (no `{MANAGED_BY_KEY}: {MANAGED_BY}` label)"
         else:
             try:
-                usd = projected_usd(qr)
+                usd, _ = projected_usd(qr)
                 refusal = self.budget.refusal(usd, now)
             except OpsError as exc:
                 refusal = f"no price to check the spend cap against: {exc.message}"

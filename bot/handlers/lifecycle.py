@@ -115,7 +115,7 @@ def _preview_create(ctx: Context, **kw: object) -> Reply:
             f"the primary `{first.name}` is already {first.state} in `{first.zone}`: this would start a "
             f"second {first.accelerator_type or 'TPU'}"
             + (
-                f" ({'up to' if spend.ceiling else 'about'} ${spend.max_usd_per_hour:,.2f}/h more)"
+                f" ({'at most' if spend.ceiling else 'about'} ${spend.max_usd_per_hour:,.2f}/h more)"
                 if spend.max_usd_per_hour
                 else ""
             ),
@@ -221,7 +221,9 @@ def _burn_line(ctx: Context, qr: QueuedResourceInfo) -> str:
         spend = cost.burn(qr, ctx.services.now())
     except BadInput:
         return ""
-    return f"\n*Spent so far* about {usd(spend.usd_so_far)} at {per_hour(spend.usd_per_hour)}"
+    bound = spend.quote.bound or "about "
+    note = f" _({spend.quote.used})_" if spend.quote.used else ""
+    return f"\n*Spent so far* {bound}{usd(spend.usd_so_far)} at {bound}{per_hour(spend.usd_per_hour)}{note}"
 
 
 _NAME_ZONE = (
