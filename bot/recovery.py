@@ -18,6 +18,7 @@ from bot.context import Context
 from bot.maintenance import planned_work
 from bot.safety import create_labelled, one_operation
 from bot.tpu_requests import CreateArgs, create_spec
+from bot.zone_plan import remembering_refusals
 from ops import cost
 from ops.capacity import CapacitySearch
 from ops.errors import BadInput, OpsError
@@ -114,10 +115,11 @@ def recover(
     ):
         tpu.delete_queued_resource(qr.name, qr.zone, force=True, wait=True)
         if not search:
-            outcome = create_labelled(ctx, spec, operation_id=operation_id, kind="recover")
-            if outcome.operation is not None:
-                tpu.wait_operation(outcome.operation, timeout_s=OPERATION_TIMEOUT_S, cancel=ctx.cancelled)
-            elif outcome.resource is None:
+            with remembering_refusals(ctx, spec):
+                outcome = create_labelled(ctx, spec, operation_id=operation_id, kind="recover")
+                if outcome.operation is not None:
+                    tpu.wait_operation(outcome.operation, timeout_s=OPERATION_TIMEOUT_S, cancel=ctx.cancelled)
+            if outcome.operation is None and outcome.resource is None:
                 assert outcome.ambiguous is not None
                 return (
                     f"deleted `{qr.name}`; its create answered {outcome.ambiguous.message} and it was not "

@@ -41,7 +41,7 @@ from bot.safety import (
 from bot.tpu_requests import MODEL_FLAGS, VLLM_LOAD, CreateArgs, create_spec, default_create_args
 from bot.views.cost import create_spend_lines, per_hour, usd
 from bot.views.tpu import resource_line
-from bot.zone_plan import zone_warnings
+from bot.zone_plan import remembering_refusals, zone_warnings
 from ops import cost
 from ops.errors import AlreadyExists, BadInput, NotFound, OpsError
 from ops.spend import plan_spend
@@ -167,7 +167,7 @@ def tpu_create(ctx: Context, **kw: object) -> Reply:
     tpu = ctx.services.tpu
     with one_operation(ctx, spec.zone, spec.name, f"tpu create {spec.name}") as operation_id:
         check_pins(ctx, [current_pin(ctx, spec.name, spec.zone)], f"tpu create {spec.name}")
-        with _primary_work(ctx, spec.name, f"tpu create {spec.name}"):
+        with _primary_work(ctx, spec.name, f"tpu create {spec.name}"), remembering_refusals(ctx, spec):
             outcome = create_labelled(ctx, spec, operation_id=operation_id, kind="create")
             if outcome.operation is not None:
                 tpu.wait_operation(outcome.operation, timeout_s=OPERATION_TIMEOUT_S, cancel=ctx.cancelled)
