@@ -111,7 +111,7 @@ def recover(
     scope = "search" if search else qr.zone
     with (
         one_operation(ctx, scope, qr.name, command) as operation_id,
-        planned_work(ctx, f"recovery of {qr.name}", thread),
+        planned_work(ctx, f"recovery of {qr.name}", thread, target=qr.name),
     ):
         tpu.delete_queued_resource(qr.name, qr.zone, force=True, wait=True)
         if not search:

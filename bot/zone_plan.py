@@ -93,7 +93,7 @@ class ZoneFacts:
         failure = self.remembered.get(zone) if remembered else None
         if failure is not None:
             when = failure.at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
-            # The stored message starts with the classification's reason ("no quota in zone: <Google's text>").
+            # The stored message starts with the classification's reason ("no quota in zone: <text>").
             reasons.append(
                 f"refused {failure.provisioning_model} {failure.accelerator_type} on {when} "
                 f"({failure.message.split(':', 1)[0]}; a remembered refusal)"

@@ -202,7 +202,9 @@ def tpu_create(ctx: Context, **kw: object) -> Reply:
 
 def _primary_work(ctx: Context, name: str, reason: str) -> AbstractContextManager[None]:
     """A maintenance window for work on the primary (the deployment vLLM serves from); none otherwise."""
-    return planned_work(ctx, reason) if name == ctx.services.settings.tpu_primary else nullcontext()
+    return (
+        planned_work(ctx, reason, target=name) if name == ctx.services.settings.tpu_primary else nullcontext()
+    )
 
 
 def _find(ctx: Context, name: str, zone: str | None) -> QueuedResourceInfo:
