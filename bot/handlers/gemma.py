@@ -9,6 +9,7 @@ from __future__ import annotations
 from bot.commands import Param, int_range, registry
 from bot.context import Context
 from bot.render import Reply, blocks_reply, context, section
+from bot.serving import explained_when_starting
 from bot.views.gemma import VERDICTS, answer_blocks, feedback_blocks, stats_blocks
 from llm.client import StreamResult
 
@@ -37,7 +38,7 @@ def _stream(ctx: Context, prompt: str, max_tokens: int | None) -> tuple[StreamRe
             generating = context(":hourglass_flowing_sand: generating…")
             ctx.progress.update(Reply(text=text + " …", blocks=[section(text[-2900:] + " …"), generating]))
 
-    with gemma:
+    with gemma, explained_when_starting(ctx):
         result = gemma.stream(
             [{"role": "user", "content": prompt}],
             max_tokens=max_tokens or DEFAULT_MAX_TOKENS,
