@@ -321,7 +321,12 @@ def _hint_for_status(status: int, api: str = "the TPU API") -> tuple[type[OpsErr
     if status >= 500:
         return BackendUnavailable, f"{api} is having trouble: retry in a minute"
     if status == 400:
-        return BadInput, "check the zone and the request"
+        if api == "Cloud Logging":  # the query itself was refused: its filter, not a zone
+            return BadInput, (
+                "the query was refused: check the --filter syntax "
+                "(https://cloud.google.com/logging/docs/view/logging-query-language)"
+            )
+        return BadInput, "check the zone and the request" if api == "the TPU API" else "check the request"
     return OpsError, "see the message"
 
 

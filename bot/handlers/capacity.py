@@ -19,6 +19,7 @@ from bot.commands import (
     zone_name,
 )
 from bot.context import Context
+from bot.hints import command_line, delete_line
 from bot.render import Reply, blocks_reply, cancel_button, context, header, human_duration, section
 from bot.safety import active_named, check_pins, check_zones, one_operation, pin_of, pins_text
 from bot.tpu_requests import create_spec, default_create_args
@@ -336,10 +337,14 @@ def _preview_find(
     allow_second: bool,
 ) -> Reply:
     plan = _plan(ctx, name, type_, zones, retry_all, parallel)
+    given = {
+        "name": name, "type_": type_, "zones": ",".join(zones) if zones else None, "parallel": parallel,
+        "retry_all": retry_all, "valid_until": valid_until, "allow_second": allow_second,
+    }  # fmt: skip
     if not plan.tried:
         raise BadInput(
             f"every zone for {plan.accelerator} is remembered as not offering flex-start for it",
-            "add --retry-all to try them again",
+            f"to try them again: `{command_line(ctx.registry, 'tpu find', {**given, 'retry_all': True})}`",
         )
     settings = ctx.services.settings
     running = active_named(ctx, _names(plan, ctx), [*settings.tpu_zones, *plan.tried])
@@ -353,7 +358,8 @@ def _preview_find(
             f"`{first.name}` is already {first.state} in `{first.zone}` ({first.accelerator_type}): a search "
             f"would start a second one"
             + (f" ({'up to' if spend.ceiling else 'about'} ${rate:,.2f}/h more)" if rate is not None else ""),
-            f"add --allow-second to go on anyway, or /tpu delete {first.name} first",
+            f"to go on anyway: `{command_line(ctx.registry, 'tpu find', {**given, 'allow_second': True})}`; "
+            f"or first `{delete_line(ctx, first)}`",
         )
     lines = [
         f"*Find capacity* for `{plan.name}`: {plan.accelerator}, flex-start (max run "

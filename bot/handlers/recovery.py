@@ -25,7 +25,10 @@ def _dead(ctx: Context, name: str | None, zone: str | None) -> tuple[QueuedResou
     qr = ctx.services.tpu.get_queued_resource(target, [zone] if zone else settings.tpu_zones)
     reason = dead_reason(qr)
     if reason is None:
-        raise BadInput(f"nothing to recover: `{qr.name}` is {qr.state} and its nodes are not preempted", "")
+        raise BadInput(
+            f"nothing to recover: `{qr.name}` is {qr.state} and its nodes are not preempted",
+            f"see it with `/tpu describe {qr.name} --zone {qr.zone}`",
+        )
     return qr, reason
 
 

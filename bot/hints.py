@@ -1,0 +1,73 @@
+"""Command lines for hints, built from the registry and the values a command was given, so a refusal can
+name the exact command that goes on from the state just read ("the same create with --allow-second"), one
+that parses as typed and names no placeholder.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from bot.commands import Registry
+from bot.context import Context
+from ops.tpu_model import QueuedResourceInfo
+
+__all__ = ["command_line", "delete_line", "has_running_nodes"]
+
+_UNITS = (("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
+
+
+def _duration(value: timedelta) -> str:
+    """A duration as the `duration` argument type reads it: the largest whole unit, e.g. "4h", "90m"."""
+    seconds = int(value.total_seconds())
+    for unit, size in _UNITS:
+        if seconds and seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return "0s"
+
+
+def command_line(registry: Registry, name: str, values: Mapping[str, Any]) -> str:
+    """ "/NAME positional --flag value --switch" for the registered command `name` with `values`.
+
+    Args:
+        registry: the command registry.
+        name: the command's words, e.g. "tpu create".
+        values: parameter name -> value as the handler received it (None and False are left out; a
+            timedelta is written as a duration, e.g. 4h).
+
+    Returns:
+        The line with a leading slash, each value shell-quoted.
+
+    Raises:
+        KeyError: no command of that name.
+    """
+    command = next((c for c in registry.commands() if c.name == name), None)
+    if command is None:
+        raise KeyError(name)
+    words = [f"/{command.name}"]
+    for param in command.params:
+        value = values.get(param.name)
+        if value is None or value is False:
+            continue
+        text = _duration(value) if isinstance(value, timedelta) else str(value)
+        if param.flag is None:
+            words.append(shlex.quote(text))
+        elif param.switch:
+            words.append(param.flag)
+        else:
+            words += [param.flag, shlex.quote(text)]
+    return " ".join(words)
+
+
+def has_running_nodes(qr: QueuedResourceInfo) -> bool:
+    """Whether deleting `qr` takes nodes down (so `/tpu delete` needs --force): it has nodes and is not
+    FAILED, SUSPENDED or ACCEPTED (whose nodes, if any are listed, are already gone)."""
+    return bool(qr.nodes) and qr.state not in ("FAILED", "SUSPENDED", "ACCEPTED")
+
+
+def delete_line(ctx: Context, qr: QueuedResourceInfo) -> str:
+    """The `/tpu delete` whose preview accepts `qr` as just read: its zone, and --force when it has nodes."""
+    values = {"name": qr.name, "zone": qr.zone, "force": has_running_nodes(qr)}
+    return command_line(ctx.registry, "tpu delete", values)
