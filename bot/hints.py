@@ -12,9 +12,10 @@ from typing import Any
 
 from bot.commands import Registry
 from bot.context import Context
+from ops.errors import OpsError
 from ops.tpu_model import QueuedResourceInfo
 
-__all__ = ["command_line", "delete_line", "has_running_nodes"]
+__all__ = ["command_line", "delete_line", "has_running_nodes", "not_found_hint"]
 
 _UNITS = (("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
 
@@ -71,3 +72,24 @@ def delete_line(ctx: Context, qr: QueuedResourceInfo) -> str:
     """The `/tpu delete` whose preview accepts `qr` as just read: its zone, and --force when it has nodes."""
     values = {"name": qr.name, "zone": qr.zone, "force": has_running_nodes(qr)}
     return command_line(ctx.registry, "tpu delete", values)
+
+
+def not_found_hint(ctx: Context, name: str, verb: str, looked_in: list[str]) -> str:
+    """What to run when queued resource `name` was not found in `looked_in`, from the watched zones' listing
+    read now: the same command with the zone where it is, else `/tpu list --all-zones` (every zone).
+
+    Args:
+        ctx: the command's context; name: the queued resource; verb: e.g. "delete" (`/tpu VERB NAME`).
+        looked_in: the zones searched.
+    """
+    elsewhere = [z for z in ctx.services.settings.tpu_zones if z not in looked_in]
+    if elsewhere:
+        try:
+            listing = ctx.services.tpu.list_queued_resources(elsewhere)
+        except OpsError:  # a hint is best effort: fall back to the general one
+            listing = None
+        found = next((qr for qr in listing.resources if qr.name == name), None) if listing else None
+        if found is not None:
+            line = command_line(ctx.registry, f"tpu {verb}", {"name": name, "zone": found.zone})
+            return f"it is in `{found.zone}`: `{line}`"
+    return f"no queued resource `{name}` there: `/tpu list --all-zones` lists every zone's"

@@ -25,7 +25,7 @@ from bot.commands import (
     zone_name,
 )
 from bot.context import Context
-from bot.hints import command_line, delete_line, has_running_nodes
+from bot.hints import command_line, delete_line, has_running_nodes, not_found_hint
 from bot.maintenance import planned_work
 from bot.render import Reply, blocks_reply, context, header, human_duration, section, utc
 from bot.safety import (
@@ -209,12 +209,12 @@ def _primary_work(ctx: Context, name: str, reason: str) -> AbstractContextManage
     )
 
 
-def _find(ctx: Context, name: str, zone: str | None) -> QueuedResourceInfo:
-    zones = [zone] if zone else ctx.services.settings.tpu_zones
+def _find(ctx: Context, name: str, zone: str | None, verb: str) -> QueuedResourceInfo:
+    zones = [zone] if zone else list(ctx.services.settings.tpu_zones)
     try:
         return ctx.services.tpu.get_queued_resource(name, zones)
     except NotFound as exc:
-        exc.hint = "check the name with /tpu list --all-zones, then give its zone with --zone"
+        exc.hint = not_found_hint(ctx, name, verb, zones)
         raise
 
 
@@ -251,7 +251,7 @@ def _check_created(qr: QueuedResourceInfo, created: datetime | None) -> None:
 def _preview_delete(
     ctx: Context, name: str, zone: str | None, force: bool, created: datetime | None = None
 ) -> Reply:
-    qr = _find(ctx, name, zone)
+    qr = _find(ctx, name, zone, "delete")
     _check_created(qr, created)
     if has_running_nodes(qr) and not force:
         raise BadInput(
@@ -296,7 +296,7 @@ def tpu_delete(
     ctx: Context, name: str, zone: str | None, force: bool, created: datetime | None = None
 ) -> Reply:
     """Delete exactly what was previewed (same create time), wait, and verify it is gone."""
-    qr = _find(ctx, name, zone)
+    qr = _find(ctx, name, zone, "delete")
     tpu = ctx.services.tpu
     with one_operation(ctx, qr.zone, qr.name, f"tpu delete {qr.name}"):
         check_pins(ctx, [current_pin(ctx, qr.name, qr.zone)], f"tpu delete {name}")
@@ -358,7 +358,7 @@ def reset_refusal(qr: QueuedResourceInfo) -> BadInput | None:
 
 
 def _preview_reset(ctx: Context, name: str, zone: str | None) -> Reply:
-    qr = _find(ctx, name, zone)
+    qr = _find(ctx, name, zone, "reset")
     refusal = reset_refusal(qr)
     if refusal is not None:
         raise refusal
@@ -382,7 +382,7 @@ def _preview_reset(ctx: Context, name: str, zone: str | None) -> Reply:
     preview=_preview_reset,
 )
 def tpu_reset(ctx: Context, name: str, zone: str | None) -> Reply:
-    qr = _find(ctx, name, zone)
+    qr = _find(ctx, name, zone, "reset")
     tpu = ctx.services.tpu
     with (
         one_operation(ctx, qr.zone, qr.name, f"tpu reset {qr.name}"),

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from bot.commands import Param, Role, registry, resource_name, zone_name
 from bot.context import Context
+from bot.hints import not_found_hint
 from bot.recovery import projected_usd, recover, recovery_request
 from bot.render import Reply, blocks_reply, section
 from bot.views.tpu import resource_line
 from bot.zone_plan import zone_warnings
 from ops.alerts import identity
-from ops.errors import BadInput, OpsError
+from ops.errors import BadInput, NotFound, OpsError
 from ops.recovery import dead_reason
 from ops.tpu_model import QueuedResourceInfo
 
@@ -22,7 +23,12 @@ from ops.tpu_model import QueuedResourceInfo
 def _dead(ctx: Context, name: str | None, zone: str | None) -> tuple[QueuedResourceInfo, str]:
     settings = ctx.services.settings
     target = name or settings.tpu_primary
-    qr = ctx.services.tpu.get_queued_resource(target, [zone] if zone else settings.tpu_zones)
+    zones = [zone] if zone else list(settings.tpu_zones)
+    try:
+        qr = ctx.services.tpu.get_queued_resource(target, zones)
+    except NotFound as exc:
+        exc.hint = not_found_hint(ctx, target, "recover", zones)
+        raise
     reason = dead_reason(qr)
     if reason is None:
         raise BadInput(
