@@ -62,15 +62,20 @@ def command_line(registry: Registry, name: str, values: Mapping[str, Any]) -> st
     return " ".join(words)
 
 
-def has_running_nodes(qr: QueuedResourceInfo) -> bool:
+def has_running_nodes(qr: QueuedResourceInfo, *, nodes_read: bool = True) -> bool:
     """Whether deleting `qr` takes nodes down (so `/tpu delete` needs --force): it has nodes and is not
-    FAILED, SUSPENDED or ACCEPTED (whose nodes, if any are listed, are already gone)."""
-    return bool(qr.nodes) and qr.state not in ("FAILED", "SUSPENDED", "ACCEPTED")
+    FAILED, SUSPENDED or ACCEPTED (whose nodes, if any are listed, are already gone). With `nodes_read`
+    False (a listing that did not read the nodes) an ACTIVE or PROVISIONING resource's node spec counts."""
+    if qr.state in ("FAILED", "SUSPENDED", "ACCEPTED"):
+        return False
+    if nodes_read:
+        return bool(qr.nodes)
+    return bool(qr.nodes) or (bool(qr.node_ids) and qr.state in ("ACTIVE", "PROVISIONING", "SUSPENDING"))
 
 
 def delete_line(ctx: Context, qr: QueuedResourceInfo) -> str:
     """The `/tpu delete` whose preview accepts `qr` as just read: its zone, and --force when it has nodes."""
-    values = {"name": qr.name, "zone": qr.zone, "force": has_running_nodes(qr)}
+    values = {"name": qr.name, "zone": qr.zone, "force": has_running_nodes(qr, nodes_read=False)}
     return command_line(ctx.registry, "tpu delete", values)
 
 
