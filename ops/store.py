@@ -398,10 +398,8 @@ class Store:
         query = select(table).where(table.c.channel_id == channel_id, table.c.at >= since)
         if threads is not None:
             named = [t for t in threads if t is not None]
-            condition = table.c.thread_ts.in_(named)
-            if None in threads:
-                condition = condition | table.c.thread_ts.is_(None)
-            query = query.where(condition)
+            within = table.c.thread_ts.in_(named)
+            query = query.where(within | table.c.thread_ts.is_(None) if None in threads else within)
         query = query.order_by(table.c.id.desc()).limit(last)
         with self.engine.connect() as conn:
             rows = conn.execute(query).mappings().all()
@@ -599,7 +597,7 @@ class Store:
             if conn.execute(update(ratings).where(mine).values(**values)).rowcount != 1:
                 conn.execute(insert(ratings).values(answer_id=row["id"], user_id=user_id, **values))
             rating = conn.execute(select(ratings).where(mine)).mappings().one()
-        return _answer(row, rating)
+        return _answer(row, dict(rating))
 
     def rated_answers(self, last: int = 20, *, channel_id: str | None = None) -> list[AnswerRecord]:
         """The `last` most recent ratings, newest first, each with its answer (one record per rating).

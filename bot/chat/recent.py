@@ -50,7 +50,8 @@ class Outcome:
     def line(self) -> str:
         """E.g. "`/tpu create newx` by <@U1> at 05:12 UTC: failed: the primary `gemma4-qr` is already
         ACTIVE"."""
-        text = f"`/{self.command.replace('`', chr(39))}` by <@{self.user_id}> at {self.at:%H:%M} UTC: {self.state}"
+        command = self.command.replace("`", "'")
+        text = f"`/{command}` by <@{self.user_id}> at {self.at:%H:%M} UTC: {self.state}"
         return text + (f": {self.detail}" if self.detail else "")
 
 
@@ -93,13 +94,19 @@ def outcomes(entries: Sequence[AuditEntry]) -> list[Outcome]:
     return list(reversed(runs))
 
 
-def relevant(runs: Sequence[Outcome], question: str, limit: int = 3) -> list[Outcome]:
-    """The runs a question may be about, best first: those sharing a command word with it ("create"),
-    then failures, then the rest, newest first within each; at most `limit`."""
+# Words by which a question points back at something just done ("why did that fail?").
+_BACK = frozenset({"that", "it", "this", "last", "just", "previous", "command", "earlier"})
+_FAILURE = frozenset({"fail", "failed", "failure", "error", "refused", "wrong", "happened", "denied", "why"})
+
+
+def relevant(runs: Sequence[Outcome], question: str, limit: int = 2) -> list[Outcome]:
+    """The runs (newest first) a question is about: those whose command it names by a command word
+    ("why did the create fail?" -> `/tpu create ...`), else, when it points back at a failure ("why did
+    that fail?"), the newest failed run; at most `limit`. [] when it is about none."""
     asked = set(words_of(question))
-
-    def rank(run: Outcome) -> int:
-        named = bool(asked & set(run.command.split()[:2]))
-        return (0 if named else 2) + (0 if run.failed else 1)
-
-    return sorted(runs, key=rank)[:limit]
+    named = [run for run in runs if asked & set(run.command.split()[1:2])]
+    if named:
+        return sorted(named, key=lambda run: not run.failed)[:limit]
+    if asked & _BACK and asked & _FAILURE:
+        return [run for run in runs if run.failed][:1]
+    return []

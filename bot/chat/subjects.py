@@ -16,7 +16,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
 __all__ = [
@@ -355,23 +355,27 @@ def resolve(question: str, thread: Sequence[ThreadMessage], known: Known) -> Sub
     topics = frozenset(topic for topic, keys in TOPIC_WORDS.items() if keys & set(words)) | (
         {"cost"} if _COST.search(question) else set()
     )
-    common = {
-        "window": window,
-        "topics": topics,
-        "deployments": tuple(dict.fromkeys(named)),
-        "unresolved": tuple(unresolved),
-        "read_as": read_as,
-        "deployment_read_as": deployment_read_as,
-        "elsewhere": elsewhere,
-    }
+    base = Subjects(
+        (),
+        "",
+        window,
+        topics,
+        deployments=tuple(dict.fromkeys(named)),
+        unresolved=tuple(unresolved),
+        read_as=read_as,
+        deployment_read_as=deployment_read_as,
+        elsewhere=elsewhere,
+    )
     if found:
-        return Subjects(tuple(dict.fromkeys(found)), "question", **common)
+        return replace(base, resources=tuple(dict.fromkeys(found)), origin="question")
     if named or unresolved:  # about something else than this deployment's resources: nothing replaces it
         asked_here = known.deployment in named and known.primary in known.resources
-        return Subjects((known.primary,) if asked_here else (), "question" if asked_here else "", **common)
+        return replace(base, resources=(known.primary,), origin="question") if asked_here else base
     for message in reversed(thread):
         names = [here[w] for w in words_of(message.text) if w in here]
         if names:
-            return Subjects(tuple(dict.fromkeys(names)), "thread", thread_author=message.author, **common)
+            return replace(
+                base, resources=tuple(dict.fromkeys(names)), origin="thread", thread_author=message.author
+            )
     primary = (known.primary,) if known.primary in known.resources else ()
-    return Subjects(primary, "channel deployment", **common)
+    return replace(base, resources=primary, origin="channel deployment")
