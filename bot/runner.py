@@ -404,9 +404,9 @@ class Runner:
 
         def read() -> list[AuditEntry]:
             in_thread = origin.thread_ts is not None and origin.thread_ts != origin.message_ts
-            threads = (origin.thread_ts, None) if in_thread else None
             since = self._services.now() - RECENT_WINDOW
-            return self._services.store.channel_audit(origin.channel_id, since=since, threads=threads)
+            thread = origin.thread_ts if in_thread else None
+            return self._services.store.channel_audit(origin.channel_id, since=since, thread_ts=thread)
 
         return read
 

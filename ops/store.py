@@ -180,14 +180,9 @@ answer_ratings_table = Table(
 
 @dataclass(frozen=True)
 class AnswerRecord:
-    """A model answer kept for feedback: the question (redacted by the caller), who asked where, who wrote
-    the answer, the facts and tools it was given, and one user's Helpful / Not helpful verdict (None until
-    rated).
-
-    Attributes:
-        id: the answer's public id (random hex, `Store.save_answer`), what its buttons carry.
-        verdict, rated_by, rated_at: one rating of it ("helpful" | "not helpful", the rater, when).
-    """
+    """A model answer kept for feedback: its public id (random hex, what its buttons carry), the question
+    (redacted by the caller), who asked where, the model, the facts and tools it was given, and one user's
+    verdict ("helpful" | "not helpful"), the rater and when (None until rated)."""
 
     id: str
     at: datetime
@@ -378,31 +373,16 @@ class Store:
         return [_from_row(AuditEntry, row) for row in rows]
 
     def channel_audit(
-        self,
-        channel_id: str,
-        *,
-        since: datetime,
-        threads: tuple[str | None, ...] | None = None,
-        last: int = 50,
+        self, channel_id: str, *, since: datetime, thread_ts: str | None = None, last: int = 50
     ) -> list[AuditEntry]:
-        """The audit lines of one channel since `since`, oldest first (at most the `last` newest).
-
-        Args:
-            channel_id: the Slack channel.
-            since: the earliest time, UTC.
-            threads: only lines of these threads (None in it: lines of no thread, e.g. slash commands);
-                None: every line of the channel.
-            last: the most lines returned.
-        """
+        """The audit lines of one channel since `since` (UTC), oldest first, at most the `last` newest: with
+        `thread_ts`, only those of that thread and of no thread (slash commands); else all of the channel."""
         table = audit_table
         query = select(table).where(table.c.channel_id == channel_id, table.c.at >= since)
-        if threads is not None:
-            named = [t for t in threads if t is not None]
-            within = table.c.thread_ts.in_(named)
-            query = query.where(within | table.c.thread_ts.is_(None) if None in threads else within)
-        query = query.order_by(table.c.id.desc()).limit(last)
+        if thread_ts is not None:
+            query = query.where((table.c.thread_ts == thread_ts) | table.c.thread_ts.is_(None))
         with self.engine.connect() as conn:
-            rows = conn.execute(query).mappings().all()
+            rows = conn.execute(query.order_by(table.c.id.desc()).limit(last)).mappings().all()
         return [_from_row(AuditEntry, row) for row in reversed(rows)]
 
     # ---- confirmations
