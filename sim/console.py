@@ -205,7 +205,7 @@ class SlackUser:
                 timeout,
             )
             return out + lines, answered
-        ts = f"{int(time.time())}.{next(self._ids):06d}"
+        ts = self._slack.new_ts()
         text = _strip_mention(line)
         self._slack.record_user_message(
             self.channel_id, ts, text, thread_ts=self.thread_ts, user=self.user_id

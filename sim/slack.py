@@ -422,6 +422,10 @@ class SlackSimulator:
     def _next_ts(self) -> str:
         return f"{int(time.time())}.{next(self._ts):06d}"
 
+    def new_ts(self) -> str:
+        """A message ts unique in this workspace, as Slack assigns one to every message (a user's too)."""
+        return self._next_ts()
+
     def _take_fault(self, method: str) -> dict[str, Any] | None:
         with self._changed:
             for fault in self._faults:

@@ -5,7 +5,8 @@ for its queued resource), then of the other deployments, and against the deploym
 like a resource name but is none is said so: read as the one name it is a typo of ("`gemma4-odl` read as
 `gemma4-old`"), else "no queued resource named X (there are A, B); did you mean C?". An unknown name never
 falls back to the primary. When the question names nothing, the thread gives the subject (its newest message
-naming a known resource: an alert, an earlier answer), else the channel's deployment (its primary).
+naming exactly one known queued resource: an alert, an earlier answer about it; else those a message names
+when each names several), else the channel's deployment (its primary).
 
 "all", "every deployment" or "the fleet" asks about every deployment; a deployment's name ("how is staging
 doing?") about that one. Pure logic: `bot.handlers.chat` lists the names and fetches the facts.
@@ -197,7 +198,8 @@ class Subjects:
         read_as: a word that is no name -> the one queued resource it was read as (a typo), in `resources`.
         deployment_read_as: likewise for a deployment name before "deployment" ("stagng deployment").
         elsewhere: a queued resource of another deployment named in the question -> that deployment.
-        thread_author: the author of the thread message the subject came from (origin "thread").
+        thread_author: the author of the thread message the subject came from (origin "thread"; "" when it
+            came from messages naming several, which no change may act on).
     """
 
     resources: tuple[str, ...]
@@ -371,11 +373,13 @@ def resolve(question: str, thread: Sequence[ThreadMessage], known: Known) -> Sub
     if named or unresolved:  # about something else than this deployment's resources: nothing replaces it
         asked_here = known.deployment in named and known.primary in known.resources
         return replace(base, resources=(known.primary,), origin="question") if asked_here else base
-    for message in reversed(thread):
-        names = [here[w] for w in words_of(message.text) if w in here]
-        if names:
-            return replace(
-                base, resources=tuple(dict.fromkeys(names)), origin="thread", thread_author=message.author
-            )
+    several: tuple[str, ...] = ()
+    for message in reversed(thread):  # the newest message that names one queued resource gives it
+        names = tuple(dict.fromkeys(here[w] for w in words_of(message.text) if w in here))
+        if len(names) == 1:
+            return replace(base, resources=names, origin="thread", thread_author=message.author)
+        several = several or names
+    if several:  # only messages naming several (an earlier answer listing them all): each of them
+        return replace(base, resources=several, origin="thread", thread_author="")
     primary = (known.primary,) if known.primary in known.resources else ()
     return replace(base, resources=primary, origin="channel deployment")

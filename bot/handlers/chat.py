@@ -243,7 +243,8 @@ def gather_facts(ctx: Context, question: str, thread: list[ThreadMessage]) -> Ga
         burn = _cost_fact(ctx, [by_name[n] for n in subjects.resources] or resources)
         got.facts.append(burn)
         got.shown.facts.append(burn)
-    got.scanned += [("the thread", m.text) for m in thread if m.author not in (ctx.user_id,)]
+    # other people's messages are data; the asker's are the question, the bot's were checked when posted
+    got.scanned += [("the thread", m.text) for m in thread if m.author not in (ctx.user_id, BOT)]
     return got
 
 

@@ -45,6 +45,15 @@ def test_the_thread_then_the_channel_deployment() -> None:
     assert "serving" in channel.topics
 
 
+def test_a_thread_message_naming_one_resource_wins_over_newer_ones_naming_several() -> None:
+    answer = ThreadMessage("gemma4-qr ACTIVE, gemma4-standby WAITING, gemma4-old FAILED", BOT)
+    subjects = resolve("delete it", [ALERT, answer], PRODUCTION)
+    assert subjects.resources == ("gemma4-old",) and subjects.thread_author == BOT
+    only_several = resolve("what about them?", [answer], PRODUCTION)
+    assert only_several.resources == ("gemma4-qr", "gemma4-standby", "gemma4-old")
+    assert only_several.origin == "thread" and only_several.thread_author == ""
+
+
 @pytest.mark.parametrize(
     ("typed", "meant"),
     [
