@@ -113,7 +113,8 @@ def _offer_blocks(offered: Suggestion | None, refused: str) -> list[Block]:
         blocks.append(section(f"To do that: `/{offered.command}`. I never act by myself:"))
         blocks.append(suggestion_button(f"/{offered.command}"))
     elif offered is not None:
-        blocks.append(section(f"No command offered: {offered.missing}."))
+        end = "" if offered.missing.endswith(("?", ".")) else "."
+        blocks.append(section(f"No command offered: {offered.missing}{end}"))
     if offered is not None and offered.not_acted:
         blocks.append(context("Not acted on: " + "; ".join(offered.not_acted)))
     if refused:
