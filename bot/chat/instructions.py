@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from bot.commands import Registry
 
-__all__ = ["Found", "find_instructions", "patterns"]
+__all__ = ["DIRECTIVES", "Found", "find_instructions", "patterns"]
 
 SNIPPET_CHARS = 80
 MAX_FOUND = 5
@@ -34,6 +34,11 @@ _GENERIC = (
     r"\b(?:you|assistant|model|ai|gemma|bot) (?:must|should|need to|have to|are to) (?:now |immediately )?"
     r"(?:run|call|suggest|execute|recommend|offer|delete|invoke)\b[^\n]{0,80}",
 )
+
+
+DIRECTIVES = re.compile("|".join(_GENERIC), re.IGNORECASE)
+"""The kinds that are never the bot's own text (markers, template tokens, phrases to a model): for the output
+of the bot's own commands (tool results), which name its commands in their fixes."""
 
 
 @dataclass(frozen=True)
@@ -63,19 +68,19 @@ def _snippet(text: str) -> str:
     return line if len(line) <= SNIPPET_CHARS else line[: SNIPPET_CHARS - 1] + "…"
 
 
-def find_instructions(sources: Iterable[tuple[str, str]], pattern: re.Pattern[str]) -> list[Found]:
-    """The instructions in each (source, text), each distinct snippet once, at most MAX_FOUND.
+def find_instructions(sources: Iterable[tuple[str, str, re.Pattern[str]]]) -> list[Found]:
+    """The instructions in each (source, text, pattern), each distinct snippet once, at most MAX_FOUND.
 
     Args:
-        sources: (where, text) pairs, e.g. ("the logs", the error entries' text).
-        pattern: `patterns(registry)`.
+        sources: (where, text, what to look for), e.g. ("the logs", the error entries' text,
+            `patterns(registry)`) or ("a tool result", its text, DIRECTIVES).
 
     Returns:
         What was found, in the order of `sources`.
     """
     found: list[Found] = []
     seen: set[str] = set()
-    for source, text in sources:
+    for source, text, pattern in sources:
         for match in pattern.finditer(text):
             snippet = _snippet(match.group(0))
             if snippet.lower() in seen:

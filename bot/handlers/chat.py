@@ -28,7 +28,7 @@ from typing import Any
 
 from bot.authorship import rules_only, written_by
 from bot.chat.asks import Suggestion, read_ask, suggest
-from bot.chat.instructions import Found, find_instructions, patterns
+from bot.chat.instructions import DIRECTIVES, Found, find_instructions, patterns
 from bot.chat.recent import Outcome, outcomes, relevant
 from bot.chat.subjects import BOT, Known, Subjects, ThreadMessage, resolve
 from bot.commands import ChatTool, Command, Param, UsageError, registry
@@ -535,9 +535,12 @@ def gemma_chat(ctx: Context, question: str) -> Reply:
     history, thread = _thread(ctx)
     got = gather_facts(ctx, question, thread)
     result, chosen, detailed, failures = _ask(ctx, question, history, got)
+    data = patterns(ctx.registry)
+    scanned = [(where, text, data) for where, text in got.scanned]
+    # the bot's own commands name its commands in their fixes: only directives count in their output
     calls = result.tool_calls_made if result else ()
-    got.scanned += [("a tool result", call.result) for call in calls if call.name != SUGGEST_TOOL]
-    found: list[Found] = find_instructions(got.scanned, patterns(ctx.registry))
+    scanned += [("a tool result", call.result, DIRECTIVES) for call in calls if call.name != SUGGEST_TOOL]
+    found: list[Found] = find_instructions(scanned)
     offered, refused = _suggestion(ctx, question, got, result.suggested_command if result else None)
     states = {k: v for f in got.facts for k, v in f.states.items()}
     written = None
