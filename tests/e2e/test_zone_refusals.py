@@ -27,12 +27,12 @@ def test_a_create_refused_for_good_is_remembered_and_shown(world: Demo) -> None:
     _say(world, "/tpu create gemma4-eu --zone europe-west4-a --spot --allow-second")
     refused = _say(world, "click Confirm")
     assert "Limit 0 in zone europe-west4-a" in refused
-    assert "request quota" in refused and "retry" not in refused.split("Limit 0", 1)[1]
+    assert "request preemptible quota" in refused and "retry" not in refused.split("Limit 0", 1)[1]
     (failure,) = world.bot.services.store.zone_failures("v6e-8", "spot").values()
-    assert failure.zone == "europe-west4-a" and failure.message.startswith("no quota in zone: ")
+    assert failure.zone == "europe-west4-a" and failure.message.startswith("no preemptible quota: ")
     assert not world.bot.services.store.zone_failures("v6e-8", "on-demand")  # that model was not refused
     zones = _say(world, "/tpu zones --model spot")
-    assert "(no quota in zone; a remembered refusal)" in zones
+    assert "(no preemptible quota; a remembered refusal)" in zones
     again = _say(world, "/tpu create gemma4-eu --zone europe-west4-a --spot --allow-second")
     assert ":warning: `europe-west4-a` refused spot v6e-8 on " in again
     assert "*Instead* `/tpu create gemma4-eu --zone Z` with Z one of `us-east5-a`" in again

@@ -97,7 +97,7 @@ STATES: dict[str, tuple[Callable[[Demo], None], list[Case]]] = {
             Case("vllm bench compare 1 2", "no stored benchmark run", 1),
             Case("alerts mute nosuch 1h", "no alert subject", 0),
             Case("alerts mute vllm 30d", "cannot mute for", 0),
-            Case("gemma rate 999 helpful", "no answer 999", 0),
+            Case("gemma rate 0123456789abcdef01234567 helpful", "no answer", 0),
             Case("""logs --filter 'jsonPayload.message=~"(a"'""", "invalid regular expression", 0),
         ],
     ),

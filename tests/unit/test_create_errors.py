@@ -22,20 +22,34 @@ def _http(status: int, message: str) -> HttpError:
 
 
 @pytest.mark.parametrize(
-    "text",
+    ("text", "reason"),
     [
         # The simulator's wording, Google's "exhausted" wording (marin-community/marin#87) with a limit of 0,
-        # and the region quota of 0 (marin-community/marin#1612).
-        "HTTP 429: Quota 'TPUV6EPreemptiblePerProjectPerZoneForTPUAPI' exhausted. Limit 0 in zone "
-        "europe-west4-a.",
-        "Quota 'TPUV5sPreemptibleLitepodPerProjectPerRegionForTPUAPI' exhausted. Limit 0 in region us-west4",
-        "HTTP 429: Quota limit 'TPUV6EPreemptiblePerProjectPerRegionForTPUAPI' has been exceeded. Limit: 0 "
-        "in region us-east5.",
+        # and the region quota of 0 (marin-community/marin#1612); preemptible quotas have their own family.
+        (
+            "HTTP 429: Quota 'TPUV6EPreemptiblePerProjectPerZoneForTPUAPI' exhausted. Limit 0 in zone "
+            "europe-west4-a.",
+            "no preemptible quota",
+        ),
+        (
+            "Quota 'TPUV5sPreemptibleLitepodPerProjectPerRegionForTPUAPI' exhausted. Limit 0 in region "
+            "us-west4",
+            "no preemptible quota",
+        ),
+        (
+            "HTTP 429: Quota limit 'TPUV6EPreemptiblePerProjectPerRegionForTPUAPI' has been exceeded. "
+            "Limit: 0 in region us-east5.",
+            "no preemptible quota",
+        ),
+        (
+            "HTTP 429: Quota 'TPUV6EPerProjectPerZoneForTPUAPI' exhausted. Limit 0 in zone z.",
+            "no quota in zone",
+        ),
     ],
 )
-def test_a_quota_of_zero_is_permanent_for_the_zone_and_remembered(text: str) -> None:
+def test_a_quota_of_zero_is_permanent_for_the_zone_and_remembered(text: str, reason: str) -> None:
     verdict = classify(text)
-    assert verdict == Classification("permanent", "no quota in zone", "zone")
+    assert verdict == Classification("permanent", reason, "zone")
     assert verdict.remember and not verdict.retryable
 
 
@@ -63,7 +77,9 @@ def test_a_429_of_quota_zero_becomes_a_zone_refusal_with_the_family_s_fix() -> N
         WHAT,
     )
     assert isinstance(error, UnsupportedInZone)
-    assert "request quota" in error.hint and "TPUV6EPreemptiblePerProjectPerZoneForTPUAPI" in error.hint
+    assert (
+        "IAM & Admin > Quotas" in error.hint and "TPUV6EPreemptiblePerProjectPerZoneForTPUAPI" in error.hint
+    )
     assert "retry" not in error.hint and "FAILED" not in error.hint  # nothing to free, nothing to wait for
 
 
@@ -87,4 +103,4 @@ def test_an_operation_s_quota_of_zero_is_a_zone_refusal() -> None:
         },
         "TPU operation create x",
     )
-    assert isinstance(error, UnsupportedInZone) and "request quota" in error.hint
+    assert isinstance(error, UnsupportedInZone) and "IAM & Admin > Quotas" in error.hint
