@@ -48,6 +48,7 @@ def test_fleet_lists_both_deployments_in_one_message(demo: Demo) -> None:
     assert "`google/gemma-4-26B-A4B-it` · :large_green_circle: ready" in staging
     assert "KV cache 12%" in staging and "*Cost* at most $10.80/h" in staging
     assert "Bound to <#C0STAGING1>" in staging
+    assert "*Total* at most $32.40/h · at most $" in staging  # both deployments, the ceiling labelled
     assert "Deployment `" not in text  # about every deployment, so not labelled with one
 
 
