@@ -33,6 +33,7 @@ KINDS = (
     "serving",
     "stuck",
     "recovery",
+    "maintenance",
 )
 _CHANNEL = re.compile(r"^[CG][A-Z0-9]{2,}$")
 
