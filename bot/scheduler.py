@@ -275,9 +275,8 @@ class AlertScheduler(OncallJobs):
         week = now - timedelta(days=7)
         open_rows = self.ledger.open_alerts(since=week)
         found += lapsed_countdowns(open_rows, answered, zones)
-        found += maintenance_over(
-            [*open_rows, *self.ledger.rows(since=week, status=UNDELIVERED)], answered, zones
-        )
+        held = [r for r in self.ledger.rows(since=week, status=UNDELIVERED) if r.resolved_at is None]
+        found += maintenance_over([*open_rows, *held], answered, zones)
         mutes = self.ledger.mutes(now)
         threads: dict[str, tuple[str | None, str | None]] = {}
         for alert in found:
@@ -285,7 +284,8 @@ class AlertScheduler(OncallJobs):
             for key in alert.supersedes:
                 if self.ledger.claim_key(key, alert.kind, alert.resource, "superseded", now=now):
                     result.superseded += 1
-            if self.unseen(alert, now) if alert.resolves else mute_subjects(alert) & mutes.keys():
+            muted = self.unseen(alert, now) if alert.resolves else bool(mute_subjects(alert) & mutes.keys())
+            if muted:
                 if self.ledger.claim(alert, "suppressed", now=now):
                     result.suppressed += 1
                 else:
