@@ -7,7 +7,8 @@ The answers are Slack's (docs.slack.dev/reference/methods/chat.postMessage, "Err
 - a method whose scope the token lacks: `missing_scope`, with `needed` (the scope) and `provided` (the
   token's scopes, comma separated), as slack_sdk prints them (apache/superset#15903,
   slackapi/python-slack-sdk#655);
-- any method once the token is revoked (the app uninstalled): `token_revoked`.
+- any method once the token is revoked (the app uninstalled): `token_revoked`, or `account_inactive` (the
+  bot user or workspace deleted), whichever `revoke_token` was given.
 
 A scenario may set them under `slack:` (`archived: [C0ALERTS01]`, `scopes: [commands, ...]`,
 `token_revoked: true`); tests change them while the bot runs (`archive`, `unarchive`, `revoke_scope`,
@@ -20,19 +21,12 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
+from bot.manifest import BOT_SCOPES
+
 __all__ = ["DEFAULT_SCOPES", "SCOPE_OF", "Workspace"]
 
-# The bot scopes of the app's manifest (app_manifest.yaml, oauth_config.scopes.bot).
-DEFAULT_SCOPES = (
-    "app_mentions:read",
-    "channels:history",
-    "chat:write",
-    "commands",
-    "files:write",
-    "groups:history",
-    "im:write",
-    "usergroups:read",
-)
+# The app is installed with the bot scopes of its manifest (bot/manifest.py, app_manifest.yaml).
+DEFAULT_SCOPES = tuple(BOT_SCOPES)
 # The bot scope each simulated method needs (each method's "Required scopes" on docs.slack.dev/reference/
 # methods); conversations.replies needs the history scope of the conversation's type (see `_needed`).
 SCOPE_OF = {
@@ -53,7 +47,7 @@ class Workspace:
     """Archived channels, granted scopes and the token's state of one simulated workspace (thread-safe)."""
 
     def __init__(
-        self, scopes: Iterable[str] = DEFAULT_SCOPES, archived: Iterable[str] = (), *, revoked: bool = False
+        self, scopes: Iterable[str] = DEFAULT_SCOPES, archived: Iterable[str] = (), *, revoked: str = ""
     ) -> None:
         self._lock = threading.Lock()
         self.scopes: set[str] = set(scopes)
@@ -66,7 +60,8 @@ class Workspace:
             self.archived.update(str(c) for c in spec.get("archived") or ())
             if spec.get("scopes") is not None:
                 self.scopes = {str(s) for s in spec["scopes"]}
-            self.revoked = bool(spec.get("token_revoked", self.revoked))
+            if spec.get("token_revoked"):
+                self.revoked = "token_revoked"
 
     def archive(self, *channels: str) -> None:
         """Archive these channels (as a member does from the channel's settings)."""
@@ -88,17 +83,18 @@ class Workspace:
         with self._lock:
             self.scopes.update(scopes)
 
-    def revoke_token(self, revoked: bool = True) -> None:
-        """Revoke the bot token (the app uninstalled), or give it back with `revoked=False`."""
+    def revoke_token(self, error: str = "token_revoked") -> None:
+        """Refuse the bot token from now on with `error` ("token_revoked", "account_inactive"); "" gives it
+        back."""
         with self._lock:
-            self.revoked = revoked
+            self.revoked = error
 
     def refusal(self, method: str, args: dict[str, Any]) -> dict[str, Any] | None:
         """Slack's error body for `method` called with `args`, or None when the workspace allows it."""
         channel = str(args.get("channel") or args.get("channel_id") or "")
         with self._lock:
             if self.revoked:
-                return {"ok": False, "error": "token_revoked"}
+                return {"ok": False, "error": self.revoked}
             needed = _needed(method, channel)
             if needed and needed not in self.scopes:
                 provided = ",".join(sorted(self.scopes))

@@ -113,3 +113,23 @@ def test_a_channel_still_refused_at_the_recheck_stays_held(world: Demo) -> None:
     (problem,) = scheduler.outbox.problems()
     assert (problem.code, problem.attempts) == ("is_archived", 2)
     assert [h.channel for h in scheduler.outbox.held()] == [ALERTS_CHANNEL]
+
+
+def test_a_revoked_token_holds_every_channel_until_auth_test_passes(world: Demo) -> None:
+    demo = world
+    scheduler = _scheduler(demo)
+    demo.slack.workspace.revoke_token("account_inactive")
+    assert scheduler.tick().held == 1
+    (problem,) = scheduler.outbox.problems()
+    assert (problem.channel, problem.code) == ("*", "account_inactive")
+    (line,) = scheduler.open_summary(demo.gcp.now())[:1]
+    assert "any channel" in line and "SLACK_BOT_TOKEN" in line
+    demo.gcp.advance(5 * 60)
+    before = len(demo.slack.calls)
+    scheduler.tick()  # the re-check: auth.test, still refused, so nothing is posted
+    assert [method for method, _ in demo.slack.calls[before:]] == ["auth.test"]
+    demo.slack.workspace.revoke_token("")
+    demo.gcp.advance(5 * 60)
+    assert scheduler.tick().sent >= 1
+    assert scheduler.outbox.problems() == [] and scheduler.outbox.held() == []
+    assert any(m.channel == ALERTS_CHANNEL and "`gemma4-old`" in m.text for m in demo.slack.messages)
