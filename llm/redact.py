@@ -98,11 +98,12 @@ _Replace = Callable[[LinearMatch], str]
 
 
 def _unless_masked(group: int, replace: _Replace) -> _Replace:
-    """`replace`, except where the value in `group` is a mask already (so redacting twice changes nothing)."""
+    """`replace`, except where the value in `group` is a mask already (so redacting twice changes nothing)
+    or a shell expansion (`$DB_PASSWORD`, `${PASS}`)."""
 
     def guarded(match: LinearMatch) -> str:
         value = match.group(group)
-        return match.group(0) if value is not None and value.startswith(_MASKED) else replace(match)
+        return match.group(0) if value is not None and value.startswith((_MASKED, "$")) else replace(match)
 
     return guarded
 
