@@ -8,7 +8,6 @@ start-up with one line each, naming the setting and its rule, all of them at onc
 from __future__ import annotations
 
 import os
-import re
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -24,18 +23,21 @@ from bot.routing import parse_routes
 from llm.redact import redact
 from ops.faults import load_file
 from ops.idle import parse_schedule
+from ops.linear import linear
 from ops.slo import load_rules, parse_span
 
 CommaList = Annotated[list[str], NoDecode]
 
 # Zone names as the TPU API spells them, e.g. "us-east5-a" (https://cloud.google.com/tpu/docs/regions-zones).
-_ZONE = re.compile(r"^[a-z]+-[a-z]+\d+-[a-z]$")
+_ZONE = linear(r"^[a-z]+-[a-z]+\d+-[a-z]$")
+# A server's base URL: scheme, host and port, no path (a path such as /v1 is added by the clients).
+_BASE_URL = linear(r"^https?://[^\s/]+(:\d+)?/?$")
 # Slack user ids (U..., W...) and user-group ids (S...).
-_SLACK_PRINCIPAL = re.compile(r"^[UWS][A-Z0-9]{2,}$")
+_SLACK_PRINCIPAL = linear(r"^[UWS][A-Z0-9]{2,}$")
 
 
 # Values copied unchanged from .env.example ("xoxb-your-bot-token", "your-project-id", ...).
-_PLACEHOLDER = re.compile(r"(?i)(?:^|[-_])your[-_]|^change[-_]?me$|^<[^>]*>$")
+_PLACEHOLDER = linear(r"(?i)(?:^|[-_])your[-_]|^change[-_]?me$|^<[^>]*>$")
 # Databases the state store supports (ops/store.py: SQLAlchemy Core on SQLite or PostgreSQL with psycopg 3).
 SUPPORTED_DATABASES = ("sqlite", "postgresql")
 
@@ -338,7 +340,7 @@ class Settings(BaseSettings):
     def _check_url(cls, url: str | None) -> str | None:
         if url is None:
             return None
-        if not re.match(r"^https?://[^\s/]+(:\d+)?/?$", url):
+        if not _BASE_URL.match(url):
             raise ValueError(f"not a base URL: {url!r} (expected e.g. http://10.0.0.5:8000)")
         return url.rstrip("/")
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +29,7 @@ from llm.hygiene import as_tool_calls, empty_explanation, inspect_message, parse
 from llm.redact import redact
 from llm.tokens import TEMPLATE_OVERHEAD_TOKENS, PromptCounter, estimate_chat_tokens, estimate_text_tokens
 from ops.errors import BadInput, OpsError
+from ops.linear import LinearPattern, linear
 
 log = logging.getLogger(__name__)
 
@@ -72,14 +72,16 @@ FACTS_PROMPT = (
 
 _NAME = r"[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?"
 _ZONE = r"[a-z]+-[a-z]+\d+-[a-z]"
-CHANGE_COMMANDS: tuple[re.Pattern[str], ...] = (
-    re.compile(rf"^/tpu (?:delete|reset) {_NAME}(?: --zone {_ZONE})?(?: --force)?$"),
-    re.compile(rf"^/tpu (?:start|stop) {_NAME}(?: --zone {_ZONE})?$"),
-    re.compile(rf"^/tpu create {_NAME}(?: --zone {_ZONE})?$"),
-    re.compile(rf"^/tpu ensure(?: {_NAME})?$"),
-    re.compile(r"^/vllm (?:start|stop|restart)$"),
+CHANGE_COMMANDS: tuple[LinearPattern, ...] = (
+    linear(rf"^/tpu (?:delete|reset) {_NAME}(?: --zone {_ZONE})?(?: --force)?$"),
+    linear(rf"^/tpu (?:start|stop) {_NAME}(?: --zone {_ZONE})?$"),
+    linear(rf"^/tpu create {_NAME}(?: --zone {_ZONE})?$"),
+    linear(rf"^/tpu ensure(?: {_NAME})?$"),
+    linear(r"^/vllm (?:start|stop|restart)$"),
 )
 """The change commands a suggestion may be (the bot's `/tpu` and `/vllm` verbs that change infrastructure)."""
+_NAME_WORD = linear(_NAME)
+_ZONE_WORD = linear(_ZONE)
 
 
 @dataclass(frozen=True)
@@ -181,9 +183,9 @@ def suggest_from_question(question: str) -> str | None:
     verb = next((_VERBS[w] for w in lowered if w in _VERBS), None)
     if verb is None:
         return None
-    zone = next((w for w in words if re.fullmatch(_ZONE, w)), None)
+    zone = next((w for w in words if _ZONE_WORD.fullmatch(w)), None)
     names = [
-        w for w in words if re.fullmatch(_NAME, w) and "-" in w and w != zone and w.lower() not in _STOPWORDS
+        w for w in words if _NAME_WORD.fullmatch(w) and "-" in w and w != zone and w.lower() not in _STOPWORDS
     ]
     name = names[0] if names else None
     mentions_vllm = bool(_VLLM_WORDS & set(lowered))

@@ -12,10 +12,11 @@ The user sees the same facts beside the answer, so what they need is there whate
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+
+from ops.linear import linear
 
 __all__ = [
     "DEFAULT_WINDOW",
@@ -32,12 +33,11 @@ DEFAULT_WINDOW = timedelta(hours=1)
 CHARS_PER_TOKEN = 3
 """Conservative characters per token (the same estimate as `llm.logsum.CHARS_PER_TOKEN`)."""
 
-_WINDOW = re.compile(
-    r"\b(?:last|past|since|previous|--since)\s+(?:(\d+)\s*)?"
-    r"(m|min|mins|minutes?|h|hrs?|hours?|d|days?)\b",
-    re.IGNORECASE,
+_WINDOW = linear(
+    r"(?i)\b(?:last|past|since|previous|--since)\s+(?:(\d+)\s*)?"
+    r"(m|min|mins|minutes?|h|hrs?|hours?|d|days?)\b"
 )
-_WINDOW_SHORT = re.compile(r"\b(\d+)\s*(m|min|h|d)\b", re.IGNORECASE)
+_WINDOW_SHORT = linear(r"(?i)\b(\d+)\s*(m|min|h|d)\b")
 _UNIT = {"m": "minutes", "h": "hours", "d": "days"}
 
 # Words that point at a kind of fact beyond the resources themselves.
@@ -90,14 +90,17 @@ TOPIC_WORDS: dict[str, tuple[str, ...]] = {
 
 # Cost questions by kind, not by a word list: any form of cost/spend/bill/burn/price/charge/pay/expense,
 # money words, a currency sign or code, a rate per hour/day/month, "how much" unless it asks about another
-# quantity (memory, KV cache, tokens, time...).
-_COST = re.compile(
-    r"\b(?:cost\w*|spen[dt]\w*|bill\w*|burn\w*|pric\w*|charg\w*|expens\w*|pay(?:s|ing|ment)?|paid|"
+# quantity (memory, KV cache, tokens, time...): then group 1 holds that quantity.
+_COST = linear(
+    r"(?i)\b(?:cost\w*|spen[dt]\w*|bill\w*|burn\w*|pric\w*|charg\w*|expens\w*|pay(?:s|ing|ment)?|paid|"
     r"money|dollars?|usd|eur|budget\w*|invoice\w*|rate card)\b|[$€£]|\bper (?:hour|hr|day|month)\b|"
-    r"\bhow much\b(?! (?:memory|hbm|vram|ram|kv|cache|time|longer|context|capacity|quota|disk|space|load|"
-    r"traffic|data|tokens?|latency|throughput|room|headroom)\b)",
-    re.IGNORECASE,
+    r"\bhow much\b( (?:memory|hbm|vram|ram|kv|cache|time|longer|context|capacity|quota|disk|space|load|"
+    r"traffic|data|tokens?|latency|throughput|room|headroom)\b)?"
 )
+
+
+def _asks_cost(question: str) -> bool:
+    return any(match.group(1) is None for match in _COST.finditer(question))
 
 
 @dataclass(frozen=True)
@@ -183,7 +186,7 @@ def resolve(
 
     words = {w.lower() for w in _words(question)}
     topics = frozenset(topic for topic, keys in TOPIC_WORDS.items() if words & set(keys)) | (
-        {"cost"} if _COST.search(question) else set()
+        {"cost"} if _asks_cost(question) else set()
     )
     window = _window(question) or next(
         (w for w in (_window(text) for text in reversed(history)) if w), DEFAULT_WINDOW
@@ -265,7 +268,19 @@ _STATE_WORDS: dict[str, str] = {
 }
 # States that say the same thing about a queued resource as another (node READY under an ACTIVE one).
 _SAME = {"READY": "ACTIVE", "STARTING": "CREATING", "RESTARTING": "CREATING"}
-_SENTENCE = re.compile(r"(?<=[.!?\n])\s+")
+_SENTENCE_END = linear(r"[.!?\n]\s+")
+_STATE_WORD = linear(r"\b[A-Z][A-Z_]{3,}\b")
+
+
+def _sentences(text: str) -> list[str]:
+    """`text` cut after each `.`, `!`, `?` or line break that whitespace follows (the whitespace dropped)."""
+    pieces: list[str] = []
+    start = 0
+    for match in _SENTENCE_END.finditer(text):
+        pieces.append(text[start : match.start() + 1])
+        start = match.end()
+    pieces.append(text[start:])
+    return pieces
 
 
 def _canonical(state: str) -> str:
@@ -290,7 +305,7 @@ def contradictions(answer: str, states: Mapping[str, str]) -> list[str]:
     """
     found: list[str] = []
     names = {name.lower(): name for name in states}
-    for sentence in _SENTENCE.split(answer):
+    for sentence in _sentences(answer):
         lowered = sentence.lower()
         words = {w.lower() for w in _words(sentence)}
         if words & {"not", "no", "never", "isn't", "wasn't", "n't"} or "n't" in lowered:
@@ -299,7 +314,7 @@ def contradictions(answer: str, states: Mapping[str, str]) -> list[str]:
         if not mentioned and len(states) == 1:
             mentioned = list(states)
         asserted = {_STATE_WORDS[w] for w in words if w in _STATE_WORDS}
-        asserted |= {_canonical(w) for w in re.findall(r"\b[A-Z][A-Z_]{3,}\b", sentence) if w in _ALL_STATES}
+        asserted |= {_canonical(w) for w in _STATE_WORD.findall(sentence) if w in _ALL_STATES}
         for name in mentioned:
             actual = _canonical(states[name])
             wrong = sorted(s for s in asserted if s != actual)

@@ -12,12 +12,12 @@ Units: prices are USD per chip-hour; durations are hours (float); totals are USD
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
 from ops.errors import BadInput
+from ops.linear import linear
 from ops.tpu_model import QueuedResourceInfo
 
 __all__ = [
@@ -145,9 +145,9 @@ _FAMILIES: dict[str, tuple[str, int]] = {
     "v5litepod": ("v5e", 1),
     "v6e": ("v6e", 1),
 }
-_ACCEL = re.compile(r"^(?P<prefix>[a-z0-9]+)-(?P<n>[0-9]+)$")
-_ZONE = re.compile(r"^(?P<region>[a-z]+-[a-z]+[0-9]+)-[a-z]$")
-_REGION = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
+_ACCEL = linear(r"^(?P<prefix>[a-z0-9]+)-(?P<n>[0-9]+)$")
+_ZONE = linear(r"^(?P<region>[a-z]+-[a-z]+[0-9]+)-[a-z]$")
+_REGION = linear(r"^[a-z]+-[a-z]+[0-9]+$")
 
 # QueuedResourceInfo.provisioning_model -> price model. "reserved" is priced as a 1-year commitment.
 _QR_MODELS = {"flex-start": "flex-start", "spot": "spot", "on-demand": "on-demand", "reserved": "1y"}

@@ -15,12 +15,12 @@ callers scan with `finditer` instead.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol, cast
 
 import re2
 
-__all__ = ["LinearMatch", "LinearPattern", "is_linear", "linear"]
+__all__ = ["LinearMatch", "LinearPattern", "PatternSet", "is_linear", "linear"]
 
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # a pattern RE2 refuses raises re2.error; no line on stderr
@@ -31,7 +31,9 @@ class LinearMatch(Protocol):
 
     lastindex: int | None
 
-    def group(self, index: int = 0, /) -> Any: ...
+    def group(self, index: int | str = 0, /) -> Any: ...
+    def groupdict(self, default: Any = None) -> dict[str, Any]: ...
+    def __getitem__(self, index: int | str, /) -> Any: ...
     def groups(self, default: Any = None) -> tuple[Any, ...]: ...
     def start(self, index: int = 0, /) -> int: ...
     def end(self, index: int = 0, /) -> int: ...
@@ -79,3 +81,35 @@ _COMPILED_TYPE = type(re2.compile("a", options=_OPTIONS))
 def is_linear(pattern: object) -> bool:
     """Whether `pattern` was compiled by RE2 (what the tests check of every rule on untrusted text)."""
     return isinstance(pattern, _COMPILED_TYPE)
+
+
+# A set of many patterns gets more memory than one pattern's default 8 MiB, so its DFA does not give up on a
+# long text (RE2::Set has no slower fallback: it would report no match).
+_SET_OPTIONS = re2.Options()
+_SET_OPTIONS.log_errors = False
+_SET_OPTIONS.max_mem = 64 << 20
+
+
+class PatternSet:
+    """Which of many RE2 patterns occur in a text, found in one pass over it (RE2::Set), whatever their
+    number; the caller then runs only those for their spans and groups.
+
+    Args:
+        patterns: RE2 patterns (the `pattern` of `linear` results).
+
+    Raises:
+        ValueError: a pattern RE2 refuses.
+    """
+
+    def __init__(self, patterns: Iterable[str]) -> None:
+        self._set = re2.Set.SearchSet(_SET_OPTIONS)
+        for pattern in patterns:
+            try:
+                self._set.Add(pattern)
+            except re2.error:
+                raise ValueError(f"not an RE2 pattern: {pattern!r}") from None
+        self._set.Compile()
+
+    def matching(self, text: str) -> list[int]:
+        """The indices (in the order given) of the patterns found anywhere in `text`, ascending."""
+        return sorted(self._set.Match(text) or ())

@@ -10,7 +10,6 @@ not offering the request.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -27,20 +26,20 @@ from ops.errors import (
     QuotaExceeded,
     UnsupportedInZone,
 )
+from ops.linear import linear
 
 __all__ = ["Classification", "classify"]
 
 # Fault texts (stockout, quota, accelerator type / provisioning model / zone not offered) are families of
 # the fault catalogue (ops/faults.yaml, `create:` entries); what is left here reads status codes only.
-_QUOTA = re.compile(r"quota|rate limit", re.IGNORECASE)  # a bare mention, when no family matched
-_TIMEOUT = re.compile(r"timed? ?out|deadline[_ ]exceeded|no answer in time", re.IGNORECASE)
-_SERVER = re.compile(
-    r"\bHTTP 5\d\d\b|\bcode:? (?:13|14)\b|internal error|backend error|cannot connect|service unavailable",
-    re.IGNORECASE,
+_QUOTA = linear(r"(?i)quota|rate limit")  # a bare mention, when no family matched
+_TIMEOUT = linear(r"(?i)timed? ?out|deadline[_ ]exceeded|no answer in time")
+_SERVER = linear(
+    r"(?i)\bHTTP 5\d\d\b|\bcode:? (?:13|14)\b|internal error|backend error|cannot connect|service unavailable"
 )
-_SERVER_STATUS = re.compile(r"\b(?:UNAVAILABLE|INTERNAL)\b")  # google.rpc.Code names, upper case only
-_BAD_REQUEST = re.compile(r"INVALID_ARGUMENT|FAILED_PRECONDITION|\bHTTP 400\b|\"code\": 3\b|\bcode 3\b")
-_CODE_8 = re.compile(r"\bcode:? 8\b|\"code\": 8\b|RESOURCE_EXHAUSTED|\bHTTP 429\b", re.IGNORECASE)
+_SERVER_STATUS = linear(r"\b(?:UNAVAILABLE|INTERNAL)\b")  # google.rpc.Code names, upper case only
+_BAD_REQUEST = linear(r"INVALID_ARGUMENT|FAILED_PRECONDITION|\bHTTP 400\b|\"code\": 3\b|\bcode 3\b")
+_CODE_8 = linear(r"(?i)\bcode:? 8\b|\"code\": 8\b|RESOURCE_EXHAUSTED|\bHTTP 429\b")
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,6 @@ that command then goes through the usual role check and Confirm step.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
@@ -40,8 +39,11 @@ from llm.redact import redact
 from ops import cloudlogs, cost
 from ops.errors import BadInput, OpsError
 from ops.faults import Deployment
+from ops.linear import linear
 from ops.tpu_model import QueuedResourceInfo
 from ops.zonefit import classify
+
+_WORDS = linear(r"[a-z0-9-]+")
 
 
 def read_only_tools(ctx: Context, question: str = "") -> Mapping[str, Tool]:
@@ -77,7 +79,7 @@ def _named_resource(ctx: Context, question: str) -> str:
         listing = ctx.services.tpu.list_queued_resources(ctx.services.settings.tpu_zones)
     except OpsError:
         return ""
-    words = set(re.findall(r"[a-z0-9-]+", question.lower()))
+    words = set(_WORDS.findall(question.lower()))
     named = sorted((qr.name for qr in listing.resources if qr.name in words), key=len)
     return named[-1] if named else ""
 

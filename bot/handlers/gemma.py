@@ -13,6 +13,7 @@ from bot.views.gemma import VERDICTS, answer_blocks, feedback_blocks, stats_bloc
 from llm.client import StreamResult
 
 DEFAULT_MAX_TOKENS = 512
+PREVIEW_CHARS = 2900  # the tail of a streaming answer its progress message shows (a section holds 3,000)
 
 _PARAMS = (
     Param(
@@ -32,10 +33,12 @@ def _stream(ctx: Context, prompt: str, max_tokens: int | None) -> tuple[StreamRe
 
     def on_delta(fragment: str) -> None:
         parts.append(fragment)
-        if ctx.progress is not None:
-            text = "".join(parts)
+        # Joined only when the message is edited (at most once a second), and only its tail is shown: a long
+        # answer costs one join per edit, not one per fragment.
+        if ctx.progress is not None and ctx.progress.due():
+            tail = _tail(parts, PREVIEW_CHARS)
             generating = context(":hourglass_flowing_sand: generating…")
-            ctx.progress.update(Reply(text=text + " …", blocks=[section(text[-2900:] + " …"), generating]))
+            ctx.progress.update(Reply(text=tail + " …", blocks=[section(tail + " …"), generating]))
 
     with gemma:
         result = gemma.stream(
@@ -44,6 +47,18 @@ def _stream(ctx: Context, prompt: str, max_tokens: int | None) -> tuple[StreamRe
             on_delta=on_delta,
         )
     return result, endpoint.url, gemma.model
+
+
+def _tail(parts: list[str], chars: int) -> str:
+    """The last `chars` characters of the fragments joined, reading only as many fragments as needed."""
+    taken: list[str] = []
+    size = 0
+    for part in reversed(parts):
+        taken.append(part)
+        size += len(part)
+        if size >= chars:
+            break
+    return "".join(reversed(taken))[-chars:]
 
 
 @registry.command("gemma ask", "Ask the served model; the answer streams into one message", *_PARAMS)
