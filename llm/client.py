@@ -93,6 +93,8 @@ class StreamResult:
         total_s: wall time from sending the request to the end of the stream, seconds.
         finish_reason: "stop", "length", "tool_calls", ... or None if the stream ended without one.
         note: "" normally; says why figures are missing (e.g. no usage chunk) or that the answer was cut.
+        cut: the server sent more than MAX_ANSWER_CHARS (it ignored max_tokens): the stream was closed there
+            and `text` ends with CUT_MARK.
     """
 
     text: str
@@ -104,6 +106,7 @@ class StreamResult:
     total_s: float
     finish_reason: str | None
     note: str = ""
+    cut: bool = False
 
 
 @dataclass(frozen=True)
@@ -430,6 +433,7 @@ class GemmaClient:
             total_s=total,
             finish_reason=finish,
             note="; ".join(notes),
+            cut=cut,
         )
 
 
