@@ -19,7 +19,8 @@ starting with `{`, JSON nested past the recursion limit) and put megabytes into 
    form whose `payload` is one) nested at most MAX_JSON_DEPTH deep (400).
 
 A refused request costs at most one read of its body and one HMAC; its log line gives the status, the
-reason, the size and (when read) a SHA-256 prefix of the body, never the body. An accepted one is handed to
+reason, the size and (when read) a SHA-256 prefix of the body, never the body; a flood of them is one line
+per kind of refusal every REFUSAL_LOG_EVERY_S, counting the others. An accepted one is handed to
 the wrapped app with its body put back, and Bolt verifies it again.
 """
 
@@ -31,6 +32,7 @@ import io
 import ipaddress
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -49,6 +51,9 @@ MAX_JSON_DEPTH = 64
 # "If the request timestamp is more than five minutes from local time, it could be a replay attack"
 # (https://docs.slack.dev/authentication/verifying-requests-from-slack/).
 MAX_SIGNATURE_AGE_S = 300
+# A kind of refusal (status and reason) is logged at most once in this many seconds, with a count of the
+# others: a flood of hostile requests must not become a flood of log lines.
+REFUSAL_LOG_EVERY_S = 10.0
 _HEX = frozenset("0123456789abcdef")
 _CONTENT_TYPES = ("application/x-www-form-urlencoded", "application/json")
 
@@ -169,12 +174,43 @@ def _unsigned(reason: str, environ: dict[str, Any], body: bytes | None = None) -
 
 
 def _refused(status: str, reason: str, environ: dict[str, Any], body: bytes | None = None) -> Refused:
-    """The Refused to raise, logged as one line: status, reason, size and a hash of the body, never the body
-    itself (it may be megabytes, and it is the sender's text)."""
-    size = len(body) if body is not None else str(environ.get("CONTENT_LENGTH") or "?")[:20]
-    digest = f", sha256 {hashlib.sha256(body).hexdigest()[:16]}" if body else ""
-    log.info("refused %s on /slack/events: %s (%s bytes%s)", status.split()[0], reason, size, digest)
+    """The Refused to raise, logged (`_REFUSALS`) as status, reason, size and a hash of the body, never the
+    body itself (it may be megabytes, and it is the sender's text)."""
+    code = status.split()[0]
+    skipped = _REFUSALS.skipped_before(code, reason)
+    if skipped is not None:
+        size = len(body) if body is not None else str(environ.get("CONTENT_LENGTH") or "?")[:20]
+        digest = f", sha256 {hashlib.sha256(body).hexdigest()[:16]}" if body else ""
+        more = f"; {skipped} more like it in the last {REFUSAL_LOG_EVERY_S:.0f} s" if skipped else ""
+        log.info("refused %s on /slack/events: %s (%s bytes%s)%s", code, reason, size, digest, more)
     return Refused(status, reason)
+
+
+class RefusalLog:
+    """When to log a kind of refusal: the first one, then one every `every_s`, each with the count of those
+    not logged since (the kinds are this module's fixed reasons, so the table stays small)."""
+
+    def __init__(
+        self, every_s: float = REFUSAL_LOG_EVERY_S, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._every_s = every_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._kinds: dict[tuple[str, str], tuple[float, int]] = {}
+
+    def skipped_before(self, status: str, reason: str) -> int | None:
+        """None when this refusal is not to be logged, else how many of its kind were not since the last."""
+        now = self._clock()
+        with self._lock:
+            logged_at, skipped = self._kinds.get((status, reason), (float("-inf"), 0))
+            if now - logged_at < self._every_s:
+                self._kinds[(status, reason)] = (logged_at, skipped + 1)
+                return None
+            self._kinds[(status, reason)] = (now, 0)
+            return skipped
+
+
+_REFUSALS = RefusalLog()
 
 
 def plain(start_response: Callable[..., Any], status: str, text: str) -> list[bytes]:

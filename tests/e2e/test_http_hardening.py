@@ -20,7 +20,9 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from bot import http_guard
 from bot.app import MAX_BODY_BYTES, socket_state
+from bot.http_guard import RefusalLog
 from bot.listeners.commands import REPLAYED
 from bot.observability import Readiness, setup_logging
 from sim.demo import Demo
@@ -149,7 +151,10 @@ def test_get_and_a_chunked_signed_request(demo: Demo) -> None:
     assert _raw(demo, head + chunks + b"0\r\n\r\n").startswith("HTTP/1.1 200")
 
 
-def test_an_unsigned_body_is_never_logged_and_log_lines_cannot_be_forged(demo: Demo) -> None:
+def test_an_unsigned_body_is_never_logged_and_log_lines_cannot_be_forged(
+    demo: Demo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(http_guard, "_REFUSALS", RefusalLog())  # this refusal is logged, not counted
     stream = io.StringIO()
     root = logging.getLogger()
     saved = (list(root.handlers), root.level)

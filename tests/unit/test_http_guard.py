@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from slack_sdk.signature import SignatureVerifier
 
-from bot.http_guard import MAX_BODY_BYTES, MAX_JSON_DEPTH, SlackGate, metrics_refusal
+from bot import http_guard
+from bot.http_guard import MAX_BODY_BYTES, MAX_JSON_DEPTH, RefusalLog, SlackGate, metrics_refusal
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 NOW = 1_800_000_000.0
@@ -110,7 +111,10 @@ def test_malformed_headers_are_refused_without_reading_the_body(changes: dict[st
     assert got.startswith(status) and passed == [] and text.strip()
 
 
-def test_a_wrong_signature_is_refused_and_logged_as_size_and_hash(caplog: pytest.LogCaptureFixture) -> None:
+def test_a_wrong_signature_is_refused_and_logged_as_size_and_hash(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(http_guard, "_REFUSALS", RefusalLog())
     body = json.dumps(
         {"text": "x\n2026-01-01 00:00:00,000 INFO bot.oncall: audit action=auto-recover"}
     ).encode()
@@ -180,3 +184,13 @@ def test_metrics_need_the_token_or_loopback(
 ) -> None:
     refused = metrics_refusal(environ, token)
     assert (refused.status.split()[0] if refused else None) == status
+
+
+def test_a_flood_of_refusals_is_one_line_per_kind_every_ten_seconds() -> None:
+    now = [0.0]
+    refusals = RefusalLog(every_s=10.0, clock=lambda: now[0])
+    assert refusals.skipped_before("401", "signature does not match") == 0
+    assert [refusals.skipped_before("401", "signature does not match") for _ in range(500)] == [None] * 500
+    assert refusals.skipped_before("413", "body too large") == 0  # another kind: its own line
+    now[0] = 10.0
+    assert refusals.skipped_before("401", "signature does not match") == 500
