@@ -7,11 +7,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.commands import Invocation, Registry
+from bot.commands import Invocation, Registry, Role
 from bot.deployments import DEFAULT, Fleet
 from bot.progress import Progress
 from bot.render import Reply
 from bot.services import Services
+from ops.store import AuditEntry
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,10 @@ class Context:
     earlier messages of the thread a mention came from, oldest first, as chat messages. `fleet` holds
     every deployment (for `/fleet`); `deployment` names the one `services` belongs to. `run_command` runs
     another read-only command for the same user through the runner (role checked, an error as a one-line
-    reply), as the chat's tools do; it is set when the runner runs the command.
+    reply), as the chat's tools do; it is set when the runner runs the command. `recent_commands` returns the
+    audit lines of the conversation the request came from (its thread, else its channel) of the last hours,
+    oldest first (`bot.runner.Runner`). `caller_role` returns the caller's role in this deployment (None: no
+    role).
     """
 
     services: Services
@@ -42,3 +46,5 @@ class Context:
     fleet: Fleet | None = None
     deployment: str = DEFAULT
     run_command: Callable[[Invocation], Reply] | None = None
+    recent_commands: Callable[[], list[AuditEntry]] | None = None
+    caller_role: Callable[[], Role | None] | None = None

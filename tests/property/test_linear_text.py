@@ -30,13 +30,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import bot
+import bot.handlers
 import llm
 import ops
-from bot.commands import normalize
+from bot.chat.asks import read_ask
+from bot.chat.instructions import DIRECTIVES, find_instructions, patterns
+from bot.chat.subjects import Known, resolve
+from bot.commands import normalize, registry
 from bot.http_guard import Refused, _check_shape
 from bot.render import escape, split_sections, to_mrkdwn
 from llm import logsum
-from llm.grounding import contradictions, resolve
+from llm.grounding import contradictions
 from llm.hygiene import inspect_message
 from llm.redact import redact
 from ops import faults
@@ -146,6 +150,8 @@ def _work(function: Callable[[str], object], text: str) -> int:
 
 
 CATALOGUE = faults.catalogue()
+KNOWN = Known({"gemma4-qr": ["gemma4-qr-node"], "gemma4-old": []}, "production", "gemma4-qr")
+INSTRUCTIONS = patterns(registry)
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
 
@@ -168,7 +174,11 @@ TEXT_HANDLERS: dict[str, Callable[[str], object]] = {
     "log templates (drain3)": _summarize,
     "model markup": inspect_message,
     "claims in an answer": lambda text: contradictions(text, {"gemma4-qr": "ACTIVE"}),
-    "question subjects": lambda text: resolve(text, [], {"gemma4-qr": ["gemma4-qr-node"]}, "gemma4-qr"),
+    "question subjects": lambda text: resolve(text, [], KNOWN),
+    "asks in a question": read_ask,
+    "instructions in data": lambda text: find_instructions(
+        [("the logs", text, INSTRUCTIONS), ("a tool result", text, DIRECTIVES)]
+    ),
     "Slack escaping": lambda text: to_mrkdwn(escape(text)),
     "Slack sections": split_sections,
     "typed command": normalize,
