@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import secrets
 import statistics
 import subprocess
@@ -33,8 +32,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.ack import (
-    TOKEN,
-    USER,
+    bot_env,
     final_answers,
     free_port,
     gcp_facts,
@@ -43,6 +41,7 @@ from bench.ack import (
     make_vllm,
     signed_headers,
     slash_body,
+    start_bot,
     stop,
     wait_ready,
 )
@@ -133,27 +132,10 @@ def main() -> None:
     ):
         facts = gcp.call(gcp_facts)
         port = free_port()
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "GCP_", "VLLM_", "TPU_"))}
-        env.update(
-            {
-                "SLACK_BOT_TOKEN": TOKEN,
-                "SLACK_SIGNING_SECRET": secret,
-                "SLACK_API_URL": f"{slack.url}/api/",
-                "BOT_MODE": "http",
-                "BOT_HOST": "127.0.0.1",
-                "BOT_PORT": str(port),
-                "GCP_PROJECT": facts["project"],
-                "TPU_ZONES": ",".join(facts["zones"]),
-                "GOOGLE_API_ENDPOINT": gcp.url,
-                "VLLM_BASE_URL": vllm.url,
-                "STATE_DATABASE_URL": f"sqlite:///{state}/state.db",
-                "ADMINS": USER,
-                "LOG_FORMAT": "text",
-            }
-        )
+        env = bot_env(secret, port, facts, slack.url, gcp.url, vllm.url, state)
+        env["LOG_FORMAT"] = "text"
         log = Path(state, "bot.log")
-        with log.open("w") as sink:
-            bot = subprocess.Popen([sys.executable, "-m", "bot", "serve"], env=env, stdout=sink, stderr=sink)
+        bot = start_bot(env, log)
         try:
             url = f"http://127.0.0.1:{port}"
             print(f"bot ready in {wait_ready(url, bot, log):.1f} s", flush=True)
