@@ -4,7 +4,8 @@ handled in time linear in its length.
 Two guarantees, both deterministic (no clock, so a loaded machine cannot fail them):
 
 1. Structure: every regular expression in `bot`, `ops` and `llm` is RE2 (`ops.linear`), which never
-   backtracks; the few Python `re` patterns left are listed here with why they are safe. Read from the
+   backtracks; the few Python `re` patterns left (ours, and drain3's masks) are listed here with why they
+   are safe. Read from the
    source (any `re.compile(...)`, `re.search(...)`...) and from the modules (any compiled pattern object).
 2. Work per KB: the Python code around the patterns (value scans, line loops) is measured by the number of
    interpreter events it runs (`sys.settrace`), on adversarial texts of 1 KB and of 64 KB made of the same
@@ -58,6 +59,14 @@ PYTHON_RE: dict[str, str] = {
     "llm/tokens.py": (
         "single characters or at most four letters per alternative, each position tried once; the Unicode "
         "classes (`[^\\W\\d_]`) are spelled differently in RE2"
+    ),
+}
+# Patterns a library compiles with Python `re` from strings we give it.
+LIBRARY_PYTHON_RE: dict[str, str] = {
+    "llm.logsum._MASKS": (
+        "drain3 compiles its masking instructions itself; each is a run of one character class bounded by "
+        "characters outside it (time stamps, numbers, paths, hex), with look-arounds of one character, so "
+        "no position is tried twice by a nested quantifier"
     ),
 }
 
@@ -117,6 +126,7 @@ def test_every_compiled_rule_is_re2() -> None:
         for name, value in vars(module).items():
             python += [f"{module.__name__}.{name}" for p in _patterns(value) if isinstance(p, re.Pattern)]
     assert python == []
+    assert [type(m).__name__ for m in logsum._MASKS] == ["MaskingInstruction"] * len(logsum._MASKS)
     catalogue = faults.catalogue()
     assert all(is_linear(p) for family in catalogue.families for p in family.patterns)
 
@@ -232,7 +242,7 @@ def _repeated(piece: str, size: int) -> str:
 
 
 # Derandomized: CI runs the same examples every time; few, as each traces 65 KB through every handler.
-@settings(max_examples=25, deadline=None, derandomize=True)
+@settings(max_examples=15, deadline=None, derandomize=True)
 @given(PIECES)
 def test_work_per_kb_does_not_grow_with_the_text(piece: str) -> None:
     small, large = _repeated(piece, 1024), _repeated(piece, 64 * 1024)
