@@ -152,10 +152,12 @@ def _cost_line(snap: Snapshot, now: datetime) -> str:
     unpriced = [f"`{r.qr.name}` not priced: {r.why}" for r in spend.unpriced]
     if len(unpriced) == len(spend.resources):  # never "$0.00/h" for a resource billing at an unknown price
         return " · ".join([f"*Cost* unknown{partial}", *unpriced])
-    line = f"*Cost* ${spend.usd_per_hour:,.2f}/h · ${spend.usd:,.2f} today (UTC)"
+    bound = "at most " if spend.bounded else ""
+    line = f"*Cost* {bound}${spend.usd_per_hour:,.2f}/h · {bound}${spend.usd:,.2f} today (UTC)"
     if unpriced:
         line += " (priced resources only)"
-    return " · ".join([line + partial, *unpriced])
+    missing = list(dict.fromkeys(r.why for r in spend.resources if r.usd is not None and r.why))
+    return " · ".join([line + partial, *unpriced, *missing])
 
 
 def _alerts_line(snap: Snapshot) -> str:

@@ -210,6 +210,10 @@ class Runner:
                 self._audit(origin, "result", invocation.text, failed)
                 self.deliver(preview, origin, ephemeral=origin.ephemeral_errors)
                 return
+            if preview.nothing_to_confirm:  # e.g. /tpu ensure when all is well: an answer, not a refusal
+                self._audit(origin, "result", invocation.text, "nothing to do")
+                self.deliver(preview, origin)
+                return
         else:
             preview = Reply(text=f"`/{invocation.text}`", blocks=[section(f"`/{invocation.text}`")])
         confirmation = services.store.create_confirmation(

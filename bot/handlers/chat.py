@@ -390,9 +390,12 @@ def _counted(names: Iterable[str]) -> list[str]:
 
 
 def _cost_fact(ctx: Context, resources: list[QueuedResourceInfo]) -> Fact:
-    """What the running queued resources among `resources` have cost so far and cost per hour."""
+    """What the running queued resources among `resources` have cost so far and cost per hour, with the
+    total; a figure from a missing price row says "at most" and which row stands in."""
     now = ctx.services.now()
     lines = []
+    spent = rate = 0.0
+    bounded = False
     for qr in resources:
         if qr.state != "ACTIVE":
             lines.append(f"`{qr.name}` is {qr.state}: no running cost")
@@ -400,14 +403,18 @@ def _cost_fact(ctx: Context, resources: list[QueuedResourceInfo]) -> Fact:
         try:
             spend = cost.burn(qr, now)
         except BadInput as exc:
-            ceiling = cost.quote_of(qr).ceiling_text
-            bound = f"; {ceiling}" if ceiling else ""
-            lines.append(f"`{qr.name}`: cost so far unknown: {exc.message}{bound}")
+            lines.append(f"`{qr.name}`: cost so far unknown: {exc.message}")
             continue
+        bound = spend.quote.bound
+        spent, rate, bounded = spent + spend.usd_so_far, rate + spend.usd_per_hour, bounded or bool(bound)
         lines.append(
-            f"`{qr.name}` ({qr.accelerator_type}, {qr.provisioning_model}): ${spend.usd_so_far:,.2f} so far "
-            f"over {spend.hours_so_far:.1f} h at ${spend.usd_per_hour:,.2f}/h"
+            f"`{qr.name}` ({qr.accelerator_type}, {qr.provisioning_model}): {bound}${spend.usd_so_far:,.2f} "
+            f"so far over {spend.hours_so_far:.1f} h at {bound}${spend.usd_per_hour:,.2f}/h"
+            + (f" ({spend.quote.used}; {spend.quote.source})" if spend.quote.used else "")
         )
+    if rate:
+        bound = "at most " if bounded else ""
+        lines.append(f"total {bound}${spent:,.2f} so far at {bound}${rate:,.2f}/h")
     detail = read_only_tools(ctx)["cost"].func()
     return Fact("live burn", "; ".join(lines) or "no queued resources", detail, at=now)
 

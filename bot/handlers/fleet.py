@@ -7,10 +7,13 @@ fails shows one red line; the rest still show.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from bot.commands import registry
 from bot.context import Context
-from bot.fleet_status import deployment_blocks, snapshots
-from bot.render import Block, Reply, blocks_reply, channel_link, context, divider, header, utc
+from bot.fleet_status import Snapshot, deployment_blocks, snapshots
+from bot.render import Block, Reply, blocks_reply, channel_link, context, divider, header, section, utc
+from ops.spend import deployment_spend, midnight
 
 
 @registry.command("fleet", "Every deployment: queued resource, vLLM health and load, cost today, alerts")
@@ -27,5 +30,23 @@ def fleet(ctx: Context) -> Reply:
         if bound:
             blocks.append(context("Bound to " + ", ".join(bound)))
         blocks.append(divider())
+    blocks.append(section(_total_line(snaps, now)))
     blocks.append(context(utc(now)))
     return blocks_reply(blocks)
+
+
+def _total_line(snaps: list[Snapshot], now: datetime) -> str:
+    """Every deployment's cost summed: USD per hour and today (UTC), "at most" when some figure stands in
+    for a missing price row; deployments that could not be listed or priced are named, never counted as $0."""
+    spends = {snap.name: deployment_spend(snap.listing, now, midnight(now)) for snap in snaps}
+    unread = [name for name, spend in spends.items() if spend.error is not None]
+    unpriced = sum(len(spend.unpriced) for spend in spends.values())
+    bound = "at most " if any(spend.bounded for spend in spends.values()) else ""
+    rate = sum(spend.usd_per_hour for spend in spends.values())
+    today = sum(spend.usd for spend in spends.values())
+    line = f"*Total* {bound}${rate:,.2f}/h · {bound}${today:,.2f} today (UTC)"
+    if unpriced:
+        line += f" · {unpriced} resource(s) without a price not counted"
+    if unread:
+        line += " · not counted (queued resources unreadable): " + ", ".join(f"`{n}`" for n in unread)
+    return line

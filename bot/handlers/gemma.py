@@ -11,6 +11,7 @@ import re
 from bot.commands import Param, Role, int_range, registry
 from bot.context import Context
 from bot.render import Reply, blocks_reply, context, section
+from bot.serving import explained_when_starting
 from bot.views.gemma import VERDICTS, answer_blocks, feedback_blocks, stats_blocks
 from llm.client import StreamResult
 from ops.store import ANSWER_ID_BYTES
@@ -40,7 +41,7 @@ def _stream(ctx: Context, prompt: str, max_tokens: int | None) -> tuple[StreamRe
             generating = context(":hourglass_flowing_sand: generating…")
             ctx.progress.update(Reply(text=text + " …", blocks=[section(text[-2900:] + " …"), generating]))
 
-    with gemma:
+    with gemma, explained_when_starting(ctx):
         result = gemma.stream(
             [{"role": "user", "content": prompt}],
             max_tokens=max_tokens or DEFAULT_MAX_TOKENS,
