@@ -8,7 +8,6 @@ explains, `docker rm -f` before a restart because only one process may own the T
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -22,6 +21,7 @@ from ops.errors import (
     PermissionDenied,
     QuotaExceeded,
 )
+from ops.linear import linear
 from ops.remote_commands import validate
 from ops.ssh import CommandResult, RemoteHost
 
@@ -102,6 +102,7 @@ class ContainerStatus:
     error: str = ""
 
 
+_RFC3339 = linear(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
 _ABSENT = ContainerStatus(False, "absent", None, None, 0, False)
 
 
@@ -109,7 +110,7 @@ def _docker_time(value: Any) -> datetime | None:
     """Docker's RFC 3339 timestamps (nanoseconds); "0001-01-01T00:00:00Z" means never."""
     if not isinstance(value, str) or not value or value.startswith("0001-"):
         return None
-    match = re.match(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$", value)
+    match = _RFC3339.match(value)
     if not match:
         return None
     fraction = (match.group(2) or "0")[:6].ljust(6, "0")

@@ -11,7 +11,6 @@ does not know is refused with the list of known ones, so a typo never silences n
 from __future__ import annotations
 
 import contextlib
-import re
 from datetime import timedelta
 
 from bot import scheduler
@@ -36,10 +35,11 @@ from ops.alert_outbox import UNDELIVERED, AlertOutbox
 from ops.alerts import AlertLedger, identity
 from ops.errors import BadInput, OpsError
 from ops.fault_fixes import refusal_finding
+from ops.linear import linear
 from ops.maintenance import MaintenanceWindows
 
 MAX_MUTE = timedelta(days=7)
-_SUBJECT = re.compile(r"^[A-Za-z0-9_.:/\[\]-]{1,100}$")
+_SUBJECT = linear(r"^[A-Za-z0-9_.:/\[\]-]{1,100}$")
 
 
 def subject(word: str) -> str:
