@@ -5,6 +5,13 @@ muted subject's alerts are claimed as "suppressed" (never sent later). State cha
 resource, updated in place (`chat_update`), with each transition posted in its thread. Messages leave
 through `bot.slack_gateway.SlackGateway` (`post`, `update`), which also redacts and escapes whatever a
 backend put in an alert's text (an error message, a health detail); bot/views/alerts.py renders them.
+
+A channel Slack refuses in a way sending again cannot fix (archived, not found, not joined, a missing scope,
+or the token refused: `bot.slack_gateway.refusal_of`) is recorded for the deployment (`ops.alert_outbox`)
+and not sent to again: alerts due meanwhile stay claimed, their messages held back. Every
+`ALERT_DELIVERY_RECHECK_S` a tick tries again with the oldest held message (or, with none held, a one-line
+notice; a refused token is checked with `auth.test` first); once one gets through the refusal is cleared
+and the rest follow in order.
 """
 
 from __future__ import annotations
@@ -24,11 +31,10 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from bot.config import Settings
 from bot.diagnosis import alert_diagnosis
-from bot.membership import invite_hint, not_member
-from bot.render import Reply, section
+from bot.render import Reply, context, section, utc
 from bot.routing import Router, parse_routes
 from bot.services import Services
-from bot.slack_gateway import SlackGateway
+from bot.slack_gateway import Refusal, SlackGateway, refusal_of
 from bot.views.alerts import (
     alert_blocks,
     named,
@@ -39,6 +45,7 @@ from bot.views.alerts import (
     state_summary,
 )
 from ops import alerts as alerts_mod
+from ops.alert_outbox import ALL_CHANNELS, UNDELIVERED, AlertOutbox, DeliveryProblem
 from ops.alerts import DEFAULT_THRESHOLDS, Alert, AlertLedger, mute_subjects
 from ops.idle import Schedule, parse_schedule
 from ops.maintenance import DEFAULT_DEPLOYMENT, MaintenanceWindows
@@ -51,13 +58,15 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class TickResult:
-    """What one tick did (counts of alert keys): sent, superseded, suppressed (muted), already recorded."""
+    """What one tick did (counts of alert keys): sent, superseded, suppressed (muted), already recorded,
+    failed (released for the next tick), held back (the channel refuses the bot)."""
 
     sent: int = 0
     superseded: int = 0
     suppressed: int = 0
     duplicate: int = 0
     failed: int = 0
+    held: int = 0
     errors: list[str] = field(default_factory=list)
 
 
@@ -76,6 +85,8 @@ class OncallOptions:
         auto_recover, auto_recover_max_per_day, auto_recover_max_usd_per_day: automatic recovery and its caps.
         elsewhere: names of queued resources another deployment of the same Google project watches (its
             primary): listed in this deployment's zones too, but alerted only by their own deployment.
+        maintenance_lead: how long before a TPU host maintenance window its alert is due.
+        recheck: how long a channel that refused the bot is left alone before it is tried again.
     """
 
     routes: dict[str, str] = field(default_factory=dict)
@@ -90,6 +101,8 @@ class OncallOptions:
     auto_recover_max_per_day: int = 2
     auto_recover_max_usd_per_day: float = 200.0
     elsewhere: frozenset[str] = frozenset()
+    maintenance_lead: timedelta = timedelta(hours=24)
+    recheck: timedelta = timedelta(minutes=5)
 
     @classmethod
     def from_settings(cls, settings: Settings, elsewhere: frozenset[str] = frozenset()) -> OncallOptions:
@@ -107,6 +120,8 @@ class OncallOptions:
             auto_recover_max_per_day=settings.auto_recover_max_per_day,
             auto_recover_max_usd_per_day=settings.auto_recover_max_usd_per_day,
             elsewhere=elsewhere,
+            maintenance_lead=parse_span(settings.maintenance_alert_lead),
+            recheck=timedelta(seconds=settings.alert_delivery_recheck_s),
         )
 
 
@@ -177,7 +192,7 @@ class AlertDelivery:
             deployment=deployment,
         )
         self.peers: list[Self] = []  # the other deployments' schedulers, run by `start()`
-        self.refused: str | None = None  # Slack's error while the bot is not in the alert channel
+        self.outbox = AlertOutbox(services.store, deployment)  # channels Slack refuses, alerts held back
         self._last_tick: datetime | None = None  # the clock at the last tick (`AlertScheduler._lead`)
         self._lock = threading.Lock()
         self._scheduler: BackgroundScheduler | None = None
@@ -196,14 +211,6 @@ class AlertDelivery:
     ) -> str | None:
         """Post `alert` to its routed channel, or as a reply in `thread` (channel, ts) when given; a
         resolution updates the resolved alert's message in place."""
-        blocks = alert_blocks(
-            alert,
-            qr,
-            now,
-            mention="" if alert.resolves else self.router.mention(alert),
-            deployment=self.deployment if self.ledger.scoped else None,
-            keep_hours=self.options.idle_keep_hours,
-        )
         if alert.resolves:
             row = self.ledger.get(alert.resolves)
             if row is not None and row.ts:
@@ -215,9 +222,19 @@ class AlertDelivery:
                 self.ledger.resolve(alert.resolves, now=now)
                 return ts
         channel, thread_ts = thread or (self.router.channel(alert), None)
-        return (
-            self.slack.post(channel, Reply(text=self._named(alert.title), blocks=blocks), thread_ts) or None
+        return self.slack.post(channel, self._message(alert, qr, now), thread_ts) or None
+
+    def _message(self, alert: Alert, qr: QueuedResourceInfo | None, now: datetime) -> Reply:
+        """The message of `alert` (as posted, or held back while its channel refuses the bot)."""
+        blocks = alert_blocks(
+            alert,
+            qr,
+            now,
+            mention="" if alert.resolves else self.router.mention(alert),
+            deployment=self.deployment if self.ledger.scoped else None,
+            keep_hours=self.options.idle_keep_hours,
         )
+        return Reply(text=self._named(alert.title), blocks=blocks)
 
     def _post_state(
         self,
@@ -261,12 +278,8 @@ class AlertDelivery:
         thread: tuple[str, str | None] | None = None,
     ) -> None:
         """Claim and post one alert: suppressed when one of its subjects is muted, or when it resolves an
-        alert that was suppressed (nobody saw the problem, so nobody needs its end)."""
-        if alert.resolves:
-            resolved = self.ledger.get(alert.resolves)
-            muted = resolved is not None and resolved.status == "suppressed"
-        else:
-            muted = bool(mute_subjects(alert) & mutes.keys())
+        alert nobody saw (`unseen`)."""
+        muted = self.unseen(alert, now) if alert.resolves else bool(mute_subjects(alert) & mutes.keys())
         if muted:
             if self.ledger.claim(alert, "suppressed", now=now):
                 result.suppressed += 1
@@ -280,7 +293,19 @@ class AlertDelivery:
             result,
             channel=thread[0] if thread else None,
             qr=qr,
+            thread_ts=thread[1] if thread else None,
         )
+
+    def unseen(self, alert: Alert, now: datetime) -> bool:
+        """Whether `alert` resolves an alert nobody saw: one suppressed while muted, or one held back while
+        its channel refused the bot (its held message is dropped: what it said is over)."""
+        resolved = self.ledger.get(alert.resolves) if alert.resolves else None
+        if resolved is None or resolved.status not in ("suppressed", UNDELIVERED):
+            return False
+        if resolved.status == UNDELIVERED:
+            self.outbox.drop(resolved.key)
+            self.ledger.resolve(resolved.key, now=now)
+        return True
 
     def _send(
         self,
@@ -289,30 +314,32 @@ class AlertDelivery:
         result: TickResult,
         channel: str | None = None,
         qr: QueuedResourceInfo | None = None,
+        thread_ts: str | None = None,
     ) -> None:
-        """Post a claimed alert and record it as sent; on failure release the claim (next tick retries)."""
+        """Post a claimed alert and record it as sent. A channel that refuses the bot (now, or since an
+        earlier refusal) gets no call: the alert is held back. On any other failure the claim is released
+        (the next tick retries)."""
+        target = channel or self.router.channel(alert)
+        if self.outbox.problem(target) is not None:
+            self._hold(alert, qr, target, thread_ts, result)
+            return
         try:
             ts = post()
         except Exception as exc:
-            self.refused = not_member(exc)
-            if self.refused:  # never silent: every tick says so until someone invites the bot
-                log.error(
-                    "alert %s not posted: %s; %s",
-                    alert.key,
-                    self.refused,
-                    invite_hint(channel or self.router.channel(alert)),
-                )
-            else:
-                log.warning("could not post alert %s: %s", alert.key, type(exc).__name__, exc_info=True)
+            refusal = refusal_of(exc)
+            if refusal is not None:
+                self._refused(refusal, target)
+                self._hold(alert, qr, target, thread_ts, result)
+                return
+            log.warning("could not post alert %s: %s", alert.key, type(exc).__name__, exc_info=True)
             self.ledger.release(alert.key)
             result.failed += 1
             return
-        self.refused = None
-        self.ledger.mark_sent(alert.key, channel or self.router.channel(alert), ts)
+        self.ledger.mark_sent(alert.key, target, ts)
         result.sent += 1
         if self.on_sent is not None:
             self.on_sent(alert.kind)
-        self._post_diagnosis(alert, qr, channel or self.router.channel(alert), ts)
+        self._post_diagnosis(alert, qr, target, ts)
 
     def _post_diagnosis(
         self, alert: Alert, qr: QueuedResourceInfo | None, channel: str, ts: str | None
@@ -329,3 +356,129 @@ class AlertDelivery:
                 self.slack.post(channel, Reply(text=text, blocks=[section(text)]), parent)
         except Exception as exc:  # the alert itself is out; its diagnosis must not undo it
             log.warning("could not post the diagnosis of %s: %s", alert.key, type(exc).__name__)
+
+    # ---- channels that refuse the bot
+    def _hold(
+        self,
+        alert: Alert,
+        qr: QueuedResourceInfo | None,
+        channel: str,
+        thread_ts: str | None,
+        result: TickResult,
+    ) -> None:
+        """Keep a claimed alert's message for `channel` until the channel works (`recheck_refused`)."""
+        reply = self._message(alert, qr, self.clock())
+        self.outbox.hold(alert.key, channel, reply.text, reply.blocks, now=self.clock(), thread_ts=thread_ts)
+        result.held += 1
+
+    def _refused(self, refusal: Refusal, channel: str) -> DeliveryProblem:
+        """Record that Slack refused `channel` (every channel, for a refused token); logged as an error the
+        first time, the surfaces (`bot.alert_reach`) show it until it is cleared."""
+        where = ALL_CHANNELS if refusal.whole_token else channel
+        problem = self.outbox.record(
+            where, refusal.code, now=self.clock(), needed=refusal.needed, provided=refusal.provided
+        )
+        if problem.attempts == 1:
+            log.error("alerts of %s cannot reach %s: Slack answers %s", self.deployment, where, refusal.code)
+        return problem
+
+    def post_or_hold(self, key: str, channel: str, reply: Reply) -> str | None:
+        """Post a claimed message that is not an alert (the digest) to `channel`, or hold it back like an
+        alert while the channel refuses the bot. Returns the ts, None when held.
+
+        Raises:
+            Exception: what the post raised, when it is not such a refusal (the caller releases the claim).
+        """
+        if self.outbox.problem(channel) is None:
+            try:
+                return self.slack.post(channel, reply) or None
+            except Exception as exc:
+                refusal = refusal_of(exc)
+                if refusal is None:
+                    raise
+                self._refused(refusal, channel)
+        self.outbox.hold(key, channel, reply.text, reply.blocks, now=self.clock())
+        return None
+
+    def recheck_refused(self, now: datetime, result: TickResult) -> None:
+        """Try each refused channel again once `options.recheck` has passed since its last refusal: a
+        refused token with `auth.test` first, then the held messages of the channel oldest first (or, with
+        none held, a one-line notice). The first post that gets through clears the refusal."""
+        for problem in self.outbox.problems():
+            if now - problem.checked_at < self.options.recheck:
+                continue
+            if problem.channel == ALL_CHANNELS:
+                try:
+                    refusal = self.slack.token_refusal()
+                except Exception as exc:  # a passing fault: the next tick tries again
+                    log.warning("re-check of the Slack token failed: %s", type(exc).__name__)
+                    continue
+                if refusal is not None:
+                    self._refused(refusal, ALL_CHANNELS)
+                    continue
+                self.outbox.clear(ALL_CHANNELS)
+                log.info("Slack accepts the bot's token again; posting the alerts held back")
+                channels = list(dict.fromkeys(item.channel for item in self.outbox.held()))
+                for channel in channels:
+                    if self.outbox.problem(channel) is None:
+                        self._deliver_held(channel, problem, now, result)
+            else:
+                self._deliver_held(problem.channel, problem, now, result)
+
+    def delivery_works(self, channel: str, now: datetime, result: TickResult | None = None) -> None:
+        """A post to `channel` went through outside the alert job (e.g. `/alerts test`): clear its
+        refusal (and the token's: the post proves it works) and post what was held back for it."""
+        problem = self.outbox.problem(channel)
+        self.outbox.clear(ALL_CHANNELS)
+        self.outbox.clear(channel)
+        if problem is not None or self.outbox.held(channel):
+            self._deliver_held(channel, problem, now, result or TickResult(), probe=False)
+
+    def _deliver_held(
+        self,
+        channel: str,
+        problem: DeliveryProblem | None,
+        now: datetime,
+        result: TickResult,
+        *,
+        probe: bool = True,
+    ) -> None:
+        """Post the messages held back for `channel`, oldest first, each marked with when it was held; the
+        refusal is cleared at the first that gets through and recorded again (stopping) at a refusal. With
+        nothing held and `probe`, a one-line notice tries the channel instead."""
+        held = self.outbox.held(channel)
+        code = problem.code if problem is not None else ""
+        since = f" since {utc(problem.since)}" if problem is not None else ""
+        if not held and probe:
+            text = f":white_check_mark: Alerts reach this channel again (Slack refused it{since}: `{code}`)."
+            try:
+                self.slack.post(channel, Reply(text=self._named(text), blocks=[section(self._named(text))]))
+            except Exception as exc:
+                self._recheck_failed(exc, channel)
+                return
+            self.outbox.clear(channel)
+            log.info("alerts of %s reach %s again", self.deployment, channel)
+            return
+        for item in held:
+            note = f":hourglass: Held back since {utc(item.at)}: Slack refused the channel" + (
+                f" (`{code}`)." if code else "."
+            )
+            reply = Reply(text=item.text, blocks=[*item.blocks, context(note)])
+            try:
+                ts = self.slack.post(item.channel, reply, item.thread_ts) or None
+            except Exception as exc:
+                self._recheck_failed(exc, channel)
+                return
+            self.outbox.clear(channel)
+            self.outbox.delivered(item.key, item.channel, ts)
+            result.sent += 1
+            row = self.ledger.get(item.key)
+            if self.on_sent is not None and row is not None:
+                self.on_sent(row.kind)
+
+    def _recheck_failed(self, exc: Exception, channel: str) -> None:
+        refusal = refusal_of(exc)
+        if refusal is not None:
+            self._refused(refusal, channel)
+        else:  # a passing fault: the next tick tries again
+            log.warning("re-check of %s failed: %s", channel, type(exc).__name__)

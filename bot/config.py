@@ -196,6 +196,12 @@ class Settings(BaseSettings):
     maintenance_timeout_min: int = Field(
         30, ge=1, le=240, description="Longest wait for vLLM to serve after planned work, minutes."
     )
+    maintenance_alert_lead: str = Field(
+        "24h", description="How long before a TPU host maintenance window to alert, e.g. 24h (5m to 7d)."
+    )
+    alert_delivery_recheck_s: int = Field(
+        300, ge=10, le=86400, description="How long a channel that refused alerts is left before a retry, s."
+    )
     slo_rules_file: str | None = Field(None, description="YAML file of serving SLO rules (ops/slo.py).")
     idle_alert_after: str | None = Field(None, description="Alert after no request for this long, e.g. 2h.")
     idle_stop_at: str | None = Field(None, description="UTC times to propose a stop, e.g. 'mon-fri 20:00'.")
@@ -295,6 +301,13 @@ class Settings(BaseSettings):
     def _check_idle_after(cls, text: str | None) -> str | None:
         if text is not None and parse_span(text) < timedelta(minutes=5):
             raise ValueError("give at least 5m, e.g. 2h")
+        return text
+
+    @field_validator("maintenance_alert_lead")
+    @classmethod
+    def _check_maintenance_lead(cls, text: str) -> str:
+        if not timedelta(minutes=5) <= parse_span(text) <= timedelta(days=7):
+            raise ValueError("give 5m to 7d, e.g. 24h (Google announces scheduled maintenance 7 days ahead)")
         return text
 
     @field_validator("idle_stop_at")

@@ -33,6 +33,7 @@ KINDS = (
     "serving",
     "stuck",
     "recovery",
+    "maintenance",
 )
 _CHANNEL = linear(r"^[CG][A-Z0-9]{2,}$")
 

@@ -4,7 +4,9 @@
 for each alert claim its key in the ledger (insert-if-absent) and post only if the claim won. A muted
 resource's alerts are claimed as "suppressed" (never sent later); thresholds passed while the bot was down
 are claimed as "superseded". State changes keep ONE message per resource, updated in place
-(`chat_update`), with each transition posted in its thread. The daily digest is a cron job.
+(`chat_update`), with each transition posted in its thread. TPU host maintenance Google announced on a
+node is told once before its window (`ops.tpu_maintenance`) and resolved in place when it is over. A
+channel Slack refuses is left alone and re-checked (`bot.alert_delivery`). The daily digest is a cron job.
 
 Messages carry names, zones, states, times and USD figures only: never tokens, secrets or URLs with
 credentials. They leave through `bot.slack_gateway.SlackGateway` (`post`, `update`), which also redacts and
@@ -23,16 +25,20 @@ from urllib.parse import urlsplit, urlunsplit
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from bot.alert_delivery import OncallOptions, TickResult
+from bot.alert_reach import reach_lines
 from bot.oncall import OncallJobs
 from bot.render import Reply, human_duration, mention, section, utc
 from bot.services import Services
+from bot.slack_gateway import refusal_of
 from ops import alerts as alerts_mod
+from ops.alert_outbox import UNDELIVERED
 from ops.alerts import evaluate, lapsed_countdowns, mute_subjects, subject_alert
 from ops.errors import BackendTimeout, OpsError
 from ops.metrics import summarize
 from ops.ownership import SEARCH_KEY
 from ops.slo import Snapshot
 from ops.spend import DeploymentSpend, deployment_spend
+from ops.tpu_maintenance import maintenance_alerts, maintenance_over
 from ops.tpu_model import QueuedResourceInfo, ZoneListing
 from ops.vllm_watch import VllmCheck, VllmWatch, evaluate_vllm
 
@@ -221,6 +227,11 @@ class AlertScheduler(OncallJobs):
         with self._lock:
             now = self.clock()
             try:
+                self.recheck_refused(now, result)
+            except Exception as exc:
+                log.exception("re-check of refused alert channels failed")
+                result.errors.append(f"recheck: {type(exc).__name__}"[:300])
+            try:
                 self._tick_resources(now, result)
             except Exception as exc:  # a failing backend must not kill the job
                 log.exception("alert tick failed")
@@ -246,6 +257,7 @@ class AlertScheduler(OncallJobs):
         # A running capacity search reports its own requests in its progress message: no alerts about
         # them while it owns them (they are still observed, so the one it keeps is not "new" after).
         searching = {ident for ident, qr in by_identity.items() if self._searching(qr, now)}
+        lead = self._lead(now)
         found = [
             alert
             for alert in evaluate(
@@ -254,13 +266,17 @@ class AlertScheduler(OncallJobs):
                 thresholds=self.thresholds,
                 previous=previous,
                 watch_since=self.ledger.watch_since(now),
-                lead=self._lead(now),
+                lead=lead,
             )
             if alert.resource not in searching
         ]
+        found += maintenance_alerts(resources, now, lead=self.options.maintenance_lead, tick=lead)
         zones = set(self.services.settings.tpu_zones) - set(listing.errors)
-        open_rows = self.ledger.open_alerts(since=now - timedelta(days=7))
+        week = now - timedelta(days=7)
+        open_rows = self.ledger.open_alerts(since=week)
         found += lapsed_countdowns(open_rows, answered, zones)
+        held = [r for r in self.ledger.rows(since=week, status=UNDELIVERED) if r.resolved_at is None]
+        found += maintenance_over([*open_rows, *held], answered, zones)
         mutes = self.ledger.mutes(now)
         threads: dict[str, tuple[str | None, str | None]] = {}
         for alert in found:
@@ -268,7 +284,8 @@ class AlertScheduler(OncallJobs):
             for key in alert.supersedes:
                 if self.ledger.claim_key(key, alert.kind, alert.resource, "superseded", now=now):
                     result.superseded += 1
-            if mute_subjects(alert) & mutes.keys():
+            muted = self.unseen(alert, now) if alert.resolves else bool(mute_subjects(alert) & mutes.keys())
+            if muted:
                 if self.ledger.claim(alert, "suppressed", now=now):
                     result.suppressed += 1
                 else:
@@ -359,14 +376,15 @@ class AlertScheduler(OncallJobs):
         marker = subject_alert(key, "digest", "digest", f"Daily digest {day}")
         if not self.ledger.claim(marker, "sending", now=now):
             return None
+        channel = self.options.digest_channel or self.channel
         try:
             text = self.digest_text(now)
-            channel = self.options.digest_channel or self.channel
-            ts = self.slack.post(channel, Reply(text=text, blocks=[section(text)])) or None
+            ts = self.post_or_hold(key, channel, Reply(text=text, blocks=[section(text)]))
         except Exception:
             self.ledger.release(key)
             raise
-        self.ledger.mark_sent(key, channel, ts)
+        if ts is not None:
+            self.ledger.mark_sent(key, channel, ts)
         return ts
 
     def digest_text(self, now: datetime) -> str:
@@ -391,18 +409,37 @@ class AlertScheduler(OncallJobs):
         return "\n".join(lines)
 
     def post_test(self, user_id: str) -> str | None:
-        """Post a test message (no buttons) to the alert channel; returns its ts."""
+        """Post a test message (no buttons) to the alert channel; returns its ts. A post that gets
+        through clears a recorded refusal of the channel and posts what was held back; a refusal is
+        recorded (and raised).
+
+        Raises:
+            SlackDeliveryError: Slack refused the post.
+        """
         now = self.clock()
         text = (
             f":test_tube: Test alert requested by {mention(user_id)} at {utc(now)}: the alert channel works."
         )
-        return self.slack.post(self.channel, Reply(text=text, blocks=[section(text)])) or None
+        with self._lock:
+            try:
+                ts = self.slack.post(self.channel, Reply(text=text, blocks=[section(text)])) or None
+            except Exception as exc:
+                refusal = refusal_of(exc)
+                if refusal is not None:
+                    self._refused(refusal, self.channel)
+                raise
+            self.delivery_works(self.channel, now)
+        return ts
 
     def open_summary(self, now: datetime) -> list[str]:
-        """One line per open alert of the last 7 days (for `/alerts list`)."""
+        """The refusals that keep alerts from their channel (`bot.alert_reach`), then one line per open
+        alert of the last 7 days (for App Home)."""
         return [
-            f"• {r.text} _({human_duration(now - r.at)} ago, `{r.kind}`)_"
-            for r in self.ledger.open_alerts(since=now - timedelta(days=7))
+            *reach_lines(self.services.store, self.deployment),
+            *(
+                f"• {r.text} _({human_duration(now - r.at)} ago, `{r.kind}`)_"
+                for r in self.ledger.open_alerts(since=now - timedelta(days=7))
+            ),
         ]
 
 

@@ -23,6 +23,10 @@ Senders (the runner, progress messages, streaming edits, alerts, App Home, modal
    - a failed file upload -> the file's text posted in the thread in parts;
    - a progress message's final edit that fails -> the final state posted as a new message.
 
+Refusals that sending again cannot fix (`refusal_of`: the channel archived, unknown or not joined, a scope
+the token lacks, the token itself refused) are told apart here, with the `needed` and `provided` scopes
+Slack adds to `missing_scope`, so the alert job stops sending and says why.
+
 Rate limits (HTTP 429 with Retry-After), connection errors and 5xx are retried by slack_sdk's retry handlers.
 """
 
@@ -73,14 +77,67 @@ TOO_LONG = frozenset({"msg_too_long", "msg_blocks_too_long", "invalid_blocks", "
 HISTORY_PAGE_SIZE = 200
 HISTORY_PAGES = 10
 NOT_HERE = frozenset({"not_in_channel", "channel_not_found", "is_archived", "restricted_action"})
+# chat.postMessage errors that the same call cannot get past until someone changes the channel, the app's
+# scopes or the token (docs.slack.dev/reference/methods/chat.postMessage#errors). Token refusals hold for
+# every channel; the others for the channel named.
+TOKEN_REFUSALS = frozenset(
+    {"invalid_auth", "not_authed", "token_revoked", "token_expired", "account_inactive"}
+)
+CHANNEL_REFUSALS = frozenset({"is_archived", "channel_not_found", "not_in_channel", "missing_scope"})
 
 
 class SlackDeliveryError(Exception):
-    """Slack refused a call even after the fallbacks. `reason` is Slack's error code (or the exception)."""
+    """Slack refused a call even after the fallbacks. `reason` is Slack's error code (or the exception);
+    `needed` and `provided` are the scopes Slack names with `missing_scope` ("" otherwise)."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, needed: str = "", provided: str = "") -> None:
         super().__init__(reason)
         self.reason = reason
+        self.needed = needed
+        self.provided = provided
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A Slack refusal that sending again cannot fix (see `refusal_of`).
+
+    Attributes:
+        code: Slack's error code, e.g. "is_archived", "missing_scope", "token_revoked".
+        needed, provided: for `missing_scope`, the scope the call needs and those the token has (comma
+            separated, as Slack sends them); "" otherwise.
+    """
+
+    code: str
+    needed: str = ""
+    provided: str = ""
+
+    @property
+    def whole_token(self) -> bool:
+        """Whether the refusal is of the token, so it holds for every channel."""
+        return self.code in TOKEN_REFUSALS
+
+    @property
+    def slack_text(self) -> str:
+        """The refusal as slack_sdk prints Slack's answer ("The server responded with: {...}"), the form
+        the fault catalogue's Slack families match."""
+        answer: dict[str, object] = {"ok": False, "error": self.code}
+        if self.needed:
+            answer["needed"] = self.needed
+        if self.provided:
+            answer["provided"] = self.provided
+        return f"The server responded with: {answer}"
+
+
+def refusal_of(exc: BaseException) -> Refusal | None:
+    """The Refusal in `exc` (a SlackApiError, or a SlackDeliveryError the gateway raised), or None when
+    `exc` is anything else (a rate limit, a 5xx, a message too long...): those pass or are retried."""
+    if isinstance(exc, SlackApiError):
+        exc = _refused(exc)
+    if not isinstance(exc, SlackDeliveryError):
+        return None
+    if exc.reason not in TOKEN_REFUSALS | CHANNEL_REFUSALS:
+        return None
+    return Refusal(exc.reason, exc.needed, exc.provided)
 
 
 @dataclass(frozen=True)
@@ -300,6 +357,14 @@ def _error(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"[:300]
 
 
+def _refused(exc: SlackApiError) -> SlackDeliveryError:
+    """The SlackDeliveryError of a Web API refusal, with the scopes of a `missing_scope`."""
+    response = exc.response
+    return SlackDeliveryError(
+        _error(exc), str(response.get("needed") or ""), str(response.get("provided") or "")
+    )
+
+
 # ---- the gateway
 
 
@@ -419,7 +484,7 @@ class SlackGateway:
         try:
             self.client.views_publish(user_id=user_id, view={"type": "home", "blocks": prepared.blocks})
         except SlackApiError as exc:
-            raise SlackDeliveryError(_error(exc)) from exc
+            raise _refused(exc) from exc
 
     def open_modal(self, trigger_id: str, view: dict[str, Any]) -> None:
         """Open a modal (`views.open`); its texts are redacted and escaped like a message's.
@@ -432,7 +497,7 @@ class SlackGateway:
         try:
             self.client.views_open(trigger_id=trigger_id, view=wire)
         except SlackApiError as exc:
-            raise SlackDeliveryError(_error(exc)) from exc
+            raise _refused(exc) from exc
 
     # ---- reading
 
@@ -462,6 +527,21 @@ class SlackGateway:
     def auth_test(self) -> None:
         """Check the bot token (`auth.test`); raises SlackApiError when refused."""
         self.client.auth_test()
+
+    def token_refusal(self) -> Refusal | None:
+        """The Refusal of the bot token (`auth.test`), None when Slack accepts it.
+
+        Raises:
+            SlackApiError: any other failure (a rate limit or 5xx left after the retries).
+        """
+        try:
+            self.client.auth_test()
+        except SlackApiError as exc:
+            refusal = refusal_of(exc)
+            if refusal is None:
+                raise
+            return refusal
+        return None
 
     # ---- internals
 
@@ -547,7 +627,7 @@ class SlackGateway:
             return send(prepared), prepared.files
         except SlackApiError as exc:
             if _error(exc) not in TOO_LONG:
-                raise SlackDeliveryError(_error(exc)) from exc
+                raise _refused(exc) from exc
             log.warning(
                 "Slack refused a message as too long (%s); sending a short one and a file", _error(exc)
             )
@@ -555,7 +635,7 @@ class SlackGateway:
         try:
             return send(short), short.files
         except SlackApiError as exc:
-            raise SlackDeliveryError(_error(exc)) from exc
+            raise _refused(exc) from exc
 
     def _try_update(self, channel: str, ts: str, text: str) -> None:
         try:

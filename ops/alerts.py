@@ -50,7 +50,9 @@ STALE_STATES = frozenset({"SUSPENDED", "FAILED"})
 GONE_STATES = frozenset({"DELETING"})
 NEW = "NEW"  # the "previous state" of a resource first seen after watching began
 # Recorded kinds that are news, not problems someone must act on (never listed as open).
-NOT_OPEN_KINDS = frozenset({"state", "vllm_up", "test", "slo_ok", "serving", "recovery", "digest", "lapsed"})
+NOT_OPEN_KINDS = frozenset(
+    {"state", "vllm_up", "test", "slo_ok", "serving", "recovery", "digest", "lapsed", "maintenance_over"}
+)
 
 ledger_table = Table(
     "alert_ledger",
@@ -128,7 +130,8 @@ class Alert:
         key: unique "resource|kind|threshold" string (see the module docstring).
         kind: "expiry" (termination time), "valid_until" (queueing deadline), "state" (a state change),
             "preempted" (a node), "node_gone" (a node NOT_FOUND under an ACTIVE queued resource), "stale"
-            (SUSPENDED/FAILED over a day), "vllm_down" (down, or wedged), "kv_cache", "preemptions", "test".
+            (SUSPENDED/FAILED over a day), "vllm_down" (down, or wedged), "kv_cache", "preemptions", "test",
+            "maintenance" (TPU host maintenance announced, `ops.tpu_maintenance`).
         resource: identity "zone/name@create" or, for vLLM, "vllm:<url>".
         name, zone: the queued resource ("" for vLLM alerts).
         title: one line; text: the details (mrkdwn).

@@ -26,9 +26,11 @@ __all__ = [
     "CreateSpec",
     "NodeInfo",
     "QueuedResourceInfo",
+    "UpcomingMaintenance",
     "ZoneListing",
     "check_create_spec",
     "check_zone",
+    "maintenance_from_api",
     "node_from_api",
     "parse_duration",
     "parse_time",
@@ -60,6 +62,34 @@ FLEX_START_MAX_RUN = timedelta(days=7)
 
 
 @dataclass(frozen=True)
+class UpcomingMaintenance:
+    """A host maintenance event Google announced for a TPU VM (v2alpha1 and v2 `Node.upcomingMaintenance`,
+    https://cloud.google.com/tpu/docs/view-maintenance-notifications).
+
+    Attributes:
+        kind: `type`: "SCHEDULED" (announced about seven days ahead) or "UNSCHEDULED" (critical, less
+            notice); "" when the API gives none.
+        status: `maintenanceStatus`: "PENDING" (not started yet) or "ONGOING" (under way); "" if unknown.
+        can_reschedule: `canReschedule`: whether it can be started early by hand (perform-maintenance).
+        window_start, window_end: `windowStartTime`, `windowEndTime`, aware UTC (None if absent).
+        latest_start: `latestWindowStartTime`: the latest the window may be moved to.
+    """
+
+    kind: str
+    status: str
+    can_reschedule: bool
+    window_start: datetime | None
+    window_end: datetime | None
+    latest_start: datetime | None = None
+
+    def underway(self, now: datetime) -> bool:
+        """Whether the maintenance is running: ONGOING, or PENDING with its window already open."""
+        if self.status == "ONGOING":
+            return True
+        return self.window_start is not None and self.window_start <= now
+
+
+@dataclass(frozen=True)
 class NodeInfo:
     """A TPU VM (Cloud TPU API `Node`).
 
@@ -77,6 +107,7 @@ class NodeInfo:
         external_ips: `networkEndpoints[].accessConfig.externalIp` (empty without external IPs).
         create_time: `Node.createTime`, timezone-aware UTC.
         termination_time: `schedulingConfig.terminationTimestamp` (v2alpha1 only; None from v2 or when unset).
+        maintenance: `upcomingMaintenance`, None when no host maintenance is announced.
     """
 
     name: str
@@ -90,6 +121,7 @@ class NodeInfo:
     external_ips: tuple[str, ...]
     create_time: datetime | None
     termination_time: datetime | None
+    maintenance: UpcomingMaintenance | None = None
 
 
 @dataclass(frozen=True)
@@ -372,6 +404,23 @@ def _enum(value: Any) -> str | None:
     return None if value is None or str(value) in _UNSPECIFIED else str(value)
 
 
+def maintenance_from_api(raw: Any) -> UpcomingMaintenance | None:
+    """Map a Node's `upcomingMaintenance` JSON dict to an UpcomingMaintenance (None when absent or empty;
+    the enums' "do not use" values UNKNOWN and UNKNOWN_TYPE become "")."""
+    if not isinstance(raw, Mapping) or not raw:
+        return None
+    kind = str(raw.get("type") or "")
+    status = str(raw.get("maintenanceStatus") or "")
+    return UpcomingMaintenance(
+        kind="" if kind == "UNKNOWN_TYPE" else kind,
+        status="" if status == "UNKNOWN" else status,
+        can_reschedule=bool(raw.get("canReschedule")),
+        window_start=parse_time(raw.get("windowStartTime")),
+        window_end=parse_time(raw.get("windowEndTime")),
+        latest_start=parse_time(raw.get("latestWindowStartTime")),
+    )
+
+
 def node_from_api(raw: Mapping[str, Any]) -> NodeInfo:
     """Map a Node JSON dict (v2alpha1 or v2, camelCase, enum names) to a NodeInfo."""
     name = str(raw.get("name", ""))
@@ -389,6 +438,7 @@ def node_from_api(raw: Mapping[str, Any]) -> NodeInfo:
         external_ips=tuple(ip for ip in external if ip),
         create_time=parse_time(raw.get("createTime")),
         termination_time=parse_time((raw.get("schedulingConfig") or {}).get("terminationTimestamp")),
+        maintenance=maintenance_from_api(raw.get("upcomingMaintenance")),
     )
 
 

@@ -92,6 +92,7 @@ class Demo:
         if "staging" in self.scenario:
             joined.append(self.scenario["staging"]["channel"])
         self.slack = SlackSimulator(token, channels=joined)
+        self.slack.workspace.configure(self.scenario.get("slack") or {})
         for simulator in (self.gcp, self.vllm, self.host, self.slack):
             simulator.start()
             started.callback(simulator.stop)

@@ -19,6 +19,9 @@ its public source); a test that needs the old leniency relaxes one rule by name 
     block_limits   cumulative block text (`msg_blocks_too_long`), empty texts, button texts, fields and
                    context elements, view block and title limits
     replies_paging `conversations.replies` honours `limit` and pages with `cursor` / `has_more`
+
+`workspace` (sim/slack_workspace.py) adds archived channels (`is_archived`), the token's scopes
+(`missing_scope` with `needed` / `provided`) and a revoked token (`token_revoked`).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlparse
 
 from sim.http_server import SimHttpServer
+from sim.slack_workspace import Workspace
 
 BOT_USER_ID = "U0BOT00001"
 TEAM_ID = "T0DEMO0001"
@@ -283,6 +287,7 @@ class SlackSimulator:
         self.relaxed: set[str] = set()
         self.relax(*relax)
         self.refused: list[tuple[str, str, str]] = []
+        self.workspace = Workspace()  # archived channels, granted scopes, the token (sim/slack_workspace.py)
         self._clock = clock
         self._offset = 0.0
         self._response_urls: dict[str, tuple[float, int]] = {}
@@ -437,6 +442,9 @@ class SlackSimulator:
     # ---- Web API methods: each returns the JSON body Slack would ----
 
     def _api(self, method: str, args: dict[str, Any]) -> dict[str, Any]:
+        refusal = self.workspace.refusal(method, args)  # archived, missing scope, revoked token
+        if refusal:
+            return refusal
         if method == "auth.test":
             return {
                 "ok": True,

@@ -14,9 +14,10 @@ import contextlib
 from datetime import timedelta
 
 from bot import scheduler
+from bot.alert_reach import reach_lines
 from bot.commands import Param, Role, duration, registry
 from bot.context import Context
-from bot.membership import NOT_MEMBER_ERRORS, invite_hint
+from bot.membership import invite_hint
 from bot.render import (
     Reply,
     blocks_reply,
@@ -29,9 +30,11 @@ from bot.render import (
     utc,
 )
 from bot.routing import KINDS
-from bot.slack_gateway import SlackDeliveryError
+from bot.slack_gateway import SlackDeliveryError, refusal_of
+from ops.alert_outbox import UNDELIVERED, AlertOutbox
 from ops.alerts import AlertLedger, identity
 from ops.errors import BadInput, OpsError
+from ops.fault_fixes import refusal_finding
 from ops.linear import linear
 from ops.maintenance import MaintenanceWindows
 
@@ -69,6 +72,7 @@ _STATUS_WORDS = {
     "suppressed": "suppressed while muted",
     "superseded": "skipped for a more urgent one",
     "sending": "being posted",
+    "undelivered": "held back while Slack refused the channel",
 }
 
 
@@ -98,17 +102,18 @@ def alerts_list(ctx: Context) -> Reply:
         )
     counts = ledger.counts()
     recorded = ", ".join(f"{n} {_STATUS_WORDS.get(status, status)}" for status, n in sorted(counts.items()))
-    running = _watcher(ctx)
-    refused = (
-        [section(f":warning: Alerts cannot be posted: Slack says `{running.refused}` for "
-                 f"{channel_link(running.channel)}; {invite_hint(running.channel)}.")]
-        if running is not None and running.refused
-        else []
-    )  # fmt: skip
+    refused = [section(line) for line in reach_lines(ctx.services.store, ctx.deployment)]
+    held = AlertOutbox(ctx.services.store, ctx.deployment).held()
+    titles = {r.key: r.text for r in ledger.rows(status=UNDELIVERED)}
+    held_lines = [
+        f"• {titles.get(h.key) or h.text} _(held since {utc(h.at)} for {channel_link(h.channel)})_"
+        for h in held[-30:]
+    ]
     blocks = [
         header("Alerts"),
         *refused,
         section("*Open*\n" + ("\n".join(lines) or "none")),
+        *([section("*Undelivered* (Slack refused the channel)\n" + "\n".join(held_lines))] if held else []),
         section("*Muted*\n" + ("\n".join(mute_lines) or "none")),
         context(f"Alerts so far: {recorded}." if recorded else "No alert has been raised yet."),
     ]
@@ -214,10 +219,12 @@ def alerts_test(ctx: Context) -> Reply:
     try:
         running.post_test(ctx.user_id)
     except SlackDeliveryError as exc:
-        error = exc.reason if exc.reason in NOT_MEMBER_ERRORS else None
-        if error is None:
+        refusal = refusal_of(exc)
+        if refusal is None:
             raise
+        finding = refusal_finding(refusal.slack_text)
         raise BadInput(
-            f"Slack refused the alert channel {where}: `{error}`", invite_hint(running.channel)
+            f"Slack refused the alert channel {where}: `{refusal.code}`",
+            finding.fix if finding else invite_hint(running.channel),
         ) from None
     return blocks_reply([section(f":white_check_mark: Test alert posted to {where}.")])

@@ -9,6 +9,7 @@ from functools import partial
 from typing import TypeVar
 from urllib.parse import urlsplit
 
+from bot.alert_reach import reach_lines
 from bot.commands import ChatTool, Param, registry, resource_name, zone_name
 from bot.context import Context
 from bot.diagnosis import deployment_of, needs_listing, resource_diagnosis
@@ -125,6 +126,7 @@ def tpu_status(ctx: Context) -> Reply:
     status = Status(
         listing, services.settings.tpu_zones, endpoint, health, models, metrics,
         wedged, services.settings.gcp_project, services.now(), services.settings.tpu_primary,
+        tuple(reach_lines(services.store, ctx.deployment)),
     )  # fmt: skip
     return blocks_reply(status_blocks(status))
 

@@ -15,9 +15,11 @@ from bot.views.metrics import metrics_lines
 from llm.diagnose import Diagnosis
 from ops.endpoint import Endpoint
 from ops.errors import OpsError
+from ops.fault_fixes import can_start_early, maintenance_finding
 from ops.faults import Deployment
 from ops.metrics import MetricsSummary
-from ops.tpu_model import NodeInfo, QueuedResourceInfo, ZoneListing
+from ops.tpu_maintenance import window_text
+from ops.tpu_model import NodeInfo, QueuedResourceInfo, UpcomingMaintenance, ZoneListing
 from ops.vllm import HealthCheck, ModelCard
 
 STATE_ICONS = {
@@ -58,6 +60,8 @@ def resource_line(qr: QueuedResourceInfo, now: datetime, *, primary: bool = Fals
         )
     for node in qr.nodes:
         parts.append(f"node `{node.name}` {_icon(node.state)} {node.state} · {_ips(node)}")
+        if node.maintenance is not None:
+            parts.append(maintenance_line(node.maintenance, now))
     if not qr.nodes and qr.node_ids:
         parts.append("node " + ", ".join(f"`{n}`" for n in qr.node_ids) + ": not created")
     if qr.error:
@@ -76,6 +80,19 @@ def preempted_line(qr: QueuedResourceInfo) -> str:
         ":warning: spot capacity preempted by Google: the node is gone and a reset cannot bring it back; "
         f"`/tpu delete {qr.name} --zone {qr.zone}` then `/tpu create` (or `/tpu ensure` for the primary)"
     )
+
+
+def maintenance_line(maintenance: UpcomingMaintenance, now: datetime) -> str:
+    """One line for a node's announced host maintenance: its type, whether it is under way or how soon it
+    starts, and its window (the TPU API's `upcomingMaintenance`)."""
+    kind = (maintenance.kind or "host").lower()
+    if maintenance.underway(now):
+        when = "under way"
+    elif maintenance.window_start is not None:
+        when = f"in {human_duration(maintenance.window_start - now)}"
+    else:
+        when = maintenance.status or "announced"
+    return f":construction: {kind} host maintenance {when} ({window_text(maintenance)})"
 
 
 def _ips(node: NodeInfo) -> str:
@@ -141,6 +158,8 @@ def describe_blocks(qr: QueuedResourceInfo, diagnosis: Diagnosis | None, now: da
     blocks = [header(f"Queued resource {qr.name}"), section("\n".join(lines))]
     for node in qr.nodes:
         blocks.append(section(_node_details(node, now)))
+        if node.maintenance is not None:
+            blocks.append(section(_maintenance_details(qr, node, node.maintenance, now)))
     if not qr.nodes:
         ids = ", ".join(qr.node_ids) or "none"
         blocks.append(context(f"Nodes: {ids} (no node exists in state {qr.state})."))
@@ -163,12 +182,32 @@ def _node_details(node: NodeInfo, now: datetime) -> str:
     return "\n".join(lines)
 
 
+def _maintenance_details(
+    qr: QueuedResourceInfo, node: NodeInfo, maintenance: UpcomingMaintenance, now: datetime
+) -> str:
+    """/tpu describe's maintenance section of a node: the announced facts, then the catalogue's cause and
+    fix for them (`ops.fault_fixes.maintenance_finding`)."""
+    early = "yes" if can_start_early(node, maintenance) else "no"
+    lines = [
+        f"*Host maintenance* on `{node.name}`: {maintenance.kind or 'type not given'}, "
+        f"{maintenance.status or 'status not given'} · {window_text(maintenance)}",
+        maintenance_line(maintenance, now)
+        + f" · can be started early: {early}"
+        + (f" · latest start {utc(maintenance.latest_start)}" if maintenance.latest_start else ""),
+    ]
+    finding = maintenance_finding(qr, node)
+    if finding is not None:
+        lines += [finding.cause, f"*Fix:* {finding.fix}"]
+    return "\n".join(lines)
+
+
 @dataclass(frozen=True)
 class Status:
     """What /tpu status gathered: each source's value, or the OpsError that stopped it.
 
     `wedged` is the serving verdict ("" when vLLM serves or was not checked); `zones` the zones listed;
-    `primary` the deployment's TPU_PRIMARY (listed first).
+    `primary` the deployment's TPU_PRIMARY (listed first); `alert_reach` the lines saying alerts cannot
+    reach their channel (`bot.alert_reach`), shown first.
     """
 
     listing: ZoneListing | OpsError
@@ -181,11 +220,12 @@ class Status:
     project: str
     now: datetime
     primary: str = ""
+    alert_reach: tuple[str, ...] = ()
 
 
 def status_blocks(status: Status) -> list[Block]:
     """/tpu status: queued resources, the vLLM endpoint, /health, model and metrics, the serving verdict."""
-    blocks = [header("TPU / vLLM status")]
+    blocks = [header("TPU / vLLM status"), *(section(line) for line in status.alert_reach)]
     blocks += listing_blocks(status.listing, status.zones, status.now, status.primary)
     blocks.append(divider())
     blocks.append(section(_vllm_status(status.endpoint, status.health, status.models, status.metrics)))

@@ -28,7 +28,7 @@ from sim.gcp.logging import ROUTES as LOGGING_ROUTES
 from sim.gcp.quotas import ROUTES as QUOTAS_ROUTES
 from sim.gcp.secrets import ROUTES as SECRETS_ROUTES
 from sim.gcp.tpu import ROUTES as TPU_ROUTES
-from sim.gcp.world import World, preempt_now, zone_capacity
+from sim.gcp.world import SimMaintenance, SimQueuedResource, World, preempt_now, zone_capacity
 from sim.http_server import SimHttpServer
 
 _FAULT_MESSAGES = {
@@ -150,16 +150,47 @@ class GcpSimulator:
             KeyError: no such node exists now; ValueError: the node is not spot.
         """
         with self.world.lock:
-            self.world.evolve(self.now())
-            try:
-                qr = self.world.node_owner(zone, node_id)
-            except ApiError as exc:
-                raise KeyError(exc.message) from None
+            qr = self._owner_now(zone, node_id)
             if qr.provisioning_model != "SPOT":
                 raise ValueError(
                     f"node {node_id} is {qr.provisioning_model}, not SPOT: it cannot be preempted"
                 )
             preempt_now(qr, self.world.now)
+
+    def schedule_maintenance(
+        self,
+        zone: str,
+        node_id: str,
+        *,
+        starts_in: float,
+        lasts: float = 4 * 3600,
+        kind: str = "SCHEDULED",
+        can_reschedule: bool = True,
+    ) -> None:
+        """Announce host maintenance for a node: its window starts `starts_in` simulated seconds from now
+        and lasts `lasts` seconds (`Node.upcomingMaintenance`, see `SimMaintenance`).
+
+        Raises:
+            KeyError: no such node exists now.
+        """
+        with self.world.lock:
+            qr = self._owner_now(zone, node_id)
+            start = self.world.now + timedelta(seconds=starts_in)
+            qr.node.maintenance = SimMaintenance(
+                kind, start, start + timedelta(seconds=lasts), can_reschedule
+            )
+
+    def _owner_now(self, zone: str, node_id: str) -> SimQueuedResource:
+        """The queued resource owning node `node_id` now (the world evolved first; `world.lock` held).
+
+        Raises:
+            KeyError: no such node exists now.
+        """
+        self.world.evolve(self.now())
+        try:
+            return self.world.node_owner(zone, node_id)
+        except ApiError as exc:
+            raise KeyError(exc.message) from None
 
     def set_capacity(self, zone: str, capacity: Any) -> None:
         """Change a zone's `capacity` (same values as the scenario key) for requests queued from now on."""

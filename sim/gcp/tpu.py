@@ -210,7 +210,28 @@ def node_json(world: World, qr: SimQueuedResource, api: str) -> dict[str, Any]:
         body["health"] = node.health
     if node.health_description:
         body["healthDescription"] = node.health_description
+    maintenance = _upcoming_maintenance(node, world.now)
+    if maintenance:
+        body["upcomingMaintenance"] = maintenance
     return {**body, **_node_extras(node)}
+
+
+def _upcoming_maintenance(node: SimNode, now: datetime) -> dict[str, Any] | None:
+    """`Node.upcomingMaintenance` (v2alpha1 and v2 discovery docs: `UpcomingMaintenance`) while the node's
+    maintenance is announced or under way; canReschedule is false once it runs ("typically observed during
+    the period in which the VM is actively undergoing maintenance",
+    https://cloud.google.com/tpu/docs/view-maintenance-notifications)."""
+    status, maintenance = node.maintenance_status(now), node.maintenance
+    if status is None or maintenance is None:
+        return None
+    return {
+        "type": maintenance.kind,
+        "canReschedule": maintenance.can_reschedule and status == "PENDING",
+        "windowStartTime": rfc3339(maintenance.start),
+        "windowEndTime": rfc3339(maintenance.end),
+        "latestWindowStartTime": rfc3339(maintenance.latest_start or maintenance.start),
+        "maintenanceStatus": status,
+    }
 
 
 def operation_json(world: World, op: SimOperation, api: str) -> dict[str, Any]:

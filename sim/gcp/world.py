@@ -29,6 +29,11 @@ Scenario keys (times relative to the simulator's start; the default scenario is
                                                   # after it becomes ACTIVE, if later)
     queued_resources[].node.health_description / internal_ip / external_ip (a string or a list)
     queued_resources[].node.enable_external_ips: true
+    queued_resources[].node.maintenance: {type: SCHEDULED, starts: 3h, lasts: 4h, can_reschedule: true}
+                                  # host maintenance announced (Node.upcomingMaintenance): PENDING until
+                                  # `starts`, then ONGOING (canReschedule false, health
+                                  # UNHEALTHY_MAINTENANCE) for `lasts`, then gone (HEALTHY); times from
+                                  # the simulator's start (`GcpSimulator.schedule_maintenance` at run time)
     queued_resources[].node.labels: {managed-by: tpu-chatops, ...}   # node labels, echoed in nodeSpec
     secrets: {hf-token: "value"}  # Secret Manager secrets with one version each
     logs: ...                     # Cloud Logging entries, GENERATED (see sim/gcp/loggen.py)
@@ -129,6 +134,32 @@ class SimZone:
 
 
 @dataclass
+class SimMaintenance:
+    """Host maintenance announced for a node: its type, window and whether it can be started early; the
+    status follows the clock (see `SimNode.maintenance_status`)."""
+
+    kind: str
+    start: datetime
+    end: datetime
+    can_reschedule: bool = True
+    latest_start: datetime | None = None
+
+    @classmethod
+    def from_scenario(cls, spec: dict[str, Any], start: datetime) -> SimMaintenance:
+        begins = start + duration(spec.get("starts", "3h"))
+        kind = str(spec.get("type", "SCHEDULED"))
+        if kind not in ("SCHEDULED", "UNSCHEDULED"):
+            raise ValueError(f"maintenance type {kind!r}: use SCHEDULED or UNSCHEDULED")
+        return cls(
+            kind=kind,
+            start=begins,
+            end=begins + duration(spec.get("lasts", "4h")),
+            can_reschedule=bool(spec.get("can_reschedule", True)),
+            latest_start=begins + duration(spec["latest_after"]) if "latest_after" in spec else None,
+        )
+
+
+@dataclass
 class SimNode:
     """A TPU VM (node) requested by a queued resource; it exists while the QR is ACTIVE/PROVISIONING."""
 
@@ -149,6 +180,13 @@ class SimNode:
     pending_state: str | None = None  # STOPPED / READY after a stop / start operation
     pending_at: datetime | None = None
     preempt_at: datetime | None = None
+    maintenance: SimMaintenance | None = None
+
+    def maintenance_status(self, now: datetime) -> str | None:
+        """PENDING before the announced window, ONGOING inside it, None without one (or after it)."""
+        if self.maintenance is None or self.maintenance.end <= now:
+            return None
+        return "PENDING" if now < self.maintenance.start else "ONGOING"
 
 
 @dataclass
@@ -407,6 +445,7 @@ class World:
             if qr.provisioning_model == "SPOT" and preempt is not None:
                 node.preempt_at = qr.active_at + preempt
         if qr.state == "ACTIVE":
+            _evolve_maintenance(node, now)
             if node.pending_state and node.pending_at is not None and node.pending_at <= now:
                 node.state = node.pending_state
                 node.health = "HEALTHY" if node.state == "READY" else None
@@ -451,6 +490,18 @@ class World:
 
 
 SUSPEND_DURATION = timedelta(seconds=60)  # simulated SUSPENDING time after a preemption (not Google's figure)
+
+
+def _evolve_maintenance(node: SimNode, now: datetime) -> None:
+    """A READY node is UNHEALTHY_MAINTENANCE inside its maintenance window and HEALTHY again after it (the
+    announcement then disappears)."""
+    status = node.maintenance_status(now)
+    if status == "ONGOING" and node.state == "READY":
+        node.health, node.health_description = "UNHEALTHY_MAINTENANCE", "host maintenance is under way"
+    elif status is None and node.maintenance is not None:
+        node.maintenance = None
+        if node.state == "READY":
+            node.health, node.health_description = "HEALTHY", ""
 
 
 def preempt_now(qr: SimQueuedResource, at: datetime) -> None:
@@ -525,6 +576,9 @@ def _qr_from_scenario(spec: dict[str, Any], start: datetime) -> SimQueuedResourc
         enable_external_ips=bool(node_spec.get("enable_external_ips", True)),
         create_time=created + duration(node_spec.get("created_after", "2m")),
         labels={str(k): str(v) for k, v in (node_spec.get("labels") or {}).items()},
+        maintenance=SimMaintenance.from_scenario(node_spec["maintenance"], start)
+        if node_spec.get("maintenance")
+        else None,
     )
     error = spec.get("error") or {}
     return SimQueuedResource(

@@ -464,3 +464,20 @@ def test_secret_manager_responses_match_the_discovery_document() -> None:
         assert send(sim, "POST", f"{base}?secretId=hf-token", {"replication": {"automatic": {}}})[0] == 409
         assert send(sim, "GET", f"{base}/nope/versions/latest:access")[0] == 404
     assert problems == []
+
+
+@pytest.mark.parametrize("api", ["v2alpha1", "v2"])
+def test_announced_maintenance_matches_the_discovery_document(api: str) -> None:
+    """`Node.upcomingMaintenance` (both documents define it) while PENDING and while ONGOING."""
+    with GcpSimulator(default_scenario(), now=lambda: NOW) as server:
+        server.schedule_maintenance("us-east5-a", "gemma4-qr-node", starts_in=3600, lasts=1800)
+        path = f"/{api}/projects/{server.project}/locations/us-east5-a/nodes/gemma4-qr-node"
+        seen = []
+        for step in (0, 3600 + 60):
+            server.advance(step)
+            status, body = fetch(server, path)
+            assert status == 200 and validate(DOCS[api], "Node", body) == []
+            seen.append((body["upcomingMaintenance"]["maintenanceStatus"], body["health"]))
+        assert seen == [("PENDING", "HEALTHY"), ("ONGOING", "UNHEALTHY_MAINTENANCE")]
+        server.advance(1800)
+        assert "upcomingMaintenance" not in fetch(server, path)[1]

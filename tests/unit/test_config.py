@@ -51,6 +51,9 @@ def test_good_settings_and_comma_lists() -> None:
             "FAULT_CATALOGUE_FILE: /nonexistent/faults.yaml",
         ),
         ({"vllm_startup_stuck_s": "5"}, "VLLM_STARTUP_STUCK_S:"),
+        ({"maintenance_alert_lead": "1m"}, "MAINTENANCE_ALERT_LEAD: give 5m to 7d"),
+        ({"maintenance_alert_lead": "soon"}, "MAINTENANCE_ALERT_LEAD:"),
+        ({"alert_delivery_recheck_s": "1"}, "ALERT_DELIVERY_RECHECK_S:"),
     ],
 )
 def test_bad_settings_are_one_line_naming_the_setting(changes: dict[str, object], line: str) -> None:
