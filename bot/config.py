@@ -88,6 +88,18 @@ class Settings(BaseSettings):
         le=3600,
         description="How long a dead bot's hold on a name lasts (renewed every ttl/3 while running), s.",
     )
+    reconcile_interval_s: float = Field(
+        60.0,
+        ge=1,
+        le=3600,
+        description="How often creates answered ambiguously are looked for after their command ended, s.",
+    )
+    ambiguous_create_watch_s: float = Field(
+        3600.0,
+        ge=60,
+        le=7 * 86400,
+        description="How long a create never answered is looked for (then taken as never made), s.",
+    )
     google_credentials_file: str | None = Field(
         None, description="Service-account key file for this project's Google APIs; default: ADC."
     )

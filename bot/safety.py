@@ -12,7 +12,7 @@ from datetime import datetime
 
 from bot.context import Context
 from bot.render import mention
-from ops.errors import BadInput, NotFound, OpsError
+from ops.errors import BackendTimeout, BackendUnavailable, BadInput, NotFound, OpsError
 from ops.ownership import (
     CreateOutcome,
     create_owned,
@@ -21,6 +21,7 @@ from ops.ownership import (
     new_request_id,
     operation_keys,
     ownership_labels,
+    record_ambiguous,
     record_sending,
 )
 from ops.store import OperationBusy
@@ -53,10 +54,13 @@ def create_labelled(ctx: Context, spec: CreateSpec, *, operation_id: str, kind: 
     """Send a create with the ownership labels, written down first; an ambiguous answer is read back.
 
     Returns:
-        The CreateOutcome; the in-flight record says "created" unless the request was not seen yet.
+        The CreateOutcome; the in-flight record says "created" unless the request was not seen yet (then
+        it stays open, "sending", for reconciliation to look for it).
 
     Raises:
-        NameTaken: an ambiguous answer, and the name belongs to a resource this request did not make.
+        NameTaken: the name belongs to a resource this request did not make.
+        BackendTimeout, BackendUnavailable: ambiguous, and it could not be read back (the record stays
+            open: reconciliation looks for it by label).
         OpsError: the create was refused (the record says "failed").
     """
     services = ctx.services
@@ -69,11 +73,16 @@ def create_labelled(ctx: Context, spec: CreateSpec, *, operation_id: str, kind: 
     )  # fmt: skip
     try:
         outcome = create_owned(services.tpu, owned, request_id, sent_at)
+    except (BackendTimeout, BackendUnavailable) as exc:  # ambiguous, and not read back: it may exist
+        record_ambiguous(services.store, request_id, exc, now=services.now())
+        raise
     except OpsError as exc:
         services.store.update_inflight(request_id, "failed", now=services.now(), note=exc.message)
         raise
     if outcome.operation is not None or outcome.resource is not None:
         services.store.update_inflight(request_id, "created", now=services.now())
+    elif outcome.ambiguous is not None:
+        record_ambiguous(services.store, request_id, outcome.ambiguous, now=services.now())
     return outcome
 
 

@@ -330,3 +330,38 @@ def test_describe_finds_a_search_winner_outside_the_watched_zones() -> None:
         described = _say(demo, "/tpu describe gemma4-w")
         assert "not found" not in described and "*Zone* `us-east5-a`" in described
         assert "not found" in _say(demo, "/tpu describe gemma4-nothing")
+
+
+def test_a_find_whose_create_is_answered_late_says_so_then_its_message_says_what_became_of_it() -> None:
+    """The issue's repro: the create is answered after the client's timeout, so the search cannot say that
+    every request was deleted; a minute later the request is there (ACTIVE, billing). Reconciliation, which
+    now runs every RECONCILE_INTERVAL_S while the bot serves, deletes it by its label and edits the search's
+    last message to say so."""
+    with Demo(google_timeout_s=1.0, reconcile_interval_s=1.0) as demo:
+        _say(demo, "/tpu find newx --zones us-east5-a --allow-second")
+        demo.gcp.inject_fault(r"/queuedResources$", 200, delay_s=3.0, method="POST")
+        demo.user.run("click Confirm", timeout=2)
+        final = _wait_for(demo, "not every request is accounted for")
+        assert "every request this search made was deleted" not in final and "No zone had" not in final
+        assert "`newx` in `us-east5-a`: its create got no clear answer" in final and "is deleted" in final
+        edited = _wait_for(demo, "appeared after the timeout", timeout=30)
+        assert "`newx` in `us-east5-a` appeared after the timeout" in edited and "was deleted" in edited
+        assert "no clear answer" not in edited  # the line was replaced, not added to
+        with pytest.raises(NotFound):
+            demo.bot.services.tpu.get_queued_resource("newx", [PRIMARY_ZONE])
+        assert _primary(demo) == "ACTIVE"
+        audit = [e for e in demo.bot.services.store.audit(20) if e.action == "reconcile"]
+        assert [e.outcome.split(":")[0] for e in audit] == ["deleted"]
+
+
+def test_a_create_answered_late_is_kept_and_its_message_says_so() -> None:
+    with Demo(google_timeout_s=1.0, reconcile_interval_s=1.0) as demo:
+        _say(demo, "/tpu create newc --zone us-east5-a --allow-second")
+        demo.gcp.inject_fault(r"/queuedResources$", 200, delay_s=3.0, method="POST")
+        demo.user.run("click Confirm", timeout=2)
+        final = _wait_for(demo, "was not there when read back")
+        assert "is kept (nothing else is touched)" in final
+        edited = _wait_for(demo, "appeared after the timeout", timeout=30)
+        assert "`newc` in `us-east5-a` appeared after the timeout" in edited
+        assert "is kept: `/tpu create` asked for it" in edited
+        assert demo.bot.services.tpu.get_queued_resource("newc", [PRIMARY_ZONE]).name == "newc"
