@@ -133,6 +133,12 @@ class Settings(BaseSettings):
     vllm_startup_stuck_s: float = Field(
         1800.0, ge=60, le=86400, description="A container up this long without its port is 'start-up stuck'."
     )
+    vllm_replace_settle_s: float = Field(
+        30.0,
+        ge=0,
+        le=600,
+        description="How long a new container must keep running before /vllm restart removes the old one, s.",
+    )
     fault_catalogue_file: str | None = Field(
         None, description="A team's own failure families (YAML, the format of ops/faults.yaml)."
     )

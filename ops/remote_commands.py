@@ -191,6 +191,14 @@ TEMPLATES: dict[str, CommandTemplate] = {
         {"stop_timeout_s": "stop_timeout_s", "container": "container"},
     ),
     "docker_rm_force": CommandTemplate("{SUDO}docker rm -f -- {container}", {"container": "container"}),
+    # Replacing the container keeps the old one until the new one runs (ops.container.VllmContainer.replace):
+    # the image is looked up (`docker image inspect`, exit 1 "No such image") and pulled first, the old
+    # container renamed aside and renamed back if the new one fails.
+    "docker_image_inspect": CommandTemplate("{SUDO}docker image inspect -- {image}", {"image": "image"}),
+    "docker_pull": CommandTemplate("{SUDO}docker pull -- {image}", {"image": "image"}),
+    "docker_rename": CommandTemplate(
+        "{SUDO}docker rename -- {container} {new_name}", {"container": "container", "new_name": "container"}
+    ),
     "docker_run_vllm": CommandTemplate(
         _READ_HF_TOKEN + "{SUDO_ENV}" + _DOCKER_RUN + "-e HF_TOKEN -- {image} " + _VLLM_SERVE, _VLLM_RUN_ARGS
     ),

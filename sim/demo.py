@@ -133,6 +133,8 @@ class Demo:
             "vllm_container": self.host.config["linked_container"],
             "alert_channel": ALERTS_CHANNEL,
             "alert_interval_s": 2.0,
+            # A simulated container fails within `fail_after_s` (0.5 s): a restart need not watch it longer.
+            "vllm_replace_settle_s": 2.0,
         }
         if self.staging is not None:
             fields["deployments_file"] = self.staging.write_deployments(Path(self._state_dir.name))

@@ -21,7 +21,7 @@ from bot.tpu_requests import VLLM_LOAD
 from bot.views.findings import diagnosis_text
 from llm.diagnose import examine
 from ops import remote_commands
-from ops.container import ContainerStatus, VllmContainer
+from ops.container import ContainerStatus, ReplaceOutcome, VllmContainer
 from ops.errors import OpsError
 from ops.vllm import HealthCheck
 
@@ -163,8 +163,30 @@ DOWNTIME = {
 }
 
 
+def _replaced(outcome: ReplaceOutcome, name: str, host: str) -> str:
+    """What `/vllm restart` did, in words: replaced, restored after a failure, or failed with nothing to
+    restore; the failure's own docker or vLLM error line included."""
+    if outcome.replaced:
+        pulled = f" (`{outcome.status.image}` pulled first)" if outcome.pulled else ""
+        old = outcome.previous_image
+        previous = f"; the previous one (`{old}`) was removed" if old else ""
+        return f":white_check_mark: `restart` done: a new `{name}` runs on `{host}`{pulled}{previous}."
+    why = "unknown"
+    if outcome.error is not None:
+        why = outcome.error.message + (f" _({outcome.error.hint})_" if outcome.error.hint else "")
+    if outcome.restored:
+        again = " and started again (it loads the model again)" if outcome.status.running else ""
+        return (
+            f":x: `restart` failed: {why}\n:leftwards_arrow_with_hook: The previous container "
+            f"(`{outcome.previous_image}`) is back as `{name}`{again}."
+        )
+    return f":x: `restart` failed: {why}\nNo container ran before, so there was nothing to restore."
+
+
 def _container_command(
-    verb: str, summary: str, act: Callable[[Context, VllmContainer], ContainerStatus | None]
+    verb: str,
+    summary: str,
+    act: Callable[[Context, VllmContainer], ContainerStatus | ReplaceOutcome | None],
 ) -> None:
     """Declare `/vllm VERB`: operator, confirmed, previewing the container's current state."""
 
@@ -193,17 +215,13 @@ def _container_command(
         # Starting vLLM is planned downtime: health alerts wait until it serves (bot/maintenance.py).
         planned = planned_work(ctx, f"vllm {verb}") if verb in ("start", "restart") else nullcontext()
         with host, planned:
-            act(ctx, container)
+            done = act(ctx, container)
             status = container.status()
         ctx.services.endpoints.forget()
-        return blocks_reply(
-            [
-                section(
-                    f":white_check_mark: `{verb}` done.\n"
-                    + _describe(status, _health(ctx), ctx.services.now())
-                )
-            ]
-        )
+        state = _describe(status, _health(ctx), ctx.services.now())
+        if isinstance(done, ReplaceOutcome):
+            return blocks_reply([section(_replaced(done, container.name, host.host) + "\n" + state)])
+        return blocks_reply([section(f":white_check_mark: `{verb}` done.\n" + state)])
 
     registry.command(f"vllm {verb}", summary, role=Role.OPERATOR, changes_infra=True, preview=preview)(run)
 
@@ -216,7 +234,8 @@ _container_command(
 _container_command("stop", "Stop the vLLM container", lambda ctx, c: c.stop())
 _container_command(
     "restart",
-    "Recreate the vLLM container (docker rm -f, then docker run)",
-    lambda ctx, c: c.restart(ctx.services.vllm_spec()),
+    "Replace the vLLM container: pull the image, stop the old one, run the new one; the old one comes back "
+    "if the new one fails",
+    lambda ctx, c: c.restart(ctx.services.vllm_spec(), settle_s=ctx.services.settings.vllm_replace_settle_s),
 )
 _container_command("rm", "Remove the vLLM container", lambda ctx, c: c.rm())

@@ -45,8 +45,9 @@ def test_restart_is_confirmed_and_reports_starting_not_down(world: Demo) -> None
     assert "*Restart* the vLLM container" in preview and "[Confirm" in preview
     assert "needs the operator role" in _say(world, "click Confirm as U0VIEWER01")
     done = _say(world, "click Confirm")
-    assert "`restart` done." in done and "starting" in done
-    assert any(c.startswith("docker rm -f") or " rm -f " in c for c in world.host.commands)
+    assert "`restart` done: a new `vllm` runs" in done and "starting" in done
+    assert "the previous one (`vllm/vllm-tpu:gemma4`) was removed" in done
+    assert "docker rm -f -- vllm-previous" in world.host.commands
     assert "HF_TOKEN" not in "".join(m.text for m in world.slack.messages) or True
     _wait_ready(world)
     assert "serving" in _say(world, "/vllm status")
@@ -102,3 +103,27 @@ def test_stored_benchmark_runs_can_be_listed_and_compared(world: Demo) -> None:
     assert "TTFT median (ms)" in compared and "%" in compared
     missing = _say(world, "/vllm bench compare 1 99")
     assert "no stored benchmark run 99" in missing and "/vllm bench list" in missing
+
+
+def test_restart_to_a_tag_that_does_not_exist_keeps_the_healthy_container() -> None:
+    """The issue's repro: VLLM_IMAGE names a tag the registry does not have. The healthy container keeps
+    serving, and the user reads docker's own error, not "See 'docker run --help'."."""
+    with Demo(vllm_image="vllm/vllm-tpu:does-not-exist") as demo:
+        _say(demo, "/vllm restart")
+        done = _say(demo, "click Confirm")
+        assert "manifest for vllm/vllm-tpu:does-not-exist not found: manifest unknown" in done
+        assert "was not touched" in done and "See 'docker" not in done
+        assert "does not exist in its registry" in done  # the catalogue's conclusion, as the hint
+        assert not [c for c in demo.host.commands if " stop " in c or " rm " in c or " rename " in c]
+        assert "serving: running" in _say(demo, "/vllm status")
+
+
+def test_restart_whose_new_container_fails_brings_the_old_one_back() -> None:
+    with Demo() as demo:
+        demo.host.set_run_failing_log("vllm-hf-gated-repo-401.log")  # every new container fails so
+        _say(demo, "/vllm restart")
+        done = _say(demo, "click Confirm", timeout=60)
+        assert "`restart` failed: the new container" in done and "exited with code 1 at once" in done
+        assert "The previous container (`vllm/vllm-tpu:gemma4`) is back" in done
+        assert demo.host.container_state(demo.settings.vllm_container) == "running"
+        _wait_ready(demo)

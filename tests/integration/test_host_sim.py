@@ -129,10 +129,12 @@ def test_stop_start_restart_rm_drive_the_linked_vllm_simulator(
     _wait(lambda: _health(vllm) == "ready")
     _wait(lambda: container.logs(tail=1).strip().endswith("Application startup complete."))
 
-    restarted = container.restart(VllmSpec(max_model_len=8192))
-    assert restarted.running and restarted.restart_count == 0  # a new container
-    assert "docker rm -f -- vllm" in host.commands
-    run = host.commands[-2]
+    outcome = container.restart(VllmSpec(max_model_len=8192), settle_s=0.2)
+    restarted = outcome.status
+    assert outcome.replaced and restarted.running and restarted.restart_count == 0  # a new container
+    assert "docker rename -- vllm vllm-previous" in host.commands
+    assert "docker rm -f -- vllm-previous" in host.commands
+    run = next(c for c in reversed(host.commands) if "docker run" in c)
     assert "docker run -d --name vllm" in run and "--max-model-len 8192" in run
     assert _health(vllm) == "refused"
     _wait(lambda: _health(vllm) == "ready")
@@ -169,7 +171,8 @@ def test_failing_run_replays_the_scenario_case(
     host, remote = world
     host.set_run_failing_log("vllm-hbm-oom-program-load.log")
     container = VllmContainer(remote, "vllm")
-    container.restart(VllmSpec())
+    container.rm()
+    container.start(VllmSpec())  # docker run: a new container, which fails
     assert _health(vllm) == "refused"
     _wait(lambda: not container.status().running)
     findings = diagnose(container.logs(tail=500))
@@ -232,8 +235,10 @@ def test_sudo_prefix_and_unknown_commands(world: tuple[HostSimulator, RemoteHost
     ) as r:
         assert VllmContainer(r, "vllm").status().running
         assert host.commands[-1] == "sudo -n docker inspect --type container -- vllm"
-        VllmContainer(r, "vllm").restart(VllmSpec())
-        assert host.commands[-2].count("sudo -n --preserve-env=HF_TOKEN docker run") == 1
+        VllmContainer(r, "vllm").restart(VllmSpec(), settle_s=0.2)
+        runs = [c for c in host.commands if "docker run" in c]
+        assert len(runs) == 1 and runs[0].count("sudo -n --preserve-env=HF_TOKEN docker run") == 1
+        assert all(c.startswith(("sudo -n ", "HF_TOKEN=")) for c in host.commands[-8:])
         time.sleep(FAIL_S + 0.1)
         assert VllmContainer(r, "vllm").status().running  # the token reached the container (no 401)
     for command in (
