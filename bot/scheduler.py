@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from urllib.parse import urlsplit, urlunsplit
@@ -23,6 +24,7 @@ from urllib.parse import urlsplit, urlunsplit
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from bot.alert_delivery import OncallOptions, TickResult
+from bot.identity import identify
 from bot.oncall import OncallJobs
 from bot.render import Reply, human_duration, mention, section, utc
 from bot.services import Services
@@ -330,6 +332,10 @@ class AlertScheduler(OncallJobs):
                     )
                 except (OpsError, ValueError):
                     text = None
+                # Who answers: a stale process on the port must not pass for the deployment's server.
+                identity = identify(self.services, client, endpoint, health, metrics_text=text)
+                if identity.other:
+                    check = replace(check, other_server=identity.line())
         watch = VllmWatch.from_json(self.ledger.get_value("vllm_watch"))
         found, watch = evaluate_vllm(
             check,

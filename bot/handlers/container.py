@@ -15,15 +15,16 @@ from functools import partial
 from bot.commands import Param, Role, registry
 from bot.context import Context
 from bot.diagnosis import deployment_of
+from bot.identity import identify
 from bot.maintenance import planned_work
 from bot.render import Attachment, Reply, ago, blocks_reply, code, context, section
 from bot.tpu_requests import VLLM_LOAD
-from bot.views.findings import diagnosis_text
+from bot.views.findings import diagnosis_text, identity_line
 from llm.diagnose import examine
 from ops import remote_commands
 from ops.container import ContainerStatus, ReplaceOutcome, VllmContainer
 from ops.errors import OpsError
-from ops.vllm import HealthCheck
+from ops.vllm import HealthCheck, ServerIdentity
 
 SHOWN_LOG_LINES = 25
 DIAGNOSE_TAIL = 400
@@ -42,6 +43,19 @@ def _health(ctx: Context) -> HealthCheck | OpsError:
         return exc
     with client:
         return client.health()
+
+
+def _who_answers(
+    ctx: Context, status: ContainerStatus, log: str
+) -> tuple[HealthCheck | OpsError, ServerIdentity | None]:
+    """`/health` at the endpoint and the identity verdict of what answers (None: no endpoint)."""
+    try:
+        client, endpoint = ctx.services.vllm()
+    except OpsError as exc:
+        return exc, None
+    with client:
+        health = client.health()
+        return health, identify(ctx.services, client, endpoint, health, container=status, log=log)
 
 
 def _describe(
@@ -88,11 +102,16 @@ def vllm_status(ctx: Context) -> Reply:
     container, host = ctx.services.container()
     with host:
         status = container.status()
-        health = (
-            _health(ctx) if status.running else HealthCheck("refused", None, 0.0, "container not running")
-        )
         log = container.logs(tail=DIAGNOSE_TAIL) if status.exists else ""
-    state = _describe(status, health, ctx.services.now(), ctx.services.settings.vllm_startup_stuck_s)
+    # /health is asked even of a container that is not running: something else may answer on its port.
+    health, identity = _who_answers(ctx, status, log)
+    if not status.running:
+        health = HealthCheck("refused", None, 0.0, "container not running")
+    now, stuck_s = ctx.services.now(), ctx.services.settings.vllm_startup_stuck_s
+    if identity is not None and identity.other:  # the answers are not this container's: docker facts only
+        state = identity_line(identity) + "\n" + _describe(status, None, now, stuck_s)
+    else:
+        state = _describe(status, health, now, stuck_s)
     blocks = [section(f"*vLLM container* `{container.name}` on `{host.host}`\n" + state)]
     # The state line joins the log, so a stuck start-up is diagnosed like a logged failure.
     stuck = state.split("\n")[0].removeprefix(":red_circle: ") if "start-up stuck" in state else ""

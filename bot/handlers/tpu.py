@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 from bot.commands import ChatTool, Param, registry, resource_name, zone_name
 from bot.context import Context
 from bot.diagnosis import deployment_of, needs_listing, resource_diagnosis
+from bot.identity import identify
 from bot.render import Reply, blocks_reply
 from bot.sources import settled
 from bot.views.tpu import Status, describe_blocks, list_blocks, status_blocks
@@ -19,7 +20,7 @@ from ops.endpoint import Endpoint
 from ops.errors import OpsError
 from ops.metrics import MetricsSummary
 from ops.tpu_model import ZoneListing
-from ops.vllm import HealthCheck, VllmClient, serving_verdict
+from ops.vllm import HealthCheck, ModelCard, ServerIdentity, VllmClient, serving_verdict
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -105,8 +106,16 @@ def tpu_status(ctx: Context) -> Reply:
     health_f = pool.submit(on_vllm, VllmClient.health)
     models_f = pool.submit(on_vllm, VllmClient.models)
     metrics_f = pool.submit(on_vllm, VllmClient.metrics)
+
+    def who_answers(client: VllmClient) -> ServerIdentity:
+        health: HealthCheck | OpsError = _result(health_f)
+        models: list[ModelCard] | OpsError = _result(models_f)
+        return identify(services, client, endpoint_f.result(), health, models=models)
+
+    identity_f = pool.submit(on_vllm, who_answers)
     listing, endpoint = _result(listing_f), _result(endpoint_f)
     health, models, metrics = _result(health_f), _result(models_f), _result(metrics_f)
+    identity = _result(identity_f)
     wedged = ""
     if isinstance(endpoint, Endpoint) and isinstance(health, HealthCheck):
         if isinstance(metrics, MetricsSummary):
@@ -119,6 +128,7 @@ def tpu_status(ctx: Context) -> Reply:
     status = Status(
         listing, services.settings.tpu_zones, endpoint, health, models, metrics,
         wedged, services.settings.gcp_project, services.now(), services.settings.tpu_primary,
+        identity if isinstance(identity, ServerIdentity) else None,
     )  # fmt: skip
     return blocks_reply(status_blocks(status))
 

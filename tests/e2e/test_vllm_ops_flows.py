@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import time
 
-from sim.demo import Demo
+from bot.scheduler import AlertScheduler
+from bot.slack_gateway import SlackGateway
+from sim.demo import ALERTS_CHANNEL, Demo
 
 
 def _say(demo: Demo, line: str, timeout: float = 30) -> str:
@@ -127,3 +129,52 @@ def test_restart_whose_new_container_fails_brings_the_old_one_back() -> None:
         assert "The previous container (`vllm/vllm-tpu:gemma4`) is back" in done
         assert demo.host.container_state(demo.settings.vllm_container) == "running"
         _wait_ready(demo)
+
+
+def test_a_stale_process_on_the_vllm_port_is_not_called_the_healthy_server() -> None:
+    """The issue's repro: the container exited ("address already in use") and something else answers
+    /health. /vllm status, /vllm health, /tpu status and the watcher alert all say so."""
+    with Demo() as demo:
+        name = demo.settings.vllm_container
+        demo.host.set_stale_server(True)  # SIMULATED: a process outside docker holds the vLLM port
+        assert demo.host.execute(f"docker restart -- {name}")[0] == 0
+        deadline = time.monotonic() + 10
+        while demo.host.container_state(name) != "exited" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert demo.host.container_state(name) == "exited" and demo.vllm.listening
+        port = demo.settings.vllm_port
+        said = (
+            f"(address already in use); something else answers on :{port} (serving `google/gemma-4-31B-it`)"
+        )
+        status = _say(demo, "/vllm status")
+        assert "*Not the bot's vLLM container*: the vLLM container exited at " in status and said in status
+        assert "serving: running" not in status and "vllm-port-in-use" in status
+        assert said in _say(demo, "/vllm health")
+        assert said in _say(demo, "/tpu status")
+        client = SlackGateway.connect(demo.settings.slack_bot_token.get_secret_value(), demo.slack.api_url)
+        watcher = AlertScheduler(
+            demo.bot.services, client, ALERTS_CHANNEL, clock=demo.gcp.now, health_failures=1
+        )
+        start = len(demo.slack.messages)
+        watcher.tick()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            alerts = [m.text for m in demo.slack.messages[start:] if m.channel == ALERTS_CHANNEL]
+            if any(said in t for t in alerts):
+                break
+            time.sleep(0.1)
+        assert any("is answered by something else, not its container" in t for t in alerts), alerts
+        assert any(said in t and "vllm-port-in-use" in t for t in alerts), alerts  # its thread
+
+
+def test_another_model_on_the_port_is_named_and_the_real_one_is_checked() -> None:
+    with Demo() as demo:
+        checked = _say(demo, "/vllm health")
+        assert (
+            "answered by the deployment's container (checked: container running, model, start time)"
+            in checked
+        )
+        demo.vllm.config["model"] = "google/gemma-3-27b-it"  # SIMULATED: another server took the port
+        health = _say(demo, "/vllm health")
+        assert "the vLLM container serves `google/gemma-4-31B-it`" in health
+        assert "something else answers on" in health and "(serving `google/gemma-3-27b-it`)" in health
