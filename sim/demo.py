@@ -236,6 +236,9 @@ class _Staging:
             "google_api_endpoint": self.gcp.url,
             "alert_channel": spec["channel"],
             "channels": [spec["channel"]],
+            # No TPU VM is simulated for staging: its SSH target is an address where nothing listens (the
+            # production VM's container is not staging's).
+            "ssh_host": "127.0.0.2",
         }
         path = directory / "deployments.yaml"
         document = {"deployments": [{"name": "production", "channels": [DEMO_CHANNEL]}, staging]}
