@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.commands import Invocation, Registry
+from bot.commands import Invocation, Registry, Role
 from bot.deployments import DEFAULT, Fleet
 from bot.progress import Progress
 from bot.render import Reply
@@ -26,7 +26,8 @@ class Context:
     earlier messages of the thread a mention came from, oldest first, as chat messages. `fleet` holds
     every deployment (for `/fleet`); `deployment` names the one `services` belongs to. `run_command` runs
     another read-only command for the same user through the runner (role checked, an error as a one-line
-    reply), as the chat's tools do; it is set when the runner runs the command.
+    reply), as the chat's tools do; it is set when the runner runs the command. `role` is the requester's
+    role in the deployment (None when not run by the runner: a handler then grants what a viewer gets).
     """
 
     services: Services
@@ -42,3 +43,4 @@ class Context:
     fleet: Fleet | None = None
     deployment: str = DEFAULT
     run_command: Callable[[Invocation], Reply] | None = None
+    role: Role | None = None

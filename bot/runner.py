@@ -400,6 +400,7 @@ class Runner:
                 origin.channel_id,
                 fleet=self.fleet,
                 deployment=deployment,
+                role=self._authorizer_of(invocation, origin).role_of(origin.user_id),
                 **fields,
             )
             reply: Reply = func(ctx, **invocation.args)  # type: ignore[operator]

@@ -20,7 +20,7 @@ from ops.errors import (
     BadInput,
 )
 
-__all__ = ["KINDS", "TEMPLATES", "CommandTemplate", "render", "validate"]
+__all__ = ["KINDS", "TEMPLATES", "CommandTemplate", "render", "unit_name", "validate"]
 
 
 # -- argument kinds ------------------------------------------------------------------------------------------
@@ -122,6 +122,25 @@ def validate(kind: str, value: Any) -> str:
         raise BadInput(
             f"invalid {kind} {shown}: expected {exc}", "fix the value and retry", backend="ssh"
         ) from None
+
+
+# systemd's unit types (systemd.unit(5)); a name without one of them is a service.
+_UNIT_TYPES = (
+    ".service", ".socket", ".target", ".timer", ".mount", ".automount", ".path", ".slice", ".scope", ".swap",
+    ".device",
+)  # fmt: skip
+
+
+def unit_name(text: str) -> str:
+    """The systemd unit `journalctl -u` reads for `text`: validated (kind "unit"), with ".service" added
+    when it names no unit type, as systemd does for a bare name ("docker" is docker.service; journalctl(1),
+    `--unit`).
+
+    Raises:
+        BadInput: not a unit name.
+    """
+    name = validate("unit", text)
+    return name if name.endswith(_UNIT_TYPES) else name + ".service"
 
 
 @dataclass(frozen=True)

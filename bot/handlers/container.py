@@ -23,7 +23,7 @@ from bot.views.findings import diagnosis_text, identity_line
 from llm.diagnose import examine
 from ops import remote_commands
 from ops.container import ContainerStatus, ReplaceOutcome, VllmContainer
-from ops.errors import OpsError
+from ops.errors import OpsError, PermissionDenied
 from ops.vllm import HealthCheck, ServerIdentity
 
 SHOWN_LOG_LINES = 25
@@ -143,15 +143,27 @@ def vllm_logs(ctx: Context, tail: str | None, since: str | None, grep: str | Non
 
 @registry.command(
     "vllm syslog",
-    "The TPU VM's system journal for a unit (default docker.service)",
+    "The TPU VM's system journal for a unit (default docker.service; SYSLOG_UNITS, admins: any)",
     Param(
-        "unit", "systemd unit (default docker.service)", flag="--unit", kind=_remote_kind("unit"), metavar="U"
+        "unit",
+        "systemd unit (default docker.service; others than SYSLOG_UNITS need the admin role)",
+        flag="--unit",
+        kind=remote_commands.unit_name,
+        metavar="U",
     ),
     Param("tail", "lines (default 200)", flag="--tail", kind=_remote_kind("tail"), metavar="N"),
 )
 def vllm_syslog(ctx: Context, unit: str | None, tail: str | None) -> Reply:
-    container, host = ctx.services.container()
+    """The journal of `unit`. A unit outside SYSLOG_UNITS is for admins only: a journal may hold what
+    other services log (tokens, addresses), and with SSH_SUDO it is read as root."""
     unit = unit or "docker.service"
+    allowed = ctx.services.settings.syslog_units
+    if unit not in allowed and (ctx.role is None or ctx.role < Role.ADMIN):
+        raise PermissionDenied(
+            f"the journal of `{unit}` is for admins; anyone may read " + ", ".join(f"`{u}`" for u in allowed),
+            "ask an admin to read it, or to add the unit to SYSLOG_UNITS",
+        )
+    container, host = ctx.services.container()
     with host:
         text = container.syslog(unit=unit, tail=int(tail or 200))
     return _log_reply(ctx, f"journal of `{unit}`", text, f"{unit}.log")

@@ -6,6 +6,7 @@ import time
 
 from bot.scheduler import AlertScheduler
 from bot.slack_gateway import SlackGateway
+from sim.console import SlackUser
 from sim.demo import ALERTS_CHANNEL, Demo
 
 
@@ -178,3 +179,21 @@ def test_another_model_on_the_port_is_named_and_the_real_one_is_checked() -> Non
         health = _say(demo, "/vllm health")
         assert "the vLLM container serves `google/gemma-4-31B-it`" in health
         assert "something else answers on" in health and "(serving `google/gemma-3-27b-it`)" in health
+
+
+def test_journals_outside_the_allow_list_are_for_admins(world: Demo) -> None:
+    """The issue's finding: a viewer could read any unit's journal (as root with SSH_SUDO). Viewers get the
+    SYSLOG_UNITS; an admin may read any unit."""
+    viewer = SlackUser(world.server.url, world.signing_secret, world.slack, user_id="U0VIEWER01")
+    try:
+        allowed, _ = viewer.run("/vllm syslog --unit google-startup-scripts --tail 5")
+        assert "journal of `google-startup-scripts.service`" in "\n".join(allowed)
+        refused, _ = viewer.run("/vllm syslog --unit ssh.service --tail 5")
+        text = "\n".join(refused)
+        assert "the journal of `ssh.service` is for admins" in text and "`docker.service`" in text
+        assert "SYSLOG_UNITS" in text
+    finally:
+        viewer.close()
+    sent = [c for c in world.host.commands if "journalctl" in c]
+    assert not any("ssh.service" in c for c in sent)
+    assert "journal of `ssh.service`" in _say(world, "/vllm syslog --unit ssh.service --tail 5")  # an admin
