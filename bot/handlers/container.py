@@ -18,6 +18,7 @@ from bot.diagnosis import deployment_of
 from bot.identity import identify
 from bot.maintenance import planned_work
 from bot.render import Attachment, Reply, ago, blocks_reply, code, context, section
+from bot.safety import check_ssh_pin, ssh_pin_text
 from bot.tpu_requests import VLLM_LOAD
 from bot.views.findings import diagnosis_text, identity_line
 from llm.diagnose import examine
@@ -194,6 +195,15 @@ DOWNTIME = {
 }
 
 
+def _vm(target: dict[str, str]) -> str:
+    """ " (node `X` of `Q`, created T)" for a target found from a node, else ""."""
+    if not target.get("node"):
+        return ""
+    of = f" of `{target['resource']}`" if target.get("resource") else ""
+    created = f", created {target['created']}" if target.get("created") else ""
+    return f" (node `{target['node']}`{of}{created})"
+
+
 def _replaced(outcome: ReplaceOutcome, name: str, host: str) -> str:
     """What `/vllm restart` did, in words: replaced, restored after a failure, or failed with nothing to
     restore; the failure's own docker or vLLM error line included."""
@@ -222,13 +232,15 @@ def _container_command(
     """Declare `/vllm VERB`: operator, confirmed, previewing the container's current state."""
 
     def preview(ctx: Context) -> Reply:
-        container, host = ctx.services.container()
+        target = ctx.services.ssh_target(fresh=True)
+        container, host = ctx.services.container(target["host"])
         with host:
             status = container.status()
         now = ctx.services.now()
         spec = ctx.services.vllm_spec()
+        where = f"`{host.host}`{_vm(target)}"
         plan = (
-            f"*{verb.capitalize()}* the vLLM container `{container.name}` on `{host.host}`. Now: "
+            f"*{verb.capitalize()}* the vLLM container `{container.name}` on {where}. Now: "
             + _describe(status, None, now).split("\n")[0]
         )
         if verb in DOWNTIME:
@@ -239,10 +251,15 @@ def _container_command(
                 f"tensor parallel size {spec.tensor_parallel_size}, max_model_len {spec.max_model_len}; "
                 f"the HF token is read on the VM from `{spec.hf_token_secret}`."
             )
-        return blocks_reply([section(plan)])
+        reply = blocks_reply([section(plan)])
+        reply.plan = ssh_pin_text(target)
+        return reply
 
     def run(ctx: Context) -> Reply:
-        container, host = ctx.services.container()
+        # The VM previewed, and no other: a primary recreated since (another node, IP) is refused.
+        target = ctx.services.ssh_target(fresh=True)
+        check_ssh_pin(ctx, target, f"vllm {verb}")
+        container, host = ctx.services.container(target["host"])
         # Starting vLLM is planned downtime: health alerts wait until it serves (bot/maintenance.py).
         planned = planned_work(ctx, f"vllm {verb}") if verb in ("start", "restart") else nullcontext()
         with host, planned:

@@ -365,3 +365,31 @@ def test_a_create_answered_late_is_kept_and_its_message_says_so() -> None:
         assert "`newc` in `us-east5-a` appeared after the timeout" in edited
         assert "is kept: `/tpu create` asked for it" in edited
         assert demo.bot.services.tpu.get_queued_resource("newc", [PRIMARY_ZONE]).name == "newc"
+
+
+def test_a_vllm_stop_confirmed_after_the_primary_was_recreated_is_refused_with_what_changed() -> None:
+    """The issue's finding: `/vllm stop` confirmed after the primary was recreated (a new VM, a new IP)
+    SSHed to the new IP. The preview pins the VM (node, create time, address) and Confirm refuses."""
+    with Demo(ssh_host=None, google_timeout_s=2.0) as demo:
+        preview = _say(demo, "/vllm stop")
+        assert "on `127.0.0.1` (node `gemma4-qr-node` of `gemma4-qr`, created " in preview
+        tpu = demo.bot.services.tpu
+        tpu.delete_queued_resource("gemma4-qr", PRIMARY_ZONE, force=True, wait=True)
+        spec = CreateSpec(
+            "gemma4-qr", "gemma4-qr-node", PRIMARY_ZONE, "v6e-8", "v2-alpha-tpuv6e", "on-demand", None, None
+        )
+        tpu.wait_operation(tpu.create_queued_resource(spec), timeout_s=30)
+        before = len(demo.host.commands)
+        refused = _say(demo, "click Confirm")
+        assert "the target changed since the preview" in refused
+        assert "node `gemma4-qr-node` was recreated" in refused and "nothing was sent" in refused
+        assert "its address changed from `127.0.0.1` to `127.34." in refused
+        assert demo.host.commands[before:] == []
+        assert demo.host.container_state(demo.settings.vllm_container) == "running"
+
+
+def test_a_vllm_stop_of_an_unchanged_target_goes_to_the_vm_previewed() -> None:
+    with Demo(ssh_host=None) as demo:
+        _say(demo, "/vllm stop")
+        done = _say(demo, "click Confirm")
+        assert "`stop` done." in done and demo.host.container_state(demo.settings.vllm_container) == "exited"
