@@ -134,7 +134,7 @@ class Demo:
             "alert_channel": ALERTS_CHANNEL,
             "alert_interval_s": 2.0,
             # A simulated container fails within `fail_after_s` (0.5 s): a restart need not watch it longer.
-            "vllm_replace_settle_s": 2.0,
+            "vllm_replace_settle_s": 1.0,
         }
         if self.staging is not None:
             fields["deployments_file"] = self.staging.write_deployments(Path(self._state_dir.name))

@@ -260,7 +260,7 @@ def test_the_vllm_api_key_comes_from_secret_manager_is_sent_and_survives_a_resta
         script = demo.bot.services.vllm_spec()
         assert script.api_key_secret == "vllm-api-key"
         assert "Goes down" in _say(demo, "/vllm restart")
-        assert "`restart` done." in _say(demo, "click Confirm", timeout=60)
+        assert "`restart` done: a new `vllm` runs" in _say(demo, "click Confirm", timeout=60)
         ran = [c for c in demo.host.commands if "docker run" in c][-1]
         assert "--secret=vllm-api-key" in ran and "-e VLLM_API_KEY" in ran
         assert "k-simulated-api-key" not in ran  # read on the VM, never in the command
