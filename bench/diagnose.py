@@ -9,10 +9,16 @@ A case enters the way the bot meets it (`via`):
               and a probe that timed out, through `ops.vllm.serving_problem`, then diagnosed
   completion  a chat completion body through `llm.hygiene.inspect_message`, then diagnosed
 A case is right when the most severe finding is the expected family (or, for `family: ""`, when there is
-no finding) and every fix term appears in its fix. Each case runs against the deployment of the table
-(`deployment:`), or its own.
+no finding), every fix term appears in its fix and no `absent` term in its conclusion or fix. Otherwise it
+is one of:
+  wrong   a different family is named first, or any finding for a case that expects none (a negative
+          case: a healthy log, a benign warning, noise)
+  missed  no finding where a family was expected
+  flawed  the right family, but its fix lacks a term or it says what it must not
+Each case runs against the deployment of the table (`deployment:`), or its own.
 
-Last line: RESULT right=<n> total=<m> families=<k>   (families: distinct expected families)
+Last line: RESULT right=<n> wrong=<n> missed=<n> flawed=<n> total=<m> families=<k>
+(families: distinct expected families). The exit status is 0 only when every case is right.
 """
 
 from __future__ import annotations
@@ -37,16 +43,23 @@ from ops.zonefit import classify  # noqa: E402
 from tests.cases import case_names, case_text  # noqa: E402
 
 TABLE = ROOT / "tests" / "fixtures" / "diagnose_cases.yaml"
+VERDICTS = ("right", "wrong", "missed", "flawed")
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """One case's result: its label, whether it is right, the family found ("" for none), and why not."""
+    """One case's result: its label, its verdict ("right", "wrong", "missed" or "flawed", see the module
+    docstring), the family found ("" for none), and why it is not right."""
 
     label: str
-    right: bool
+    verdict: str
     found: str
     problem: str = ""
+
+    @property
+    def right(self) -> bool:
+        """Whether the case is right."""
+        return self.verdict == "right"
 
 
 def load_table(path: Path = TABLE) -> tuple[Deployment, list[dict[str, Any]]]:
@@ -102,20 +115,21 @@ def run_case(case: dict[str, Any], default: Deployment) -> Outcome:
     found = findings[0].name if findings else ""
     expected = str(case["family"])
     if found != expected:
-        return Outcome(label, False, found, f"expected {expected or 'no finding'}, got {found or 'none'}")
+        verdict = "missed" if not found else "wrong"
+        return Outcome(label, verdict, found, f"expected {expected or 'no finding'}, got {found or 'none'}")
     if via == "create":
-        verdict = classify(text)
-        if "reason" in case and verdict.reason != case["reason"]:
-            return Outcome(label, False, found, f"classified {verdict.reason!r}, expected {case['reason']!r}")
+        kind = classify(text)
+        if "reason" in case and kind.reason != case["reason"]:
+            return Outcome(label, "flawed", found, f"classified {kind.reason!r}, expected {case['reason']!r}")
     fix = findings[0].fix if findings else ""
     said = (findings[0].conclusion + " " + fix) if findings else ""
     wrong = [term for term in case.get("absent", []) if term in said]
     if wrong:
-        return Outcome(label, False, found, f"says {wrong}: {said}")
+        return Outcome(label, "flawed", found, f"says {wrong}: {said}")
     missing = [str(term) for term in case.get("fix", []) if str(term) not in fix]
     if missing:
-        return Outcome(label, False, found, f"fix lacks {missing}: {fix}")
-    return Outcome(label, True, found)
+        return Outcome(label, "flawed", found, f"fix lacks {missing}: {fix}")
+    return Outcome(label, "right", found)
 
 
 def main() -> int:
@@ -128,11 +142,12 @@ def main() -> int:
     outcomes = [run_case(case, default) for case in cases]
     for outcome in outcomes:
         if not outcome.right:
-            print(f"WRONG {outcome.label}: {outcome.problem}")
+            print(f"{outcome.verdict.upper()} {outcome.label}: {outcome.problem}")
     families = {str(c["family"]) for c in cases if c["family"]}
-    right = sum(o.right for o in outcomes)
-    print(f"RESULT right={right} total={len(outcomes)} families={len(families)}")
-    return 0 if right == len(outcomes) else 1
+    counts = {verdict: sum(o.verdict == verdict for o in outcomes) for verdict in VERDICTS}
+    tally = " ".join(f"{verdict}={counts[verdict]}" for verdict in VERDICTS)
+    print(f"RESULT {tally} total={len(outcomes)} families={len(families)}")
+    return 0 if counts["right"] == len(outcomes) else 1
 
 
 if __name__ == "__main__":

@@ -57,7 +57,9 @@ class UsageError(Exception):
 
 
 class NotACommand(UsageError):
-    """The first word is no command group: in a mention, that is a question for Gemma, not a typo."""
+    """The words do not read as a command line: the first word is no command group, the second is no
+    command of the group and close to none, or words follow that the command does not take. In a mention,
+    that is a question for Gemma, not a typo; a typo of a command ("tpu lst", "--zon") stays a UsageError."""
 
 
 # ---- argument types: each takes the raw word and returns the value or raises ValueError(reason) ----
@@ -503,7 +505,8 @@ class Registry:
                 return self._help(" ".join([tokens[0], *tokens[2:3]]))
             commands = [c for c in self.commands(tokens[0]) if len(c.words) > 1]
             hint = _did_you_mean(tokens[1], [f"/{c.name}" for c in commands], *(c.words[1] for c in commands))
-            raise UsageError(f"unknown command `{tokens[0]} {tokens[1]}`{hint}", self.group_usage(tokens[0]))
+            unknown = UsageError if hint else NotACommand
+            raise unknown(f"unknown command `{tokens[0]} {tokens[1]}`{hint}", self.group_usage(tokens[0]))
         rest = tokens[len(command.words) :]
         if any(word in _HELP_WORDS for word in rest):
             return replace(self._help(command.name), deployment=deployment)
@@ -623,7 +626,7 @@ def _parse_args(command: Command, words: list[str]) -> dict[str, Any]:
             raw[param.name] = _convert(param, value, usage)
             continue
         if not positionals:
-            raise UsageError(f"unexpected `{word}`", usage)
+            raise NotACommand(f"unexpected `{word}`", usage)
         param = positionals.pop(0)
         if param.rest:
             raw[param.name] = " ".join(words[index - 1 :])

@@ -121,6 +121,9 @@ class Settings(BaseSettings):
     logs_read_deadline_s: float = Field(
         12.0, gt=0, le=600, description="How long /logs analyze reads before answering with what it has, s."
     )
+    price_max_age_days: int = Field(
+        90, ge=1, le=3650, description="A price read longer ago than this many days is shown as old."
+    )
     capacity_parallel: int = Field(
         3,
         ge=1,

@@ -12,6 +12,7 @@ from bot.deployments import DEFAULT, Fleet
 from bot.progress import Progress
 from bot.render import Reply
 from bot.services import Services
+from ops.store import AuditEntry
 
 
 @dataclass(frozen=True)
@@ -26,8 +27,10 @@ class Context:
     earlier messages of the thread a mention came from, oldest first, as chat messages. `fleet` holds
     every deployment (for `/fleet`); `deployment` names the one `services` belongs to. `run_command` runs
     another read-only command for the same user through the runner (role checked, an error as a one-line
-    reply), as the chat's tools do; it is set when the runner runs the command. `role` is the requester's
-    role in the deployment (None when not run by the runner: a handler then grants what a viewer gets).
+    reply), as the chat's tools do; it is set when the runner runs the command. `recent_commands` returns the
+    audit lines of the conversation the request came from (its thread, else its channel) of the last hours,
+    oldest first (`bot.runner.Runner`). `caller_role` returns the caller's role in this deployment (None: no
+    role).
     """
 
     services: Services
@@ -43,4 +46,5 @@ class Context:
     fleet: Fleet | None = None
     deployment: str = DEFAULT
     run_command: Callable[[Invocation], Reply] | None = None
-    role: Role | None = None
+    recent_commands: Callable[[], list[AuditEntry]] | None = None
+    caller_role: Callable[[], Role | None] | None = None

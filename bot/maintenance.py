@@ -15,16 +15,21 @@ from ops.maintenance import MaintenanceWindows
 
 
 @contextmanager
-def planned_work(ctx: Context, reason: str, thread: tuple[str, str | None] | None = None) -> Iterator[None]:
+def planned_work(
+    ctx: Context, reason: str, thread: tuple[str, str | None] | None = None, *, target: str | None = None
+) -> Iterator[None]:
     """Open the maintenance window of the command's deployment (`ctx.deployment`) for the `with` body.
 
     The window's thread is `thread` (channel, ts) when given (an alert's thread), else the command's own
     progress message, posted here so that its ts is known (the final reply then replaces it). If the body
-    raises, the window is closed at once ("failed") so a failed command never hides an outage.
+    raises, the window is closed at once ("failed") so a failed command never hides an outage; when it
+    returns, the window's work is marked done, and only then may the scheduler say "serving after".
 
     Args:
         ctx: the command's context; reason: what is planned, e.g. "vllm restart".
         thread: where "serving after N min" goes, or None for the command's message.
+        target: the queued resource the work brings up, whose node's vLLM must answer (None: the
+            deployment's endpoint, e.g. for a container restart).
 
     Raises:
         Whatever the body raises.
@@ -45,9 +50,11 @@ def planned_work(ctx: Context, reason: str, thread: tuple[str, str | None] | Non
         channel=channel,
         thread_ts=ts,
         deployment=ctx.deployment,
+        target=target,
     )
     try:
         yield
     except BaseException:
         windows.close("failed", now=services.now(), deployment=ctx.deployment)
         raise
+    windows.work_done(now=services.now(), deployment=ctx.deployment)

@@ -38,8 +38,10 @@ class OncallJobs(AlertDelivery):
 
     # ---- planned work (maintenance windows)
     def _tick_maintenance(self, now: datetime, result: TickResult) -> bool:
-        """While planned work is under way, hold the deployment's health alerts; when vLLM serves (or the
-        window's deadline passes) close the window and say so in the command's thread.
+        """While planned work is under way, hold the deployment's health alerts; once the work has finished
+        and vLLM serves (or the window's deadline passes) close the window and say so in the command's
+        thread. Serving is judged only after the work finished (`Window.work_done_at`): before that an
+        answering server is the old one, and a failing step must not be announced as serving.
 
         Returns:
             True while the window stays open (the vLLM health, SLO and idle checks are skipped).
@@ -47,7 +49,7 @@ class OncallJobs(AlertDelivery):
         window = self.windows.current(self.deployment)
         if window is None:
             return False
-        if self._serving():
+        if window.work_done_at is not None and self._serving(window.target):
             if self.windows.close("serving", now=now, deployment=self.deployment):
                 took = span(now - window.opened_at)
                 title = f"vLLM serving after {took} ({window.reason})"
@@ -57,8 +59,12 @@ class OncallJobs(AlertDelivery):
             return True
         if self.windows.close("stuck", now=now, deployment=self.deployment):
             took = span(now - window.opened_at)
-            title = f"vLLM still not serving after {took}: start-up looks stuck ({window.reason})"
-            self._report_window(window, "stuck", title, self._startup_diagnosis(), now, result)
+            if window.work_done_at is None:
+                title = f"the planned work did not finish in {took} ({window.reason}): check the command"
+                self._report_window(window, "stuck", title, "", now, result)
+            else:
+                title = f"vLLM still not serving after {took}: start-up looks stuck ({window.reason})"
+                self._report_window(window, "stuck", title, self._startup_diagnosis(), now, result)
         return False
 
     def _report_window(
@@ -69,10 +75,17 @@ class OncallJobs(AlertDelivery):
         thread = (window.channel, window.thread_ts) if window.channel else None
         self._deliver(alert, None, now, result, {}, thread)
 
-    def _serving(self) -> bool:
-        """Whether the deployment's vLLM answers /health with 200 (no endpoint yet: not serving)."""
+    def _serving(self, target: str | None = None) -> bool:
+        """Whether vLLM answers /health with 200: on the node of the queued resource `target` when given,
+        else on the deployment's endpoint (no endpoint yet: not serving)."""
         try:
-            client, _ = self.services.vllm()
+            if target is None:
+                client, _ = self.services.vllm()
+            else:
+                endpoint = self.services.endpoints.of(target)
+                if endpoint is None:
+                    return False
+                client = self.services.vllm_at(endpoint)
         except OpsError:
             return False
         with client:
@@ -173,7 +186,7 @@ class OncallJobs(AlertDelivery):
             refusal = f"`{qr.name}` was not created by the bot (no `{MANAGED_BY_KEY}: {MANAGED_BY}` label)"
         else:
             try:
-                usd = projected_usd(qr)
+                usd, _ = projected_usd(qr)
                 refusal = self.budget.refusal(usd, now)
             except OpsError as exc:
                 refusal = f"no price to check the spend cap against: {exc.message}"

@@ -18,30 +18,50 @@ from bot.context import Context
 from bot.maintenance import planned_work
 from bot.safety import create_labelled, one_operation
 from bot.tpu_requests import CreateArgs, create_spec
+from bot.zone_plan import remembering_refusals
 from ops import cost
 from ops.capacity import CapacitySearch
 from ops.errors import BadInput, OpsError
 from ops.recovery import exposure_hours
-from ops.spend import plan_spend
+from ops.spend import SpendPlan, plan_spend
 from ops.tpu_model import QueuedResourceInfo
 
 OPERATION_TIMEOUT_S = 600.0
 SEARCH_VALID_UNTIL = timedelta(minutes=15)  # how long recovery's capacity search waits in each zone
 
 
-def projected_usd(qr: QueuedResourceInfo) -> float:
-    """What the recreated `qr` may cost: its hourly price times its max run duration (else one day), USD;
-    where its provisioning model has no sourced price, the on-demand price bounds it (`ops.spend`).
+SEARCH_MAX_RUN = timedelta(hours=4)  # the search's flex-start max run duration when the QR had none
+
+
+def recovery_request(qr: QueuedResourceInfo, *, search: bool) -> tuple[str, float | None]:
+    """What a recovery of `qr` will request: (provisioning model, hours it may bill).
+
+    A recreate keeps the QR's model (best-effort, not offered by /tpu create, becomes flex-start) and its
+    max run duration (none: one day, see `ops.recovery.exposure_hours`); a search always asks for
+    flex-start with the QR's max run duration, else SEARCH_MAX_RUN.
+    """
+    if search:
+        run = qr.max_run_duration or SEARCH_MAX_RUN
+        return "flex-start", run.total_seconds() / 3600
+    model = qr.provisioning_model if qr.provisioning_model in cost.MODELS else "flex-start"
+    if qr.provisioning_model == "reserved":
+        model = "reserved"
+    return model, exposure_hours(qr)
+
+
+def projected_usd(qr: QueuedResourceInfo, *, search: bool = False) -> tuple[float, SpendPlan]:
+    """What the recovery of `qr` may cost (USD) and the plan behind it: the hourly price of the model the
+    recovery requests (`recovery_request`) times the hours it may bill; a missing price row is bounded by
+    the on-demand row (`ops.spend`, labelled in the plan).
 
     Raises:
-        BadInput: no sourced price for its accelerator type in its region at all.
+        BadInput: the accelerator type cannot be priced at all.
     """
-    model = qr.provisioning_model if qr.provisioning_model in cost.MODELS else "flex-start"
-    hours = exposure_hours(qr)
+    model, hours = recovery_request(qr, search=search)
     plan = plan_spend(qr.accelerator_type, model, [qr.zone], 1, hours)
     if plan.winner_usd is None:
-        raise BadInput(f"no sourced price for {qr.accelerator_type} in {cost.region_of(qr.zone)}")
-    return float(plan.winner_usd)
+        raise BadInput(f"no price for {qr.accelerator_type} in {cost.region_of(qr.zone)}")
+    return float(plan.winner_usd), plan
 
 
 def recreate_args(qr: QueuedResourceInfo) -> CreateArgs:
@@ -91,14 +111,15 @@ def recover(
     scope = "search" if search else qr.zone
     with (
         one_operation(ctx, scope, qr.name, command) as operation_id,
-        planned_work(ctx, f"recovery of {qr.name}", thread),
+        planned_work(ctx, f"recovery of {qr.name}", thread, target=qr.name),
     ):
         tpu.delete_queued_resource(qr.name, qr.zone, force=True, wait=True)
         if not search:
-            outcome = create_labelled(ctx, spec, operation_id=operation_id, kind="recover")
-            if outcome.operation is not None:
-                tpu.wait_operation(outcome.operation, timeout_s=OPERATION_TIMEOUT_S, cancel=ctx.cancelled)
-            elif outcome.resource is None:
+            with remembering_refusals(ctx, spec):
+                outcome = create_labelled(ctx, spec, operation_id=operation_id, kind="recover")
+                if outcome.operation is not None:
+                    tpu.wait_operation(outcome.operation, timeout_s=OPERATION_TIMEOUT_S, cancel=ctx.cancelled)
+            if outcome.operation is None and outcome.resource is None:
                 assert outcome.ambiguous is not None
                 return (
                     f"deleted `{qr.name}`; its create answered {outcome.ambiguous.message} and it was not "
@@ -118,7 +139,7 @@ def recover(
             # both bill; a short valid-until per zone moves on quickly from a stockout.
             parallel=1,
             runtime_version=spec.runtime_version,
-            max_run_duration=spec.max_run_duration or timedelta(hours=4),
+            max_run_duration=spec.max_run_duration or SEARCH_MAX_RUN,
             valid_until=SEARCH_VALID_UNTIL,
             startup_script=spec.startup_script,
             labels=spec.labels,

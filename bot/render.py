@@ -47,6 +47,7 @@ class Reply:
     files: list[Attachment] = field(default_factory=list)
     plan: str = ""
     ephemeral: bool = False
+    nothing_to_confirm: bool = False  # a change's preview found nothing to do: answered, no Confirm button
 
 
 def blocks_reply(blocks: list[Block]) -> Reply:

@@ -40,6 +40,11 @@ from ops.store import AuditEntry, ConfirmationRefused
 
 log = logging.getLogger(__name__)
 
+AUDIT_OUTCOME_CHARS = 200
+"""An audit line's outcome is kept to this many characters (the column's size); a longer one ends in "…"."""
+RECENT_WINDOW = timedelta(hours=2)
+"""How far back a question's conversation is read for the commands run in it (`Context.recent_commands`)."""
+
 
 def _fleet_wide(invocation: Invocation) -> bool:
     """Whether the answer is about every deployment (`/fleet`, `/tpu cost --today|--week`), not one."""
@@ -205,6 +210,10 @@ class Runner:
                 self._audit(origin, "result", invocation.text, failed)
                 self.deliver(preview, origin, ephemeral=origin.ephemeral_errors)
                 return
+            if preview.nothing_to_confirm:  # e.g. /tpu ensure when all is well: an answer, not a refusal
+                self._audit(origin, "result", invocation.text, "nothing to do")
+                self.deliver(preview, origin)
+                return
         else:
             preview = Reply(text=f"`/{invocation.text}`", blocks=[section(f"`/{invocation.text}`")])
         confirmation = services.store.create_confirmation(
@@ -339,6 +348,7 @@ class Runner:
                 confirmed_plan=confirmed_plan,
                 open_modal=self._modal_opener(origin),
                 thread_history=self._history_reader(origin),
+                recent_commands=self._recent_reader(origin),
                 run_command=lambda other: self.run_read_only(other, origin.user_id),
             )
             outcome = "error" if failed else "ok"
@@ -381,9 +391,26 @@ class Runner:
             if origin.message_ts:  # the mention itself is the question, not history
                 messages = [m for m in messages if m.get("ts") != origin.message_ts]
             return [
-                {"role": "assistant" if m.get("bot_id") else "user", "content": str(m.get("text") or "")}
+                {
+                    "role": "assistant" if m.get("bot_id") else "user",
+                    "content": str(m.get("text") or ""),
+                    "user": "" if m.get("bot_id") else str(m.get("user") or ""),
+                }
                 for m in messages
             ]
+
+        return read
+
+    def _recent_reader(self, origin: Origin) -> Callable[[], list[AuditEntry]]:
+        """The audit lines of the request's conversation over the last RECENT_WINDOW, oldest first: in a
+        thread, that thread's and the channel's slash commands (which cannot be run in a thread); at the top
+        of a channel, every line of the channel. Nothing of another channel."""
+
+        def read() -> list[AuditEntry]:
+            in_thread = origin.thread_ts is not None and origin.thread_ts != origin.message_ts
+            since = self._services.now() - RECENT_WINDOW
+            thread = origin.thread_ts if in_thread else None
+            return self._services.store.channel_audit(origin.channel_id, since=since, thread_ts=thread)
 
         return read
 
@@ -393,6 +420,7 @@ class Runner:
         started = time.monotonic()
         try:
             deployment, services = self._deployment(invocation, origin)
+            authorizer = self._authorizers[deployment]
             ctx = Context(
                 services,
                 self._registry,
@@ -400,7 +428,7 @@ class Runner:
                 origin.channel_id,
                 fleet=self.fleet,
                 deployment=deployment,
-                role=self._authorizer_of(invocation, origin).role_of(origin.user_id),
+                caller_role=lambda: authorizer.role_of(origin.user_id),
                 **fields,
             )
             reply: Reply = func(ctx, **invocation.args)  # type: ignore[operator]
@@ -464,8 +492,11 @@ class Runner:
             channel_id=origin.channel_id,
             action=action,
             command=command,
-            outcome=outcome[:200],
+            outcome=outcome
+            if len(outcome) <= AUDIT_OUTCOME_CHARS
+            else outcome[: AUDIT_OUTCOME_CHARS - 1] + "…",
             duration_s=duration_s,
+            thread_ts=origin.thread_ts,
         )
         log.info(
             "audit action=%s user=%s channel=%s command=%r outcome=%r duration_s=%s",

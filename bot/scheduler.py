@@ -413,11 +413,15 @@ class AlertScheduler(OncallJobs):
 
 
 def _digest_cost(spend: DeploymentSpend) -> str:
-    """The digest's cost figure: "$12.34", "$12.34 (priced resources only; +1 without a price)", or "unknown
-    (2 running without a price)" when nothing running has a sourced price (never "$0.00" for those)."""
+    """The digest's cost figure: "$12.34", "at most $12.34 (...)" when a price row is missing and the
+    on-demand row bounds it, "$12.34 (priced resources only; +1 without a price)", or "unknown (2 running
+    without a price)" when nothing running can be priced (never "$0.00" for those)."""
     unpriced = len(spend.unpriced)
     if unpriced and unpriced == len(spend.resources):
         return f"unknown ({unpriced} running without a price)"
+    bound = "at most " if spend.bounded else ""
+    missing = "; ".join(dict.fromkeys(r.why for r in spend.resources if r.usd is not None and r.why))
+    text = f"{bound}${spend.usd:,.2f}" + (f" ({missing})" if missing else "")
     if unpriced:
-        return f"${spend.usd:,.2f} (priced resources only; +{unpriced} without a price)"
-    return f"${spend.usd:,.2f}"
+        return f"{text} (priced resources only; +{unpriced} without a price)"
+    return text

@@ -10,8 +10,9 @@ with the reason and the zones that do not, before anyone confirms.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import UTC
 
 from bot.context import Context
@@ -19,10 +20,24 @@ from ops import cost, quotas
 from ops.capacity import CapacitySearch
 from ops.errors import BadInput, OpsError
 from ops.store import ZoneFailure
+from ops.tpu_model import CreateSpec
+from ops.zonefit import classify
 
-__all__ = ["PREEMPTIBLE_MODELS", "ZoneFacts", "order_zones", "quota_family", "zone_facts", "zone_warnings"]
+__all__ = [
+    "PREEMPTIBLE_MODELS",
+    "STANDARD_MODELS",
+    "ZoneFacts",
+    "order_zones",
+    "quota_family",
+    "remembering_refusals",
+    "zone_facts",
+    "zone_warnings",
+]
 
 PREEMPTIBLE_MODELS = frozenset({"flex-start", "spot"})  # they draw on the preemptible quota
+# On-demand and reservations draw on the on-demand (standard) quota:
+# https://cloud.google.com/tpu/docs/consumption-options ("Quota type for Cloud TPU API").
+STANDARD_MODELS = frozenset({"on-demand", "reserved"})
 
 
 def quota_family(accelerator: str) -> str:
@@ -50,12 +65,14 @@ class ZoneFacts:
         preemptible: zone -> the preemptible quota limit (None: not listed by the Cloud Quotas API).
         remembered: zone -> the refusal remembered in the state store for this type and model.
         quota_error: why the quotas could not be read (then `preemptible` is empty), else None.
+        standard: zone -> the on-demand (standard) quota limit, read for on-demand and reserved requests.
     """
 
     offered: Mapping[str, bool | None]
     preemptible: Mapping[str, int | None]
     remembered: Mapping[str, ZoneFailure]
     quota_error: OpsError | None
+    standard: Mapping[str, int | None] = field(default_factory=dict)
 
     def blockers(
         self, zone: str, accelerator_type: str, provisioning_model: str, *, remembered: bool = True
@@ -69,14 +86,41 @@ class ZoneFacts:
             reasons.append(
                 f"has preemptible {quota_family(accelerator_type)} quota 0 ({provisioning_model} draws on it)"
             )
+        if provisioning_model in STANDARD_MODELS and self.standard.get(zone) == 0:
+            reasons.append(
+                f"has on-demand {quota_family(accelerator_type)} quota 0 ({provisioning_model} draws on it)"
+            )
         failure = self.remembered.get(zone) if remembered else None
         if failure is not None:
             when = failure.at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+            # The stored message starts with the classification's reason ("no quota in zone: <text>").
             reasons.append(
-                f"refused {failure.provisioning_model} {failure.accelerator_type} on {when}: "
-                f"{failure.message[:80]}"
+                f"refused {failure.provisioning_model} {failure.accelerator_type} on {when} "
+                f"({failure.message.split(':', 1)[0]}; a remembered refusal)"
             )
         return reasons
+
+
+@contextmanager
+def remembering_refusals(ctx: Context, spec: CreateSpec) -> Iterator[None]:
+    """Remember, for the spec's zone, accelerator type and provisioning model, a refusal of the `with`
+    body (a create and the wait for its operation) that retrying cannot fix (`ops.zonefit.classify`, from
+    the fault catalogue: the type or model not offered there, no quota at all), as the capacity search does;
+    `/tpu zones` and the create and find previews then show it. The error is raised on, unchanged.
+    """
+    try:
+        yield
+    except OpsError as exc:
+        verdict = classify(exc)
+        if verdict.remember:
+            ctx.services.store.remember_zone_failure(
+                spec.zone,
+                spec.accelerator_type,
+                spec.provisioning_model,
+                f"{verdict.reason}: {exc.message}"[:1000],
+                now=ctx.services.now(),
+            )
+        raise
 
 
 def zone_facts(
@@ -90,10 +134,11 @@ def zone_facts(
     services = ctx.services
     settings = services.settings
     offered = CapacitySearch(services.tpu, services.store).offered(list(zones), accelerator_type)
-    _, preemptible_id = quotas.quota_ids(quota_family(accelerator_type))
+    standard_id, preemptible_id = quotas.quota_ids(quota_family(accelerator_type))
     preemptible: dict[str, int | None] = {}
+    standard: dict[str, int | None] = {}
     quota_error = None
-    if provisioning_model in PREEMPTIBLE_MODELS:
+    if provisioning_model in PREEMPTIBLE_MODELS | STANDARD_MODELS:
         try:
             limits = quotas.zone_quotas(
                 settings.gcp_project,
@@ -105,8 +150,10 @@ def zone_facts(
             quota_error = exc
         else:
             preemptible = {zone: limits.get(zone, {}).get(preemptible_id) for zone in zones}
+            standard = {zone: limits.get(zone, {}).get(standard_id) for zone in zones}
     remembered = services.store.zone_failures(accelerator_type, provisioning_model)
-    return ZoneFacts(offered, preemptible, {z: f for z, f in remembered.items() if z in zones}, quota_error)
+    mine = {z: f for z, f in remembered.items() if z in zones}
+    return ZoneFacts(offered, preemptible, mine, quota_error, standard)
 
 
 def zone_warnings(

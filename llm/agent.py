@@ -6,11 +6,10 @@ any other), for at most `max_rounds` rounds of tool calls, then returns the mode
 
 - The tools are read-only callables the bot supplies (status, list, describe, metrics, logs, cost). Their
   results are redacted (`llm.redact`) and cut to `MAX_TOOL_RESULT_CHARS` before the model sees them.
-- The model never acts. If the question asks for a change (delete, stop, start, create, restart, reset,
-  ...), `AgentAnswer.suggested_command` holds the exact slash command for the bot to show as a Confirm button:
-  from rules on the question when they name the target (e.g. "delete gemma4-old" -> `/tpu delete gemma4-old`),
-  else from the model's call of the built-in `suggest_command` tool, whose result is only returned, never
-  executed (and only accepted when it parses as one of the bot's change commands).
+- The model never acts. `AgentAnswer.suggested_command` holds the command of the model's call of the
+  built-in `suggest_command` tool (only when it parses as one of the bot's change commands); it is only
+  returned, never executed, and the caller decides whether to offer it (the bot offers a change only when
+  the asker asked for one, `bot.chat.asks`).
 - When the server rejects tools (HTTP 400 `"auto" tool choice requires --enable-auto-tool-choice ...`),
   the question is answered without tools.
 - Thread history (earlier messages, oldest first) goes in as context, redacted.
@@ -40,7 +39,6 @@ __all__ = [
     "Tool",
     "ToolCall",
     "answer",
-    "suggest_from_question",
     "valid_command",
 ]
 
@@ -123,7 +121,8 @@ class AgentAnswer:
     Attributes:
         text: the model's answer (may be "" if the model said nothing).
         tool_calls_made: the tool calls, in order (the `suggest_command` call included).
-        suggested_command: the exact slash command to offer behind a Confirm button, or None.
+        suggested_command: the change command the model proposed (`suggest_command`), or None; a proposal,
+            never an instruction: the caller decides whether to offer it.
         used_tools: False when the server rejected tools and the question was answered without them.
         rounds: chat-completion requests sent.
     """
@@ -141,60 +140,6 @@ def valid_command(text: str) -> str | None:
     if not command.startswith("/"):
         command = "/" + command
     return command if any(p.match(command) for p in CHANGE_COMMANDS) else None
-
-
-_VERBS = {
-    "delete": "delete",
-    "remove": "delete",
-    "destroy": "delete",
-    "tear": "delete",
-    "reset": "reset",
-    "reprovision": "reset",
-    "stop": "stop",
-    "halt": "stop",
-    "shutdown": "stop",
-    "start": "start",
-    "boot": "start",
-    "restart": "restart",
-    "reboot": "restart",
-    "recreate": "restart",
-    "create": "create",
-    "provision": "create",
-}
-_VLLM_WORDS = {"vllm", "container", "server", "serving", "model", "engine", "docker"}
-_ASKING = {"why", "what", "when", "where", "who", "how", "did", "was", "were", "has", "had", "does"}
-_STOPWORDS = {"gemma", "vllm", "the", "tpu", "node", "queued", "resource"}
-
-
-def suggest_from_question(question: str) -> str | None:
-    """The slash command a change request asks for, by rules; None when it asks for no change or does not
-    name what to change.
-
-    Examples: "please delete gemma4-old" -> "/tpu delete gemma4-old"; "stop node gemma4-qr-node in
-    us-east5-a" -> "/tpu stop gemma4-qr-node --zone us-east5-a"; "restart vllm" -> "/vllm restart";
-    "why is it down?" -> None.
-    """
-    words = [w.strip("?!.,:;'\"()`*") for w in question.split()]
-    lowered = [w.lower() for w in words]
-    if lowered and lowered[0] in _ASKING:
-        return None  # "why did vllm stop?" asks about a change, it does not ask for one
-    verb = next((_VERBS[w] for w in lowered if w in _VERBS), None)
-    if verb is None:
-        return None
-    zone = next((w for w in words if re.fullmatch(_ZONE, w)), None)
-    names = [
-        w for w in words if re.fullmatch(_NAME, w) and "-" in w and w != zone and w.lower() not in _STOPWORDS
-    ]
-    name = names[0] if names else None
-    mentions_vllm = bool(_VLLM_WORDS & set(lowered))
-    if verb == "restart" or (verb in ("start", "stop") and mentions_vllm and name is None):
-        return f"/vllm {verb}" if mentions_vllm or name is None else None
-    if name is None:
-        return None
-    suffix = f" --zone {zone}" if zone else ""
-    if verb == "delete" and "force" in lowered:
-        suffix += " --force"
-    return valid_command(f"/tpu {verb} {name}{suffix}")
 
 
 def _tool_spec(tool: Tool) -> dict[str, Any]:
@@ -374,8 +319,7 @@ def answer(
             MIN_ROOM_TOKENS remain. None: the window `/tokenize` reports, else no limit.
 
     Returns:
-        AgentAnswer. `suggested_command` comes from `suggest_from_question` when it finds one, else from a
-        valid `suggest_command` call of the model, else None.
+        AgentAnswer. `suggested_command` is the first valid `suggest_command` call of the model, else None.
 
     Raises:
         The errors of `llm.client.translate_errors` (BackendUnavailable for 5xx and connection refused,
@@ -383,7 +327,6 @@ def answer(
     """
     base_url = str(getattr(client, "base_url", "") or "").rstrip("/")
     name = _model_of(client, model, base_url)
-    rule_command = suggest_from_question(question)
     system = SYSTEM_PROMPT + ("\n\n" + FACTS_PROMPT + "\n" + redact(facts) if facts else "")
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": system},
@@ -483,7 +426,7 @@ def answer(
     return AgentAnswer(
         text=text.strip(),
         tool_calls_made=tuple(calls),
-        suggested_command=rule_command or model_command,
+        suggested_command=model_command,
         used_tools=used_tools,
         rounds=rounds,
     )

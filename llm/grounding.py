@@ -1,10 +1,10 @@
-"""Facts first, the model second: what a question is about, the facts handed to the model, and checks of
-its answer against them. Pure logic (no I/O); `bot.handlers.chat` fetches the facts.
+"""Facts first, the model second: the facts handed to the model, and checks of its answer against them.
+Pure logic (no I/O); `bot.chat.subjects` resolves what a question is about, `bot.handlers.chat` fetches the
+facts.
 
 A model may or may not call tools, and a small one invents when it is not given the facts. So before asking,
-the bot resolves what the question is about (`resolve`: resource and node names from the question, else the
-thread, else the channel's deployment; a time window; topics such as logs or serving), fetches the matching
-read-only facts itself, and hands them to the model as data (`facts_block`, fitted to the context budget).
+the bot fetches the read-only facts itself and hands them to the model as data (`facts_block`, fitted to the
+context budget), each with its time: a fact about now says "as of", an earlier event says so.
 The user sees the same facts beside the answer, so what they need is there whatever the model writes;
 `contradictions` flags an answer that gives a resource a state the facts say it is not in.
 """
@@ -13,108 +13,14 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime
 
-__all__ = [
-    "DEFAULT_WINDOW",
-    "Fact",
-    "Subjects",
-    "contradictions",
-    "estimate_tokens",
-    "facts_block",
-    "missing_facts",
-    "resolve",
-]
+__all__ = ["Fact", "contradictions", "estimate_tokens", "facts_block", "missing_facts"]
 
-DEFAULT_WINDOW = timedelta(hours=1)
 CHARS_PER_TOKEN = 3
 """Conservative characters per token (the same estimate as `llm.logsum.CHARS_PER_TOKEN`)."""
-
-_WINDOW = re.compile(
-    r"\b(?:last|past|since|previous|--since)\s+(?:(\d+)\s*)?"
-    r"(m|min|mins|minutes?|h|hrs?|hours?|d|days?)\b",
-    re.IGNORECASE,
-)
-_WINDOW_SHORT = re.compile(r"\b(\d+)\s*(m|min|h|d)\b", re.IGNORECASE)
-_UNIT = {"m": "minutes", "h": "hours", "d": "days"}
-
-# Words that point at a kind of fact beyond the resources themselves.
-TOPIC_WORDS: dict[str, tuple[str, ...]] = {
-    "logs": (
-        "log",
-        "logs",
-        "error",
-        "errors",
-        "fail",
-        "failed",
-        "failing",
-        "failure",
-        "crash",
-        "crashed",
-        "why",
-        "oom",
-        "memory",
-        "hbm",
-        "broken",
-        "wrong",
-        "exception",
-        "down",
-    ),
-    "serving": (
-        "vllm",
-        "serving",
-        "serve",
-        "health",
-        "healthy",
-        "latency",
-        "ttft",
-        "tpot",
-        "itl",
-        "kv",
-        "cache",
-        "metrics",
-        "throughput",
-        "tokens",
-        "model",
-        "requests",
-        "slow",
-        "queue",
-        "down",
-        "endpoint",
-        "up",
-    ),
-    "cost": ("cost", "costs", "price", "burn", "spend", "spending", "bill", "money", "dollars", "$"),
-}
-
-# Cost questions by kind, not by a word list: any form of cost/spend/bill/burn/price/charge/pay/expense,
-# money words, a currency sign or code, a rate per hour/day/month, "how much" unless it asks about another
-# quantity (memory, KV cache, tokens, time...).
-_COST = re.compile(
-    r"\b(?:cost\w*|spen[dt]\w*|bill\w*|burn\w*|pric\w*|charg\w*|expens\w*|pay(?:s|ing|ment)?|paid|"
-    r"money|dollars?|usd|eur|budget\w*|invoice\w*|rate card)\b|[$€£]|\bper (?:hour|hr|day|month)\b|"
-    r"\bhow much\b(?! (?:memory|hbm|vram|ram|kv|cache|time|longer|context|capacity|quota|disk|space|load|"
-    r"traffic|data|tokens?|latency|throughput|room|headroom)\b)",
-    re.IGNORECASE,
-)
-
-
-@dataclass(frozen=True)
-class Subjects:
-    """What a question is about.
-
-    Attributes:
-        resources: queued resource names, in the order they were named.
-        origin: where they came from: "question", "thread" or "channel deployment" (the primary).
-        window: the time window for logs, e.g. 2 h for "in the last 2 hours"; DEFAULT_WINDOW otherwise.
-        topics: kinds of facts asked for beyond the resources: "logs", "serving", "cost".
-    """
-
-    resources: tuple[str, ...]
-    origin: str
-    window: timedelta
-    topics: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -127,12 +33,26 @@ class Fact:
         detail: the full text (the command's output), given to the model as the budget allows and attached
             to the answer as a file when long; "" when the summary says everything.
         states: resource or node name -> its state (e.g. {"gemma4-old": "FAILED"}), for `contradictions`.
+        at: when what it says was true (UTC): the read for a fact about now, the last occurrence for an
+            earlier event; None when unknown.
+        now: whether it describes the present; False for an earlier event (a failure logged before the
+            container stopped, a command run earlier), which is told as past, with its time.
     """
 
     source: str
     summary: str
     detail: str = ""
     states: Mapping[str, str] = field(default_factory=dict)
+    at: datetime | None = None
+    now: bool = True
+
+    def when(self) -> str:
+        """ "as of 05:12 UTC" for a fact about now, "EARLIER, at 04:31 UTC: not the present state" for a past
+        one, "" without a time."""
+        if self.at is None:
+            return "" if self.now else "EARLIER: not the present state"
+        moment = self.at.astimezone(UTC).strftime("%H:%M UTC")
+        return f"as of {moment}" if self.now else f"EARLIER, at {moment}: not the present state"
 
 
 def estimate_tokens(text: str) -> int:
@@ -142,60 +62,6 @@ def estimate_tokens(text: str) -> int:
 
 def _words(text: str) -> list[str]:
     return [w.strip("?!.,:;'\"()`*<>@") for w in text.split()]
-
-
-def _window(text: str) -> timedelta | None:
-    match = _WINDOW.search(text) or _WINDOW_SHORT.search(text)
-    if match is None:
-        return None
-    amount = int(match.group(1) or 1)
-    unit = _UNIT[match.group(2)[0].lower()]
-    return timedelta(**{unit: amount}) if 0 < amount <= 10_000 else None
-
-
-def resolve(
-    question: str,
-    history: Sequence[str],
-    resources: Mapping[str, Iterable[str]],
-    primary: str,
-) -> Subjects:
-    """Resolve what a question is about.
-
-    Args:
-        question: the user's message.
-        history: the thread's earlier messages, oldest first.
-        resources: every known queued resource name -> its node ids (from a listing of the watched zones).
-        primary: the channel's deployment (TPU_PRIMARY), used when neither the question nor the thread
-            names a known resource.
-
-    Returns:
-        Subjects. A node id stands for its queued resource. Names are matched whole and case-insensitively;
-        unknown names are ignored (the facts then show what exists).
-    """
-    by_word: dict[str, str] = {}
-    for name, nodes in resources.items():
-        by_word[name.lower()] = name
-        for node in nodes:
-            by_word.setdefault(node.lower(), name)
-
-    def named(text: str) -> list[str]:
-        return list(dict.fromkeys(by_word[w.lower()] for w in _words(text) if w.lower() in by_word))
-
-    words = {w.lower() for w in _words(question)}
-    topics = frozenset(topic for topic, keys in TOPIC_WORDS.items() if words & set(keys)) | (
-        {"cost"} if _COST.search(question) else set()
-    )
-    window = _window(question) or next(
-        (w for w in (_window(text) for text in reversed(history)) if w), DEFAULT_WINDOW
-    )
-    found = named(question)
-    if found:
-        return Subjects(tuple(found), "question", window, topics)
-    for text in reversed(history):
-        found = named(text)
-        if found:
-            return Subjects(tuple(found), "thread", window, topics)
-    return Subjects((primary,) if primary in resources else (), "channel deployment", window, topics)
 
 
 def facts_block(facts: Sequence[Fact], budget_tokens: int) -> tuple[str, tuple[str, ...]]:
@@ -219,7 +85,8 @@ def facts_block(facts: Sequence[Fact], budget_tokens: int) -> tuple[str, tuple[s
     parts: list[str] = []
     used = 0
     for fact in facts:
-        line = f"[{fact.source}] {fact.summary}"
+        when = fact.when()
+        line = f"[{fact.source}{', ' + when if when else ''}] {fact.summary}"
         room = budget_chars - used - 1
         if len(line) > room:
             if room >= 80:  # a cut summary still carries its first facts

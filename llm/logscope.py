@@ -27,7 +27,7 @@ from llm.diagnose import Finding
 from llm.logsum import TemplateSummary
 from ops.faults import catalogue
 
-__all__ = ["Placed", "ServingNow", "is_fatal", "place", "present", "template_note"]
+__all__ = ["Placed", "ServingNow", "is_fatal", "place", "present", "template_note", "template_of"]
 
 
 @dataclass(frozen=True)
@@ -114,8 +114,9 @@ def present(templates: tuple[TemplateSummary, ...], now: ServingNow) -> tuple[Te
     return tuple(t for t in templates if not template_note(t, now, fatal=is_fatal(t)))
 
 
-def _template_of(finding: Finding, templates: tuple[TemplateSummary, ...]) -> TemplateSummary | None:
-    """The template whose exemplar holds the finding's evidence line."""
+def template_of(finding: Finding, templates: tuple[TemplateSummary, ...]) -> TemplateSummary | None:
+    """The template whose exemplar holds the finding's evidence line (its times and nodes say when and where
+    the finding was logged), or None."""
     for t in templates:
         if any(finding.evidence in e.replace("\\n", "\n") for e in t.exemplars):
             return t
@@ -148,7 +149,7 @@ def place(findings: tuple[Finding, ...], templates: tuple[TemplateSummary, ...],
     other: list[Finding] = []
     for finding in findings:
         finding = replace(finding, conclusion=finding.conclusion + _configuration_note(finding, now))
-        t = _template_of(finding, templates)
+        t = template_of(finding, templates)
         note = template_note(t, now, fatal=finding.severity == "critical") if t is not None else ""
         if t is None or not note:
             current.append(finding)

@@ -99,6 +99,21 @@ class EndpointResolver:
             self._cached = (self._clock(), endpoint)
         return endpoint
 
+    def of(self, name: str) -> Endpoint | None:
+        """The endpoint of the queued resource `name`'s node (VLLM_BASE_URL when set), or None while it has
+        none (not listed, not ACTIVE, no IP yet): where work on that resource will serve, uncached.
+
+        Raises:
+            OpsError: the TPU API failed in every zone.
+        """
+        if self._base_url:
+            return Endpoint(self._base_url, "setting VLLM_BASE_URL")
+        listing = self._tpu.list_queued_resources(self._zones)
+        if listing.errors and not listing.resources:
+            raise next(iter(listing.errors.values()))
+        found = next((qr for qr in listing.resources if qr.name == name), None)
+        return self._from_resource(found) if found is not None else None
+
     def forget(self) -> None:
         """Drop the cached endpoint (after the server moved or restarted)."""
         with self._lock:

@@ -315,13 +315,18 @@ def _hint_for_status(status: int, api: str = "the TPU API") -> tuple[type[OpsErr
         roles = "its TPU roles" if api == "the TPU API" else "its roles"
         return PermissionDenied, f"check the bot's credentials and {roles} on the project"
     if status == 429:
-        return QuotaExceeded, "API rate limit or quota hit: retry after a minute"
+        return QuotaExceeded, "a quota or a per-minute limit of the API (HTTP 429): back off, then retry"
     if status == 504:
         return BackendTimeout, f"{api} timed out: retry in a minute"
     if status >= 500:
         return BackendUnavailable, f"{api} is having trouble: retry in a minute"
     if status == 400:
-        return BadInput, "check the zone and the request"
+        if api == "Cloud Logging":  # the query itself was refused: its filter, not a zone
+            return BadInput, (
+                "the query was refused: check the --filter syntax "
+                "(https://cloud.google.com/logging/docs/view/logging-query-language)"
+            )
+        return BadInput, "check the zone and the request" if api == "the TPU API" else "check the request"
     return OpsError, "see the message"
 
 
@@ -404,19 +409,26 @@ def map_error(exc: BaseException, what: str, *, backend: str = "tpu", api: str =
 MAX_CHANGE_MESSAGE_CHARS = 600
 
 
-def _zone_error(message: str, reason: str) -> UnsupportedInZone:
+def _zone_error(message: str, reason: str, fix: str = "") -> UnsupportedInZone:
+    """A refusal that is permanent for this zone, type and provisioning model; the hint is the catalogue
+    family's fix when there is one."""
     return UnsupportedInZone(
         one_line(message, MAX_CHANGE_MESSAGE_CHARS),
-        f"{reason}: permanent for this zone, type and provisioning model; try another zone",
+        fix or f"{reason}: permanent for this zone, type and provisioning model; try another zone",
         backend="tpu",
     )
 
 
 def create_error(exc: BaseException, what: str) -> OpsError:
-    """Map a failed change (create, delete, reset, start, stop): like `map_error`, but HTTP 409 becomes
-    AlreadyExists, 400/404 texts that say the zone does not offer the accelerator type, the provisioning
-    model or the zone itself become UnsupportedInZone (see `ops.zonefit.classify`), and Google's message
-    is kept in full (up to 600 characters).
+    """Map a failed change (create, delete, reset, start, stop): like `map_error`, but typed and hinted by
+    the fault catalogue (`ops.zonefit.classify`, then the family's fix), and Google's message kept in full
+    (up to 600 characters).
+
+    A refusal retrying cannot fix for this zone (the type, the provisioning model or the zone not offered, no
+    quota at all: "Limit: 0") becomes UnsupportedInZone, whatever the HTTP status (a quota of 0 comes as
+    429); HTTP 409 becomes AlreadyExists; a 429 keeps QuotaExceeded with its family's fix (quota in use: free
+    or request some; a per-minute limit: send it again in a minute), and a 429 no family knows says so
+    instead of "retry".
     """
     error = map_error(exc, what)
     status, detail = error_status(exc)
@@ -424,22 +436,18 @@ def create_error(exc: BaseException, what: str) -> OpsError:
         return error
     message = f"{what}: HTTP {status} {_http_phrase(status)}" + (f": {detail}" if detail else "")
     verdict = classify(f"HTTP {status}: {detail}")
-    if status in (400, 404) and verdict.remember:
-        return _zone_error(message, verdict.reason)
+    if verdict.remember:
+        return _zone_error(message, verdict.reason, _catalogue_fix(message))
     line = one_line(message, MAX_CHANGE_MESSAGE_CHARS)
     if status == 409:
         return AlreadyExists(line, "pick another name, or delete the existing one first", backend="tpu")
-    if status == 429 and ZONE_QUOTA_EXHAUSTED.search(detail):
-        return QuotaExceeded(line, ZONE_QUOTA_HINT, backend="tpu")
+    if status == 429:
+        hint = _catalogue_fix(message) or (
+            "a quota or a per-minute limit of the TPU API (HTTP 429) in words the bot does not know: read "
+            "the message; the project's quotas are in the Cloud console (IAM & Admin > Quotas)"
+        )
+        return QuotaExceeded(line, hint, backend="tpu")
     return type(error)(line, error.hint, backend="tpu")
-
-
-# A create over the zone's TPU quota is refused at once: "Quota '<quota id>' exhausted. Limit N in zone Z."
-ZONE_QUOTA_EXHAUSTED = re.compile(r"Quota '[^']+' exhausted\. Limit \d+ in zone")
-ZONE_QUOTA_HINT = (
-    "the zone's TPU quota is used up: delete FAILED or SUSPENDED queued resources (they hold quota), "
-    "ask for more in the Cloud console (IAM & Admin > Quotas), or try another zone"
-)
 
 
 def operation_error(error: Mapping[str, Any], what: str) -> OpsError:
@@ -466,12 +474,14 @@ def operation_error(error: Mapping[str, Any], what: str) -> OpsError:
     )
     verdict = classify(f"code {code}: {text}")
     if verdict.remember:
-        return _zone_error(message, verdict.reason)
+        return _zone_error(message, verdict.reason, _catalogue_fix(message))
     line = one_line(message, MAX_CHANGE_MESSAGE_CHARS)
     if code == 8:
         if verdict.reason == "quota exceeded":
             return QuotaExceeded(
-                line, "TPU quota exhausted: free some, ask for more, or try another zone", backend="tpu"
+                line,
+                _catalogue_fix(message) or "TPU quota in use: free some, ask for more, or try another zone",
+                backend="tpu",
             )
         return CapacityUnavailable(
             line, "no capacity now: try another zone, or wait and retry", backend="tpu"

@@ -6,6 +6,12 @@ compiles before it listens, about 10 minutes for Gemma 4 31B per the Trillium vL
 https://github.com/AI-Hypercomputer/tpu-recipes, longer on a first compile). While it is open the
 alert scheduler holds health alerts of that deployment; when it closes, the command's thread is told
 "serving after N min" or that start-up looks stuck. One row per deployment, in the state store.
+
+One story per window: the work is marked done (`work_done`) only when the command's body finished without
+error (a failed body closes the window as "failed"), and "serving" is judged only after that, on the
+endpoint of the window's `target` queued resource when it has one (a recovery of another resource than the
+one serving now is not "serving" because the other one answers). So "serving after" is said once, when the
+new server answers, and never before a failure.
 """
 
 from __future__ import annotations
@@ -14,8 +20,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Column, DateTime, String, Table, Text, delete, insert, select, update
+from sqlalchemy import Column, DateTime, String, Table, Text, delete, insert, inspect, select, update
 from sqlalchemy.engine import Engine
+from sqlalchemy.schema import CreateColumn
 
 from ops.store import Store, metadata
 
@@ -34,8 +41,11 @@ windows_table = Table(
     Column("channel", String(32), nullable=True),  # where the command's message is
     Column("thread_ts", String(32), nullable=True),  # the command's message: replies go in its thread
     Column("closed_at", DateTime(timezone=True), nullable=True),
-    Column("outcome", String(32), nullable=True),  # serving | stuck
+    Column("outcome", String(32), nullable=True),  # serving | stuck | failed
+    Column("target", String(64), nullable=True),  # the queued resource whose vLLM must answer (None: any)
+    Column("work_done_at", DateTime(timezone=True), nullable=True),  # the command's body finished
 )
+_ADDED_COLUMNS = ("target", "work_done_at")  # added after the table's first release: migrated in place
 
 
 def _aware(moment: datetime | None) -> datetime | None:
@@ -57,6 +67,8 @@ class Window:
     thread_ts: str | None
     closed_at: datetime | None = None
     outcome: str | None = None
+    target: str | None = None
+    work_done_at: datetime | None = None
 
     @property
     def is_open(self) -> bool:
@@ -75,6 +87,8 @@ def _window(row: Any) -> Window:
         thread_ts=row["thread_ts"],
         closed_at=_aware(row["closed_at"]),
         outcome=row["outcome"],
+        target=row["target"],
+        work_done_at=_aware(row["work_done_at"]),
     )
 
 
@@ -88,6 +102,16 @@ class MaintenanceWindows:
     def __init__(self, store: Store | Engine) -> None:
         self.engine: Engine = store.engine if isinstance(store, Store) else store
         metadata.create_all(self.engine, tables=[windows_table], checkfirst=True)
+        self._add_missing_columns()
+
+    def _add_missing_columns(self) -> None:
+        """Add the columns a table made by an older release lacks (nullable, so old rows stay valid)."""
+        have = {column["name"] for column in inspect(self.engine).get_columns(windows_table.name)}
+        with self.engine.begin() as conn:
+            for name in _ADDED_COLUMNS:
+                if name not in have:
+                    ddl = CreateColumn(windows_table.c[name]).compile(dialect=self.engine.dialect)
+                    conn.exec_driver_sql(f"ALTER TABLE {windows_table.name} ADD COLUMN {ddl}")
 
     def open(
         self,
@@ -99,9 +123,11 @@ class MaintenanceWindows:
         channel: str | None = None,
         thread_ts: str | None = None,
         deployment: str = DEFAULT_DEPLOYMENT,
+        target: str | None = None,
     ) -> Window:
-        """Open (or replace) the deployment's window until vLLM serves, at most until `now + timeout`."""
-        window = Window(deployment, reason[:200], by, now, now + timeout, channel, thread_ts)
+        """Open (or replace) the deployment's window until vLLM serves, at most until `now + timeout`;
+        `target`: the queued resource whose vLLM must answer (None: the deployment's endpoint)."""
+        window = Window(deployment, reason[:200], by, now, now + timeout, channel, thread_ts, target=target)
         with self.engine.begin() as conn:
             conn.execute(delete(windows_table).where(windows_table.c.deployment == deployment))
             conn.execute(
@@ -113,9 +139,20 @@ class MaintenanceWindows:
                     deadline=window.deadline,
                     channel=channel,
                     thread_ts=thread_ts,
+                    target=target,
                 )
             )
         return window
+
+    def work_done(self, *, now: datetime, deployment: str = DEFAULT_DEPLOYMENT) -> None:
+        """Mark the open window's work finished: from now on a vLLM that answers is the work's result."""
+        table = windows_table
+        with self.engine.begin() as conn:
+            conn.execute(
+                update(table)
+                .where(table.c.deployment == deployment, table.c.closed_at.is_(None))
+                .values(work_done_at=now)
+            )
 
     def get(self, deployment: str = DEFAULT_DEPLOYMENT) -> Window | None:
         """The deployment's latest window (open or closed), or None."""
@@ -130,7 +167,7 @@ class MaintenanceWindows:
         return window if window is not None and window.is_open else None
 
     def close(self, outcome: str, *, now: datetime, deployment: str = DEFAULT_DEPLOYMENT) -> bool:
-        """Close the open window with `outcome` ("serving" or "stuck"), atomically.
+        """Close the open window with `outcome` ("serving", "stuck" or "failed"), atomically.
 
         Returns:
             True if this call closed it (so exactly one replica reports the outcome).

@@ -44,9 +44,11 @@ class SpendPlan:
         worst_case_usd: `at_once` accelerators at the highest price for `run_hours` (None without both).
         worst_case_usd_per_hour: `at_once` x the highest price, USD per hour.
         source: where the prices come from ("" if none).
-        ceiling: True when the model has no sourced price and `usd_per_hour` holds the on-demand price of
-            the same type and region as an upper bound (Google prices flex-start and spot below on-demand:
-            https://cloud.google.com/tpu/pricing), so the worst case is never understated.
+        ceiling: True when the model has no row of its own in some zone's region and `usd_per_hour` holds
+            the on-demand price of the same type and region as an upper bound (Google prices flex-start and
+            spot below on-demand: https://cloud.google.com/tpu/pricing), so the worst case is never
+            understated.
+        quotes: zone -> the price decision (`ops.cost.quote`) behind `usd_per_hour`.
     """
 
     usd_per_hour: dict[str, float | None]
@@ -58,6 +60,12 @@ class SpendPlan:
     worst_case_usd_per_hour: float | None
     source: str
     ceiling: bool = False
+    quotes: dict[str, cost.Quote] = field(default_factory=dict)
+
+    @property
+    def missing(self) -> list[str]:
+        """What stands in for each missing row, once per distinct text (see `ops.cost.Quote.used`)."""
+        return list(dict.fromkeys(q.used for q in self.quotes.values() if q.used))
 
 
 def plan_spend(
@@ -77,20 +85,20 @@ def plan_spend(
         run_hours: max run duration in hours (flex-start), None when the resource has no fixed end.
 
     Returns:
-        A SpendPlan (prices from `ops.cost.quote`: exact, else the on-demand price as a ceiling; a zone
-        whose region has neither maps to None).
+        A SpendPlan (prices from `ops.cost.quote`: exact, else the on-demand price as a ceiling, else a
+        labelled substitute; a zone that cannot be priced at all maps to None).
     """
     prices: dict[str, float | None] = {}
-    source = ""
-    ceiling = False
+    quotes: dict[str, cost.Quote] = {}
     for zone in zones:
         try:
             rate = cost.quote(accelerator_type, provisioning_model, cost.region_of(zone))
-        except BadInput:
-            rate = cost.Quote(cost.UNPRICED, None)
+        except BadInput as exc:
+            rate = cost.Quote(cost.UNPRICED, provisioning_model, "", "", 0, None, missing=exc.message)
         prices[zone] = rate.usd_per_hour
-        ceiling = ceiling or rate.kind == cost.CEILING
-        source = source or rate.source
+        quotes[zone] = rate
+    ceiling = any(q.kind in (cost.CEILING, cost.SUBSTITUTE) for q in quotes.values())
+    source = "; ".join(dict.fromkeys(q.source for q in quotes.values() if q.source))
     known = [p for p in prices.values() if p is not None]
     top = max(known) if known else None
     at_once = max(1, min(parallel, len(zones) or 1))
@@ -104,6 +112,7 @@ def plan_spend(
         worst_case_usd_per_hour=top * at_once if top is not None else None,
         source=source,
         ceiling=ceiling,
+        quotes=quotes,
     )
 
 
@@ -112,19 +121,19 @@ def midnight(now: datetime) -> datetime:
     return now.replace(hour=0, minute=0, second=0, microsecond=0)
 
 
-def spend_since(qr: QueuedResourceInfo, now: datetime, since: datetime) -> tuple[float, float]:
-    """(USD per hour, USD accrued from `since` to `now`) of an ACTIVE queued resource.
+def spend_since(qr: QueuedResourceInfo, now: datetime, since: datetime) -> tuple[float, float, cost.Quote]:
+    """(USD per hour, USD accrued from `since` to `now`, the price decision) of an ACTIVE queued resource.
 
-    Uses `ops.cost.burn` (its billing-start approximation; an exact price only) over the part of the
-    window the QR has been running.
+    Uses `ops.cost.burn` (its billing-start approximation and its quote: a missing row gives the labelled
+    ceiling or substitute) over the part of the window the QR has been running.
 
     Raises:
-        BadInput: as `ops.cost.burn` (not ACTIVE, no exact price).
+        BadInput: as `ops.cost.burn` (not ACTIVE, not priced at all).
     """
     spend = cost.burn(qr, now)
     start = max(spend.start or since, since)
     hours = max(0.0, (now - start).total_seconds() / 3600.0)
-    return spend.usd_per_hour, spend.usd_per_hour * hours
+    return spend.usd_per_hour, spend.usd_per_hour * hours, spend.quote
 
 
 def unreadable(listing: ZoneListing) -> OpsError | None:
@@ -136,13 +145,14 @@ def unreadable(listing: ZoneListing) -> OpsError | None:
 
 @dataclass(frozen=True)
 class ResourceSpend:
-    """One ACTIVE queued resource's spend over a window: `usd_per_hour` and `usd` (USD), or None with
-    `why` it is not priced (no exact price: a ceiling is no figure of what was spent)."""
+    """One ACTIVE queued resource's spend over a window: `usd_per_hour` and `usd` (USD; "at most" or
+    "about" when `quote` is not EXACT, see `ops.cost.Quote.bound`), or None with `why` it is not priced."""
 
     qr: QueuedResourceInfo
     usd_per_hour: float | None
     usd: float | None
     why: str = ""
+    quote: cost.Quote | None = None
 
 
 @dataclass(frozen=True)
@@ -171,8 +181,13 @@ class DeploymentSpend:
 
     @property
     def unpriced(self) -> list[ResourceSpend]:
-        """The resources without an exact price."""
+        """The resources without any price."""
         return [r for r in self.resources if r.usd is None]
+
+    @property
+    def bounded(self) -> bool:
+        """True when some priced resource's figure is a ceiling or substitute, not its model's own price."""
+        return any(r.quote is not None and not r.quote.exact for r in self.resources if r.usd is not None)
 
 
 def deployment_spend(listing: ZoneListing | OpsError, now: datetime, since: datetime) -> DeploymentSpend:
@@ -186,9 +201,9 @@ def deployment_spend(listing: ZoneListing | OpsError, now: datetime, since: date
     resources: list[ResourceSpend] = []
     for qr in (qr for qr in listing.resources if qr.state == "ACTIVE"):
         try:
-            per_hour, usd = spend_since(qr, now, since)
+            per_hour, usd, rate = spend_since(qr, now, since)
         except BadInput as exc:
             resources.append(ResourceSpend(qr, None, None, exc.message))
             continue
-        resources.append(ResourceSpend(qr, per_hour, usd))
+        resources.append(ResourceSpend(qr, per_hour, usd, rate.used, rate))
     return DeploymentSpend(resources, list(listing.errors))

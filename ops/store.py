@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -20,6 +21,7 @@ from sqlalchemy import (
     Column,
     DateTime,
     Float,
+    ForeignKey,
     Integer,
     MetaData,
     String,
@@ -57,6 +59,9 @@ audit_table = Table(
     Column("command", Text, nullable=False),
     Column("outcome", String(200), nullable=False),
     Column("duration_s", Float, nullable=True),
+    # The Slack thread the request came from or was answered in (None: the channel itself, e.g. a slash
+    # command), so a question in a thread can read what was run there.
+    Column("thread_ts", String(32), nullable=True),
 )
 
 confirmations_table = Table(
@@ -147,24 +152,39 @@ answers_table = Table(
     "answers",
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
+    # What the buttons and `/gemma rate` carry: random, so an answer cannot be found by counting.
+    Column("public_id", String(32), nullable=True, unique=True),
     Column("at", DateTime(timezone=True), nullable=False, index=True),
     Column("user_id", String(32), nullable=False),
     Column("channel_id", String(32), nullable=False),
     Column("question", Text, nullable=False),
     Column("model", String(300), nullable=False),
     Column("tools", Text, nullable=False),  # comma-separated: pre-fetched facts and tool calls
-    Column("verdict", String(16), nullable=True),  # helpful | not helpful
+    # Superseded by answer_ratings (one verdict per user); no longer written.
+    Column("verdict", String(16), nullable=True),
     Column("rated_by", String(32), nullable=True),
     Column("rated_at", DateTime(timezone=True), nullable=True),
+)
+
+# One verdict per user and answer; a user's later click replaces only their own.
+answer_ratings_table = Table(
+    "answer_ratings",
+    metadata,
+    Column("answer_id", Integer, ForeignKey("answers.id"), nullable=False, index=True),
+    Column("user_id", String(32), nullable=False),
+    Column("verdict", String(16), nullable=False),  # helpful | not helpful
+    Column("rated_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("answer_id", "user_id"),
 )
 
 
 @dataclass(frozen=True)
 class AnswerRecord:
-    """A model answer kept for feedback: the question (redacted by the caller), who wrote the answer, the
-    facts and tools it was given, and the latest Helpful / Not helpful verdict (None until rated)."""
+    """A model answer kept for feedback: its public id (random hex, what its buttons carry), the question
+    (redacted by the caller), who asked where, the model, the facts and tools it was given, and one user's
+    verdict ("helpful" | "not helpful"), the rater and when (None until rated)."""
 
-    id: int
+    id: str
     at: datetime
     user_id: str
     channel_id: str
@@ -187,6 +207,7 @@ class AuditEntry:
     command: str
     outcome: str
     duration_s: float | None = None
+    thread_ts: str | None = None
 
 
 @dataclass(frozen=True)
@@ -303,8 +324,24 @@ def _bench_run(row: RowMapping) -> BenchRun:
     return _from_row(BenchRun, row, run_id=int(row["id"]), params=params, results=results)
 
 
-def _answer(row: RowMapping) -> AnswerRecord:
-    return _from_row(AnswerRecord, row, tools=tuple(t for t in str(row["tools"]).split(",") if t))
+def _answer(row: RowMapping, rating: Mapping[str, Any] | None = None) -> AnswerRecord:
+    """An answer row with one of its ratings (`user_id`, `verdict`, `rated_at`; None: unrated)."""
+    return AnswerRecord(
+        id=str(row["public_id"]),
+        at=_aware(row["at"]) or datetime.min.replace(tzinfo=UTC),
+        user_id=row["user_id"],
+        channel_id=row["channel_id"],
+        question=row["question"],
+        model=row["model"],
+        tools=tuple(t for t in str(row["tools"]).split(",") if t),
+        verdict=rating["verdict"] if rating else None,
+        rated_by=rating["user_id"] if rating else None,
+        rated_at=_aware(rating["rated_at"]) if rating else None,
+    )
+
+
+ANSWER_ID_BYTES = 12
+"""Random bytes of an answer's public id (24 hex characters): `secrets.token_hex`."""
 
 
 class Store:
@@ -334,6 +371,19 @@ class Store:
         with self.engine.connect() as conn:
             rows = conn.execute(query).mappings().all()
         return [_from_row(AuditEntry, row) for row in rows]
+
+    def channel_audit(
+        self, channel_id: str, *, since: datetime, thread_ts: str | None = None, last: int = 50
+    ) -> list[AuditEntry]:
+        """The audit lines of one channel since `since` (UTC), oldest first, at most the `last` newest: with
+        `thread_ts`, only those of that thread and of no thread (slash commands); else all of the channel."""
+        table = audit_table
+        query = select(table).where(table.c.channel_id == channel_id, table.c.at >= since)
+        if thread_ts is not None:
+            query = query.where((table.c.thread_ts == thread_ts) | table.c.thread_ts.is_(None))
+        with self.engine.connect() as conn:
+            rows = conn.execute(query.order_by(table.c.id.desc()).limit(last)).mappings().all()
+        return [_from_row(AuditEntry, row) for row in reversed(rows)]
 
     # ---- confirmations
 
@@ -471,15 +521,18 @@ class Store:
         user_id: str,
         channel_id: str,
         now: datetime,
-    ) -> int:
+    ) -> str:
         """Keep a model answer's question, model and tools (facts and tool calls) for feedback.
 
         Returns:
-            The answer id the Helpful / Not helpful buttons carry.
+            The answer's public id (ANSWER_ID_BYTES random bytes as hex), which the Helpful / Not helpful
+            buttons carry; ids are random so that no answer can be reached by counting.
         """
+        public_id = secrets.token_hex(ANSWER_ID_BYTES)
         with self.engine.begin() as conn:
-            result = conn.execute(
+            conn.execute(
                 insert(answers_table).values(
+                    public_id=public_id,
                     at=now,
                     user_id=user_id,
                     channel_id=channel_id,
@@ -488,38 +541,66 @@ class Store:
                     tools=",".join(tools),
                 )
             )
-        key = result.inserted_primary_key
-        if key is None:
-            raise NotFound("the answer was not stored")
-        return int(key[0])
+        return public_id
 
-    def rate_answer(self, answer_id: int, verdict: str, *, user_id: str, now: datetime) -> AnswerRecord:
-        """Record a verdict ("helpful" or "not helpful") on an answer; a later click replaces it.
+    def rate_answer(
+        self,
+        answer_id: str,
+        verdict: str,
+        *,
+        user_id: str,
+        channel_id: str | None,
+        now: datetime,
+    ) -> AnswerRecord:
+        """Record `user_id`'s verdict ("helpful" or "not helpful") on an answer; their later verdict replaces
+        their own earlier one, never another user's.
+
+        Args:
+            answer_id: the answer's public id.
+            channel_id: the channel the rating comes from: only answers given there can be rated; None for
+                any channel (an admin).
 
         Raises:
-            NotFound: no answer has that id.
+            NotFound: no answer has that id in that channel (the same message whether it exists elsewhere
+                or not at all, so nothing leaks across channels).
         """
+        answers, ratings = answers_table, answer_ratings_table
+        query = select(answers).where(answers.c.public_id == answer_id)
+        if channel_id is not None:
+            query = query.where(answers.c.channel_id == channel_id)
+        values = {"verdict": verdict, "rated_at": now}
         with self.engine.begin() as conn:
-            done = conn.execute(
-                update(answers_table)
-                .where(answers_table.c.id == answer_id)
-                .values(verdict=verdict, rated_by=user_id, rated_at=now)
-            )
-            if done.rowcount != 1:
-                raise NotFound(f"no answer {answer_id} is stored", "ask again")
-            row = conn.execute(select(answers_table).where(answers_table.c.id == answer_id)).mappings().one()
-        return _answer(row)
+            row = conn.execute(query).mappings().first()
+            if row is None:
+                raise NotFound(f"no answer {answer_id} in this channel", "rate it from its own message")
+            mine = (ratings.c.answer_id == row["id"]) & (ratings.c.user_id == user_id)
+            if conn.execute(update(ratings).where(mine).values(**values)).rowcount != 1:
+                conn.execute(insert(ratings).values(answer_id=row["id"], user_id=user_id, **values))
+            rating = conn.execute(select(ratings).where(mine)).mappings().one()
+        return _answer(row, dict(rating))
 
-    def rated_answers(self, last: int = 20) -> list[AnswerRecord]:
-        """The `last` most recently rated answers, newest first."""
-        query = (
-            select(answers_table)
-            .where(answers_table.c.verdict.is_not(None))
-            .order_by(answers_table.c.rated_at.desc(), answers_table.c.id.desc())
-            .limit(last)
+    def rated_answers(self, last: int = 20, *, channel_id: str | None = None) -> list[AnswerRecord]:
+        """The `last` most recent ratings, newest first, each with its answer (one record per rating).
+
+        Args:
+            channel_id: only answers given in this channel; None for every channel (an admin).
+        """
+        answers, ratings = answers_table, answer_ratings_table
+        rating = (
+            ratings.c.user_id.label("rater"),
+            ratings.c.verdict.label("rating"),
+            ratings.c.rated_at.label("rated"),
         )
+        query = select(answers, *rating).join(ratings, ratings.c.answer_id == answers.c.id)
+        if channel_id is not None:
+            query = query.where(answers.c.channel_id == channel_id)
+        query = query.order_by(ratings.c.rated_at.desc(), answers.c.id.desc()).limit(last)
         with self.engine.connect() as conn:
-            return [_answer(row) for row in conn.execute(query).mappings()]
+            rows = conn.execute(query).mappings().all()
+        return [
+            _answer(row, {"user_id": row["rater"], "verdict": row["rating"], "rated_at": row["rated"]})
+            for row in rows
+        ]
 
     # ---- leases (several replicas: exactly one runs the scheduler)
 

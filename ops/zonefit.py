@@ -1,9 +1,11 @@
 """Does this zone fit the request? Classification of a failed queued-resource create.
 
 `classify` tells a failure that is permanent for a (zone, accelerator type, provisioning model) (the zone
-does not offer the type or the model, or the zone does not exist) from a transient one (stockout, quota,
-timeout, 5xx), from the typed errors of `ops.errors` and from Google's texts (the real ones are in
-sim/cases/tpu-create-*.txt). The Google error mapping (`ops.google.create_error`) uses it to
+does not offer the type or the model, the zone does not exist, the project has no quota there at all) from
+a transient one (stockout, quota in use, rate limit, timeout, 5xx) and from one it cannot place (unknown:
+never retried as if transient, never remembered), from the fault catalogue's `create:` families (Google's
+texts; the real ones are in sim/cases/tpu-create-*.txt) and then from the typed errors of `ops.errors` and
+status codes. The Google error mapping (`ops.google.create_error`) uses it to
 type a create error; the capacity search (`ops.capacity`) uses it to decide which zones to remember as
 not offering the request.
 """
@@ -32,7 +34,6 @@ __all__ = ["Classification", "classify"]
 
 # Fault texts (stockout, quota, accelerator type / provisioning model / zone not offered) are families of
 # the fault catalogue (ops/faults.yaml, `create:` entries); what is left here reads status codes only.
-_QUOTA = re.compile(r"quota|rate limit", re.IGNORECASE)  # a bare mention, when no family matched
 _TIMEOUT = re.compile(r"timed? ?out|deadline[_ ]exceeded|no answer in time", re.IGNORECASE)
 _SERVER = re.compile(
     r"\bHTTP 5\d\d\b|\bcode:? (?:13|14)\b|internal error|backend error|cannot connect|service unavailable",
@@ -40,7 +41,7 @@ _SERVER = re.compile(
 )
 _SERVER_STATUS = re.compile(r"\b(?:UNAVAILABLE|INTERNAL)\b")  # google.rpc.Code names, upper case only
 _BAD_REQUEST = re.compile(r"INVALID_ARGUMENT|FAILED_PRECONDITION|\bHTTP 400\b|\"code\": 3\b|\bcode 3\b")
-_CODE_8 = re.compile(r"\bcode:? 8\b|\"code\": 8\b|RESOURCE_EXHAUSTED|\bHTTP 429\b", re.IGNORECASE)
+_CODE_8 = re.compile(r"\bcode:? 8\b|\"code\": 8\b", re.IGNORECASE)  # an operation's RESOURCE_EXHAUSTED
 
 
 @dataclass(frozen=True)
@@ -48,18 +49,25 @@ class Classification:
     """What a create failure means for the capacity search.
 
     Attributes:
-        kind: "permanent" (retrying the same request will fail the same way) or "transient" (another try,
-            later or elsewhere, may work).
+        kind: "permanent" (retrying the same request will fail the same way), "transient" (another try,
+            later or elsewhere, may work) or "unknown" (neither the catalogue nor the status code says:
+            not retried as transient, not remembered; the user is shown Google's text).
         reason: short words for people and for the zone memory: "accelerator not offered", "flex-start not
-            offered", "zone unknown", "stockout", "quota exceeded", "timeout", "server error", "permission
-            denied", "bad request", "already exists", "cancelled", "unknown error".
+            offered", "zone unknown", "no quota in zone", "stockout", "quota exceeded", "API rate limit",
+            "timeout", "server error", "permission denied", "bad request", "already exists", "cancelled",
+            "quota or rate limit" (an HTTP 429 whose text is not catalogued), "unknown error".
         scope: "zone" (about this zone, type and provisioning model) or "request" (about the request or the
             credentials: every zone would fail the same way, so a search stops).
     """
 
-    kind: Literal["permanent", "transient"]
+    kind: Literal["permanent", "transient", "unknown"]
     reason: str
     scope: Literal["zone", "request"] = "zone"
+
+    @property
+    def retryable(self) -> bool:
+        """True when another try, later or in another zone, may work (transient only, never unknown)."""
+        return self.kind == "transient"
 
     @property
     def remember(self) -> bool:
@@ -73,12 +81,13 @@ def classify(error: BaseException | str) -> Classification:
     The text is matched first against the fault catalogue's families with a `create:` entry
     (ops/faults.yaml): permanent for the zone: the accelerator type is not offered there, the provisioning
     model (e.g. flex-start) is not offered for the type there, the zone is unknown, the project has no
-    quota there at all ("Limit: 0"); transient: stockout, quota exhausted. Then the typed errors and status
-    codes: permanent for the zone: UnsupportedInZone. Transient: stockout (code 8, CapacityUnavailable),
-    quota or rate limit (HTTP 429, a quota named, QuotaExceeded), timeouts (BackendTimeout), 5xx and
-    connection failures (BackendUnavailable), AlreadyExists, Cancelled and anything unrecognised.
-    Permanent for the whole request: PermissionDenied, and a BadInput/INVALID_ARGUMENT whose text names no
-    zone problem.
+    quota there at all ("Limit: 0"); transient: stockout, quota in use, API rate limit. Then the typed errors
+    and status codes: permanent for the zone: UnsupportedInZone. Transient: stockout (an operation's code 8,
+    CapacityUnavailable), timeouts (BackendTimeout), 5xx and connection failures (BackendUnavailable),
+    AlreadyExists, Cancelled. Permanent for the whole request: PermissionDenied, and a
+    BadInput/INVALID_ARGUMENT whose text names no zone problem. Unknown: an HTTP 429 (QuotaExceeded) whose
+    text no family knows ("quota or rate limit": a quota of 0 and a per-minute limit read alike there), and
+    anything else unrecognised.
 
     Args:
         error: the exception, or the text of an error (e.g. a gcloud or Terraform output, a
@@ -95,8 +104,6 @@ def classify(error: BaseException | str) -> Classification:
         return Classification("permanent", "not offered in zone")
     if isinstance(error, CapacityUnavailable):
         return Classification("transient", "stockout")
-    if isinstance(error, QuotaExceeded) or _QUOTA.search(text):
-        return Classification("transient", "quota exceeded")
     if isinstance(error, PermissionDenied):
         return Classification("permanent", "permission denied", "request")
     if isinstance(error, AlreadyExists):
@@ -109,9 +116,11 @@ def classify(error: BaseException | str) -> Classification:
         return Classification("transient", "server error")
     if isinstance(error, BadInput) or (isinstance(error, str) and _BAD_REQUEST.search(text)):
         return Classification("permanent", "bad request", "request")
+    if isinstance(error, QuotaExceeded) or re.search(r"\bHTTP 429\b", text):
+        return Classification("unknown", "quota or rate limit")
     if _CODE_8.search(text):
         return Classification("transient", "stockout")
-    return Classification("transient", "unknown error")
+    return Classification("unknown", "unknown error")
 
 
 def _catalogued(text: str) -> Classification | None:

@@ -205,9 +205,11 @@ class SlackUser:
                 timeout,
             )
             return out + lines, answered
-        ts = f"{int(time.time())}.{next(self._ids):06d}"
+        ts = self._slack.new_ts()
         text = _strip_mention(line)
-        self._slack.record_user_message(self.channel_id, ts, text, thread_ts=self.thread_ts)
+        self._slack.record_user_message(
+            self.channel_id, ts, text, thread_ts=self.thread_ts, user=self.user_id
+        )
         response = self.post_signed(self.mention_body(text, ts, self.thread_ts), "application/json")
         out = [f"[HTTP {response.status_code}]"]
         if response.status_code != 200:

@@ -88,6 +88,7 @@ class Message:
     ephemeral: bool = False
     replaces: bool = False
     view: dict[str, Any] | None = None
+    user: str | None = None  # who typed a "user" message (conversations.replies gives it as `user`)
 
     @property
     def in_progress(self) -> bool:
@@ -421,6 +422,10 @@ class SlackSimulator:
     def _next_ts(self) -> str:
         return f"{int(time.time())}.{next(self._ts):06d}"
 
+    def new_ts(self) -> str:
+        """A message ts unique in this workspace, as Slack assigns one to every message (a user's too)."""
+        return self._next_ts()
+
     def _take_fault(self, method: str) -> dict[str, Any] | None:
         with self._changed:
             for fault in self._faults:
@@ -536,9 +541,12 @@ class SlackSimulator:
         )
         return {"ok": True, "channel": args["channel"], "ts": ts, "message": {"text": text, "blocks": blocks}}
 
-    def record_user_message(self, channel: str, ts: str, text: str, thread_ts: str | None = None) -> None:
-        """Record a message a user typed (the console does this for mentions), for `conversations.replies`."""
-        self._record(Message("user", channel, ts, text, thread_ts=thread_ts))
+    def record_user_message(
+        self, channel: str, ts: str, text: str, thread_ts: str | None = None, *, user: str | None = None
+    ) -> None:
+        """Record a message a user typed (the console does this for mentions), for `conversations.replies`;
+        `user` is who typed it."""
+        self._record(Message("user", channel, ts, text, thread_ts=thread_ts, user=user))
 
     def _refuse(self, method: str, channel: str) -> dict[str, Any] | None:
         """The error body when the bot may not use `channel` (see `membership_error`), recorded."""
@@ -594,6 +602,8 @@ class SlackSimulator:
             }
             if m.kind == "post":
                 item["bot_id"] = "B0BOT00001"
+            elif m.user:
+                item["user"] = m.user
             if edited is not None and edited != m.text:
                 item["edited"] = {"user": BOT_USER_ID if m.kind == "post" else "U0EDITOR01", "ts": m.ts}
             messages.append(item)

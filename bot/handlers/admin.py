@@ -5,30 +5,59 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from bot.commands import Param, Role, int_range, registry
+from bot.commands import Param, Role, UsageError, int_range, registry
 from bot.context import Context
-from bot.render import Reply, blocks_reply, code, header, mention, section, utc
+from bot.render import Reply, blocks_reply, code, context, header, mention, section, utc
 from ops.errors import BadInput
+from ops.store import AuditEntry
 
 SECRET_FORM_ID = "hf_token_form"  # noqa: S105  (a Slack callback id, not a secret)
 
 
+# Audit actions that are about a change whatever the command: a refusal, a confirmation asked or given, a
+# cancel. A "command"/"result" line is a change when its command changes infrastructure or writes.
+_CHANGE_ACTIONS = frozenset({"refuse", "confirm-requested", "confirm", "cancel"})
+_SCAN = 5000  # most audit lines read to find the last N changes
+
+
+def is_change(entry: AuditEntry) -> bool:
+    """Whether an audit line is about a change: a refusal, a confirmation, a cancel, or any line of a
+    command that changes infrastructure, writes or opens a form (create, delete, restart, token, ...); a
+    line whose command no longer parses counts as a change, so nothing is hidden by a renamed command."""
+    if entry.action in _CHANGE_ACTIONS:
+        return True
+    try:
+        command = registry.parse(entry.command).command
+    except (UsageError, ValueError):
+        return True
+    return command.changes_infra or command.writes or command.opens_form
+
+
 @registry.command(
     "tpu audit",
-    "The audit trail: who ran what, where, and how it ended",
+    "The audit trail: changes by default (create, delete, restart, confirm, refusal); --reads adds reads",
     Param("last", "how many entries (default 20)", flag="--last", kind=int_range(1, 500), metavar="N"),
+    Param("reads", "also the read-only commands (status, list, ...)", flag="--reads", switch=True),
     role=Role.ADMIN,
 )
-def tpu_audit(ctx: Context, last: int | None) -> Reply:
-    entries = ctx.services.store.audit(last or 20)
+def tpu_audit(ctx: Context, last: int | None, reads: bool = False) -> Reply:
+    """The last N audit lines about changes, newest first (`is_change`), or about everything with
+    `--reads`; the header says how many read lines were left out."""
+    wanted = last or 20
+    scanned = ctx.services.store.audit(wanted if reads else _SCAN)
+    entries = scanned if reads else [e for e in scanned if is_change(e)][:wanted]
     if not entries:
-        return blocks_reply([section("The audit trail is empty.")])
+        what = "The audit trail is empty." if reads or not scanned else "No change in the audit trail yet"
+        more = "" if reads or not scanned else f" ({len(scanned)} read line(s): `/tpu audit --reads`)."
+        return blocks_reply([section(what + more)])
     lines = [
         f"{utc(e.at)} {e.user_id:<11} {e.channel_id:<11} {e.action:<17} /{e.command} -> {e.outcome}"
         + (f" ({e.duration_s:.1f} s)" if e.duration_s is not None else "")
         for e in entries
     ]
-    return blocks_reply([header(f"Audit: last {len(entries)}"), section(code("\n".join(lines)))])
+    title = f"Audit: last {len(entries)}" + ("" if reads else " changes")
+    note = [] if reads else [context("Read-only commands are left out: `/tpu audit --reads` shows them too.")]
+    return blocks_reply([header(title), section(code("\n".join(lines))), *note])
 
 
 def token_modal(channel_id: str, secret: str, deployment: str = "") -> dict[str, Any]:

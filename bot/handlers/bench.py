@@ -11,6 +11,7 @@ from typing import Any
 from bot.commands import Param, Role, int_range, registry
 from bot.context import Context
 from bot.render import Attachment, Reply, blocks_reply, cancel_button, code, context, header, section, utc
+from bot.serving import explained_when_starting, require_serving
 from ops.bench import BenchResult, SweepPoint, heatmap_png, parse_bench_serve, plan_sweep, sweep_csv
 from ops.container import BenchParams
 from ops.errors import BadInput, Cancelled, OpsError
@@ -134,6 +135,7 @@ def vllm_bench(
     ctx: Context, prompts: int | None, output_len: int | None, input_len: int | None, concurrency: int | None
 ) -> Reply:
     params = _params(ctx, prompts, input_len or 1024, output_len, concurrency or 16)
+    require_serving(ctx)  # never the benchmarker's raw "Cannot connect" while vLLM loads
     if ctx.progress is not None:
         ctx.progress.update(
             blocks_reply([section(f":hourglass_flowing_sand: Benchmarking: {_describe(params)} …")])
@@ -251,12 +253,14 @@ def vllm_sweep(
 ) -> Reply:
     """Plan with the KV-cache capacity read from the metrics (`vllm:cache_config_info`), run each cell,
     report progress in one message (with Cancel), and attach the heatmap and CSV."""
+    require_serving(ctx)
     client, _ = ctx.services.vllm()
-    with client:
+    with client, explained_when_starting(ctx):
         capacity = kv_cache_capacity_tokens(client.metrics())
-    if capacity is None:
+    if capacity is None:  # vLLM answers /health (checked above) but its /metrics lack the cache config
         raise OpsError(
-            "the KV-cache capacity is unknown (no vllm:cache_config_info)", "is vLLM up? try /vllm metrics"
+            "the KV-cache capacity is unknown: vLLM answers, but its /metrics have no vllm:cache_config_info",
+            "/vllm metrics --raw shows what it exports; /vllm bench runs single cells without the plan",
         )
     points = plan_sweep(concurrency, input_len, output_len or 128, capacity)
     done: list[SweepPoint] = []

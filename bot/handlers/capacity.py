@@ -20,17 +20,19 @@ from bot.commands import (
 )
 from bot.context import Context
 from bot.followup import pending_block, watch
+from bot.hints import command_line, delete_line
 from bot.render import Block, Reply, blocks_reply, cancel_button, context, header, human_duration, section
 from bot.safety import active_named, check_pins, check_zones, one_operation, pin_of, pins_text
 from bot.tpu_requests import create_spec, default_create_args
 from bot.views.cost import spend_lines
 from bot.views.tpu import resource_line
-from bot.zone_plan import order_zones, quota_family, zone_facts
-from ops import quotas
+from bot.zone_plan import ZoneFacts, order_zones, quota_family, zone_facts
+from ops import cost, quotas
 from ops.capacity import CapacitySearch, SearchResult
 from ops.errors import BadInput, OpsError
 from ops.spend import plan_spend
 from ops.store import ZoneFailure
+from ops.tpu_model import PROVISIONING_MODELS
 
 _STATE_ICONS = {
     "ACTIVE": ":large_green_circle:",
@@ -69,9 +71,17 @@ def family(word: str) -> str:
     return word
 
 
+def provisioning_model(word: str) -> str:
+    """One of flex-start, spot, on-demand, reserved."""
+    if word not in PROVISIONING_MODELS:
+        raise ValueError(f"{word!r} is not a provisioning model ({', '.join(PROVISIONING_MODELS)})")
+    return word
+
+
 @registry.command(
     "tpu zones",
-    "Zones with TPU quota (Cloud Quotas API) and whether each offers the accelerator type",
+    "Zones with TPU quota (Cloud Quotas API), the accelerator types each offers, and whether a request "
+    "of the provisioning model fits there, with the reason for each zone that will refuse",
     Param(
         "type_",
         "family (v6e) or type (v6e-8); default TPU_ACCELERATOR_TYPE",
@@ -79,8 +89,21 @@ def family(word: str) -> str:
         kind=family,
         metavar="T",
     ),
+    Param(
+        "model",
+        "provisioning model to check the fit for (default flex-start, as /tpu create)",
+        flag="--model",
+        kind=provisioning_model,
+        metavar="M",
+    ),
+    Param("all_models", "the fit for every provisioning model", flag="--all-models", switch=True),
+    exclusive=(("model", "all_models"),),
 )
-def tpu_zones(ctx: Context, type_: str | None) -> Reply:
+def tpu_zones(ctx: Context, type_: str | None, model: str | None = None, all_models: bool = False) -> Reply:
+    """Per zone (those with quota for the family, and the watched ones): its quotas and accelerator types,
+    then the fit of a request for the type with the provisioning model (default flex-start), or with every
+    model: ✅ when nothing known says it will be refused, else ❌ with each reason (type not offered,
+    the quota it draws on is 0, a refusal remembered for this zone, type and model)."""
     settings = ctx.services.settings
     wanted = type_ or settings.tpu_accelerator_type
     quota_fam = quota_family(wanted)
@@ -91,7 +114,9 @@ def tpu_zones(ctx: Context, type_: str | None) -> Reply:
         api_endpoint=settings.google_api_endpoint,
         timeout_s=settings.google_timeout_s,
     )
-    zones = sorted(zone for zone, values in limits.items() if any(values.values()))
+    zones = sorted(
+        {zone for zone, values in limits.items() if any(values.values())} | set(settings.tpu_zones)
+    )
 
     def offered(zone: str) -> list[str] | OpsError:
         try:
@@ -102,27 +127,70 @@ def tpu_zones(ctx: Context, type_: str | None) -> Reply:
     with ThreadPoolExecutor(max_workers=8, thread_name_prefix="zones") as pool:
         types = dict(zip(zones, pool.map(offered, zones), strict=True))
     standard_id, preemptible_id = quotas.quota_ids(quota_fam)
+    models = list(PROVISIONING_MODELS) if all_models else [model or cost.DEFAULT_MODEL]
+    exact = "-" in wanted
+    facts = {
+        m: ZoneFacts(
+            offered={
+                z: (wanted in found if exact else bool(found)) if not isinstance(found, OpsError) else None
+                for z, found in types.items()
+            },
+            preemptible={z: limits.get(z, {}).get(preemptible_id) for z in zones},
+            remembered=ctx.services.store.zone_failures(wanted, m) if exact else {},
+            quota_error=None,
+            standard={z: limits.get(z, {}).get(standard_id) for z in zones},
+        )
+        for m in models
+    }
     lines = []
     for zone in zones:
         quota = (
-            f"quota {limits[zone].get(standard_id, 0)} / preemptible {limits[zone].get(preemptible_id, 0)}"
+            f"quota {limits.get(zone, {}).get(standard_id, 0)} / "
+            f"preemptible {limits.get(zone, {}).get(preemptible_id, 0)}"
         )
         found = types[zone]
+        listed = (
+            f"accelerator types unavailable ({found.message})"
+            if isinstance(found, OpsError)
+            else ", ".join(found) or f"no {fam} types"
+        )
+        fits = []
+        for m in models:
+            reasons = facts[m].blockers(zone, wanted, m)
+            fits.append((m, reasons))
+        refused = sum(1 for _, r in fits if r)
+        icon = (
+            ":white_check_mark:"
+            if not refused
+            else ":x:"
+            if refused == len(fits)
+            else ":large_yellow_circle:"
+        )
         if isinstance(found, OpsError):
-            lines.append(f":red_circle: `{zone}` {quota}: accelerator types unavailable ({found.message})")
-            continue
-        has = wanted in found if "-" in wanted else bool(found)
-        icon = ":white_check_mark:" if has else ":heavy_minus_sign:"
-        lines.append(f"{icon} `{zone}` {quota}: {', '.join(found) or f'no {fam} types'}")
+            icon = ":red_circle:"
+        lines.append(f"{icon} `{zone}` {quota}: {listed}")
+        for m, reasons in fits:
+            verdict = "✅ fits" if not reasons else "❌ " + "; ".join(reasons)
+            lines.append(f"    {m}: {verdict}")
     if not lines:
         lines.append(f"No zone has {quota_fam} quota in project `{settings.gcp_project}`.")
+    scope = (
+        "every provisioning model"
+        if all_models
+        else f"{models[0]} (`--model M` or `--all-models` for others)"
+    )
+    note = (
+        "" if exact else f" For a family, refusals remembered per type are not shown: give `--type {fam}-N`."
+    )
     return blocks_reply(
         [
-            header(f"Zones for {wanted}"),
+            header(f"Zones for {wanted}: {scope}"),
             section("\n".join(lines)),
             context(
                 "Quota ids "
-                + f"`{standard_id}` / `{preemptible_id}`; flex-start and spot draw on preemptible quota."
+                + f"`{standard_id}` / `{preemptible_id}`; flex-start and spot draw on preemptible quota, "
+                "on-demand and reserved on the other. ✅ means nothing known refuses it, not that capacity "
+                "is free." + note
             ),
         ]
     )
@@ -271,10 +339,14 @@ def _preview_find(
     allow_second: bool,
 ) -> Reply:
     plan = _plan(ctx, name, type_, zones, retry_all, parallel)
+    given = {
+        "name": name, "type_": type_, "zones": ",".join(zones) if zones else None, "parallel": parallel,
+        "retry_all": retry_all, "valid_until": valid_until, "allow_second": allow_second,
+    }  # fmt: skip
     if not plan.tried:
         raise BadInput(
             f"every zone for {plan.accelerator} is remembered as not offering flex-start for it",
-            "add --retry-all to try them again",
+            f"to try them again: `{command_line(ctx.registry, 'tpu find', {**given, 'retry_all': True})}`",
         )
     settings = ctx.services.settings
     running = active_named(ctx, _names(plan, ctx), [*settings.tpu_zones, *plan.tried])
@@ -288,7 +360,8 @@ def _preview_find(
             f"`{first.name}` is already {first.state} in `{first.zone}` ({first.accelerator_type}): a search "
             f"would start a second one"
             + (f" ({'up to' if spend.ceiling else 'about'} ${rate:,.2f}/h more)" if rate is not None else ""),
-            f"add --allow-second to go on anyway, or /tpu delete {first.name} first",
+            f"to go on anyway: `{command_line(ctx.registry, 'tpu find', {**given, 'allow_second': True})}`; "
+            f"or first `{delete_line(ctx, first)}`",
         )
     lines = [
         f"*Find capacity* for `{plan.name}`: {plan.accelerator}, flex-start (max run "
@@ -425,7 +498,7 @@ def _outcome(ctx: Context, result: SearchResult) -> str:
     if result.leftovers:
         outcome += (
             f"\n:warning: {result.leftovers} request(s) could not be verified deleted: see the zones above; "
-            "the bot deletes them when it can and edits this message."
+            "the bot deletes them when it can and says so here."
         )
     return outcome
 

@@ -1,40 +1,48 @@
 """`@gemma-bot <question>`: facts first, the model second.
 
-Before asking, the bot resolves what the question is about (`llm.grounding.resolve`) and fetches the read-only
-facts itself (the queued resources, `describe` of the ones named, recent errors with the known failures
-they match, vLLM health and metrics, cost), so a model that calls no tool still answers from them. The reply
-shows those facts first (a known failure's finding leads), then the model's text labelled with who wrote it
-(the primary vLLM, else LLM_FALLBACK_BASE_URL, else "Gemma unavailable: rules only"), a contradiction
-warning when the text gives a resource a state the facts deny, and a "based on" line (long facts attached).
+Before asking, the bot resolves what the question is about (`bot.chat.subjects`: names against the queued
+resources, nodes and deployments it knows, typos and unknown names said, the thread's subject) and fetches
+the read-only facts itself, each with its time: the queued resources, `describe` of the subjects, recent
+errors with the known failures they match (placed against the running container: a failure from before is
+told as past), the vLLM container, health and metrics, cost, the deployments asked about (as `/fleet`
+gathers them), and the commands just run in this conversation and how they ended (the audit trail). A model
+that calls no tool still answers from them.
 
-The tools are the read-only commands declared with a `ChatTool` on the registry (status, list, describe,
-metrics, logs, cost), run through the runner as the asking user, for what was not pre-fetched. The model
-never acts: when the question asks for a change, the reply offers the exact command behind a button, and
-that command then goes through the usual role check and Confirm step.
+The reply is short: the answer first, then only the facts it rests on (`bot.views.chat`); every fact is in
+an attached file, a long answer continues in one, and nothing is cut without saying so.
+
+The tools are the read-only commands declared with a `ChatTool` on the registry, run through the runner as
+the asking user. The model never acts: a change is offered (a Review button, then the usual role check and
+Confirm) only when the asker's own words ask for it (`bot.chat.asks`); instructions found in logs, tool
+results or other people's messages are reported and ignored (`bot.chat.instructions`).
 """
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import replace
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from bot.authorship import rules_only, written_by
+from bot.chat.asks import Suggestion, read_ask, suggest
+from bot.chat.instructions import DIRECTIVES, Found, find_instructions, patterns
+from bot.chat.recent import Outcome, outcomes, relevant
+from bot.chat.subjects import BOT, Known, Subjects, ThreadMessage, resolve
 from bot.commands import ChatTool, Command, Param, UsageError, registry
 from bot.context import Context
 from bot.diagnosis import deployment_of, resource_diagnosis, serving_now
-from bot.render import Attachment, Reply, blocks_reply, context, human_duration, section
-from bot.views.findings import diagnosis_text
-from bot.views.gemma import VERDICTS
+from bot.fleet_status import deployment_lines, snapshots
+from bot.render import Reply, human_duration
+from bot.views.chat import Answer, Shown, chat_reply
 from bot.views.metrics import metrics_lines, ms
-from llm.agent import AgentAnswer, Tool, answer, suggest_from_question
+from llm.agent import SUGGEST_TOOL, AgentAnswer, Tool, answer
 from llm.client import ChosenModel
 from llm.diagnose import Diagnosis, Finding, diagnose
-from llm.grounding import Fact, Subjects, contradictions, estimate_tokens, facts_block, resolve
-from llm.logscope import place, present
+from llm.grounding import Fact, contradictions, estimate_tokens, facts_block
+from llm.logscope import place, present, template_of
 from llm.logsum import summarize
 from llm.redact import redact
 from ops import cloudlogs, cost
@@ -43,18 +51,20 @@ from ops.faults import Deployment
 from ops.tpu_model import QueuedResourceInfo
 from ops.zonefit import classify
 
+MAX_LOG_ENTRIES = 2000
 
-def read_only_tools(ctx: Context, question: str = "") -> Mapping[str, Tool]:
+
+def read_only_tools(ctx: Context, subject: str = "") -> Mapping[str, Tool]:
     """The chat tools: the registry's commands declared with a `ChatTool`, each schema built from the
     command's parameters. A call becomes the command line it stands for, parsed and validated like typed
     input, and runs through the runner as the asking user (`Context.run_command`: role checked, errors as
-    one-line answers). A `describe` called without a name gets the one queued resource the question names,
-    so its result belongs to the resource asked about."""
+    one-line answers). A `describe` called without a name gets `subject` (the queued resource the question
+    is about), so its result belongs to the resource asked about."""
 
     def runner(tool: ChatTool, command: Command) -> Callable[..., str]:
         def run(**arguments: Any) -> str:
             if "name" in tool.params and not str(arguments.get("name") or "").strip():
-                arguments = {**arguments, "name": _named_resource(ctx, question)}
+                arguments = {**arguments, "name": subject}
             try:
                 invocation = ctx.registry.parse(command.tool_line(arguments))
             except (UsageError, ValueError) as exc:
@@ -69,38 +79,6 @@ def read_only_tools(ctx: Context, question: str = "") -> Mapping[str, Tool]:
         tool.name: Tool(tool.name, tool.description, command.tool_parameters(), runner(tool, command))
         for tool, command in ctx.registry.tools()
     }
-
-
-def _named_resource(ctx: Context, question: str) -> str:
-    """The watched queued resource whose name the question contains (the longest, if several), or ""."""
-    try:
-        listing = ctx.services.tpu.list_queued_resources(ctx.services.settings.tpu_zones)
-    except OpsError:
-        return ""
-    words = set(re.findall(r"[a-z0-9-]+", question.lower()))
-    named = sorted((qr.name for qr in listing.resources if qr.name in words), key=len)
-    return named[-1] if named else ""
-
-
-def suggestion_button(command: str) -> dict[str, Any]:
-    """A button that runs the suggested command through the normal role check and confirmation."""
-    return {
-        "type": "actions",
-        "block_id": "suggestion",
-        "elements": [
-            {
-                "type": "button",
-                "action_id": "run_suggested",
-                "text": {"type": "plain_text", "text": f"Review {command}"[:75]},
-                "value": command,
-            }
-        ],
-    }
-
-
-ATTACH_OVER_CHARS = 600
-"""A fact's full text longer than this is attached as a file; shorter ones are shown whole."""
-MAX_LOG_ENTRIES = 2000
 
 
 def _qr_summary(qr: QueuedResourceInfo, now: datetime) -> str:
@@ -122,112 +100,286 @@ def _qr_summary(qr: QueuedResourceInfo, now: datetime) -> str:
     return line
 
 
-def _states(resources: list[QueuedResourceInfo]) -> dict[str, str]:
-    states = {qr.name: qr.state for qr in resources}
-    for qr in resources:
+def _states(resources: Iterable[QueuedResourceInfo]) -> dict[str, str]:
+    listed = list(resources)
+    states = {qr.name: qr.state for qr in listed}
+    for qr in listed:
         for node in qr.nodes:
             states[node.name] = node.state
     return states
 
 
-def gather_facts(
-    ctx: Context, question: str, history: list[str]
-) -> tuple[Subjects, list[Fact], list[Finding], list[tuple[QueuedResourceInfo, Diagnosis]]]:
-    """Resolve what the question is about and fetch its read-only facts; a failing source becomes a fact
-    saying what failed (never an exception).
+@dataclass
+class Gathered:
+    """What the bot read for a question.
 
-    Returns:
-        (the subjects, the facts most important first, the known failures the logs match (most severe
-        first), the diagnosis of each subject queued resource in a failure state from its own state and
-        error as the TPU API reports them).
+    Attributes:
+        subjects: what the question is about.
+        facts: every fact, most important first (the model's prompt and the attached file).
+        shown: what the answer rests on, shown under it (`bot.views.chat.Shown`).
+        findings: the known failures the logs match that may describe the present, most severe first.
+        failed: the diagnosis of each subject queued resource in a failure state (TPU API state and error).
+        nodes: the asking deployment's queued resources -> their node ids.
+        scanned: (where, text) of data that may carry instructions (logs, other people's messages).
     """
+
+    subjects: Subjects
+    facts: list[Fact] = field(default_factory=list)
+    shown: Shown = field(default_factory=Shown)
+    findings: list[Finding] = field(default_factory=list)
+    failed: list[tuple[QueuedResourceInfo, Diagnosis]] = field(default_factory=list)
+    nodes: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    scanned: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _listings(ctx: Context) -> tuple[list[QueuedResourceInfo], str, dict[str, list[QueuedResourceInfo]]]:
+    """This deployment's queued resources, what could not be listed ("" if nothing), and, with several
+    deployments, every other one's queued resources (listed at once; one that fails lists none)."""
     settings = ctx.services.settings
-    facts: list[Fact] = []
-    findings: list[Finding] = []
-    states: list[tuple[QueuedResourceInfo, Diagnosis]] = []
-    try:
-        listing = ctx.services.tpu.list_queued_resources(settings.tpu_zones)
-        resources = list(listing.resources)
-        missing = "".join(f"; {zone}: {exc.message}" for zone, exc in listing.errors.items())
-    except OpsError as exc:
-        resources, missing = [], f"; listing failed: {exc.message}"
-    subjects = resolve(question, history, {qr.name: qr.node_ids for qr in resources}, settings.tpu_primary)
-    by_name = {qr.name: qr for qr in resources}
-    tools = read_only_tools(ctx, question)
+    others = {n: s for n, s in (ctx.fleet.services if ctx.fleet else {}).items() if n != ctx.deployment}
+    with ThreadPoolExecutor(max_workers=1 + len(others), thread_name_prefix="chat-list") as pool:
+        mine = pool.submit(ctx.services.tpu.list_queued_resources, settings.tpu_zones)
+        theirs = {
+            n: pool.submit(s.tpu.list_queued_resources, s.settings.tpu_zones) for n, s in others.items()
+        }
+        try:
+            listing = mine.result()
+            resources = list(listing.resources)
+            missing = "".join(f"; {zone}: {exc.message}" for zone, exc in listing.errors.items())
+        except OpsError as exc:
+            resources, missing = [], f"; listing failed: {exc.message}"
+        elsewhere: dict[str, list[QueuedResourceInfo]] = {}
+        for name, future in theirs.items():
+            try:
+                elsewhere[name] = list(future.result().resources)
+            except OpsError:
+                elsewhere[name] = []
+    return resources, missing, elsewhere
+
+
+def _thread(ctx: Context) -> tuple[list[Any], list[ThreadMessage]]:
+    """The thread's earlier messages for the model (role, content) and for resolving the subject."""
+    history = ctx.thread_history() if ctx.thread_history else []
+    messages = [
+        ThreadMessage(
+            str(h.get("content", "")) if isinstance(h, dict) else str(h),
+            BOT
+            if isinstance(h, dict) and h.get("role") == "assistant"
+            else str(h.get("user") or "")
+            if isinstance(h, dict)
+            else "",
+        )
+        for h in history
+    ]
+    return history, messages
+
+
+def gather_facts(ctx: Context, question: str, thread: list[ThreadMessage]) -> Gathered:
+    """Resolve what the question is about and fetch its read-only facts; a failing source becomes a fact
+    saying what failed (never an exception)."""
+    settings = ctx.services.settings
+    resources, missing, elsewhere = _listings(ctx)
     now = ctx.services.now()
+    terms = [
+        settings.vllm_model,
+        *(s.settings.vllm_model for s in (ctx.fleet.services if ctx.fleet else {}).values()),
+    ]
+    known = Known(
+        {qr.name: qr.node_ids for qr in resources},
+        ctx.deployment,
+        settings.tpu_primary,
+        {name: {qr.name: qr.node_ids for qr in listed} for name, listed in elsewhere.items()},
+        terms,
+    )
+    subjects = resolve(question, thread, known)
+    got = Gathered(subjects, nodes={qr.name: qr.node_ids for qr in resources})
+    notes = subjects.notes()
+    if notes:
+        got.facts.append(Fact("names in the question", "; ".join(notes), at=now))
+    _recent_facts(ctx, question, got)
+    by_name = {qr.name: qr for qr in resources}
+    tools = read_only_tools(ctx, subjects.resources[0] if subjects.resources else "")
     for name in subjects.resources:
         qr = by_name[name]
         # The catalogue reads the resource's state and error (stockout, quota, preemption, node gone...).
         diagnosis = resource_diagnosis(qr, deployment_of(ctx.services, qr, resources))
         if diagnosis is not None:
-            states.append((qr, diagnosis))
-        detail = tools["describe"].func(name=name)
-        facts.append(Fact(f"describe {name}", _qr_summary(qr, now), detail, _states([qr])))
-    others = [qr for qr in resources if qr.name not in subjects.resources]
-    if others or missing or not resources:
-        lines = [_qr_summary(qr, now) for qr in others] or ["no other queued resources"]
-        facts.append(
-            Fact(
-                f"queued resources in {', '.join(settings.tpu_zones)}",
-                "\n• ".join(lines) + missing,
-                "",
-                _states(others),
-            )
+            got.failed.append((qr, diagnosis))
+        fact = Fact(
+            f"describe {name}", _qr_summary(qr, now), tools["describe"].func(name=name), _states([qr]), now
         )
+        got.facts.append(fact)
+        got.shown.facts.append(fact)
+    for name, deployment in subjects.elsewhere.items():
+        qr = next(q for q in elsewhere[deployment] if q.name == name)
+        fact = Fact(f"{name} (deployment {deployment})", _qr_summary(qr, now), "", _states([qr]), now)
+        got.facts.append(fact)
+        got.shown.facts.append(fact)
+    _deployment_facts(ctx, subjects.deployments, got)
+    others = [qr for qr in resources if qr.name not in subjects.resources]
+    lines = [_qr_summary(qr, now) for qr in others] or ["no other queued resources"]
+    listed = Fact(
+        f"queued resources in {', '.join(settings.tpu_zones)}",
+        "\n• ".join(lines) + missing,
+        "",
+        _states(others),
+        now,
+    )
+    got.facts.append(listed)
+    if missing or not resources:
+        got.shown.facts.append(listed)  # what is missing now is said
+    down = None
+    if subjects.topics & {"logs", "serving"}:
+        container, down = _container_fact(ctx)
+        got.facts.append(container)
+        got.shown.facts.append(container)
     if "logs" in subjects.topics:
-        facts.append(_error_fact(ctx, subjects, by_name, findings, deployment_of(ctx.services)))
+        _error_facts(ctx, subjects, by_name, got, deployment_of(ctx.services), down)
     if "serving" in subjects.topics:
-        facts.append(_serving_fact(ctx))
+        serving = _serving_fact(ctx)
+        got.facts.append(serving)
+        got.shown.facts.append(serving)
     if "cost" in subjects.topics:
-        facts.append(_cost_fact(ctx, [by_name[n] for n in subjects.resources] or resources))
-    unique = {(f.name, f.conclusion): f for f in findings}
-    return subjects, facts, list(unique.values()), states
+        burn = _cost_fact(ctx, [by_name[n] for n in subjects.resources] or resources)
+        got.facts.append(burn)
+        got.shown.facts.append(burn)
+    # other people's messages are data; the asker's are the question, the bot's were checked when posted
+    got.scanned += [("the thread", m.text) for m in thread if m.author not in (ctx.user_id, BOT)]
+    return got
 
 
-def _error_fact(
+def _recent_facts(ctx: Context, question: str, got: Gathered) -> None:
+    """The commands run in this conversation (thread, else channel) and how each ended, as earlier facts;
+    those the question may be about (its command words, failures) are shown."""
+    if ctx.recent_commands is None:
+        return
+    try:
+        runs = outcomes(ctx.recent_commands())
+    except Exception:  # the audit store failing must not stop the answer
+        got.facts.append(Fact("commands run here", "could not read the audit trail", at=ctx.services.now()))
+        return
+    if not runs:
+        return
+    asked: list[Outcome] = relevant(runs, question)
+    first = asked + [run for run in runs if run not in asked]
+    got.facts.append(
+        Fact(
+            "commands run here, the one asked about first, else newest first",
+            "; ".join(run.line() for run in first[:5]),
+            "\n".join(run.line() for run in runs),
+            at=first[0].ended_at,
+            now=False,
+        )
+    )
+    got.shown.recent = asked
+
+
+def _deployment_facts(ctx: Context, names: tuple[str, ...], got: Gathered) -> None:
+    """Each deployment asked about, as `/fleet` gathers it (queued resource, vLLM, cost today, alerts)."""
+    fleet = ctx.fleet.services if ctx.fleet is not None else {ctx.deployment: ctx.services}
+    wanted = {name: fleet[name] for name in names if name in fleet}
+    if not wanted:
+        return
+    now = ctx.services.now()
+    for snap in snapshots(wanted, now):
+        lines = deployment_lines(snap, now)
+        fact = Fact(f"deployment {snap.name} (as /fleet shows it)", "; ".join(lines), at=now)
+        got.facts.append(fact)
+        got.shown.deployments.append((snap.name, lines))
+
+
+def _container_fact(ctx: Context) -> tuple[Fact, str | None]:
+    """The vLLM container's state now (docker inspect over SSH), and when nothing runs in it, why, as a
+    phrase ("`vllm` exited at 04:55 UTC, exit code 137"); None when it runs or cannot be read."""
+    now = ctx.services.now()
+    try:
+        container, host = ctx.services.container()
+        with host:
+            status = container.status()
+    except OpsError as exc:
+        return Fact("vLLM container", f"could not be read now: {exc.message}", at=now), None
+    name = f"`{container.name}`"
+    if status.running:
+        since = f" since {status.started_at:%H:%M} UTC" if status.started_at else ""
+        restarts = f", {status.restart_count} restarts" if status.restart_count else ""
+        return Fact("vLLM container", f"{name} is running{since}{restarts}", at=now), None
+    if not status.exists:
+        down = f"no container {name} exists on the node"
+    else:
+        ended = f" at {status.finished_at:%H:%M} UTC" if status.finished_at else ""
+        code = f" (exit code {status.exit_code})" if status.exit_code is not None else ""
+        down = f"{name} {status.state}{ended}{code}"
+    return Fact("vLLM container", f"{down}: nothing serves from it now", at=now), down
+
+
+def _error_facts(
     ctx: Context,
     subjects: Subjects,
     by_name: dict[str, QueuedResourceInfo],
-    findings: list[Finding],
+    got: Gathered,
     deployment: Deployment,
-) -> Fact:
-    """ERROR entries of the subjects' nodes in the window: top templates and the known failures they match
-    (those that may describe the running container added to `findings`, their fixes written for
-    `deployment`; those of an earlier container or another process named as such, `llm.logscope`)."""
+    down: str | None,
+) -> None:
+    """ERROR entries of the subjects' nodes in the window: top templates and the known failures they match.
+    Those that may describe the running container join `got.findings` (their fixes written for
+    `deployment`); those of an earlier container, of another process, or logged while no container runs now
+    (`down`) are an earlier fact with their last time, not the present state (`llm.logscope`)."""
     nodes = [n for name in subjects.resources for n in by_name[name].node_ids]
     node = nodes[0] if len(nodes) == 1 else None
     window = human_duration(subjects.window).removesuffix(" 00m")
     source = f"errors in the last {window}" + (f" on {node}" if node else "")
+    now = ctx.services.now()
     try:
-        query = cloudlogs.build_filter(subjects.window, severity="ERROR", node=node, now=ctx.services.now())
+        query = cloudlogs.build_filter(subjects.window, severity="ERROR", node=node, now=now)
         entries = ctx.services.log_entries(query, MAX_LOG_ENTRIES)
     except OpsError as exc:
-        return Fact(source, f"could not read the logs: {exc.message}")
+        got.facts.append(Fact(source, f"could not read the logs: {exc.message}", at=now))
+        return
     if not entries:
-        return Fact(source, "no ERROR entries")
+        got.facts.append(Fact(source, "no ERROR entries", at=now))
+        return
     summary = summarize(entries)
     exemplars = "\n".join(e for t in summary.templates for e in t.exemplars).replace("\\n", "\n")
-    # errors of an earlier container or of another process are named as such, not as the present state
-    now = serving_now(ctx.services)
-    placed = place(tuple(diagnose(exemplars, deployment)), summary.templates, now)
-    findings += placed.current
-    past = placed.earlier + placed.other
-    current = present(summary.templates, now)
-    ranked = current + tuple(t for t in summary.templates if t not in current)
+    got.scanned.append(("the logs", exemplars))
+    serving = serving_now(ctx.services)
+    placed = place(tuple(diagnose(exemplars, deployment)), summary.templates, serving)
+    current, past = list(placed.current), [*placed.earlier, *placed.other]
+    if down is not None:  # nothing runs now: every failure logged is one of before
+        past += [
+            replace(f, conclusion=f"{f.conclusion} (logged while a container ran; now {down})")
+            for f in current
+        ]
+        current = []
+        got.shown.earlier_why = f"nothing serves now: {down}"
+    got.findings += current
+    templates = present(summary.templates, serving) if down is None else ()
+    ranked = templates + tuple(t for t in summary.templates if t not in templates)
     top = "; ".join(f"{t.count}× `{t.template[:100]}`" for t in ranked[:3])
-    known = ", ".join(_counted(f.name for f in placed.current))
+    known = ", ".join(_counted(f.name for f in current))
     text = f"{summary.error_entries} ERROR entries; top: {top}" + (
-        f"; known failures: {known}" if known else ""
+        f"; known failures now: {known}" if known else ""
     )
-    if past:
-        text += "; earlier or from another process, not the present state: " + ", ".join(
-            _counted(f.name for f in past)
-        )
     detail = "\n".join(
         f"{t.count}\t{t.severity}\t{t.last_seen:%F %T}\t{t.template}" for t in summary.templates
     )
-    detail += "".join(f"\nnot the present state: {f.name}: {f.conclusion}" for f in past)
-    return Fact(source, text, detail)
+    got.facts.append(Fact(source, text, detail, at=now))
+    if past:
+        last = max((t.last_seen for t in summary.templates), default=None)
+        earlier = Fact(
+            f"{source}: earlier failures",
+            "; ".join(f"{f.name}: {f.conclusion}" for f in past),
+            at=last,
+            now=False,
+        )
+        got.facts.append(earlier)
+        last_seen: dict[str, tuple[Finding, datetime | None]] = {}
+        for finding in past:  # each family once, at its latest time
+            t = template_of(finding, summary.templates)
+            seen = t.last_seen if t is not None else None
+            kept = last_seen.get(finding.name)
+            if kept is None or (seen is not None and (kept[1] is None or seen > kept[1])):
+                last_seen[finding.name] = (finding, seen)
+        got.shown.earlier = sorted(last_seen.values(), key=lambda item: item[1] or now, reverse=True)
 
 
 def _counted(names: Iterable[str]) -> list[str]:
@@ -238,9 +390,12 @@ def _counted(names: Iterable[str]) -> list[str]:
 
 
 def _cost_fact(ctx: Context, resources: list[QueuedResourceInfo]) -> Fact:
-    """What the running queued resources among `resources` have cost so far and cost per hour."""
+    """What the running queued resources among `resources` have cost so far and cost per hour, with the
+    total; a figure from a missing price row says "at most" and which row stands in."""
     now = ctx.services.now()
     lines = []
+    spent = rate = 0.0
+    bounded = False
     for qr in resources:
         if qr.state != "ACTIVE":
             lines.append(f"`{qr.name}` is {qr.state}: no running cost")
@@ -248,28 +403,34 @@ def _cost_fact(ctx: Context, resources: list[QueuedResourceInfo]) -> Fact:
         try:
             spend = cost.burn(qr, now)
         except BadInput as exc:
-            ceiling = cost.quote_of(qr).ceiling_text
-            bound = f"; {ceiling}" if ceiling else ""
-            lines.append(f"`{qr.name}`: cost so far unknown: {exc.message}{bound}")
+            lines.append(f"`{qr.name}`: cost so far unknown: {exc.message}")
             continue
+        bound = spend.quote.bound
+        spent, rate, bounded = spent + spend.usd_so_far, rate + spend.usd_per_hour, bounded or bool(bound)
         lines.append(
-            f"`{qr.name}` ({qr.accelerator_type}, {qr.provisioning_model}): ${spend.usd_so_far:,.2f} so far "
-            f"over {spend.hours_so_far:.1f} h at ${spend.usd_per_hour:,.2f}/h"
+            f"`{qr.name}` ({qr.accelerator_type}, {qr.provisioning_model}): {bound}${spend.usd_so_far:,.2f} "
+            f"so far over {spend.hours_so_far:.1f} h at {bound}${spend.usd_per_hour:,.2f}/h"
+            + (f" ({spend.quote.used}; {spend.quote.source})" if spend.quote.used else "")
         )
-    return Fact("live burn", "; ".join(lines) or "no queued resources", read_only_tools(ctx)["cost"].func())
+    if rate:
+        bound = "at most " if bounded else ""
+        lines.append(f"total {bound}${spent:,.2f} so far at {bound}${rate:,.2f}/h")
+    detail = read_only_tools(ctx)["cost"].func()
+    return Fact("live burn", "; ".join(lines) or "no queued resources", detail, at=now)
 
 
 def _serving_fact(ctx: Context) -> Fact:
-    """vLLM health, served models and the metrics summary; a server without /health and /metrics (any
+    """vLLM health, served models and the metrics summary now; a server without /health and /metrics (any
     OpenAI-compatible server that is not vLLM) is said to be so, not reported as an outage."""
+    now = ctx.services.now()
     try:
         client, endpoint = ctx.services.vllm()
     except OpsError as exc:
-        return Fact("vLLM", f"no endpoint: {exc.message}")
+        return Fact("vLLM", f"no endpoint now: {exc.message}", at=now)
     with client:
         health = client.health()
         if health.state == "not-vllm":
-            return Fact(f"model server at {endpoint.url}", f"{health.detail}: {_probe(ctx)}")
+            return Fact(f"model server at {endpoint.url}", f"{health.detail}: {_probe(ctx)}", at=now)
         parts = [
             f"/health {health.state} ({ms(health.latency_s)})"
             + ("" if health.state == "ready" else f": {health.detail}")
@@ -285,7 +446,7 @@ def _serving_fact(ctx: Context) -> Fact:
         except OpsError as exc:
             parts.append(exc.message)
             detail = ""
-    return Fact(f"vLLM at {endpoint.url}", "; ".join(parts), detail)
+    return Fact(f"vLLM at {endpoint.url}", "; ".join(parts), detail, at=now)
 
 
 def _probe(ctx: Context) -> str:
@@ -299,29 +460,8 @@ def _probe(ctx: Context) -> str:
     return f"`{probe.model}` answered a one-token completion in {ms(probe.latency_s)}"
 
 
-def _facts_blocks(
-    facts: list[Fact], findings: list[Finding], states: list[tuple[QueuedResourceInfo, Diagnosis]]
-) -> list[dict[str, Any]]:
-    """The facts as the user reads them: each subject resource's failure state and error (the TPU API's,
-    under the resource, not among the log's failures), the known failures in the log, then one line per
-    fact."""
-    blocks: list[dict[str, Any]] = []
-    for qr, diagnosis in states:
-        heading = f"`{qr.name}` is {qr.state}: its state and error (TPU API)"
-        shown = diagnosis_text(diagnosis, heading=heading)
-        blocks.append(section(shown if diagnosis.findings else f"*{heading}*\n{shown}"))
-    if findings:
-        blocks.append(section(diagnosis_text(Diagnosis(tuple(findings), ()))))
-    lines = "\n".join(
-        f"• {f.summary}" if f.source.startswith(("describe", "queued")) else f"• _{f.source}_: {f.summary}"
-        for f in facts
-    )
-    blocks.append(section("*Facts* (fetched just now)\n" + lines))
-    return blocks
-
-
 def _ask(
-    ctx: Context, question: str, history: list[Any], facts: list[Fact], findings: list[Finding]
+    ctx: Context, question: str, history: list[Any], got: Gathered
 ) -> tuple[AgentAnswer | None, ChosenModel | None, tuple[str, ...], list[str]]:
     """Ask the first model that answers, the facts in its prompt within its context; the next on failure.
     The catalogue's findings go first, so the model adds to them rather than guessing another cause.
@@ -329,11 +469,13 @@ def _ask(
     Returns:
         (the answer or None, the model that wrote it, the facts given in full, why models could not answer).
     """
-    if findings:
-        known = "; ".join(f"{f.name}: {f.conclusion} Fix: {f.fix}" for f in findings)
-        facts = [Fact("known failures (the bot's catalogue)", known), *facts]
+    facts = got.facts
+    known = [f for _, diagnosis in got.failed for f in diagnosis.findings] + got.findings
+    if known:
+        lines = "; ".join(f"{f.name}: {f.conclusion} Fix: {f.fix}" for f in known)
+        facts = [Fact("known failures now (the bot's catalogue)", lines), *facts]
     failures: list[str] = []
-    tools = read_only_tools(ctx, question)
+    tools = read_only_tools(ctx, got.subjects.resources[0] if got.subjects.resources else "")
     for chosen in ctx.services.models(failures):
         context_tokens = chosen.context.tokens
         answer_tokens = min(ctx.services.settings.llm_answer_tokens, context_tokens // 4)
@@ -361,7 +503,20 @@ def _ask(
     return None, None, (), failures
 
 
-def feedback_buttons(answer_id: int) -> dict[str, Any]:
+def _suggestion(
+    ctx: Context, question: str, got: Gathered, proposed: str | None
+) -> tuple[Suggestion | None, str]:
+    """The change to offer (only when the asker asked for one) and a note on a command the model proposed
+    that is not offered ("" when none)."""
+    ask = read_ask(question)
+    offered = suggest(ask, got.subjects, got.nodes, ctx.registry, asker=ctx.user_id) if ask else None
+    if not proposed or (offered is not None and offered.command and f"/{offered.command}" == proposed):
+        return offered, ""
+    why = "the question asks for no change" if ask is None else "it is not the change asked for"
+    return offered, f"the model proposed `{proposed}`; not offered: {why}"
+
+
+def feedback_buttons(answer_id: str) -> dict[str, Any]:
     """Helpful / Not helpful buttons; a click runs `/gemma rate ID VERDICT` through the runner."""
     return {
         "type": "actions",
@@ -373,7 +528,7 @@ def feedback_buttons(answer_id: int) -> dict[str, Any]:
                 "text": {"type": "plain_text", "text": verdict.replace("-", " ").capitalize()},
                 "value": f"gemma rate {answer_id} {verdict}",
             }
-            for verdict in VERDICTS
+            for verdict in ("helpful", "not-helpful")
         ],
     }
 
@@ -384,23 +539,20 @@ def feedback_buttons(answer_id: int) -> dict[str, Any]:
     Param("question", "the question", required=True, rest=True, metavar="QUESTION"),
 )
 def gemma_chat(ctx: Context, question: str) -> Reply:
-    history = ctx.thread_history() if ctx.thread_history else []
-    texts = [str(h.get("content", "")) if isinstance(h, dict) else str(h) for h in history]
-    subjects, facts, findings, failed = gather_facts(ctx, question, texts)
-    known = [f for _, diagnosis in failed for f in diagnosis.findings] + findings
-    result, chosen, detailed, failures = _ask(ctx, question, history, facts, known)
-    blocks = _facts_blocks(facts, findings, failed)
-    states = {k: v for f in facts for k, v in f.states.items()}
-    notes = []
-    suggested = suggest_from_question(question)
+    history, thread = _thread(ctx)
+    got = gather_facts(ctx, question, thread)
+    result, chosen, detailed, failures = _ask(ctx, question, history, got)
+    data = patterns(ctx.registry)
+    scanned = [(where, text, data) for where, text in got.scanned]
+    # the bot's own commands name its commands in their fixes: only directives count in their output
+    calls = result.tool_calls_made if result else ()
+    scanned += [("a tool result", call.result, DIRECTIVES) for call in calls if call.name != SUGGEST_TOOL]
+    found: list[Found] = find_instructions(scanned)
+    offered, refused = _suggestion(ctx, question, got, result.suggested_command if result else None)
+    states = {k: v for f in got.facts for k, v in f.states.items()}
+    written = None
     if result is not None and chosen is not None:
-        wrong = contradictions(result.text, states)
-        if wrong:
-            blocks.append(
-                section(":warning: *The answer below contradicts the facts above*: " + "; ".join(wrong) + ".")
-            )
-        blocks.append(section(result.text.strip()[:2900] or "(the model wrote nothing)"))
-        blocks.append(context(written_by(chosen) + " · " + chosen.context.describe()))
+        notes = []
         used = [call.name for call in result.tool_calls_made if call.name != "suggest_command"]
         if used:
             notes.append("looked at: " + ", ".join(dict.fromkeys(used)))
@@ -409,8 +561,7 @@ def gemma_chat(ctx: Context, question: str) -> Reply:
                 "answered without tools: the server does not accept tools (start vLLM with "
                 "--enable-auto-tool-choice --tool-call-parser gemma4)"
             )
-        suggested = result.suggested_command
-        given = [f.source for f in facts] + [call.name for call in result.tool_calls_made]
+        given = [f.source for f in got.facts] + [call.name for call in result.tool_calls_made]
         answer_id = ctx.services.store.save_answer(
             redact(question)[:2000],
             chosen.model,
@@ -419,27 +570,23 @@ def gemma_chat(ctx: Context, question: str) -> Reply:
             channel_id=ctx.channel_id,
             now=ctx.services.now(),
         )
-        blocks.append(feedback_buttons(answer_id))
-    else:
-        blocks.append(section(rules_only(failures, ctx.services.settings)))
-    if suggested:
-        blocks.append(section(f"To do that: `{suggested}`. I never act by myself:"))
-        blocks.append(suggestion_button(suggested))
-    files = []
-    based = []
-    for fact in facts:
-        name = fact.source
-        if fact.detail and len(fact.detail) > ATTACH_OVER_CHARS:
-            filename = "fact-" + "".join(c if c.isalnum() or c in "-." else "-" for c in name)[:60] + ".txt"
-            files.append(Attachment(filename, fact.detail, name))
-            name += f" (`{filename}`)"
-        if chosen is not None and fact.detail and fact.source not in detailed:
-            name += " (summary only in the prompt)"
-        based.append(name)
-    if subjects.resources:
-        based.append(f"subject from the {subjects.origin}")
-    notes.insert(0, "based on: " + "; ".join(based))
-    blocks.append(context(" · ".join(notes)))
-    reply = blocks_reply(blocks)
-    reply.files.extend(files)
-    return reply
+        written = Answer(
+            text=result.text,
+            byline=written_by(chosen) + " · " + chosen.context.describe(),
+            contradictions=tuple(contradictions(result.text, states)),
+            notes=tuple(notes),
+            feedback=feedback_buttons(answer_id),
+        )
+    return chat_reply(
+        got.subjects,
+        got.facts,
+        got.shown,
+        got.findings,
+        got.failed,
+        written,
+        rules_only(failures, ctx.services.settings) if written is None else "",
+        offered,
+        refused,
+        found,
+        detailed if chosen is not None else None,
+    )

@@ -159,7 +159,8 @@ def vllm_syslog(ctx: Context, unit: str | None, tail: str | None) -> Reply:
     other services log (tokens, addresses), and with SSH_SUDO it is read as root."""
     unit = unit or "docker.service"
     allowed = ctx.services.settings.syslog_units
-    if unit not in allowed and (ctx.role is None or ctx.role < Role.ADMIN):
+    role = ctx.caller_role() if ctx.caller_role is not None else None
+    if unit not in allowed and (role is None or role < Role.ADMIN):
         raise PermissionDenied(
             f"the journal of `{unit}` is for admins; anyone may read " + ", ".join(f"`{u}`" for u in allowed),
             "ask an admin to read it, or to add the unit to SYSLOG_UNITS",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 
@@ -57,7 +58,8 @@ def hours_value(word: str) -> float:
     Param("hours", "hours to estimate (default 1)", flag="--hours", kind=hours_value, metavar="N"),
     Param(
         "model",
-        f"flex-start, spot, on-demand, 1y or 3y (default {cost.DEFAULT_MODEL}, as /tpu create)",
+        f"flex-start, spot, on-demand, 1y or 3y (default {cost.DEFAULT_MODEL}, as /tpu create); every "
+        "model's figure is shown after it",
         flag="--model",
         kind=pricing_model,
         metavar="M",
@@ -83,9 +85,10 @@ def tpu_cost(
     today: bool = False,
     week: bool = False,
 ) -> Reply:
-    """Estimate in USD from the price table for the same default pricing model as `/tpu create`; a model
-    without a sourced price is refused and the sourced ones are shown instead; then the live burn of the
-    ACTIVE queued resources with its total. An unknown type or region is an error naming what is known."""
+    """Estimate in USD from the price table for the same default pricing model as `/tpu create`, then
+    every provisioning model's figure, each with its source and read date (a missing row says which row is
+    missing and what stands in), then the live burn of the ACTIVE queued resources with its total. An
+    unknown type or region is an error naming what is known."""
     if today or week:
         now = ctx.services.now()
         since = midnight(now) if today else now - timedelta(days=7)
@@ -93,29 +96,41 @@ def tpu_cost(
     settings = ctx.services.settings
     accelerator = type_ or settings.tpu_accelerator_type
     where = region or cost.region_of(settings.tpu_zones[0])
-    lines = estimate_lines(accelerator, hours or 1.0, model or cost.DEFAULT_MODEL, where)
+    lines = estimate_lines(
+        accelerator,
+        hours or 1.0,
+        model or cost.DEFAULT_MODEL,
+        where,
+        ctx.services.now().date(),
+        settings.price_max_age_days,
+    )
     return blocks_reply([header("TPU cost"), section("\n".join(lines)), section(_burn_text(ctx))])
 
 
+def _bounded(amount: float, quote: cost.Quote | None) -> str:
+    """ "$1.23", "at most $1.23" (a ceiling) or "about $1.23" (another region's row)."""
+    return f"{quote.bound if quote is not None else ''}{usd(amount)}"
+
+
 def _spend_lines(name: str, spend: DeploymentSpend) -> str:
-    """One deployment's subtotal and its resources (USD; the ones without an exact price say why, with the
-    labelled on-demand ceiling when `ops.cost.quote` gives one). A subtotal of resources none of which is
-    priced is "unknown", never "$0.00"."""
+    """One deployment's subtotal and its resources (USD; a figure from a missing row says "at most" and
+    which row it is). A subtotal of resources none of which is priced is "unknown", never "$0.00"."""
     if spend.error is not None:
         hint = f" _({spend.error.hint})_" if spend.error.hint else ""
         return f":red_circle: *{name}*: {spend.error.message}{hint}"
     items = [f":warning: zone `{zone}` did not answer" for zone in spend.zones_failed]
     for r in spend.resources:
         if r.usd is None or r.usd_per_hour is None:
-            ceiling = cost.quote_of(r.qr).ceiling_text
-            items.append(f"`{r.qr.name}` not priced: {r.why}" + (f"; {ceiling}" if ceiling else ""))
-        else:
-            kind = f"{r.qr.accelerator_type} {r.qr.provisioning_model}"
-            items.append(f"`{r.qr.name}` ({kind}) ${r.usd:,.2f} at ${r.usd_per_hour:,.2f}/h")
+            items.append(f"`{r.qr.name}` not priced: {r.why}")
+            continue
+        kind = f"{r.qr.accelerator_type} {r.qr.provisioning_model}"
+        line = f"`{r.qr.name}` ({kind}) {_bounded(r.usd, r.quote)} ({per_hour(r.usd_per_hour)})"
+        items.append(line + (f" _({r.why})_" if r.why else ""))
     if spend.resources and len(spend.unpriced) == len(spend.resources):
         subtotal = "unknown (not priced)"
     else:
-        subtotal = f"*{usd(spend.usd)}*" + (" (priced resources only)" if spend.unpriced else "")
+        bound = "at most " if spend.bounded else ""
+        subtotal = f"*{bound}{usd(spend.usd)}*" + (" (priced resources only)" if spend.unpriced else "")
     return f"*{name}*: {subtotal}" + ("\n" + "\n".join(f"• {i}" for i in items) if items else "")
 
 
@@ -136,12 +151,14 @@ def fleet_spend(ctx: Context, since: datetime, label: str) -> Reply:
             spends[name] = deployment_spend(listing, now, since)
     unpriced = sum(len(spend.unpriced) for spend in spends.values())
     priced = sum(len(spend.resources) for spend in spends.values()) - unpriced
+    bound = "at most " if any(spend.bounded for spend in spends.values()) else ""
     if unpriced and not priced:  # never "$0.00" for resources billing at an unknown price
         total = f"*Total* unknown since {utc(since)}: {unpriced} resource(s) not priced, none priced"
     else:
-        total = f"*Total* {usd(sum(spend.usd for spend in spends.values()))} since {utc(since)}" + (
+        total = f"*Total* {bound}{usd(sum(spend.usd for spend in spends.values()))} since {utc(since)}" + (
             " (priced resources only: see the ones not priced above)" if unpriced else ""
         )
+    sources = _sources_of(r.quote for spend in spends.values() for r in spend.resources)
     return blocks_reply(
         [
             header(f"TPU spend {label}"),
@@ -149,10 +166,15 @@ def fleet_spend(ctx: Context, since: datetime, label: str) -> Reply:
             section(total),
             context(
                 "From the ACTIVE queued resources' lifetimes and the price table (see `/tpu cost`); queued "
-                "resources deleted before now are not counted."
+                "resources deleted before now are not counted." + (f" Prices: {sources}." if sources else "")
             ),
         ]
     )
+
+
+def _sources_of(quotes: Iterable[cost.Quote | None]) -> str:
+    """The distinct sources (with read dates) of `quotes`, joined."""
+    return "; ".join(dict.fromkeys(q.source for q in quotes if q is not None and q.source))
 
 
 def _burn_text(ctx: Context) -> str:
@@ -164,6 +186,8 @@ def _burn_text(ctx: Context) -> str:
     lines = ["*Live burn* (ACTIVE queued resources)"]
     spent = rate = 0.0
     priced = unpriced = 0
+    bounded = False
+    quotes: list[cost.Quote] = []
     for qr in listing.resources:
         if qr.state != "ACTIVE":
             continue
@@ -176,26 +200,32 @@ def _burn_text(ctx: Context) -> str:
         priced += 1
         spent += spend.usd_so_far
         rate += spend.usd_per_hour
+        bounded = bounded or not spend.quote.exact
+        quotes.append(spend.quote)
         rest = ""
         if spend.usd_until_termination is not None:
             left = human_duration(qr.time_left(now))
-            rest = f", {usd(spend.usd_until_termination)} more until termination in {left}"
+            rest = f", {_bounded(spend.usd_until_termination, spend.quote)} more until termination in {left}"
         running = human_duration(timedelta(hours=spend.hours_so_far))
         lines.append(
             f"• `{qr.name}` ({qr.accelerator_type}, {qr.provisioning_model}, {qr.zone}): "
-            f"{usd(spend.usd_so_far)} over {running} at {per_hour(spend.usd_per_hour)}{rest}"
+            f"{_bounded(spend.usd_so_far, spend.quote)} over {running} ({per_hour(spend.usd_per_hour)}){rest}"
+            + (f" _({spend.quote.used})_" if spend.quote.used else "")
         )
-    without = f"{unpriced} without a sourced price, not counted" if unpriced else ""
+    without = f"{unpriced} without any price, not counted" if unpriced else ""
+    bound = "at most " if bounded else ""
     if priced + unpriced == 0:
         lines.append("none running")
     elif priced == 0:
         lines.append(f"*Total* unknown: {without}")
     else:
         lines.append(
-            f"*Total* {usd(spent)} so far, {per_hour(rate)} now"
+            f"*Total* {bound}{usd(spent)} so far, {bound}{per_hour(rate)} now"
             + (f" ({priced} priced; {without})" if without else "")
         )
     lines += [f":red_circle: `{zone}`: {err.message}" for zone, err in sorted(listing.errors.items())]
+    if quotes:
+        lines.append(f"_Prices: {_sources_of(quotes)}._")
     return "\n".join(lines)
 
 

@@ -6,11 +6,15 @@ from the streamed `usage` chunk (`stream_options.include_usage`), never from cou
 
 from __future__ import annotations
 
-from bot.commands import Param, int_range, registry
+import re
+
+from bot.commands import Param, Role, int_range, registry
 from bot.context import Context
 from bot.render import Reply, blocks_reply, context, section
+from bot.serving import explained_when_starting
 from bot.views.gemma import VERDICTS, answer_blocks, feedback_blocks, stats_blocks
 from llm.client import StreamResult
+from ops.store import ANSWER_ID_BYTES
 
 DEFAULT_MAX_TOKENS = 512
 
@@ -37,7 +41,7 @@ def _stream(ctx: Context, prompt: str, max_tokens: int | None) -> tuple[StreamRe
             generating = context(":hourglass_flowing_sand: generating…")
             ctx.progress.update(Reply(text=text + " …", blocks=[section(text[-2900:] + " …"), generating]))
 
-    with gemma:
+    with gemma, explained_when_starting(ctx):
         result = gemma.stream(
             [{"role": "user", "content": prompt}],
             max_tokens=max_tokens or DEFAULT_MAX_TOKENS,
@@ -67,31 +71,62 @@ def verdict(word: str) -> str:
     return word
 
 
+_ANSWER_ID = re.compile(rf"^[0-9a-f]{{{2 * ANSWER_ID_BYTES}}}$")
+
+
+def answer_id(word: str) -> str:
+    """An answer's public id: the hex id its Helpful / Not helpful buttons carry (`Store.save_answer`)."""
+    if not _ANSWER_ID.match(word):
+        raise ValueError(f"{word!r} is not an answer id (the id its buttons carry)")
+    return word
+
+
+def _admin(ctx: Context) -> bool:
+    return ctx.caller_role is not None and ctx.caller_role() == Role.ADMIN
+
+
 @registry.command(
     "gemma rate",
-    "Rate a Gemma answer (what its Helpful / Not helpful buttons run)",
-    Param("answer", "the answer id", required=True, kind=int_range(1, 2**31 - 1), metavar="ID"),
+    "Rate a Gemma answer of this channel (what its Helpful / Not helpful buttons run); one verdict per user",
+    Param("answer", "the answer id", required=True, kind=answer_id, metavar="ID"),
     Param("verdict", "helpful or not-helpful", required=True, kind=verdict, metavar="VERDICT"),
     writes=True,
 )
-def gemma_rate(ctx: Context, answer: int, verdict: str) -> Reply:
+def gemma_rate(ctx: Context, answer: str, verdict: str) -> Reply:
+    """Only answers given in this channel can be rated (an admin may rate any); a user's new verdict
+    replaces their own, never another user's."""
     record = ctx.services.store.rate_answer(
-        answer, verdict.replace("-", " "), user_id=ctx.user_id, now=ctx.services.now()
+        answer,
+        verdict.replace("-", " "),
+        user_id=ctx.user_id,
+        channel_id=None if _admin(ctx) else ctx.channel_id,
+        now=ctx.services.now(),
     )
     return blocks_reply(
-        [context(f"Thanks: answer {record.id} by `{record.model}` recorded as *{record.verdict}*.")]
+        [
+            context(
+                f"Thanks: your verdict on this answer by `{record.model}` is recorded as *{record.verdict}*."
+            )
+        ]
     )
 
 
 @registry.command(
     "gemma feedback",
-    "Rated Gemma answers: verdict, question, the model and the facts and tools it was given",
+    "Rated Gemma answers of this channel (an admin sees every channel's, privately): verdict, question, "
+    "the model and the facts and tools it was given",
     Param("last", "how many (default 20)", flag="--last", kind=int_range(1, 200), metavar="N"),
 )
 def gemma_feedback(ctx: Context, last: int | None) -> Reply:
-    records = ctx.services.store.rated_answers(last or 20)
+    """A viewer sees the ratings of answers given in this channel; an admin sees every channel's, in a reply
+    only they see (so no channel reads another's questions)."""
+    admin = _admin(ctx)
+    records = ctx.services.store.rated_answers(last or 20, channel_id=None if admin else ctx.channel_id)
     if not records:
+        where = "" if admin else " in this channel"
         return blocks_reply(
-            [section("No rated answers yet: Gemma's answers carry Helpful / Not helpful buttons.")]
+            [section(f"No rated answers yet{where}: Gemma's answers carry Helpful / Not helpful buttons.")]
         )
-    return blocks_reply(feedback_blocks(records))
+    reply = blocks_reply(feedback_blocks(records, every_channel=admin))
+    reply.ephemeral = admin
+    return reply

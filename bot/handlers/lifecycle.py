@@ -26,8 +26,9 @@ from bot.commands import (
 )
 from bot.context import Context
 from bot.followup import pending_block, watch
+from bot.hints import command_line, delete_line, has_running_nodes, not_found_hint
 from bot.maintenance import planned_work
-from bot.render import Reply, blocks_reply, context, header, human_duration, section
+from bot.render import Reply, blocks_reply, context, header, human_duration, section, utc
 from bot.safety import (
     active_named,
     check_pins,
@@ -42,8 +43,9 @@ from bot.safety import (
 from bot.tpu_requests import MODEL_FLAGS, VLLM_LOAD, CreateArgs, create_spec, default_create_args
 from bot.views.cost import create_spend_lines, per_hour, usd
 from bot.views.tpu import resource_line
-from bot.zone_plan import zone_warnings
+from bot.zone_plan import remembering_refusals, zone_warnings
 from ops import cost
+from ops.endpoint import DEAD_NODE_STATES
 from ops.errors import AlreadyExists, BadInput, NotFound, OpsError
 from ops.spend import plan_spend
 from ops.tpu_model import NodeInfo, QueuedResourceInfo
@@ -104,7 +106,7 @@ def _preview_create(ctx: Context, **kw: object) -> Reply:
     if existing is not None:
         raise AlreadyExists(
             f"queued resource {spec.name} already exists in {spec.zone} ({existing.state})",
-            "pick another name, or /tpu delete it first",
+            f"pick another name, or delete it first: `{delete_line(ctx, existing)}`",
         )
     settings = ctx.services.settings
     hours = spec.max_run_duration.total_seconds() / 3600 if spec.max_run_duration else None
@@ -116,11 +118,11 @@ def _preview_create(ctx: Context, **kw: object) -> Reply:
             f"the primary `{first.name}` is already {first.state} in `{first.zone}`: this would start a "
             f"second {first.accelerator_type or 'TPU'}"
             + (
-                f" ({'up to' if spend.ceiling else 'about'} ${spend.max_usd_per_hour:,.2f}/h more)"
+                f" ({'at most' if spend.ceiling else 'about'} ${spend.max_usd_per_hour:,.2f}/h more)"
                 if spend.max_usd_per_hour
                 else ""
             ),
-            "add --allow-second to the same command to go on anyway",
+            f"to go on anyway: `{command_line(ctx.registry, 'tpu create', {**kw, 'allow_second': True})}`",
         )
     lines = [
         f"*Create* queued resource `{spec.name}` in `{spec.zone}`: "
@@ -168,7 +170,7 @@ def tpu_create(ctx: Context, **kw: object) -> Reply:
     tpu = ctx.services.tpu
     with one_operation(ctx, spec.zone, spec.name, f"tpu create {spec.name}") as operation_id:
         check_pins(ctx, [current_pin(ctx, spec.name, spec.zone)], f"tpu create {spec.name}")
-        with _primary_work(ctx, spec.name, f"tpu create {spec.name}"):
+        with _primary_work(ctx, spec.name, f"tpu create {spec.name}"), remembering_refusals(ctx, spec):
             outcome = create_labelled(ctx, spec, operation_id=operation_id, kind="create")
             if outcome.operation is not None:
                 tpu.wait_operation(outcome.operation, timeout_s=OPERATION_TIMEOUT_S, cancel=ctx.cancelled)
@@ -211,15 +213,17 @@ def tpu_create(ctx: Context, **kw: object) -> Reply:
 
 def _primary_work(ctx: Context, name: str, reason: str) -> AbstractContextManager[None]:
     """A maintenance window for work on the primary (the deployment vLLM serves from); none otherwise."""
-    return planned_work(ctx, reason) if name == ctx.services.settings.tpu_primary else nullcontext()
+    return (
+        planned_work(ctx, reason, target=name) if name == ctx.services.settings.tpu_primary else nullcontext()
+    )
 
 
-def _find(ctx: Context, name: str, zone: str | None) -> QueuedResourceInfo:
-    zones = [zone] if zone else ctx.services.settings.tpu_zones
+def _find(ctx: Context, name: str, zone: str | None, verb: str) -> QueuedResourceInfo:
+    zones = [zone] if zone else list(ctx.services.settings.tpu_zones)
     try:
         return ctx.services.tpu.get_queued_resource(name, zones)
     except NotFound as exc:
-        exc.hint = "check the name with /tpu list --all-zones, then give its zone with --zone"
+        exc.hint = not_found_hint(ctx, name, verb, zones)
         raise
 
 
@@ -230,7 +234,9 @@ def _burn_line(ctx: Context, qr: QueuedResourceInfo) -> str:
         spend = cost.burn(qr, ctx.services.now())
     except BadInput:
         return ""
-    return f"\n*Spent so far* about {usd(spend.usd_so_far)} at {per_hour(spend.usd_per_hour)}"
+    bound = spend.quote.bound or "about "
+    note = f" _({spend.quote.used})_" if spend.quote.used else ""
+    return f"\n*Spent so far* {bound}{usd(spend.usd_so_far)} at {bound}{per_hour(spend.usd_per_hour)}{note}"
 
 
 _NAME_ZONE = (
@@ -254,13 +260,12 @@ def _check_created(qr: QueuedResourceInfo, created: datetime | None) -> None:
 def _preview_delete(
     ctx: Context, name: str, zone: str | None, force: bool, created: datetime | None = None
 ) -> Reply:
-    qr = _find(ctx, name, zone)
+    qr = _find(ctx, name, zone, "delete")
     _check_created(qr, created)
-    has_nodes = bool(qr.nodes) and qr.state not in ("FAILED", "SUSPENDED", "ACCEPTED")
-    if has_nodes and not force:
+    if has_running_nodes(qr) and not force:
         raise BadInput(
             f"{name} has running nodes ({', '.join(n.name for n in qr.nodes)})",
-            f"add --force to delete the nodes too: /tpu delete {name} --force",
+            f"add --force to delete the nodes too: `{delete_line(ctx, qr)}`",
         )
     what = "the queued resource and its nodes" if qr.nodes else "the queued resource"
     now = ctx.services.now()
@@ -300,7 +305,7 @@ def tpu_delete(
     ctx: Context, name: str, zone: str | None, force: bool, created: datetime | None = None
 ) -> Reply:
     """Delete exactly what was previewed (same create time), wait, and verify it is gone."""
-    qr = _find(ctx, name, zone)
+    qr = _find(ctx, name, zone, "delete")
     tpu = ctx.services.tpu
     with one_operation(ctx, qr.zone, qr.name, f"tpu delete {qr.name}"):
         check_pins(ctx, [current_pin(ctx, qr.name, qr.zone)], f"tpu delete {name}")
@@ -315,31 +320,54 @@ def tpu_delete(
 
 
 def reset_refusal(qr: QueuedResourceInfo) -> BadInput | None:
-    """Why `qr` cannot be reset, with the alternative; None when it can.
+    """Why `qr` cannot be reset, with the way on that fits its state as just read; None when it can.
 
     The API resets only a FAILED queued resource: a SUSPENDED one (spot preemption, end of a flex-start
     run) has had its resources deleted and cannot get them back, so the way out is delete and create
-    (the TPU simulator enforces the same; see sim/gcp/tpu.py `_reset_queued_resource`).
+    (the TPU simulator enforces the same; see sim/gcp/tpu.py `_reset_queued_resource`). One still waiting
+    has no VM to reset; an ACTIVE one's VM is restarted by stopping and starting its node.
     """
     if qr.state == "FAILED":
         return None
+    where = f"--zone {qr.zone}"
     if qr.state in ("SUSPENDED", "SUSPENDING"):
         why = (
             "its spot capacity was preempted" if qr.preempted else f"it is {qr.state} (its VMs were deleted)"
         )
         return BadInput(
             f"`{qr.name}` cannot be reset: {why}, and only a FAILED queued resource can be reset",
-            f"delete it and create it again: `/tpu delete {qr.name} --zone {qr.zone}` then `/tpu create "
-            f"{qr.name} --zone {qr.zone} ...` (or `/tpu ensure` if it is the primary)",
+            f"`/tpu recover {qr.name} {where}` deletes it and creates it again (`--search` tries TPU_ZONES)",
         )
+    message = f"`{qr.name}` is {qr.state}: only a FAILED queued resource can be reset"
+    if qr.state == "ACTIVE":
+        if qr.preempted:
+            return BadInput(message, f"its node was preempted: `/tpu recover {qr.name} {where}`")
+        stopped = [n.name for n in qr.nodes if n.state in ("STOPPED", "STOPPING")]
+        if stopped:
+            return BadInput(message, f"its node is stopped: `/tpu start {stopped[0]} {where}`")
+        live = [n.name for n in qr.nodes if n.state not in DEAD_NODE_STATES]
+        if live:
+            return BadInput(
+                message,
+                f"to restart its VM: `/tpu stop {live[0]} {where}`, then `/tpu start {live[0]} {where}`; to "
+                "restart only vLLM: `/vllm restart`",
+            )
+        return BadInput(
+            f"{message}; its node is gone",
+            f"delete it and create it again: `/tpu delete {qr.name} {where} --force`, then "
+            f"`/tpu create {qr.name} {where}`",
+        )
+    if qr.state == "DELETING":
+        return BadInput(message, f"it is being deleted: nothing to reset; `/tpu describe {qr.name} {where}`")
+    until = f" (valid until {utc(qr.valid_until)})" if qr.valid_until else ""
     return BadInput(
-        f"`{qr.name}` is {qr.state}: only a FAILED queued resource can be reset",
-        "to restart its VM use `/tpu stop` and `/tpu start`",
+        f"{message}; it has no VM yet: it waits for capacity{until}",
+        f"nothing to reset: let it wait, or give up with `/tpu delete {qr.name} {where}`",
     )
 
 
 def _preview_reset(ctx: Context, name: str, zone: str | None) -> Reply:
-    qr = _find(ctx, name, zone)
+    qr = _find(ctx, name, zone, "reset")
     refusal = reset_refusal(qr)
     if refusal is not None:
         raise refusal
@@ -363,7 +391,7 @@ def _preview_reset(ctx: Context, name: str, zone: str | None) -> Reply:
     preview=_preview_reset,
 )
 def tpu_reset(ctx: Context, name: str, zone: str | None) -> Reply:
-    qr = _find(ctx, name, zone)
+    qr = _find(ctx, name, zone, "reset")
     tpu = ctx.services.tpu
     with (
         one_operation(ctx, qr.zone, qr.name, f"tpu reset {qr.name}"),
@@ -378,22 +406,47 @@ def tpu_reset(ctx: Context, name: str, zone: str | None) -> Reply:
     )
 
 
-def _node_zone(ctx: Context, node: str, zone: str | None) -> str:
-    """The zone holding node `node`: the given one, else the first watched zone whose listing has it."""
+def _node_zone(ctx: Context, node: str, zone: str | None, verb: str) -> str:
+    """The zone holding node `node`: the given one, else the first watched zone whose listing has it.
+
+    Raises:
+        NotFound: no such node in the watched zones; the hint comes from the listing just read: the node
+            of a queued resource of that name, or the nodes there are.
+    """
     if zone:
         return zone
-    listing = ctx.services.tpu.list_queued_resources(ctx.services.settings.tpu_zones)
+    zones = ctx.services.settings.tpu_zones
+    listing = ctx.services.tpu.list_queued_resources(zones)
     for qr in listing.resources:
         if any(n.name == node for n in qr.nodes):
             return qr.zone
-    raise NotFound(f"no node {node} in {', '.join(ctx.services.settings.tpu_zones)}", "give --zone")
+    named = next((qr for qr in listing.resources if qr.name == node), None)
+    if named is not None:
+        nodes = [n.name for n in named.nodes] or list(named.node_ids)
+        if named.nodes:
+            line = command_line(ctx.registry, f"tpu {verb}", {"node": nodes[0], "zone": named.zone})
+            hint = f"`{node}` is a queued resource; its node is `{nodes[0]}`: `{line}`"
+        else:
+            hint = (
+                f"`{node}` is a queued resource ({named.state}) whose node{'' if len(nodes) == 1 else 's'} "
+                f"{', '.join(f'`{n}`' for n in nodes) or '(none)'} do{'es' if len(nodes) == 1 else ''} not "
+                "exist yet: there is no VM to start or stop"
+            )
+        raise NotFound(f"no node {node} in {', '.join(zones)}", hint)
+    known = sorted(n.name for qr in listing.resources for n in qr.nodes)
+    hint = (
+        f"nodes in TPU_ZONES: {', '.join(f'`{n}`' for n in known)}"
+        if known
+        else "no node exists in TPU_ZONES"
+    )
+    raise NotFound(f"no node {node} in {', '.join(zones)}", hint + "; a node elsewhere needs --zone Z")
 
 
 def _node_command(verb: str) -> None:
     """Declare `/tpu start NODE` or `/tpu stop NODE`."""
 
     def preview(ctx: Context, node: str, zone: str | None) -> Reply:
-        where = _node_zone(ctx, node, zone)
+        where = _node_zone(ctx, node, zone, verb)
         info = ctx.services.tpu.get_node(where, node)
         text = f"*{verb.capitalize()}* node `{node}` in `{where}` (now {info.state})."
         if verb == "stop":
@@ -406,7 +459,7 @@ def _node_command(verb: str) -> None:
         return reply
 
     def run(ctx: Context, node: str, zone: str | None) -> Reply:
-        where = _node_zone(ctx, node, zone)
+        where = _node_zone(ctx, node, zone, verb)
         check_pins(ctx, [_node_pin(ctx.services.tpu.get_node(where, node))], f"tpu {verb} {node}")
         tpu = ctx.services.tpu
         operation = tpu.start_node(where, node) if verb == "start" else tpu.stop_node(where, node)
@@ -472,8 +525,17 @@ def _preview_ensure(ctx: Context, name: str | None) -> Reply:
         blocks.append(
             context(f"Left alone (not the primary, still live; delete explicitly if redundant): {names}")
         )
-    if not delete and not create:
-        raise BadInput(f"nothing to do: {primary} is live and nothing is FAILED or SUSPENDED", "")
+    if not delete and not create:  # an answer, not a refusal: nothing to confirm
+        reply = blocks_reply(
+            [
+                section(
+                    f":white_check_mark: Nothing to do: `{primary}` is live and nothing is FAILED or "
+                    "SUSPENDED."
+                )
+            ]
+        )
+        reply.nothing_to_confirm = True
+        return reply
     reply = blocks_reply(blocks)
     reply.plan = _fingerprint(delete, create)
     return reply

@@ -9,23 +9,32 @@ from __future__ import annotations
 
 from bot.commands import Param, Role, registry, resource_name, zone_name
 from bot.context import Context
-from bot.recovery import projected_usd, recover
+from bot.hints import not_found_hint
+from bot.recovery import projected_usd, recover, recovery_request
 from bot.render import Reply, blocks_reply, section
 from bot.views.tpu import resource_line
 from bot.zone_plan import zone_warnings
 from ops.alerts import identity
-from ops.errors import BadInput, OpsError
-from ops.recovery import dead_reason, exposure_hours
+from ops.errors import BadInput, NotFound, OpsError
+from ops.recovery import dead_reason
 from ops.tpu_model import QueuedResourceInfo
 
 
 def _dead(ctx: Context, name: str | None, zone: str | None) -> tuple[QueuedResourceInfo, str]:
     settings = ctx.services.settings
     target = name or settings.tpu_primary
-    qr = ctx.services.tpu.get_queued_resource(target, [zone] if zone else settings.tpu_zones)
+    zones = [zone] if zone else list(settings.tpu_zones)
+    try:
+        qr = ctx.services.tpu.get_queued_resource(target, zones)
+    except NotFound as exc:
+        exc.hint = not_found_hint(ctx, target, "recover", zones)
+        raise
     reason = dead_reason(qr)
     if reason is None:
-        raise BadInput(f"nothing to recover: `{qr.name}` is {qr.state} and its nodes are not preempted", "")
+        raise BadInput(
+            f"nothing to recover: `{qr.name}` is {qr.state} and its nodes are not preempted",
+            f"see it with `/tpu describe {qr.name} --zone {qr.zone}`",
+        )
     return qr, reason
 
 
@@ -37,10 +46,16 @@ def _preview_recover(ctx: Context, name: str | None, zone: str | None, search: b
         if search
         else f"then *create it again* in `{qr.zone}` ({qr.accelerator_type}, {qr.provisioning_model})"
     )
+    model, hours = recovery_request(qr, search=search)
     try:
-        spend = f"\n*Projected spend* up to ${projected_usd(qr):,.2f} ({exposure_hours(qr):g} h)"
+        usd, plan = projected_usd(qr, search=search)
     except BadInput as exc:
         spend = f"\n*Projected spend* unknown: {exc.message}"
+    else:
+        where = f"`{qr.zone}` prices" if search else f"`{qr.zone}`"
+        spend = f"\n*Projected spend* {model}, up to ${usd:,.2f} ({hours:g} h at {where})" + "".join(
+            f"\n_{text}_" for text in plan.missing
+        )
     warnings = (
         []
         if search

@@ -12,12 +12,13 @@ from urllib.parse import urlsplit
 from bot.commands import ChatTool, Param, registry, resource_name, zone_name
 from bot.context import Context
 from bot.diagnosis import deployment_of, needs_listing, resource_diagnosis
+from bot.hints import not_found_hint
 from bot.identity import identify
 from bot.render import Reply, blocks_reply
 from bot.sources import settled
 from bot.views.tpu import Status, describe_blocks, list_blocks, status_blocks
 from ops.endpoint import Endpoint
-from ops.errors import OpsError
+from ops.errors import NotFound, OpsError
 from ops.metrics import MetricsSummary
 from ops.tpu_model import ZoneListing
 from ops.vllm import HealthCheck, ModelCard, ServerIdentity, VllmClient, serving_verdict
@@ -58,7 +59,12 @@ def tpu_describe(ctx: Context, name: str, zone: str | None, all_zones: bool) -> 
     the project."""
     tpu = ctx.services.tpu
     zones = [zone] if zone else tpu.list_zones() if all_zones else _watched_and_made(ctx, name)
-    qr = tpu.get_queued_resource(name, zones)
+    try:
+        qr = tpu.get_queued_resource(name, zones)
+    except NotFound as exc:
+        if not all_zones:  # the hint from the listing just read: where it is, else every zone
+            exc.hint = not_found_hint(ctx, name, "describe", zones)
+        raise
     diagnosis = resource_diagnosis(qr, deployment_of(ctx.services, qr))
     if diagnosis is not None and needs_listing(diagnosis):  # e.g. quota: name what holds it
         listed = tpu.list_queued_resources(ctx.services.settings.tpu_zones).resources

@@ -11,6 +11,7 @@ from bot.context import Context
 from bot.diagnosis import deployment_of
 from bot.identity import identify
 from bot.render import Attachment, Reply, blocks_reply, context, header, human_duration, section, utc
+from bot.serving import explained_when_starting
 from bot.views.findings import diagnosis_text, identity_line
 from bot.views.metrics import chart_reply, metrics_lines, ms
 from llm.diagnose import examine
@@ -100,7 +101,7 @@ def vllm_endpoint(ctx: Context) -> Reply:
 @registry.command("vllm models", "Models the server serves, with max_model_len")
 def vllm_models(ctx: Context) -> Reply:
     client, endpoint = ctx.services.vllm()
-    with client:
+    with client, explained_when_starting(ctx):
         models = client.models()
     if not models:
         return blocks_reply([section(f"`{endpoint.url}` serves no models.")])
@@ -117,7 +118,7 @@ def vllm_models(ctx: Context) -> Reply:
 @registry.command("vllm info", "vLLM version and the served model's max_model_len")
 def vllm_info(ctx: Context) -> Reply:
     client, endpoint = ctx.services.vllm()
-    with client:
+    with client, explained_when_starting(ctx):
         version = client.version()
         models = client.models()
     model_lines = [f"• `{m.id}`: max_model_len {m.max_model_len or '-'}" for m in models] or ["• (none)"]
@@ -143,7 +144,7 @@ def vllm_metrics(ctx: Context, raw: bool, chart: timedelta | None) -> Reply:
     if chart is not None:
         return _metrics_chart(ctx, chart)
     client, endpoint = ctx.services.vllm()
-    with client:
+    with client, explained_when_starting(ctx):
         text = client.metrics_text()
     summary = summarize(text)
     models = ", ".join(f"`{m}`" for m in summary.models) or "unknown model"

@@ -1,5 +1,7 @@
-"""@mentions: the same words as the slash commands, usable inside threads (slash commands are not); anything
-else is a question for Gemma (`gemma chat`)."""
+"""@mentions: the same words as the slash commands, usable inside threads (slash commands are not). A mention
+is a command only when it parses as one, or is a typo of one ("tpu lst", "--zon"); anything else, words
+that merely start with a command word included ("vllm has been starting for 45 minutes, is it stuck?"), is a
+question for Gemma (`gemma chat`)."""
 
 from __future__ import annotations
 
@@ -94,10 +96,7 @@ def register(app: App, registry: Registry, runner: Runner) -> None:
             invocation = registry.parse(typed)
         except UsageError as exc:
             question = normalize(typed)
-            # "what's the bill?" does not split like a command (an odd quote): it is a question all the same
-            first = question.split()[0].lstrip("/").lower() if question else ""
-            asked = isinstance(exc, NotACommand) or first not in {*registry.groups(), "help"}
-            if not asked or not question:
+            if not question or not _is_question(question, exc, registry):
                 runner.deliver(text_reply(str(exc)), origin)
                 return
             # Not a command: a question for Gemma, answered with the thread as context.
@@ -109,3 +108,11 @@ def register(app: App, registry: Registry, runner: Runner) -> None:
         runner.submit(invocation, origin)
 
     app.event("app_mention")(on_mention)
+
+
+def _is_question(text: str, error: UsageError, registry: Registry) -> bool:
+    """Whether a mention that did not parse is a question rather than a mistyped command: it does not read
+    as a command line at all (`NotACommand`), it asks ("?"), or it does not split like one and does not
+    start with a command word ("what's the bill" has an odd quote)."""
+    first = text.split()[0].lstrip("/").lower()
+    return isinstance(error, NotACommand) or "?" in text or first not in {*registry.groups(), "help"}

@@ -67,24 +67,28 @@ def idle_buttons(key: str, keep_hours: int) -> Block:
 
 
 def cost_line(qr: QueuedResourceInfo | None, now: datetime) -> str:
-    """The line "Cost so far: $12.34 ($5.00/h)", or "" when the QR is not ACTIVE or has no sourced price."""
+    """The line "Cost so far: $12.34 ($5.00/h)" ("at most" when the price row is missing and the on-demand
+    row bounds it), or "" when the QR is not ACTIVE or cannot be priced at all."""
     if qr is None or qr.state != "ACTIVE":
         return ""
     try:
         spend = burn(qr, now)
     except OpsError:
         return ""
-    return f"Cost so far: ${spend.usd_so_far:,.2f} (${spend.usd_per_hour:,.2f}/h)"
+    bound = spend.quote.bound
+    return f"Cost so far: {bound}${spend.usd_so_far:,.2f} ({bound}${spend.usd_per_hour:,.2f}/h)"
 
 
 def idle_cost(qr: QueuedResourceInfo, idle: timedelta, now: datetime) -> str:
-    """ "About $X of it while idle" from the live burn; "" without a sourced price."""
+    """ "About $X of it while idle" ("At most" from a ceiling price) from the live burn; "" without any
+    price."""
     try:
         spend = burn(qr, now)
     except OpsError:
         return ""
     idle_h = min(idle.total_seconds() / 3600, spend.hours_so_far)
-    return f"About ${spend.usd_per_hour * idle_h:,.2f} of it while idle."
+    lead = "At most" if spend.quote.bound == "at most " else "About"
+    return f"{lead} ${spend.usd_per_hour * idle_h:,.2f} of it while idle."
 
 
 def span(delta: timedelta) -> str:

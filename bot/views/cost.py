@@ -1,13 +1,20 @@
-"""Money: amounts, rates, price estimates and their sources, and the spend lines of a preview (/tpu cost,
-the create, delete and find previews, alerts and the digest)."""
+"""Money: amounts, rates, price estimates with their sources and dates, and the spend lines of a preview
+(/tpu cost, the create, recover and find previews, live burn, alerts and the digest).
+
+Every figure is shown with what it is: the model's own price, "at most" (a missing row bounded by the
+on-demand row of the same region) or "about" (another region's row), and where it comes from with the
+date it was read; a row read longer ago than PRICE_MAX_AGE_DAYS is flagged beside its date.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from datetime import date
+
 from ops import cost
-from ops.errors import BadInput
 from ops.spend import SpendPlan
 
-PRICING_PAGE = "https://cloud.google.com/tpu/pricing"
+PRICING_PAGE = cost.PRICING_DOC
 
 
 def usd(amount: float) -> str:
@@ -20,47 +27,79 @@ def per_hour(amount: float) -> str:
     return f"{usd(amount)}/h"
 
 
-def estimate_line(e: cost.CostEstimate) -> str:
-    """One estimate: "*v6e-8* (8 chips) on-demand in us-east5: $2.700 per chip-hour = *$21.60/h*; 4 h =
-    *$86.40*" (its source goes in `sources_line`)."""
-    return (
-        f"*{e.accelerator_type}* ({e.chips} chips) {e.model} in {e.region}: "
-        f"${e.usd_per_chip_hour:,.3f} per chip-hour = *{per_hour(e.usd_per_hour)}*; "
-        f"{e.hours:g} h = *{usd(e.total_usd)}*"
-    )
+def cited(row: cost.Price, today: date | None = None, max_age_days: int | None = None) -> str:
+    """ "TITLE (URL), read DATE", with ":warning: N days old" when `today` is more than `max_age_days` after
+    the read date."""
+    text = row.cited
+    if today is not None and max_age_days is not None and (today - row.as_of).days > max_age_days:
+        text += (
+            f" :warning: {(today - row.as_of).days} days old (over PRICE_MAX_AGE_DAYS={max_age_days}): "
+            f"check {PRICING_PAGE}"
+        )
+    return text
 
 
-def sources_line(estimates: list[cost.CostEstimate]) -> str:
-    """ "_Price source: SOURCE, as of DATE._" once for every distinct source of `estimates`."""
-    sources = dict.fromkeys(f"{e.source}, as of {e.as_of}" for e in estimates)
-    return "_Price source: " + "; ".join(sources) + "._"
+def quote_note(quote: cost.Quote, today: date | None = None, max_age_days: int | None = None) -> str:
+    """One short line saying what a figure is: its source and date, and for a missing row which row is
+    missing and what stands in; "" when UNPRICED (its `missing` is said instead)."""
+    if quote.row is None:
+        return quote.missing
+    source = cited(quote.row, today, max_age_days)
+    return f"{quote.used}; {source}" if quote.used else source
 
 
-def estimate_lines(accelerator_type: str, hours: float, model: str, region: str) -> list[str]:
-    """The estimate for `model` and its source; when `model` has no sourced price, the refusal and the
-    estimates of the models that have one (never a guessed figure).
+def _sources(quotes: Iterable[cost.Quote], today: date | None, max_age_days: int | None) -> dict[str, int]:
+    """Each distinct cited source of `quotes` -> its footnote number, in first-seen order."""
+    numbers: dict[str, int] = {}
+    for quote in quotes:
+        if quote.row is not None:
+            numbers.setdefault(cited(quote.row, today, max_age_days), len(numbers) + 1)
+    return numbers
+
+
+def estimate_lines(
+    accelerator_type: str,
+    hours: float,
+    model: str,
+    region: str,
+    today: date | None = None,
+    max_age_days: int | None = None,
+) -> list[str]:
+    """`/tpu cost`'s estimate: the asked model's total first, then every provisioning model's figure, each
+    with a footnote to its source and date; a missing row says which row is missing and what stands in.
 
     Raises:
         BadInput: a malformed type, hours or region (what `ops.cost.estimate` raises for them).
     """
-    try:
-        estimate = cost.estimate(accelerator_type, hours, model, region)
-    except BadInput as refused:
-        known = cost.sourced_estimates(accelerator_type, hours, region)
-        if not known:
-            raise
-        lines = [f":no_entry: {refused.message} (no public, dated source: refused, not guessed)."]
-        lines.append("Sourced prices for comparison:")
-        lines += [f"• {estimate_line(e)}" for e in known]
-        lines.append(sources_line(known))
-        lines.append(f"_Check {PRICING_PAGE} for {model}._")
-        return lines
-    return [estimate_line(estimate), sources_line([estimate])]
+    asked = cost.estimate(accelerator_type, hours, model, region)
+    every = cost.estimates(accelerator_type, hours, region)
+    notes = _sources((e.quote for e in every), today, max_age_days)
+
+    def mark(e: cost.CostEstimate) -> str:
+        return f" [{notes[cited(e.quote.row, today, max_age_days)]}]" if e.quote.row is not None else ""
+
+    bound = asked.quote.bound
+    lines = [
+        f"*{asked.accelerator_type}* ({asked.chips} chips) *{model}* in {region}, {hours:g} h: "
+        f"*{bound}{usd(asked.total_usd)}* ({per_hour(asked.usd_per_hour)}){mark(asked)}"
+    ]
+    if asked.quote.used:
+        lines.append(
+            f"_{asked.quote.used}: {asked.quote.why}_" if asked.quote.why else f"_{asked.quote.used}_"
+        )
+    lines.append(f"*Every provisioning model* ({hours:g} h):")
+    for e in every:
+        what = "" if e.quote.exact else f" _({e.quote.missing}: {e.quote.kind})_"
+        lines.append(
+            f"• {e.model}: {e.quote.bound}{usd(e.total_usd)} ({per_hour(e.usd_per_hour)}){mark(e)}{what}"
+        )
+    lines += [f"_[{n}] {text}_" for text, n in notes.items()]
+    return lines
 
 
 def spend_lines(plan: SpendPlan, provisioning_model: str) -> list[str]:
     """The cost lines of a capacity search's preview: price per zone, how many at once, the winner's cost,
-    the worst case."""
+    the worst case, and what stands in for each missing price row."""
     lines = [_price_line(plan, provisioning_model)]
     lines.append(
         f"*At most {plan.at_once} request(s) at once*; waiting requests cost nothing, each ACTIVE one bills"
@@ -77,9 +116,7 @@ def spend_lines(plan: SpendPlan, provisioning_model: str) -> list[str]:
         )
     elif plan.worst_case_usd_per_hour is not None:
         lines.append(_no_end_line(plan.worst_case_usd_per_hour, "until deleted"))
-    if plan.source:
-        lines.append(f"_Prices: {plan.source}._")
-    return lines
+    return lines + _plan_sources(plan)
 
 
 def create_spend_lines(plan: SpendPlan, provisioning_model: str) -> list[str]:
@@ -91,6 +128,11 @@ def create_spend_lines(plan: SpendPlan, provisioning_model: str) -> list[str]:
         )
     elif plan.max_usd_per_hour is not None:
         lines.append(_no_end_line(plan.max_usd_per_hour, "once ACTIVE, until deleted"))
+    return lines + _plan_sources(plan)
+
+
+def _plan_sources(plan: SpendPlan) -> list[str]:
+    lines = [f"_{text}_" for text in plan.missing]
     if plan.source:
         lines.append(f"_Prices: {plan.source}._")
     return lines
@@ -101,18 +143,17 @@ def _no_end_line(usd_per_hour: float, until: str) -> str:
 
 
 def _price_line(plan: SpendPlan, provisioning_model: str) -> str:
-    """ "*Price* MODEL: `zone` $X/h, ..." with the ceiling and the unpriced zones said."""
-    bound = "at most " if plan.ceiling else ""
+    """ "*Price* MODEL: `zone` $X/h, ..." with "at most" where the figure is a ceiling and the unpriced
+    zones said."""
     priced = [
-        f"`{zone}` {bound}${rate:,.2f}/h" for zone, rate in plan.usd_per_hour.items() if rate is not None
+        f"`{zone}` {plan.quotes[zone].bound if zone in plan.quotes else ''}${rate:,.2f}/h"
+        for zone, rate in plan.usd_per_hour.items()
+        if rate is not None
     ]
     unpriced = [f"`{zone}`" for zone, rate in plan.usd_per_hour.items() if rate is None]
     line = f"*Price* {provisioning_model}: " + (", ".join(priced) or "no known price")
     if plan.ceiling:
-        line += (
-            f" (no sourced {provisioning_model} price: the on-demand price is the ceiling, so the spend below"
-            " is an upper bound)"
-        )
+        line += " (the spend below is an upper bound: see the missing rows)"
     if unpriced:
         line += f"; no price known for {', '.join(unpriced)}"
     return line

@@ -3,7 +3,7 @@ answers (/gemma feedback); the verdicts an answer can be rated with."""
 
 from __future__ import annotations
 
-from bot.render import Block, context, section, utc
+from bot.render import Block, channel_link, context, section, utc
 from bot.views.metrics import ms
 from llm.client import StreamResult
 from llm.hygiene import empty_explanation, inspect_message
@@ -39,13 +39,16 @@ def stats_blocks(result: StreamResult, url: str, model: str) -> list[Block]:
     return blocks
 
 
-def feedback_blocks(records: list[AnswerRecord]) -> list[Block]:
-    """Rated answers, newest first: verdict, when, model, the question and what the model was given."""
+def feedback_blocks(records: list[AnswerRecord], *, every_channel: bool = False) -> list[Block]:
+    """Ratings, newest first (one line per user's verdict): verdict, when, model, the question and what the
+    model was given; with `every_channel`, the channel each answer was given in."""
     helpful = sum(r.verdict == "helpful" for r in records)
     lines = [
-        f"• {':thumbsup:' if r.verdict == 'helpful' else ':thumbsdown:'} {utc(r.rated_at)} `{r.model}`: "
-        f"_{r.question[:150]}_ (given: {', '.join(r.tools) or 'nothing'})"
+        f"• {':thumbsup:' if r.verdict == 'helpful' else ':thumbsdown:'} {utc(r.rated_at)} `{r.model}`"
+        + (f" in {channel_link(r.channel_id)}" if every_channel else "")
+        + f": _{r.question[:150]}_ (given: {', '.join(r.tools) or 'nothing'})"
         for r in records
     ]
-    summary = f"*{helpful} of {len(records)} rated answers helpful*"
+    where = " (every channel; shown only to you)" if every_channel else ""
+    summary = f"*{helpful} of {len(records)} ratings helpful*{where}"
     return [section(summary + "\n" + "\n".join(lines))]

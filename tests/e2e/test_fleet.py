@@ -41,13 +41,14 @@ def test_fleet_lists_both_deployments_in_one_message(demo: Demo) -> None:
     assert "node :large_green_circle: READY HEALTHY" in production
     assert "`google/gemma-4-31B-it` · :large_green_circle: ready" in production
     assert "running 0 · waiting 0 · KV cache 30%" in production
-    # flex-start has no public, dated price in the price table: the cost says so, never "$0.00/h"
-    assert "*Cost* unknown" in production and "not priced: no flex-start price" in production
+    # flex-start has no row in the price table: the on-demand row bounds it, labelled, never "$0.00/h"
+    assert "*Cost* at most $21.60/h" in production and "no flex-start row for v6e in us-east5" in production
     assert "project `demo-staging`" in staging
     assert "`gemma4-staging` ACTIVE · `us-east5-b` · v6e-4 flex-start" in staging
     assert "`google/gemma-4-26B-A4B-it` · :large_green_circle: ready" in staging
-    assert "KV cache 12%" in staging and "not priced: no flex-start price" in staging
+    assert "KV cache 12%" in staging and "*Cost* at most $10.80/h" in staging
     assert "Bound to <#C0STAGING1>" in staging
+    assert "*Total* at most $32.40/h · at most $" in staging  # both deployments, the ceiling labelled
     assert "Deployment `" not in text  # about every deployment, so not labelled with one
 
 
@@ -67,7 +68,7 @@ def test_fleet_shows_a_project_that_does_not_answer_and_the_rest(demo: Demo) -> 
     finally:
         demo.staging.gcp.clear_faults()
     production, staging = text.split("*staging*")
-    assert "`gemma4-qr` ACTIVE" in production and "not priced" in production
+    assert "`gemma4-qr` ACTIVE" in production and "*Cost* at most $" in production
     assert ":red_circle: *Queued resources*" in staging and "503" in staging
     assert "*Cost* unknown" in staging
     assert "Traceback" not in text
@@ -155,22 +156,22 @@ def test_metrics_chart_bad_spans(demo: Demo) -> None:
 def test_cost_today_and_week_per_deployment(demo: Demo) -> None:
     today = _say(demo, "/tpu cost --today")
     assert "TPU spend today (UTC)" in today
-    assert "*production*" in today and "`gemma4-qr` not priced: no flex-start price" in today
-    assert "*staging*" in today and "`gemma4-staging` not priced" in today
+    assert "*production*: *at most $" in today and "`gemma4-qr` (v6e-8 flex-start) at most $" in today
+    assert "*staging*: *at most $" in today and "`gemma4-staging` (v6e-4 flex-start) at most $" in today
     assert "Deployment `" not in today  # about every deployment
-    # Every demo resource is flex-start (no sourced price): unknown, never $0.00, the ceiling labelled.
-    assert "*production*: unknown (not priced)" in today and "*staging*: unknown (not priced)" in today
-    assert "*Total* unknown" in today and "$0.00" not in today
-    assert "(the on-demand price as the ceiling)" in today
+    # Every demo resource is flex-start (no row): a total bounded by the on-demand row, labelled.
+    assert "*Total* at most $" in today and "unknown" not in today and "$0.00" not in today
+    assert "no flex-start row for v6e in us-east5; used instead: the on-demand row" in today
+    assert "read 2026-12-02" in today
     week = _say(demo, "/tpu cost --week")
-    assert "TPU spend over the last 7 days" in week and "*Total* unknown" in week and "$0.00" not in week
+    assert "TPU spend over the last 7 days" in week and "*Total* at most $" in week and "$0.00" not in week
     assert "cannot be used together" in _say(demo, "/tpu cost --today --week")
 
 
-def test_chat_facts_give_an_unpriced_resource_its_labelled_ceiling(demo: Demo) -> None:
+def test_chat_facts_give_a_flex_start_resource_its_labelled_ceiling(demo: Demo) -> None:
     text = _say(demo, "@gemma-bot how much does gemma4-qr cost so far?")
-    assert "`gemma4-qr`: cost so far unknown: no flex-start price for v6e in us-east5" in text
-    assert "at most $21.60/h (the on-demand price as the ceiling)" in text  # v6e-8 on-demand in us-east5
+    assert "`gemma4-qr` (v6e-8, flex-start): at most $" in text and "at most $21.60/h" in text
+    assert "no flex-start row for v6e in us-east5" in text and "total at most $" in text
 
 
 def test_the_sampler_adds_a_sample_of_every_deployment(demo: Demo) -> None:

@@ -77,8 +77,8 @@ def test_create_shows_cost_and_token_source_then_creates(world: Demo) -> None:
     preview = _say(world, "/tpu create gemma4-b --zone us-east5-a --max-run 2h --allow-second")
     assert "flex-start, max run duration 2h 00m" in preview
     assert "Secret Manager secret `hf-token`" in preview and "*Already running* `gemma4-qr`" in preview
-    # flex-start has no public, dated price: the spend is bounded by the on-demand price, and says so
-    assert "no sourced flex-start price: the on-demand price is the ceiling" in preview
+    # flex-start has no price row: the spend is bounded by the on-demand row, and says which row
+    assert "no flex-start row for v6e in us-east5; used instead: the on-demand row" in preview
     assert "`us-east5-a` at most $21.60/h" in preview and "up to $43.20 (2 h max run)" in preview
     created = _say(world, "click Confirm")
     assert "Created queued resource `gemma4-b`" in created
@@ -163,13 +163,15 @@ def test_zones_cost_config_and_token(world: Demo, caplog: pytest.LogCaptureFixtu
     zones = _say(world, "/tpu zones")
     assert "`us-east5-a` quota 64 / preemptible 64" in zones
     cost = _say(world, "/tpu cost --hours 4 --model spot --region us-east5")
-    assert "spot in us-east5" in cost and "*Live burn*" in cost and "gemma4-qr" in cost
-    assert "as of 2026-11-29" in cost and "reference project" not in cost
-    # the default is create's default, flex-start: refused, never guessed; the burn has a total
+    assert "*spot* in us-east5, 4 h: *$34.56*" in cost and "*Live burn*" in cost and "gemma4-qr" in cost
+    assert "read 2026-12-02" in cost and "reference project" not in cost
+    # the default is create's default, flex-start: no row, so the on-demand row bounds it, labelled
     default = _say(world, "/tpu cost")
-    assert "no flex-start price for v6e in us-east5" in default and "*Total* unknown" in default
+    assert "*flex-start* in us-east5, 1 h: *at most $21.60*" in default
+    assert "no flex-start row for v6e in us-east5" in default and "*Total* at most $" in default
     assert "over 0.0 h" not in default
-    assert "no price for v6e in mars-east1" in _say(world, "/tpu cost --region mars-east1")
+    mars = _say(world, "/tpu cost --region mars-east1")
+    assert "no flex-start row for v6e in mars-east1" in mars and "not a price of mars-east1" in mars
     startup = _say(world, "/tpu config startup")
     assert "[file startup.sh:" in startup
     assert "[file vllm-gke.yaml:" in _say(world, "/tpu config gke")

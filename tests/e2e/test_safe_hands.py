@@ -77,9 +77,9 @@ def test_find_preview_refuses_a_second_primary_then_shows_the_whole_cost(world: 
     assert "`gemma4-qr` is already ACTIVE in `us-east5-a`" in refused and "up to $25.92/h more" in refused
     assert "--allow-second" in refused and "[Confirm" not in refused
     preview = _say(world, "/tpu find --parallel 3 --allow-second")
-    # flex-start has no sourced price: each zone's on-demand price is the ceiling, and the preview says so
+    # flex-start has no price row: each zone's on-demand row is the ceiling, and the preview says which
     assert "*Zones tried, in order*" in preview and "`us-east5-a` at most $21.60/h" in preview
-    assert "the on-demand price is the ceiling" in preview
+    assert "no flex-start row for v6e in us-east5; used instead: the on-demand row" in preview
     assert "*At most 3 request(s) at once*" in preview
     assert "*Before the first winner* at most $77.76/h" in preview  # 3 x the top price, $25.92
     assert "*worst case* 3 ACTIVE at once for the whole max run: $311.04" in preview  # 3 x 4 h x $25.92

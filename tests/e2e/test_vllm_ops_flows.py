@@ -116,7 +116,7 @@ def test_restart_to_a_tag_that_does_not_exist_keeps_the_healthy_container() -> N
         done = _say(demo, "click Confirm")
         assert "manifest for vllm/vllm-tpu:does-not-exist not found: manifest unknown" in done
         assert "was not touched" in done and "See 'docker" not in done
-        assert "does not exist in its registry" in done  # the catalogue's conclusion, as the hint
+        assert "does not exist in the registry" in done  # the catalogue's conclusion, as the hint
         assert not [c for c in demo.host.commands if " stop " in c or " rm " in c or " rename " in c]
         assert "serving: running" in _say(demo, "/vllm status")
 

@@ -61,6 +61,19 @@ def test_chat_logs_tool_reads_errors_only(handlers: Handlers, demo: Demo) -> Non
     assert any("severity>=ERROR" in f for f in filters)
 
 
+def test_chat_reads_the_commands_run_in_its_own_channel_only(handlers: Handlers) -> None:
+    handlers.run("tpu delete gemma4-qr", channel="C0ELSEWHR1")  # refused elsewhere: not a fact here
+    question = "gemma chat why was the delete refused?"
+    assert "*Earlier in this conversation*" not in handlers.run(question)
+    handlers.run("tpu delete gemma4-qr", user="U0VIEWER01")  # refused here: a viewer
+    text = handlers.run(question)
+    assert "*Earlier in this conversation*" in text
+    assert (
+        "`/tpu delete gemma4-qr` by <@U0VIEWER01>" in text
+        and "refused: `tpu delete` needs the admin role" in text
+    )
+
+
 def test_the_tools_runner_refuses_a_command_that_changes_anything(handlers: Handlers, demo: Demo) -> None:
     runner, registry = demo.bot.runner, demo.bot.registry
     reply = runner.run_read_only(registry.parse("tpu delete gemma4-qr"), DEMO_USER)

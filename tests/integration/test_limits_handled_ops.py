@@ -204,7 +204,9 @@ def test_ssh_layer_with_sudo_reads_status_logs_and_the_reset_restart_count() -> 
 # ---- the capacity search's quota path ---------------------------------------------------------------------
 
 
-def test_capacity_search_moves_past_a_zone_over_its_quota(tmp_path: Path) -> None:
+def test_capacity_search_moves_past_a_zone_without_preemptible_quota(tmp_path: Path) -> None:
+    """A preemptible quota of 0 fails every flex-start request there until quota is granted: the search
+    moves on and remembers the zone for the type and provisioning model (never "retry")."""
     world = capacity_scenario()
     world["google"]["zones"]["us-west4-a"] = {"accelerator_types": ["v6e-8"], "quota": {PREEMPTIBLE: 0}}
     with GcpSimulator(world) as gcp:
@@ -213,8 +215,8 @@ def test_capacity_search_moves_past_a_zone_over_its_quota(tmp_path: Path) -> Non
         try:
             result, _ = search(tpu, store, ["us-west4-a", CAPACITY], parallel=1)
             assert result.winner is not None and result.winner.zone == CAPACITY
-            assert result.zones["us-west4-a"].startswith("failed: quota exceeded"), result.zones
-            assert store.zone_failures("v6e-8", "flex-start") == {}  # transient: not remembered
+            assert result.zones["us-west4-a"].startswith("failed: no preemptible quota"), result.zones
+            assert set(store.zone_failures("v6e-8", "flex-start")) == {"us-west4-a"}
         finally:
             store.close()
             tpu.close()

@@ -335,7 +335,7 @@ def test_restart_to_a_tag_that_does_not_exist_stops_nothing_and_shows_dockers_er
         "manifest for vllm/vllm-tpu:does-not-exist not found: manifest unknown: manifest unknown; "
         "vllm was not touched"
     )
-    assert "does not exist in its registry" in refused.value.hint
+    assert "does not exist in the registry" in refused.value.hint
     assert sshd.received()[before:] == [
         "docker image inspect -- vllm/vllm-tpu:does-not-exist",
         "docker pull -- vllm/vllm-tpu:does-not-exist",

@@ -21,7 +21,6 @@ from ops.errors import (
     CapacityUnavailable,
     NotFound,
     OpsError,
-    QuotaExceeded,
     UnsupportedInZone,
 )
 from ops.quotas import zone_quotas
@@ -210,9 +209,13 @@ def test_flex_start_not_offered_fails_the_operation(gcp: GcpSimulator, tpu: TpuO
     assert expected in err.value.message and "code 3" in err.value.message
     with pytest.raises(NotFound):
         tpu.get_queued_resource("flex-eu", ["europe-west4-a"])  # nothing is kept
-    # Spot is offered there, but the zone's preemptible quota is 0: refused at once, before any operation.
-    with pytest.raises(QuotaExceeded, match="Quota 'TPUV6EPreemptiblePerProjectPerZoneForTPUAPI' exhausted"):
+    # Spot is offered there, but the zone's preemptible quota is 0: refused at once, before any operation,
+    # and for good in that zone (the fault catalogue's tpu-preemptible-quota-zero): no retry, nothing to free.
+    with pytest.raises(
+        UnsupportedInZone, match="Quota 'TPUV6EPreemptiblePerProjectPerZoneForTPUAPI' exhausted"
+    ) as zero:
         tpu.create_queued_resource(make_spec("spot-eu", zone="europe-west4-a", model="spot"))
+    assert "request preemptible quota" in zero.value.hint and "retry" not in zero.value.hint
 
 
 def test_unknown_zone_is_unsupported(tpu: TpuOps) -> None:

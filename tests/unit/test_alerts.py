@@ -478,8 +478,8 @@ def test_digest_once_a_day(tmp_path: Path) -> None:
     assert scheduler.digest() is None
     (post,) = [kw for _, kw in slack.calls]
     assert "Running: 1 (`qr`)" in post["text"]
-    # A flex-start resource has no sourced price: the cost is unknown, never "$0.00".
-    assert "Cost in the last 24 h: unknown (1 running without a price)" in post["text"]
+    # A flex-start resource has no price row: the on-demand row bounds it, labelled, never "$0.00".
+    assert "Cost in the last 24 h: at most $64.80 (no flex-start row for v6e in us-east5" in post["text"]
 
 
 def test_posted_urls_carry_no_credentials() -> None:

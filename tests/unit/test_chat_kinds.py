@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from bot.chat.subjects import Known, resolve
 from bot.handlers.chat import _counted
-from llm.grounding import resolve
 
-WORLD = {"gemma4-qr": ["gemma4-qr-node"], "gemma4-old": []}
+WORLD = Known({"gemma4-qr": ["gemma4-qr-node"], "gemma4-old": []}, "production", "gemma4-qr")
 
 
 @pytest.mark.parametrize(
@@ -32,7 +32,7 @@ WORLD = {"gemma4-qr": ["gemma4-qr-node"], "gemma4-old": []}
     ],
 )
 def test_cost_questions_are_recognised_by_kind(question: str) -> None:
-    assert "cost" in resolve(question, [], WORLD, "gemma4-qr").topics
+    assert "cost" in resolve(question, [], WORLD).topics
 
 
 @pytest.mark.parametrize(
@@ -47,7 +47,7 @@ def test_cost_questions_are_recognised_by_kind(question: str) -> None:
     ],
 )
 def test_other_questions_do_not_fetch_the_cost(question: str) -> None:
-    assert "cost" not in resolve(question, [], WORLD, "gemma4-qr").topics
+    assert "cost" not in resolve(question, [], WORLD).topics
 
 
 def test_a_family_with_several_findings_is_named_once() -> None:

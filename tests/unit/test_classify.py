@@ -50,7 +50,8 @@ def test_real_create_texts(name: str) -> None:
     [
         (UnsupportedInZone("the zone does not offer it"), "permanent", "not offered in zone", "zone"),
         (CapacityUnavailable("zone is full"), "transient", "stockout", "zone"),
-        (QuotaExceeded("HTTP 429 Too Many Requests"), "transient", "quota exceeded", "zone"),
+        # A 429 whose words no family knows is not told to retry: a quota of 0 reads the same there.
+        (QuotaExceeded("HTTP 429 Too Many Requests"), "unknown", "quota or rate limit", "zone"),
         (BackendTimeout("TPU API: no answer in time"), "transient", "timeout", "zone"),
         (BackendUnavailable("TPU API: HTTP 503 Service Unavailable"), "transient", "server error", "zone"),
         (AlreadyExists("HTTP 409 Conflict"), "transient", "already exists", "zone"),

@@ -165,12 +165,23 @@ def test_an_unknown_verb_gets_the_nearest_ones(typed: str, suggestion: str) -> N
     assert caught.value.problem.endswith(suggestion)
 
 
-def test_nothing_close_gets_no_suggestion_and_only_an_unknown_group_is_not_a_command() -> None:
-    with pytest.raises(UsageError) as caught:
+def test_words_that_do_not_read_as_a_command_are_not_a_command() -> None:
+    """A mention is a command only when it parses as one or is a typo of one: an unknown group, a verb
+    close to none ("vllm has ..."), or words the command does not take make it a question."""
+    with pytest.raises(NotACommand) as caught:
         real_registry.parse("tpu xyzzy")
-    assert "did you mean" not in caught.value.problem and not isinstance(caught.value, NotACommand)
-    with pytest.raises(NotACommand):
-        real_registry.parse("why is the model slow")
+    assert "did you mean" not in caught.value.problem
+    for text in (
+        "why is the model slow",
+        "vllm has been starting for 45 minutes, is it stuck",
+        "tpu status of gemma4-old looks odd",
+    ):
+        with pytest.raises(NotACommand):
+            real_registry.parse(text)
+    for typo in ("tpu lst", "tpu list --zon us-east5-a", "tpu describe", "vllm logs --tail many"):
+        with pytest.raises(UsageError) as caught:
+            real_registry.parse(typo)
+        assert not isinstance(caught.value, NotACommand), typo
 
 
 @pytest.mark.parametrize(

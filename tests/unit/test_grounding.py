@@ -1,67 +1,13 @@
-"""Facts first: what a question is about, the facts block within a budget, contradictions, grounding."""
+"""Facts first: the facts block within a budget and with each fact's time, contradictions, grounding."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime
 
 import pytest
 
 from llm.client import DEFAULT_CONTEXT_TOKENS, ServedModel, context_size
-from llm.grounding import (
-    DEFAULT_WINDOW,
-    Fact,
-    contradictions,
-    estimate_tokens,
-    facts_block,
-    missing_facts,
-    resolve,
-)
-
-WORLD = {
-    "gemma4-qr": ("gemma4-qr-node",),
-    "gemma4-standby": ("gemma4-standby-node",),
-    "gemma4-old": ("gemma4-old-node",),
-}
-
-
-def test_names_in_the_question_win_and_a_node_stands_for_its_queued_resource() -> None:
-    subjects = resolve(
-        "why did gemma4-old fail? and gemma4-qr-node?", ["about gemma4-standby"], WORLD, "gemma4-qr"
-    )
-    assert subjects.resources == ("gemma4-old", "gemma4-qr")
-    assert subjects.origin == "question"
-    assert "logs" in subjects.topics
-
-
-def test_the_thread_then_the_channel_deployment() -> None:
-    thread = resolve("why is it down?", ["what about gemma4-standby", "ok"], WORLD, "gemma4-qr")
-    assert thread.resources == ("gemma4-standby",) and thread.origin == "thread"
-    channel = resolve("is vLLM healthy?", [], WORLD, "gemma4-qr")
-    assert channel.resources == ("gemma4-qr",) and channel.origin == "channel deployment"
-    assert "serving" in channel.topics
-    assert resolve("anything?", [], WORLD, "not-listed").resources == ()
-
-
-def test_unknown_names_are_ignored() -> None:
-    assert resolve("why did gemma4-nope fail?", [], WORLD, "gemma4-qr").resources == ("gemma4-qr",)
-
-
-@pytest.mark.parametrize(
-    ("question", "window"),
-    [
-        ("errors in the last 2 hours?", timedelta(hours=2)),
-        ("what failed in the past 30 minutes", timedelta(minutes=30)),
-        ("logs since 3d", timedelta(days=3)),
-        ("in the last hour", timedelta(hours=1)),
-        ("why?", DEFAULT_WINDOW),
-    ],
-)
-def test_time_window(question: str, window: timedelta) -> None:
-    assert resolve(question, [], WORLD, "gemma4-qr").window == window
-
-
-def test_cost_topic() -> None:
-    assert "cost" in resolve("how much does gemma4-qr cost?", [], WORLD, "gemma4-qr").topics
+from llm.grounding import Fact, contradictions, estimate_tokens, facts_block, missing_facts
 
 
 def test_facts_block_puts_every_summary_first_and_fits_the_budget() -> None:
@@ -80,6 +26,22 @@ def test_facts_block_puts_every_summary_first_and_fits_the_budget() -> None:
 def test_a_summary_too_long_for_the_budget_is_cut_not_dropped() -> None:
     text, detailed = facts_block([Fact("known failures", "kv-cache-insufficient: " + "z" * 3000)], 200)
     assert "kv-cache-insufficient" in text and estimate_tokens(text) <= 200 and detailed == ()
+
+
+def test_each_fact_carries_its_time_and_a_past_one_says_so() -> None:
+    read = datetime(2026, 12, 2, 5, 12, tzinfo=UTC)
+    failed = datetime(2026, 12, 2, 4, 31, tzinfo=UTC)
+    text, _ = facts_block(
+        [
+            Fact("vLLM container", "`vllm` exited: nothing serves from it now", at=read),
+            Fact("errors: earlier failures", "tpu-hbm-oom", at=failed, now=False),
+            Fact("no time", "x"),
+        ],
+        500,
+    )
+    assert "[vLLM container, as of 05:12 UTC] `vllm` exited" in text
+    assert "[errors: earlier failures, EARLIER, at 04:31 UTC: not the present state] tpu-hbm-oom" in text
+    assert "[no time] x" in text
 
 
 def test_facts_cannot_close_their_fence() -> None:

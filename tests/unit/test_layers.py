@@ -20,7 +20,7 @@ NOT_FOR_VIEWS = (
     "bot.app",
 )
 # The modules handlers share; a handler importing them is how handlers avoid importing each other.
-SHARED = ("safety.py", "tpu_requests.py", "recovery.py", "diagnosis.py", "render.py")
+SHARED = ("safety.py", "tpu_requests.py", "recovery.py", "diagnosis.py", "render.py", "fleet_status.py")
 
 
 def _imports(path: Path) -> set[str]:

@@ -26,12 +26,18 @@ def _pin(state: str = "ACTIVE", created: str = "2026-11-30T10:00:00+00:00") -> d
 
 
 def test_spend_worst_case_is_parallel_times_the_top_price_for_the_whole_run() -> None:
-    plan = plan_spend("v6e-8", "spot", ["us-east5-a", "mars-east1-a"], 3, 4.0)
+    plan = plan_spend("v6e-8", "spot", ["us-east5-a", "us-central1-b"], 3, 4.0)
     assert plan.usd_per_hour["us-east5-a"] == pytest.approx(8.64)
-    assert plan.usd_per_hour["mars-east1-a"] is None
+    assert plan.usd_per_hour["us-central1-b"] == pytest.approx(8 * 0.64833)
     assert plan.at_once == 2  # never more than the zones tried
     assert plan.winner_usd == pytest.approx(34.56) and plan.worst_case_usd == pytest.approx(69.12)
-    assert not plan.ceiling
+    assert not plan.ceiling and not plan.missing
+    elsewhere = plan_spend("v6e-8", "spot", ["us-east5-a", "mars-east1-a"], 2, 4.0)
+    assert elsewhere.ceiling and elsewhere.usd_per_hour["mars-east1-a"] == pytest.approx(8 * 3.24)
+    assert elsewhere.missing == [
+        "no spot row for v6e in mars-east1; used instead: the on-demand row of asia-south1 ($3.240 per "
+        "chip-hour), not a price of mars-east1"
+    ]
 
 
 def test_spend_without_a_sourced_price_is_bounded_by_on_demand() -> None:

@@ -1,0 +1,13 @@
+"""What a chat question is about and what it asks for: pure logic over the question, its thread and the
+names the bot knows (no I/O, no Slack calls). `bot.handlers.chat` fetches the facts these decide on.
+
+- `subjects`: the queued resources, nodes and deployments a question names (typos and unknown names are
+  said, never replaced), the thread's subject, the time window and the kinds of facts asked for.
+- `asks`: whether the asker asked for a change, the one command that makes it (built from the registry,
+  offered behind a Review button), and the words it did not act on.
+- `instructions`: text in logs, tool results or other people's messages that addresses the assistant
+  (commands, tool calls, "ignore the above"); it is reported and never acted on.
+- `recent`: the commands run in the conversation and how each ended, from the audit trail.
+
+May import: `bot.commands` (the registry), `ops.store` (audit entries), the standard library.
+"""

@@ -1,0 +1,385 @@
+"""What a question is about: resolved against what the bot knows, never replaced by a guess.
+
+Names in the question resolve against the queued resources and nodes of the asking deployment (a node stands
+for its queued resource), then of the other deployments, and against the deployment names. A word that looks
+like a resource name but is none is said so: read as the one name it is a typo of ("`gemma4-odl` read as
+`gemma4-old`"), else "no queued resource named X (there are A, B); did you mean C?". An unknown name never
+falls back to the primary. When the question names nothing, the thread gives the subject (its newest message
+naming exactly one known queued resource: an alert, an earlier answer about it; else those a message names
+when each names several), else the channel's deployment (its primary).
+
+"all", "every deployment" or "the fleet" asks about every deployment; a deployment's name ("how is staging
+doing?") about that one. Pure logic: `bot.handlers.chat` lists the names and fetches the facts.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
+
+__all__ = [
+    "BOT",
+    "DEFAULT_WINDOW",
+    "Known",
+    "Subjects",
+    "ThreadMessage",
+    "Unresolved",
+    "resolve",
+    "word_set",
+    "words_of",
+]
+
+DEFAULT_WINDOW = timedelta(hours=1)
+BOT = "bot"
+"""`ThreadMessage.author` of the bot's own messages (alerts, earlier answers)."""
+
+READ_AS_RATIO = 0.8
+"""difflib similarity (0..1) at or above which a word that is no name is read as the one name close to it."""
+CLOSE_RATIO = 0.75
+"""difflib similarity at or above which a name is offered as "did you mean"."""
+TYPO_LENGTH = 2
+"""A typo adds or drops at most this many characters."""
+CLEARLY_BETTER = 0.1
+"""How much more similar the best name must be than the next to be read as the word, or offered at all."""
+LISTED_NAMES = 8
+
+_WINDOW = re.compile(
+    r"\b(?:last|past|since|previous|--since)\s+(?:(\d+)\s*)?"
+    r"(m|min|mins|minutes?|h|hrs?|hours?|d|days?)\b",
+    re.IGNORECASE,
+)
+_WINDOW_SHORT = re.compile(r"\b(\d+)\s*(m|min|h|d)\b", re.IGNORECASE)
+_UNIT = {"m": "minutes", "h": "hours", "d": "days"}
+
+
+def word_set(words: str) -> frozenset[str]:
+    """The space-separated words of `words` (word lists kept readable)."""
+    return frozenset(words.split())
+
+
+# Words that point at a kind of fact beyond the resources themselves.
+TOPIC_WORDS: dict[str, frozenset[str]] = {
+    "logs": word_set(
+        "log logs error errors fail failed failing failure crash crashed why oom memory hbm broken wrong "
+        "exception down stuck hung hang"
+    ),
+    "serving": word_set(
+        "vllm serving serve health healthy latency ttft tpot itl kv cache metrics throughput tokens model "
+        "requests slow queue down endpoint up container starting stuck hung hang"
+    ),
+    "cost": word_set("cost costs price burn spend spending bill money dollars $"),
+}
+
+# Cost questions by kind, not by a word list: any form of cost/spend/bill/burn/price/charge/pay/expense,
+# money words, a currency sign or code, a rate per hour/day/month, "how much" unless it asks about another
+# quantity (memory, KV cache, tokens, time...).
+_COST = re.compile(
+    r"\b(?:cost\w*|spen[dt]\w*|bill\w*|burn\w*|pric\w*|charg\w*|expens\w*|pay(?:s|ing|ment)?|paid|"
+    r"money|dollars?|usd|eur|budget\w*|invoice\w*|rate card)\b|[$€£]|\bper (?:hour|hr|day|month)\b|"
+    r"\bhow much\b(?! (?:memory|hbm|vram|ram|kv|cache|time|longer|context|capacity|quota|disk|space|load|"
+    r"traffic|data|tokens?|latency|throughput|room|headroom)\b)",
+    re.IGNORECASE,
+)
+# The whole fleet: "the fleet", "everything", "all deployments", "every environment", "all of them".
+_FLEET = re.compile(
+    r"\bfleet\b|\beverything\b|\bevery ?where\b|\ball of them\b|^\W*all\W*$|"
+    r"\b(?:all|every|each|both)\b(?:\s+(?:the|our|of|my))*\s+(?:deployments?|environments?|envs?)\b",
+    re.IGNORECASE,
+)
+_DEPLOYMENT_WORDS = frozenset({"deployment", "deployments", "environment", "env"})
+# Words that can stand before "deployment" without naming one ("the staging deployment" names staging).
+_NOT_A_DEPLOYMENT = word_set(
+    "the this that our my your a an each every all which what whole current same other new old any one "
+    "primary tpu vllm gemma model whose its their"
+)
+_NAME = re.compile(r"^[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?$")
+_ZONE = re.compile(r"^[a-z]+-[a-z]+\d+(?:-[a-z])?$")  # a zone (us-east5-a) or its region (us-east5)
+_ACCELERATOR = re.compile(r"^(?:v\d+[a-z]*|v5litepod)(?:-\d+)?$")
+_AMOUNT = re.compile(r"^\d+(?:[smhd]|ms|min|mins|gb|gib|k)?$")
+_STRIP = "?!.,:;'\"()`*<>@[]{}"
+
+
+def words_of(text: str) -> list[str]:
+    """The words of `text`, lowercased, without surrounding punctuation or a possessive "'s"."""
+    words = []
+    for raw in text.split():
+        word = raw.strip(_STRIP).lower()
+        word = re.sub(r"['’]s$", "", word).strip(_STRIP)
+        if word:
+            words.append(word)
+    return words
+
+
+@dataclass(frozen=True)
+class ThreadMessage:
+    """An earlier message of the question's thread.
+
+    Attributes:
+        text: its text as last edited.
+        author: BOT for the bot's own messages, else the Slack user id ("" when unknown).
+    """
+
+    text: str
+    author: str = ""
+
+
+@dataclass(frozen=True)
+class Known:
+    """The names a question may use.
+
+    Attributes:
+        resources: the asking deployment's queued resources -> their node ids.
+        deployment: the asking deployment's name.
+        primary: its primary queued resource (TPU_PRIMARY).
+        others: every other deployment -> its queued resources -> their node ids.
+        terms: words that name no resource although they look like one (the served model's name, e.g.
+            "gemma-4-31b-it"; its hyphen-prefixes are terms too).
+    """
+
+    resources: Mapping[str, Sequence[str]]
+    deployment: str = ""
+    primary: str = ""
+    others: Mapping[str, Mapping[str, Sequence[str]]] = field(default_factory=dict)
+    terms: Iterable[str] = ()
+
+    @property
+    def deployments(self) -> tuple[str, ...]:
+        """Every deployment name, the asking one first."""
+        return tuple(name for name in dict.fromkeys([self.deployment, *self.others]) if name)
+
+
+@dataclass(frozen=True)
+class Unresolved:
+    """A name in the question that resolves to nothing the bot knows.
+
+    Attributes:
+        word: the word as read (lowercased).
+        kind: "queued resource" or "deployment".
+        close: known names close to it (did you mean), best first.
+        known: every known name of that kind.
+        where: the deployment searched ("" for a deployment name).
+    """
+
+    word: str
+    kind: str
+    close: tuple[str, ...]
+    known: tuple[str, ...]
+    where: str = ""
+
+    def sentence(self) -> str:
+        """E.g. "no queued resource named `gemma4-nope` in `production` (there are `gemma4-qr`, `gemma4-old`)"
+        or "...; did you mean `gemma4-old`?"."""
+        shown = ", ".join(f"`{name}`" for name in self.known[:LISTED_NAMES])
+        if len(self.known) > LISTED_NAMES:
+            shown += f" and {len(self.known) - LISTED_NAMES} more"
+        where = f" in `{self.where}`" if self.where else ""
+        text = f"no {self.kind} named `{self.word}`{where}"
+        text += f" (there are {shown})" if shown else f" (there are no {self.kind}s)"
+        if self.close:
+            text += "; did you mean " + " or ".join(f"`{name}`" for name in self.close) + "?"
+        return text
+
+
+@dataclass(frozen=True)
+class Subjects:
+    """What a question is about.
+
+    Attributes:
+        resources: the asking deployment's queued resources it is about, in the order named.
+        origin: where they came from: "question", "thread" or "channel deployment" (the primary); "" when
+            the question is about no resource of this deployment (an unknown name, another deployment).
+        window: the time window for logs, e.g. 2 h for "in the last 2 hours"; DEFAULT_WINDOW otherwise.
+        topics: kinds of facts asked for beyond the resources: "logs", "serving", "cost".
+        deployments: deployments asked about by name or as "all" (the asking one included when named).
+        unresolved: names that resolve to nothing (each says what exists and what is close).
+        read_as: a word that is no name -> the one queued resource it was read as (a typo), in `resources`.
+        deployment_read_as: likewise for a deployment name before "deployment" ("stagng deployment").
+        elsewhere: a queued resource of another deployment named in the question -> that deployment.
+        thread_author: the author of the thread message the subject came from (origin "thread"; "" when it
+            came from messages naming several, which no change may act on).
+    """
+
+    resources: tuple[str, ...]
+    origin: str
+    window: timedelta = DEFAULT_WINDOW
+    topics: frozenset[str] = frozenset()
+    deployments: tuple[str, ...] = ()
+    unresolved: tuple[Unresolved, ...] = ()
+    read_as: Mapping[str, str] = field(default_factory=dict)
+    deployment_read_as: Mapping[str, str] = field(default_factory=dict)
+    elsewhere: Mapping[str, str] = field(default_factory=dict)
+    thread_author: str = ""
+
+    def notes(self) -> list[str]:
+        """One sentence per typo read as a name and per unresolved name, for the reply and the model."""
+        notes = [
+            f"`{word}` read as `{name}`: no queued resource is named `{word}`"
+            for word, name in self.read_as.items()
+        ]
+        notes += [
+            f"`{word}` read as deployment `{name}`: no deployment is named `{word}`"
+            for word, name in self.deployment_read_as.items()
+        ]
+        notes += [item.sentence() for item in self.unresolved]
+        notes += [
+            f"`{name}` is a queued resource of deployment `{where}`" for name, where in self.elsewhere.items()
+        ]
+        return notes
+
+
+def _window(text: str) -> timedelta | None:
+    match = _WINDOW.search(text) or _WINDOW_SHORT.search(text)
+    if match is None:
+        return None
+    amount = int(match.group(1) or 1)
+    unit = _UNIT[match.group(2)[0].lower()]
+    return timedelta(**{unit: amount}) if 0 < amount <= 10_000 else None
+
+
+def _by_word(resources: Mapping[str, Sequence[str]]) -> dict[str, str]:
+    """Every queued resource and node name (lowercased) -> its queued resource."""
+    found: dict[str, str] = {}
+    for name, nodes in resources.items():
+        found[name.lower()] = name
+        for node in nodes:
+            found.setdefault(node.lower(), name)
+    return found
+
+
+def _term_words(terms: Iterable[str]) -> set[str]:
+    """Each term lowercased, its hyphen-prefixes of two parts or more, and the forms without the last path
+    part ("google/gemma-4-31B-it" -> "gemma-4-31b-it", "gemma-4-31b", "gemma-4", "gemma4")."""
+    words: set[str] = set()
+    for term in terms:
+        name = term.lower().rsplit("/", 1)[-1]
+        parts = name.split("-")
+        for end in range(2, len(parts) + 1):
+            words.add("-".join(parts[:end]))
+        words.add(name.replace("-", "", 1))
+    return words
+
+
+def _looks_like_a_name(word: str, names: Sequence[str], excluded: set[str]) -> bool:
+    """Whether `word` is written like a queued resource or node id that was meant as one: the id syntax,
+    not a zone, region, accelerator type, amount or known term, not the start of a known name, and either
+    with a hyphen and a digit (gemma4-nope) or close to a known name (a typo)."""
+    if not _NAME.match(word) or word in excluded:
+        return False
+    if "-" not in word and not any(c.isdigit() for c in word):
+        return False
+    if _ZONE.match(word) or _ACCELERATOR.match(word) or _AMOUNT.match(word):
+        return False
+    if any(name.startswith(word + "-") for name in names):
+        return False
+    has_digit = any(c.isdigit() for c in word)
+    return ("-" in word and has_digit) or bool(_close(word, {name: name for name in names})[0])
+
+
+def _close(word: str, by_word: Mapping[str, str]) -> tuple[list[str], float]:
+    """The queued resources whose name or node is close to `word` (of a length within TYPO_LENGTH, a ratio
+    of at least CLOSE_RATIO, and within
+    CLEARLY_BETTER of the best), best first, and the best ratio over the other resources' (0 if none)."""
+    ratios: dict[str, float] = {}
+    for name, qr in by_word.items():
+        if abs(len(name) - len(word)) > TYPO_LENGTH:
+            continue
+        ratio = difflib.SequenceMatcher(None, word, name).ratio()
+        ratios[qr] = max(ratios.get(qr, 0.0), ratio)
+    ranked = sorted(ratios.items(), key=lambda item: -item[1])
+    if not ranked or ranked[0][1] < CLOSE_RATIO:
+        return [], 0.0
+    best = ranked[0][1]
+    close = [qr for qr, ratio in ranked if ratio >= max(CLOSE_RATIO, best - CLEARLY_BETTER)]
+    margin = best - (ranked[1][1] if len(ranked) > 1 else 0.0)
+    return close, best if margin >= CLEARLY_BETTER else 0.0
+
+
+def resolve(question: str, thread: Sequence[ThreadMessage], known: Known) -> Subjects:
+    """Resolve what a question is about (see the module docstring).
+
+    Args:
+        question: the user's message.
+        thread: the thread's earlier messages, oldest first.
+        known: the names the bot knows.
+
+    Returns:
+        Subjects. Names are matched whole and case-insensitively.
+    """
+    words = words_of(question)
+    here = _by_word(known.resources)
+    there = {w: (d, qr) for d, resources in known.others.items() for w, qr in _by_word(resources).items()}
+    deployments = {d.lower(): d for d in known.deployments}
+    excluded = _term_words(known.terms) | set(deployments) | _DEPLOYMENT_WORDS
+    found: list[str] = []
+    named: list[str] = []
+    unresolved: list[Unresolved] = []
+    read_as: dict[str, str] = {}
+    deployment_read_as: dict[str, str] = {}
+    elsewhere: dict[str, str] = {}
+    for index, word in enumerate(words):
+        if word in here:
+            found.append(here[word])
+        elif word in there:
+            deployment, name = there[word]
+            elsewhere[name] = deployment
+            named.append(deployment)
+        elif word in deployments:
+            named.append(deployments[word])
+        elif word in _DEPLOYMENT_WORDS and index > 0:
+            before = words[index - 1]
+            if before not in deployments and before not in _NOT_A_DEPLOYMENT and _NAME.match(before):
+                close = difflib.get_close_matches(before, list(deployments), 3, CLOSE_RATIO - 0.1)
+                if len(close) == 1:
+                    deployment_read_as[before] = deployments[close[0]]
+                    named.append(deployments[close[0]])
+                else:
+                    known_names = tuple(deployments.values())
+                    unresolved.append(Unresolved(before, "deployment", tuple(close), known_names))
+        elif _looks_like_a_name(word, [*here, *there], excluded):
+            close, best = _close(word, here)
+            if best >= READ_AS_RATIO:
+                read_as[word] = close[0]
+                found.append(close[0])
+            elif word not in read_as and all(u.word != word for u in unresolved):
+                unresolved.append(
+                    Unresolved(
+                        word, "queued resource", tuple(close), tuple(known.resources), known.deployment
+                    )
+                )
+    if _FLEET.search(question) and len(deployments) > 1:
+        named = list(deployments.values())
+    window = _window(question) or next(
+        (w for w in (_window(m.text) for m in reversed(thread)) if w), DEFAULT_WINDOW
+    )
+    topics = frozenset(topic for topic, keys in TOPIC_WORDS.items() if keys & set(words)) | (
+        {"cost"} if _COST.search(question) else set()
+    )
+    base = Subjects(
+        (),
+        "",
+        window,
+        topics,
+        deployments=tuple(dict.fromkeys(named)),
+        unresolved=tuple(unresolved),
+        read_as=read_as,
+        deployment_read_as=deployment_read_as,
+        elsewhere=elsewhere,
+    )
+    if found:
+        return replace(base, resources=tuple(dict.fromkeys(found)), origin="question")
+    if named or unresolved:  # about something else than this deployment's resources: nothing replaces it
+        asked_here = known.deployment in named and known.primary in known.resources
+        return replace(base, resources=(known.primary,), origin="question") if asked_here else base
+    several: tuple[str, ...] = ()
+    for message in reversed(thread):  # the newest message that names one queued resource gives it
+        names = tuple(dict.fromkeys(here[w] for w in words_of(message.text) if w in here))
+        if len(names) == 1:
+            return replace(base, resources=names, origin="thread", thread_author=message.author)
+        several = several or names
+    if several:  # only messages naming several (an earlier answer listing them all): each of them
+        return replace(base, resources=several, origin="thread", thread_author="")
+    primary = (known.primary,) if known.primary in known.resources else ()
+    return replace(base, resources=primary, origin="channel deployment")

@@ -1,0 +1,56 @@
+"""Every bot command a fault family's fix names is a real command, with flags it accepts: a fix the reader
+cannot run costs more than no fix (filled for a sample deployment, in every queued-resource state it
+names)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import bot.handlers  # noqa: F401  (declares every command)
+from bot.commands import Command, registry
+from ops.faults import Deployment, catalogue, figures, fill
+
+_MENTION = re.compile(r"/(tpu|vllm|gemma|logs|alerts|fleet)((?: [a-z]+){1,2})")
+# A command mention ends at punctuation or at the words that join two commands in a fix.
+_END = re.compile(r"[,;()`]| or | then | and | for | with | to | once | if ")
+_FLAG = re.compile(r"(?<![\w-])--[a-z][a-z-]*")
+
+
+def _fixes() -> list[tuple[str, str]]:
+    out = []
+    for family in catalogue().families:
+        for state in (None, *family.fix_when):
+            deployment = Deployment(
+                model="google/gemma-4-31B-it",
+                accelerator_type="v6e-8",
+                tensor_parallel_size=8,
+                max_model_len=16384,
+                zone="us-east5-a",
+                name="gemma4-qr",
+                state=state,
+            )
+            out.append((f"{family.name}[{state}]", fill(family.fix_for(state), figures({}, deployment))))
+    return out
+
+
+def _command(group: str, words: str) -> Command | None:
+    tokens = (group, *words.split())
+    for length in (3, 2):
+        found = [c for c in registry.commands() if c.words == tokens[:length]]
+        if found:
+            return found[0]
+    return None
+
+
+@pytest.mark.parametrize(("where", "fix"), _fixes(), ids=[w for w, _ in _fixes()])
+def test_commands_named_in_fixes_exist_with_their_flags(where: str, fix: str) -> None:
+    for match in _MENTION.finditer(fix):
+        command = _command(match.group(1), match.group(2))
+        assert command is not None, f"{where}: /{match.group(1)}{match.group(2)} is not a command: {fix}"
+        rest = fix[match.end() :]
+        segment = rest[: m.start()] if (m := _END.search(rest)) else rest
+        accepted = {p.flag for p in command.params if p.flag}
+        unknown = set(_FLAG.findall(segment)) - accepted
+        assert not unknown, f"{where}: /{command.name} takes no {sorted(unknown)}: {fix}"
