@@ -203,6 +203,37 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
+def bot_env(
+    secret: str, port: int, facts: dict[str, Any], slack_url: str, gcp_url: str, vllm_url: str, state: str
+) -> dict[str, str]:
+    """The environment of `python -m bot serve` in HTTP mode on `port`, pointed at the simulators, its
+    state database in the folder `state` (this process's own SLACK_/GCP_/VLLM_/TPU_ settings dropped)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "GCP_", "VLLM_", "TPU_"))}
+    env.update(
+        {
+            "SLACK_BOT_TOKEN": TOKEN,
+            "SLACK_SIGNING_SECRET": secret,
+            "SLACK_API_URL": f"{slack_url}/api/",
+            "BOT_MODE": "http",
+            "BOT_HOST": "127.0.0.1",
+            "BOT_PORT": str(port),
+            "GCP_PROJECT": facts["project"],
+            "TPU_ZONES": ",".join(facts["zones"]),
+            "GOOGLE_API_ENDPOINT": gcp_url,
+            "VLLM_BASE_URL": vllm_url,
+            "STATE_DATABASE_URL": f"sqlite:///{state}/state.db",
+            "ADMINS": USER,
+        }
+    )
+    return env
+
+
+def start_bot(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """`python -m bot serve` in its own process, its output in `log`."""
+    with log.open("w") as sink:
+        return subprocess.Popen([sys.executable, "-m", "bot", "serve"], env=env, stdout=sink, stderr=sink)
+
+
 def wait_answers(slack: SimProcess, response_id: str, wanted: int) -> int:
     deadline = time.monotonic() + ANSWER_WAIT_S
     got = 0
@@ -246,26 +277,8 @@ def main() -> None:
         )
 
         port = free_port()
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "GCP_", "VLLM_", "TPU_"))}
-        env.update(
-            {
-                "SLACK_BOT_TOKEN": TOKEN,
-                "SLACK_SIGNING_SECRET": secret,
-                "SLACK_API_URL": f"{slack.url}/api/",
-                "BOT_MODE": "http",
-                "BOT_HOST": "127.0.0.1",
-                "BOT_PORT": str(port),
-                "GCP_PROJECT": facts["project"],
-                "TPU_ZONES": ",".join(facts["zones"]),
-                "GOOGLE_API_ENDPOINT": gcp.url,
-                "VLLM_BASE_URL": vllm.url,
-                "STATE_DATABASE_URL": f"sqlite:///{state}/state.db",
-                "ADMINS": USER,
-            }
-        )
         log = Path(state, "bot.log")
-        with log.open("w") as sink:
-            bot = subprocess.Popen([sys.executable, "-m", "bot", "serve"], env=env, stdout=sink, stderr=sink)
+        bot = start_bot(bot_env(secret, port, facts, slack.url, gcp.url, vllm.url, state), log)
         try:
             url = f"http://127.0.0.1:{port}"
             ready_s = wait_ready(url, bot, log)

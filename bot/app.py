@@ -1,17 +1,17 @@
 """The Bolt app from Settings and Services, and the two ways Slack reaches it.
 
 HTTP mode: Bolt's WSGI adapter behind waitress (a threaded WSGI server), requests at `/slack/events`, each
-verified against the signing secret (HTTP 401 otherwise, including requests over five minutes old).
+verified against the signing secret by `bot.http_guard.SlackGate` before any of it is parsed (HTTP 401
+otherwise, including requests over five minutes old; other malformed requests get their own 4xx).
 Socket Mode: a websocket opened with the app-level token; no public URL needed.
 Both modes serve the bot's own endpoints: `/healthz` (alive), `/readyz` (Slack auth and state database ok)
-and `/metrics` (Prometheus; see `bot.observability`).
+and `/metrics` (Prometheus; see `bot.observability`), the last only with METRICS_TOKEN as a bearer token, or
+without one only to loopback clients (`bot.http_guard.metrics_refusal`).
 """
 
 from __future__ import annotations
 
 import gc
-import io
-import json
 import logging
 import threading
 import time
@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qs, urlencode
+from urllib.parse import urlencode
 
 import httpx
 from slack_bolt import App
@@ -36,6 +36,7 @@ from bot.auth import Authorizer
 from bot.commands import Registry, registry
 from bot.config import Settings
 from bot.deployments import Fleet
+from bot.http_guard import MAX_BODY_BYTES, SlackGate, WsgiApp, metrics_refusal, plain
 from bot.listeners import alerts as alert_listeners
 from bot.listeners import home
 from bot.observability import Metrics, Readiness, trace_from_headers, use_trace
@@ -258,80 +259,62 @@ def _ping(services: Services) -> None:
         conn.execute(text("SELECT 1"))
 
 
-WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
-
-
 def wsgi(bot: Bot, *, slack_events: bool = True) -> WsgiApp:
     """A WSGI app: `/healthz` answers 200 while the process is alive; `/readyz` 200 when Slack auth and the
-    state database are ok (503 and a one-line reason otherwise); `/metrics` the Prometheus exposition; with
-    `slack_events`, `/slack/events` goes to Bolt (HTTP mode). In Socket Mode `/slack/events` is not served,
-    so no unsigned path into Bolt exists."""
-    slack = SlackRequestHandler(bot.app, path="/slack/events") if slack_events else None
-    project = bot.services.settings.gcp_project or None
+    state database are ok (503 and a one-line reason otherwise); `/metrics` the Prometheus exposition (with
+    METRICS_TOKEN as a bearer token, or to loopback clients when none is set); with `slack_events`,
+    `/slack/events` goes through `SlackGate` to Bolt (HTTP mode). In Socket Mode `/slack/events` is not
+    served, so no unsigned path into Bolt exists."""
+    settings = bot.services.settings
+    project = settings.gcp_project or None
+    metrics_token = settings.metrics_token.get_secret_value() if settings.metrics_token else None
+    slack: WsgiApp | None = None
+    if slack_events:
+        bolt = SlackRequestHandler(bot.app, path="/slack/events")
+
+        def signed(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+            # Only signed requests count as acks in flight (command work waits for those, not for refusals).
+            ACKS.enter()
+            try:
+                with use_trace(trace_from_headers(environ, project)):
+                    response = bolt(environ, start_response)
+            finally:
+                ACKS.leave()
+            bot.metrics.ack_latency.observe(time.monotonic() - environ[_ARRIVED])
+            return response
+
+        secret = settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else ""
+        slack = SlackGate(signed, secret)
 
     def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        arrived = time.monotonic()
+        environ[_ARRIVED] = time.monotonic()
         path = environ.get("PATH_INFO")
         if path == "/healthz":
-            return _plain(start_response, "200 OK", "ok")
+            return plain(start_response, "200 OK", "ok")
         if path == "/readyz":
             reason = bot.readiness.problem() if bot.readiness is not None else None
             if reason is not None:
-                return _plain(start_response, "503 Service Unavailable", reason)
-            return _plain(start_response, "200 OK", "ready")
+                return plain(start_response, "503 Service Unavailable", reason)
+            return plain(start_response, "200 OK", "ready")
         if path == "/metrics":
+            refused = metrics_refusal(environ, metrics_token)
+            if refused is not None:
+                return plain(start_response, refused.status, refused.reason)
             body, content_type = bot.metrics.exposition()
             start_response("200 OK", [("Content-Type", content_type)])
             return [body]
-        if slack is None:
-            return _plain(start_response, "404 Not Found", "not found")
-        if environ.get("REQUEST_METHOD") == "POST":
-            problem = _reject(environ)
-            if problem is not None:
-                return _plain(start_response, *problem)
-        ACKS.enter()
-        try:
-            with use_trace(trace_from_headers(environ, project)):
-                response = slack(environ, start_response)
-        finally:
-            ACKS.leave()
-        if path == "/slack/events":
-            bot.metrics.ack_latency.observe(time.monotonic() - arrived)
-        return response
+        if slack is None or path != "/slack/events":
+            return plain(start_response, "404 Not Found", "not found")
+        return slack(environ, start_response)
 
     return application
 
 
-MAX_BODY_BYTES = 1_000_000
+_ARRIVED = "tpu_chatops.arrived"  # the WSGI environ key of a request's arrival (time.monotonic())
 
 
-def _plain(start_response: Callable[..., Any], status: str, text: str) -> list[bytes]:
-    start_response(status, [("Content-Type", "text/plain")])
-    return [text.encode() + b"\n"]
-
-
-def _reject(environ: dict[str, Any]) -> tuple[str, str] | None:
-    """Refuse what Bolt would turn into a 500: a non-numeric timestamp header (401, as any bad signature),
-    an oversized body (413), a body that is not the JSON object or form Slack sends (400). The body is put
-    back for Bolt, which then verifies the signature."""
-    if not str(environ.get("HTTP_X_SLACK_REQUEST_TIMESTAMP", "")).isdigit():
-        return "401 Unauthorized", "missing or malformed X-Slack-Request-Timestamp"
-    length = int(environ.get("CONTENT_LENGTH") or 0)
-    if length > MAX_BODY_BYTES:
-        return "413 Payload Too Large", "body too large"
-    body = environ["wsgi.input"].read(length) if length else b""
-    environ["wsgi.input"] = io.BytesIO(body)
-    try:
-        text = body.decode()
-        if "json" in str(environ.get("CONTENT_TYPE", "")):
-            valid = isinstance(json.loads(text), dict)
-        else:
-            payload = parse_qs(text).get("payload")
-            valid = payload is None or isinstance(json.loads(payload[0]), dict)
-    except ValueError:
-        valid = False
-    return None if valid else ("400 Bad Request", "body is not a Slack request")
-
+# waitress's default is 256 KiB.
+MAX_REQUEST_HEADER_BYTES = 32_768
 
 # How long `HttpServer.close` waits for the server's loop to end after closing its connections.
 SERVER_CLOSE_WAIT_S = 5.0
@@ -355,6 +338,8 @@ class HttpServer:
             connection_limit=1000,
             ident="tpu-chatops",
             max_request_body_size=MAX_BODY_BYTES,
+            # Slack's headers are a few hundred bytes; a larger block is refused (431) before the app runs.
+            max_request_header_size=MAX_REQUEST_HEADER_BYTES,
             # poll(), not select(): select() fails on a descriptor numbered above 1024 (FD_SETSIZE), which a
             # long-running process with many connections and worker pipes can reach.
             asyncore_use_poll=True,

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import difflib
 import html
-import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -21,6 +20,7 @@ from enum import IntEnum
 from typing import Any
 
 from ops.errors import BadInput
+from ops.linear import LinearPattern, linear
 
 
 class Role(IntEnum):
@@ -64,10 +64,13 @@ class NotACommand(UsageError):
 
 # ---- argument types: each takes the raw word and returns the value or raises ValueError(reason) ----
 
-_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
-_ZONE = re.compile(r"^[a-z]+-[a-z]+\d+-[a-z]$")
-_DURATION = re.compile(r"^(\d+)([smhd])$")
+_NAME = linear(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+_ZONE = linear(r"^[a-z]+-[a-z]+\d+-[a-z]$")
+_DURATION = linear(r"^(\d+)([smhd])$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+# The longest duration any argument takes: a mute, a valid-until, a max run (each command may allow less).
+# Bounded, so a typed number never overflows a timedelta or a date computed from it.
+MAX_DURATION = timedelta(days=365)
 
 
 def resource_name(word: str) -> str:
@@ -85,8 +88,8 @@ def zone_name(word: str) -> str:
     return word
 
 
-_MODEL = re.compile(r"^[A-Za-z0-9._-]+/[A-Za-z0-9._-]+$")
-_ACCELERATOR = re.compile(r"^(v\d+[a-z]*|v5litepod)-\d+$")
+_MODEL = linear(r"^[A-Za-z0-9._-]+/[A-Za-z0-9._-]+$")
+_ACCELERATOR = linear(r"^(v\d+[a-z]*|v5litepod)-\d+$")
 
 
 def model_id(word: str) -> str:
@@ -98,7 +101,7 @@ def model_id(word: str) -> str:
 
 # TPU software versions as the API names them: v2-alpha-tpuv6e, tpu-ubuntu2204-base, tpu-vm-tf-2.16.1-pjrt
 # (https://cloud.google.com/tpu/docs/runtimes).
-_RUNTIME = re.compile(r"^[a-z0-9][a-z0-9.-]{0,62}$")
+_RUNTIME = linear(r"^[a-z0-9][a-z0-9.-]{0,62}$")
 
 
 def runtime_version(word: str) -> str:
@@ -123,7 +126,9 @@ class IntRange:
     high: int
 
     def __call__(self, word: str) -> int:
-        if not word.isdigit() or not self.low <= int(word) <= self.high:
+        # ASCII digits only ("²" is a digit to str.isdigit), and few enough to convert at once.
+        whole = word.isascii() and word.isdigit() and len(word) <= 18
+        if not whole or not self.low <= int(word) <= self.high:
             raise ValueError(f"{word!r} is not a whole number from {self.low} to {self.high}")
         return int(word)
 
@@ -158,11 +163,19 @@ def one_of(*choices: str) -> OneOf:
 
 
 def duration(word: str) -> timedelta:
-    """A duration such as 30s, 10m, 4h or 2d."""
+    """A duration such as 30s, 10m, 4h or 2d, at most MAX_DURATION (365d).
+
+    Raises:
+        ValueError: not a number and a unit, or longer than MAX_DURATION (never OverflowError).
+    """
     match = _DURATION.match(word)
     if not match:
         raise ValueError(f"{word!r} is not a duration (e.g. 10m, 4h, 2d)")
-    return timedelta(seconds=int(match.group(1)) * _UNIT_SECONDS[match.group(2)])
+    digits, unit = match.group(1), match.group(2)
+    seconds = int(digits) * _UNIT_SECONDS[unit] if len(digits) <= 12 else None
+    if seconds is None or seconds > MAX_DURATION.total_seconds():
+        raise ValueError(f"{word!r} is too long (at most {MAX_DURATION.days}d)")
+    return timedelta(seconds=seconds)
 
 
 def window(word: str) -> timedelta:
@@ -184,10 +197,16 @@ def timestamp(word: str) -> datetime:
         raise ValueError(f"{word!r} is not a time (e.g. 2026-11-30T21:04:05Z)") from None
     if moment.tzinfo is None:
         raise ValueError(f"{word!r} has no time zone (end it with Z for UTC)")
+    if not _EARLIEST <= moment <= _LATEST:  # also keeps the UTC conversion and date arithmetic in range
+        raise ValueError(f"{word!r} is out of range ({_EARLIEST.year} to {_LATEST.year})")
     return moment.astimezone(UTC)
 
 
-def _pattern(regex: re.Pattern[str]) -> dict[str, Any]:
+_EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+_LATEST = datetime(2999, 12, 31, tzinfo=UTC)
+
+
+def _pattern(regex: LinearPattern) -> dict[str, Any]:
     return {"type": "string", "pattern": regex.pattern}
 
 
@@ -249,7 +268,7 @@ class Param:
         return schema
 
 
-_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+_TOOL_NAME = linear(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
 @dataclass(frozen=True)
@@ -371,8 +390,9 @@ class Invocation:
 
 _HELP_WORDS = ("help", "-h", "--help")
 _QUOTES = str.maketrans({"“": '"', "”": '"', "„": '"', "‘": "'", "’": "'"})
-_MENTION = re.compile(r"<@[A-Z0-9]+(\|[^>]*)?>")
-_INVISIBLE = re.compile("[\u200b\u200c\u200d\u2060\ufeff]")
+_MENTION = linear(r"<@[A-Z0-9]+(\|[^>]*)?>")
+_INVISIBLE = linear("[\u200b\u200c\u200d\u2060\ufeff]")
+_DASHES = linear(r"(^|\s)[—–]+")
 
 
 def normalize(text: str) -> str:
@@ -380,7 +400,7 @@ def normalize(text: str) -> str:
     makes of "--"; drop user mentions (`<@U123>`) so "@bot tpu list" reads as "tpu list"."""
     text = html.unescape(_MENTION.sub(" ", text)).translate(_QUOTES)
     text = _INVISIBLE.sub("", text)
-    return re.sub(r"(^|\s)[—–]+", r"\1--", text).strip()
+    return _DASHES.sub(r"\1--", text).strip()
 
 
 class Registry:
@@ -563,7 +583,7 @@ def _did_you_mean(typed: str, shown: list[str], *names: str) -> str:
     return "; did you mean " + " or ".join(f"`{shown[keys.index(name)]}`" for name in close) + "?"
 
 
-_DEPLOYMENT = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
+_DEPLOYMENT = linear(r"^[a-z][a-z0-9-]{0,30}$")
 DEPLOYMENT_FLAG = "--deployment"
 
 
@@ -655,7 +675,7 @@ def _convert(param: Param, value: str, usage: str) -> Any:
     the usage error."""
     try:
         return param.kind(value)
-    except ValueError as exc:
+    except (ValueError, OverflowError) as exc:  # an argument type that missed a bound still gets the usage
         raise UsageError(f"{param.flag or param.metavar}: {exc}", usage) from None
     except BadInput as exc:
         raise UsageError(f"{param.flag or param.metavar}: {exc.message}", usage) from None

@@ -7,11 +7,12 @@ start-up with one line each, naming the setting and its rule, all of them at onc
 
 from __future__ import annotations
 
-import re
+import os
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
+from dotenv import dotenv_values
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from sqlalchemy.engine import make_url
@@ -19,9 +20,11 @@ from sqlalchemy.exc import ArgumentError
 
 from bot.deployments import read_deployments
 from bot.routing import parse_routes
+from llm.redact import redact
 from ops.errors import BadInput
 from ops.faults import load_file
 from ops.idle import parse_schedule
+from ops.linear import linear
 from ops.remote_commands import unit_name
 from ops.slo import load_rules, parse_span
 
@@ -38,13 +41,15 @@ SYSLOG_UNITS = (
 log other services' secrets (admins read any unit)."""
 
 # Zone names as the TPU API spells them, e.g. "us-east5-a" (https://cloud.google.com/tpu/docs/regions-zones).
-_ZONE = re.compile(r"^[a-z]+-[a-z]+\d+-[a-z]$")
+_ZONE = linear(r"^[a-z]+-[a-z]+\d+-[a-z]$")
+# A server's base URL: scheme, host and port, no path (a path such as /v1 is added by the clients).
+_BASE_URL = linear(r"^https?://[^\s/]+(:\d+)?/?$")
 # Slack user ids (U..., W...) and user-group ids (S...).
-_SLACK_PRINCIPAL = re.compile(r"^[UWS][A-Z0-9]{2,}$")
+_SLACK_PRINCIPAL = linear(r"^[UWS][A-Z0-9]{2,}$")
 
 
 # Values copied unchanged from .env.example ("xoxb-your-bot-token", "your-project-id", ...).
-_PLACEHOLDER = re.compile(r"(?i)(?:^|[-_])your[-_]|^change[-_]?me$|^<[^>]*>$")
+_PLACEHOLDER = linear(r"(?i)(?:^|[-_])your[-_]|^change[-_]?me$|^<[^>]*>$")
 # Databases the state store supports (ops/store.py: SQLAlchemy Core on SQLite or PostgreSQL with psycopg 3).
 SUPPORTED_DATABASES = ("sqlite", "postgresql")
 
@@ -76,6 +81,9 @@ class Settings(BaseSettings):
     worker_threads: int = Field(16, ge=1, le=256, description="Threads running commands after the ack.")
     cpu_workers: int = Field(
         1, ge=1, le=16, description="Worker processes for CPU-heavy work (log mining, charts), off the acks."
+    )
+    metrics_token: SecretStr | None = Field(
+        None, description="Bearer token /metrics requires; unset: /metrics answers loopback clients only."
     )
 
     # Google Cloud
@@ -378,7 +386,7 @@ class Settings(BaseSettings):
     def _check_url(cls, url: str | None) -> str | None:
         if url is None:
             return None
-        if not re.match(r"^https?://[^\s/]+(:\d+)?/?$", url):
+        if not _BASE_URL.match(url):
             raise ValueError(f"not a base URL: {url!r} (expected e.g. http://10.0.0.5:8000)")
         return url.rstrip("/")
 
@@ -398,7 +406,7 @@ class Settings(BaseSettings):
             raise ValueError("not a SQLAlchemy URL (e.g. sqlite:///tpu-chatops.db)") from exc
         if backend not in SUPPORTED_DATABASES:
             raise ValueError(
-                f"{backend} is not supported: use sqlite:///FILE or postgresql+psycopg://USER:PASSWORD@HOST/DB"
+                f"{backend} is not supported: use sqlite:///FILE or postgresql+psycopg://USER:$PASSWORD@HOST/DB"
             )
         return url
 
@@ -418,24 +426,62 @@ def load_settings(**overrides: object) -> Settings:
         The validated Settings.
 
     Raises:
-        ConfigError: one line per bad setting, all of them, e.g. "GCP_PROJECT: required but not set".
+        ConfigError: one line per bad setting, all of them, e.g. "GCP_PROJECT: required but not set". No
+            line shows a secret: the value of a secret setting (a token, key, password or secret by its
+            name) is never quoted, the values given to secret settings are masked wherever they appear, and
+            every line is redacted (`llm.redact`: a URL's password, a token in a known format).
     """
     try:
         return Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
+        secrets = _secret_values(overrides)
         problems = []
         for error in exc.errors():
+            field = str(error["loc"][0]) if error["loc"] else ""
             where = "_".join(str(part) for part in error["loc"]).upper()
             message = str(error["msg"]).removeprefix("Value error, ")
             if error["type"] == "missing":
                 message = "required but not set"
             elif error["type"] == "string_pattern_mismatch":
                 rule = error.get("ctx", {}).get("pattern", "")
-                message = f"{error['input']!r} is not a valid value (rule: {rule}; see README.md, Settings)"
+                shown = "the value given" if _holds_secret(field) else repr(error["input"])
+                message = f"{shown} is not a valid value (rule: {rule}; see README.md, Settings)"
+            message = _unsecret(message, secrets)
             line = f"{where}: {message}" if where else message
             if line not in problems:
                 problems.append(line)
         raise ConfigError(problems) from None
+
+
+# Setting names that hold (or, mistyped, may hold) a credential: their values are never quoted in errors.
+_SECRET_WORDS = ("token", "secret", "password", "key")
+
+
+def _holds_secret(field: str) -> bool:
+    annotation = str(Settings.model_fields[field].annotation) if field in Settings.model_fields else ""
+    return "SecretStr" in annotation or any(word in field for word in _SECRET_WORDS)
+
+
+def _secret_values(overrides: dict[str, Any]) -> list[str]:
+    """The values given to secret settings (overrides, the environment, the `.env` file), longest first."""
+    env_file = overrides.get("_env_file", Settings.model_config.get("env_file"))
+    readable = isinstance(env_file, str | Path) and Path(env_file).is_file()
+    from_file = dotenv_values(env_file) if readable else {}
+    values: set[str] = set()
+    for name in Settings.model_fields:
+        if not _holds_secret(name):
+            continue
+        for value in (overrides.get(name), os.environ.get(name.upper()), from_file.get(name.upper())):
+            text = value.get_secret_value() if isinstance(value, SecretStr) else value
+            if isinstance(text, str) and len(text.strip()) >= 4:
+                values.add(text.strip())
+    return sorted(values, key=len, reverse=True)
+
+
+def _unsecret(line: str, secrets: list[str]) -> str:
+    for value in secrets:
+        line = line.replace(value, "[REDACTED:setting]")
+    return redact(line)
 
 
 def masked(secret: SecretStr | None) -> str:

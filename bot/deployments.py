@@ -26,7 +26,6 @@ chooses, and a command that changes infrastructure is refused when the choice wo
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +35,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ops.errors import BadInput
+from ops.linear import linear
 
 if TYPE_CHECKING:
     from bot.config import Settings
@@ -47,7 +47,8 @@ DEFAULT = "default"
 _CHANNEL = r"^[CG][A-Z0-9]{2,}$"
 _PRINCIPAL = r"^[UWS][A-Z0-9]{2,}$"
 _ZONE = r"^[a-z]+-[a-z]+\d+-[a-z]$"
-_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
+_CHANNEL_RULE, _PRINCIPAL_RULE, _ZONE_RULE = linear(_CHANNEL), linear(_PRINCIPAL), linear(_ZONE)
+_NAME = linear(r"^[a-z][a-z0-9-]{0,30}$")
 
 
 class Roles(BaseModel):
@@ -134,10 +135,10 @@ def _where(loc: tuple[int | str, ...], data: object) -> str:
 
 
 def _check_ids(deployment: Deployment) -> None:
-    bad_zones = [z for z in deployment.zones or [] if not re.match(_ZONE, z)]
+    bad_zones = [z for z in deployment.zones or [] if not _ZONE_RULE.match(z)]
     if bad_zones:
         raise ValueError(f"deployment {deployment.name!r}: not a zone name: {', '.join(bad_zones)}")
-    bad_channels = [c for c in deployment.channels if not re.match(_CHANNEL, c)]
+    bad_channels = [c for c in deployment.channels if not _CHANNEL_RULE.match(c)]
     if bad_channels:
         raise ValueError(f"deployment {deployment.name!r}: not a channel id: {', '.join(bad_channels)}")
     roles = deployment.roles
@@ -146,7 +147,7 @@ def _check_ids(deployment: Deployment) -> None:
         raise ValueError(
             f"deployment {deployment.name!r}: credentials_file {deployment.credentials_file} is no file"
         )
-    bad_ids = [i for i in ids if not re.match(_PRINCIPAL, i)]
+    bad_ids = [i for i in ids if not _PRINCIPAL_RULE.match(i)]
     if bad_ids:
         raise ValueError(
             f"deployment {deployment.name!r}: not a Slack user or group id: {', '.join(bad_ids)}"

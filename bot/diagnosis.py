@@ -9,7 +9,6 @@ node, a node gone under a listed queued resource, a FAILED one's error).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
 from bot.authorship import rules_only
@@ -22,6 +21,7 @@ from llm.redact import redact
 from ops.alerts import Alert
 from ops.errors import OpsError
 from ops.faults import Deployment, catalogue, key_lines
+from ops.linear import linear
 from ops.tpu_model import QueuedResourceInfo
 
 __all__ = [
@@ -200,4 +200,4 @@ def serving_now(services: Services) -> ServingNow:
     return ServingNow(started_at, restarts, node, max_model_len, tuple(missing))
 
 
-_ENDPOINT_NODE = re.compile(r"\bnode (\S+) of ")  # `ops.endpoint.Endpoint.source` of a discovered endpoint
+_ENDPOINT_NODE = linear(r"\bnode (\S+) of ")  # `ops.endpoint.Endpoint.source` of a discovered endpoint

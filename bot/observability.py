@@ -11,7 +11,10 @@ counters) and are served at `/metrics` by `bot.app.wsgi`:
 
 Logs: `setup_logging()` writes one JSON object per line (`severity`, `message`, `logging.googleapis.com/trace`
 when the request's trace is known) on Cloud Run (`K_SERVICE` is set) or with `LOG_FORMAT=json`, and readable
-lines otherwise. Every message goes through `llm.redact.redact`, so tokens and secrets never reach the log.
+lines otherwise. Every message goes through `llm.redact.redact`, so tokens and secrets never reach the log;
+that happens in a handler filter, before the handler's lock (`RenderFilter`), on a message cut to
+MAX_LOG_MESSAGE_CHARS. A text log line cannot be forged from request data: control characters in a
+message are escaped and traceback lines are indented (`ConsoleFormatter`).
 """
 
 from __future__ import annotations
@@ -234,18 +237,85 @@ def use_trace(trace: str | None) -> Iterator[None]:
 # ---- logging
 
 
+# A log message longer than this is cut (marked) before it is redacted: a request body or a model answer
+# logged whole would otherwise make every log call pay for its size.
+MAX_LOG_MESSAGE_CHARS = 8_000
+_RENDERED = "_tpu_chatops_rendered"
+
+
+def _cut(text: str, limit: int) -> str:
+    """`text`, at most about `limit` characters: cut at the last whitespace before the limit (so no secret
+    is cut into a prefix the redaction no longer recognises) and marked with how much was left out."""
+    if len(text) <= limit:
+        return text
+    head = text[:limit]
+    space = max(head.rfind(" "), head.rfind("\n"))
+    head = head[:space] if space > limit // 2 else head[: limit // 2]
+    return f"{head} … [cut: {len(text) - len(head):,} more characters]"
+
+
+def render_record(record: logging.LogRecord, formatter: logging.Formatter) -> None:
+    """Give `record` its final, redacted message (and traceback text), once: `record.msg` becomes the
+    message (its `args` merged in), cut to MAX_LOG_MESSAGE_CHARS; `record.exc_text` the redacted traceback.
+
+    Redaction costs time linear in the text; done here, by `RenderFilter` before the handler takes its lock,
+    it never makes another thread wait to log.
+    """
+    if getattr(record, _RENDERED, False):
+        return
+    record.msg = redact(_cut(record.getMessage(), MAX_LOG_MESSAGE_CHARS))
+    record.args = None
+    if record.exc_info and not record.exc_text:
+        record.exc_text = formatter.formatException(record.exc_info)
+    if record.exc_text:
+        record.exc_text = redact(_cut(record.exc_text, 4 * MAX_LOG_MESSAGE_CHARS))
+    if record.stack_info:
+        record.stack_info = redact(_cut(record.stack_info, 4 * MAX_LOG_MESSAGE_CHARS))
+    setattr(record, _RENDERED, True)
+
+
+class RenderFilter(logging.Filter):
+    """A handler filter that renders each record (`render_record`): `logging.Handler.handle` runs filters
+    before it takes the handler's lock, so redaction runs outside it."""
+
+    def __init__(self, formatter: logging.Formatter) -> None:
+        super().__init__()
+        self._formatter = formatter
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        render_record(record, self._formatter)
+        return True
+
+
+# Characters that could start a new line, move the cursor or hide text on a terminal: C0 and C1 controls
+# (tab kept), DEL, and Unicode's line and paragraph separators (str.splitlines splits on them).
+_CONTROL_ESCAPES = {
+    code: f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    for code in [*range(0x00, 0x09), *range(0x0A, 0x20), 0x7F, *range(0x80, 0xA0), 0x2028, 0x2029]
+}
+_CONTROL_ESCAPES.update({ord("\n"): "\\n", ord("\r"): "\\r"})
+
+
+def escape_controls(text: str) -> str:
+    """`text` on one line: CR, LF and other control characters written as escapes (`\\n`, `\\x1b`), so
+    a value from a request cannot start a line of its own in the text log."""
+    return text.translate(_CONTROL_ESCAPES)
+
+
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line, in the shape Cloud Logging's agent parses (structured logging)."""
+    """One JSON object per line, in the shape Cloud Logging's agent parses (structured logging). JSON
+    escapes every control character, so a message cannot add a line."""
 
     def format(self, record: logging.LogRecord) -> str:
+        render_record(record, self)
         message = record.getMessage()
-        if record.exc_info:
-            message = f"{message}\n{self.formatException(record.exc_info)}"
+        if record.exc_text:
+            message = f"{message}\n{record.exc_text}"
         elif record.stack_info:
-            message = f"{message}\n{self.formatStack(record.stack_info)}"
+            message = f"{message}\n{record.stack_info}"
         entry: dict[str, Any] = {
             "severity": "CRITICAL" if record.levelno >= logging.CRITICAL else record.levelname,
-            "message": redact(message),
+            "message": message,
             "time": datetime.fromtimestamp(record.created, UTC).isoformat(),
             "logger": record.name,
             "logging.googleapis.com/sourceLocation": {
@@ -261,13 +331,22 @@ class JsonFormatter(logging.Formatter):
 
 
 class ConsoleFormatter(logging.Formatter):
-    """Readable lines, secrets masked."""
+    """Readable lines, secrets masked. A record is one line starting at column 0; its message is kept on
+    that line (control characters escaped), and a traceback follows on lines indented by four spaces, so no
+    text from a request can pass for a record of its own."""
 
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     def format(self, record: logging.LogRecord) -> str:
-        return redact(super().format(record))
+        render_record(record, self)
+        record.message = escape_controls(record.getMessage())
+        record.asctime = self.formatTime(record, self.datefmt)
+        line = self.formatMessage(record)
+        for block in (record.exc_text, record.stack_info):
+            if block:
+                line += "".join(f"\n    {escape_controls(part)}" for part in block.splitlines())
+        return line
 
 
 def json_logs_wanted(environ: Mapping[str, str] | None = None) -> bool:
@@ -291,7 +370,9 @@ def setup_logging(
     """
     use_json = json_logs_wanted() if json_format is None else json_format
     handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
-    handler.setFormatter(JsonFormatter() if use_json else ConsoleFormatter())
+    formatter = JsonFormatter() if use_json else ConsoleFormatter()
+    handler.setFormatter(formatter)
+    handler.addFilter(RenderFilter(formatter))
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)

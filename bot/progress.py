@@ -64,6 +64,13 @@ class Progress:
         logged."""
         self._finished.append(callback)
 
+    def due(self) -> bool:
+        """Whether `update` would write now (no edit within `min_interval_s`, the channel not refusing):
+        a caller can skip building a reply that would be dropped."""
+        if self.refused:
+            return False
+        return self.ts is None or self._clock() - self._last_edit >= self._min_interval_s
+
     def update(self, reply: Reply) -> None:
         """Show `reply` now, or drop it if the last edit was under `min_interval_s` ago."""
         with self._lock:

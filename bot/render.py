@@ -9,11 +9,12 @@ whole text is attached as a file, never sent as an oversized message.
 
 from __future__ import annotations
 
-import re
 import secrets
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+from ops.linear import LinearMatch, linear
 
 SECTION_LIMIT = 3000
 HEADER_LIMIT = 150
@@ -285,9 +286,10 @@ def cancel_button(operation_id: str) -> Block:
 
 _MARK_OPEN, _MARK_CLOSE = "\ue000", "\ue001"
 _NONCE = secrets.token_hex(8)
-_MARK = re.compile(re.escape(_MARK_OPEN + _NONCE) + r"([^\ue000\ue001]*)" + _MARK_CLOSE)
-_ENTITY_AMP = re.compile(r"&(?!(?:amp|lt|gt);)")
-_SLACK_ID = re.compile(r"^[A-Z][A-Z0-9]{2,30}$")
+_MARK = linear(_MARK_OPEN + _NONCE + r"([^\x{E000}\x{E001}]*)" + _MARK_CLOSE)  # the nonce is hex
+_ENTITY_AMP = linear(r"&(amp;|lt;|gt;)?")  # an `&` and, if it starts one, the entity
+_SLACK_ID = linear(r"^[A-Z][A-Z0-9]{2,30}$")
+_HTTP_URL = linear(r"^https?://[^\s|<>]+$")
 
 
 def mention(user_id: str) -> str:
@@ -314,7 +316,7 @@ def channel_link(channel_id: str) -> str:
 
 def link(url: str, label: str) -> str:
     """A live link to an http(s) `url` showing `label` (escaped); other URLs are shown as text."""
-    if not re.match(r"^https?://[^\s|<>]+$", url):
+    if not _HTTP_URL.match(url):
         return escape(f"{label} ({url})")
     return f"{_MARK_OPEN}{_NONCE}{url}|{escape(label).replace('|', '¦')}{_MARK_CLOSE}"
 
@@ -322,7 +324,11 @@ def link(url: str, label: str) -> str:
 def escape(text: str) -> str:
     """`&`, `<`, `>` as Slack's entities; an entity already escaped stays as it is (so escaping twice is
     harmless, and `&lt;!channel&gt;` can never turn live)."""
-    return _ENTITY_AMP.sub("&amp;", text).replace("<", "&lt;").replace(">", "&gt;")
+    return _ENTITY_AMP.sub(_escape_amp, text).replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _escape_amp(match: LinearMatch) -> str:
+    return match.group(0) if match.group(1) else "&amp;"
 
 
 def to_mrkdwn(text: str) -> str:
@@ -342,7 +348,7 @@ def to_plain(text: str) -> str:
     """Text for a plain_text field or a file: the bot's marks as readable text (`@U123`, `#C123`,
     `label (url)`), nothing escaped (Slack does not parse these)."""
 
-    def readable(match: re.Match[str]) -> str:
+    def readable(match: LinearMatch) -> str:
         payload = match.group(1)
         if "|" in payload:
             url, label = payload.split("|", 1)

@@ -8,12 +8,12 @@ https://docs.slack.dev/messaging/formatting-message-text#mentioning-groups).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from bot.render import group_mention
 from ops.alerts import Alert
+from ops.linear import linear
 
 __all__ = ["KINDS", "SEVERITIES", "Router", "parse_routes", "severity_of"]
 
@@ -34,7 +34,7 @@ KINDS = (
     "stuck",
     "recovery",
 )
-_CHANNEL = re.compile(r"^[CG][A-Z0-9]{2,}$")
+_CHANNEL = linear(r"^[CG][A-Z0-9]{2,}$")
 
 # Kinds whose default severity is fixed; the others are computed in `severity_of`.
 _DEFAULT_SEVERITY = {

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +28,7 @@ from llm.hygiene import as_tool_calls, empty_explanation, inspect_message, parse
 from llm.redact import redact
 from llm.tokens import TEMPLATE_OVERHEAD_TOKENS, PromptCounter, estimate_chat_tokens, estimate_text_tokens
 from ops.errors import BadInput, OpsError
+from ops.linear import LinearPattern, linear
 
 log = logging.getLogger(__name__)
 
@@ -70,12 +70,12 @@ FACTS_PROMPT = (
 
 _NAME = r"[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?"
 _ZONE = r"[a-z]+-[a-z]+\d+-[a-z]"
-CHANGE_COMMANDS: tuple[re.Pattern[str], ...] = (
-    re.compile(rf"^/tpu (?:delete|reset) {_NAME}(?: --zone {_ZONE})?(?: --force)?$"),
-    re.compile(rf"^/tpu (?:start|stop) {_NAME}(?: --zone {_ZONE})?$"),
-    re.compile(rf"^/tpu create {_NAME}(?: --zone {_ZONE})?$"),
-    re.compile(rf"^/tpu ensure(?: {_NAME})?$"),
-    re.compile(r"^/vllm (?:start|stop|restart)$"),
+CHANGE_COMMANDS: tuple[LinearPattern, ...] = (
+    linear(rf"^/tpu (?:delete|reset) {_NAME}(?: --zone {_ZONE})?(?: --force)?$"),
+    linear(rf"^/tpu (?:start|stop) {_NAME}(?: --zone {_ZONE})?$"),
+    linear(rf"^/tpu create {_NAME}(?: --zone {_ZONE})?$"),
+    linear(rf"^/tpu ensure(?: {_NAME})?$"),
+    linear(r"^/vllm (?:start|stop|restart)$"),
 )
 """The change commands a suggestion may be (the bot's `/tpu` and `/vllm` verbs that change infrastructure)."""
 

@@ -53,6 +53,11 @@ NO_USAGE_NOTE = (
     "the server sent no usage chunk (stream_options.include_usage unsupported?): token counts, TPOT and "
     "tokens/s are unknown"
 )
+# The most answer text one stream collects (about 25,000 tokens, above any max_tokens the bot asks for);
+# past it the server is ignoring max_tokens, and the stream is closed.
+MAX_ANSWER_CHARS = 100_000
+CUT_MARK = "\n… [cut: the server kept sending past max_tokens]"
+CUT_NOTE = f"the answer was cut at {MAX_ANSWER_CHARS:,} characters (the server ignored max_tokens)"
 
 
 @dataclass(frozen=True)
@@ -87,7 +92,9 @@ class StreamResult:
             template included); None if the server sent no usage chunk.
         total_s: wall time from sending the request to the end of the stream, seconds.
         finish_reason: "stop", "length", "tool_calls", ... or None if the stream ended without one.
-        note: "" normally; says why figures are missing (e.g. no usage chunk).
+        note: "" normally; says why figures are missing (e.g. no usage chunk) or that the answer was cut.
+        cut: the server sent more than MAX_ANSWER_CHARS (it ignored max_tokens): the stream was closed there
+            and `text` ends with CUT_MARK.
     """
 
     text: str
@@ -99,6 +106,7 @@ class StreamResult:
     total_s: float
     finish_reason: str | None
     note: str = ""
+    cut: bool = False
 
 
 @dataclass(frozen=True)
@@ -325,7 +333,9 @@ class GemmaClient:
 
         Sends `stream=True, stream_options={"include_usage": True}` (docs/vllm.md §1.5: vLLM then sends one
         extra chunk with `choices: []` and `usage` after the content). Token counts come from that chunk,
-        never from counting chunks (one chunk can carry several tokens).
+        never from counting chunks (one chunk can carry several tokens). Fragments are collected in a list
+        and joined once. A server that ignores `max_tokens` cannot hold the answer back: at
+        MAX_ANSWER_CHARS the stream is closed and the text ends with CUT_MARK (the note says so).
 
         Args:
             messages: OpenAI chat messages, e.g. [{"role": "user", "content": "hi"}]; every string content is
@@ -354,6 +364,8 @@ class GemmaClient:
         if temperature is not None:
             kwargs["temperature"] = temperature
         parts: list[str] = []
+        collected = 0
+        cut = False
         ttft: float | None = None
         finish: str | None = None
         usage: Any = None
@@ -373,11 +385,16 @@ class GemmaClient:
                             if ttft is None and (content or reasoning):
                                 ttft = time.monotonic() - start
                             if content:
+                                content = content[: MAX_ANSWER_CHARS - collected]
                                 parts.append(content)
+                                collected += len(content)
                                 if on_delta is not None:
                                     on_delta(content)
+                                cut = collected >= MAX_ANSWER_CHARS
                             if choice.finish_reason is not None:
                                 finish = choice.finish_reason
+                        if cut:
+                            break
                 finally:
                     chunks.close()
             except httpx.HTTPError as exc:  # the connection broke mid-stream
@@ -403,8 +420,11 @@ class GemmaClient:
             per_s = completion_tokens / total if total > 0 else None
             if ttft is not None and completion_tokens > 1:
                 tpot = (total - ttft) / (completion_tokens - 1)
+        notes = [CUT_NOTE] if cut else []
+        if usage is None:
+            notes.append(NO_USAGE_NOTE)
         return StreamResult(
-            text="".join(parts),
+            text="".join(parts) + (CUT_MARK if cut else ""),
             ttft_s=ttft,
             tpot_s=tpot,
             output_tokens_per_s=per_s,
@@ -412,7 +432,8 @@ class GemmaClient:
             completion_tokens=completion_tokens,
             total_s=total,
             finish_reason=finish,
-            note="" if usage is not None else NO_USAGE_NOTE,
+            note="; ".join(notes),
+            cut=cut,
         )
 
 

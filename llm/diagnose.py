@@ -10,18 +10,18 @@ sim/cases/README.md and tests/fixtures/cases/README.md, and scored by bench/diag
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from ops.faults import SEVERITIES, Catalogue, Deployment, Family, Match, catalogue, figures, fill, key_lines
+from ops.linear import linear
 
 __all__ = ["SEVERITIES", "UNKNOWN_LEAD", "Diagnosis", "Finding", "diagnose", "examine"]
 
 UNKNOWN_LEAD = "not a known failure; the key lines are:"
 """What an unmatched failure says before its key lines."""
 
-_ENGINE_CORE = re.compile(r"\(EngineCore[^)]*\)")
-_EXCEPTION = re.compile(r"\b[A-Z]\w*(?:Error|Exception)\b:")
+_ENGINE_CORE = linear(r"\(EngineCore[^)]*\)")
+_EXCEPTION = linear(r"\b[A-Z]\w*(?:Error|Exception)\b:")
 _EVIDENCE_MAX = 400
 
 

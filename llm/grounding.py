@@ -12,10 +12,11 @@ The user sees the same facts beside the answer, so what they need is there whate
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+
+from ops.linear import linear
 
 __all__ = ["Fact", "contradictions", "estimate_tokens", "facts_block", "missing_facts"]
 
@@ -132,7 +133,19 @@ _STATE_WORDS: dict[str, str] = {
 }
 # States that say the same thing about a queued resource as another (node READY under an ACTIVE one).
 _SAME = {"READY": "ACTIVE", "STARTING": "CREATING", "RESTARTING": "CREATING"}
-_SENTENCE = re.compile(r"(?<=[.!?\n])\s+")
+_SENTENCE_END = linear(r"[.!?\n]\s+")
+_STATE_WORD = linear(r"\b[A-Z][A-Z_]{3,}\b")
+
+
+def _sentences(text: str) -> list[str]:
+    """`text` cut after each `.`, `!`, `?` or line break that whitespace follows (the whitespace dropped)."""
+    pieces: list[str] = []
+    start = 0
+    for match in _SENTENCE_END.finditer(text):
+        pieces.append(text[start : match.start() + 1])
+        start = match.end()
+    pieces.append(text[start:])
+    return pieces
 
 
 def _canonical(state: str) -> str:
@@ -157,7 +170,7 @@ def contradictions(answer: str, states: Mapping[str, str]) -> list[str]:
     """
     found: list[str] = []
     names = {name.lower(): name for name in states}
-    for sentence in _SENTENCE.split(answer):
+    for sentence in _sentences(answer):
         lowered = sentence.lower()
         words = {w.lower() for w in _words(sentence)}
         if words & {"not", "no", "never", "isn't", "wasn't", "n't"} or "n't" in lowered:
@@ -166,7 +179,7 @@ def contradictions(answer: str, states: Mapping[str, str]) -> list[str]:
         if not mentioned and len(states) == 1:
             mentioned = list(states)
         asserted = {_STATE_WORDS[w] for w in words if w in _STATE_WORDS}
-        asserted |= {_canonical(w) for w in re.findall(r"\b[A-Z][A-Z_]{3,}\b", sentence) if w in _ALL_STATES}
+        asserted |= {_canonical(w) for w in _STATE_WORD.findall(sentence) if w in _ALL_STATES}
         for name in mentioned:
             actual = _canonical(states[name])
             wrong = sorted(s for s in asserted if s != actual)

@@ -12,9 +12,10 @@ section (https://ai.google.dev/gemma/docs/core/prompt-formatting-gemma4) and vLL
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Any
+
+from ops.linear import linear
 
 __all__ = [
     "MarkupCall",
@@ -25,14 +26,10 @@ __all__ = [
     "parser_missing_note",
 ]
 
-_CALL = re.compile(
-    r"<\|tool_call>\s*call:(?P<name>[\w.-]+)\s*(?P<args>\{.*?)?\s*(?:<tool_call\|>|$)", re.DOTALL
-)
-_ANY_MARKUP = re.compile(
-    r"<\|tool_call>.*?(?:<tool_call\|>|$)|<\|tool_response>.*?(?:<tool_response\|>|$)", re.S
-)
+_CALL = linear(r"(?s)<\|tool_call>\s*call:(?P<name>[\w.-]+)\s*(?P<args>\{.*?)?\s*(?:<tool_call\|>|$)")
+_ANY_MARKUP = linear(r"(?s)<\|tool_call>.*?(?:<tool_call\|>|$)|<\|tool_response>.*?(?:<tool_response\|>|$)")
 _STRING_DELIMITER = '<|"|>'
-_BARE_KEY = re.compile(r"([{,]\s*)([A-Za-z_][\w-]*)\s*:")
+_BARE_KEY = linear(r"([{,]\s*)([A-Za-z_][\w-]*)\s*:")
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import re
 import time
 from collections import deque
 from collections.abc import Iterable, Sequence
@@ -48,6 +47,7 @@ from llm.tokens import PromptCounter
 from ops.cloudlogs import SEVERITIES, LogEntry, severity_rank
 from ops.errors import BackendUnavailable, BadInput, OpsError
 from ops.faults import Deployment, is_exception_line, is_traceback_line
+from ops.linear import linear
 
 __all__ = [
     "CHARS_PER_TOKEN",
@@ -622,9 +622,8 @@ class Analysis:
         return self.templates[:n]
 
 
-_CONTEXT_ERROR = re.compile(
-    r"maximum context length|context length|context window|too large|too long|exceeds? (?:the )?context",
-    re.IGNORECASE,
+_CONTEXT_ERROR = linear(
+    r"(?i)maximum context length|context length|context window|too large|too long|exceeds? (?:the )?context"
 )
 
 

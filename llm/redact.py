@@ -8,9 +8,10 @@ was. Two sources of rules, applied in this order:
 
     private_key           `"private_key": "..."` in service-account JSON, and PEM `-----BEGIN ... PRIVATE
                           KEY-----` blocks (up to the END line, or to the end of the base64 run when cut off)
-    url_password          the password of `scheme://user:password@host` and `scheme://:password@host`
+    url_password          the password of `scheme://user:password@host` and `scheme://:password@host`, up
+                          to the last `@` before the host (a raw `@` in a password, as urlsplit reads it)
     bearer_token          `Authorization: Bearer <token>` (and any `Bearer <token>` of 8+ characters)
-    basic_auth            `Authorization: Basic <base64>`
+    basic_auth            `Authorization: Basic <base64>` (also `'Authorization': 'Basic ...'`, a dict repr)
     slack_token           xoxb-, xoxp-, xoxa-, xoxr-, xoxs-, xoxc-, xoxe- (refresh), `xoxe.xoxp-` (rotating)
                           and xapp- tokens
     slack_signing_secret  `SLACK_SIGNING_SECRET=...` / `signing_secret: ...` (the secret itself is 32
@@ -34,7 +35,11 @@ was. Two sources of rules, applied in this order:
                           api-key),
                           access_key / secret_key / private_key, password (passwd, pwd, passphrase) or secret.
                           Quoted values are masked whole (multi-word passwords); an unquoted password after
-                          `:` runs to the end of the line.
+                          `:` runs to the end of the line. Dict and JSON reprs as well (`'api_key': 'sk-...'`,
+                          `"hf_token": "..."`), and a list value whole (`'api_key': ['sk-...']`, as vLLM
+                          logs its `non-default args`).
+    authorization         the value of an `Authorization` header or key (`'Authorization': 'sk-...'`), unless
+                          it is a scheme and a token already masked (`Bearer [REDACTED:bearer_token]`).
     token                 prose such as "with token Zx81...", when the word has the entropy of a secret
                           (detect-secrets' Shannon entropy of at least 3.5 bits per character, letters of
                           both cases and digits).
@@ -42,7 +47,13 @@ was. Two sources of rules, applied in this order:
 What is never masked (the look-alikes): shell substitutions (`HF_TOKEN="$(gcloud secrets versions access
 ...)"`, `$HF_TOKEN`, `${TOKEN}`), names of secrets (`--secret=hf-token`, `HF_TOKEN_SECRET=hf-token`),
 resource paths (`projects/p/secrets/hf-token/versions/3`), hashes, commit ids, model ids, request ids,
-counters such as `max_tokens=512`. Values already masked are not masked again.
+counters such as `max_tokens=512`, unset values (`'api_key': None`, `[]`). Values already masked are not
+masked again.
+
+Every rule runs in time linear in the text: the patterns are RE2 (`ops.linear`; detect-secrets' patterns
+are compiled with RE2 after their look-arounds are replaced by a check of the neighbouring character), and
+the value scans below visit each character a bounded number of times. So a hostile text (60,000 spaces after
+`password: x`) costs what any text of its length costs.
 """
 
 from __future__ import annotations
@@ -72,105 +83,92 @@ from detect_secrets.plugins.stripe import StripeDetector
 from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
 from detect_secrets.plugins.twilio import TwilioKeyDetector
 
+from ops.linear import LinearMatch, LinearPattern, linear
+
 __all__ = ["KINDS", "redact"]
+
+_MASKED = "[REDACTED"
 
 
 def _mask(kind: str) -> str:
     return f"[REDACTED:{kind}]"
 
 
-_NOT_MASKED = r"(?!\[REDACTED)"
+_Replace = Callable[[LinearMatch], str]
 
-_Rule = tuple[re.Pattern[str], Callable[[re.Match[str]], str]]
 
-_OWN_RULES: list[tuple[str, _Rule]] = [
+def _unless_masked(group: int, replace: _Replace) -> _Replace:
+    """`replace`, except where the value in `group` is a mask already (so redacting twice changes nothing)
+    or a shell expansion (`$DB_PASSWORD`, `${PASS}`)."""
+
+    def guarded(match: LinearMatch) -> str:
+        value = match.group(group)
+        return match.group(0) if value is not None and value.startswith((_MASKED, "$")) else replace(match)
+
+    return guarded
+
+
+def _hf_token(match: LinearMatch) -> str:
+    # Mixed case or digits: `hf_` + a long lower-case identifier is a Python name, not a token.
+    body = match.group(0)[3:]
+    mixed = any(c.isupper() for c in body) and any(c.islower() for c in body)
+    return _mask("hf_token") if mixed or any(c.isdigit() for c in body) else match.group(0)
+
+
+_OWN_RULES: list[tuple[str, LinearPattern, _Replace]] = [
     # Service-account JSON: the whole string value (it holds a PEM block with literal \n escapes).
     (
         "private_key",
-        (
-            re.compile(r'("private_key"\s*:\s*")(?:[^"\\]|\\.)*(")'),
-            lambda m: f"{m.group(1)}{_mask('private_key')}{m.group(2)}",
-        ),
+        linear(r'("private_key"\s*:\s*")(?:[^"\\]|\\.)*(")'),
+        lambda m: f"{m.group(1)}{_mask('private_key')}{m.group(2)}",
     ),
     (
         "private_key",
-        (
-            re.compile(
-                r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
-                r"(?:.*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|(?:[A-Za-z0-9+/=\s]|\\n)*)",
-                re.DOTALL,
-            ),
-            lambda m: _mask("private_key"),
+        linear(
+            r"(?s)-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
+            r"(?:.*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|(?:[A-Za-z0-9+/=\s]|\\n)*)"
         ),
+        lambda m: _mask("private_key"),
     ),
     (
+        # The password runs to the last `@` before the host, as urlsplit reads `postgresql://u:p@ss@host/db`.
         "url_password",
-        (
-            re.compile(
-                r"\b([a-zA-Z][a-zA-Z0-9+.-]{0,30}://[^\s:/@]{0,256}:)" + _NOT_MASKED + r"([^\s@/]{1,256})(@)"
-            ),
-            lambda m: f"{m.group(1)}{_mask('url_password')}{m.group(3)}",
-        ),
+        linear(r"\b([a-zA-Z][a-zA-Z0-9+.-]{0,30}://[^\s:/@\"'<>]*:)([^\s/\"'<>]+)@"),
+        _unless_masked(2, lambda m: f"{m.group(1)}{_mask('url_password')}@"),
     ),
     (
         "bearer_token",
-        (
-            re.compile(r"(?i)(\bbearer\s+)" + _NOT_MASKED + r"([A-Za-z0-9._~+/-]{8,}=*)"),
-            lambda m: f"{m.group(1)}{_mask('bearer_token')}",
-        ),
+        linear(r"(?i)(\bbearer\s+)([A-Za-z0-9._~+/-]{8,}=*)"),
+        lambda m: f"{m.group(1)}{_mask('bearer_token')}",
     ),
     (
         "basic_auth",
-        (
-            re.compile(
-                r"(?i)(\bauthorization\s*[:=]\s*[\"']?basic\s+)" + _NOT_MASKED + r"([A-Za-z0-9+/]{4,}=*)"
-            ),
-            lambda m: f"{m.group(1)}{_mask('basic_auth')}",
-        ),
+        linear(r"(?i)(\bauthorization\\?[\"']?\s*[:=]\s*\\?[\"']?basic\s+)([A-Za-z0-9+/]{4,}=*)"),
+        lambda m: f"{m.group(1)}{_mask('basic_auth')}",
     ),
     (
         "slack_token",
-        (
-            re.compile(r"\b(?:xoxe\.)?(?:xox[abceprs]-[A-Za-z0-9-]{8,}|xapp-\d-[A-Za-z0-9-]{8,})"),
-            lambda m: _mask("slack_token"),
-        ),
+        linear(r"\b(?:xoxe\.)?(?:xox[abceprs]-[A-Za-z0-9-]{8,}|xapp-\d-[A-Za-z0-9-]{8,})"),
+        lambda m: _mask("slack_token"),
     ),
     (
         "slack_signing_secret",
-        (
-            re.compile(
-                r"(?i)\b((?:SLACK_)?SIGNING_SECRET\\?[\"']?\s*[=:]\s*\\?[\"']?)"
-                + _NOT_MASKED
-                + r"([^\s\"'\\,;&]+)"
-            ),
-            lambda m: f"{m.group(1)}{_mask('slack_signing_secret')}",
-        ),
+        linear(r"(?i)\b((?:SLACK_)?SIGNING_SECRET\\?[\"']?\s*[=:]\s*\\?[\"']?)([^\s\"'\\,;&]+)"),
+        _unless_masked(2, lambda m: f"{m.group(1)}{_mask('slack_signing_secret')}"),
     ),
     (
         "google_access_token",
-        (
-            re.compile(r"\b(?:ya29\.[A-Za-z0-9_.-]{20,}|1//0[A-Za-z0-9_-]{20,})"),
-            lambda m: _mask("google_access_token"),
-        ),
+        linear(r"\b(?:ya29\.[A-Za-z0-9_.-]{20,}|1//0[A-Za-z0-9_-]{20,})"),
+        lambda m: _mask("google_access_token"),
     ),
     (
+        # Exactly 35 characters after AIza: the character after the key (group 2) is kept.
         "google_api_key",
-        (re.compile(r"\bAIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])"), lambda m: _mask("google_api_key")),
+        linear(r"\bAIza[0-9A-Za-z_-]{35}(\z|[^0-9A-Za-z_-])"),
+        lambda m: _mask("google_api_key") + m.group(1),
     ),
-    (
-        "google_client_secret",
-        (re.compile(r"\bGOCSPX-[A-Za-z0-9_-]{20,}"), lambda m: _mask("google_client_secret")),
-    ),
-    (
-        "hf_token",
-        (
-            # Mixed case or digits: `hf_` + a long lower-case identifier is a Python name, not a token.
-            re.compile(
-                r"\bhf_(?=[A-Za-z0-9]*(?:[A-Z][A-Za-z0-9]*[a-z0-9]|[0-9]|[a-z][A-Za-z0-9]*[A-Z]))[A-Za-z0-9]{20,}\b"
-            ),
-            lambda m: _mask("hf_token"),
-        ),
-    ),
+    ("google_client_secret", linear(r"\bGOCSPX-[A-Za-z0-9_-]{20,}"), lambda m: _mask("google_client_secret")),
+    ("hf_token", linear(r"\bhf_[A-Za-z0-9]{20,}\b"), _hf_token),
 ]
 
 # detect-secrets detectors used for their known formats, with our kind name. A detector whose pattern
@@ -197,52 +195,78 @@ _LIBRARY: list[tuple[type[RegexBasedDetector], str, bool]] = [
     (TwilioKeyDetector, "twilio_key", False),
 ]
 
+_LIBRARY_WORD_START = "(?:(?<=\\W)|(?<=^))"  # how some detect-secrets patterns begin
+# Look-aheads some patterns end their token with; without them the match is extended over the whole token
+# (`_TOKEN_CHARS` below), which masks the same secrets and a little more of a longer look-alike.
+_LIBRARY_LOOKAHEADS = ("(?!\\w)", "(?![a-f0-9])")
+_INLINE_FLAGS = ((re.IGNORECASE, "i"), (re.DOTALL, "s"), (re.MULTILINE, "m"))
+# RE2 repeats at most 1000 times (`{50,1024}` is refused): such a bound becomes open, the token tail is
+# taken whole anyway.
+_LONG_REPEAT = linear(r"\{(\d+),\d{4,}\}")
 
-def _at_word_start(pattern: re.Pattern[str]) -> re.Pattern[str]:
-    """The pattern, matching only where a word starts: a token never starts inside another word, and a
-    long run of look-alike characters (`eyJeyJ...`) is then scanned once instead of once per position."""
-    if pattern.pattern.startswith(("(?:(?<=", "\\/", "(?:\\s")):
-        return pattern
-    return re.compile(r"(?<![A-Za-z0-9])(?:" + pattern.pattern + ")", pattern.flags)
+
+def _library_pattern(pattern: re.Pattern[str]) -> LinearPattern:
+    """A detect-secrets pattern in RE2, matching only where a word starts (a token never starts inside
+    another word): the character before the token (or the start of the text) is matched, the token is
+    group 1 and the detector's own groups follow.
+
+    Raises:
+        ValueError: the pattern uses what RE2 lacks (a new look-around in a new detect-secrets release).
+    """
+    source = pattern.pattern
+    if source.startswith(_LIBRARY_WORD_START):
+        before, source = r"(?:\A|[^A-Za-z0-9_])", source[len(_LIBRARY_WORD_START) :]
+    elif source.startswith("\\/"):  # npm's `//registry/:_authToken=`, anywhere on a line
+        before = ""
+    else:
+        before = r"(?:\A|[^A-Za-z0-9])"
+    for lookahead in _LIBRARY_LOOKAHEADS:
+        source = source.replace(lookahead, "")
+    source = _LONG_REPEAT.sub(lambda m: "{" + m.group(1) + ",}", source)
+    if pattern.flags & re.VERBOSE and any(c.isspace() or c == "#" for c in source):
+        raise ValueError(f"a verbose pattern with spaces or comments: {source!r}")
+    flags = "".join(letter for flag, letter in _INLINE_FLAGS if pattern.flags & flag)
+    return linear((f"(?{flags})" if flags else "") + f"{before}({source})")
 
 
-_LIBRARY_PATTERNS: list[tuple[re.Pattern[str], str, bool]] = [
-    (_at_word_start(pattern), kind, group_is_secret)
+_LIBRARY_PATTERNS: list[tuple[LinearPattern, str, bool]] = [
+    (_library_pattern(pattern), kind, group_is_secret)
     for detector, kind, group_is_secret in _LIBRARY
     # `denylist` is a class attribute of each detector (a property on the base class).
     for pattern in detector.denylist  # type: ignore[attr-defined]
 ]
 
-_TOKEN_TAIL = re.compile(r"[A-Za-z0-9_-]*")
-_JWT_TAIL = re.compile(r"[A-Za-z0-9_.+/=-]*")
+_TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+_JWT_CHARS = _TOKEN_CHARS | frozenset(".+/=")
 
 _NAME_WORDS = (
     r"token|api[_-]?key|apikey|access[_-]?key|secret[_-]?key|private[_-]?key"
-    r"|password|passwd|passphrase|pwd|secret"
+    r"|password|passwd|passphrase|pwd|secret|authorization"
 )
-# NAME=value, NAME: value, "NAME": "value", \"NAME\": \"value\" (JSON inside a JSON string).
-_GENERIC = re.compile(
-    r"(?i)(?<![A-Za-z0-9_${])([A-Za-z0-9_.-]{0,64}?(" + _NAME_WORDS + r"))"
-    r"(\\?[\"']?\s*[=:]\s*)(\\?[\"'`]?)(?!\s)" + _NOT_MASKED
+# NAME=value, NAME: value, "NAME": "value", 'NAME': 'value', \"NAME\": \"value\" (JSON inside a JSON string),
+# where NAME does not continue a word (the character before it, or the start, is matched too).
+_GENERIC = linear(
+    r"(?i)(?:\A|[^A-Za-z0-9_${])([A-Za-z0-9_.-]{0,64}?(" + _NAME_WORDS + r"))"
+    r"(\\?[\"']?\s*[=:]\s*)(\\?[\"'`]?)"
 )
 # --password VALUE, --api-key VALUE (a flag and a separate word).
-_FLAG = re.compile(
-    r"(?i)(?<![A-Za-z0-9-])(--[a-z0-9-]*(?:token|api-key|apikey|password|passwd|secret))(\s+)" + _NOT_MASKED
-)
+_FLAG = linear(r"(?i)(?:\A|[^A-Za-z0-9-])(--[a-z0-9-]*(?:token|api-key|apikey|password|passwd|secret))(\s+)")
 # "with token Zx81...": a word after token/key/secret/password that looks random.
-_PROSE = re.compile(r"(?i)\b(token|key|secret|password)(\s+(?:is\s+|of\s+)?)([A-Za-z0-9_+/=.-]{16,})")
+_PROSE = linear(r"(?i)\b(token|key|secret|password)(\s+(?:is\s+|of\s+)?)([A-Za-z0-9_+/=.-]{16,})")
 _ENTROPY = Base64HighEntropyString()
-# Where a multi-word value ends early: the next `name=` or `name:` on the same line.
-_NEXT_ASSIGNMENT = re.compile(r"[ \t]+[A-Za-z_][\w.-]*[=:]")
 
 # Names whose value names a secret (Secret Manager id, gcloud's --secret flag) instead of holding one.
-_SECRET_NAME_NAMES = re.compile(r"(?i)^(?:--)?(?:[a-z0-9_-]*token[_-]secret|secret|secret[_-](?:name|id))$")
+_SECRET_NAME_NAMES = linear(r"(?i)^(?:--)?(?:[a-z0-9_-]*token[_-]secret|secret|secret[_-](?:name|id))$")
+# Values that say a secret is not set.
+_UNSET = frozenset({"none", "null", "nil", "true", "false", "[]", "{}"})
+# How much of a value the look-alike checks read (a look-alike is recognised by how it starts).
+_HEAD = 256
 
 KINDS = tuple(
     dict.fromkeys(
-        [kind for kind, _ in _OWN_RULES]
+        [kind for kind, _, _ in _OWN_RULES]
         + [kind for _, kind, _ in _LIBRARY]
-        + ["token", "api_key", "password", "secret"]
+        + ["token", "api_key", "password", "secret", "authorization"]
     )
 )
 
@@ -255,81 +279,152 @@ def _generic_kind(word: str) -> str:
         return "api_key"
     if word.endswith(("password", "passwd", "pwd", "passphrase")):
         return "password"
+    if word.endswith("authorization"):
+        return "authorization"
     return "secret"
 
 
-def _is_look_alike(name: str, value: str) -> bool:
-    """Whether an assigned value is not a secret: a shell expansion, a secret's name, a resource path."""
-    bare = value.strip("\"'`\\")
+def _is_look_alike(name: str, head: str) -> bool:
+    """Whether an assigned value (`head`: how it starts, quote included) is not a secret: a shell expansion,
+    a secret's name, a resource path, an unset value."""
+    bare = head.strip("\"'`\\")
     return (
         not bare
-        or bare.startswith(("$", "[REDACTED", "<", "%"))
+        or bare.startswith(("$", _MASKED, "<", "%"))
         or bare.startswith("projects/")
         or "/secrets/" in bare
+        or bare.lower() in _UNSET
         or bool(_SECRET_NAME_NAMES.match(name))
     )
 
 
-def _value_end(text: str, start: int, quote: str, multiword: bool) -> int:
-    """Where the value that starts at `start` ends: at the closing quote when quoted, else at whitespace or
-    a separator (at the end of the line for a multi-word password)."""
-    if quote:
-        closing = quote[-1]
-        escaped = quote.startswith("\\")
-        i = start
-        while i < len(text):
-            if escaped and text.startswith("\\" + closing, i):
-                return i
-            if not escaped and text[i] == "\\":
-                i += 2
-                continue
-            if not escaped and text[i] == closing:
-                return i
-            if text[i] == "\n":
-                return i
-            i += 1
-        return len(text)
-    stops = "\n\r,;&`" if multiword else " \t\n\r\"'&,;`\\"
+def _quoted_end(text: str, start: int, quote: str) -> int:
+    """Where a quoted value that starts at `start` ends: at its closing quote, else at the end of the line."""
+    closing = quote[-1]
+    escaped = quote.startswith("\\")
     i = start
-    while i < len(text) and text[i] not in stops:
-        if multiword and text[i] in " \t" and _NEXT_ASSIGNMENT.match(text, i):
-            break
+    while i < len(text):
+        if escaped and text.startswith("\\" + closing, i):
+            return i
+        if not escaped and text[i] == "\\":
+            i += 2
+            continue
+        if not escaped and text[i] == closing:
+            return i
+        if text[i] == "\n":
+            return i
         i += 1
-    if multiword:
-        while i > start and text[i - 1] in " \t":
-            i -= 1
-    return i
+    return len(text)
+
+
+def _assignment_at(text: str, i: int) -> bool:
+    """Whether `name=` or `name:` starts at `i` (where a multi-word value ends early)."""
+    n = len(text)
+    if i >= n or not (text[i].isascii() and (text[i].isalpha() or text[i] == "_")):
+        return False
+    j = i + 1
+    while j < n and (text[j].isalnum() or text[j] in "_.-"):
+        j += 1
+    return j < n and text[j] in "=:"
+
+
+_WORD_STOPS = frozenset(" \t\n\r\"'&,;`\\")
+_LINE_STOPS = frozenset("\n\r,;&`")
+
+
+class _Values:
+    """Where the unquoted values of one text end, each character visited a bounded number of times.
+
+    A value ends at whitespace or a separator; a multi-word value (a password after `:`) at the end of its
+    line, a separator or the next `name=` / `name:`; a list value (`['sk-...']`) at its `]`. A value that
+    starts inside the last one of its shape (a look-alike, not masked, holding another `name=`) ends where
+    that one ends, so it is not scanned again.
+    """
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._last: dict[str, tuple[int, int, int]] = {}  # shape -> (start, end scanned, end trimmed)
+
+    def end(self, start: int, shape: str) -> int:
+        """The end of the value at `start`; `shape` is "word", "line" or "list"."""
+        last = self._last.get(shape)
+        if last is None or not last[0] <= start <= last[1]:
+            scanned = self._scan(start, shape)
+            trimmed = scanned
+            while shape == "line" and trimmed > start and self._text[trimmed - 1] in " \t":
+                trimmed -= 1
+            last = self._last[shape] = (start, scanned, trimmed)
+        return max(start, last[2])
+
+    def _scan(self, start: int, shape: str) -> int:
+        text, n = self._text, len(self._text)
+        i = start
+        if shape == "list":
+            while i < n and text[i] not in "]\n":
+                i += 1
+            return i + 1 if i < n and text[i] == "]" else i
+        stops = _LINE_STOPS if shape == "line" else _WORD_STOPS
+        while i < n and text[i] not in stops:
+            if shape == "line" and text[i] in " \t":
+                run_end = i + 1
+                while run_end < n and text[run_end] in " \t":
+                    run_end += 1
+                if _assignment_at(text, run_end):
+                    break
+                i = run_end
+                continue
+            i += 1
+        return i
+
+
+def _scheme_and_mask(head: str) -> bool:
+    """Whether an Authorization value is a scheme and a masked token (`Bearer [REDACTED:bearer_token]`)."""
+    scheme, _, rest = head.partition(" ")
+    return scheme.isalpha() and rest.lstrip().startswith(_MASKED)
 
 
 def _mask_assignments(text: str) -> str:
     for pattern in (_GENERIC, _FLAG):
+        values = _Values(text)
         out: list[str] = []
         pos = 0
         for match in pattern.finditer(text):
-            if match.start() < pos:
+            if match.start(1) < pos:
                 continue
             name = match.group(1)
+            start = match.end()
             if pattern is _GENERIC:
+                kind = _generic_kind(match.group(2))
                 quote = match.group(4)
-                multiword = bool(quote) or (
-                    ":" in match.group(3) and _generic_kind(match.group(2)) == "password"
-                )
+                if quote and start < len(text) and text[start].isspace():  # `password: " x"`: not quoted
+                    quote, start = "", match.start(4)
+                colon = ":" in match.group(3)
             else:
-                quote = text[match.end()] if match.end() < len(text) and text[match.end()] in "\"'" else ""
-                multiword = bool(quote)
-            start = match.end() + (len(quote) if pattern is _FLAG else 0)
-            end = _value_end(text, start, quote, multiword and not quote)
-            value = text[start:end]
-            kind = _generic_kind(match.group(2) if pattern is _GENERIC else name)
+                kind = _generic_kind(name)
+                quote = text[start] if start < len(text) and text[start] in "\"'" else ""
+                start += len(quote)
+                colon = False
+            if quote:
+                end = _quoted_end(text, start, quote)
+            elif text.startswith("[", start) and not text.startswith(_MASKED, start):
+                end = values.end(start, "list")
+            elif colon and kind in ("password", "authorization"):
+                end = values.end(start, "line")
+            else:
+                end = values.end(start, "word")
+            head = text[start : min(end, start + _HEAD)]
             if (
-                not value
-                or _is_look_alike(name, quote + value)
-                or (pattern is _FLAG and value.startswith("-"))
+                start == end
+                or _is_look_alike(name, quote + head)
+                or (pattern is _FLAG and head.startswith("-"))
+                or (head.startswith("[") and _is_look_alike(name, head[1:].rstrip("]").strip(" ,")))
+                or (kind == "authorization" and _scheme_and_mask(head))
             ):
                 continue
-            prose = pattern is _GENERIC and not quote and ":" in match.group(3) and kind != "password"
-            if prose and re.fullmatch(r"[a-z]+", value):  # "token: check the secret", not a credential
-                continue
+            prose = not quote and colon and kind != "password"
+            first_word = head.split(" ", 1)[0] if kind == "authorization" else head
+            if prose and first_word.isascii() and first_word.isalpha() and first_word.islower():
+                continue  # "token: check the secret", not a credential
             out.append(text[pos:start])
             out.append(_mask(kind))
             pos = end
@@ -341,21 +436,23 @@ def _mask_assignments(text: str) -> str:
 def _mask_library(text: str) -> str:
     spans: list[tuple[int, int, str]] = []
     for pattern, kind, group_is_secret in _LIBRARY_PATTERNS:
-        if kind == "npm_token" and "_authToken" not in text:  # its `.+` is quadratic on long lines
-            continue
+        chars = _JWT_CHARS if kind == "jwt" else _TOKEN_CHARS
+        tail_from, tail_to = -1, -1  # the last run of token characters scanned (matches come in order)
         for match in pattern.finditer(text):
-            group = 1 if group_is_secret and match.lastindex else 0
+            group = 2 if group_is_secret and pattern.groups >= 2 and match.start(2) >= 0 else 1
             end = match.end(group)
-            if group == 0:  # some patterns end lazily (JWT): the token runs to the end of its characters
-                tail = _JWT_TAIL if kind == "jwt" else _TOKEN_TAIL
-                end = tail.match(text, end).end()  # type: ignore[union-attr]
-            spans.append((match.start(group), end, kind))
+            # Some patterns end lazily (JWT) or at a fixed length: the token runs to the end of its run.
+            if not tail_from <= end <= tail_to:
+                tail_from = tail_to = end
+                while tail_to < len(text) and text[tail_to] in chars:
+                    tail_to += 1
+            spans.append((match.start(group), tail_to, kind))
     if not spans:
         return text
     out: list[str] = []
     pos = 0
     for start, end, kind in sorted(spans):
-        if start < pos or text.startswith("[REDACTED", start):
+        if start < pos or text.startswith(_MASKED, start):
             continue
         out.append(text[pos:start])
         out.append(_mask(kind))
@@ -364,7 +461,7 @@ def _mask_library(text: str) -> str:
     return "".join(out)
 
 
-def _mask_prose(match: re.Match[str]) -> str:
+def _mask_prose(match: LinearMatch) -> str:
     word = match.group(3)
     random_looking = (
         any(c.isupper() for c in word)
@@ -373,7 +470,7 @@ def _mask_prose(match: re.Match[str]) -> str:
         and _ENTROPY.calculate_shannon_entropy(word) >= 3.5
         and "/" not in word.strip("/")
     )
-    if not random_looking or word.startswith("[REDACTED"):
+    if not random_looking or word.startswith(_MASKED):
         return match.group(0)
     return f"{match.group(1)}{match.group(2)}{_mask('token')}"
 
@@ -386,10 +483,11 @@ def redact(text: str) -> str:
 
     Returns:
         The text with each secret replaced by `[REDACTED:<kind>]`; the very same string when it holds none.
+        Time linear in the length of `text`.
     """
     if not text:
         return text
-    for _, (pattern, replace) in _OWN_RULES:
+    for _, pattern, replace in _OWN_RULES:
         text = pattern.sub(replace, text)
     text = _mask_library(text)
     text = _mask_assignments(text)

@@ -14,12 +14,12 @@ from __future__ import annotations
 import csv
 import io
 import math
-import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from ops.errors import BadInput, OpsError
+from ops.linear import linear
 
 __all__ = [
     "METRICS",
@@ -32,12 +32,10 @@ __all__ = [
     "sweep_csv",
 ]
 
-_HEADER = re.compile(r"=+\s*Serving Benchmark Result\s*=+")
-_END = re.compile(r"(?:^|\s)={40,}\s*$")
-_LINE = re.compile(r"(?P<label>[A-Za-z][A-Za-z0-9 ()/._-]*?):\s+(?P<value>-?(?:\d+(?:\.\d+)?|inf|nan))\s*$")
-_LATENCY = re.compile(
-    r"^(?P<stat>mean|median|std|p(?P<p>\d+(?:\.\d+)?)) (?P<metric>ttft|tpot|itl|e2el) \(ms\)$"
-)
+_HEADER = linear(r"=+\s*Serving Benchmark Result\s*=+")
+_END = linear(r"(?:^|\s)={40,}\s*$")
+_LINE = linear(r"(?P<label>[A-Za-z][A-Za-z0-9 ()/._-]*?):\s+(?P<value>-?(?:\d+(?:\.\d+)?|inf|nan))\s*$")
+_LATENCY = linear(r"^(?P<stat>mean|median|std|p(?P<p>\d+(?:\.\d+)?)) (?P<metric>ttft|tpot|itl|e2el) \(ms\)$")
 
 # normalized label -> (field, type)
 _LABELS: dict[str, tuple[str, type]] = {

@@ -15,7 +15,6 @@ body; it is never interpolated into a shell command or anything else.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -26,6 +25,7 @@ from google.auth.credentials import Credentials
 from ops import google
 from ops.errors import BadInput, OpsError
 from ops.google import map_error
+from ops.linear import linear
 
 __all__ = [
     "MAX_FILTER_CHARS",
@@ -46,8 +46,8 @@ SEVERITIES = ("DEFAULT", "DEBUG", "INFO", "NOTICE", "WARNING", "ERROR", "CRITICA
 """Cloud Logging's LogSeverity names, least severe first (numeric values 0, 100, ..., 800)."""
 
 _SEVERITY_RANK = {name: i for i, name in enumerate(SEVERITIES)}
-_NODE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
-_ZONE = re.compile(r"^[a-z]+-[a-z]+\d+-[a-z]$")
+_NODE = linear(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+_ZONE = linear(r"^[a-z]+-[a-z]+\d+-[a-z]$")
 _MESSAGE_MAX = 20_000  # characters of one entry's message kept (a whole traceback fits)
 
 
@@ -98,7 +98,7 @@ def _timestamp_literal(value: datetime) -> str:
 
 # A double-quoted string of the Logging query language, backslash escapes honoured; the closing quote may
 # be missing at the end of the text (https://cloud.google.com/logging/docs/view/logging-query-language).
-_QUOTED = re.compile(r'"(?:[^"\\]|\\.|\\\Z)*("?)', re.DOTALL)
+_QUOTED = linear(r'(?s)"(?:[^"\\]|\\.|\\\z)*("?)')
 
 
 def _quote_runs(text: str) -> Iterator[tuple[str, bool]]:
@@ -217,7 +217,8 @@ def build_filter(
     return " AND ".join(parts)
 
 
-_TIME_BOUND = re.compile(r'^timestamp\s*(?:>=|>)\s*(?:"[^"]+"|[^\s()"]+)$')
+_RFC3339 = linear(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
+_TIME_BOUND = linear(r'^timestamp\s*(?:>=|>)\s*(?:"[^"]+"|[^\s()"]+)$')
 
 
 def _top_level_terms(text: str) -> list[str] | None:
@@ -300,7 +301,7 @@ def _parse_time(value: Any) -> datetime:
     if isinstance(value, datetime):
         return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
     text = str(value or "")
-    match = re.match(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$", text)
+    match = _RFC3339.match(text)
     if not match:
         return datetime.fromtimestamp(0, UTC)
     fraction = (match.group(2) or "0")[:6].ljust(6, "0")

@@ -10,7 +10,6 @@ own the TPU) and renamed aside, and it comes back if the new one fails to start.
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from ops.errors import (
     PermissionDenied,
     QuotaExceeded,
 )
+from ops.linear import linear
 from ops.remote_commands import validate
 from ops.ssh import CommandResult, RemoteHost
 
@@ -180,6 +180,7 @@ class ReplaceOutcome:
     previous_image: str | None = None
 
 
+_RFC3339 = linear(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
 _ABSENT = ContainerStatus(False, "absent", None, None, 0, False)
 
 
@@ -187,7 +188,7 @@ def _docker_time(value: Any) -> datetime | None:
     """Docker's RFC 3339 timestamps (nanoseconds); "0001-01-01T00:00:00Z" means never."""
     if not isinstance(value, str) or not value or value.startswith("0001-"):
         return None
-    match = re.match(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$", value)
+    match = _RFC3339.match(value)
     if not match:
         return None
     fraction = (match.group(2) or "0")[:6].ljust(6, "0")
@@ -576,18 +577,18 @@ def _untouched(error: OpsError, kept: str) -> OpsError:
 
 
 # Lines of docker's output that say nothing about the cause: usage hints, pull progress.
-_DOCKER_NOISE = re.compile(
+_DOCKER_NOISE = linear(
     r"^(?:See 'docker [\w -]+--help'\.?|Unable to find image .* locally|Run 'docker [\w -]+--help'.*"
     r"|[\w.-]+: Pulling from .*|[0-9a-f]{12}: (?:Pulling fs layer|Waiting|Downloading|Verifying Checksum"
     r"|Download complete|Extracting|Pull complete|Already exists).*|Digest: sha256:.*|Status: .*)$"
 )
 # Words of a root cause, in docker's and the registries' wording (docker CLI and distribution errors).
-_DOCKER_CAUSES = re.compile(
-    r"no space left on device|manifest unknown|not found: manifest|pull access denied|toomanyrequests"
+_DOCKER_CAUSES = linear(
+    r"(?i)no space left on device|manifest unknown|not found: manifest|pull access denied|toomanyrequests"
     r"|denied: |unauthorized|permission denied|no such host|i/o timeout|connection refused|is already in use"
-    r"|no such container|no such image",
-    re.IGNORECASE,
+    r"|no such container|no such image"
 )
+_ERRORS_OCCURRED = linear(r":?\s*\d+ errors? occurred:?$")  # the heading of docker's multi-error list
 
 
 def docker_error_line(text: str, limit: int = 300) -> str:
@@ -615,7 +616,7 @@ def docker_error_line(text: str, limit: int = 300) -> str:
         heading = next(
             (lines[i] for i in reversed(useful) if i < chosen and not lines[i].startswith("*")), ""
         )
-        heading = re.sub(r":?\s*\d+ errors? occurred:?$", "", heading.removeprefix("docker: ")).strip()
+        heading = _ERRORS_OCCURRED.sub("", heading.removeprefix("docker: ")).strip()
         line = f"{heading}: {line[2:]}" if heading else line[2:]
     line = line.removesuffix(".") if line.endswith("manifest unknown.") else line
     return line if len(line) <= limit else line[: limit - 1] + "…"
@@ -623,8 +624,9 @@ def docker_error_line(text: str, limit: int = 300) -> str:
 
 # The last error of a Python process's log: an exception line ("OSError: [Errno 98] Address already in use")
 # or a logged ERROR line.
-_EXCEPTION = re.compile(r"^(?:\(\w+ pid=\d+\) )?(?P<text>(?:[\w.]+(?:Error|Exception)|ValueError): .+)$")
-_ERROR_LOG = re.compile(r"\bERROR\b.*?\]\s*(?P<text>.+)$")
+_EXCEPTION = linear(r"^(?:\(\w+ pid=\d+\) )?(?P<text>[\w.]+(?:Error|Exception): .+)$")
+_ERROR_LOG = linear(r"\bERROR\b.*?\]\s*(?P<text>.+)$")
+_ERRNO = linear(r"^\[Errno \d+\]\s*")
 
 
 def log_error_line(log: str) -> str:
@@ -649,5 +651,5 @@ def exit_reason(log: str) -> str:
     if not line:
         return ""
     text = line.split(": ", 1)[1] if ": " in line else line
-    text = re.sub(r"^\[Errno \d+\]\s*", "", text).strip()
+    text = _ERRNO.sub("", text).strip()
     return (text[:1].lower() + text[1:])[:120]

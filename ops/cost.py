@@ -15,7 +15,6 @@ Units: prices are USD per chip-hour; durations are hours (float); totals are USD
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -26,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ops.datafile import DataFileError, line_of, load
 from ops.errors import BadInput
+from ops.linear import linear
 from ops.tpu_model import QueuedResourceInfo
 
 __all__ = [
@@ -70,9 +70,9 @@ CEILING_MODEL = "on-demand"
 EXACT, CEILING, SUBSTITUTE, UNPRICED = "exact", "ceiling", "substitute", "unpriced"
 
 _REGION_PATTERN = r"^[a-z]+-[a-z]+[0-9]+$"
-_REGION = re.compile(_REGION_PATTERN)
-_ZONE = re.compile(r"^(?P<region>[a-z]+-[a-z]+[0-9]+)-[a-z]$")
-_ACCEL = re.compile(r"^(?P<prefix>[a-z0-9]+)-(?P<n>[0-9]+)$")
+_REGION = linear(_REGION_PATTERN)
+_ZONE = linear(r"^(?P<region>[a-z]+-[a-z]+[0-9]+)-[a-z]$")
+_ACCEL = linear(r"^(?P<prefix>[a-z0-9]+)-(?P<n>[0-9]+)$")
 
 # accelerator-type prefix -> (price-table family, accelerator-type units per chip).
 # v4-N and v5p-N count TensorCores (2 per chip); v5litepod-N and v6e-N count chips:

@@ -12,7 +12,6 @@ docs/google-apis.md §5 (gcloud flags and the API fields they set).
 
 from __future__ import annotations
 
-import re
 import shlex
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -21,6 +20,7 @@ from typing import Any
 import yaml
 
 from ops.errors import BadInput
+from ops.linear import LinearPattern, linear
 from ops.tpu_model import FLEX_START_MAX_RUN, PROVISIONING_MODELS
 
 __all__ = [
@@ -34,31 +34,31 @@ __all__ = [
 
 # Hugging Face repo id "owner/name"; the first character of each part must be alphanumeric so that a value
 # can never be read as an option.
-_MODEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+_MODEL = linear(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 # Docker image reference: [registry[:port]/]path[:tag][@sha256:digest] (distribution/reference grammar,
 # simplified: lowercase path components, tag up to 128 characters).
-_IMAGE = re.compile(
+_IMAGE = linear(
     r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*"
     r"(?::[0-9]+)?/)?"
     r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
     r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?$"
 )
 # Secret Manager secret id: letters, digits, '-' and '_', at most 255 characters.
-_SECRET = re.compile(r"^[A-Za-z0-9_-]{1,255}$")
+_SECRET = linear(r"^[A-Za-z0-9_-]{1,255}$")
 # Docker container name.
-_CONTAINER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+_CONTAINER = linear(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 # GCP project id (same rule as bot.config).
-_PROJECT = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
-_ZONE = re.compile(r"^[a-z]+-[a-z]+[0-9]+-[a-z]$")
+_PROJECT = linear(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
+_ZONE = linear(r"^[a-z]+-[a-z]+[0-9]+-[a-z]$")
 # Queued-resource / node id: RFC 1035 label.
-_RESOURCE_ID = re.compile(r"^[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?$")
-_ACCEL = re.compile(r"^v[0-9][a-z0-9]*-[0-9]+$")
-_RUNTIME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-_PATH = re.compile(r"^[A-Za-z0-9_./-]+$")
+_RESOURCE_ID = linear(r"^[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?$")
+_ACCEL = linear(r"^v[0-9][a-z0-9]*-[0-9]+$")
+_RUNTIME = linear(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_PATH = linear(r"^[A-Za-z0-9_./-]+$")
 # Kubernetes DNS-1123 label (Deployment, Service, container names) and subdomain (Secret name).
-_K8S_LABEL = re.compile(r"^[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?$")
-_K8S_SUBDOMAIN = re.compile(r"^[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?$")
-_K8S_KEY = re.compile(r"^[-._A-Za-z0-9]{1,253}$")
+_K8S_LABEL = linear(r"^[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?$")
+_K8S_SUBDOMAIN = linear(r"^[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?$")
+_K8S_KEY = linear(r"^[-._A-Za-z0-9]{1,253}$")
 
 
 # Single-host GKE TPU slices: accelerator type -> (gke-tpu-accelerator label, gke-tpu-topology, chips).
@@ -75,7 +75,7 @@ _GKE_SLICES: dict[str, tuple[str, str, int]] = {
 }
 
 
-def _check(value: Any, pattern: re.Pattern[str], what: str, example: str) -> str:
+def _check(value: Any, pattern: LinearPattern, what: str, example: str) -> str:
     if not isinstance(value, str) or not pattern.fullmatch(value):
         raise BadInput(f"invalid {what}: {value!r}", f"expected e.g. {example}")
     return value

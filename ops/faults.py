@@ -19,7 +19,6 @@ by" chain, the first error of the burst; generic traceback frames never rank abo
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -27,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from ops.linear import LinearMatch, LinearPattern, PatternSet, linear
 
 __all__ = [
     "BUILTIN_PATH",
@@ -69,9 +70,10 @@ _FIELDS = {
     "sources",
     "context",
 }
-_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{1,62}$")
-_FIELD = re.compile(r"\{(\w+)\}")
-_OPTIONAL = re.compile(r"\[([^\[\]]*)\]")
+_NAME = linear(r"^[a-z0-9][a-z0-9-]{1,62}$")
+_FIELD = linear(r"\{(\w+)\}")
+_OPTIONAL = linear(r"\[([^\[\]]*)\]")
+_ACCELERATOR = linear(r"^v(\d+)([a-z]*)-(\d+)$")
 _EVIDENCE_MAX = 400
 
 
@@ -102,7 +104,7 @@ class Family:
     title: str
     severity: str
     specificity: int
-    patterns: tuple[re.Pattern[str], ...]
+    patterns: tuple[LinearPattern, ...]
     conclusion: str
     fix: str
     runbook: str = ""
@@ -189,7 +191,7 @@ def chips_of(accelerator_type: str) -> int | None:
     """Chips of an accelerator type: v5e/v5litepod/v6e names count chips (v6e-8: 8); v2, v3, v4 and v5p
     names count TensorCores, two per chip (v4-8: 4 chips). Source:
     https://cloud.google.com/tpu/docs/system-architecture-tpu-vm#versions. None for an unknown name."""
-    match = re.match(r"^v(\d+)([a-z]*)-(\d+)$", accelerator_type)
+    match = _ACCELERATOR.match(accelerator_type)
     if not match:
         return None
     version, variant, count = int(match.group(1)), match.group(2), int(match.group(3))
@@ -248,7 +250,7 @@ def fill(template: str, values: Mapping[str, str]) -> str:
     A field outside brackets with no value becomes "?".
     """
 
-    def optional(match: re.Match[str]) -> str:
+    def optional(match: LinearMatch) -> str:
         names = _FIELD.findall(match.group(1))
         if all(values.get(n) for n in names):
             return _FIELD.sub(lambda m: values[m.group(1)], match.group(1))
@@ -292,6 +294,8 @@ class Catalogue:
             by_name[family.name] = family
         self.families: tuple[Family, ...] = tuple(by_name.values())
         self._by_name = by_name
+        self._patterns = [(family, pattern) for family in self.families for pattern in family.patterns]
+        self._matcher = PatternSet(pattern.pattern for _, pattern in self._patterns)
 
     def __getitem__(self, name: str) -> Family:
         return self._by_name[name]
@@ -299,18 +303,20 @@ class Catalogue:
     def __contains__(self, name: object) -> bool:
         return name in self._by_name
 
-    def best(self, line: str, *, only_create: bool = False) -> tuple[Family, re.Match[str]] | None:
-        """The most specific family matching one line (specificity, then match length), or None."""
-        found: tuple[Family, re.Match[str]] | None = None
-        for family in self.families:
+    def best(self, line: str, *, only_create: bool = False) -> tuple[Family, LinearMatch] | None:
+        """The most specific family matching one line (specificity, then match length), or None.
+
+        One pass of an RE2 set of every pattern tells which match at all (time linear in the line, however
+        many patterns); only those are run again for their span and named groups.
+        """
+        found: tuple[Family, LinearMatch] | None = None
+        for index in self._matcher.matching(line):
+            family, pattern = self._patterns[index]
             if only_create and not family.create:
                 continue
-            for pattern in family.patterns:
-                match = pattern.search(line)
-                if match is None:
-                    continue
-                if found is None or _rank(family, match) > _rank(*found):
-                    found = (family, match)
+            match = pattern.search(line)
+            if match is not None and (found is None or _rank(family, match) > _rank(*found)):
+                found = (family, match)
         return found
 
     def match(self, text: str, *, only_create: bool = False) -> list[Match]:
@@ -347,7 +353,7 @@ class Catalogue:
         return sorted(kept, key=lambda m: m.first)
 
 
-def _rank(family: Family, match: re.Match[str]) -> tuple[int, int]:
+def _rank(family: Family, match: LinearMatch) -> tuple[int, int]:
     return (family.specificity, match.end() - match.start())
 
 
@@ -411,9 +417,12 @@ def _family(item: Any, where: str, origin: str) -> Family:
     patterns = []
     for raw in raw_patterns:
         try:
-            patterns.append(re.compile(str(raw)))
-        except re.error as exc:
-            raise ValueError(f"{where}: pattern {str(raw)[:60]!r} does not compile: {exc}") from None
+            patterns.append(linear(str(raw)))
+        except ValueError:
+            raise ValueError(
+                f"{where}: pattern {str(raw)[:60]!r} does not compile as RE2 "
+                "(no look-around or back-references)"
+            ) from None
     create = item.get("create") or {}
     if create and (
         not isinstance(create, dict)
@@ -523,25 +532,24 @@ def _build(extra: Path | None) -> Catalogue:
 
 # A prefix vLLM, glog and docker put before the message: "(EngineCore_DP0 pid=281) ERROR 04-15 07:21:09
 # [core.py:708] ", "E0118 22:42:45.737331 20084 tpu_pjrt_client.cc:1889] ", an RFC 3339 time stamp.
-_PREFIX = re.compile(
+_PREFIX = linear(
     r"^(?:\S*\d{4}-\d\d-\d\dT[\d:.]+(?:Z|[+-]\d\d:\d\d)?\s+)?"
     r"(?:\((?:\w+)(?: pid=\d+)?\)\s+)?"
     r"(?:(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\s+\d\d-\d\d [\d:.]+\s+\[[^\]]*\]\s?"
     r"|[IWEF]\d{4} [\d:.]+\s+\d+\s+\S+\]\s)?"
 )
-_FRAME = re.compile(r'^\s*(?:File "[^"]*", line \d+|at \S+\(|Traceback \(most recent call last\):|\.\.\.$)')
-_EXCEPTION = re.compile(r"^(?:[\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Fault)\b(?::|$)")
-_CHAIN = re.compile(
-    r"The above exception was the direct cause|During handling of the above exception|^Caused by:",
-    re.IGNORECASE,
+_FRAME = linear(r'^\s*(?:File "[^"]*", line \d+|at \S+\(|Traceback \(most recent call last\):|\.\.\.$)')
+_EXCEPTION = linear(r"^(?:[\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Fault)\b(?::|$)")
+_CHAIN = linear(
+    r"(?i)The above exception was the direct cause|During handling of the above exception|^Caused by:"
 )
-_ERRORISH = re.compile(
-    r"^(?:ERROR|FATAL|CRITICAL|E\d{4}|F\d{4})\b|\b(?:ERROR|FATAL)\b|\berror\b|\bfailed\b|\bfailure\b|"
+_ERRORISH = linear(
+    r"(?i)^(?:ERROR|FATAL|CRITICAL|E\d{4}|F\d{4})\b|\b(?:ERROR|FATAL)\b|\berror\b|\bfailed\b|\bfailure\b|"
     r"\brefused\b|\bdenied\b|\bcannot\b|\bcould not\b|\bunable to\b|\bexceeded\b|\bno space\b|"
     r"\bnot found\b|\btimed? ?out\b|\bKilled\b|\bexited\b|\bRESOURCE_EXHAUSTED\b|\bNOT_FOUND\b|"
-    r"\bnot supported\b|\binvalid\b|\bforbidden\b|\bunauthori[sz]ed\b|\brestricted\b|\bexhausted\b",
-    re.IGNORECASE,
+    r"\bnot supported\b|\binvalid\b|\bforbidden\b|\bunauthori[sz]ed\b|\brestricted\b|\bexhausted\b"
 )
+_DIGITS = linear(r"\d+")
 
 
 def _message(line: str) -> str:
@@ -550,8 +558,8 @@ def _message(line: str) -> str:
 
 # What Python prints between a traceback's frames besides them: the source line under a frame (indented 4+
 # spaces), the 3.11+ position markers (^^^^, ~~~~) and the chain markers.
-_CODE_LINE = re.compile(r"^\s{4,}[^\s*•-]")
-_MARKERS = re.compile(r"^\s*[~^]+\s*$")
+_CODE_LINE = linear(r"^\s{4,}[^\s*•-]")
+_MARKERS = linear(r"^\s*[~^]+\s*$")
 
 
 def is_traceback_line(line: str) -> bool:
@@ -615,7 +623,7 @@ def key_lines(text: str, limit: int = 5) -> list[str]:
         if _CHAIN.search(message):
             after_chain = True
             continue
-        key = re.sub(r"\d+", "#", message)
+        key = _DIGITS.sub("#", message)
         if key in seen:
             continue
         if _EXCEPTION.match(message):

@@ -17,7 +17,6 @@ from __future__ import annotations
 import functools
 import http
 import json
-import re
 import threading
 import weakref
 from collections.abc import Mapping
@@ -53,6 +52,7 @@ from ops.errors import (
     QuotaExceeded,
     UnsupportedInZone,
 )
+from ops.linear import linear
 from ops.zonefit import classify
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
@@ -268,7 +268,7 @@ def cloud_logging(
 
 
 MAX_MESSAGE_CHARS = 300
-_REQUEST_PREFIX = re.compile(r"^(?:GET|POST|PUT|PATCH|DELETE) \S+: ")
+_REQUEST_PREFIX = linear(r"^(?:GET|POST|PUT|PATCH|DELETE) \S+: ")
 # google.rpc.Code names (https://github.com/googleapis/googleapis/blob/master/google/rpc/code.proto).
 RPC_CODES = {
     1: "CANCELLED",

@@ -9,14 +9,15 @@ day (UTC) at which the bot proposes stopping the deployment, e.g. "mon-fri 20:00
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
+
+from ops.linear import linear
 
 __all__ = ["DAYS", "IdleWatch", "Schedule", "parse_schedule"]
 
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
-_ENTRY = re.compile(r"^(?:(?P<days>[a-z]{3}(?:-[a-z]{3})?)\s+)?(?P<hh>\d{1,2}):(?P<mm>\d{2})$")
+_ENTRY = linear(r"^(?:(?P<days>[a-z]{3}(?:-[a-z]{3})?)\s+)?(?P<hh>\d{1,2}):(?P<mm>\d{2})$")
 
 
 def _iso(moment: datetime) -> str:

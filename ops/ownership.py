@@ -15,7 +15,6 @@ existed before, or someone else made it, and it is left alone.
 from __future__ import annotations
 
 import logging
-import re
 import secrets
 import threading
 import time
@@ -26,6 +25,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from ops.errors import AlreadyExists, BackendTimeout, BackendUnavailable, NotFound, OpsError
+from ops.linear import linear
 from ops.store import InflightRequest, Store
 from ops.tpu import TpuOps
 from ops.tpu_model import CreateSpec, QueuedResourceInfo
@@ -60,7 +60,7 @@ USER_KEY = "tpu-chatops-user"
 CLOCK_SKEW = timedelta(minutes=5)
 # Google Cloud label values: lowercase letters, digits, "_" and "-", at most 63 characters
 # (https://cloud.google.com/compute/docs/labeling-resources#requirements).
-_LABEL_BAD = re.compile(r"[^a-z0-9_-]")
+_LABEL_BAD = linear(r"[^a-z0-9_-]")
 LABEL_MAX = 63
 
 

@@ -8,8 +8,6 @@ quota ("you need sufficient preemptible quota", https://cloud.google.com/tpu/doc
 
 from __future__ import annotations
 
-import re
-
 from google.api_core.retry import Retry
 from google.auth.credentials import Credentials
 from google.cloud import cloudquotas_v1
@@ -17,11 +15,12 @@ from google.cloud import cloudquotas_v1
 from ops import google
 from ops.errors import BadInput, NotFound, OpsError
 from ops.google import map_error
+from ops.linear import linear
 
 __all__ = ["QUOTA_SERVICE", "quota_ids", "zone_quotas"]
 
 QUOTA_SERVICE = "tpu.googleapis.com"
-_ZONE = re.compile(r"[a-z]+-[a-z]+\d+-[a-z]")  # e.g. us-east5-a (a region has no final letter)
+_ZONE = linear(r"[a-z]+-[a-z]+\d+-[a-z]")  # e.g. us-east5-a (a region has no final letter)
 _API = "the Cloud Quotas API"
 
 

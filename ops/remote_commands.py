@@ -10,7 +10,6 @@ not in any argv either. Docker run flags: docs/vllm.md §4.1 and §4.2.
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -19,31 +18,34 @@ from typing import Any
 from ops.errors import (
     BadInput,
 )
+from ops.linear import LinearPattern, linear
 
 __all__ = ["KINDS", "TEMPLATES", "CommandTemplate", "render", "unit_name", "validate"]
 
 
 # -- argument kinds ------------------------------------------------------------------------------------------
 
-_CONTAINER = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$")  # docker's own container-name rule
-_UNIT = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9:_.@-]{0,254}$")  # systemd unit names (no "\" escapes)
-_DURATION = re.compile(r"^(?=\d)(?:\d{1,4}h)?(?:\d{1,5}m)?(?:\d{1,6}s)?$")  # Go durations, as docker --since
+_CONTAINER = linear(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$")  # docker's own container-name rule
+_UNIT = linear(r"^[a-zA-Z0-9][a-zA-Z0-9:_.@-]{0,254}$")  # systemd unit names (no "\" escapes)
+# Go durations, as docker --since takes them: hours, minutes, seconds in that order, at least one.
+_DURATION = linear(r"^(?:\d{1,4}h(?:\d{1,5}m)?(?:\d{1,6}s)?|\d{1,5}m(?:\d{1,6}s)?|\d{1,6}s)$")
 # Docker image reference: [registry[:port]/]path[:tag][@sha256:digest] (distribution/reference grammar,
 # simplified; registry host may have upper case, the path may not).
-_IMAGE = re.compile(
+_IMAGE = linear(
     r"^(?:[a-zA-Z0-9](?:[a-zA-Z0-9.-]*[a-zA-Z0-9])?(?::[0-9]{1,5})?/)?"
     r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
     r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$"
 )
 # Hugging Face model id: "org/name" or "name" (huggingface_hub's repo-id rule, without "--" and "..").
-_MODEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}(?:/[A-Za-z0-9][A-Za-z0-9_.-]{0,95})?$")
-_SECRET = re.compile(r"^[A-Za-z0-9_-]{1,255}$")  # Secret Manager secret id
+_MODEL = linear(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}(?:/[A-Za-z0-9][A-Za-z0-9_.-]{0,95})?$")
+_SECRET = linear(r"^[A-Za-z0-9_-]{1,255}$")  # Secret Manager secret id
 _GREP_MAX = 200
+_DIGITS = linear(r"\d{1,9}")
 
 
 def _int_kind(low: int, high: int) -> Callable[[Any], str]:
     def check(value: Any) -> str:
-        if isinstance(value, str) and re.fullmatch(r"\d{1,9}", value):
+        if isinstance(value, str) and _DIGITS.fullmatch(value):
             value = int(value)
         if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
             raise ValueError(f"an integer from {low} to {high}")
@@ -52,7 +54,7 @@ def _int_kind(low: int, high: int) -> Callable[[Any], str]:
     return check
 
 
-def _regex_kind(pattern: re.Pattern[str], rule: str) -> Callable[[Any], str]:
+def _regex_kind(pattern: LinearPattern, rule: str) -> Callable[[Any], str]:
     def check(value: Any) -> str:
         if not isinstance(value, str) or not pattern.fullmatch(value) or "--" in value or ".." in value:
             raise ValueError(rule)

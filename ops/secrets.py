@@ -6,19 +6,18 @@ re-raised `from None` with the payload text scrubbed from the server's message.
 
 from __future__ import annotations
 
-import re
-
 from google.auth.credentials import Credentials
 from google.cloud import secretmanager_v1
 
 from ops import google
 from ops.errors import BadInput, NotFound, OpsError
 from ops.google import map_error
+from ops.linear import linear
 
 __all__ = ["SecretStore", "crc32c"]
 
-_SECRET_ID = re.compile(r"^[A-Za-z0-9_-]{1,255}$")  # Secret Manager secret ids
-_VERSION = re.compile(r"^(latest|[1-9]\d*)$")
+_SECRET_ID = linear(r"^[A-Za-z0-9_-]{1,255}$")  # Secret Manager secret ids
+_VERSION = linear(r"^(latest|[1-9]\d*)$")
 _API = "the Secret Manager API"
 
 

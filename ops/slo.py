@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -49,6 +48,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from ops.alerts import Alert
+from ops.linear import linear
 from ops.metrics import histogram_quantile
 
 __all__ = [
@@ -78,9 +78,9 @@ METRICS: dict[str, tuple[str, str]] = {
     "generation_stalled": ("requests waiting with no token generated", ""),
 }
 
-_SPAN = re.compile(r"^(\d+)([smhd])$")
+_SPAN = linear(r"^(\d+)([smhd])$")
 _SPAN_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
+_NAME = linear(r"^[a-z0-9][a-z0-9_-]{0,39}$")
 
 
 def parse_span(text: str) -> timedelta:

@@ -19,7 +19,6 @@ number of times; changes are sent once (a retried create could collide with its 
 from __future__ import annotations
 
 import json
-import re
 import threading
 import time
 from collections.abc import Sequence
@@ -42,6 +41,7 @@ from ops.errors import (
     QuotaExceeded,
 )
 from ops.google import create_error, map_error, one_line, operation_error
+from ops.linear import linear
 from ops.tpu_model import (
     RESOURCE_ID,
     CreateSpec,
@@ -58,12 +58,10 @@ from ops.tpu_model import (
 
 __all__ = ["TpuOps"]
 
-_ID = re.compile(r"^[a-z0-9][-a-z0-9_]*$", re.IGNORECASE)
-_PROJECT = re.compile(r"^[a-z0-9][-a-z0-9.:]*$")
-_QR_PATH = re.compile(
-    r"^projects/(?P<project>[^/]+)/locations/(?P<zone>[^/]+)/queuedResources/(?P<id>[^/]+)$"
-)
-_OP_PATH = re.compile(r"^projects/(?P<project>[^/]+)/locations/(?P<zone>[^/]+)/operations/(?P<id>[^/]+)$")
+_ID = linear(r"(?i)^[a-z0-9][-a-z0-9_]*$")
+_PROJECT = linear(r"^[a-z0-9][-a-z0-9.:]*$")
+_QR_PATH = linear(r"^projects/(?P<project>[^/]+)/locations/(?P<zone>[^/]+)/queuedResources/(?P<id>[^/]+)$")
+_OP_PATH = linear(r"^projects/(?P<project>[^/]+)/locations/(?P<zone>[^/]+)/operations/(?P<id>[^/]+)$")
 
 
 # --------------------------------------------------------------------------------------------------

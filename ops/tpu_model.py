@@ -8,7 +8,6 @@ JSON is read (not the google-cloud-tpu protos) because only v2alpha1 defines the
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -19,6 +18,7 @@ from ops.errors import (
     OpsError,
 )
 from ops.google import CLOUD_PLATFORM_SCOPE
+from ops.linear import linear
 
 __all__ = [
     "FLEX_START_MAX_RUN",
@@ -41,13 +41,13 @@ __all__ = [
 ]
 
 
-_TIME = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
-_DURATION = re.compile(r"^(-?\d+(?:\.\d+)?)s$")
-_ZONE = re.compile(r"^[a-z]+-[a-z]+\d+-[a-z]$")
+_TIME = linear(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
+_DURATION = linear(r"^(-?\d+(?:\.\d+)?)s$")
+_ZONE = linear(r"^[a-z]+-[a-z]+\d+-[a-z]$")
 _UNSPECIFIED = {"", "STATE_UNSPECIFIED", "HEALTH_UNSPECIFIED", "STATE_INITIATOR_UNSPECIFIED"}
 # Resource ids (queued resource, node): RFC 1035 labels, as the TPU API and gcloud require.
-RESOURCE_ID = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
-_ACCELERATOR = re.compile(r"^v\d+[a-z]*-\d+$")
+RESOURCE_ID = linear(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+_ACCELERATOR = linear(r"^v\d+[a-z]*-\d+$")
 # The bot's provisioning model names (as QueuedResourceInfo.provisioning_model) accepted by CreateSpec.
 PROVISIONING_MODELS = ("flex-start", "spot", "on-demand", "reserved")
 # Flex-start may run up to 7 days (https://cloud.google.com/tpu/docs/request-using-flex-start).

@@ -12,7 +12,6 @@ not offering the request.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -29,19 +28,20 @@ from ops.errors import (
     QuotaExceeded,
     UnsupportedInZone,
 )
+from ops.linear import linear
 
 __all__ = ["Classification", "classify"]
 
 # Fault texts (stockout, quota, accelerator type / provisioning model / zone not offered) are families of
 # the fault catalogue (ops/faults.yaml, `create:` entries); what is left here reads status codes only.
-_TIMEOUT = re.compile(r"timed? ?out|deadline[_ ]exceeded|no answer in time", re.IGNORECASE)
-_SERVER = re.compile(
-    r"\bHTTP 5\d\d\b|\bcode:? (?:13|14)\b|internal error|backend error|cannot connect|service unavailable",
-    re.IGNORECASE,
+_TIMEOUT = linear(r"(?i)timed? ?out|deadline[_ ]exceeded|no answer in time")
+_SERVER = linear(
+    r"(?i)\bHTTP 5\d\d\b|\bcode:? (?:13|14)\b|internal error|backend error|cannot connect|service unavailable"
 )
-_SERVER_STATUS = re.compile(r"\b(?:UNAVAILABLE|INTERNAL)\b")  # google.rpc.Code names, upper case only
-_BAD_REQUEST = re.compile(r"INVALID_ARGUMENT|FAILED_PRECONDITION|\bHTTP 400\b|\"code\": 3\b|\bcode 3\b")
-_CODE_8 = re.compile(r"\bcode:? 8\b|\"code\": 8\b", re.IGNORECASE)  # an operation's RESOURCE_EXHAUSTED
+_SERVER_STATUS = linear(r"\b(?:UNAVAILABLE|INTERNAL)\b")  # google.rpc.Code names, upper case only
+_BAD_REQUEST = linear(r"INVALID_ARGUMENT|FAILED_PRECONDITION|\bHTTP 400\b|\"code\": 3\b|\bcode 3\b")
+_CODE_8 = linear(r"(?i)\bcode:? 8\b|\"code\": 8\b")  # an operation's RESOURCE_EXHAUSTED
+_HTTP_429 = linear(r"\bHTTP 429\b")
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ def classify(error: BaseException | str) -> Classification:
         return Classification("transient", "server error")
     if isinstance(error, BadInput) or (isinstance(error, str) and _BAD_REQUEST.search(text)):
         return Classification("permanent", "bad request", "request")
-    if isinstance(error, QuotaExceeded) or re.search(r"\bHTTP 429\b", text):
+    if isinstance(error, QuotaExceeded) or _HTTP_429.search(text):
         return Classification("unknown", "quota or rate limit")
     if _CODE_8.search(text):
         return Classification("transient", "stockout")

@@ -96,7 +96,7 @@ CONTRACT: tuple[Limit, ...] = (
         "cloud.google.com/tpu/docs/quota; cloud.google.com/tpu/docs/request-using-flex-start (preemptible "
         "quota)",
         f"{SIM}::test_tpu_create_over_the_zone_quota_is_refused_at_once",
-        f"{OPS}::test_capacity_search_moves_past_a_zone_over_its_quota",
+        f"{OPS}::test_capacity_search_moves_past_a_zone_without_preemptible_quota",
     ),
     Limit(
         "Cloud Quotas: a QuotaInfo's default dimension (empty dimensions) covers its applicable locations",

@@ -14,12 +14,12 @@ not take, a second change, "all", a name that resolved to nothing.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from bot.chat.subjects import BOT, Subjects, word_set, words_of
 from bot.commands import Registry, UsageError
+from ops.linear import linear
 
 __all__ = ["Ask", "Suggestion", "read_ask", "suggest"]
 
@@ -54,13 +54,13 @@ _LEAD = word_set(
 _FORCE = frozenset({"force", "forced", "forcefully", "forcibly", "--force"})
 _VLLM_WORDS = word_set("vllm container server serving model engine docker")
 _BULK = word_set("all every everything them both each")
-_CLAUSES = re.compile(r"[.!?;:\n]+|,|\b(?:and then|and also|and|then|also|after that)\b", re.IGNORECASE)
-_ZONE = re.compile(r"^[a-z]+-[a-z]+\d+-[a-z]$")
+_CLAUSES = linear(r"(?i)[.!?;:\n]+|,|\b(?:and then|and also|and|then|also|after that)\b")
+_ZONE = linear(r"^[a-z]+-[a-z]+\d+-[a-z]$")
 # A clause that starts with one of these asks about something ("should I delete it?" asks for advice).
 _QUESTION_WORDS = word_set(
     "why what when where who whom whose how did does do was were is are has had should shall if"
 )
-_NEW_NAME = re.compile(r"^[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?$")  # a queued resource id (the TPU API's rule)
+_NEW_NAME = linear(r"^[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?$")  # a queued resource id (the TPU API's rule)
 _NOT_A_NAME = word_set(
     "a an the new one another queued resource tpu named called qr node in on with for it me us"
 )
@@ -132,8 +132,8 @@ def read_ask(question: str) -> Ask | None:
     """
     words = words_of(question)
     asks: list[tuple[str, list[str], int]] = []
-    for clause in _CLAUSES.split(question):
-        clause_words = words_of(clause)
+    for part in _CLAUSES.split(question):
+        clause_words = words_of(part)
         if not clause_words or clause_words[0] in _QUESTION_WORDS:
             continue
         found = _verb_of(clause_words)

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from bot.commands import Registry
+from ops.linear import LinearPattern, linear
 
 __all__ = ["DIRECTIVES", "Found", "find_instructions", "patterns"]
 
@@ -36,7 +37,7 @@ _GENERIC = (
 )
 
 
-DIRECTIVES = re.compile("|".join(_GENERIC), re.IGNORECASE)
+DIRECTIVES = linear("(?i)" + "|".join(_GENERIC))
 """The kinds that are never the bot's own text (markers, template tokens, phrases to a model): for the output
 of the bot's own commands (tool results), which name its commands in their fixes."""
 
@@ -54,13 +55,17 @@ class Found:
     snippet: str
 
 
-def patterns(registry: Registry) -> re.Pattern[str]:
-    """The instruction patterns, the bot's change commands read from `registry`."""
+def patterns(registry: Registry) -> LinearPattern:
+    """The instruction patterns, the bot's change commands read from `registry`. A command is group 1 (the
+    character before it, not a word character or `/`, is matched too: RE2 has no look-behind)."""
     changes = [c for c in registry.commands() if c.changes_infra]
-    groups = "|".join(sorted({re.escape(c.words[0]) for c in changes})) or "(?!)"
-    verbs = "|".join(sorted({re.escape(c.words[1]) for c in changes if len(c.words) > 1})) or "(?!)"
-    command = rf"(?<![\w/])/(?:{groups})\s{{1,3}}(?:{verbs})\b[^\n]{{0,80}}"
-    return re.compile("|".join((command, *_GENERIC)), re.IGNORECASE)
+    groups = "|".join(sorted({re.escape(c.words[0]) for c in changes})) or _NOTHING
+    verbs = "|".join(sorted({re.escape(c.words[1]) for c in changes if len(c.words) > 1})) or _NOTHING
+    command = rf"(?:\A|[^\w/])(/(?:{groups})\s{{1,3}}(?:{verbs})\b[^\n]{{0,80}})"
+    return linear("(?i)" + "|".join((command, *_GENERIC)))
+
+
+_NOTHING = r"[^\x00-\x{10FFFF}]"  # matches no character (an empty alternation)
 
 
 def _snippet(text: str) -> str:
@@ -68,7 +73,7 @@ def _snippet(text: str) -> str:
     return line if len(line) <= SNIPPET_CHARS else line[: SNIPPET_CHARS - 1] + "…"
 
 
-def find_instructions(sources: Iterable[tuple[str, str, re.Pattern[str]]]) -> list[Found]:
+def find_instructions(sources: Iterable[tuple[str, str, LinearPattern]]) -> list[Found]:
     """The instructions in each (source, text, pattern), each distinct snippet once, at most MAX_FOUND.
 
     Args:
@@ -82,7 +87,8 @@ def find_instructions(sources: Iterable[tuple[str, str, re.Pattern[str]]]) -> li
     seen: set[str] = set()
     for source, text, pattern in sources:
         for match in pattern.finditer(text):
-            snippet = _snippet(match.group(0))
+            command = match.group(1) if pattern.groups else None
+            snippet = _snippet(command if command is not None else match.group(0))
             if snippet.lower() in seen:
                 continue
             seen.add(snippet.lower())

@@ -15,10 +15,11 @@ doing?") about that one. Pure logic: `bot.handlers.chat` lists the names and fet
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
+
+from ops.linear import linear
 
 __all__ = [
     "BOT",
@@ -46,12 +47,11 @@ CLEARLY_BETTER = 0.1
 """How much more similar the best name must be than the next to be read as the word, or offered at all."""
 LISTED_NAMES = 8
 
-_WINDOW = re.compile(
-    r"\b(?:last|past|since|previous|--since)\s+(?:(\d+)\s*)?"
-    r"(m|min|mins|minutes?|h|hrs?|hours?|d|days?)\b",
-    re.IGNORECASE,
+_WINDOW = linear(
+    r"(?i)\b(?:last|past|since|previous|--since)\s+(?:(\d+)\s*)?"
+    r"(m|min|mins|minutes?|h|hrs?|hours?|d|days?)\b"
 )
-_WINDOW_SHORT = re.compile(r"\b(\d+)\s*(m|min|h|d)\b", re.IGNORECASE)
+_WINDOW_SHORT = linear(r"(?i)\b(\d+)\s*(m|min|h|d)\b")
 _UNIT = {"m": "minutes", "h": "hours", "d": "days"}
 
 
@@ -75,19 +75,23 @@ TOPIC_WORDS: dict[str, frozenset[str]] = {
 
 # Cost questions by kind, not by a word list: any form of cost/spend/bill/burn/price/charge/pay/expense,
 # money words, a currency sign or code, a rate per hour/day/month, "how much" unless it asks about another
-# quantity (memory, KV cache, tokens, time...).
-_COST = re.compile(
-    r"\b(?:cost\w*|spen[dt]\w*|bill\w*|burn\w*|pric\w*|charg\w*|expens\w*|pay(?:s|ing|ment)?|paid|"
+# quantity (memory, KV cache, tokens, time...): then group 1 holds that quantity.
+_COST = linear(
+    r"(?i)\b(?:cost\w*|spen[dt]\w*|bill\w*|burn\w*|pric\w*|charg\w*|expens\w*|pay(?:s|ing|ment)?|paid|"
     r"money|dollars?|usd|eur|budget\w*|invoice\w*|rate card)\b|[$€£]|\bper (?:hour|hr|day|month)\b|"
-    r"\bhow much\b(?! (?:memory|hbm|vram|ram|kv|cache|time|longer|context|capacity|quota|disk|space|load|"
-    r"traffic|data|tokens?|latency|throughput|room|headroom)\b)",
-    re.IGNORECASE,
+    r"\bhow much\b( (?:memory|hbm|vram|ram|kv|cache|time|longer|context|capacity|quota|disk|space|load|"
+    r"traffic|data|tokens?|latency|throughput|room|headroom)\b)?"
 )
+
+
+def _asks_cost(question: str) -> bool:
+    return any(match.group(1) is None for match in _COST.finditer(question))
+
+
 # The whole fleet: "the fleet", "everything", "all deployments", "every environment", "all of them".
-_FLEET = re.compile(
-    r"\bfleet\b|\beverything\b|\bevery ?where\b|\ball of them\b|^\W*all\W*$|"
-    r"\b(?:all|every|each|both)\b(?:\s+(?:the|our|of|my))*\s+(?:deployments?|environments?|envs?)\b",
-    re.IGNORECASE,
+_FLEET = linear(
+    r"(?i)\bfleet\b|\beverything\b|\bevery ?where\b|\ball of them\b|^\W*all\W*$|"
+    r"\b(?:all|every|each|both)\b(?:\s+(?:the|our|of|my))*\s+(?:deployments?|environments?|envs?)\b"
 )
 _DEPLOYMENT_WORDS = frozenset({"deployment", "deployments", "environment", "env"})
 # Words that can stand before "deployment" without naming one ("the staging deployment" names staging).
@@ -95,10 +99,11 @@ _NOT_A_DEPLOYMENT = word_set(
     "the this that our my your a an each every all which what whole current same other new old any one "
     "primary tpu vllm gemma model whose its their"
 )
-_NAME = re.compile(r"^[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?$")
-_ZONE = re.compile(r"^[a-z]+-[a-z]+\d+(?:-[a-z])?$")  # a zone (us-east5-a) or its region (us-east5)
-_ACCELERATOR = re.compile(r"^(?:v\d+[a-z]*|v5litepod)(?:-\d+)?$")
-_AMOUNT = re.compile(r"^\d+(?:[smhd]|ms|min|mins|gb|gib|k)?$")
+_NAME = linear(r"^[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?$")
+_ZONE = linear(r"^[a-z]+-[a-z]+\d+(?:-[a-z])?$")  # a zone (us-east5-a) or its region (us-east5)
+_ACCELERATOR = linear(r"^(?:v\d+[a-z]*|v5litepod)(?:-\d+)?$")
+_AMOUNT = linear(r"^\d+(?:[smhd]|ms|min|mins|gb|gib|k)?$")
+_POSSESSIVE = linear(r"['’]s$")
 _STRIP = "?!.,:;'\"()`*<>@[]{}"
 
 
@@ -107,7 +112,7 @@ def words_of(text: str) -> list[str]:
     words = []
     for raw in text.split():
         word = raw.strip(_STRIP).lower()
-        word = re.sub(r"['’]s$", "", word).strip(_STRIP)
+        word = _POSSESSIVE.sub("", word).strip(_STRIP)
         if word:
             words.append(word)
     return words
@@ -355,7 +360,7 @@ def resolve(question: str, thread: Sequence[ThreadMessage], known: Known) -> Sub
         (w for w in (_window(m.text) for m in reversed(thread)) if w), DEFAULT_WINDOW
     )
     topics = frozenset(topic for topic, keys in TOPIC_WORDS.items() if keys & set(words)) | (
-        {"cost"} if _COST.search(question) else set()
+        {"cost"} if _asks_cost(question) else set()
     )
     base = Subjects(
         (),

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from bot.commands import Param, Role, UsageError, int_range, registry
 from bot.context import Context
 from bot.render import Reply, blocks_reply, code, context, header, mention, section, utc
 from ops.errors import BadInput
+from ops.linear import linear
 from ops.store import AuditEntry
 
 SECRET_FORM_ID = "hf_token_form"  # noqa: S105  (a Slack callback id, not a secret)
@@ -105,7 +105,7 @@ def tpu_token(ctx: Context) -> Reply:
 
 # Hugging Face user access tokens look like "hf_" followed by letters and digits
 # (https://huggingface.co/docs/hub/security-tokens).
-HF_TOKEN_SHAPE = re.compile(r"^hf_[A-Za-z0-9]{20,100}$")
+HF_TOKEN_SHAPE = linear(r"^hf_[A-Za-z0-9]{20,100}$")
 
 
 def token_problem(token: str) -> str | None:

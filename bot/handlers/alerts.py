@@ -11,7 +11,6 @@ does not know is refused with the list of known ones, so a typo never silences n
 from __future__ import annotations
 
 import contextlib
-import re
 from datetime import timedelta
 
 from bot import scheduler
@@ -33,10 +32,11 @@ from bot.routing import KINDS
 from bot.slack_gateway import SlackDeliveryError
 from ops.alerts import AlertLedger, identity
 from ops.errors import BadInput, OpsError
+from ops.linear import linear
 from ops.maintenance import MaintenanceWindows
 
 MAX_MUTE = timedelta(days=7)
-_SUBJECT = re.compile(r"^[A-Za-z0-9_.:/\[\]-]{1,100}$")
+_SUBJECT = linear(r"^[A-Za-z0-9_.:/\[\]-]{1,100}$")
 
 
 def subject(word: str) -> str:

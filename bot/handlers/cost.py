@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
@@ -15,9 +14,10 @@ from bot.tpu_requests import startup_config
 from bot.views.cost import estimate_lines, per_hour, usd
 from ops import cost, deploy
 from ops.errors import BadInput, OpsError
+from ops.linear import linear
 from ops.spend import DeploymentSpend, deployment_spend, midnight
 
-_REGION = re.compile(r"^[a-z]+-[a-z]+\d+$")
+_REGION = linear(r"^[a-z]+-[a-z]+\d+$")
 
 
 def region_name(word: str) -> str:

@@ -6,17 +6,17 @@ from the streamed `usage` chunk (`stream_options.include_usage`), never from cou
 
 from __future__ import annotations
 
-import re
-
 from bot.commands import Param, Role, int_range, registry
 from bot.context import Context
 from bot.render import Reply, blocks_reply, context, section
 from bot.serving import explained_when_starting
 from bot.views.gemma import VERDICTS, answer_blocks, feedback_blocks, stats_blocks
 from llm.client import StreamResult
+from ops.linear import linear
 from ops.store import ANSWER_ID_BYTES
 
 DEFAULT_MAX_TOKENS = 512
+PREVIEW_CHARS = 2900  # the tail of a streaming answer its progress message shows (a section holds 3,000)
 
 _PARAMS = (
     Param(
@@ -36,10 +36,12 @@ def _stream(ctx: Context, prompt: str, max_tokens: int | None) -> tuple[StreamRe
 
     def on_delta(fragment: str) -> None:
         parts.append(fragment)
-        if ctx.progress is not None:
-            text = "".join(parts)
+        # Joined only when the message is edited (at most once a second), and only its tail is shown: a long
+        # answer costs one join per edit, not one per fragment.
+        if ctx.progress is not None and ctx.progress.due():
+            tail = _tail(parts, PREVIEW_CHARS)
             generating = context(":hourglass_flowing_sand: generating…")
-            ctx.progress.update(Reply(text=text + " …", blocks=[section(text[-2900:] + " …"), generating]))
+            ctx.progress.update(Reply(text=tail + " …", blocks=[section(tail + " …"), generating]))
 
     with gemma, explained_when_starting(ctx):
         result = gemma.stream(
@@ -48,6 +50,18 @@ def _stream(ctx: Context, prompt: str, max_tokens: int | None) -> tuple[StreamRe
             on_delta=on_delta,
         )
     return result, endpoint.url, gemma.model
+
+
+def _tail(parts: list[str], chars: int) -> str:
+    """The last `chars` characters of the fragments joined, reading only as many fragments as needed."""
+    taken: list[str] = []
+    size = 0
+    for part in reversed(parts):
+        taken.append(part)
+        size += len(part)
+        if size >= chars:
+            break
+    return "".join(reversed(taken))[-chars:]
 
 
 @registry.command("gemma ask", "Ask the served model; the answer streams into one message", *_PARAMS)
@@ -71,7 +85,7 @@ def verdict(word: str) -> str:
     return word
 
 
-_ANSWER_ID = re.compile(rf"^[0-9a-f]{{{2 * ANSWER_ID_BYTES}}}$")
+_ANSWER_ID = linear(rf"^[0-9a-f]{{{2 * ANSWER_ID_BYTES}}}$")
 
 
 def answer_id(word: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from bot.render import Block, channel_link, context, section, utc
 from bot.views.metrics import ms
-from llm.client import StreamResult
+from llm.client import CUT_NOTE, StreamResult
 from llm.hygiene import empty_explanation, inspect_message
 from ops.store import AnswerRecord
 
@@ -21,6 +21,8 @@ def answer_blocks(result: StreamResult, model: str) -> list[Block]:
     blocks: list[Block] = [section(text[:2900]), context(f"written by `{model}` (primary vLLM)")]
     if result.finish_reason == "length":
         blocks.append(context("_Stopped at the token limit (--max-tokens)._"))
+    if result.cut:
+        blocks.append(context(f"_{CUT_NOTE[0].upper()}{CUT_NOTE[1:]}; the rest was not read._"))
     return blocks
 
 

@@ -42,6 +42,10 @@ DEFAULTS: dict[str, Any] = {
     "engine_death_exit_s": 5.0,
 }
 
+# The "runaway" output fault: 2 MB in 4 KB pieces (one streamed chunk each).
+RUNAWAY_CHARS = 2_000_000
+RUNAWAY_PIECE = 4_000
+
 MODES = ("ready", "engine-dead", "slow", "booting", "wedged")
 
 
@@ -250,18 +254,19 @@ class VllmSimulator:
 
     @property
     def output_fault(self) -> str | None:
-        """How completions are spoiled: None, "markup" or "empty" (see `set_output_fault`)."""
+        """How completions are spoiled: None, "markup", "empty" or "runaway" (see `set_output_fault`)."""
         return self._output_fault
 
     def set_output_fault(self, fault: str | None) -> None:
         """Spoil chat completions (streamed or not) as real servers do: "markup" (a tool call left as Gemma 4
         markup in `content`, as without `--tool-call-parser gemma4`), "empty" (no content, no tool calls),
-        or None (normal).
+        "runaway" (max_tokens ignored: RUNAWAY_CHARS of text in RUNAWAY_PIECE-character pieces, as a server
+        that does not stop), or None (normal).
 
         Raises:
             ValueError: another value.
         """
-        if fault not in (None, "markup", "empty"):
+        if fault not in (None, "markup", "empty", "runaway"):
             raise ValueError(f"unknown output fault {fault!r}")
         self._output_fault = fault
 
@@ -460,6 +465,9 @@ class VllmSimulator:
         elif self._output_fault == "markup" and tool_call:  # no tool parser: the call stays in content
             answer, tool_call = [gemma_markup(tool_call["function"])], None
         tokens = answer[:max_tokens]
+        if self._output_fault == "runaway":
+            piece = ("The engine keeps generating. " * (RUNAWAY_PIECE // 29 + 1))[:RUNAWAY_PIECE]
+            tokens = answer = [piece] * (RUNAWAY_CHARS // RUNAWAY_PIECE)
         options = body.get("stream_options") or {}
         return {
             "id": f"chatcmpl-{uuid.uuid4().hex}",

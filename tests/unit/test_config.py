@@ -200,3 +200,41 @@ def test_the_startup_script_runs_the_container_vllm_commands_act_on() -> None:
     script = startup_script(startup_config(settings))
     assert "--name vllm-prod " in script and "vllm-gemma4" not in script
     assert "vllm-api-key" in script and "VLLM_API_KEY" in script
+
+
+@pytest.mark.parametrize(
+    ("changes", "secret"),
+    [
+        ({"vllm_base_url": "http://admin:hunter2@10.0.0.5:8000/v1"}, "hunter2"),
+        ({"llm_fallback_base_url": "https://u:p@ss-w0rd@llm.example.com/v1"}, "ss-w0rd"),
+        ({"vllm_api_key_secret": "sk-live Zx81pQ7mN2"}, "Zx81pQ7mN2"),  # a key pasted as the secret's name
+        ({"hf_token_secret": "hf_aBcDeF gHiJkL"}, "gHiJkL"),
+        # A secret's value echoed by another setting's rule (the signing secret pasted as the SSH user).
+        (
+            {"slack_signing_secret": "8f742231b10e8888abcd99", "ssh_user": "8f742231b10e8888abcd99"},
+            "8f742231b10e8888abcd99",
+        ),
+        ({"state_database_url": "mysql://bot:s3cr3t-pw@db/x"}, "s3cr3t-pw"),
+    ],
+)
+def test_a_config_error_never_shows_a_secret(changes: dict[str, object], secret: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        _load(**changes)
+    assert secret not in str(caught.value)
+    assert all(line.split(":", 1)[0].isupper() for line in caught.value.problems)
+
+
+def test_a_secret_from_the_environment_is_masked_in_another_settings_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SLACK_SIGNING_SECRET", "0123456789abcdef0123")
+    monkeypatch.setenv("SSH_USER", "0123456789abcdef0123")
+    fields = {k: v for k, v in GOOD.items() if k != "slack_signing_secret"}
+    with pytest.raises(ConfigError) as caught:
+        load_settings(_env_file=None, **fields)
+    assert "0123456789abcdef0123" not in str(caught.value) and "SSH_USER" in str(caught.value)
+
+
+def test_the_metrics_token_is_a_secret() -> None:
+    settings = _load(metrics_token="t0ken-for-prometheus")
+    assert settings.metrics_token is not None and "t0ken" not in repr(settings)

@@ -56,6 +56,24 @@ CORPUS = [
     ("DB_PASSWORD: correct-horse-battery", "password", "correct-horse-battery"),
     ("password=hunter2 user=bot", "password", "hunter2"),
     ("OAUTH_CLIENT_SECRET=GOCSPX-abcdefghijkl", "secret", "GOCSPX-abcdefghijkl"),
+    # Dict and JSON reprs: vLLM logs its `non-default args` as a Python dict (`--api-key` is a list there).
+    (
+        "INFO 05-02 10:00:00 [utils.py:326] non-default args: {'model_tag': 'google/gemma-4-31B-it', "
+        "'api_key': ['sk-Zx81pQ7mN2vB4cX9'], 'tensor_parallel_size': 8}",
+        "api_key",
+        "Zx81pQ7mN2vB4cX9",
+    ),
+    ("non-default args: {'api_key': 'sk-Zx81pQ7mN2vB4cX9'}", "api_key", "Zx81pQ7mN2vB4cX9"),
+    ('{"api_key": "sk-Zx81pQ7mN2vB4cX9", "model": "m"}', "api_key", "Zx81pQ7mN2vB4cX9"),
+    ("curl -H api-key=q7Zx81pQ7mN2vB4cX9 http://10.0.0.5:8000/v1/models", "api_key", "q7Zx81pQ7mN2vB4cX9"),
+    ("{'hf_token': 'abcdefghijklmnopqrstuvwxyzab', 'revision': None}", "token", "abcdefghijklmnopqrstuvwxyz"),
+    ("headers={'Authorization': 'sk-Zx81pQ7mN2vB4cX9', 'Accept': '*/*'}", "authorization", "Zx81pQ7mN2vB4c"),
+    ('{"Authorization": "Basic dXNlcjpodW50ZXIy"}', "basic_auth", "dXNlcjpodW50ZXIy"),
+    ("{'authorization': 'Bearer sk-Zx81pQ7mN2vB4cX9'}", "bearer_token", "Zx81pQ7mN2vB4cX9"),
+    ("Authorization: Bearer abc12", "authorization", "abc12"),
+    # A password holding `@`: everything up to the last `@` before the host is the password.
+    ("postgresql://user:p@ss@host/db", "url_password", "ss@host"),
+    ("postgresql+psycopg://bot:p@ss@w0rd@db.internal:5432/chatops", "url_password", "w0rd"),
 ]
 
 
@@ -88,6 +106,13 @@ ORDINARY = [
     "Use a Bearer token from Secret Manager; hf_hub_download failed; the token is stored as hf-token",
     "projects/demo-project/locations/us-east5-a/queuedResources/gemma4-qr at 127.0.0.1:8000",
     "[EID: 0x3ee569ef3539e788] operation-1783693569476-656428598c851-2ace3015-8507cb0a",
+    # Unset secrets, names of secrets and refusals stay readable.
+    "non-default args: {'api_key': None, 'hf_token': None, 'allowed_origins': ['*']}",
+    "{'api_key': [], 'ssl_keyfile': None}",
+    "'api_key': ['$VLLM_API_KEY']",
+    "authorization: denied for U0VIEWER01 (needs the operator role)",
+    "Authorization: Bearer [REDACTED:bearer_token]",
+    "mailto:someone@example.com and https://host.example.com:8443/path",
 ]
 
 

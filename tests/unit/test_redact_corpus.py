@@ -174,7 +174,7 @@ def test_corpus_sizes_and_kinds() -> None:
     assert len(SECRETS) >= 60 and len(LOOK_ALIKES) >= 30
     kinds = {kind for _, kind, _ in SECRETS}
     assert kinds <= set(KINDS)
-    assert set(KINDS) - kinds <= {"private_key", "slack_signing_secret", "secret"}
+    assert set(KINDS) - kinds <= {"private_key", "slack_signing_secret", "secret", "authorization"}
 
 
 def test_the_generated_startup_script_is_untouched() -> None:
