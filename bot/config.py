@@ -21,12 +21,24 @@ from sqlalchemy.exc import ArgumentError
 from bot.deployments import read_deployments
 from bot.routing import parse_routes
 from llm.redact import redact
+from ops.errors import BadInput
 from ops.faults import load_file
 from ops.idle import parse_schedule
 from ops.linear import linear
+from ops.remote_commands import unit_name
 from ops.slo import load_rules, parse_span
 
 CommaList = Annotated[list[str], NoDecode]
+
+SYSLOG_UNITS = (
+    "google-startup-scripts.service",  # the startup script that runs vLLM (journalctl -u, per
+    # https://cloud.google.com/compute/docs/instances/startup-scripts/linux#viewing-output)
+    "docker.service",
+    "containerd.service",
+    "google-guest-agent.service",
+)
+"""The journals anyone may read by default: the units that start and run the vLLM container, none that may
+log other services' secrets (admins read any unit)."""
 
 # Zone names as the TPU API spells them, e.g. "us-east5-a" (https://cloud.google.com/tpu/docs/regions-zones).
 _ZONE = linear(r"^[a-z]+-[a-z]+\d+-[a-z]$")
@@ -96,6 +108,18 @@ class Settings(BaseSettings):
         le=3600,
         description="How long a dead bot's hold on a name lasts (renewed every ttl/3 while running), s.",
     )
+    reconcile_interval_s: float = Field(
+        60.0,
+        ge=1,
+        le=3600,
+        description="How often creates answered ambiguously are looked for after their command ended, s.",
+    )
+    ambiguous_create_watch_s: float = Field(
+        3600.0,
+        ge=60,
+        le=7 * 86400,
+        description="How long a create never answered is looked for (then taken as never made), s.",
+    )
     google_credentials_file: str | None = Field(
         None, description="Service-account key file for this project's Google APIs; default: ADC."
     )
@@ -131,6 +155,12 @@ class Settings(BaseSettings):
     http_timeout_s: float = Field(10.0, gt=0, le=300, description="Timeout of vLLM HTTP calls, seconds.")
     vllm_startup_stuck_s: float = Field(
         1800.0, ge=60, le=86400, description="A container up this long without its port is 'start-up stuck'."
+    )
+    vllm_replace_settle_s: float = Field(
+        30.0,
+        ge=0,
+        le=600,
+        description="How long a new container must keep running before /vllm restart removes the old one, s.",
     )
     fault_catalogue_file: str | None = Field(
         None, description="A team's own failure families (YAML, the format of ops/faults.yaml)."
@@ -170,6 +200,10 @@ class Settings(BaseSettings):
         default_factory=list, description='Pinned host keys, "TYPE BASE64" each, e.g. "ssh-ed25519 AAAA...".'
     )
     ssh_sudo: bool = Field(False, description="Run docker and journalctl with sudo -n on the VM.")
+    syslog_units: CommaList = Field(
+        default_factory=lambda: list(SYSLOG_UNITS),
+        description="Journal units viewers and operators may read with /vllm syslog (admins: any unit).",
+    )
     vllm_container: str = Field("vllm-gemma4", pattern=r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$")
 
     # Access control: Slack user ids (U.../W...) and user-group ids (S...).
@@ -269,6 +303,14 @@ class Settings(BaseSettings):
             raise ValueError("give whole minutes from 1 to 10080, e.g. 60,15,5")
         return values
 
+    @field_validator("syslog_units")
+    @classmethod
+    def _check_units(cls, units: list[str]) -> list[str]:
+        try:
+            return [unit_name(unit) for unit in units]
+        except BadInput as exc:
+            raise ValueError(exc.message) from None
+
     @field_validator("alert_routes")
     @classmethod
     def _check_routes(cls, items: list[str]) -> list[str]:
@@ -325,6 +367,7 @@ class Settings(BaseSettings):
         "ssh_host_keys",
         "alert_thresholds_min",
         "alert_routes",
+        "syslog_units",
         mode="before",
     )
     @classmethod

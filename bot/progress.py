@@ -48,6 +48,21 @@ class Progress:
         self._last_edit = float("-inf")
         self.ts: str | None = None
         self.refused: str | None = None  # Slack's error when the bot is not in the channel (no more edits)
+        self._finished: list[Callable[[str | None], None]] = []
+
+    @property
+    def channel_id(self) -> str:
+        return self._channel
+
+    @property
+    def thread_ts(self) -> str | None:
+        return self._thread_ts
+
+    def when_finished(self, callback: Callable[[str | None], None]) -> None:
+        """Call `callback(ts)` once `finish` has written the final reply: the ts of the message showing it,
+        or None when it went another way (an ephemeral or direct message, not editable). Its exceptions are
+        logged."""
+        self._finished.append(callback)
 
     def due(self) -> bool:
         """Whether `update` would write now (no edit within `min_interval_s`, the channel not refusing):
@@ -73,8 +88,10 @@ class Progress:
         """Show the final `reply` (always written, with its files): an edit of the progress message, or a new
         message, or (for `user_id`) an ephemeral or direct message when the channel refuses both."""
         with self._lock:
+            shown: str | None = None
             try:
                 self._write(reply, filename=filename, final=True)
+                shown = self.ts
             except SlackDeliveryError as exc:
                 log.warning(
                     "progress message not finished (%s); delivering the result another way", exc.reason
@@ -82,6 +99,11 @@ class Progress:
                 self._slack.deliver(
                     reply, Destination(self._channel, user_id, self._thread_ts), filename=filename
                 )
+        for callback in self._finished:
+            try:
+                callback(shown)
+            except Exception:  # what runs after the answer must not take the answer back
+                log.exception("progress: a finish callback failed")
 
     def _write(self, reply: Reply, *, filename: str = "answer.txt", final: bool = False) -> None:
         reply = fit(reply, filename) if final else reply

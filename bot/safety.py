@@ -1,6 +1,7 @@
 """What every changing `/tpu` command shares: one operation per name (a lease in the state store, refused
 with who holds it), creates written down before they are sent and carrying ownership labels, and pins of
-what a confirmation showed (re-checked on the click)."""
+what a confirmation showed (re-checked on the click): queued resources, and the SSH target of `/vllm`'s
+container commands."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from datetime import datetime
 
 from bot.context import Context
 from bot.render import mention
-from ops.errors import BadInput, NotFound, OpsError
+from ops.errors import BackendTimeout, BackendUnavailable, BadInput, NotFound, OpsError
 from ops.ownership import (
     CreateOutcome,
     create_owned,
@@ -21,6 +22,7 @@ from ops.ownership import (
     new_request_id,
     operation_keys,
     ownership_labels,
+    record_ambiguous,
     record_sending,
 )
 from ops.store import OperationBusy
@@ -53,10 +55,13 @@ def create_labelled(ctx: Context, spec: CreateSpec, *, operation_id: str, kind: 
     """Send a create with the ownership labels, written down first; an ambiguous answer is read back.
 
     Returns:
-        The CreateOutcome; the in-flight record says "created" unless the request was not seen yet.
+        The CreateOutcome; the in-flight record says "created" unless the request was not seen yet (then
+        it stays open, "sending", for reconciliation to look for it).
 
     Raises:
-        NameTaken: an ambiguous answer, and the name belongs to a resource this request did not make.
+        NameTaken: the name belongs to a resource this request did not make.
+        BackendTimeout, BackendUnavailable: ambiguous, and it could not be read back (the record stays
+            open: reconciliation looks for it by label).
         OpsError: the create was refused (the record says "failed").
     """
     services = ctx.services
@@ -69,11 +74,16 @@ def create_labelled(ctx: Context, spec: CreateSpec, *, operation_id: str, kind: 
     )  # fmt: skip
     try:
         outcome = create_owned(services.tpu, owned, request_id, sent_at)
+    except (BackendTimeout, BackendUnavailable) as exc:  # ambiguous, and not read back: it may exist
+        record_ambiguous(services.store, request_id, exc, now=services.now())
+        raise
     except OpsError as exc:
         services.store.update_inflight(request_id, "failed", now=services.now(), note=exc.message)
         raise
     if outcome.operation is not None or outcome.resource is not None:
         services.store.update_inflight(request_id, "created", now=services.now())
+    elif outcome.ambiguous is not None:
+        record_ambiguous(services.store, request_id, outcome.ambiguous, now=services.now())
     return outcome
 
 
@@ -128,6 +138,43 @@ def check_pins(ctx: Context, current: list[dict[str, str]], command: str) -> Non
     if changes:
         raise OpsError(
             "refused: the target changed since the preview: " + "; ".join(changes),
+            f"look again with /{command}",
+        )
+
+
+def ssh_pin_text(pin: dict[str, str]) -> str:
+    """An SSH target (`Services.ssh_target`) as the confirmation's plan."""
+    return json.dumps({"ssh": pin}, sort_keys=True)
+
+
+def check_ssh_pin(ctx: Context, current: dict[str, str], command: str) -> None:
+    """Refuse when the SSH target a confirmation showed is not the one now: another address, another
+    node, or the same node recreated (another create time), as `check_pins` does for queued resources.
+
+    Raises:
+        OpsError: the target changed (each difference named); or the confirmation carries no SSH pin.
+    """
+    if not ctx.confirmed_plan:
+        return  # not run through a confirmation (the console's direct call in tests of handlers)
+    try:
+        pinned = json.loads(ctx.confirmed_plan)["ssh"]
+    except (ValueError, KeyError, TypeError):
+        raise OpsError("this confirmation carries no pin of its target", f"run /{command} again") from None
+    changes = []
+    if pinned.get("node") != current.get("node"):
+        changes.append(
+            f"the VM is now node `{current.get('node') or '?'}` (was `{pinned.get('node') or '?'}`)"
+        )
+    elif pinned.get("created") != current.get("created"):
+        changes.append(
+            f"node `{current.get('node')}` was recreated (created {pinned.get('created') or '?'} when "
+            f"previewed, now {current.get('created') or '?'})"
+        )
+    if pinned.get("host") != current.get("host"):
+        changes.append(f"its address changed from `{pinned.get('host')}` to `{current.get('host')}`")
+    if changes:
+        raise OpsError(
+            "refused: the target changed since the preview: " + "; ".join(changes) + "; nothing was sent",
             f"look again with /{command}",
         )
 

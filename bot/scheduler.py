@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from urllib.parse import urlsplit, urlunsplit
@@ -26,6 +27,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from bot.alert_delivery import OncallOptions, TickResult
 from bot.alert_reach import reach_lines
+from bot.identity import identify
 from bot.oncall import OncallJobs
 from bot.render import Reply, human_duration, mention, section, utc
 from bot.services import Services
@@ -347,6 +349,10 @@ class AlertScheduler(OncallJobs):
                     )
                 except (OpsError, ValueError):
                     text = None
+                # Who answers: a stale process on the port must not pass for the deployment's server.
+                identity = identify(self.services, client, endpoint, health, metrics_text=text)
+                if identity.other:
+                    check = replace(check, other_server=identity.line())
         watch = VllmWatch.from_json(self.ledger.get_value("vllm_watch"))
         found, watch = evaluate_vllm(
             check,

@@ -162,14 +162,42 @@ class Services:
             failures=failures,
         )
 
-    def remote(self) -> RemoteHost:
-        """An SSH connection to the TPU VM (SSH_HOST, else the vLLM endpoint's host), host key checked.
+    def ssh_target(self, *, fresh: bool = False) -> dict[str, str]:
+        """Where SSH goes now and which VM that is, as a confirmation pins it: "host" (SSH_HOST, else the
+        vLLM endpoint's host), and for an endpoint found from a node its "node", the node's "created" time
+        (ISO) and its queued "resource" (all "" when not known).
+
+        Args:
+            fresh: resolve the endpoint again, not from its cache (a confirmation's check).
+
+        Raises:
+            What `resolve()` raises, when SSH_HOST is unset and no endpoint is found.
+        """
+        s = self.settings
+        try:
+            endpoint: Endpoint | None = self.endpoints.resolve(fresh=fresh)
+        except OpsError:
+            if not s.ssh_host:
+                raise
+            endpoint = None
+        host = s.ssh_host or (urlsplit(endpoint.url).hostname if endpoint else "") or ""
+        created = endpoint.node_created if endpoint else None
+        return {
+            "host": host,
+            "node": endpoint.node if endpoint else "",
+            "created": created.isoformat() if created else "",
+            "resource": endpoint.resource if endpoint else "",
+        }
+
+    def remote(self, host: str | None = None) -> RemoteHost:
+        """An SSH connection to the TPU VM, host key checked: to `host`, else SSH_HOST, else the vLLM
+        endpoint's host.
 
         Raises:
             BadInput: no SSH key or no trusted host key is configured. What `resolve()` raises.
         """
         s = self.settings
-        host = s.ssh_host or urlsplit(self.endpoints.resolve().url).hostname or ""
+        host = host or s.ssh_host or urlsplit(self.endpoints.resolve().url).hostname or ""
         if not s.ssh_key_path:
             raise BadInput("SSH is not configured: SSH_KEY_PATH is unset", "see README.md, Settings (SSH)")
         pinned = dict(key.split(maxsplit=1) for key in s.ssh_host_keys)
@@ -183,9 +211,10 @@ class Services:
             sudo=s.ssh_sudo,
         )
 
-    def container(self) -> tuple[VllmContainer, RemoteHost]:
-        """The vLLM container on the TPU VM, and its SSH connection (close it when done)."""
-        remote = self.remote()
+    def container(self, host: str | None = None) -> tuple[VllmContainer, RemoteHost]:
+        """The vLLM container on the TPU VM (at `host`, else as `remote` chooses), and its SSH connection
+        (close it when done)."""
+        remote = self.remote(host)
         return VllmContainer(remote, self.settings.vllm_container), remote
 
     def vllm_spec(self) -> VllmSpec:

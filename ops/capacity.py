@@ -40,6 +40,7 @@ from ops.ownership import (
     labels_of,
     new_request_id,
     ownership_labels,
+    record_ambiguous,
     record_sending,
 )
 from ops.store import Store
@@ -75,6 +76,10 @@ class SearchResult:
             (e.g. after an ambiguous create whose name was the live primary's).
         found_s: seconds from the start until the winner was seen ACTIVE (the time to capacity; the rest of
             `elapsed_s` is deleting and verifying the other requests), None without a winner.
+        unresolved: zone -> request id, for the zones whose create was answered ambiguously (timeout,
+            lost or duplicated answer) and whose request was never seen, so nothing proves it was not
+            made: it may still appear. Their in-flight records stay open; reconciliation deletes such a
+            request if it appears (it carries the search's label) until the watch ends.
     """
 
     winner: QueuedResourceInfo | None
@@ -86,6 +91,13 @@ class SearchResult:
     search_id: str = ""
     left_alone: tuple[str, ...] = ()
     found_s: float | None = None
+    unresolved: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    @property
+    def all_deleted(self) -> bool:
+        """Whether every request the search made, besides the winner, is known to be gone (none left over,
+        none unresolved): the only case in which "every request was deleted" may be said."""
+        return not self.leftovers and not self.unresolved
 
 
 @dataclass
@@ -104,7 +116,8 @@ class _Run:
     zone_index: dict[str, int] = field(default_factory=dict)
     requests: dict[str, tuple[str, datetime]] = field(default_factory=dict)  # zone -> (request id, sent)
     left_alone: list[str] = field(default_factory=list)
-    unsure: set[str] = field(default_factory=set)  # zones whose create was ambiguous and not seen since
+    unsure: dict[str, str] = field(default_factory=dict)  # zone -> reason of its ambiguous answer
+    unresolved: dict[str, str] = field(default_factory=dict)  # unsure zone -> request id, unseen at the end
     stop: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
     progress_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -124,7 +137,8 @@ class CapacitySearch:
     the type: dropped before any create), "requesting", the queued resource's state ("WAITING_FOR_RESOURCES",
     "PROVISIONING", "ACTIVE", ...), "failed: <reason>[ (remembered)]", "deleted" (a request deleted because
     another zone won), "cancelled", "not tried" (a winner was found first), "leftover: <QR id>" (its
-    deletion could not be verified).
+    deletion could not be verified), "unresolved: ..." (an ambiguous create never seen: it may still
+    appear, see SearchResult.unresolved).
 
     Args:
         tpu: the TPU API.
@@ -342,6 +356,7 @@ class CapacitySearch:
             search_id=run.search_id,
             left_alone=tuple(run.left_alone),
             found_s=None if run.found_at is None else run.found_at - started,
+            unresolved=MappingProxyType(dict(run.unresolved)),
         )
 
     # ---- internals
@@ -529,8 +544,12 @@ class CapacitySearch:
                     f"{qr_name} in {zone} exists but was not made by this search: left alone"
                 )
         if result == "absent" and zone in run.unsure:
-            # Still not seen: its record stays open in the store, so a late create is reconciled later;
-            # the zone keeps its "failed: ..." state.
+            # Still not seen: nothing proves it was not made. Its record stays open in the store, so a
+            # late create is reconciled (deleted by its label) after the search.
+            with run.lock:
+                run.unresolved[zone] = request_id
+            reason = run.unsure[zone]
+            self._set(run, zone, f"unresolved: ambiguous create ({reason}), request not seen (see below)")
             return True
         if gone:
             self._inflight(run, zone, result)
@@ -542,7 +561,11 @@ class CapacitySearch:
         (a late create), so the zone stays on the list that the search's final sweep checks by label."""
         with run.lock:
             run.created[zone] = qr_name
-            run.unsure.add(zone)
+            run.unsure[zone] = classify(error).reason
+            request = run.requests.get(zone)
+        if request is not None:
+            with self._store_lock:
+                record_ambiguous(self.store, request[0], error, now=self._now())
         self._set(run, zone, f"failed: {classify(error).reason} ({seen}; checked again at the end)")
 
     def _inflight(self, run: _Run, zone: str, state: str, note: str = "") -> None:

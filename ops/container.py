@@ -2,12 +2,16 @@
 
 `VllmContainer` is the facade the bot uses. It runs only the templates of `ops.remote_commands` through
 `ops.ssh.RemoteHost` (docker run flags from docs/vllm.md §4.1, an explicit `vllm serve` command as §4.2
-explains, `docker rm -f` before a restart because only one process may own the TPU, §4.3).
+explains). A restart replaces, it does not remove first (`replace`, docs/vllm.md §4.3): the image is
+checked and pulled while the old container still serves; only then is the old one stopped (one process may
+own the TPU) and renamed aside, and it comes back if the new one fails to start.
 """
 
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -25,7 +29,17 @@ from ops.linear import linear
 from ops.remote_commands import validate
 from ops.ssh import CommandResult, RemoteHost
 
-__all__ = ["BenchParams", "ContainerStatus", "VllmContainer", "VllmSpec"]
+__all__ = [
+    "BenchParams",
+    "ContainerStatus",
+    "ReplaceOutcome",
+    "VllmContainer",
+    "VllmSpec",
+    "docker_error_line",
+    "exit_reason",
+    "log_error_line",
+    "served_names",
+]
 
 
 # -- the vLLM container ------------------------------------------------------------------------------------
@@ -89,6 +103,8 @@ class ContainerStatus:
         exit_code: State.ExitCode (meaningful when exited), or None.
         finished_at: State.FinishedAt (UTC), None if never finished.
         error: State.Error ("" when none).
+        command: the command it runs (Config.Cmd, e.g. ("vllm", "serve", MODEL, "--port", "8000", ...)),
+            () when docker does not say.
     """
 
     exists: bool
@@ -100,6 +116,68 @@ class ContainerStatus:
     exit_code: int | None = None
     finished_at: datetime | None = None
     error: str = ""
+    command: tuple[str, ...] = ()
+
+    def flag(self, name: str) -> str | None:
+        """The value of `--name VALUE` or `--name=VALUE` in `command` (the last one given), or None."""
+        value = None
+        for i, word in enumerate(self.command):
+            if word == name and i + 1 < len(self.command):
+                value = self.command[i + 1]
+            elif word.startswith(name + "="):
+                value = word.split("=", 1)[1]
+        return value
+
+
+def served_names(command: tuple[str, ...]) -> tuple[str, ...]:
+    """The model names a `vllm serve` command serves under: its `--served-model-name` values, else the
+    model (the positional after `serve`, or `--model`); () when it is not such a command.
+
+    vLLM lists these as the ids of `/v1/models` (`--served-model-name` "the model name(s) used in the API;
+    if not specified, the model name will be the same as the --model argument",
+    https://docs.vllm.ai/en/latest/configuration/serve_args.html).
+    """
+    words = list(command)
+    if "serve" not in words:
+        return ()
+    rest = words[words.index("serve") + 1 :]
+    names: list[str] = []
+    for i, word in enumerate(rest):
+        if word == "--served-model-name":  # nargs="+": the words up to the next flag
+            for value in rest[i + 1 :]:
+                if value.startswith("-"):
+                    break
+                names.append(value)
+        elif word.startswith("--served-model-name="):
+            names.append(word.split("=", 1)[1])
+    if names:
+        return tuple(names)
+    if rest and not rest[0].startswith("-"):
+        return (rest[0],)
+    model = ContainerStatus(True, "", None, None, 0, False, command=tuple(rest)).flag("--model")
+    return (model,) if model else ()
+
+
+@dataclass(frozen=True)
+class ReplaceOutcome:
+    """What `VllmContainer.replace` did.
+
+    Attributes:
+        status: the container now under the name (the new one, or the old one restored).
+        pulled: the image was pulled (it was not on the VM yet).
+        replaced: the new container runs and the previous one was removed.
+        restored: the new one failed to start and the previous one is back under its name (started again
+            if it was running).
+        error: why the new one failed: the real docker or vLLM error line (None when it runs).
+        previous_image: the image the previous container ran, None when there was none.
+    """
+
+    status: ContainerStatus
+    pulled: bool
+    replaced: bool
+    restored: bool = False
+    error: OpsError | None = None
+    previous_image: str | None = None
 
 
 _RFC3339 = linear(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
@@ -171,6 +249,7 @@ class VllmContainer:
             ) from exc
         config = item.get("Config") or {}
         exit_code = state.get("ExitCode")
+        command = config.get("Cmd") or [item.get("Path"), *(item.get("Args") or [])]
         return ContainerStatus(
             exists=True,
             state=str(state.get("Status", "unknown")),
@@ -181,6 +260,7 @@ class VllmContainer:
             exit_code=exit_code if isinstance(exit_code, int) else None,
             finished_at=_docker_time(state.get("FinishedAt")),
             error=str(state.get("Error") or ""),
+            command=tuple(str(word) for word in command if isinstance(word, str)),
         )
 
     def start(self, spec: VllmSpec) -> ContainerStatus:
@@ -214,16 +294,136 @@ class VllmContainer:
         self._check(result, "stop")
         return self.status()
 
-    def restart(self, spec: VllmSpec) -> ContainerStatus:
-        """Recreate the container: `docker rm -f` (frees the TPU even from a dead container, docs/vllm.md §4.3
-        device-busy) then `docker run` with `spec`.
+    def restart(self, spec: VllmSpec, *, settle_s: float = 30.0) -> ReplaceOutcome:
+        """Recreate the container with `spec`, keeping the old one until the new one runs: see `replace`."""
+        return self.replace(spec, settle_s=settle_s)
+
+    def replace(
+        self,
+        spec: VllmSpec,
+        *,
+        settle_s: float = 30.0,
+        poll_s: float = 1.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> ReplaceOutcome:
+        """Replace the container by one running `spec`, and put the old one back if the new one fails.
+
+        1. The image: `docker image inspect`, and `docker pull` when it is not on the VM, while the old
+           container still serves. A pull refused (no such tag, access denied, rate limit, disk full)
+           raises before anything is touched.
+        2. The old container (if any) is stopped (one process may own the TPU, and the port) and renamed
+           to NAME-previous.
+        3. `docker run` of the new one under NAME; it must still run `settle_s` seconds later (vLLM binds
+           its port and reads its arguments in its first seconds, so "address already in use", a bad flag
+           or a refused model download end it within that time; loading the weights takes minutes more).
+        4. Success: NAME-previous is removed. Failure: the new container is removed, NAME-previous renamed
+           back and started again if it was running, and the outcome carries the new one's error.
+
+        Args:
+            spec: the new container's image, model and flags.
+            settle_s: seconds the new container must keep running, checked every `poll_s`.
+            sleep: the wait between checks (tests pass a fake).
 
         Returns:
-            The status after `docker run`.
+            ReplaceOutcome.
+
+        Raises:
+            OpsError (QuotaExceeded, NotFound, PermissionDenied, ...): the image could not be pulled, or the
+                old container could not be stopped or renamed aside (it is left as it was).
+            BadInput: NAME-previous is not a valid container name (NAME too long).
         """
+        aside = validate("container", f"{self.name}-previous")
+        try:
+            pulled = self.ensure_image(spec.image)
+            old = self.status()
+        except OpsError as exc:
+            raise _untouched(exc, f"{self.name} was not touched") from exc
+        if old.exists:
+            self._set_aside(old, aside)
+        failure = self._start_new(spec, settle_s, poll_s, sleep)
+        if failure is None:
+            if old.exists:
+                self._check(self.remote.run("docker_rm_force", container=aside), "rm -f")
+            return ReplaceOutcome(self.status(), pulled, replaced=True, previous_image=old.image)
+        if not old.exists:
+            return ReplaceOutcome(self.status(), pulled, replaced=False, error=failure)
         self.rm()
-        self._run(spec)
-        return self.status()
+        self._check(self.remote.run("docker_rename", container=aside, new_name=self.name), "rename")
+        if old.running:
+            self._check(self.remote.run("docker_start", container=self.name), "start")
+        return ReplaceOutcome(
+            self.status(), pulled, replaced=False, restored=True, error=failure, previous_image=old.image
+        )
+
+    def _set_aside(self, old: ContainerStatus, aside: str) -> None:
+        """Stop the old container and rename it to `aside`; on a failure it is started again (if it ran)
+        and the error says so."""
+        try:
+            if self._status_of(aside).exists:  # left by an interrupted replace: NAME is the newer one
+                self._check(self.remote.run("docker_rm_force", container=aside), "rm -f")
+            if old.running:
+                self.stop()
+            self._check(self.remote.run("docker_rename", container=self.name, new_name=aside), "rename")
+        except OpsError as exc:
+            if old.running and not self.status().running:
+                self._check(self.remote.run("docker_start", container=self.name), "start")
+            kept = f"{self.name} was kept" + (" and started again" if old.running else "")
+            raise _untouched(exc, kept) from exc
+
+    def ensure_image(self, image: str) -> bool:
+        """Make sure `image` is on the VM: `docker image inspect`, then `docker pull` if it is missing.
+
+        Returns:
+            True if it was pulled, False if it was already there.
+
+        Raises:
+            The errors of `_check` for a refused pull, with docker's own error line ("manifest unknown",
+            "pull access denied", "toomanyrequests", "no space left on device").
+        """
+        found = self.remote.run("docker_image_inspect", image=image)
+        if found.exit_status == 0:
+            return False
+        if "no such image" not in (found.stderr + found.stdout).lower():
+            self._check(found, f"image inspect {image}", subject=False)
+        pulled = self.remote.run(
+            "docker_pull", image=image, timeout_s=max(self.remote.command_timeout_s, 900.0)
+        )  # a multi-GB image
+        self._check(pulled, f"pull {image}", subject=False)
+        return True
+
+    def _start_new(
+        self, spec: VllmSpec, settle_s: float, poll_s: float, sleep: Callable[[float], None]
+    ) -> OpsError | None:
+        """`docker run` the new container and watch it for `settle_s`; its error, or None if it runs."""
+        try:
+            self._run(spec)
+        except OpsError as exc:
+            return exc
+        waited = 0.0
+        while True:
+            status = self.status()
+            if not status.running:
+                return self._exited_error(status)
+            if waited >= settle_s:
+                return None
+            step = min(poll_s, settle_s - waited)
+            sleep(step)
+            waited += step
+
+    def _exited_error(self, status: ContainerStatus) -> OpsError:
+        """The error of a new container that stopped: its state and the error line of its log."""
+        code = f" with code {status.exit_code}" if status.exit_code is not None else ""
+        try:
+            detail = log_error_line(self.logs(tail=200))
+        except OpsError:
+            detail = ""
+        message = f"the new container {self.name} on {self.remote.host} {status.state}{code} at once"
+        known = faults.explain(detail) if detail else None
+        hint = f"{known[1]}: {known[2]}" if known else "the line above is the last error of its log"
+        return OpsError(message + (f": {detail}" if detail else ""), hint, backend="ssh")
+
+    def _status_of(self, name: str) -> ContainerStatus:
+        return VllmContainer(self.remote, name, stop_timeout_s=self.stop_timeout_s).status()
 
     def rm(self) -> None:
         """`docker rm -f`. Idempotent: a missing container is not an error."""
@@ -326,7 +526,7 @@ class VllmContainer:
                 )
             if "PERMISSION_DENIED" in text or "403" in text:
                 raise PermissionDenied(message + ": permission denied", hint, backend="ssh")
-            raise OpsError(message + f": {_last_line(text)}", hint, backend="ssh")
+            raise OpsError(message + f": {docker_error_line(text)}", hint, backend="ssh")
         self._check(result, "run")
 
     def _not_found(self) -> NotFound:
@@ -334,14 +534,22 @@ class VllmContainer:
             f"no container {self.name} on {self.remote.host}", "start it with /vllm start", backend="ssh"
         )
 
-    def _check(self, result: CommandResult, action: str, *, tool: str = "docker") -> None:
-        """Raise the typed error for a failed command (exit status != 0)."""
+    def _check(
+        self, result: CommandResult, action: str, *, tool: str = "docker", subject: bool = True
+    ) -> None:
+        """Raise the typed error for a failed command (exit status != 0), with docker's own error line.
+
+        Args:
+            action: the command's words after the tool ("run", "pull IMAGE").
+            subject: name the container after `action` (False for image commands).
+        """
         if result.exit_status == 0:
             return
         text = result.stderr or result.stdout
         lower = text.lower()
-        message = f"{tool} {action} {self.name} on {self.remote.host} failed (exit {result.exit_status})"
-        detail = _last_line(text)
+        target = f" {self.name}" if subject else ""
+        message = f"{tool} {action}{target} on {self.remote.host} failed (exit {result.exit_status})"
+        detail = docker_error_line(text)
         if detail:
             message += f": {detail}"
         if "no such container" in lower:
@@ -363,7 +571,85 @@ class VllmContainer:
         raise OpsError(message, f"{conclusion}: {fix}", backend="ssh")
 
 
-def _last_line(text: str, limit: int = 300) -> str:
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    line = lines[-1] if lines else ""
+def _untouched(error: OpsError, kept: str) -> OpsError:
+    """`error` (same type) with what was kept said at the end of its message."""
+    return type(error)(f"{error.message}; {kept}", error.hint, backend=error.backend)
+
+
+# Lines of docker's output that say nothing about the cause: usage hints, pull progress.
+_DOCKER_NOISE = linear(
+    r"^(?:See 'docker [\w -]+--help'\.?|Unable to find image .* locally|Run 'docker [\w -]+--help'.*"
+    r"|[\w.-]+: Pulling from .*|[0-9a-f]{12}: (?:Pulling fs layer|Waiting|Downloading|Verifying Checksum"
+    r"|Download complete|Extracting|Pull complete|Already exists).*|Digest: sha256:.*|Status: .*)$"
+)
+# Words of a root cause, in docker's and the registries' wording (docker CLI and distribution errors).
+_DOCKER_CAUSES = linear(
+    r"(?i)no space left on device|manifest unknown|not found: manifest|pull access denied|toomanyrequests"
+    r"|denied: |unauthorized|permission denied|no such host|i/o timeout|connection refused|is already in use"
+    r"|no such container|no such image"
+)
+_ERRORS_OCCURRED = linear(r":?\s*\d+ errors? occurred:?$")  # the heading of docker's multi-error list
+
+
+def docker_error_line(text: str, limit: int = 300) -> str:
+    """The line of a docker command's output that names the cause, without docker's "docker: " prefix.
+
+    Preference: a line with a root-cause wording ("no space left on device", "manifest unknown", "pull
+    access denied", "toomanyrequests", ...), else an "Error response from daemon" line, else the last line
+    that is not a usage hint ("See 'docker run --help'.") or pull progress. A multi-error bullet ("* write
+    ...: no space left on device") keeps its heading ("failed to register layer: write ...").
+
+    Returns:
+        One line of at most `limit` characters, "" for empty output.
+    """
+    lines = [line.strip() for line in text.strip().splitlines()]
+    meaningful = [i for i, line in enumerate(lines) if line and not line.startswith("#")]
+    useful = [i for i in meaningful if not _DOCKER_NOISE.match(lines[i])] or meaningful
+    if not useful:
+        return ""
+    chosen = next(
+        (i for i in reversed(useful) if _DOCKER_CAUSES.search(lines[i])),
+        next((i for i in reversed(useful) if "error response from daemon" in lines[i].lower()), useful[-1]),
+    )
+    line = lines[chosen].removeprefix("docker: ")
+    if line.startswith("* "):
+        heading = next(
+            (lines[i] for i in reversed(useful) if i < chosen and not lines[i].startswith("*")), ""
+        )
+        heading = _ERRORS_OCCURRED.sub("", heading.removeprefix("docker: ")).strip()
+        line = f"{heading}: {line[2:]}" if heading else line[2:]
+    line = line.removesuffix(".") if line.endswith("manifest unknown.") else line
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+# The last error of a Python process's log: an exception line ("OSError: [Errno 98] Address already in use")
+# or a logged ERROR line.
+_EXCEPTION = linear(r"^(?:\(\w+ pid=\d+\) )?(?P<text>[\w.]+(?:Error|Exception): .+)$")
+_ERROR_LOG = linear(r"\bERROR\b.*?\]\s*(?P<text>.+)$")
+_ERRNO = linear(r"^\[Errno \d+\]\s*")
+
+
+def log_error_line(log: str) -> str:
+    """The last exception line of a container's log (else its last ERROR line), e.g. "OSError: [Errno 98]
+    Address already in use"; "" when there is none."""
+    found = ""
+    for raw in log.splitlines():
+        line = raw.strip()
+        match = _EXCEPTION.match(line)
+        if match:
+            found = match["text"]
+        elif not found:
+            logged = _ERROR_LOG.search(line)
+            found = logged["text"] if logged else found
+    return found[:300]
+
+
+def exit_reason(log: str) -> str:
+    """What ended a process, in a few words, from `log_error_line`: "address already in use" from
+    "OSError: [Errno 98] Address already in use"; "" when the log names nothing."""
+    line = log_error_line(log)
+    if not line:
+        return ""
+    text = line.split(": ", 1)[1] if ": " in line else line
+    text = _ERRNO.sub("", text).strip()
+    return (text[:1].lower() + text[1:])[:120]

@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from ops.errors import NotFound
 from ops.ownership import created_by_bot
@@ -28,10 +29,15 @@ DEAD_NODE_STATES = frozenset({"PREEMPTED", "STOPPED", "STOPPING", "TERMINATED", 
 
 @dataclass(frozen=True)
 class Endpoint:
-    """The vLLM base URL (no /v1) and a sentence saying how it was found."""
+    """The vLLM base URL (no /v1) and a sentence saying how it was found; for an endpoint found from a
+    node, that node's name, create time and queued resource (the VM behind the URL: a recreated VM has
+    another create time, and usually another IP)."""
 
     url: str
     source: str
+    node: str = ""
+    node_created: datetime | None = None
+    resource: str = ""
 
 
 class EndpointResolver:
@@ -70,12 +76,13 @@ class EndpointResolver:
         self._lock = threading.Lock()
         self._cached: tuple[float, Endpoint] | None = None
 
-    def resolve(self, listing: Callable[[], ZoneListing] | None = None) -> Endpoint:
+    def resolve(self, listing: Callable[[], ZoneListing] | None = None, *, fresh: bool = False) -> Endpoint:
         """The endpoint to use now.
 
         Args:
             listing: where to get the queued resources if discovery is needed (e.g. a listing the caller
                 is already fetching); None lists the watched zones.
+            fresh: discover again even within `ttl_s` (what a confirmation checks must be current).
 
         Raises:
             NotFound: no URL is configured, and neither the primary nor a queued resource labelled
@@ -85,7 +92,7 @@ class EndpointResolver:
         if self._base_url:
             return Endpoint(self._base_url, "setting VLLM_BASE_URL")
         with self._lock:
-            if self._cached and self._clock() - self._cached[0] < self._ttl_s:
+            if self._cached and not fresh and self._clock() - self._cached[0] < self._ttl_s:
                 return self._cached[1]
         endpoint = self._discover(listing or (lambda: self._tpu.list_queued_resources(self._zones)))
         with self._lock:
@@ -164,5 +171,8 @@ class EndpointResolver:
                         f"http://{ips[0]}:{self._port}",
                         f"{kind} IP of node {node.name} of ACTIVE queued resource {resource.name} "
                         f"({resource.zone}), port {self._port}",
+                        node=node.name,
+                        node_created=node.create_time,
+                        resource=resource.name,
                     )
         return None

@@ -1,5 +1,6 @@
 """Know what you made: ownership labels, creates that survive ambiguous answers, deletes of only what the
-bot made, one operation per name, and the start-up reconciliation of creates whose operation died.
+bot made, one operation per name, and the reconciliation of creates whose operation ended or died (at
+start, and periodically for creates answered ambiguously that may appear after their command ended).
 
 Every queued resource the bot requests carries node labels (`tpu.nodeSpec[0].node.labels`, the only place
 a queued resource has labels): `managed-by=tpu-chatops`, the request id, the search id of a capacity
@@ -44,6 +45,7 @@ __all__ = [
     "operation_keys",
     "ownership_labels",
     "reconcile",
+    "record_ambiguous",
 ]
 
 log = logging.getLogger(__name__)
@@ -143,14 +145,17 @@ class CreateOutcome:
     Attributes:
         operation: the create operation's name when the API answered it; None after an ambiguous answer.
         resource: the queued resource read back after an ambiguous answer, when it is ours; else None.
-        ambiguous: the error of an ambiguous answer (timeout, 5xx), else None. With `operation` and
+        ambiguous: the error of an ambiguous answer (timeout, 5xx, or ALREADY_EXISTS for a create delivered
+            twice), else None. With `operation` and
             `resource` both None the request was not found when read back: it may still appear (it stays
             recorded in flight, and clean-up checks it again by label).
+        request_id: the request's id (its ownership label).
     """
 
     operation: str | None
     resource: QueuedResourceInfo | None = None
     ambiguous: OpsError | None = None
+    request_id: str = ""
 
 
 def read_back(
@@ -190,14 +195,36 @@ def create_owned(
     Returns:
         CreateOutcome (see there).
 
+    An ALREADY_EXISTS answer is read back too: a create whose first answer was lost can reach the API
+    twice, and the second delivery is refused although the first made the resource (then the outcome is
+    that resource, with `ambiguous` the refusal).
+
     Raises:
-        NameTaken: the create was ambiguous and a resource with that name exists that this request did
-            not make (the live primary, say): nothing may touch it.
-        AlreadyExists, UnsupportedInZone, BadInput, ...: the create was refused outright (nothing made).
+        NameTaken: a resource with that name exists that this request did not make (the live primary,
+            say): nothing may touch it.
+        AlreadyExists: refused as existing, and nothing by that name was there when read back.
+        UnsupportedInZone, BadInput, ...: the create was refused outright (nothing made).
         OpsError: ambiguous and the read-back failed too (the in-flight record keeps it for later).
     """
     try:
-        return CreateOutcome(tpu.create_queued_resource(spec))
+        return CreateOutcome(tpu.create_queued_resource(spec), request_id=request_id)
+    except AlreadyExists as exc:
+        # Refused as existing: someone's resource, or this very request delivered twice (a client that
+        # resends a request whose answer was lost, as httplib2 does once): only the label tells.
+        try:
+            found = read_back(tpu, spec.name, spec.zone, pause_s=pause_s)
+        except OpsError as again:
+            raise BackendUnavailable(
+                f"{exc.message}; reading it back to see whose it is failed: {again.message}",
+                "it may be this request's own: it is recorded, and checked by label before any delete",
+                backend="tpu",
+            ) from exc
+        if found is None:
+            raise
+        if not made_by(found, request_id, sent_at):
+            raise NameTaken(found) from exc
+        log.warning("create of %s in %s was delivered twice: the resource is ours", spec.name, spec.zone)
+        return CreateOutcome(None, found, exc, request_id)
     except (BackendTimeout, BackendUnavailable) as exc:
         log.warning("ambiguous create of %s in %s (%s): reading it back", spec.name, spec.zone, exc.message)
         try:
@@ -209,10 +236,10 @@ def create_owned(
                 backend="tpu",
             ) from exc
         if found is None:
-            return CreateOutcome(None, None, exc)
+            return CreateOutcome(None, None, exc, request_id)
         if not made_by(found, request_id, sent_at):
             raise NameTaken(found, exc) from exc
-        return CreateOutcome(None, found, exc)
+        return CreateOutcome(None, found, exc, request_id)
 
 
 DeleteOutcome = Literal["deleted", "absent", "not ours", "not verified"]
@@ -351,17 +378,53 @@ def record_sending(
     return record
 
 
-# ---- start-up reconciliation
+# ---- reconciliation: at start and periodically after
+
+
+def after_phrase(error: OpsError) -> str:
+    """How an ambiguous create was answered, as the end of "appeared ... after the timeout": "after the
+    timeout" (BackendTimeout), "after its answer was lost" (5xx, dropped connection), "after its duplicate
+    was refused" (ALREADY_EXISTS for the request's own second delivery)."""
+    if isinstance(error, BackendTimeout):
+        return "after the timeout"
+    if isinstance(error, AlreadyExists):
+        return "after its duplicate was refused"
+    return "after its answer was lost"
+
+
+def record_ambiguous(store: Store, request_id: str, error: OpsError, *, now: datetime) -> None:
+    """Keep an ambiguous create open ("sending") with how it was answered (`after_phrase`) as its note,
+    for reconciliation to say what appeared and when."""
+    store.update_inflight(request_id, "sending", now=now, note=after_phrase(error))
+
+
+# Reconciled.action values that settle a record; "not verified" and "unseen" leave it open.
+FINAL_ACTIONS = ("deleted", "adopted", "absent", "not ours")
 
 
 @dataclass(frozen=True)
 class Reconciled:
-    """What reconciliation did with one in-flight create: `action` is "deleted", "adopted", "absent",
-    "not ours" or "not verified" (left open, tried again at the next start)."""
+    """What reconciliation did with one in-flight create.
+
+    Attributes:
+        request: the in-flight record as it was read.
+        action: "deleted" (a search's request, ours, gone now), "adopted" (a create's, ours, kept),
+            "absent" (nothing there: already gone, or never seen within the watch), "not ours" (the name is
+            taken by a resource without this request's label: left alone), "not verified" (ours, but it
+            could not be read or shown deleted: tried again), "unseen" (an ambiguous create not seen yet,
+            still within the watch: checked again).
+        detail: one sentence for people, e.g. "`newx` appeared in `us-east5-a` after the timeout and was
+            deleted".
+    """
 
     request: InflightRequest
     action: str
     detail: str
+
+    @property
+    def final(self) -> bool:
+        """Whether the record is settled (it is not checked again)."""
+        return self.action in FINAL_ACTIONS
 
 
 def reconcile(
@@ -369,43 +432,75 @@ def reconcile(
     store: Store,
     *,
     now: Callable[[], datetime],
+    watch_s: float = 3600.0,
     delete_timeout_s: float = 600.0,
     poll_s: float = 2.0,
 ) -> list[Reconciled]:
-    """Settle the creates of operations that are no longer running (their lease expired or is gone).
+    """Settle the creates of `tpu.project` whose operation is no longer running (its lease expired or is
+    gone): at start, after a crash, and periodically, for creates answered ambiguously that may appear
+    after their command ended.
 
-    A capacity-search request still present and carrying its own label is deleted (nobody watches it and
+    A capacity-search request present and carrying its own label is deleted (nobody watches it and
     flex-start bills until `--max-run`); a `/tpu create`, `ensure` or `recover` request is adopted (the user
     asked for exactly that resource); a resource by that name without the request's label is left alone.
+    A create never answered (still "sending") that is not there stays open for `watch_s` seconds after it
+    was sent, then is closed as absent.
+
+    Args:
+        watch_s: how long an unanswered create is looked for, seconds.
 
     Returns:
-        One Reconciled per in-flight record handled (the caller audits and announces them).
+        One Reconciled per open record of the project whose operation is not running (the caller audits
+        and announces the final ones).
     """
     done: list[Reconciled] = []
     for request in store.inflight(open_only=True):
-        if store.operation_running(request.operation_id, now()):
+        if request.project != tpu.project or store.operation_running(request.operation_id, now()):
             continue
+        where = f"`{request.name}` in `{request.zone}`"
         try:
             qr = read_back(tpu, request.name, request.zone, pause_s=poll_s)
         except OpsError as exc:
-            done.append(Reconciled(request, "not verified", f"could not read it: {exc.message}"))
+            done.append(Reconciled(request, "not verified", f"{where} could not be read: {exc.message}"))
             continue
+        unanswered = request.state == "sending"
+        after = request.note if unanswered and request.note.startswith("after ") else "while the bot was down"
         if qr is None:
-            action, detail = "absent", "never created, or already gone"
+            waited = (now() - request.sent_at).total_seconds()
+            if unanswered and waited < watch_s:
+                done.append(Reconciled(request, "unseen", f"{where} has not appeared in {waited:.0f} s"))
+                continue
+            action = "absent"
+            detail = (
+                f"{where} did not appear in {_minutes(watch_s)} after the create was sent: nothing was made"
+                if unanswered
+                else f"{where} is already gone"
+            )
         elif not made_by(qr, request.request_id, request.sent_at):
-            action, detail = "not ours", f"{qr.name} exists but {owner_text(qr)}: left alone"
+            action, detail = "not ours", f"{where} exists but {owner_text(qr)}: left alone"
         elif request.kind in ("create", "ensure", "recover"):
-            action, detail = "adopted", f"{qr.name} ({qr.state}) was asked for by its requester: kept"
+            action = "adopted"
+            detail = f"{where} appeared {after} ({qr.state}) and is kept: `/tpu {request.kind}` asked for it"
+            if not unanswered:
+                detail = f"{where} ({qr.state}) was asked for by `/tpu {request.kind}`: kept"
         else:
             action = delete_owned(
                 tpu, request.name, request.zone, request.request_id, request.sent_at,
                 timeout_s=delete_timeout_s, poll_s=poll_s,
             )  # fmt: skip
-            detail = f"{request.name} ({qr.state}) of an interrupted search"
-        if action != "not verified":
+            seen = f"appeared {after} ({qr.state})" if unanswered else f"({qr.state}) outlived its search"
+            ends = {"deleted": "was deleted", "absent": "is gone", "not ours": "was re-made by someone else"}
+            detail = f"{where} {seen} and " + ends.get(action, "could not be deleted yet: tried again")
+        item = Reconciled(request, action, detail)
+        if item.final:
             store.update_inflight(request.request_id, action, now=now(), note=detail)
-        done.append(Reconciled(request, action, detail))
+        done.append(item)
     return done
+
+
+def _minutes(seconds: float) -> str:
+    minutes = seconds / 60
+    return f"{minutes:.0f} min" if minutes >= 1 else f"{seconds:.0f} s"
 
 
 def labels_of(spec_labels: Mapping[str, str], owner: Mapping[str, str]) -> dict[str, str]:

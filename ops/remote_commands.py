@@ -20,7 +20,7 @@ from ops.errors import (
 )
 from ops.linear import LinearPattern, linear
 
-__all__ = ["KINDS", "TEMPLATES", "CommandTemplate", "render", "validate"]
+__all__ = ["KINDS", "TEMPLATES", "CommandTemplate", "render", "unit_name", "validate"]
 
 
 # -- argument kinds ------------------------------------------------------------------------------------------
@@ -126,6 +126,25 @@ def validate(kind: str, value: Any) -> str:
         ) from None
 
 
+# systemd's unit types (systemd.unit(5)); a name without one of them is a service.
+_UNIT_TYPES = (
+    ".service", ".socket", ".target", ".timer", ".mount", ".automount", ".path", ".slice", ".scope", ".swap",
+    ".device",
+)  # fmt: skip
+
+
+def unit_name(text: str) -> str:
+    """The systemd unit `journalctl -u` reads for `text`: validated (kind "unit"), with ".service" added
+    when it names no unit type, as systemd does for a bare name ("docker" is docker.service; journalctl(1),
+    `--unit`).
+
+    Raises:
+        BadInput: not a unit name.
+    """
+    name = validate("unit", text)
+    return name if name.endswith(_UNIT_TYPES) else name + ".service"
+
+
 @dataclass(frozen=True)
 class CommandTemplate:
     """One allowed remote command.
@@ -193,6 +212,14 @@ TEMPLATES: dict[str, CommandTemplate] = {
         {"stop_timeout_s": "stop_timeout_s", "container": "container"},
     ),
     "docker_rm_force": CommandTemplate("{SUDO}docker rm -f -- {container}", {"container": "container"}),
+    # Replacing the container keeps the old one until the new one runs (ops.container.VllmContainer.replace):
+    # the image is looked up (`docker image inspect`, exit 1 "No such image") and pulled first, the old
+    # container renamed aside and renamed back if the new one fails.
+    "docker_image_inspect": CommandTemplate("{SUDO}docker image inspect -- {image}", {"image": "image"}),
+    "docker_pull": CommandTemplate("{SUDO}docker pull -- {image}", {"image": "image"}),
+    "docker_rename": CommandTemplate(
+        "{SUDO}docker rename -- {container} {new_name}", {"container": "container", "new_name": "container"}
+    ),
     "docker_run_vllm": CommandTemplate(
         _READ_HF_TOKEN + "{SUDO_ENV}" + _DOCKER_RUN + "-e HF_TOKEN -- {image} " + _VLLM_SERVE, _VLLM_RUN_ARGS
     ),

@@ -20,12 +20,15 @@ import ssl
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
+from ops.container import ContainerStatus, served_names
 from ops.errors import BackendTimeout, BackendUnavailable, OpsError, PermissionDenied
 from ops.metrics import MetricsSummary, summarize
 
@@ -33,9 +36,12 @@ __all__ = [
     "WEDGED",
     "HealthCheck",
     "ModelCard",
+    "ServerIdentity",
     "ServingSample",
     "VllmClient",
     "error_message",
+    "server_identity",
+    "server_start_time",
     "serving_problem",
 ]
 
@@ -433,3 +439,150 @@ class VllmClient:
                 f"{NOT_VLLM.split(':')[0]}: {path} answered HTTP 404", NOT_VLLM_HINT, backend="vllm"
             )
         raise OpsError(message, "check VLLM_BASE_URL points at a vLLM server", backend="vllm")
+
+
+# -- who answers on the vLLM port -------------------------------------------------------------------------
+
+START_SKEW = timedelta(seconds=5)
+"""How much earlier than its container the server may seem to have started: both times come from the VM's
+one clock (docker's State.StartedAt, the process's own start time), so only rounding separates them."""
+
+
+@dataclass(frozen=True)
+class ServerIdentity:
+    """Whether the server answering on the vLLM port is the container the bot runs there.
+
+    Attributes:
+        verdict: "same" (every check that could be made agrees), "other" (something else answers: see
+            `reasons`), "unknown" (the container could not be read: nothing is claimed either way),
+            "silent" (nothing answers on the port: the container's state says the rest).
+        reasons: one clause per disagreement, for people, e.g. "the vLLM container `vllm` exited at 12:03
+            UTC (address already in use)".
+        checked: what was compared when the verdict is "same" ("container running", "model", "start time").
+        container: the container's docker state, None when it could not be read.
+        port: the vLLM port (of the endpoint).
+        served: the model ids of `/v1/models`, () when unknown.
+        expected: the names the container's `vllm serve` command serves under, () when unknown.
+        server_started: the server process's start (`process_start_time_seconds`), None when not exposed.
+        exit_reason: why the container's process ended ("address already in use"), "" when unknown.
+        note: why the verdict is "unknown" ("" otherwise).
+    """
+
+    verdict: Literal["same", "other", "unknown", "silent"]
+    reasons: tuple[str, ...] = ()
+    checked: tuple[str, ...] = ()
+    container: ContainerStatus | None = None
+    port: int | None = None
+    served: tuple[str, ...] = ()
+    expected: tuple[str, ...] = ()
+    server_started: datetime | None = None
+    exit_reason: str = ""
+    note: str = ""
+
+    @property
+    def other(self) -> bool:
+        """Something that is not the bot's container answers on the port."""
+        return self.verdict == "other"
+
+    def line(self) -> str:
+        """One sentence for a verdict "other" ("" otherwise): the disagreements, then who answers, e.g.
+        "the vLLM container `vllm` exited at 12:03 UTC (address already in use); something else answers on
+        :8000 (serving `google/gemma-3-27b-it`)"."""
+        if not self.other:
+            return ""
+        port = f":{self.port}" if self.port else "the vLLM port"
+        serving = f" (serving {', '.join(f'`{m}`' for m in self.served)})" if self.served else ""
+        return "; ".join(self.reasons) + f"; something else answers on {port}{serving}"
+
+
+def server_identity(
+    container: ContainerStatus | None,
+    *,
+    answered: bool,
+    port: int | None,
+    served: tuple[str, ...] = (),
+    server_started: datetime | None = None,
+    exit_reason: str = "",
+    note: str = "",
+) -> ServerIdentity:
+    """Compare what answers on the vLLM port with the container the bot runs there. Pure.
+
+    Checks, each only when both sides are known: the container exists and runs; the `--port` of its
+    command is the endpoint's port; the ids of `/v1/models` include a name its command serves under
+    (`ops.container.served_names`); the server process did not start before the container (allowing
+    START_SKEW). A server older than its container, or serving another model, or a container that is not
+    running, means the answers come from something else (a stale process, another container, a server
+    started by hand).
+
+    Args:
+        container: `docker inspect` of the bot's container (None: it could not be read; then `note` says
+            why and the verdict is "unknown").
+        answered: something answered on the port (`/health` got an HTTP status).
+        port: the endpoint's port.
+        served: the ids of `/v1/models` (() when unknown).
+        server_started: `process_start_time_seconds` of `/metrics` (None when not exposed).
+        exit_reason: why the container's process ended, from its log (`ops.container.exit_reason`).
+
+    Returns:
+        ServerIdentity.
+    """
+    expected = served_names(container.command) if container is not None else ()
+    seen = ServerIdentity(
+        "same",
+        container=container,
+        port=port,
+        served=served,
+        expected=expected,
+        server_started=server_started,
+        exit_reason=exit_reason,
+    )
+    if not answered:
+        return replace(seen, verdict="silent")
+    if container is None:
+        return replace(seen, verdict="unknown", note=note or "the container could not be read")
+    reasons: list[str] = []
+    checked: list[str] = []
+    name = "the vLLM container"
+    if not container.exists:
+        reasons.append(f"{name} does not exist")
+    elif not container.running:
+        when = f" at {container.finished_at:%H:%M} UTC" if container.finished_at else ""
+        why = f" ({exit_reason})" if exit_reason else ""
+        reasons.append(f"{name} {container.state}{when}{why}")
+    else:
+        checked.append("container running")
+        own_port = container.flag("--port")
+        if own_port is not None and port is not None and own_port != str(port):
+            reasons.append(f"{name} listens on :{own_port}, not :{port}")
+        if served and expected:
+            if set(served) & set(expected):
+                checked.append("model")
+            else:
+                listed = ", ".join(f"`{m}`" for m in expected)
+                reasons.append(f"{name} serves {listed}")
+        if server_started is not None and container.started_at is not None:
+            if server_started < container.started_at - START_SKEW:
+                reasons.append(
+                    f"the server on the port started at {server_started:%H:%M} UTC, before {name} started at "
+                    f"{container.started_at:%H:%M} UTC"
+                )
+            else:
+                checked.append("start time")
+    return replace(
+        seen, verdict="other" if reasons else "same", reasons=tuple(reasons), checked=tuple(checked)
+    )
+
+
+def server_start_time(metrics_text: str) -> datetime | None:
+    """The server process's start, from `process_start_time_seconds` (unix seconds) of a `/metrics` text:
+    prometheus_client's process collector exports it on Linux from the default registry, which vLLM's
+    `/metrics` serves when it runs one API server (with several, the multiprocess registry has no process
+    metrics: None). None also for text that is not the Prometheus format."""
+    try:
+        for family in text_string_to_metric_families(metrics_text):
+            if family.name == "process_start_time_seconds":
+                for sample in family.samples:
+                    return datetime.fromtimestamp(sample.value, UTC)
+    except ValueError:
+        return None
+    return None

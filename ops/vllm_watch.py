@@ -17,7 +17,8 @@ __all__ = ["VllmCheck", "VllmWatch", "evaluate_vllm"]
 class VllmCheck:
     """One vLLM check: /health ok or not, and (when it answered) KV-cache usage 0..1, preemptions, and the
     progress signals: requests running and waiting, generated tokens since start, and whether a one-token
-    probe timed out (None: no probe)."""
+    probe timed out (None: no probe). `other_server` is the line of an identity verdict "other"
+    (`ops.vllm.ServerIdentity.line`): something that is not the deployment's container answers."""
 
     ok: bool
     detail: str = ""
@@ -27,6 +28,7 @@ class VllmCheck:
     waiting: float | None = None
     generation_tokens: float | None = None
     probe_timed_out: bool | None = None
+    other_server: str = ""
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,7 @@ class VllmWatch:
     tokens: float | None = None
     tokens_at: str | None = None
     wedged: bool = False
+    other_server: bool = False
 
     def to_json(self) -> str:
         return json.dumps(self.__dict__)
@@ -73,7 +76,9 @@ def evaluate_vllm(
 
     `failures` failed /health checks in a row raise "vllm_down" (once per outage); a check whose /health is
     200 while requests wait, none runs and no token was generated since the last check (or a probe timed
-    out) counts as failed too, and its alert says "answers /health but generates nothing"; the next good check
+    out) counts as failed too, and its alert says "answers /health but generates nothing"; so does a check
+    whose answers come from something other than the deployment's container (`other_server`: the alert
+    says "is answered by something else, not its container" and its detail who answers); the next good check
     returns a recovery Alert with `resolves` = that key and the outage length (minutes). KV-cache usage
     above `kv_threshold` (fraction 0..1) for `kv_checks` checks in a row raises "kv_cache" once per streak.
     A preemption count higher than the last one seen raises "preemptions" (keyed by the count).
@@ -86,17 +91,23 @@ def evaluate_vllm(
     state = dict(watch.__dict__)
     wedged = _wedged(check, watch, now)
     state.update(tokens=check.generation_tokens, tokens_at=iso_utc(now))
-    if wedged:  # /health 200 but no progress: an outage all the same
+    other = check.other_server
+    if other:  # /health 200, but from something else: the deployment's own server is down
+        check = VllmCheck(False, other)
+    elif wedged:  # /health 200 but no progress: an outage all the same
         check = VllmCheck(False, wedged)
     if not check.ok:
         if not watch.failures:
             state["wedged"] = bool(wedged)
+            state["other_server"] = bool(other)
         state["failures"] = watch.failures + 1
         state["down_since"] = watch.down_since or iso_utc(now)
         if state["failures"] >= failures and not watch.alerted:
             key = f"{resource}@{state['down_since']}|vllm_down|{failures}"
             state["alerted"] = key
             what = WEDGED if state["wedged"] else "is down"
+            if state["other_server"]:
+                what = "is answered by something else, not its container"
             alerts.append(
                 subject_alert(key, "vllm_down", resource, f"vLLM at `{endpoint}` {what}", check.detail)
             )
@@ -113,7 +124,7 @@ def evaluate_vllm(
                 resolves=watch.alerted,
             )
         )
-    state.update(failures=0, down_since=None, alerted=None, wedged=False)
+    state.update(failures=0, down_since=None, alerted=None, wedged=False, other_server=False)
     if check.kv_cache_usage is not None and check.kv_cache_usage > kv_threshold:
         state["kv_high"] = watch.kv_high + 1
         if state["kv_high"] >= kv_checks and not watch.kv_alerted:

@@ -134,6 +134,8 @@ class Demo:
             "vllm_container": self.host.config["linked_container"],
             "alert_channel": ALERTS_CHANNEL,
             "alert_interval_s": 2.0,
+            # A simulated container fails within `fail_after_s` (0.5 s): a restart need not watch it longer.
+            "vllm_replace_settle_s": 1.0,
         }
         if self.staging is not None:
             fields["deployments_file"] = self.staging.write_deployments(Path(self._state_dir.name))
@@ -235,6 +237,9 @@ class _Staging:
             "google_api_endpoint": self.gcp.url,
             "alert_channel": spec["channel"],
             "channels": [spec["channel"]],
+            # No TPU VM is simulated for staging: its SSH target is an address where nothing listens (the
+            # production VM's container is not staging's).
+            "ssh_host": "127.0.0.2",
         }
         path = directory / "deployments.yaml"
         document = {"deployments": [{"name": "production", "channels": [DEMO_CHANNEL]}, staging]}

@@ -32,18 +32,42 @@ SSHD = "/usr/sbin/sshd"
 # A fake program (bash, to start fast): appends one record to $ARGV_LOG: fields ended by \x1f (arguments
 # are printable, validated by ops.remote_commands), the record by \x1e: "HF=1" or "HF=0" (HF_TOKEN set in its
 # environment), its name, then its arguments. Then it behaves per program (grep: the real one; docker logs:
-# prints container.log; gcloud: prints a fake token).
+# prints container.log; gcloud: prints a fake token). The fake docker keeps its containers as files in
+# containers/ (`vllm` exists at first; run, rm, rename change them) and answers like docker's CLI: "No such
+# container", "No such image" (only vllm/vllm-tpu:gemma4 is on the VM), and a pull of a tag named
+# "does-not-exist" refused with "manifest unknown" (exit 1).
 _FAKE = r"""#!/bin/bash
 name="${0##*/}"
 printf -v record '%s\037' "HF=$([ -n "$HF_TOKEN" ] && echo 1 || echo 0)" "$name" "$@"
 printf '%s\036' "$record" >> "$ARGV_LOG"  # one write: pipeline stages log at the same time
+boxes="$FAKE_ROOT/containers"
+last="${@: -1}"
 case "$name $1" in
   "grep "*) exec /bin/grep "$@" ;;
   "docker logs") cat "$FAKE_ROOT/container.log" ;;
-  "docker inspect") echo '[{"State": {"Status": "running", "Running": true,
+  "docker inspect")
+    if [ ! -e "$boxes/$last" ]; then echo '[]'; echo "Error: No such container: $last" >&2; exit 1; fi
+    echo '[{"State": {"Status": "running", "Running": true,
     "StartedAt": "2026-01-01T00:00:00Z"}, "Config": {"Image": "vllm/vllm-tpu:gemma4"}, "RestartCount": 0}]' ;;
-  "docker run") echo 0000000000000000000000000000000000000000000000000000000000000000 ;;
-  "docker "*) echo "${@: -1}" ;;
+  "docker run") touch "$boxes/$4"; echo 0000000000000000000000000000000000000000000000000000000000000000 ;;
+  "docker rm") rm -f "$boxes/$last"; echo "$last" ;;
+  "docker rename")
+    if [ ! -e "$boxes/$3" ]; then echo "Error response from daemon: No such container: $3" >&2; exit 1; fi
+    mv "$boxes/$3" "$boxes/$4" ;;
+  "docker image")
+    if [ "$last" != vllm/vllm-tpu:gemma4 ]; then
+      echo '[]'; echo "Error response from daemon: No such image: $last" >&2; exit 1
+    fi
+    echo '[{"Id": "sha256:0"}]' ;;
+  "docker pull")
+    case "$last" in
+      *:does-not-exist)
+        printf 'Error response from daemon: manifest for %s not found: %s\n' "$last" \
+          "manifest unknown: manifest unknown" >&2
+        exit 1 ;;
+      *) echo "Status: Downloaded newer image for $last" ;;
+    esac ;;
+  "docker "*) echo "$last" ;;
   "journalctl "*) echo "-- No entries --" ;;
   "gcloud "*) echo hf_FAKE_TOKEN_FOR_TESTS ;;
 esac
@@ -124,6 +148,8 @@ class OpenSSHServer:
         for name in ("docker", "grep", "journalctl", "gcloud"):
             self._write(self.root / "bin" / name, _FAKE, 0o755)
         self._write(self.root / "container.log", "", 0o644)
+        (self.root / "containers").mkdir()
+        self._write(self.root / "containers" / "vllm", "", 0o644)
         self.root.chmod(0o755)
 
     @staticmethod

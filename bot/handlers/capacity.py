@@ -19,15 +19,16 @@ from bot.commands import (
     zone_name,
 )
 from bot.context import Context
+from bot.followup import pending_block, watch
 from bot.hints import command_line, delete_line
-from bot.render import Reply, blocks_reply, cancel_button, context, header, human_duration, section
+from bot.render import Block, Reply, blocks_reply, cancel_button, context, header, human_duration, section
 from bot.safety import active_named, check_pins, check_zones, one_operation, pin_of, pins_text
 from bot.tpu_requests import create_spec, default_create_args
 from bot.views.cost import spend_lines
 from bot.views.tpu import resource_line
 from bot.zone_plan import ZoneFacts, order_zones, quota_family, zone_facts
 from ops import cost, quotas
-from ops.capacity import CapacitySearch
+from ops.capacity import CapacitySearch, SearchResult
 from ops.errors import BadInput, OpsError
 from ops.spend import plan_spend
 from ops.store import ZoneFailure
@@ -43,6 +44,7 @@ _STATE_ICONS = {
     "failed": ":red_circle:",
     "skipped": ":fast_forward:",
     "leftover": ":warning:",
+    "unresolved": ":grey_question:",
 }
 
 
@@ -466,21 +468,53 @@ def tpu_find(
             channel_id=ctx.channel_id,
         )
     reply = _progress_reply(ctx, title, result.zones, running=False)
+    reply.blocks[1:1] = [section(_outcome(ctx, result)), *_unresolved_blocks(ctx, plan.name, result)]
+    final = blocks_reply(reply.blocks)
+    watch(ctx, final)
+    return final
+
+
+def _outcome(ctx: Context, result: SearchResult) -> str:
+    """The search's outcome in words; "every request ... was deleted" only when each one was seen gone."""
+    deleted = (
+        "every request this search made was deleted"
+        if result.all_deleted
+        else "the requests seen were deleted, but not every request is accounted for (below)"
+    )
     if result.winner is not None:
         outcome = f":white_check_mark: Capacity found in {result.elapsed_s:.0f} s:\n" + resource_line(
             result.winner, ctx.services.now()
         )
     elif result.cancelled:
-        outcome = ":no_entry_sign: Cancelled; every request this search made was deleted."
+        outcome = f":no_entry_sign: Cancelled; {deleted}."
     elif result.error is not None:
         outcome = f":x: {result.error.message}" + (f" _({result.error.hint})_" if result.error.hint else "")
-    else:
-        outcome = ":x: No zone had capacity; every request this search made was deleted. Try later."
+    elif result.all_deleted:
+        outcome = f":x: No zone had capacity; {deleted}. Try later."
+    else:  # an unanswered create may have found capacity after all
+        outcome = f":x: No request became ACTIVE while the search ran; {deleted}."
     for note in result.left_alone:
         outcome += f"\n:shield: {note}"
     if result.leftovers:
         outcome += (
-            f"\n:warning: {result.leftovers} request(s) could not be verified deleted: see the zones above."
+            f"\n:warning: {result.leftovers} request(s) could not be verified deleted: see the zones above; "
+            "the bot deletes them when it can and says so here."
         )
-    reply.blocks.insert(1, section(outcome))
-    return blocks_reply(reply.blocks)
+    return outcome
+
+
+def _unresolved_blocks(ctx: Context, name: str, result: SearchResult) -> list[Block]:
+    """One line per zone whose create was ambiguous and never seen: what is not known, and what the bot
+    does about it (reconciliation edits the line to what it finds)."""
+    settings = ctx.services.settings
+    every = human_duration(timedelta(seconds=settings.reconcile_interval_s))
+    watch_for = human_duration(timedelta(seconds=settings.ambiguous_create_watch_s))
+    return [
+        pending_block(
+            request_id,
+            f"`{name}` in `{zone}`: its create got no clear answer and the request has not appeared, so "
+            f"it may still be made. If it appears it is deleted (it carries this search's label "
+            f"`{request_id}`); the bot looks every {every} for {watch_for} and says here what it found",
+        )
+        for zone, request_id in result.unresolved.items()
+    ]

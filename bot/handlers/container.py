@@ -15,15 +15,17 @@ from functools import partial
 from bot.commands import Param, Role, registry
 from bot.context import Context
 from bot.diagnosis import deployment_of
+from bot.identity import identify
 from bot.maintenance import planned_work
 from bot.render import Attachment, Reply, ago, blocks_reply, code, context, section
+from bot.safety import check_ssh_pin, ssh_pin_text
 from bot.tpu_requests import VLLM_LOAD
-from bot.views.findings import diagnosis_text
+from bot.views.findings import diagnosis_text, identity_line
 from llm.diagnose import examine
 from ops import remote_commands
-from ops.container import ContainerStatus, VllmContainer
-from ops.errors import OpsError
-from ops.vllm import HealthCheck
+from ops.container import ContainerStatus, ReplaceOutcome, VllmContainer
+from ops.errors import OpsError, PermissionDenied
+from ops.vllm import HealthCheck, ServerIdentity
 
 SHOWN_LOG_LINES = 25
 DIAGNOSE_TAIL = 400
@@ -42,6 +44,19 @@ def _health(ctx: Context) -> HealthCheck | OpsError:
         return exc
     with client:
         return client.health()
+
+
+def _who_answers(
+    ctx: Context, status: ContainerStatus, log: str
+) -> tuple[HealthCheck | OpsError, ServerIdentity | None]:
+    """`/health` at the endpoint and the identity verdict of what answers (None: no endpoint)."""
+    try:
+        client, endpoint = ctx.services.vllm()
+    except OpsError as exc:
+        return exc, None
+    with client:
+        health = client.health()
+        return health, identify(ctx.services, client, endpoint, health, container=status, log=log)
 
 
 def _describe(
@@ -88,11 +103,16 @@ def vllm_status(ctx: Context) -> Reply:
     container, host = ctx.services.container()
     with host:
         status = container.status()
-        health = (
-            _health(ctx) if status.running else HealthCheck("refused", None, 0.0, "container not running")
-        )
         log = container.logs(tail=DIAGNOSE_TAIL) if status.exists else ""
-    state = _describe(status, health, ctx.services.now(), ctx.services.settings.vllm_startup_stuck_s)
+    # /health is asked even of a container that is not running: something else may answer on its port.
+    health, identity = _who_answers(ctx, status, log)
+    if not status.running:
+        health = HealthCheck("refused", None, 0.0, "container not running")
+    now, stuck_s = ctx.services.now(), ctx.services.settings.vllm_startup_stuck_s
+    if identity is not None and identity.other:  # the answers are not this container's: docker facts only
+        state = identity_line(identity) + "\n" + _describe(status, None, now, stuck_s)
+    else:
+        state = _describe(status, health, now, stuck_s)
     blocks = [section(f"*vLLM container* `{container.name}` on `{host.host}`\n" + state)]
     # The state line joins the log, so a stuck start-up is diagnosed like a logged failure.
     stuck = state.split("\n")[0].removeprefix(":red_circle: ") if "start-up stuck" in state else ""
@@ -124,15 +144,28 @@ def vllm_logs(ctx: Context, tail: str | None, since: str | None, grep: str | Non
 
 @registry.command(
     "vllm syslog",
-    "The TPU VM's system journal for a unit (default docker.service)",
+    "The TPU VM's system journal for a unit (default docker.service; SYSLOG_UNITS, admins: any)",
     Param(
-        "unit", "systemd unit (default docker.service)", flag="--unit", kind=_remote_kind("unit"), metavar="U"
+        "unit",
+        "systemd unit (default docker.service; others than SYSLOG_UNITS need the admin role)",
+        flag="--unit",
+        kind=remote_commands.unit_name,
+        metavar="U",
     ),
     Param("tail", "lines (default 200)", flag="--tail", kind=_remote_kind("tail"), metavar="N"),
 )
 def vllm_syslog(ctx: Context, unit: str | None, tail: str | None) -> Reply:
-    container, host = ctx.services.container()
+    """The journal of `unit`. A unit outside SYSLOG_UNITS is for admins only: a journal may hold what
+    other services log (tokens, addresses), and with SSH_SUDO it is read as root."""
     unit = unit or "docker.service"
+    allowed = ctx.services.settings.syslog_units
+    role = ctx.caller_role() if ctx.caller_role is not None else None
+    if unit not in allowed and (role is None or role < Role.ADMIN):
+        raise PermissionDenied(
+            f"the journal of `{unit}` is for admins; anyone may read " + ", ".join(f"`{u}`" for u in allowed),
+            "ask an admin to read it, or to add the unit to SYSLOG_UNITS",
+        )
+    container, host = ctx.services.container()
     with host:
         text = container.syslog(unit=unit, tail=int(tail or 200))
     return _log_reply(ctx, f"journal of `{unit}`", text, f"{unit}.log")
@@ -163,19 +196,52 @@ DOWNTIME = {
 }
 
 
+def _vm(target: dict[str, str]) -> str:
+    """ " (node `X` of `Q`, created T)" for a target found from a node, else ""."""
+    if not target.get("node"):
+        return ""
+    of = f" of `{target['resource']}`" if target.get("resource") else ""
+    created = f", created {target['created']}" if target.get("created") else ""
+    return f" (node `{target['node']}`{of}{created})"
+
+
+def _replaced(outcome: ReplaceOutcome, name: str, host: str) -> str:
+    """What `/vllm restart` did, in words: replaced, restored after a failure, or failed with nothing to
+    restore; the failure's own docker or vLLM error line included."""
+    if outcome.replaced:
+        pulled = f" (`{outcome.status.image}` pulled first)" if outcome.pulled else ""
+        old = outcome.previous_image
+        previous = f"; the previous one (`{old}`) was removed" if old else ""
+        return f":white_check_mark: `restart` done: a new `{name}` runs on `{host}`{pulled}{previous}."
+    why = "unknown"
+    if outcome.error is not None:
+        why = outcome.error.message + (f" _({outcome.error.hint})_" if outcome.error.hint else "")
+    if outcome.restored:
+        again = " and started again (it loads the model again)" if outcome.status.running else ""
+        return (
+            f":x: `restart` failed: {why}\n:leftwards_arrow_with_hook: The previous container "
+            f"(`{outcome.previous_image}`) is back as `{name}`{again}."
+        )
+    return f":x: `restart` failed: {why}\nNo container ran before, so there was nothing to restore."
+
+
 def _container_command(
-    verb: str, summary: str, act: Callable[[Context, VllmContainer], ContainerStatus | None]
+    verb: str,
+    summary: str,
+    act: Callable[[Context, VllmContainer], ContainerStatus | ReplaceOutcome | None],
 ) -> None:
     """Declare `/vllm VERB`: operator, confirmed, previewing the container's current state."""
 
     def preview(ctx: Context) -> Reply:
-        container, host = ctx.services.container()
+        target = ctx.services.ssh_target(fresh=True)
+        container, host = ctx.services.container(target["host"])
         with host:
             status = container.status()
         now = ctx.services.now()
         spec = ctx.services.vllm_spec()
+        where = f"`{host.host}`{_vm(target)}"
         plan = (
-            f"*{verb.capitalize()}* the vLLM container `{container.name}` on `{host.host}`. Now: "
+            f"*{verb.capitalize()}* the vLLM container `{container.name}` on {where}. Now: "
             + _describe(status, None, now).split("\n")[0]
         )
         if verb in DOWNTIME:
@@ -186,24 +252,25 @@ def _container_command(
                 f"tensor parallel size {spec.tensor_parallel_size}, max_model_len {spec.max_model_len}; "
                 f"the HF token is read on the VM from `{spec.hf_token_secret}`."
             )
-        return blocks_reply([section(plan)])
+        reply = blocks_reply([section(plan)])
+        reply.plan = ssh_pin_text(target)
+        return reply
 
     def run(ctx: Context) -> Reply:
-        container, host = ctx.services.container()
+        # The VM previewed, and no other: a primary recreated since (another node, IP) is refused.
+        target = ctx.services.ssh_target(fresh=True)
+        check_ssh_pin(ctx, target, f"vllm {verb}")
+        container, host = ctx.services.container(target["host"])
         # Starting vLLM is planned downtime: health alerts wait until it serves (bot/maintenance.py).
         planned = planned_work(ctx, f"vllm {verb}") if verb in ("start", "restart") else nullcontext()
         with host, planned:
-            act(ctx, container)
+            done = act(ctx, container)
             status = container.status()
         ctx.services.endpoints.forget()
-        return blocks_reply(
-            [
-                section(
-                    f":white_check_mark: `{verb}` done.\n"
-                    + _describe(status, _health(ctx), ctx.services.now())
-                )
-            ]
-        )
+        state = _describe(status, _health(ctx), ctx.services.now())
+        if isinstance(done, ReplaceOutcome):
+            return blocks_reply([section(_replaced(done, container.name, host.host) + "\n" + state)])
+        return blocks_reply([section(f":white_check_mark: `{verb}` done.\n" + state)])
 
     registry.command(f"vllm {verb}", summary, role=Role.OPERATOR, changes_infra=True, preview=preview)(run)
 
@@ -216,7 +283,8 @@ _container_command(
 _container_command("stop", "Stop the vLLM container", lambda ctx, c: c.stop())
 _container_command(
     "restart",
-    "Recreate the vLLM container (docker rm -f, then docker run)",
-    lambda ctx, c: c.restart(ctx.services.vllm_spec()),
+    "Replace the vLLM container: pull the image, stop the old one, run the new one; the old one comes back "
+    "if the new one fails",
+    lambda ctx, c: c.restart(ctx.services.vllm_spec(), settle_s=ctx.services.settings.vllm_replace_settle_s),
 )
 _container_command("rm", "Remove the vLLM container", lambda ctx, c: c.rm())

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from contextlib import AbstractContextManager, nullcontext
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from bot.commands import (
     Param,
@@ -25,6 +25,7 @@ from bot.commands import (
     zone_name,
 )
 from bot.context import Context
+from bot.followup import pending_block, watch
 from bot.hints import command_line, delete_line, has_running_nodes, not_found_hint
 from bot.maintenance import planned_work
 from bot.render import Reply, blocks_reply, context, header, human_duration, section, utc
@@ -176,16 +177,24 @@ def tpu_create(ctx: Context, **kw: object) -> Reply:
     now = ctx.services.now()
     if outcome.operation is None and outcome.resource is None:
         assert outcome.ambiguous is not None
-        return blocks_reply(
+        settings = ctx.services.settings
+        every = human_duration(timedelta(seconds=settings.reconcile_interval_s))
+        watch_for = human_duration(timedelta(seconds=settings.ambiguous_create_watch_s))
+        reply = blocks_reply(
             [
-                section(
-                    f":warning: The create of `{spec.name}` answered: {outcome.ambiguous.message}\n"
-                    "It was not there when read back. If it appears later it carries this request's label: "
-                    "the bot adopts it when it next reconciles, and nothing else is touched."
+                section(f":warning: The create of `{spec.name}` answered: {outcome.ambiguous.message}"),
+                pending_block(
+                    outcome.request_id,
+                    f"`{spec.name}` in `{spec.zone}` was not there when read back, so it may still be made. "
+                    f"If it appears it carries this request's label `{outcome.request_id}` and is kept "
+                    f"(nothing else is touched); the bot looks every {every} for {watch_for} and says here "
+                    "what it found",
                 ),
                 context(f"Look with `/tpu describe {spec.name} --zone {spec.zone}` in a minute."),
             ]
         )
+        watch(ctx, reply)
+        return reply
     qr = tpu.get_queued_resource(spec.name, [spec.zone])
     note = (
         f"\n_The create answered {outcome.ambiguous.message}; read back, it carries this request's label._"

@@ -14,6 +14,7 @@ from bot.commands import ChatTool, Param, registry, resource_name, zone_name
 from bot.context import Context
 from bot.diagnosis import deployment_of, needs_listing, resource_diagnosis
 from bot.hints import not_found_hint
+from bot.identity import identify
 from bot.render import Reply, blocks_reply
 from bot.sources import settled
 from bot.views.tpu import Status, describe_blocks, list_blocks, status_blocks
@@ -21,7 +22,7 @@ from ops.endpoint import Endpoint
 from ops.errors import NotFound, OpsError
 from ops.metrics import MetricsSummary
 from ops.tpu_model import ZoneListing
-from ops.vllm import HealthCheck, VllmClient, serving_verdict
+from ops.vllm import HealthCheck, ModelCard, ServerIdentity, VllmClient, serving_verdict
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -112,8 +113,16 @@ def tpu_status(ctx: Context) -> Reply:
     health_f = pool.submit(on_vllm, VllmClient.health)
     models_f = pool.submit(on_vllm, VllmClient.models)
     metrics_f = pool.submit(on_vllm, VllmClient.metrics)
+
+    def who_answers(client: VllmClient) -> ServerIdentity:
+        health: HealthCheck | OpsError = _result(health_f)
+        models: list[ModelCard] | OpsError = _result(models_f)
+        return identify(services, client, endpoint_f.result(), health, models=models)
+
+    identity_f = pool.submit(on_vllm, who_answers)
     listing, endpoint = _result(listing_f), _result(endpoint_f)
     health, models, metrics = _result(health_f), _result(models_f), _result(metrics_f)
+    identity = _result(identity_f)
     wedged = ""
     if isinstance(endpoint, Endpoint) and isinstance(health, HealthCheck):
         if isinstance(metrics, MetricsSummary):
@@ -127,6 +136,7 @@ def tpu_status(ctx: Context) -> Reply:
         listing, services.settings.tpu_zones, endpoint, health, models, metrics,
         wedged, services.settings.gcp_project, services.now(), services.settings.tpu_primary,
         tuple(reach_lines(services.store, ctx.deployment)),
+        identity if isinstance(identity, ServerIdentity) else None,
     )  # fmt: skip
     return blocks_reply(status_blocks(status))
 

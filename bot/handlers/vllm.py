@@ -9,9 +9,10 @@ from datetime import timedelta
 from bot.commands import ChatTool, Param, registry, window
 from bot.context import Context
 from bot.diagnosis import deployment_of
+from bot.identity import identify
 from bot.render import Attachment, Reply, blocks_reply, context, header, human_duration, section, utc
 from bot.serving import explained_when_starting
-from bot.views.findings import diagnosis_text
+from bot.views.findings import diagnosis_text, identity_line
 from bot.views.metrics import chart_reply, metrics_lines, ms
 from llm.diagnose import examine
 from ops.alerts import AlertLedger
@@ -19,7 +20,7 @@ from ops.charts import Event, metrics_chart_png
 from ops.errors import BackendTimeout, BadInput, OpsError
 from ops.history import RETENTION, History, series
 from ops.metrics import MetricsSummary, summarize
-from ops.vllm import ServingSample, VllmClient, serving_problem
+from ops.vllm import ServerIdentity, ServingSample, VllmClient, serving_problem
 
 
 @registry.command("vllm health", "vLLM /health plus a one-token chat completion, with latencies")
@@ -30,6 +31,7 @@ def vllm_health(ctx: Context) -> Reply:
     client, endpoint = ctx.services.vllm()
     with client:
         health = client.health()
+        identity = identify(ctx.services, client, endpoint, health)
         before = _scrape(client) if health.state == "ready" else None
         if health.state == "not-vllm":  # any OpenAI-compatible server: the completion below is its health
             lines = [f":information_source: {health.detail}"]
@@ -49,11 +51,20 @@ def vllm_health(ctx: Context) -> Reply:
     wedged = serving_problem(samples, health_ready=health.state == "ready", probe_timed_out=timed_out)
     if wedged:
         lines.insert(0, f":red_circle: *{wedged}*")
+    if identity.other:  # every answer above came from something else
+        lines.insert(0, identity_line(identity))
     blocks = [section("\n".join(lines))]
     if wedged:
         blocks.append(section(diagnosis_text(examine(wedged, deployment_of(ctx.services)))))
-    blocks.append(context(f"Endpoint `{endpoint.url}` ({endpoint.source})"))
+    blocks.append(context(f"Endpoint `{endpoint.url}` ({endpoint.source})" + _checked(identity)))
     return blocks_reply(blocks)
+
+
+def _checked(identity: ServerIdentity) -> str:
+    """What the identity check compared, for the context line ("" when it could not be made)."""
+    if identity.verdict != "same":
+        return ""
+    return " · answered by the deployment's container (checked: " + ", ".join(identity.checked) + ")"
 
 
 def _probe(ctx: Context) -> tuple[str, bool | None]:

@@ -1,9 +1,11 @@
 """The diagnosis as Slack shows it, the same in every command and alert: the known failures (cause, fix for
-this deployment, evidence, runbook) or "not a known failure; the key lines are:", and the key lines."""
+this deployment, evidence, runbook) or "not a known failure; the key lines are:", and the key lines; and
+the line saying that something other than the deployment's container answers on the vLLM port."""
 
 from __future__ import annotations
 
 from llm.diagnose import UNKNOWN_LEAD, Diagnosis
+from ops.vllm import ServerIdentity
 
 _EVIDENCE_SHOWN = 200
 
@@ -29,3 +31,8 @@ def diagnosis_text(result: Diagnosis, *, heading: str = "Known failures in the l
         parts.append(f":mag: {UNKNOWN_LEAD}")
         parts.append("\n".join(f"`{line[:_EVIDENCE_SHOWN]}`" for line in result.key_lines))
     return "\n".join(parts)
+
+
+def identity_line(identity: ServerIdentity) -> str:
+    """The red line of an identity verdict "other" ("" otherwise), the same on every surface."""
+    return f":red_circle: *Not the bot's vLLM container*: {identity.line()}" if identity.other else ""

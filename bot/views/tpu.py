@@ -10,7 +10,7 @@ from datetime import datetime
 
 from bot.diagnosis import resource_diagnosis
 from bot.render import Block, ago, context, divider, header, human_duration, section, utc
-from bot.views.findings import diagnosis_text
+from bot.views.findings import diagnosis_text, identity_line
 from bot.views.metrics import metrics_lines
 from llm.diagnose import Diagnosis
 from ops.endpoint import Endpoint
@@ -20,7 +20,7 @@ from ops.faults import Deployment
 from ops.metrics import MetricsSummary
 from ops.tpu_maintenance import window_text
 from ops.tpu_model import NodeInfo, QueuedResourceInfo, UpcomingMaintenance, ZoneListing
-from ops.vllm import HealthCheck, ModelCard
+from ops.vllm import HealthCheck, ModelCard, ServerIdentity
 
 STATE_ICONS = {
     "ACTIVE": ":large_green_circle:",
@@ -207,7 +207,8 @@ class Status:
 
     `wedged` is the serving verdict ("" when vLLM serves or was not checked); `zones` the zones listed;
     `primary` the deployment's TPU_PRIMARY (listed first); `alert_reach` the lines saying alerts cannot
-    reach their channel (`bot.alert_reach`), shown first.
+    reach their channel (`bot.alert_reach`), shown first; `identity` who answers on the vLLM port (None:
+    not checked).
     """
 
     listing: ZoneListing | OpsError
@@ -221,6 +222,7 @@ class Status:
     now: datetime
     primary: str = ""
     alert_reach: tuple[str, ...] = ()
+    identity: ServerIdentity | None = None
 
 
 def status_blocks(status: Status) -> list[Block]:
@@ -228,7 +230,10 @@ def status_blocks(status: Status) -> list[Block]:
     blocks = [header("TPU / vLLM status"), *(section(line) for line in status.alert_reach)]
     blocks += listing_blocks(status.listing, status.zones, status.now, status.primary)
     blocks.append(divider())
-    blocks.append(section(_vllm_status(status.endpoint, status.health, status.models, status.metrics)))
+    vllm = _vllm_status(status.endpoint, status.health, status.models, status.metrics)
+    if status.identity is not None and status.identity.other:  # the lines below are another server's
+        vllm = vllm.replace("\n", f"\n{identity_line(status.identity)}\n", 1) if "\n" in vllm else vllm
+    blocks.append(section(vllm))
     if status.wedged:
         blocks.append(section(f":red_circle: *{status.wedged}*"))
     blocks.append(context(f"Project `{status.project}` · {utc(status.now)}"))

@@ -52,6 +52,7 @@ class _Fault:
     delay_s: float
     after: bool = False  # answer the fault only after the request has been carried out
     method: str | None = None  # only requests with this HTTP method (None: any)
+    drop: bool = False  # carry the request out, then close the connection without any answer
 
 
 # Every API the simulator serves on its one port, in match order.
@@ -72,7 +73,11 @@ class _RequestHandler(BaseHTTPRequestHandler):
     def _handle(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
-        status, payload = self.server.sim.dispatch(self.command, self.path, body)
+        answer = self.server.sim.dispatch(self.command, self.path, body)
+        if answer is None:  # a dropped answer: the connection closes before any status line
+            self.close_connection = True
+            return
+        status, payload = answer
         try:
             self.send_response(status)
             self.send_header("Content-Type", "application/json; charset=UTF-8")
@@ -293,6 +298,7 @@ class GcpSimulator:
         delay_s: float = 0,
         after: bool = False,
         method: str | None = None,
+        drop: bool = False,
     ) -> None:
         """Make the next `count` requests whose path (without query) matches the regex misbehave.
 
@@ -305,8 +311,19 @@ class GcpSimulator:
         then delayed and answered with the fault: the ambiguous case where a 503 or a client timeout hides
         a change that happened. Without it the fault comes before anything changes. `method` (e.g. "POST")
         limits the fault to requests with that HTTP method.
+
+        With `drop` (SIMULATED lost answer), the request is carried out and the connection is then closed
+        without a status line (`status` is ignored). The client sees "Remote end closed connection without
+        response"; httplib2, under google-api-python-client, sends a request whose first answer was such a
+        bad status line once more on a new connection, whatever its method (`httplib2.Http._conn_request`),
+        so a dropped create reaches the API twice: the second delivery is refused as ALREADY_EXISTS
+        although the first made the resource (a duplicated create).
+
+        Three ambiguous creates, then: late (`status=200, delay_s` above the client's timeout: carried out
+        after the client gave up), lost (`after=True` with a 503, or a delay: carried out, answer lost)
+        and duplicated (`drop=True`).
         """
-        fault = _Fault(re.compile(path_pattern), status, count, body, delay_s, after, method)
+        fault = _Fault(re.compile(path_pattern), status, count, body, delay_s, after, method, drop)
         with self._faults_lock:
             self._faults.append(fault)
 
@@ -326,18 +343,21 @@ class GcpSimulator:
         return None
 
     # ---- dispatch
-    def dispatch(self, method: str, raw_path: str, body: bytes) -> tuple[int, bytes]:
-        """Answer one request: returns (HTTP status, JSON body bytes)."""
+    def dispatch(self, method: str, raw_path: str, body: bytes) -> tuple[int, bytes] | None:
+        """Answer one request: returns (HTTP status, JSON body bytes), or None to close the connection
+        without an answer (an injected `drop` fault)."""
         self.requests.append((method, raw_path))
         split = urlsplit(raw_path)
         path = unquote(split.path)
         query = {k: v[-1] for k, v in parse_qs(split.query).items()}
         fault = self._take_fault(method, path)
-        if fault is not None and not fault.after:
+        if fault is not None and not fault.after and not fault.drop:
             answer = self._fault_answer(fault)
             if answer is not None:
                 return answer
         status, text = self._route(method, raw_path, path, query, body)
+        if fault is not None and fault.drop:
+            return None
         if fault is not None and fault.after:
             return self._fault_answer(fault) or (status, text)
         return status, text

@@ -11,6 +11,8 @@ everywhere):
     docker inspect --type container -- NAME
     docker logs --tail N [--since DURATION] -- NAME 2>&1 [| grep -F -e TEXT]
     docker start|stop [--time N]|restart [--time N]|rm -f -- NAME
+    docker rename -- NAME NEW_NAME
+    docker image inspect -- IMAGE          docker pull -- IMAGE
     HF_TOKEN="$(gcloud secrets versions access latest --secret=S)" || exit 3; export HF_TOKEN;
         [VLLM_API_KEY="$(gcloud ... --secret=K)" || exit 4; export VLLM_API_KEY;]
         docker run -d --name NAME [--privileged --net=host --shm-size X -v A:B -e VAR ...] -- IMAGE
@@ -30,7 +32,13 @@ Scenario keys (the `host` section; defaults in `DEFAULTS`):
     secrets            Secret Manager secret names the VM can read (the HF token)
     secret_values      name -> value of those the VM reads as the vLLM API key (default: a random value)
     images             images already pulled on the VM
+    registry           repository -> tags that can be pulled (default `sim.host.images.DEFAULT_REGISTRY`);
+                       another tag is "manifest unknown", another repository "pull access denied"
     pull_rate_limited  true: pulling any other image fails (docker-pull-rate-limit.log)
+    disk_full          true: pulls fail with "no space left on device" (docker-no-space-left.log)
+    stale_server       true: a process outside docker holds the vLLM port: the linked container, started,
+                       exits with vLLM's bind error (vllm-port-in-use.log) and the linked VllmSimulator
+                       (that process) answers whatever the container does
     run_failing_log    a case file that every newly created container fails with, or null
     cases_dir          where case files live (default: the package data of sim.cases)
     kv_capacity_tokens KV-cache capacity used by the benchmark model (concurrency is capped by it)
@@ -48,13 +56,16 @@ Real limits enforced (each with its source in the code):
       socket's "permission denied" (docs.docker.com/engine/install/linux-postinstall); `sudo -n` fails with
       "sudo: a password is required" when the user has no passwordless sudo (sudo(8), `-n`).
     - a linked VllmSimulator whose engine died and whose API server exited takes its container down with it
-      (the container's main process is the API server).
+      (the container's main process is the API server); its `/metrics` start time is the container's start.
+    - `docker run` exits 125 on an error of the daemon itself, e.g. an image it cannot pull
+      (docs.docker.com/engine/containers/run/#exit-status); `docker pull` and `docker image inspect` exit 1.
 
 More scenario keys:
     docker_group       true (default): the SSH user is in the docker group; false: only sudo reaches docker
     sudo               "nopasswd" (default, as on Google's images for OS Login admins) or "password"
 
 Controls (thread-safe): `authorize(pkey)`, `set_run_failing_log(case)`, `set_pull_rate_limited(flag)`,
+`set_disk_full(flag)`, `set_stale_server(flag)`,
 `crash(name, case)`, `container_state(name)`, `commands`, `set_reject_auth(flag)`,
 `set_command_delay(seconds)`; `stop()` then `start()` refuses connections meanwhile (same port).
 

@@ -1,7 +1,9 @@
 """The docker daemon of the SIMULATED TPU VM (`sim.host`): containers (absent / created / running / exited
-/ restarting) with their logs, images, and the `docker inspect|logs|start|stop|restart|rm|run|exec`
-subcommands the bot sends. A failing container replays a real failure log from `sim.cases`.
-Nothing here runs docker, a TPU or vLLM.
+/ restarting) with their logs, images (`sim.host.images`), and the `docker inspect|logs|start|stop|restart|
+rm|rename|run|exec|pull|image inspect` subcommands the bot sends. A failing container replays a real
+failure log from `sim.cases`. A process outside docker may hold the vLLM port (`stale_server`): the
+linked container, started, exits at once with vLLM's bind error, while that process (the linked
+VllmSimulator) goes on answering. Nothing here runs docker, a TPU or vLLM.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from sim import scenario as scenarios
 from sim.cases import missing_case_line, read_case
 from sim.host.bench import bench_serve
 from sim.host.container import Container, docker_time, healthy_startup_lines, is_traceback
+from sim.host.images import DEFAULT_REGISTRY, Images
 from sim.host.shell import NotAllowed
 from sim.vllm import VllmSimulator
 
@@ -47,10 +50,13 @@ class DockerEngine:
         self._journal = journal
         self._lock = lock
         self.containers: dict[str, Container] = {}
-        self.images = set(config["images"] or [])
-        self.pull_rate_limited = bool(config["pull_rate_limited"])
         self.run_failing_log: str | None = config["run_failing_log"]
         self._cases = Path(config["cases_dir"]) if config["cases_dir"] else None
+        registry = config.get("registry") or DEFAULT_REGISTRY
+        self.images = Images(list(config["images"] or []), registry, self._case_lines)
+        self.images.rate_limited = bool(config["pull_rate_limited"])
+        self.images.disk_full = bool(config.get("disk_full"))
+        self.stale_server = bool(config.get("stale_server"))
         if vllm is not None:
             vllm.on_exit.append(self._vllm_exited)
         for spec in config["containers"] or []:
@@ -97,7 +103,10 @@ class DockerEngine:
             "stop": self._stop_cmd,
             "restart": self._restart_cmd,
             "rm": self._rm_cmd,
+            "rename": self._rename_cmd,
             "exec": self._exec_cmd,
+            "pull": self._pull_cmd,
+            "image": self._image_cmd,
         }
         if sub == "run":
             return self._run_cmd(args, env)
@@ -251,6 +260,42 @@ class DockerEngine:
         self._docker_journal(f"container {c.id[:12]} ({name}) removed")
         return 0, name + "\n", ""
 
+    def _rename_cmd(self, args: list[str]) -> tuple[int, str, str]:
+        _, names = self._options(args, set(), set())
+        if len(names) != 2:
+            raise NotAllowed("docker rename needs CONTAINER NEW_NAME")
+        old, new = names
+        c = self.containers.get(old)
+        if c is None:
+            return self._no_such(old)
+        if new in self.containers:
+            return (
+                1,
+                "",
+                "Error response from daemon: Error when allocating new name: Conflict. The container name "
+                f'"/{new}" is already in use by container "{self.containers[new].id}". You have to remove '
+                "(or rename) that container to be able to reuse that name.\n",
+            )
+        del self.containers[old]
+        c.name = new
+        self.containers[new] = c
+        self._docker_journal(f"container {c.id[:12]} renamed from {old} to {new}")
+        return 0, "", ""
+
+    def _pull_cmd(self, args: list[str]) -> tuple[int, str, str]:
+        _, rest = self._options(args, set(), {"-q", "--quiet"})
+        if len(rest) != 1:
+            raise NotAllowed("docker pull needs exactly one image")
+        return self.images.pull(rest[0])
+
+    def _image_cmd(self, args: list[str]) -> tuple[int, str, str]:
+        if args[:1] != ["inspect"]:
+            raise NotAllowed("docker image (only inspect)")
+        _, rest = self._options(args[1:], set(), set())
+        if len(rest) != 1:
+            raise NotAllowed("docker image inspect needs exactly one image")
+        return self.images.inspect(rest[0])
+
     def _run_cmd(self, args: list[str], env: dict[str, str]) -> tuple[int, str, str]:
         opts, rest = self._options(
             args,
@@ -270,11 +315,10 @@ class DockerEngine:
                 f'in use by container "{existing.id}". You have to remove (or rename) that container to be '
                 "able to reuse that name.\nSee 'docker run --help'.\n",
             )
-        if image not in self.images:
-            if self.pull_rate_limited:
-                text = "\n".join(self._case_lines("docker-pull-rate-limit.log"))
-                return 125, "", f"Unable to find image '{image}' locally\n{text}\nSee 'docker run --help'.\n"
-            self.images.add(image)
+        if not self.images.has(image):
+            refused = self.images.run_pull(image)
+            if refused is not None:
+                return refused[0], "", refused[1]
         c = Container(name=name, image=image, command=command)
         if command[:2] == ["vllm", "serve"] and len(command) > 2:
             c.model = command[2]
@@ -346,6 +390,8 @@ class DockerEngine:
                     c.exit_code = int(spec.get("exit_code", 1))
             else:
                 c.logs = self._startup(c, started, boot)
+                if self.vllm is not None and c.name == self.config["linked_container"]:
+                    self.vllm.process_started = started  # the API server is the container's process
                 if state == "exited":
                     c.finished = now + scenarios.duration(spec.get("finished", "-1m"))
                     c.logs.append((c.finished, "(APIServer pid=1) INFO:     Shutting down"))
@@ -377,6 +423,8 @@ class DockerEngine:
         )
         if holder is not None:
             failing = "vllm-tpu-device-busy.log"  # only one process can own the TPU (docs/vllm.md §4.3)
+        elif self._port_held(c):
+            failing = "vllm-port-in-use.log"  # vLLM binds its port before it loads anything
         elif not c.has_token:
             failing = "vllm-hf-gated-repo-401.log"
         early = [(t, line) for t, line in lines if t == now]
@@ -388,7 +436,7 @@ class DockerEngine:
             c.pending = [(mono + delay, due, line) for line in self._case_lines(failing)]
             c.fail_at = mono + delay
             c.failing_log = failing
-            if link and self.vllm is not None:
+            if link and self.vllm is not None and not self._port_held(c):
                 self.vllm.stop()
             if delay <= 0:
                 self.refresh(c)
@@ -397,13 +445,19 @@ class DockerEngine:
             c.ready_at = mono + boot_s
             if link and self.vllm is not None:
                 self.vllm.set_mode("booting", boot_s=boot_s)
+                self.vllm.process_started = now  # the API server is the container's main process
 
     def _exit(self, c: Container, code: int) -> None:
         c.state, c.exit_code, c.finished = "exited", code, datetime.now(UTC)
         c.pending, c.fail_at, c.ready_at = [], None, None
         self._docker_journal(f"container {c.id[:12]} ({c.name}) exited with code {code}")
-        if self.vllm is not None and c.name == self.config["linked_container"]:
+        if self.vllm is not None and c.name == self.config["linked_container"] and not self._port_held(c):
             self.vllm.stop()
+
+    def _port_held(self, c: Container) -> bool:
+        """Whether a process outside docker holds the linked container's port (then the linked
+        VllmSimulator is that process, and the container's life does not stop it)."""
+        return self.stale_server and c.name == self.config["linked_container"]
 
     def _vllm_exited(self) -> None:
         """The linked vLLM API server stopped after its engine died: its container exits with it."""

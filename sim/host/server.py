@@ -42,6 +42,9 @@ DEFAULTS: dict[str, Any] = {
     "secret_values": {},
     "images": ["vllm/vllm-tpu:gemma4"],
     "pull_rate_limited": False,
+    "disk_full": False,
+    "registry": None,
+    "stale_server": False,
     "run_failing_log": None,
     "cases_dir": None,
     "kv_capacity_tokens": 262144,
@@ -191,7 +194,19 @@ class HostSimulator:
     def set_pull_rate_limited(self, flag: bool) -> None:
         """Make pulls of images not yet on the VM fail with Docker Hub's rate-limit error."""
         with self._lock:
-            self.docker.pull_rate_limited = flag
+            self.docker.images.rate_limited = flag
+
+    def set_disk_full(self, flag: bool) -> None:
+        """Make pulls fail with a full Docker data root ("no space left on device")."""
+        with self._lock:
+            self.docker.images.disk_full = flag
+
+    def set_stale_server(self, flag: bool) -> None:
+        """True: a process outside docker holds the vLLM port, and the linked VllmSimulator is that process:
+        it keeps answering whatever the linked container does, and the linked container, started, exits
+        with vLLM's bind error (vllm-port-in-use.log)."""
+        with self._lock:
+            self.docker.stale_server = flag
 
     def crash(self, name: str, case_file: str | Path) -> None:
         """Make a running container exit now (exit code 1) with the case file's log appended.

@@ -13,6 +13,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Generator
+from datetime import UTC, datetime
 from typing import Any
 
 from sim.http_server import SimHttpServer
@@ -78,6 +79,9 @@ class VllmSimulator:
         self._server: SimHttpServer | None = None
         self._thread: threading.Thread | None = None
         self._created = int(time.time())
+        # When the API server process started: prometheus_client's process collector exposes it as
+        # `process_start_time_seconds` in vLLM's /metrics (the default registry, one API server).
+        self.process_started = datetime.now(UTC)
         self._boot_timer: threading.Timer | None = None
         self._exit_timer: threading.Timer | None = None
         self.exited = False  # the API server stopped after the engine died
@@ -334,6 +338,15 @@ class VllmSimulator:
                     self._failures = [r for r in self._failures if r[2] > 0]
                     return status
         return None
+
+    def process_metrics(self) -> bytes:
+        """The process metrics of the `/metrics` text, as prometheus_client's ProcessCollector writes them
+        (only the start time: the one the bot reads)."""
+        return (
+            "# HELP process_start_time_seconds Start time of the process since unix epoch in seconds.\n"
+            "# TYPE process_start_time_seconds gauge\n"
+            f"process_start_time_seconds {self.process_started.timestamp():.2f}\n"
+        ).encode()
 
     def model_list(self) -> dict[str, Any]:
         """The `/v1/models` body (vLLM's ModelList of ModelCard)."""

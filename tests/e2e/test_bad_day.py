@@ -132,10 +132,12 @@ def world(scenario_file: Path) -> Iterator[Demo]:
 
 
 def _fail_with(world: Demo, case: str) -> str:
-    """Recreate the container so that it fails with `case` alone in its log; returns /vllm status."""
+    """Recreate the container so that it fails with `case` alone in its log; returns /vllm status. (A
+    `/vllm restart` would bring the old container back when the new one fails: remove, then start.)"""
     world.host.set_run_failing_log(case)
-    _say(world, "/vllm restart")
-    _say(world, "click Confirm", timeout=90)
+    for verb in ("rm", "start"):
+        _say(world, f"/vllm {verb}")
+        _say(world, "click Confirm", timeout=90)
     return _say(world, "/vllm status")
 
 

@@ -51,6 +51,7 @@ def world(tmp_path: Path) -> Iterator[Demo]:
         alert_routes=[f"slo={SLO_CHANNEL}", f"expiry={COST_CHANNEL}"],
         slo_rules_file=str(rules),
         idle_alert_after="2h",
+        vllm_replace_settle_s=0.6,  # a restart's watch of its new container eats into the simulated boot
     ) as world:
         world.slack.join(SLO_CHANNEL, COST_CHANNEL)  # routed channels the team invited the bot to
         yield world

@@ -2,8 +2,9 @@
 
 The real bot runs as its own process (`python -m bot serve`, HTTP mode) against the Google emulator and the
 Slack simulator of this test; the search's four requests wait for capacity (stockout everywhere) when the
-process is killed. The restarted bot reconciles from the state store: each request carries its own label,
-so each is deleted, audited and announced in the channel.
+process is killed. The restarted bot reconciles from the state store (at start, then every
+RECONCILE_INTERVAL_S, so once the dead process's leases expired): each request carries its own label, so
+each is deleted, audited and announced in the channel.
 """
 
 from __future__ import annotations
@@ -100,6 +101,7 @@ def world(tmp_path: Path) -> Iterator[tuple[GcpSimulator, SlackSimulator, dict[s
             "ADMINS": DEMO_USER,
             "CAPACITY_POLL_S": "0.2",
             "OPERATION_LEASE_TTL_S": "3",
+            "RECONCILE_INTERVAL_S": "1",
             "WORKER_THREADS": "4",
             "NO_PROXY": "127.0.0.1,localhost",
         }
@@ -139,12 +141,12 @@ def test_kill_mid_search_then_restart_leaves_nothing(
         while time.monotonic() < deadline and searched(tpu):
             time.sleep(0.2)
         assert searched(tpu) == []
-        notes = [m for m in slack.messages if "After a restart" in m.text]
+        notes = [m for m in slack.messages if "`/tpu find` by" in m.text]
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and len(notes) < 4:
             time.sleep(0.2)
-            notes = [m for m in slack.messages if "After a restart" in m.text]
-        assert len(notes) == 4 and all(m.channel == DEMO_CHANNEL and "*deleted*" in m.text for m in notes)
+            notes = [m for m in slack.messages if "`/tpu find` by" in m.text]
+        assert len(notes) == 4 and all(m.channel == DEMO_CHANNEL and "was deleted" in m.text for m in notes)
     finally:
         second.stop()
         tpu.close()

@@ -260,7 +260,7 @@ def test_the_vllm_api_key_comes_from_secret_manager_is_sent_and_survives_a_resta
         script = demo.bot.services.vllm_spec()
         assert script.api_key_secret == "vllm-api-key"
         assert "Goes down" in _say(demo, "/vllm restart")
-        assert "`restart` done." in _say(demo, "click Confirm", timeout=60)
+        assert "`restart` done: a new `vllm` runs" in _say(demo, "click Confirm", timeout=60)
         ran = [c for c in demo.host.commands if "docker run" in c][-1]
         assert "--secret=vllm-api-key" in ran and "-e VLLM_API_KEY" in ran
         assert "k-simulated-api-key" not in ran  # read on the VM, never in the command
@@ -330,3 +330,66 @@ def test_describe_finds_a_search_winner_outside_the_watched_zones() -> None:
         described = _say(demo, "/tpu describe gemma4-w")
         assert "not found" not in described and "*Zone* `us-east5-a`" in described
         assert "not found" in _say(demo, "/tpu describe gemma4-nothing")
+
+
+def test_a_find_whose_create_is_answered_late_says_so_then_its_message_says_what_became_of_it() -> None:
+    """The issue's repro: the create is answered after the client's timeout, so the search cannot say that
+    every request was deleted; a minute later the request is there (ACTIVE, billing). Reconciliation, which
+    now runs every RECONCILE_INTERVAL_S while the bot serves, deletes it by its label and edits the search's
+    last message to say so."""
+    with Demo(google_timeout_s=1.0, reconcile_interval_s=1.0) as demo:
+        _say(demo, "/tpu find newx --zones us-east5-a --allow-second")
+        demo.gcp.inject_fault(r"/queuedResources$", 200, delay_s=3.0, method="POST")
+        demo.user.run("click Confirm", timeout=2)
+        final = _wait_for(demo, "not every request is accounted for")
+        assert "every request this search made was deleted" not in final and "No zone had" not in final
+        assert "`newx` in `us-east5-a`: its create got no clear answer" in final and "is deleted" in final
+        edited = _wait_for(demo, "appeared after the timeout", timeout=30)
+        assert "`newx` in `us-east5-a` appeared after the timeout" in edited and "was deleted" in edited
+        assert "no clear answer" not in edited  # the line was replaced, not added to
+        with pytest.raises(NotFound):
+            demo.bot.services.tpu.get_queued_resource("newx", [PRIMARY_ZONE])
+        assert _primary(demo) == "ACTIVE"
+        audit = [e for e in demo.bot.services.store.audit(20) if e.action == "reconcile"]
+        assert [e.outcome.split(":")[0] for e in audit] == ["deleted"]
+
+
+def test_a_create_answered_late_is_kept_and_its_message_says_so() -> None:
+    with Demo(google_timeout_s=1.0, reconcile_interval_s=1.0) as demo:
+        _say(demo, "/tpu create newc --zone us-east5-a --allow-second")
+        demo.gcp.inject_fault(r"/queuedResources$", 200, delay_s=3.0, method="POST")
+        demo.user.run("click Confirm", timeout=2)
+        final = _wait_for(demo, "was not there when read back")
+        assert "is kept (nothing else is touched)" in final
+        edited = _wait_for(demo, "appeared after the timeout", timeout=30)
+        assert "`newc` in `us-east5-a` appeared after the timeout" in edited
+        assert "is kept: `/tpu create` asked for it" in edited
+        assert demo.bot.services.tpu.get_queued_resource("newc", [PRIMARY_ZONE]).name == "newc"
+
+
+def test_a_vllm_stop_confirmed_after_the_primary_was_recreated_is_refused_with_what_changed() -> None:
+    """The issue's finding: `/vllm stop` confirmed after the primary was recreated (a new VM, a new IP)
+    SSHed to the new IP. The preview pins the VM (node, create time, address) and Confirm refuses."""
+    with Demo(ssh_host=None, google_timeout_s=2.0) as demo:
+        preview = _say(demo, "/vllm stop")
+        assert "on `127.0.0.1` (node `gemma4-qr-node` of `gemma4-qr`, created " in preview
+        tpu = demo.bot.services.tpu
+        tpu.delete_queued_resource("gemma4-qr", PRIMARY_ZONE, force=True, wait=True)
+        spec = CreateSpec(
+            "gemma4-qr", "gemma4-qr-node", PRIMARY_ZONE, "v6e-8", "v2-alpha-tpuv6e", "on-demand", None, None
+        )
+        tpu.wait_operation(tpu.create_queued_resource(spec), timeout_s=30)
+        before = len(demo.host.commands)
+        refused = _say(demo, "click Confirm")
+        assert "the target changed since the preview" in refused
+        assert "node `gemma4-qr-node` was recreated" in refused and "nothing was sent" in refused
+        assert "its address changed from `127.0.0.1` to `127.34." in refused
+        assert demo.host.commands[before:] == []
+        assert demo.host.container_state(demo.settings.vllm_container) == "running"
+
+
+def test_a_vllm_stop_of_an_unchanged_target_goes_to_the_vm_previewed() -> None:
+    with Demo(ssh_host=None) as demo:
+        _say(demo, "/vllm stop")
+        done = _say(demo, "click Confirm")
+        assert "`stop` done." in done and demo.host.container_state(demo.settings.vllm_container) == "exited"

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import time
 
-from sim.demo import Demo
+from bot.scheduler import AlertScheduler
+from bot.slack_gateway import SlackGateway
+from sim.console import SlackUser
+from sim.demo import ALERTS_CHANNEL, Demo
 
 
 def _say(demo: Demo, line: str, timeout: float = 30) -> str:
@@ -45,8 +48,9 @@ def test_restart_is_confirmed_and_reports_starting_not_down(world: Demo) -> None
     assert "*Restart* the vLLM container" in preview and "[Confirm" in preview
     assert "needs the operator role" in _say(world, "click Confirm as U0VIEWER01")
     done = _say(world, "click Confirm")
-    assert "`restart` done." in done and "starting" in done
-    assert any(c.startswith("docker rm -f") or " rm -f " in c for c in world.host.commands)
+    assert "`restart` done: a new `vllm` runs" in done and "starting" in done
+    assert "the previous one (`vllm/vllm-tpu:gemma4`) was removed" in done
+    assert "docker rm -f -- vllm-previous" in world.host.commands
     assert "HF_TOKEN" not in "".join(m.text for m in world.slack.messages) or True
     _wait_ready(world)
     assert "serving" in _say(world, "/vllm status")
@@ -102,3 +106,94 @@ def test_stored_benchmark_runs_can_be_listed_and_compared(world: Demo) -> None:
     assert "TTFT median (ms)" in compared and "%" in compared
     missing = _say(world, "/vllm bench compare 1 99")
     assert "no stored benchmark run 99" in missing and "/vllm bench list" in missing
+
+
+def test_restart_to_a_tag_that_does_not_exist_keeps_the_healthy_container() -> None:
+    """The issue's repro: VLLM_IMAGE names a tag the registry does not have. The healthy container keeps
+    serving, and the user reads docker's own error, not "See 'docker run --help'."."""
+    with Demo(vllm_image="vllm/vllm-tpu:does-not-exist") as demo:
+        _say(demo, "/vllm restart")
+        done = _say(demo, "click Confirm")
+        assert "manifest for vllm/vllm-tpu:does-not-exist not found: manifest unknown" in done
+        assert "was not touched" in done and "See 'docker" not in done
+        assert "does not exist in the registry" in done  # the catalogue's conclusion, as the hint
+        assert not [c for c in demo.host.commands if " stop " in c or " rm " in c or " rename " in c]
+        assert "serving: running" in _say(demo, "/vllm status")
+
+
+def test_restart_whose_new_container_fails_brings_the_old_one_back() -> None:
+    with Demo() as demo:
+        demo.host.set_run_failing_log("vllm-hf-gated-repo-401.log")  # every new container fails so
+        _say(demo, "/vllm restart")
+        done = _say(demo, "click Confirm", timeout=60)
+        assert "`restart` failed: the new container" in done and "exited with code 1 at once" in done
+        assert "The previous container (`vllm/vllm-tpu:gemma4`) is back" in done
+        assert demo.host.container_state(demo.settings.vllm_container) == "running"
+        _wait_ready(demo)
+
+
+def test_a_stale_process_on_the_vllm_port_is_not_called_the_healthy_server() -> None:
+    """The issue's repro: the container exited ("address already in use") and something else answers
+    /health. /vllm status, /vllm health, /tpu status and the watcher alert all say so."""
+    with Demo() as demo:
+        name = demo.settings.vllm_container
+        demo.host.set_stale_server(True)  # SIMULATED: a process outside docker holds the vLLM port
+        assert demo.host.execute(f"docker restart -- {name}")[0] == 0
+        deadline = time.monotonic() + 10
+        while demo.host.container_state(name) != "exited" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert demo.host.container_state(name) == "exited" and demo.vllm.listening
+        port = demo.settings.vllm_port
+        said = (
+            f"(address already in use); something else answers on :{port} (serving `google/gemma-4-31B-it`)"
+        )
+        status = _say(demo, "/vllm status")
+        assert "*Not the bot's vLLM container*: the vLLM container exited at " in status and said in status
+        assert "serving: running" not in status and "vllm-port-in-use" in status
+        assert said in _say(demo, "/vllm health")
+        assert said in _say(demo, "/tpu status")
+        client = SlackGateway.connect(demo.settings.slack_bot_token.get_secret_value(), demo.slack.api_url)
+        watcher = AlertScheduler(
+            demo.bot.services, client, ALERTS_CHANNEL, clock=demo.gcp.now, health_failures=1
+        )
+        start = len(demo.slack.messages)
+        watcher.tick()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            alerts = [m.text for m in demo.slack.messages[start:] if m.channel == ALERTS_CHANNEL]
+            if any(said in t for t in alerts):
+                break
+            time.sleep(0.1)
+        assert any("is answered by something else, not its container" in t for t in alerts), alerts
+        assert any(said in t and "vllm-port-in-use" in t for t in alerts), alerts  # its thread
+
+
+def test_another_model_on_the_port_is_named_and_the_real_one_is_checked() -> None:
+    with Demo() as demo:
+        checked = _say(demo, "/vllm health")
+        assert (
+            "answered by the deployment's container (checked: container running, model, start time)"
+            in checked
+        )
+        demo.vllm.config["model"] = "google/gemma-3-27b-it"  # SIMULATED: another server took the port
+        health = _say(demo, "/vllm health")
+        assert "the vLLM container serves `google/gemma-4-31B-it`" in health
+        assert "something else answers on" in health and "(serving `google/gemma-3-27b-it`)" in health
+
+
+def test_journals_outside_the_allow_list_are_for_admins(world: Demo) -> None:
+    """The issue's finding: a viewer could read any unit's journal (as root with SSH_SUDO). Viewers get the
+    SYSLOG_UNITS; an admin may read any unit."""
+    viewer = SlackUser(world.server.url, world.signing_secret, world.slack, user_id="U0VIEWER01")
+    try:
+        allowed, _ = viewer.run("/vllm syslog --unit google-startup-scripts --tail 5")
+        assert "journal of `google-startup-scripts.service`" in "\n".join(allowed)
+        refused, _ = viewer.run("/vllm syslog --unit ssh.service --tail 5")
+        text = "\n".join(refused)
+        assert "the journal of `ssh.service` is for admins" in text and "`docker.service`" in text
+        assert "SYSLOG_UNITS" in text
+    finally:
+        viewer.close()
+    sent = [c for c in world.host.commands if "journalctl" in c]
+    assert not any("ssh.service" in c for c in sent)
+    assert "journal of `ssh.service`" in _say(world, "/vllm syslog --unit ssh.service --tail 5")  # an admin

@@ -263,8 +263,8 @@ def test_ssh_faults(world: Demo, caplog: pytest.LogCaptureFixture, monkeypatch: 
     # There is no setting for the SSH command timeout (60 s): shorten it for this world.
     original = world.bot.services.remote
 
-    def quick_remote() -> RemoteHost:
-        remote = original()
+    def quick_remote(host: str | None = None) -> RemoteHost:
+        remote = original(host)
         remote.command_timeout_s = 1.5
         remote.connect_timeout_s = 2.0
         return remote

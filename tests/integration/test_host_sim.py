@@ -1,5 +1,7 @@
 """ops.container.VllmContainer over real SSH (paramiko client, host key pinned) against the SIMULATED TPU VM
-(sim.host.HostSimulator), linked to the vLLM simulator."""
+(sim.host.HostSimulator), linked to the vLLM simulator. Replace, don't remove: the image is pulled while the
+old container serves; a refused pull touches nothing and says docker's own words; a new container that fails
+to start is removed and the old one comes back."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import pytest
 from llm.diagnose import diagnose
 from ops.bench import parse_bench_serve
 from ops.container import BenchParams, VllmContainer, VllmSpec
-from ops.errors import AlreadyExists, NotFound, QuotaExceeded
+from ops.errors import AlreadyExists, NotFound, OpsError, QuotaExceeded
 from ops.ssh import RemoteHost
 from ops.vllm import VllmClient
 from sim import scenario
@@ -129,10 +131,12 @@ def test_stop_start_restart_rm_drive_the_linked_vllm_simulator(
     _wait(lambda: _health(vllm) == "ready")
     _wait(lambda: container.logs(tail=1).strip().endswith("Application startup complete."))
 
-    restarted = container.restart(VllmSpec(max_model_len=8192))
-    assert restarted.running and restarted.restart_count == 0  # a new container
-    assert "docker rm -f -- vllm" in host.commands
-    run = host.commands[-2]
+    outcome = container.restart(VllmSpec(max_model_len=8192), settle_s=0.2)
+    restarted = outcome.status
+    assert outcome.replaced and restarted.running and restarted.restart_count == 0  # a new container
+    assert "docker rename -- vllm vllm-previous" in host.commands
+    assert "docker rm -f -- vllm-previous" in host.commands
+    run = next(c for c in reversed(host.commands) if "docker run" in c)
     assert "docker run -d --name vllm" in run and "--max-model-len 8192" in run
     assert _health(vllm) == "refused"
     _wait(lambda: _health(vllm) == "ready")
@@ -169,7 +173,8 @@ def test_failing_run_replays_the_scenario_case(
     host, remote = world
     host.set_run_failing_log("vllm-hbm-oom-program-load.log")
     container = VllmContainer(remote, "vllm")
-    container.restart(VllmSpec())
+    container.rm()
+    container.start(VllmSpec())  # docker run: a new container, which fails
     assert _health(vllm) == "refused"
     _wait(lambda: not container.status().running)
     findings = diagnose(container.logs(tail=500))
@@ -232,8 +237,10 @@ def test_sudo_prefix_and_unknown_commands(world: tuple[HostSimulator, RemoteHost
     ) as r:
         assert VllmContainer(r, "vllm").status().running
         assert host.commands[-1] == "sudo -n docker inspect --type container -- vllm"
-        VllmContainer(r, "vllm").restart(VllmSpec())
-        assert host.commands[-2].count("sudo -n --preserve-env=HF_TOKEN docker run") == 1
+        VllmContainer(r, "vllm").restart(VllmSpec(), settle_s=0.2)
+        runs = [c for c in host.commands if "docker run" in c]
+        assert len(runs) == 1 and runs[0].count("sudo -n --preserve-env=HF_TOKEN docker run") == 1
+        assert all(c.startswith(("sudo -n ", "HF_TOKEN=")) for c in host.commands[-8:])
         time.sleep(FAIL_S + 0.1)
         assert VllmContainer(r, "vllm").status().running  # the token reached the container (no 401)
     for command in (
@@ -247,3 +254,145 @@ def test_sudo_prefix_and_unknown_commands(world: tuple[HostSimulator, RemoteHost
     ):
         status, _, err = host.execute(command)
         assert status == 127 and NOT_ALLOWED in err, command
+
+
+# ---- replace, don't remove: `restart` keeps the old container until the new one runs
+
+SETTLE_S = 1.0
+
+
+def restart(remote: RemoteHost, image: str, vllm: VllmSimulator) -> Any:
+    spec = VllmSpec(image=image, port=int(vllm.url.rsplit(":", 1)[1]))
+    return VllmContainer(remote, "vllm").restart(spec, settle_s=SETTLE_S)
+
+
+def _changes(host: HostSimulator) -> list[str]:
+    """The commands that would change a container (anything but reading and pulling)."""
+    reads = ("docker inspect", "docker image inspect", "docker pull", "docker logs")
+    return [c for c in host.commands if not c.startswith(reads)]
+
+
+@pytest.mark.parametrize(
+    ("image", "setup", "words"),
+    [
+        (
+            "vllm/vllm-tpu:does-not-exist",
+            None,
+            "manifest for vllm/vllm-tpu:does-not-exist not found: manifest unknown",
+        ),
+        ("someone/private-vllm:v1", None, "pull access denied for someone/private-vllm"),
+        ("vllm/vllm-tpu:nightly", "rate", "toomanyrequests: You have reached your pull rate limit"),
+        ("vllm/vllm-tpu:nightly", "disk", "failed to register layer: write /var/lib/docker/tmp/"),
+    ],
+    ids=["no-such-tag", "no-such-repository", "rate-limited", "disk-full"],
+)
+def test_a_refused_pull_touches_nothing_and_says_dockers_words(
+    world: tuple[HostSimulator, RemoteHost], vllm: VllmSimulator, image: str, setup: str | None, words: str
+) -> None:
+    host, remote = world
+    before = VllmContainer(remote, "vllm").status()
+    if setup == "rate":
+        host.set_pull_rate_limited(True)
+    if setup == "disk":
+        host.set_disk_full(True)
+    with pytest.raises(OpsError) as refused:
+        restart(remote, image, vllm)
+    assert words in refused.value.message and "vllm was not touched" in refused.value.message
+    assert "See 'docker" not in refused.value.message
+    if setup == "rate":
+        assert isinstance(refused.value, QuotaExceeded)
+    if setup == "disk":
+        assert (
+            "no space left on device" in refused.value.message and "docker system prune" in refused.value.hint
+        )
+    assert _changes(host) == []
+    after = VllmContainer(remote, "vllm").status()
+    assert after.running and after.started_at == before.started_at and after.image == before.image
+    with VllmClient(vllm.url, timeout_s=2) as client:
+        assert client.health().state == "ready"
+
+
+def test_a_new_tag_is_pulled_then_the_old_container_is_replaced(
+    world: tuple[HostSimulator, RemoteHost], vllm: VllmSimulator
+) -> None:
+    host, remote = world
+    outcome = restart(remote, "vllm/vllm-tpu:nightly", vllm)
+    assert outcome.replaced and outcome.pulled and outcome.previous_image == "vllm/vllm-tpu:gemma4"
+    assert outcome.status.running and outcome.status.image == "vllm/vllm-tpu:nightly"
+    assert host.container_state("vllm-previous") == "absent"
+    order = [c.split(" --")[0].split(" -- ")[0] for c in host.commands if "docker" in c]
+    pull, stop = order.index("docker pull"), order.index("docker stop")
+    assert order.index("docker image inspect") < pull < stop, order  # pulled while the old one served
+    assert (
+        stop < order.index("docker rename") < max(i for i, c in enumerate(order) if c.startswith("docker rm"))
+    )
+
+
+def test_a_new_container_that_fails_at_once_is_removed_and_the_old_one_comes_back(
+    world: tuple[HostSimulator, RemoteHost], vllm: VllmSimulator
+) -> None:
+    host, remote = world
+    before = VllmContainer(remote, "vllm").status()
+    host.set_run_failing_log("vllm-kv-cache-insufficient.log")  # every new container fails like this
+    outcome = restart(remote, "vllm/vllm-tpu:nightly", vllm)
+    assert not outcome.replaced and outcome.restored and outcome.error is not None
+    assert "exited with code 1 at once" in outcome.error.message
+    assert "ValueError: To serve at least one request" in outcome.error.message
+    assert outcome.status.running and outcome.status.image == before.image
+    assert host.container_state("vllm-previous") == "absent"
+
+
+def test_a_port_held_by_another_process_is_named(
+    world: tuple[HostSimulator, RemoteHost], vllm: VllmSimulator
+) -> None:
+    """Something outside docker holds the vLLM port: the new container exits with vLLM's bind error, which
+    the outcome names; the old container is put back (it cannot bind either, and says the same)."""
+    host, remote = world
+    host.set_stale_server(True)
+    outcome = restart(remote, "vllm/vllm-tpu:gemma4", vllm)
+    assert outcome.restored and outcome.error is not None
+    assert "OSError: [Errno 98] Address already in use" in outcome.error.message
+    assert outcome.status.image == "vllm/vllm-tpu:gemma4" and not outcome.pulled
+    with VllmClient(vllm.url, timeout_s=2) as client:
+        assert client.health().state == "ready"  # the other process still answers
+
+
+def test_an_aside_copy_left_by_an_interrupted_replace_is_cleared_first(
+    world: tuple[HostSimulator, RemoteHost], vllm: VllmSimulator
+) -> None:
+    host, remote = world
+    assert host.execute("docker stop -- vllm-longctx")[0] == 0
+    assert host.execute("docker rename -- vllm-longctx vllm-previous")[0] == 0
+    outcome = restart(remote, "vllm/vllm-tpu:gemma4", vllm)
+    assert outcome.replaced and host.container_state("vllm-previous") == "absent"
+
+
+def test_the_simulated_docker_speaks_dockers_words(world: tuple[HostSimulator, RemoteHost]) -> None:
+    host, _ = world
+    assert host.execute("docker image inspect -- vllm/vllm-tpu:nope") == (
+        1,
+        "[]\n",
+        "Error response from daemon: No such image: vllm/vllm-tpu:nope\n",
+    )
+    status, out, err = host.execute("docker pull -- vllm/vllm-tpu:nightly")
+    assert status == 0 and err == ""
+    assert out.startswith("nightly: Pulling from vllm/vllm-tpu\n")
+    assert (
+        "Status: Downloaded newer image for vllm/vllm-tpu:nightly\ndocker.io/vllm/vllm-tpu:nightly\n" in out
+    )
+    assert "Status: Image is up to date" in host.execute("docker pull -- vllm/vllm-tpu:nightly")[1]
+    status, _, err = host.execute("docker rename -- vllm vllm-longctx")
+    assert status == 1 and 'Conflict. The container name "/vllm-longctx" is already in use' in err
+    assert (
+        host.execute("docker rename -- nothing x")[2]
+        == "Error response from daemon: No such container: nothing\n"
+    )
+    status, _, err = host.execute(
+        "docker run -d --name fresh -e HF_TOKEN -- vllm/vllm-tpu:nope vllm serve google/gemma-4-31B-it"
+    )
+    assert status == 125
+    assert err == (
+        "Unable to find image 'vllm/vllm-tpu:nope' locally\n"
+        "docker: Error response from daemon: manifest for vllm/vllm-tpu:nope not found: manifest unknown: "
+        "manifest unknown.\nSee 'docker run --help'.\n"
+    )

@@ -1,10 +1,13 @@
 """Ownership through the REAL google clients against the emulator: labels on every create, ambiguous
 creates (503 or timeout, before or after the emulator created the resource) read back by label, clean-up
-that never deletes what the bot did not make, one operation per name, and the start-up reconciliation."""
+that never deletes what the bot did not make, one operation per name, and reconciliation; creates answered
+late, lost or twice: the search never claims more than it saw, and reconciliation settles what appears
+after the command ended (a search's request deleted by its label, a create's kept)."""
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -17,12 +20,16 @@ from ops.ownership import (
     MANAGED_BY,
     REQUEST_KEY,
     SEARCH_KEY,
+    create_owned,
     hold_operation,
     operation_keys,
+    ownership_labels,
     reconcile,
+    record_sending,
 )
 from ops.store import OperationBusy, Store
 from ops.tpu import TpuOps
+from ops.tpu_model import CreateSpec
 from sim.gcp import GcpSimulator
 
 ZONE = "us-east5-a"
@@ -198,9 +205,6 @@ def test_two_concurrent_searches_for_one_name_make_one_resource(
 def test_reconcile_deletes_an_orphaned_search_request_and_adopts_a_create(
     gcp: GcpSimulator, tpu: TpuOps, store: Store
 ) -> None:
-    from ops.ownership import create_owned, ownership_labels, record_sending
-    from ops.tpu_model import CreateSpec
-
     now = datetime.now(UTC)
     made = []
     for name, kind in (("gemma4-orphan", "find"), ("gemma4-wanted", "create")):
@@ -267,3 +271,125 @@ def test_the_emulator_refuses_labels_google_refuses(gcp: GcpSimulator, tpu: TpuO
     with pytest.raises(BadInput) as refused:
         tpu.create_queued_resource(spec)
     assert "Invalid label" in refused.value.message
+
+
+# ---- creates answered late, lost or twice
+
+
+def appears(tpu: TpuOps, name: str, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            tpu.get_queued_resource(name, [ZONE])
+            return
+        except NotFound:
+            time.sleep(0.1)
+    raise AssertionError(f"{name} never appeared")
+
+
+LATE_S = 3.0  # the emulator carries the create out this long after it arrived: after the client gave up
+
+
+def test_a_late_create_is_unresolved_not_deleted_and_reconciliation_deletes_it(
+    gcp: GcpSimulator, tpu: TpuOps, store: Store
+) -> None:
+    """The issue's repro: the create is answered after the client's timeout. The search must not say that
+    every request was deleted; once the request appears, reconciliation deletes it by its label."""
+    gcp.inject_fault(CREATE_PATH, 200, delay_s=LATE_S, method="POST")
+    result = run_search(tpu, store, "newx", [ZONE])
+    assert result.winner is None and not result.all_deleted
+    assert list(result.unresolved) == [ZONE]
+    assert result.zones[ZONE] == "unresolved: ambiguous create (timeout), request not seen (see below)"
+    (record,) = store.inflight(open_only=True)
+    assert record.state == "sending" and record.note == "after the timeout"
+    assert record.request_id == result.unresolved[ZONE]
+
+    early = reconcile(tpu, store, now=lambda: datetime.now(UTC), poll_s=0.05)
+    assert [item.action for item in early] == ["unseen"]  # not there yet: still open, nothing claimed
+    appears(tpu, "newx")
+    (done,) = reconcile(tpu, store, now=lambda: datetime.now(UTC), poll_s=0.05)
+    assert done.action == "deleted"
+    assert done.detail.startswith("`newx` in `us-east5-a` appeared after the timeout (")
+    assert done.detail.endswith("and was deleted")
+    with pytest.raises(NotFound):
+        tpu.get_queued_resource("newx", [ZONE])
+    assert store.inflight(open_only=True) == []
+    assert tpu.get_queued_resource("gemma4-qr", [ZONE]).state == "ACTIVE"
+
+
+def test_a_duplicated_create_is_recognised_as_its_own_not_someone_elses(
+    gcp: GcpSimulator, tpu: TpuOps, store: Store
+) -> None:
+    """The create's connection drops after the API made the resource; the client library sends it again
+    and gets ALREADY_EXISTS. The label proves the resource is this request's: the search keeps it."""
+    gcp.inject_fault(CREATE_PATH, 200, drop=True, method="POST")
+    result = run_search(tpu, store, "gemma4-dup", [ZONE])
+    creates = [path for method, path in gcp.requests if method == "POST" and "queuedResources" in path]
+    assert len(creates) == 2  # delivered twice
+    assert result.winner is not None and result.winner.name == "gemma4-dup"
+    assert result.left_alone == () and result.all_deleted
+
+
+def test_a_lost_answer_of_a_create_that_happened_is_watched_and_cleaned_up(
+    gcp: GcpSimulator, tpu: TpuOps, store: Store
+) -> None:
+    """A 503 after the API made the request, in a zone without capacity: read back, it is ours; the search
+    ends (no capacity) and deletes it, so here every request is accounted for."""
+    stockout = "us-east1-d"
+    gcp.inject_fault(CREATE_PATH, 503, after=True, method="POST")
+    finder = CapacitySearch(
+        tpu, store, poll_s=0.05, operation_timeout_s=10, delete_timeout_s=10, zone_timeout_s=1
+    )
+    result = finder.run("gemma4-lost", "v6e-8", "flex-start", [stockout], max_run_duration=timedelta(hours=1))
+    assert result.winner is None and result.all_deleted and result.zones[stockout].startswith("failed")
+    with pytest.raises(NotFound):
+        tpu.get_queued_resource("gemma4-lost", [stockout])
+
+
+def _sent(store: Store, tpu: TpuOps, name: str, kind: str, at: datetime) -> CreateSpec:
+    request_id = f"req-{name}"
+    spec = CreateSpec(
+        name, f"{name}-node", ZONE, "v6e-8", "v2-alpha-tpuv6e", "spot", None, None,
+        labels=ownership_labels(request_id, "U1"),
+    )  # fmt: skip
+    record_sending(
+        store, spec, request_id=request_id, operation_id=f"op-{name}", kind=kind, project=tpu.project,
+        user_id="U1", channel_id="C1", now=at,
+    )  # fmt: skip
+    return spec
+
+
+def test_a_late_create_of_tpu_create_is_kept_and_an_unseen_one_closes_after_the_watch(
+    gcp: GcpSimulator, tpu: TpuOps, store: Store
+) -> None:
+    now = datetime.now(UTC)
+    spec = _sent(store, tpu, "gemma4-wanted", "create", now)
+    gcp.inject_fault(CREATE_PATH, 200, delay_s=LATE_S, method="POST")
+    outcome = create_owned(tpu, spec, "req-gemma4-wanted", now, pause_s=0.05)
+    assert outcome.operation is None and outcome.resource is None and outcome.ambiguous is not None
+    store.update_inflight("req-gemma4-wanted", "sending", now=now, note="after the timeout")
+    _sent(store, tpu, "gemma4-never", "find", now - timedelta(hours=2))  # sent, never made, long ago
+    appears(tpu, "gemma4-wanted")
+    done = {item.request.name: item for item in reconcile(tpu, store, now=lambda: now, poll_s=0.05)}
+    assert done["gemma4-wanted"].action == "adopted"
+    assert "appeared after the timeout" in done["gemma4-wanted"].detail
+    assert done["gemma4-wanted"].detail.endswith("is kept: `/tpu create` asked for it")
+    assert (
+        done["gemma4-never"].action == "absent" and "did not appear in 60 min" in done["gemma4-never"].detail
+    )
+    assert (
+        tpu.get_queued_resource("gemma4-wanted", [ZONE]).labels["tpu-chatops-request"] == "req-gemma4-wanted"
+    )
+    assert store.inflight(open_only=True) == []
+
+
+def test_reconciliation_reads_only_its_own_project(gcp: GcpSimulator, tpu: TpuOps, store: Store) -> None:
+    """A record of another deployment's project is not read with this project's API (it would look absent
+    and be closed while its resource bills)."""
+    other = CreateSpec("gemma4-x", "n", ZONE, "v6e-8", "r", "spot", None, None)
+    record_sending(
+        store, other, request_id="req-x", operation_id="op-x", kind="find", project="another-project",
+        user_id="U1", channel_id="C1", now=datetime.now(UTC) - timedelta(days=1),
+    )  # fmt: skip
+    assert reconcile(tpu, store, now=lambda: datetime.now(UTC), poll_s=0.05) == []
+    assert [r.request_id for r in store.inflight(open_only=True)] == ["req-x"]

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from ops.container import VllmContainer, VllmSpec
-from ops.errors import BackendTimeout, BackendUnavailable, BadInput, PermissionDenied
+from ops.errors import BackendTimeout, BackendUnavailable, BadInput, OpsError, PermissionDenied
 from ops.remote_commands import TEMPLATES
 from ops.ssh import RemoteHost
 from sim.host import generate_ed25519_key
@@ -290,13 +290,21 @@ def test_docker_run_gets_literal_flags_and_the_token_only_on_the_vm(
     container = VllmContainer(remote, "vllm")
     before_calls = len(sshd.calls())
     before_received = len(sshd.received())
-    status = container.restart(VllmSpec(image="vllm/vllm-tpu:nightly-20260604-2aaa59e-4f423bd", port=8001))
-    assert status.running
+    image = "vllm/vllm-tpu:nightly-20260604-2aaa59e-4f423bd"
+    outcome = container.restart(VllmSpec(image=image, port=8001), settle_s=0)
+    assert outcome.replaced and outcome.pulled and outcome.status.running
     received = sshd.received()[before_received:]
-    assert received[0] == "docker rm -f -- vllm"
-    assert received[1].startswith(
+    changes = [r for r in received if not r.startswith("docker inspect --type container")]
+    assert changes[:4] == [
+        f"docker image inspect -- {image}",
+        f"docker pull -- {image}",  # while the old container still serves
+        "docker stop --time 30 -- vllm",
+        "docker rename -- vllm vllm-previous",
+    ]
+    assert changes[4].startswith(
         'HF_TOKEN="$(gcloud secrets versions access latest --secret=hf-token)" || exit 3;'
     )
+    assert changes[5:] == ["docker rm -f -- vllm-previous"]
     calls = sshd.calls()[before_calls:]
     argvs = [c.argv for c in calls]
     assert ["gcloud", "secrets", "versions", "access", "latest", "--secret=hf-token"] in argvs
@@ -312,6 +320,26 @@ def test_docker_run_gets_literal_flags_and_the_token_only_on_the_vm(
     # ...and never through the bot: not in any command string or argv
     assert all("hf_FAKE_TOKEN" not in r for r in received)
     assert all("hf_FAKE_TOKEN" not in " ".join(a) for a in argvs)
+
+
+def test_restart_to_a_tag_that_does_not_exist_stops_nothing_and_shows_dockers_error(
+    sshd: OpenSSHServer, remote: RemoteHost
+) -> None:
+    """The issue's repro over a real sshd and bash: the pull is refused before the running container is
+    touched, and the error is docker's own line, not its usage hint."""
+    before = len(sshd.received())
+    with pytest.raises(OpsError) as refused:
+        VllmContainer(remote, "vllm").restart(VllmSpec(image="vllm/vllm-tpu:does-not-exist"), settle_s=0)
+    assert refused.value.message == (
+        "docker pull vllm/vllm-tpu:does-not-exist on 127.0.0.1 failed (exit 1): Error response from daemon: "
+        "manifest for vllm/vllm-tpu:does-not-exist not found: manifest unknown: manifest unknown; "
+        "vllm was not touched"
+    )
+    assert "does not exist in the registry" in refused.value.hint
+    assert sshd.received()[before:] == [
+        "docker image inspect -- vllm/vllm-tpu:does-not-exist",
+        "docker pull -- vllm/vllm-tpu:does-not-exist",
+    ]
 
 
 def test_bench_template_argv(sshd: OpenSSHServer, remote: RemoteHost) -> None:

@@ -31,6 +31,8 @@ def test_good_settings_and_comma_lists() -> None:
     assert settings.tpu_zones == ["us-east5-a", "asia-northeast1-b"]
     assert settings.admins == ["U123ABC", "S0GROUP1"]
     assert settings.viewers == []
+    assert "google-startup-scripts.service" in settings.syslog_units
+    assert _load(syslog_units="docker, kubelet.service").syslog_units == ["docker.service", "kubelet.service"]
 
 
 @pytest.mark.parametrize(
@@ -54,6 +56,8 @@ def test_good_settings_and_comma_lists() -> None:
         ({"maintenance_alert_lead": "1m"}, "MAINTENANCE_ALERT_LEAD: give 5m to 7d"),
         ({"maintenance_alert_lead": "soon"}, "MAINTENANCE_ALERT_LEAD:"),
         ({"alert_delivery_recheck_s": "1"}, "ALERT_DELIVERY_RECHECK_S:"),
+        ({"syslog_units": "docker.service,ssh; reboot"}, "SYSLOG_UNITS: invalid unit 'ssh; reboot'"),
+        ({"reconcile_interval_s": "0"}, "RECONCILE_INTERVAL_S:"),
     ],
 )
 def test_bad_settings_are_one_line_naming_the_setting(changes: dict[str, object], line: str) -> None:

@@ -16,7 +16,7 @@ def test_every_vllm_and_docker_case_is_recognised() -> None:
     names = sorted(
         n for n in case_names() if n.endswith(".log") and n.startswith(("vllm-", "docker-", "hf-"))
     )
-    assert len(names) == 9
+    assert len(names) == 10
     for name in names:
         assert diagnose(case_text(name)), name
 
