@@ -161,7 +161,7 @@ def test_preempted_spot_is_shown_and_reset_is_refused_with_the_alternative(spot_
     assert answered and "spot capacity preempted" in "\n".join(out)
     out, answered = spot_world.user.run("/tpu reset spot-qr")
     text = "\n".join(out)
-    assert answered and "cannot be reset" in text and "delete it and create it again" in text
+    assert answered and "cannot be reset" in text and "/tpu recover spot-qr" in text and "deletes it and creates it again" in text
     assert "/tpu delete spot-qr --zone us-west4-a" in text
     assert "[Confirm" not in text  # refused in the preview: nothing to confirm
 

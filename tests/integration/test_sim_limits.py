@@ -231,7 +231,7 @@ def test_tpu_create_over_the_zone_quota_is_refused_at_once(gcp: GcpSimulator, tp
         "Quota 'TPUV6EPreemptiblePerProjectPerZoneForTPUAPI' exhausted. Limit 16 in zone us-west4-a"
         in info.value.message
     )
-    assert "delete FAILED or SUSPENDED" in info.value.hint
+    assert "FAILED and SUSPENDED queued resources still hold it" in info.value.hint
 
 
 def test_cloud_quotas_default_dimension(gcp: GcpSimulator) -> None:
