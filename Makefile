@@ -12,12 +12,13 @@ LOCK := requirements-dev.lock
 UV_COMPILE := $(BIN)/uv pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes \
 	--custom-compile-command 'make lock'
 
-.PHONY: install demo test lint lock manifest bench clean
+.PHONY: install demo test check lint lock manifest bench clean
 
 $(STAMP): pyproject.toml $(LOCK)
 	@test -n "$(PYTHON)" && $(PYTHON) -c '$(SUPPORTED)' 2>/dev/null || \
 		{ echo "Python 3.11, 3.12 or 3.13 is required; none found as python3 or python3.1[1-3]" \
 			"(or PYTHON=$(PYTHON) is another version); run e.g. 'make PYTHON=/path/to/python3.12 demo'"; exit 1; }
+	@echo "installing the locked dependencies into $(VENV) (first time: about 4-5 minutes, quietly)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check --require-hashes --no-deps -r $(LOCK)
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -e .
@@ -28,9 +29,15 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python -m sim demo
 
-# `make test ARGS="tests/unit -q"` runs part of the suite (ARGS are pytest's arguments).
+# `make test ARGS="tests/unit -q"` runs part of the suite (ARGS are pytest's arguments). Everything: the
+# simulators, demo worlds, sshd, PostgreSQL and llama.cpp tests (about 20 minutes on two cores).
 test: $(STAMP)
 	$(BIN)/pytest $(ARGS)
+
+# The fast tier: pure logic, property tests and the contract, in two worker processes (about 80 s on two cores).
+CHECK_TIER := tests/unit tests/property tests/test_contract.py
+check: $(STAMP)
+	$(BIN)/pytest -q -n 2 $(CHECK_TIER) $(ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -71,6 +71,8 @@ TOPIC_WORDS: dict[str, frozenset[str]] = {
         "requests slow queue down endpoint up container starting stuck hung hang"
     ),
     "cost": word_set("cost costs price burn spend spending bill money dollars $"),
+    # a question about the whole inventory ("list my TPUs", "which queued resources failed?")
+    "inventory": word_set("list listing inventory all every which tpus resources nodes vms slices"),
 }
 
 # Cost questions by kind, not by a word list: any form of cost/spend/bill/burn/price/charge/pay/expense,
@@ -197,7 +199,8 @@ class Subjects:
         origin: where they came from: "question", "thread" or "channel deployment" (the primary); "" when
             the question is about no resource of this deployment (an unknown name, another deployment).
         window: the time window for logs, e.g. 2 h for "in the last 2 hours"; DEFAULT_WINDOW otherwise.
-        topics: kinds of facts asked for beyond the resources: "logs", "serving", "cost".
+        topics: kinds of facts asked for beyond the resources: "logs", "serving", "cost", "inventory"
+            (every queued resource, not only the subjects).
         deployments: deployments asked about by name or as "all" (the asking one included when named).
         unresolved: names that resolve to nothing (each says what exists and what is close).
         read_as: a word that is no name -> the one queued resource it was read as (a typo), in `resources`.

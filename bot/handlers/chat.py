@@ -226,8 +226,8 @@ def gather_facts(ctx: Context, question: str, thread: list[ThreadMessage]) -> Ga
         now,
     )
     got.facts.append(listed)
-    if missing or not resources:
-        got.shown.facts.append(listed)  # what is missing now is said
+    if missing or not resources or (others and "inventory" in subjects.topics):
+        got.shown.facts.append(listed)  # what is missing now is said; a listing question sees every one
     down = None
     if subjects.topics & {"logs", "serving"}:
         container, down = _container_fact(ctx)
@@ -333,10 +333,14 @@ def _error_facts(
         query = cloudlogs.build_filter(subjects.window, severity="ERROR", node=node, now=now)
         entries = ctx.services.log_entries(query, MAX_LOG_ENTRIES)
     except OpsError as exc:
-        got.facts.append(Fact(source, f"could not read the logs: {exc.message}", at=now))
+        unread = Fact(source, f"could not read the logs: {exc.message}", at=now)
+        got.facts.append(unread)
+        got.shown.facts.append(unread)  # what is missing now is said
         return
     if not entries:
-        got.facts.append(Fact(source, "no ERROR entries", at=now))
+        none = Fact(source, "no ERROR entries", at=now)
+        got.facts.append(none)
+        got.shown.facts.append(none)
         return
     summary = summarize(entries)
     exemplars = "\n".join(e for t in summary.templates for e in t.exemplars).replace("\\n", "\n")
@@ -362,7 +366,9 @@ def _error_facts(
     detail = "\n".join(
         f"{t.count}\t{t.severity}\t{t.last_seen:%F %T}\t{t.template}" for t in summary.templates
     )
-    got.facts.append(Fact(source, text, detail, at=now))
+    counted = Fact(source, text, detail, at=now)
+    got.facts.append(counted)
+    got.shown.facts.append(counted)  # a question about errors sees how many and which
     if past:
         last = max((t.last_seen for t in summary.templates), default=None)
         earlier = Fact(
