@@ -15,8 +15,8 @@ RULES_ONLY = "Gemma unavailable: rules only"
 
 
 def written_by(chosen: ChosenModel) -> str:
-    """E.g. "written by `google/gemma-4-31B-it` (primary vLLM)"; for the fallback the server is named too."""
-    where = f" at `{chosen.client.base_url}`" if chosen.role != "primary vLLM" else ""
+    """E.g. "written by `google/gemma-4-31B-it` (primary endpoint)"; a fallback's server is named too."""
+    where = f" at `{chosen.client.base_url}`" if chosen.role != "primary endpoint" else ""
     return f"written by {chosen.label()}{where}"
 
 

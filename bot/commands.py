@@ -532,6 +532,22 @@ class Registry:
             return replace(self._help(command.name), deployment=deployment)
         return Invocation(command, _parse_args(command, rest), typed, deployment)
 
+    def starts_with_command(self, line: str) -> bool:
+        """Whether `line` ("/tpu describe gemma4-old", perhaps with prose after it, as a model writes it)
+        starts with one of this bot's commands as it would be typed: `parse` accepts the command words and
+        the arguments up to some word (at most 6 words are read), and they name a command, not a group
+        alone ("/tpu nuke" is not one)."""
+        tokens = line.split()[:6]
+        for end in range(len(tokens), 0, -1):
+            try:
+                invocation = self.parse(" ".join(tokens[:end]))
+            except (UsageError, ValueError):
+                continue
+            if invocation.command.name == "help" and end < len(tokens) and tokens[0].lstrip("/") != "help":
+                return False  # only the group parsed: the next word is no command of it
+            return end >= len(invocation.command.words)
+        return False
+
     @property
     def _words(self) -> set[str]:
         """Every word of every command name, and the help words: what `_fold_case` may lowercase."""

@@ -148,9 +148,9 @@ class Services:
         targets = []
         try:
             primary = self.endpoints.resolve()
-            targets.append(ModelTarget("primary vLLM", primary.url, s.vllm_model, self._api_key()))
+            targets.append(ModelTarget("primary endpoint", primary.url, s.vllm_model, self._api_key()))
         except OpsError as exc:
-            failures.append(f"primary vLLM: {exc.message}")
+            failures.append(f"primary endpoint: {exc.message}")
         if s.llm_fallback_base_url:
             key = s.llm_fallback_api_key.get_secret_value() if s.llm_fallback_api_key else None
             targets.append(ModelTarget("fallback", s.llm_fallback_base_url, s.llm_fallback_model, key))

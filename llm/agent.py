@@ -125,6 +125,7 @@ class AgentAnswer:
             never an instruction: the caller decides whether to offer it.
         used_tools: False when the server rejected tools and the question was answered without them.
         rounds: chat-completion requests sent.
+        cut: the server stopped the answer at max_tokens (`finish_reason` "length"): it ends mid-way.
     """
 
     text: str
@@ -132,6 +133,7 @@ class AgentAnswer:
     suggested_command: str | None
     used_tools: bool = True
     rounds: int = 0
+    cut: bool = False
 
 
 def valid_command(text: str) -> str | None:
@@ -366,6 +368,7 @@ def answer(
         return None if limit is None else limit - max_tokens - spent - ROOM_MARGIN_TOKENS
 
     text = ""
+    finish_reason: str | None = None
     for _ in range(max(0, max_rounds)):
         room = room_tokens()
         if room is not None and room < MIN_ROOM_TOKENS:
@@ -378,6 +381,7 @@ def answer(
             used_tools = False
             break
         message = response.choices[0].message
+        finish_reason = getattr(response.choices[0], "finish_reason", None)
         tool_calls = list(getattr(message, "tool_calls", None) or [])
         if not tool_calls:  # a call left as Gemma 4 markup in the content is run if it is read-only
             check = inspect_message(getattr(message, "content", None))
@@ -418,6 +422,7 @@ def answer(
     if not text:
         response = create()
         choice = response.choices[0]
+        finish_reason = getattr(choice, "finish_reason", None)
         text = inspect_message(getattr(choice.message, "content", None)).text or empty_explanation(
             name,
             getattr(choice, "finish_reason", None),
@@ -429,6 +434,7 @@ def answer(
         suggested_command=model_command,
         used_tools=used_tools,
         rounds=rounds,
+        cut=finish_reason == "length",
     )
 
 

@@ -446,7 +446,7 @@ class ModelTarget:
     """An OpenAI-compatible server that may answer, in the order they are tried.
 
     Attributes:
-        role: "primary vLLM" or "fallback", shown beside every model-written text.
+        role: "primary endpoint" or "fallback", shown beside every model-written text.
         base_url: the server root without `/v1`.
         model: the model name to request; None takes the first id of `/v1/models`.
         api_key: bearer token, or None (never shown).
@@ -472,7 +472,7 @@ class ChosenModel:
         return self.client.model
 
     def label(self) -> str:
-        """Who wrote a text, e.g. "`google/gemma-4-31B-it` (primary vLLM)"."""
+        """Who wrote a text, e.g. "`google/gemma-4-31B-it` (primary endpoint)"."""
         return f"`{self.model}` ({self.role})"
 
     def counter(self) -> PromptCounter:
@@ -499,7 +499,7 @@ def choose_models(
         context_setting: LLM_CONTEXT_TOKENS (used when a server reports no context size), or None.
         timeout_s: timeout of each model request (a whole chat completion), seconds.
         list_timeout_s: timeout of the `/v1/models` check, seconds (short: a hung server is skipped soon).
-        failures: receives one line per target that did not answer, e.g. "primary vLLM at http://h:8000:
+        failures: receives one line per target that did not answer, e.g. "primary endpoint at http://h:8000:
             cannot connect to vLLM at http://h:8000" (no keys).
 
     Yields:

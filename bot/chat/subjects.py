@@ -64,7 +64,8 @@ def word_set(words: str) -> frozenset[str]:
 TOPIC_WORDS: dict[str, frozenset[str]] = {
     "logs": word_set(
         "log logs error errors fail failed failing failure crash crashed why oom memory hbm broken wrong "
-        "exception down stuck hung hang"
+        "exception down stuck hung hang problem problems issue issues happening happened gated download "
+        "hugging huggingface hf 401 403 429 denied refused timeout killed exited restarted pull busy held"
     ),
     "serving": word_set(
         "vllm serving serve health healthy latency ttft tpot itl kv cache metrics throughput tokens model "
@@ -90,10 +91,12 @@ def _asks_cost(question: str) -> bool:
     return any(match.group(1) is None for match in _COST.finditer(question))
 
 
-# The whole fleet: "the fleet", "everything", "all deployments", "every environment", "all of them".
+# The whole fleet: "the fleet", "everything", "all deployments", "every environment", "all of them",
+# "which deployments are there?".
 _FLEET = linear(
     r"(?i)\bfleet\b|\beverything\b|\bevery ?where\b|\ball of them\b|^\W*all\W*$|"
-    r"\b(?:all|every|each|both)\b(?:\s+(?:the|our|of|my))*\s+(?:deployments?|environments?|envs?)\b"
+    r"\b(?:all|every|each|both)\b(?:\s+(?:the|our|of|my))*\s+(?:deployments?|environments?|envs?)\b|"
+    r"\b(?:which|what|list|how many|show)\b(?:\s+\w+){0,3}?\s+(?:deployments|environments|envs)\b"
 )
 _DEPLOYMENT_WORDS = frozenset({"deployment", "deployments", "environment", "env"})
 # Words that can stand before "deployment" without naming one ("the staging deployment" names staging).

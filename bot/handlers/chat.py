@@ -38,10 +38,11 @@ from bot.fleet_status import deployment_lines, snapshots
 from bot.render import Reply, human_duration
 from bot.views.chat import Answer, Shown, chat_reply
 from bot.views.metrics import metrics_lines, ms
-from llm.agent import SUGGEST_TOOL, AgentAnswer, Tool, answer
+from llm.agent import FACTS_PROMPT, SUGGEST_TOOL, SYSTEM_PROMPT, AgentAnswer, Tool, answer
+from llm.claims import check_answer
 from llm.client import ChosenModel
 from llm.diagnose import Diagnosis, Finding, diagnose
-from llm.grounding import Fact, contradictions, estimate_tokens, facts_block
+from llm.grounding import Fact, estimate_tokens, facts_block
 from llm.logscope import place, present, template_of
 from llm.logsum import summarize
 from llm.redact import redact
@@ -466,6 +467,23 @@ def _probe(ctx: Context) -> str:
     return f"`{probe.model}` answered a one-token completion in {ms(probe.latency_s)}"
 
 
+def prompt_facts(got: Gathered) -> list[Fact]:
+    """The facts the model is given: the catalogue's known failures first (so the model adds to them rather
+    than guessing another cause), then every fact read."""
+    known = [f for _, diagnosis in got.failed for f in diagnosis.findings] + got.findings
+    if not known:
+        return list(got.facts)
+    lines = "; ".join(f"{f.name}: {f.conclusion} Fix: {f.fix}" for f in known)
+    return [Fact("known failures now (the bot's catalogue)", lines), *got.facts]
+
+
+def evidence_text(got: Gathered, result: AgentAnswer) -> str:
+    """Everything the model was given as data, as one text: what a claim in its answer must come from."""
+    parts = [f"{f.source}\n{f.summary}\n{f.detail}" for f in prompt_facts(got)]
+    parts += [call.result for call in result.tool_calls_made if call.name != SUGGEST_TOOL]
+    return "\n".join(parts)
+
+
 def _ask(
     ctx: Context, question: str, history: list[Any], got: Gathered
 ) -> tuple[AgentAnswer | None, ChosenModel | None, tuple[str, ...], list[str]]:
@@ -475,11 +493,7 @@ def _ask(
     Returns:
         (the answer or None, the model that wrote it, the facts given in full, why models could not answer).
     """
-    facts = got.facts
-    known = [f for _, diagnosis in got.failed for f in diagnosis.findings] + got.findings
-    if known:
-        lines = "; ".join(f"{f.name}: {f.conclusion} Fix: {f.fix}" for f in known)
-        facts = [Fact("known failures now (the bot's catalogue)", lines), *facts]
+    facts = prompt_facts(got)
     failures: list[str] = []
     tools = read_only_tools(ctx, got.subjects.resources[0] if got.subjects.resources else "")
     for chosen in ctx.services.models(failures):
@@ -559,9 +573,7 @@ def gemma_chat(ctx: Context, question: str) -> Reply:
     written = None
     if result is not None and chosen is not None:
         notes = []
-        used = [call.name for call in result.tool_calls_made if call.name != "suggest_command"]
-        if used:
-            notes.append("looked at: " + ", ".join(dict.fromkeys(used)))
+        used = [call.name for call in result.tool_calls_made if call.name != SUGGEST_TOOL]
         if not result.used_tools:
             notes.append(
                 "answered without tools: the server does not accept tools (start vLLM with "
@@ -576,10 +588,26 @@ def gemma_chat(ctx: Context, question: str) -> Reply:
             channel_id=ctx.channel_id,
             now=ctx.services.now(),
         )
+        checked = check_answer(
+            result.text,
+            evidence_text(got, result),
+            parses=ctx.registry.starts_with_command,
+            prompt=SYSTEM_PROMPT + "\n" + FACTS_PROMPT,
+            states=states,
+            unknown_names=[*got.subjects.read_as, *(u.word for u in got.subjects.unresolved)],
+            cut=result.cut,
+        )
+        tools_line = (
+            "used tools: " + ", ".join(dict.fromkeys(used))
+            if used
+            else "used no tools: answered from the facts the bot gave it"
+            if result.used_tools
+            else "could not use tools"
+        )
         written = Answer(
-            text=result.text,
-            byline=written_by(chosen) + " · " + chosen.context.describe(),
-            contradictions=tuple(contradictions(result.text, states)),
+            text=checked.text,
+            byline=" · ".join([written_by(chosen), tools_line, chosen.context.describe()]),
+            checked=checked,
             notes=tuple(notes),
             feedback=feedback_buttons(answer_id),
         )

@@ -67,7 +67,7 @@ def _tail(parts: list[str], chars: int) -> str:
 @registry.command("gemma ask", "Ask the served model; the answer streams into one message", *_PARAMS)
 def gemma_ask(ctx: Context, max_tokens: int | None, prompt: str) -> Reply:
     result, _, model = _stream(ctx, prompt, max_tokens)
-    return blocks_reply(answer_blocks(result, model))
+    return blocks_reply(answer_blocks(result, model, ctx.registry.starts_with_command))
 
 
 @registry.command(
@@ -75,7 +75,7 @@ def gemma_ask(ctx: Context, max_tokens: int | None, prompt: str) -> Reply:
 )
 def gemma_stats(ctx: Context, max_tokens: int | None, prompt: str) -> Reply:
     result, url, model = _stream(ctx, prompt, max_tokens)
-    return blocks_reply(stats_blocks(result, url, model))
+    return blocks_reply(stats_blocks(result, url, model, ctx.registry.starts_with_command))
 
 
 def verdict(word: str) -> str:

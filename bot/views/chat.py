@@ -21,6 +21,7 @@ from bot.chat.recent import Outcome
 from bot.chat.subjects import Subjects
 from bot.render import Attachment, Block, Reply, blocks_reply, context, section, split_sections
 from bot.views.findings import diagnosis_text
+from llm.claims import Checked
 from llm.diagnose import Diagnosis, Finding
 from llm.grounding import Fact
 from ops.tpu_model import QueuedResourceInfo
@@ -54,12 +55,13 @@ class Shown:
 
 @dataclass(frozen=True)
 class Answer:
-    """A model's answer: its text, who wrote it, where it contradicts the facts, notes (tools looked at,
-    tools refused), and its Helpful / Not helpful buttons."""
+    """A model's answer: its checked text, who wrote it, what the check against the facts removed or why
+    it withheld the answer (`llm.claims.Checked`), notes (tools looked at, tools refused), and its
+    Helpful / Not helpful buttons."""
 
     text: str
     byline: str
-    contradictions: tuple[str, ...] = ()
+    checked: Checked | None = None
     notes: tuple[str, ...] = ()
     feedback: Block | None = None
 
@@ -81,19 +83,21 @@ def suggestion_button(command: str) -> Block:
 
 
 def _answer_blocks(answer: Answer) -> tuple[list[Block], list[Attachment]]:
-    """The answer text (its start when long, the whole in a file), the contradiction warning, the byline."""
+    """The answer text (its start when long, the whole in a file) or why it was withheld, then the byline:
+    who wrote it and what the check against the facts found."""
     blocks: list[Block] = []
-    if answer.contradictions:
-        blocks.append(
-            section(
-                ":warning: *The answer below contradicts the facts*: "
-                + "; ".join(answer.contradictions)
-                + "."
-            )
+    checked = answer.checked
+    byline = answer.byline + (f" · {checked.summary()}" if checked and checked.summary() else "")
+    if checked is not None and checked.withheld:
+        note = (
+            f":no_entry_sign: *The model's answer was withheld*: {checked.withheld}. "
+            "The facts below are what the bot read."
         )
+        return [section(note), context(byline)], []
     text = answer.text.strip() or "(the model wrote nothing)"
+    if checked is not None and checked.cut:
+        text += " … _(cut: the model stopped at its token limit)_"
     files: list[Attachment] = []
-    byline = answer.byline
     if len(text) > ANSWER_SHOWN_CHARS:
         shown = split_sections(text, ANSWER_SHOWN_CHARS)[0]
         files.append(Attachment(ANSWER_FILE, text, "The whole answer"))

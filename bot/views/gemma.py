@@ -3,8 +3,11 @@ answers (/gemma feedback); the verdicts an answer can be rated with."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from bot.render import Block, channel_link, context, section, utc
 from bot.views.metrics import ms
+from llm.claims import check_answer
 from llm.client import CUT_NOTE, StreamResult
 from llm.hygiene import empty_explanation, inspect_message
 from ops.store import AnswerRecord
@@ -13,12 +16,27 @@ from ops.store import AnswerRecord
 VERDICTS = ("helpful", "not-helpful")
 
 
-def answer_blocks(result: StreamResult, model: str) -> list[Block]:
-    """The answer without tool-call markup (an empty one is explained, never left blank), and its author."""
-    text = inspect_message(result.text).text or empty_explanation(
-        model, result.finish_reason, result.completion_tokens
+def answer_blocks(result: StreamResult, model: str, parses: Callable[[str], bool]) -> list[Block]:
+    """The answer without tool-call markup, chat-template tokens, shell commands, echoes or loops
+    (`llm.claims.check_answer` with no facts: the prompt was passed through as typed, so no claim in it is
+    checked, and the byline says so); an empty one is explained, never left blank.
+
+    Args:
+        result: the streamed completion.
+        model: the model that wrote it.
+        parses: whether a line is one of this bot's commands (`bot.handlers.chat.command_parses`).
+    """
+    raw = inspect_message(result.text).text
+    checked = check_answer(raw, None, parses=parses, cut=result.finish_reason == "length")
+    text = checked.text or (
+        f"The model's answer was withheld: {checked.withheld}."
+        if raw
+        else empty_explanation(model, result.finish_reason, result.completion_tokens)
     )
-    blocks: list[Block] = [section(text[:2900]), context(f"written by `{model}` (primary vLLM)")]
+    byline = f"written by `{model}` (primary endpoint) · unchecked: no facts were read for a prompt"
+    if checked.removed:
+        byline += " · removed: " + "; ".join(dict.fromkeys(r.why for r in checked.removed))
+    blocks: list[Block] = [section(text[:2900]), context(byline)]
     if result.finish_reason == "length":
         blocks.append(context("_Stopped at the token limit (--max-tokens)._"))
     if result.cut:
@@ -26,7 +44,7 @@ def answer_blocks(result: StreamResult, model: str) -> list[Block]:
     return blocks
 
 
-def stats_blocks(result: StreamResult, url: str, model: str) -> list[Block]:
+def stats_blocks(result: StreamResult, url: str, model: str, parses: Callable[[str], bool]) -> list[Block]:
     """The answer, then TTFT, TPOT, output tokens/s and token counts, then where they come from."""
     rate = "-" if result.output_tokens_per_s is None else f"{result.output_tokens_per_s:,.1f} tok/s"
     stats = (
@@ -35,7 +53,7 @@ def stats_blocks(result: StreamResult, url: str, model: str) -> list[Block]:
         f"completion {result.completion_tokens if result.completion_tokens is not None else '-'} · "
         f"*total* {ms(result.total_s)}"
     )
-    blocks = [*answer_blocks(result, model), section(stats)]
+    blocks = [*answer_blocks(result, model, parses), section(stats)]
     note = result.note or "counts from the server's usage chunk"
     blocks.append(context(f"{note} · `{url}` · finish_reason {result.finish_reason}"))
     return blocks

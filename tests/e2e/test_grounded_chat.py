@@ -40,7 +40,7 @@ def test_why_did_it_fail_shows_the_facts_next_to_the_answer(world: Demo) -> None
     assert (
         "*FAILED*" in text and "europe-west4-a" in text and "no more capacity" in text and "stockout" in text
     )
-    written = text.index("written by `google/gemma-4-31B-it` (primary vLLM)")
+    written = text.index("written by `google/gemma-4-31B-it` (primary endpoint)")
     assert written < facts  # the answer first, then the facts it rests on
     assert "context 16384 tokens (max_model_len from /v1/models)" in text
     assert "based on: describe gemma4-old" in text and "subject from the question" in text

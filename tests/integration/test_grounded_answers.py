@@ -10,16 +10,13 @@ and says so.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-import yaml
 
-from llm.grounding import missing_facts
+from bench.answers import load_questions, score
 from sim.demo import Demo
 from tests.llama_server import LlamaServer, llama_server
 
-QUESTIONS = Path(__file__).resolve().parents[2] / "bench" / "questions.yaml"
 ANSWER_TOKENS = 16
 """Short answers: on a shared CPU the model writes a few tokens a second; the facts must be there anyway."""
 pytestmark = pytest.mark.timeout(1500)
@@ -57,31 +54,32 @@ def _say(demo: Demo, line: str, timeout: float = 240) -> str:
     return "\n".join(out)
 
 
-def test_every_question_of_the_set_is_grounded(small_context_world: Demo, server: LlamaServer) -> None:
-    questions = yaml.safe_load(QUESTIONS.read_text())["questions"]
-    assert len(questions) >= 20
-    ungrounded = {}
+def test_every_question_of_the_set_is_answered_right(small_context_world: Demo, server: LlamaServer) -> None:
+    """Scored as bench/answers.py scores it: the facts shown, no invented or unsafe claim in the message."""
+    questions = load_questions()
+    assert len(questions) >= 40
+    not_right = {}
     for item in questions:
-        text = _say(small_context_world, f"@gemma-bot {item['question']}")
-        absent = missing_facts(text, item["facts"])
-        if absent:
-            ungrounded[item["question"]] = (absent, text)
-        if "Gemma unavailable" not in text:  # the model part, when present, says who wrote it
-            assert f"written by `{server.model}` (primary vLLM)" in text, text
-    assert not ungrounded, ungrounded
+        out, answered = small_context_world.user.run(f"@gemma-bot {item['question']}", timeout=240)
+        got = score(item, out, answered, server.model)
+        if got.verdict != "right":
+            not_right[item["question"]] = (got.verdict, got.why, "\n".join(out))
+        if "Gemma unavailable" not in "\n".join(out):  # the model part, when present, says who wrote it
+            assert f"written by `{server.model}` (primary endpoint)" in "\n".join(out), out
+    assert not not_right, not_right
 
 
 def test_why_did_it_fail_shows_the_stockout_and_the_zone(llama_world: Demo, server: LlamaServer) -> None:
     text = _say(llama_world, "@gemma-bot why did gemma4-old fail?")
     assert "no more capacity" in text and "stockout" in text and "europe-west4-a" in text
-    assert f"written by `{server.model}` (primary vLLM)" in text
+    assert f"written by `{server.model}` (primary endpoint)" in text
     assert "context 2048 tokens (default: the server reports none)" in text
 
 
 def test_logs_analyze_says_where_its_context_size_came_from(llama_world: Demo, server: LlamaServer) -> None:
     text = _say(llama_world, "/logs analyze --since 2h", timeout=600)
     assert "*Top error kinds*" in text and "kv-cache-insufficient" in text
-    assert f"written by `{server.model}` (primary vLLM)" in text, text
+    assert f"written by `{server.model}` (primary endpoint)" in text, text
     assert "context 2048 tokens (default: the server reports none)" in text
 
 

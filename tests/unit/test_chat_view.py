@@ -19,7 +19,7 @@ def _reply(
         Shown(facts=facts),
         [],
         [],
-        Answer(text, "written by `m` (primary vLLM)"),
+        Answer(text, "written by `m` (primary endpoint)"),
         "",
         offered,
         "",

@@ -1,0 +1,427 @@
+"""The check between the model and Slack: every claim in a model's answer must come from what the bot read.
+
+A model's text is a claim, not a fact. Before it is posted, `check_answer` reads it sentence by sentence:
+
+- chat-template tokens (`<start_of_turn>`, `<|turn>`, `<|im_start|>`, ...) end the answer: what follows is
+  an invented next turn; a thinking channel (`<|channel>thought ... <channel|>`) is dropped;
+- shell commands (in code, fenced or not, or written out: `sudo ...`, `curl ...`, `gcloud compute ...`) are
+  never shown: only this bot's own commands, and only those that parse as one (`parses`);
+- sentences that repeat the bot's instructions to the model (`prompt`), and repeated or looping text, go;
+- each claim (a resource or node name, zone, region, accelerator type, number with a unit, price, date,
+  time, version, URL, bot command) must appear in `evidence`, the facts and tool results the model was
+  given; a sentence with a claim that does not, or that gives a resource a state the facts deny
+  (`llm.grounding.contradictions`), is removed and the removal is said;
+- an answer the model stopped at its token limit is marked as cut;
+- when too little survives, the whole answer is withheld, with one line saying why (the facts are shown
+  either way).
+
+Pure logic (no I/O). Template tokens: https://ai.google.dev/gemma/docs/formatting (Gemma 3),
+https://ai.google.dev/gemma/docs/core/prompt-formatting-gemma4 (Gemma 4), and the ChatML / Llama 3 markers
+other servers' templates use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from llm.grounding import contradictions
+from ops.linear import LinearMatch, linear
+
+__all__ = ["Checked", "Removal", "check_answer"]
+
+ECHO_WORDS = 6
+"""A sentence sharing a run of this many words with the bot's instructions to the model is an echo."""
+MIN_KEPT_WORDS = 3
+"""Fewer words than this left after the check: the answer is withheld."""
+LOOP_UNIQUE_SHARE = 0.35
+"""A sentence of more than 12 words whose distinct words are under this share of its words is a loop."""
+
+# A turn marker ends the answer; the thinking channel is dropped; other control tokens are removed.
+_TURN = linear(
+    r"(?i)<start_of_turn>|<end_of_turn>|<\|turn>|<turn\|>|<\|im_start\|>|<\|im_end\|>|<\|eot_id\|>|"
+    r"<\|start_header_id\|>|<\|end_header_id\|>|<\|endoftext\|>|<\|end\|>|<\|user\|>|<\|assistant\|>|"
+    r"<\|system\|>|</s>|\[INST\]|\[/INST\]|<eos>|<\|eos\|>"
+)
+_THINKING = linear(r"(?s)<\|channel>.*?(?:<channel\|>|$)|<think>.*?(?:</think>|$)")
+_CONTROL = linear(
+    r"<bos>|<s>|<\|begin_of_text\|>|<pad>|<\|[a-z_\"]{1,20}\|>|<\|[a-z_]{1,20}>|<[a-z_]{1,20}\|>"
+)
+_ROLE_WORD = linear(r"(?i)^\s*(?:model|assistant|user|system)\s*\n")
+
+# Shell: code spans and fenced blocks, and commands written out in prose.
+_FENCE = linear(r"(?s)```(?:[a-zA-Z0-9_+-]*\n)?(.*?)(?:```|$)")
+_QUOTED = "\x00quoted {}\x00"
+_SHELL_WHY = "a shell command (only this bot's own commands are shown)"
+_GONE = "\x00gone\x00"
+"""Where a fenced block was removed: a sentence ending in ":" just before it introduced it, and goes too."""
+_CODE_SPAN = linear(r"`([^`\n]+)`")
+_SHELL_START = linear(
+    r"^\s*(?:\$\s+|#\s+)?(?:sudo|curl|wget|gcloud|gsutil|kubectl|docker|podman|systemctl|journalctl|ssh|scp|"
+    r"rm|mv|cp|chmod|chown|kill|pkill|killall|pip|pip3|python|python3|bash|sh|zsh|apt|apt-get|yum|dnf|"
+    r"export|set|unset|echo|cat|tee|sed|awk|git|helm|terraform|make|vllm|huggingface-cli|hf|nvidia-smi|"
+    r"tpu-info|reboot|shutdown|dd|mkfs|crontab|nohup|env|source)\s+\S"
+)
+_SHELL_IN_PROSE = linear(
+    r"(?m)^\s*\$\s+\S|\bsudo\s+\S|\bcurl\s+(?:-|https?:)|\bwget\s+(?:-|https?:)|\brm\s+-|\bkubectl\s+\S|"
+    r"\bgcloud\s+(?:compute|alpha|beta|config|auth|logging|projects|services|container|storage)\b|"
+    r"\bgsutil\s+(?:cp|rm|ls|mv)\b|\bpip3?\s+install\b|\bapt(?:-get)?\s+install\b|\bvllm\s+serve\s+\S|"
+    r"\bdocker\s+(?:run|exec|rm|rmi|kill|stop|restart|pull|push|system|compose)\s+(?:-|\S*[/:])|"
+    r"\bsystemctl\s+(?:start|stop|restart|enable|disable|kill)\s+\S"
+)
+
+# Claims, each checked against the evidence (see `_claims`).
+_URL = linear(r"https?://[^\s`<>)\]]+")
+_BOT_COMMAND = linear(r"(?:^|[\s`(\"'])(/[a-z][a-z0-9/_-]*(?:[ \t]+[^\s`\"',;:!?)]*[^\s`\"'.,;:!?)])*)")
+_ZONE = linear(r"\b[a-z]+-[a-z]+[0-9]+-[a-z]\b")
+_REGION = linear(r"\b(?:us|europe|asia|australia|northamerica|southamerica|me|africa)-[a-z]+[0-9]+\b")
+_ACCELERATOR = linear(r"(?i)\bv[0-9]+[a-z]*-(?:litepod-)?[0-9]+\b")
+_VERSION = linear(r"\bv?[0-9]+\.[0-9]+\.[0-9]+(?:[.-][0-9a-z]+)*\b")
+_DATE = linear(r"\b[0-9]{4}-[0-9]{2}-[0-9]{2}\b")
+_TIME = linear(r"\b([0-9]{1,2}):([0-9]{2})(?::[0-9]{2})?\b")
+_PRICE = linear(r"(?:\$|USD\s?)\s?([0-9][0-9,]*(?:\.[0-9]+)?)")
+_QUANTITY = linear(
+    r"(?i)\b([0-9][0-9,]*(?:\.[0-9]+)?)\s?(%|(?:ms|milliseconds?|s|sec|secs|seconds?|m|min|mins|minutes?|h|"
+    r"hrs?|hours?|days?|weeks?|[KMGT]i?B|bytes|tokens?|tok/s|req/s|chips?|cores?|nodes?|replicas?|entries|"
+    r"errors?|restarts?|times|requests?|GPUs?|TPUs?|USD|dollars?)\b)"
+)
+_EXIT_CODE = linear(r"(?i)\bexit(?:ed)?(?: with)?(?: code| status)?\s+([0-9]+)\b")
+_NAME = linear(r"\b[a-z][a-z0-9]*(?:-[a-z0-9]+)+\b")
+_BACKTICKED = linear(r"`([A-Za-z0-9][A-Za-z0-9_._:/-]{1,80})`")
+_NUMBER = linear(r"[0-9][0-9,]*(?:\.[0-9]+)?")
+_SENTENCE_END = linear(r"[.!?](?:\s+|$)|\n+")
+_WORD = linear(r"[a-z0-9]+")
+
+
+@dataclass(frozen=True)
+class Removal:
+    """A part of the answer that was not posted, and why.
+
+    Attributes:
+        why: "a shell command", "`us-west1-b` (a zone) is not in the facts", "it repeats the bot's
+            instructions", "repeated text", "says gemma4-old is ACTIVE; it is FAILED", "chat-template tokens".
+        text: what was removed (kept for the log and the tests; a shell command is never shown).
+    """
+
+    why: str
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class Checked:
+    """The checked answer.
+
+    Attributes:
+        text: what may be posted ("" when withheld).
+        removed: what was not posted, in order.
+        withheld: why the whole answer was withheld, "" when it was not.
+        cut: the model stopped at its token limit (the text ends where it stopped).
+        claims: claims checked and found in the evidence.
+        unverified: the claims not found, each as "`x` (a kind)".
+    """
+
+    text: str
+    removed: tuple[Removal, ...] = ()
+    withheld: str = ""
+    cut: bool = False
+    claims: int = 0
+    unverified: tuple[str, ...] = ()
+
+    def summary(self) -> str:
+        """One line for the byline: "checked: 3 claims found in the facts; removed: a shell command, ...",
+        "" when nothing was checked or removed."""
+        parts = []
+        if self.claims:
+            parts.append(f"checked: {self.claims} claim{'s' * (self.claims != 1)} found in the facts")
+        reasons = list(dict.fromkeys(r.why for r in self.removed))
+        if reasons:
+            parts.append("removed: " + "; ".join(reasons))
+        if self.cut:
+            parts.append("the model stopped at its token limit")
+        return " · ".join(parts)
+
+
+def _normal(text: str) -> str:
+    return " ".join(_WORD.findall(text.lower()))
+
+
+def _numbers(text: str) -> set[float]:
+    found = set()
+    for raw in _NUMBER.findall(text):
+        try:
+            found.add(float(raw.replace(",", "")))
+        except ValueError:
+            continue
+    return found
+
+
+@dataclass(frozen=True)
+class _Evidence:
+    text: str
+    lowered: str
+    numbers: frozenset[float]
+    prices: frozenset[float]
+    times: frozenset[str]
+
+    @classmethod
+    def of(cls, text: str) -> _Evidence:
+        times = frozenset(f"{int(h):02d}:{m}" for h, m in _TIME.findall(text))
+        prices = frozenset(n for amount in _PRICE.findall(text) for n in _numbers(amount))
+        flat = " ".join(text.split()).lower()  # a quote may wrap or indent differently
+        return cls(text, flat, frozenset(_numbers(text)), prices, times)
+
+    def has(self, claim: str) -> bool:
+        return claim.lower() in self.lowered
+
+    def has_number(self, raw: str, percent: bool = False, price: bool = False) -> bool:
+        try:
+            value = float(raw.replace(",", ""))
+        except ValueError:
+            return False
+        decimals = len(raw.split(".")[1]) if "." in raw else 0
+        for known in self.prices if price else self.numbers:
+            candidates = (known, known * 100) if percent else (known,)
+            if any(round(c, decimals) == value or c == value for c in candidates):
+                return True
+        return False
+
+
+def _shell_text(text: str) -> bool:
+    """Whether a code span or line is a shell command (not one of the bot's own slash commands)."""
+    return bool(_SHELL_START.search(text)) or bool(_SHELL_IN_PROSE.search(text))
+
+
+def _claims(sentence: str, evidence: _Evidence, parses: Callable[[str], bool]) -> tuple[int, list[str]]:
+    """(claims found in the evidence, the claims that are not, each as "`x` (a kind)")."""
+    found = 0
+    missing: list[str] = []
+
+    def check(ok: bool, claim: str, kind: str) -> None:
+        nonlocal found
+        if ok:
+            found += 1
+        elif f"`{claim}` ({kind})" not in missing:
+            missing.append(f"`{claim}` ({kind})")
+
+    rest = sentence
+    for url in _URL.findall(rest):
+        check(evidence.has(url.rstrip(".,;:")), url.rstrip(".,;:"), "a URL")
+    rest = _URL.sub(" ", rest)
+    for match in _BOT_COMMAND.finditer(rest):
+        line = match.group(1).strip()
+        # a path the facts give (`/health`, `/v1/models`) is not a command
+        check(parses(line) or evidence.has(line.split()[0]), line, "not a command of this bot")
+    for zone in _ZONE.findall(rest):
+        check(evidence.has(zone), zone, "a zone")
+    for region in _REGION.findall(_ZONE.sub(" ", rest)):
+        check(evidence.has(region), region, "a region")
+    for accelerator in _ACCELERATOR.findall(rest):
+        check(evidence.has(accelerator), accelerator, "an accelerator type")
+    for version in _VERSION.findall(rest):
+        check(evidence.has(version.lstrip("v")), version, "a version")
+    for date in _DATE.findall(rest):
+        check(evidence.has(date), date, "a date")
+    for hour, minute in _TIME.findall(rest):
+        check(f"{int(hour):02d}:{minute}" in evidence.times, f"{hour}:{minute}", "a time")
+    plain = _TIME.sub(" ", _DATE.sub(" ", _VERSION.sub(" ", rest)))
+    for amount in _PRICE.findall(plain):
+        check(evidence.has_number(amount, price=True), f"${amount}", "a price")
+    for amount, unit in _QUANTITY.findall(_PRICE.sub(" ", plain)):
+        quantity = f"{amount}%" if unit == "%" else f"{amount} {unit}"
+        check(evidence.has_number(amount, percent=unit == "%"), quantity, "a number")
+    for code in _EXIT_CODE.findall(plain):
+        check(evidence.has_number(code), f"exit code {code}", "a number")
+    named = {*_NAME.findall(_ZONE.sub(" ", rest)), *_BACKTICKED.findall(rest)}
+    for name in sorted(named):
+        if _ACCELERATOR.fullmatch(name) or _ZONE.fullmatch(name) or _REGION.fullmatch(name):
+            continue
+        if any(ch.isdigit() for ch in name) or f"`{name}`" in rest:
+            check(evidence.has(name), name, "a name")
+    return found, missing
+
+
+def _sentences(text: str) -> list[str]:
+    """`text` cut after sentence ends and line breaks, each piece stripped, empty ones dropped."""
+    pieces: list[str] = []
+    start = 0
+    for match in _SENTENCE_END.finditer(text):
+        pieces.append(text[start : match.start() + 1])
+        start = match.end()
+    pieces.append(text[start:])
+    return [p.strip() for p in pieces if p.strip()]
+
+
+def _shingles(text: str, size: int) -> set[tuple[str, ...]]:
+    words = _normal(text).split()
+    return {tuple(words[i : i + size]) for i in range(len(words) - size + 1)}
+
+
+def _loops(sentence: str) -> bool:
+    words = _normal(sentence).split()
+    return len(words) > 12 and len(set(words)) < LOOP_UNIQUE_SHARE * len(words)
+
+
+def _strip_template(text: str) -> tuple[str, bool]:
+    """The answer before any turn marker (a leading marker and role word dropped), the thinking channel
+    and other control tokens removed; and whether any template token was found."""
+    found = False
+    thought = _THINKING.sub("", text)
+    found = thought != text
+    body = thought.lstrip()
+    while True:
+        lead = _TURN.match(body)
+        if lead is None:
+            break
+        found = True
+        body = _ROLE_WORD.sub("", body[lead.end() :], count=1).lstrip()
+    marker = _TURN.search(body)
+    if marker is not None:
+        found, body = True, body[: marker.start()]
+    cleaned = _CONTROL.sub("", body)
+    return cleaned, found or cleaned != body
+
+
+def check_answer(
+    text: str,
+    evidence: str | None,
+    *,
+    parses: Callable[[str], bool],
+    prompt: str = "",
+    states: Mapping[str, str] | None = None,
+    unknown_names: Iterable[str] = (),
+    cut: bool = False,
+) -> Checked:
+    """Check a model's answer against what the bot read (see the module docstring).
+
+    Args:
+        text: the model's answer as the server returned it.
+        evidence: everything the model was given as data: the facts (summaries and full texts), the tool
+            results, the notes on the question's names. A claim must appear in it. None: the model was
+            given no facts (a prompt passed through as typed): only template tokens, shell commands,
+            echoes and loops are removed, and nothing is counted as checked.
+        parses: whether a line such as "/tpu delete gemma4-old" is one of the bot's commands as typed
+            (the registry's parser).
+        prompt: the bot's instructions to the model (system prompt): a sentence repeating them is dropped.
+        states: resource or node name -> its fetched state, for `llm.grounding.contradictions`.
+        unknown_names: names the question used that resolve to nothing (a typo, a name that does not
+            exist): a sentence that names one is removed even though the notes about it mention it.
+        cut: the server stopped the answer at max_tokens (`finish_reason == "length"`).
+
+    Returns:
+        Checked: the text to post ("" when withheld), what was removed and why, whether it was withheld.
+    """
+    removed: list[Removal] = []
+    body, templated = _strip_template(text)
+    if templated:
+        removed.append(Removal("chat-template tokens (the text after them was an invented next turn)"))
+
+    facts = _Evidence.of(evidence or "")
+    quoted: list[str] = []
+
+    def check_fence(match: LinearMatch) -> str:
+        """A fenced block: the bot's commands become code spans; a quote of the facts (every line found
+        in them) is kept whole, aside from the sentence checks; anything else is removed."""
+        lines = [line.strip() for line in match.group(1).splitlines() if line.strip()]
+        if lines and all(line.startswith("/") and parses(line) for line in lines):
+            return "\n".join(f"`{line}`" for line in lines) + "\n"
+        if any(_shell_text(line) for line in lines):
+            removed.append(Removal(_SHELL_WHY, match.group(1)))
+            return "\n" + _GONE + "\n"
+        if lines and (evidence is None or all(facts.has(" ".join(line.split())) for line in lines)):
+            quoted.append("```\n" + "\n".join(lines) + "\n```")
+            return "\n" + _QUOTED.format(len(quoted) - 1) + "\n"
+        removed.append(Removal("a quoted block that is not in the facts", match.group(1)))
+        return "\n" + _GONE + "\n"
+
+    body = _FENCE.sub(check_fence, body)
+    echo = _shingles(prompt, ECHO_WORDS) if prompt else set()
+    unknown = {n.lower() for n in unknown_names if n}
+    known_states = dict(states or {})
+    kept: list[str] = []
+    seen: set[str] = set()
+    claims = 0
+    unverified: list[str] = []
+    sentences = _sentences(body)
+    if cut and sentences and not sentences[-1].endswith((".", "!", "?", ":", "\x00")):
+        removed.append(Removal("an unfinished last sentence", sentences.pop()))
+    for sentence in sentences:
+        if sentence == _GONE:
+            if kept and kept[-1].endswith(":"):
+                kept.pop()
+            continue
+        if sentence.startswith("\x00quoted "):
+            kept.append(quoted[int(sentence.split()[1].rstrip("\x00"))])
+            continue
+        normal = _normal(sentence)
+        if not normal:
+            continue
+        if normal in seen or _loops(sentence):
+            removed.append(Removal("repeated text", sentence))
+            continue
+        seen.add(normal)
+        spans = _CODE_SPAN.findall(sentence)
+        if any(_shell_text(span) for span in spans) or _shell_text(_CODE_SPAN.sub(" ", sentence)):
+            removed.append(Removal(_SHELL_WHY, sentence))
+            continue
+        if echo and _shingles(sentence, ECHO_WORDS) & echo:
+            removed.append(Removal("it repeats the bot's instructions to the model", sentence))
+            continue
+        words = {w.strip("`*_'\"") for w in sentence.lower().split()}
+        typo = sorted(unknown & {w.strip(".,;:!?()") for w in words})
+        if typo:
+            removed.append(Removal(f"`{typo[0]}` names nothing the bot knows", sentence))
+            continue
+        if evidence is None:
+            kept.append(sentence)
+            continue
+        found, missing = _claims(sentence, facts, parses)
+        if missing:
+            unverified += missing
+            removed.append(Removal(f"{missing[0]} is not in the facts", sentence))
+            continue
+        denied = contradictions(sentence, known_states) if known_states else []
+        if denied:
+            removed.append(Removal(denied[0].removeprefix("the answer "), sentence))
+            continue
+        claims += found
+        kept.append(sentence)
+    while kept and kept[-1].endswith(":"):  # what it introduced was removed
+        kept.pop()
+    result = _join(kept)
+    withheld = _withhold_reason(result, removed)
+    if withheld:
+        return Checked("", tuple(removed), withheld, cut, claims, tuple(unverified))
+    return Checked(result, tuple(removed), "", cut, claims, tuple(unverified))
+
+
+def _join(sentences: list[str]) -> str:
+    """Sentences back into text: list items and headings on their own lines, the rest as a paragraph."""
+    out = ""
+    for sentence in sentences:
+        own_line = sentence.startswith(("-", "*", "•", "#", "```")) or sentence[:1].isdigit()
+        sep = "" if not out else "\n" if own_line or out.endswith((":", "```")) else " "
+        out += sep + sentence
+    return out.strip()
+
+
+def _withhold_reason(kept: str, removed: list[Removal]) -> str:
+    """Why nothing of the answer is worth posting, "" when what is left is."""
+    dropped = [r for r in removed if not r.why.startswith(("chat-template", "an unfinished"))]
+    words = len(kept.split())
+    if words < MIN_KEPT_WORDS:
+        if not dropped:
+            return "the model wrote nothing that could be checked"
+        return f"nothing was left after the check ({_reasons(dropped)})"
+    kept_sentences = len(_sentences(kept))
+    echoed = sum(r.why.startswith("it repeats") for r in dropped)
+    if echoed and echoed >= kept_sentences:
+        return "the model mostly repeated the bot's instructions (its chat template may be wrong)"
+    wrong = [r for r in dropped if r.why.endswith("is not in the facts") or "; it is " in r.why]
+    if len(wrong) >= 2 and len(wrong) > kept_sentences:
+        return f"most of it named things the facts do not hold ({_reasons(wrong)})"
+    return ""
+
+
+def _reasons(removals: list[Removal]) -> str:
+    reasons = list(dict.fromkeys(r.why for r in removals))
+    return "; ".join(reasons[:3]) + ("; …" if len(reasons) > 3 else "")
