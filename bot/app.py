@@ -215,7 +215,8 @@ def warm_up(bot: Bot, url: str | None = None) -> None:
         if bot.listener_pool is not None:
             prestart(bot.listener_pool, LISTENER_THREADS)
         bot.runner.warm()
-        prestart(bot.services.fanout, FANOUT_PER_WORKER * bot.services.settings.worker_threads)
+        settings = bot.services.settings
+        prestart(bot.services.fanout, FANOUT_PER_WORKER * (settings.worker_threads + settings.model_threads))
         bot.services.tpu.warm()
         _ping(bot.services)
         secret = bot.services.settings.slack_signing_secret

@@ -304,6 +304,7 @@ class Command:
     opens_form: bool = False
     chat_tool: ChatTool | None = None
     writes: bool = False
+    asks_model: bool = False
 
     @property
     def name(self) -> str:
@@ -421,6 +422,7 @@ class Registry:
         opens_form: bool = False,
         chat_tool: ChatTool | None = None,
         writes: bool = False,
+        asks_model: bool = False,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Decorator declaring a command, e.g. `@registry.command("tpu list", "List ...", Param(...))`.
 
@@ -429,7 +431,8 @@ class Registry:
         A command that `opens_form` opens a modal, and runs in the listener (a trigger_id lasts 3 s).
         A command that `writes` records or posts something on the user's behalf (a rating, a test alert)
         without changing infrastructure: it is not read-only. A read-only command with a `chat_tool` is
-        also a tool of the chat model (see `ChatTool`).
+        also a tool of the chat model (see `ChatTool`). A command that `asks_model` waits for the LLM (tens
+        of seconds): it runs on the runner's model pool, within a per-user limit (see `bot.runner`).
 
         Raises:
             ValueError: the words are declared twice, or the chat tool is invalid (the command is not
@@ -452,6 +455,7 @@ class Registry:
                 opens_form,
                 chat_tool,
                 writes,
+                asks_model,
             )
             if chat_tool is not None:
                 self._check_tool(command, chat_tool)

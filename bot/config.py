@@ -79,6 +79,12 @@ class Settings(BaseSettings):
     bot_host: str = Field("0.0.0.0", description="HTTP listen address (http mode).")
     bot_port: int = Field(3000, ge=1, le=65535, description="HTTP listen port (http mode).")
     worker_threads: int = Field(16, ge=1, le=256, description="Threads running commands after the ack.")
+    model_threads: int = Field(
+        4, ge=1, le=64, description="Threads running commands that ask the model (chat), apart from the rest."
+    )
+    model_questions_per_user: int = Field(
+        2, ge=1, le=64, description="Model questions one user may have running or queued at once."
+    )
     cpu_workers: int = Field(
         1, ge=1, le=16, description="Worker processes for CPU-heavy work (log mining, charts), off the acks."
     )

@@ -3,7 +3,7 @@
 Metrics live in a per-app `CollectorRegistry` (so two bots in one process, as in tests, do not share
 counters) and are served at `/metrics` by `bot.app.wsgi`:
 
-    tpu_chatops_commands_total{command, outcome}       commands finished (ok | error | denied | exception)
+    tpu_chatops_commands_total{command, outcome}       finished: ok, error, denied, limited, exception
     tpu_chatops_ack_latency_seconds                    request arrival to Bolt's response on /slack/events
     tpu_chatops_backend_call_seconds{backend}          backend call latency
     tpu_chatops_backend_errors_total{backend}          OpsErrors, by `OpsError.backend`
@@ -58,7 +58,7 @@ class Metrics:
         self.registry = registry if registry is not None else CollectorRegistry()
         self.commands = Counter(
             "tpu_chatops_commands",
-            "Commands finished, by command name and outcome (ok, error, denied, exception).",
+            "Commands finished, by command name and outcome (ok, error, denied, limited, exception).",
             ["command", "outcome"],
             registry=self.registry,
         )

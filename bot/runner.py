@@ -9,6 +9,11 @@ Access control lives here, not in handlers: the caller's role is checked before 
 that changes infrastructure first answers with what it will do and a Confirm button, and on the click the
 clicker's role is checked again and the confirmation is consumed (once, before it expires). Every command,
 confirmation, refusal and result goes to the audit trail (state store and a log line).
+
+Fair under load: a command that asks the model (`Command.asks_model`, e.g. a chat question, tens of seconds)
+runs on a pool of its own (`MODEL_THREADS`), so reads such as `/tpu status` never wait behind model calls;
+one user may have at most `MODEL_QUESTIONS_PER_USER` such questions running or queued, and another one is
+answered at once with a refusal saying so.
 """
 
 from __future__ import annotations
@@ -104,14 +109,70 @@ class Runner:
         self._pool = ThreadPoolExecutor(
             max_workers=services.settings.worker_threads, thread_name_prefix="command"
         )
+        self._model_pool = ThreadPoolExecutor(
+            max_workers=services.settings.model_threads, thread_name_prefix="model"
+        )
         self._running: dict[str, _Running] = {}
         self._running_lock = threading.Lock()
+        self._questions: dict[str, int] = {}  # user id -> model questions running or queued
+        self._questions_lock = threading.Lock()
 
     def submit(self, invocation: Invocation, origin: Origin) -> None:
+        """Run a request after the ack: a command that asks the model on the model pool (within the
+        caller's limit of questions), any other on the main pool. Returns at once."""
         try:
-            self._pool.submit(self._guard, self._request, invocation, origin)
+            if invocation.command.asks_model:
+                self._submit_question(invocation, origin)
+            else:
+                self._pool.submit(self._guard, self._request, invocation, origin)
         except RuntimeError:  # the pool is shut down: the bot is stopping
             log.warning("stopping: %r from %s not run", invocation.text, origin.user_id)
+
+    def _submit_question(self, invocation: Invocation, origin: Origin) -> None:
+        """Queue a model question on the model pool, counted against its user until it ends (in `finally`,
+        so also on an error); over the limit, the refusal is delivered from the main pool instead.
+
+        Raises:
+            RuntimeError: a pool is shut down (the count is given back first).
+        """
+        limit = self._services.settings.model_questions_per_user
+        user = origin.user_id
+        with self._questions_lock:
+            pending = self._questions.get(user, 0)
+            if pending < limit:
+                self._questions[user] = pending + 1
+        if pending >= limit:
+            self._pool.submit(self._guard, self._refuse_question, invocation, origin, pending)
+            return
+
+        def question() -> None:
+            try:
+                self._guard(self._request, invocation, origin)
+            finally:
+                self._release_question(user)
+
+        try:
+            self._model_pool.submit(question)
+        except RuntimeError:
+            self._release_question(user)
+            raise
+
+    def _release_question(self, user: str) -> None:
+        with self._questions_lock:
+            left = self._questions.get(user, 1) - 1
+            if left > 0:
+                self._questions[user] = left
+            else:
+                self._questions.pop(user, None)
+
+    def _refuse_question(self, invocation: Invocation, origin: Origin, pending: int) -> None:
+        """Answer a question over the caller's limit: how many of theirs are being answered, and to wait."""
+        questions = "question" if pending == 1 else "questions"
+        message = f"you have {pending} {questions} for the model being answered already"
+        self._audit(origin, "refuse", invocation.text, message)
+        self.metrics.command_finished(invocation.command.name, "limited")
+        hint = "wait for one to finish, then ask again"
+        self.deliver(error_reply(message, hint), origin, ephemeral=origin.ephemeral_errors)
 
     def confirm(self, token: str, origin: Origin) -> None:
         """A Confirm click: re-authorize the clicker, consume the confirmation, run the change."""
@@ -177,10 +238,15 @@ class Runner:
         self._pool.submit(self._guard, job)
 
     def warm(self) -> None:
-        """Start every worker thread now, each with its TPU API clients built (see `bot.app.warm_up`)."""
-        prestart(self._pool, self._services.settings.worker_threads, self._services.tpu.warm_thread)
+        """Start every worker thread of both pools now, each with its TPU API clients built (see
+        `bot.app.warm_up`)."""
+        settings, warm_thread = self._services.settings, self._services.tpu.warm_thread
+        prestart(self._pool, settings.worker_threads, warm_thread)
+        prestart(self._model_pool, settings.model_threads, warm_thread)
 
     def shutdown(self) -> None:
+        """Stop both pools, letting what is queued or running finish."""
+        self._model_pool.shutdown(wait=True, cancel_futures=False)
         self._pool.shutdown(wait=True, cancel_futures=False)
 
     # ---- flows

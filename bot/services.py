@@ -80,8 +80,11 @@ class Services:
             credentials=credentials,
             timeout_s=settings.google_timeout_s,
             num_retries=1,
-            # Each listing sends two calls per zone at once; leave room for every worker to list together.
-            max_workers=min(256, 2 * len(settings.tpu_zones) * settings.worker_threads),
+            # Each listing sends two calls per zone at once; leave room for every worker (of both command
+            # pools) to list together.
+            max_workers=min(
+                256, 2 * len(settings.tpu_zones) * (settings.worker_threads + settings.model_threads)
+            ),
         )
         endpoints = EndpointResolver(
             settings.vllm_base_url,
@@ -103,7 +106,8 @@ class Services:
             secrets=secrets,
             workers=CpuWorkers(settings.cpu_workers),
             fanout=ThreadPoolExecutor(
-                FANOUT_PER_WORKER * settings.worker_threads, thread_name_prefix="fanout"
+                FANOUT_PER_WORKER * (settings.worker_threads + settings.model_threads),
+                thread_name_prefix="fanout",
             ),
         )
 

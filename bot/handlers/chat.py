@@ -557,6 +557,7 @@ def feedback_buttons(answer_id: str) -> dict[str, Any]:
     "gemma chat",
     "Ask about the deployment: the bot fetches the facts, Gemma answers from them (works in threads)",
     Param("question", "the question", required=True, rest=True, metavar="QUESTION"),
+    asks_model=True,
 )
 def gemma_chat(ctx: Context, question: str) -> Reply:
     history, thread = _thread(ctx)

@@ -64,14 +64,19 @@ def _tail(parts: list[str], chars: int) -> str:
     return "".join(reversed(taken))[-chars:]
 
 
-@registry.command("gemma ask", "Ask the served model; the answer streams into one message", *_PARAMS)
+@registry.command(
+    "gemma ask", "Ask the served model; the answer streams into one message", *_PARAMS, asks_model=True
+)
 def gemma_ask(ctx: Context, max_tokens: int | None, prompt: str) -> Reply:
     result, _, model = _stream(ctx, prompt, max_tokens)
     return blocks_reply(answer_blocks(result, model, ctx.registry.starts_with_command))
 
 
 @registry.command(
-    "gemma stats", "Ask, then show TTFT, TPOT, tokens/s and token counts of the answer", *_PARAMS
+    "gemma stats",
+    "Ask, then show TTFT, TPOT, tokens/s and token counts of the answer",
+    *_PARAMS,
+    asks_model=True,
 )
 def gemma_stats(ctx: Context, max_tokens: int | None, prompt: str) -> Reply:
     result, url, model = _stream(ctx, prompt, max_tokens)

@@ -83,6 +83,7 @@ def logs(
     "Group the errors into templates, name known failures, ask Gemma (or the fallback model) for the cause",
     _SINCE,
     _NODE,
+    asks_model=True,
 )
 def logs_analyze(ctx: Context, since: timedelta | None, node: str | None) -> Reply:
     """Read the window within Cloud Logging's read quota (every error, a sample of the rest when the window

@@ -75,6 +75,8 @@ class VllmSimulator:
         self._output_fault: str | None = None
         self._unwedged = threading.Event()  # set unless in mode "wedged": wedged requests wait on it
         self._unwedged.set()
+        self._released = threading.Event()  # cleared by `hold_chats`: chat completions wait on it
+        self._released.set()
         self._connections: set[socket.socket] = set()
         self._server: SimHttpServer | None = None
         self._thread: threading.Thread | None = None
@@ -279,6 +281,14 @@ class VllmSimulator:
             self.metrics.waiting.dec()
         raise HTTPError(503, "the engine was restarted while this request waited", "ServiceUnavailableError")
 
+    def hold_chats(self, held: bool) -> None:
+        """With `held`, every chat completion received (recorded in `chat_requests`) waits, unseen by the
+        metrics, until `hold_chats(False)` or the server stops: a model busy for as long as a test needs."""
+        if held:
+            self._released.clear()
+        else:
+            self._released.set()
+
     def set_latency(self, seconds: float) -> None:
         """Seconds to wait before every response (replaces the scenario's `latency_s`)."""
         with self._lock:
@@ -408,6 +418,8 @@ class VllmSimulator:
             raise HTTPError(400, "messages must be a non-empty list", "BadRequestError")
         with self._lock:
             self.chat_requests.append(body)
+        while not self._released.wait(0.05) and not self._stopping.is_set():
+            pass
         words: list[str] = []
         for message in messages:
             content = message.get("content") if isinstance(message, dict) else None

@@ -165,6 +165,11 @@ def test_an_unknown_verb_gets_the_nearest_ones(typed: str, suggestion: str) -> N
     assert caught.value.problem.endswith(suggestion)
 
 
+def test_exactly_the_commands_that_ask_the_model_are_marked() -> None:
+    asking = {c.name for c in real_registry.commands() if c.asks_model}
+    assert asking == {"gemma chat", "gemma ask", "gemma stats", "logs analyze"}
+
+
 def test_words_that_do_not_read_as_a_command_are_not_a_command() -> None:
     """A mention is a command only when it parses as one or is a typo of one: an unknown group, a verb
     close to none ("vllm has ..."), or words the command does not take make it a question."""

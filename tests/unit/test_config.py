@@ -58,6 +58,8 @@ def test_good_settings_and_comma_lists() -> None:
         ({"alert_delivery_recheck_s": "1"}, "ALERT_DELIVERY_RECHECK_S:"),
         ({"syslog_units": "docker.service,ssh; reboot"}, "SYSLOG_UNITS: invalid unit 'ssh; reboot'"),
         ({"reconcile_interval_s": "0"}, "RECONCILE_INTERVAL_S:"),
+        ({"model_threads": "0"}, "MODEL_THREADS:"),
+        ({"model_questions_per_user": "0"}, "MODEL_QUESTIONS_PER_USER:"),
     ],
 )
 def test_bad_settings_are_one_line_naming_the_setting(changes: dict[str, object], line: str) -> None:
