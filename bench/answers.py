@@ -127,8 +127,9 @@ def endpoint(name: str) -> Iterator[tuple[str, str | None]]:
         yield server.url, server.model
 
 
-def run(name: str, questions: list[dict[str, Any]]) -> list[Scored]:
-    """Ask every question with endpoint `name`; print one line per question."""
+def run(name: str, questions: list[dict[str, Any]], show: bool = False) -> list[Scored]:
+    """Ask every question with endpoint `name`; print one line per question (and the model's text when it
+    is not right, or always with `show`)."""
     results: list[Scored] = []
     with (
         endpoint(name) as (url, model),
@@ -147,7 +148,7 @@ def run(name: str, questions: list[dict[str, Any]]) -> list[Scored]:
                 + (f": {got.why}" if got.why else ""),
                 flush=True,
             )
-            if got.verdict != "right":
+            if got.verdict != "right" or show:
                 print("         model: " + model_part(out).replace("\n", " ")[:300], flush=True)
     return results
 
@@ -155,6 +156,7 @@ def run(name: str, questions: list[dict[str, Any]]) -> list[Scored]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--only", choices=ENDPOINTS, help="run one endpoint")
+    parser.add_argument("--show", action="store_true", help="print the model's text of every answer")
     args = parser.parse_args()
     names = [args.only] if args.only else list(ENDPOINTS)
     for name in names:
@@ -163,7 +165,7 @@ def main() -> int:
             print(f"cannot run {name}: {reason}", file=sys.stderr)
             return 2
     questions = load_questions()
-    rows = {name: run(name, questions) for name in names}
+    rows = {name: run(name, questions, args.show) for name in names}
     facts_only = rows.get("down")
     print(f"\n{'endpoint':10} {'right':>5} {'wrong':>5} {'unsafe':>6} {'withheld':>8} {'worse':>5}")
     lines = []

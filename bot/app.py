@@ -45,6 +45,7 @@ from bot.sampler import HistorySampler
 from bot.scheduler import AlertScheduler, OncallOptions
 from bot.services import FANOUT_PER_WORKER, Services
 from bot.slack_gateway import SlackGateway
+from bot.version import DISTRIBUTION, bot_version
 from bot.workers import ACKS, prestart
 from ops import faults
 from ops.store import Store
@@ -291,7 +292,7 @@ def wsgi(bot: Bot, *, slack_events: bool = True) -> WsgiApp:
         environ[_ARRIVED] = time.monotonic()
         path = environ.get("PATH_INFO")
         if path == "/healthz":
-            return plain(start_response, "200 OK", "ok")
+            return plain(start_response, "200 OK", f"ok {DISTRIBUTION} {bot_version()}")
         if path == "/readyz":
             reason = bot.readiness.problem() if bot.readiness is not None else None
             if reason is not None:

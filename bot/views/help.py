@@ -7,6 +7,7 @@ from bot.commands import Command, Registry, Role
 from bot.config import Settings, masked
 from bot.deployments import Fleet
 from bot.render import channel_link
+from bot.version import DISTRIBUTION, bot_version
 
 
 def command_help(command: Command) -> str:
@@ -19,13 +20,15 @@ def command_help(command: Command) -> str:
 
 
 def short_help(reg: Registry, fleet: Fleet | None, deployment: str) -> str:
-    """One line per command group with its verbs, how to ask for more, and the deployments (when several)."""
+    """One line per command group with its verbs, how to ask for more, the deployments (when several), and
+    the bot's version."""
     lines = ["*Commands* (type `/tpu list` or mention me with the same words, e.g. `@gemma-bot tpu list`):"]
     for group in reg.groups():
         verbs = [" ".join(c.words[1:]) or "[options]" for c in reg.commands(group)]
         lines.append(f"• `/{group}` {', '.join(verbs)}")
     lines.append("`help tpu` lists a group, `help tpu create` explains a command, `help all` shows all.")
-    return "\n".join([*lines, *_deployments_line(fleet, deployment)])
+    footer = f"_{DISTRIBUTION} {bot_version()}_"
+    return "\n".join([*lines, *_deployments_line(fleet, deployment), footer])
 
 
 def _deployments_line(fleet: Fleet | None, deployment: str) -> list[str]:

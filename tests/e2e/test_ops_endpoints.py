@@ -7,6 +7,7 @@ import json
 import logging
 import re
 import time
+from importlib.metadata import version
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
@@ -45,7 +46,7 @@ def _wait_for_sample(demo: Demo, name: str, labels: dict[str, str], at_least: fl
 
 
 def test_healthz_and_readyz_answer(demo: Demo) -> None:
-    assert httpx.get(demo.server.url + "/healthz").text.strip() == "ok"
+    assert httpx.get(demo.server.url + "/healthz").text.strip() == f"ok tpu-chatops {version('tpu-chatops')}"
     ready = httpx.get(demo.server.url + "/readyz")
     assert ready.status_code == 200 and ready.text.strip() == "ready"
 
