@@ -65,6 +65,8 @@ SHELL = (
 )
 """Shell commands a model must never show (the bench's own list, not the bot's)."""
 WITHHELD = "The model's answer was withheld"
+WORLD_QUESTIONS = 8
+"""Questions asked of one demo world before a fresh one is started."""
 
 
 def load_questions(path: Path = QUESTIONS) -> list[dict[str, Any]]:

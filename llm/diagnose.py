@@ -12,7 +12,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ops.faults import SEVERITIES, Catalogue, Deployment, Family, Match, catalogue, figures, fill, key_lines
+from ops.faults import (
+    SEVERITIES,
+    Catalogue,
+    Deployment,
+    Family,
+    Match,
+    catalogue,
+    figures,
+    fill,
+    key_lines,
+    shorten,
+)
 from ops.linear import linear
 
 __all__ = ["SEVERITIES", "UNKNOWN_LEAD", "Diagnosis", "Finding", "diagnose", "examine"]
@@ -20,9 +31,10 @@ __all__ = ["SEVERITIES", "UNKNOWN_LEAD", "Diagnosis", "Finding", "diagnose", "ex
 UNKNOWN_LEAD = "not a known failure; the key lines are:"
 """What an unmatched failure says before its key lines."""
 
-_ENGINE_CORE = linear(r"\(EngineCore[^)]*\)")
+# The engine's processes: "(EngineCore_DP0 pid=281)", its workers "(VllmWorker rank=0 pid=412)", "(Worker_TP1
+# pid=9)" (vLLM's multiproc executor names them so in its log prefix).
+_ENGINE_CORE = linear(r"\((?:EngineCore|VllmWorker|Worker)[^)]*\)")
 _EXCEPTION = linear(r"\b[A-Z]\w*(?:Error|Exception)\b:")
-_EVIDENCE_MAX = 400
 
 
 @dataclass(frozen=True)
@@ -131,11 +143,6 @@ def _finding(match: Match, deployment: Deployment | None, lines: list[str]) -> F
     )
 
 
-def _evidence(line: str) -> str:
-    line = line.strip()
-    return line if len(line) <= _EVIDENCE_MAX else line[: _EVIDENCE_MAX - 1] + "…"
-
-
 def _engine_core_context(lines: list[str], index: int, family: Family, keep: int = 3) -> tuple[str, ...]:
     """The root-cause candidates for an EngineCore start-up failure: the last `keep` `(EngineCore...)` lines
     before line `index` (the last failure line), preferring exception lines (`...Error:`), then ERROR lines,
@@ -148,4 +155,4 @@ def _engine_core_context(lines: list[str], index: int, family: Family, keep: int
     exceptions = [line for line in earlier if _EXCEPTION.search(line)]
     errors = [line for line in earlier if "ERROR" in line]
     chosen = (exceptions or errors or earlier)[-keep:]
-    return tuple(_evidence(line) for line in chosen)
+    return tuple(shorten(line) for line in chosen)

@@ -46,6 +46,7 @@ __all__ = [
     "is_traceback_line",
     "key_lines",
     "load_file",
+    "shorten",
     "use_extra_file",
 ]
 
@@ -74,7 +75,9 @@ _NAME = linear(r"^[a-z0-9][a-z0-9-]{1,62}$")
 _FIELD = linear(r"\{(\w+)\}")
 _OPTIONAL = linear(r"\[([^\[\]]*)\]")
 _ACCELERATOR = linear(r"^v(\d+)([a-z]*)-(\d+)$")
-_EVIDENCE_MAX = 400
+EVIDENCE_CHARS = 400
+"""An evidence line longer than this is shortened in the middle (`shorten`), never across its deciding
+words."""
 
 
 @dataclass(frozen=True)
@@ -347,7 +350,7 @@ class Catalogue:
                     same[position] = Match(family, old.first, index, old.evidence, old.count + 1, merged)
                     break
             else:  # a first sighting, or different figures (another request, another limit): its own match
-                same.append(Match(family, index, index, _evidence(raw), 1, values))
+                same.append(Match(family, index, index, shorten(raw, match.span()), 1, values))
         dropped = {name for matches in found.values() for m in matches for name in m.family.suppresses}
         kept = [m for name, matches in found.items() if name not in dropped for m in matches]
         return sorted(kept, key=lambda m: m.first)
@@ -357,9 +360,36 @@ def _rank(family: Family, match: LinearMatch) -> tuple[int, int]:
     return (family.specificity, match.end() - match.start())
 
 
-def _evidence(line: str) -> str:
-    line = line.strip()
-    return line if len(line) <= _EVIDENCE_MAX else line[: _EVIDENCE_MAX - 1] + "…"
+def shorten(line: str, keep: tuple[int, int] | None = None, limit: int = EVIDENCE_CHARS) -> str:
+    """An evidence line fitted to `limit` characters, cut in the middle, never inside `keep`.
+
+    Args:
+        line: one log line or error message.
+        keep: the (start, end) character span that decided the family (the pattern's match in `line`); it
+            stays whole, with as much of the line before it (time, process prefix) and after it as fits.
+            None: the line's start and end are kept and its middle cut.
+        limit: the most characters returned (each cut is one "…").
+
+    Returns:
+        The line, stripped, unchanged when it fits.
+    """
+    if len(line.strip()) <= limit:
+        return line.strip()
+    start, end = keep if keep is not None else (len(line) // 2, len(line) // 2)
+    if end - start >= limit - 2:  # the decisive span alone is too long: keep its two ends
+        half = (limit - 1) // 2
+        return (line[start : start + half] + "…" + line[end - (limit - 1 - half) : end]).strip()
+    room = limit - (end - start) - 2
+    tail = line[end:]
+    tail_room = max(room // 3, room - len(line[:start]))
+    if len(tail) > tail_room:
+        tail = tail[: max(tail_room - 1, 0)] + "…"
+    head = line[:start]
+    head_room = limit - (end - start) - len(tail)
+    if len(head) > head_room:
+        first = head_room // 2
+        head = head[:first] + "…" + head[len(head) - (head_room - first - 1) :]
+    return (head + line[start:end] + tail).strip()
 
 
 # ---- loading ----------------------------------------------------------------------------------------------
@@ -531,10 +561,11 @@ def _build(extra: Path | None) -> Catalogue:
 # ---- evidence ---------------------------------------------------------------------------------------------
 
 # A prefix vLLM, glog and docker put before the message: "(EngineCore_DP0 pid=281) ERROR 04-15 07:21:09
-# [core.py:708] ", "E0118 22:42:45.737331 20084 tpu_pjrt_client.cc:1889] ", an RFC 3339 time stamp.
+# [core.py:708] ", "(VllmWorker rank=0 pid=412) ", "E0118 22:42:45.737331 20084 tpu_pjrt_client.cc:1889] ",
+# an RFC 3339 time stamp.
 _PREFIX = linear(
     r"^(?:\S*\d{4}-\d\d-\d\dT[\d:.]+(?:Z|[+-]\d\d:\d\d)?\s+)?"
-    r"(?:\((?:\w+)(?: pid=\d+)?\)\s+)?"
+    r"(?:\((?:\w+)(?: \w+=\d+)*\)\s+)?"
     r"(?:(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\s+\d\d-\d\d [\d:.]+\s+\[[^\]]*\]\s?"
     r"|[IWEF]\d{4} [\d:.]+\s+\d+\s+\S+\]\s)?"
 )
@@ -649,7 +680,7 @@ def key_lines(text: str, limit: int = 5) -> list[str]:
             chosen.append(index)
         if len(chosen) == limit:
             break
-    return [_evidence(lines[i]) for i in sorted(chosen)]
+    return [shorten(lines[i]) for i in sorted(chosen)]
 
 
 def explain(text: str, deployment: Deployment | None = None) -> tuple[Family, str, str] | None:

@@ -176,3 +176,35 @@ def test_serving_problem_needs_every_signal() -> None:
     one = [ServingSample(0, 0, 2, None)]
     assert "probe timed out" in (serving_problem(one, health_ready=True, probe_timed_out=True) or "")
     assert diagnose(verdict or "")[0].name == "engine-wedged"
+
+
+def test_a_long_evidence_line_keeps_its_deciding_words_and_its_prefix() -> None:
+    from ops.faults import EVIDENCE_CHARS, catalogue, shorten
+
+    prefix = "2026-12-03T06:18:02Z (VllmWorker rank=0 pid=123) "
+    decisive = "jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: Error allocating device buffer: "
+    decisive += "Attempting to allocate 1.50G. That was not possible. There are 1.20G free."
+    line = prefix + "x" * 700 + " " + decisive + " " + "y" * 700
+    [match] = catalogue().match(line)
+    assert len(match.evidence) <= EVIDENCE_CHARS
+    assert match.evidence.startswith(prefix.strip()) and "…" in match.evidence
+    assert "1.50G" in match.evidence and "1.20G free" in match.evidence
+    assert shorten("short line ") == "short line"
+    assert len(shorten("a" * 1000)) == EVIDENCE_CHARS
+
+
+def test_lines_of_vllms_worker_processes_are_read_through_their_prefix() -> None:
+    from ops.faults import is_exception_line, key_lines
+
+    worker = "(VllmWorker rank=0 pid=412) ERROR 12-03 06:18:02 [multiproc_executor.py:527] "
+    assert is_exception_line(worker + "ValueError: head_dim 80 is not supported by the TPU attention kernel")
+    log = "\n".join(
+        [
+            "(APIServer pid=1) INFO 12-03 06:17:50 [api_server.py:1000] vLLM API server version 0.11.0",
+            worker + "Traceback (most recent call last):",
+            worker + '  File "/workspace/vllm/v1/executor/multiproc_executor.py", line 501, in worker_main',
+            worker + "ValueError: head_dim 80 is not supported by the TPU attention kernel",
+            "(EngineCore_DP0 pid=281) ERROR 12-03 06:18:03 [core.py:708] EngineCore failed to start.",
+        ]
+    )
+    assert any("head_dim 80" in line for line in key_lines(log))

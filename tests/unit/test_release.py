@@ -1,4 +1,4 @@
-"""Release hygiene: a LICENSE, one version (pyproject's) that the bot reports, and a changelog entry for it."""
+"""Release hygiene: a LICENSE, one version (pyproject's) that the bot reports, and its changelog entry."""
 
 from __future__ import annotations
 
