@@ -4,9 +4,19 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
+from types import FrameType
 
 from bot.config import ConfigError, load_settings
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM (what a container runtime sends to stop the bot, then SIGKILL after its grace period: 10 s
+    on Cloud Run and 30 s by default on Kubernetes) ends the bot like Ctrl-C: `serve` closes the HTTP server,
+    pools, worker processes and the store. Python's default for SIGTERM exits without any of that, leaving
+    the spawned worker processes behind."""
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     if no_credentials is not None:
         print(f"start-up error: {no_credentials}", file=sys.stderr)
         return 2
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         serve(settings)
     except KeyboardInterrupt:

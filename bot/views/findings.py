@@ -1,13 +1,12 @@
 """The diagnosis as Slack shows it, the same in every command and alert: the known failures (cause, fix for
-this deployment, evidence, runbook) or "not a known failure; the key lines are:", and the key lines; and
-the line saying that something other than the deployment's container answers on the vLLM port."""
+this deployment, evidence as the engine kept it: whole, or shortened in the middle, never across its deciding
+words; runbook) or "not a known failure; the key lines are:", and the key lines; and the line saying that
+something other than the deployment's container answers on the vLLM port."""
 
 from __future__ import annotations
 
 from llm.diagnose import UNKNOWN_LEAD, Diagnosis
 from ops.vllm import ServerIdentity
-
-_EVIDENCE_SHOWN = 200
 
 
 def diagnosis_text(result: Diagnosis, *, heading: str = "Known failures in the log") -> str:
@@ -19,17 +18,17 @@ def diagnosis_text(result: Diagnosis, *, heading: str = "Known failures in the l
         parts.append(f"*{heading}*")
         for f in result.findings:
             entry = f":rotating_light: *{f.name}*: {f.conclusion}\n    _Fix:_ {f.fix}"
-            entry += f"\n    `{f.evidence[:_EVIDENCE_SHOWN]}`"
-            entry += "".join(f"\n    `{line[:_EVIDENCE_SHOWN]}`" for line in f.related)
+            entry += f"\n    `{f.evidence}`"
+            entry += "".join(f"\n    `{line}`" for line in f.related)
             if f.runbook:
                 entry += f"\n    _Runbook:_ {f.runbook}"
             parts.append(entry)
         extra = [line for line in result.key_lines if not any(line == f.evidence for f in result.findings)]
         if extra:
-            parts.append("*Key lines*\n" + "\n".join(f"`{line[:_EVIDENCE_SHOWN]}`" for line in extra))
+            parts.append("*Key lines*\n" + "\n".join(f"`{line}`" for line in extra))
     elif result.key_lines:
         parts.append(f":mag: {UNKNOWN_LEAD}")
-        parts.append("\n".join(f"`{line[:_EVIDENCE_SHOWN]}`" for line in result.key_lines))
+        parts.append("\n".join(f"`{line}`" for line in result.key_lines))
     return "\n".join(parts)
 
 

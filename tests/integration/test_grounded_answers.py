@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from bench.answers import load_questions, score
+from bench.answers import WORLD_QUESTIONS, load_questions, score
 from sim.demo import Demo
 from tests.llama_server import LlamaServer, llama_server
 
@@ -35,37 +35,33 @@ def llama_world(server: LlamaServer) -> Iterator[Demo]:
         yield demo
 
 
-@pytest.fixture(scope="module")
-def small_context_world(server: LlamaServer) -> Iterator[Demo]:
-    """The same with LLM_CONTEXT_TOKENS=1024 (the server reports no context size): shorter prompts, so the
-    question set runs in minutes on a shared CPU; what the user sees does not depend on the model."""
-    with Demo(
-        vllm_base_url=server.url,
-        vllm_model=server.model,
-        llm_answer_tokens=ANSWER_TOKENS,
-        llm_context_tokens=1024,
-    ) as demo:
-        yield demo
-
-
 def _say(demo: Demo, line: str, timeout: float = 240) -> str:
     out, answered = demo.user.run(line, timeout=timeout)
     assert answered, out
     return "\n".join(out)
 
 
-def test_every_question_of_the_set_is_answered_right(small_context_world: Demo, server: LlamaServer) -> None:
-    """Scored as bench/answers.py scores it: the facts shown, no invented or unsafe claim in the message."""
+def test_every_question_of_the_set_is_answered_right(server: LlamaServer) -> None:
+    """Scored as bench/answers.py scores it: the facts shown, no invented or unsafe claim in the message. A
+    fresh world every WORLD_QUESTIONS questions (its logs run on the wall clock), with LLM_CONTEXT_TOKENS=1024
+    (the server reports no context size): shorter prompts, so the set runs in minutes on a shared CPU."""
     questions = load_questions()
     assert len(questions) >= 40
     not_right = {}
-    for item in questions:
-        out, answered = small_context_world.user.run(f"@gemma-bot {item['question']}", timeout=240)
-        got = score(item, out, answered, server.model)
-        if got.verdict != "right":
-            not_right[item["question"]] = (got.verdict, got.why, "\n".join(out))
-        if "Gemma unavailable" not in "\n".join(out):  # the model part, when present, says who wrote it
-            assert f"written by `{server.model}` (primary endpoint)" in "\n".join(out), out
+    for first in range(0, len(questions), WORLD_QUESTIONS):
+        with Demo(
+            vllm_base_url=server.url,
+            vllm_model=server.model,
+            llm_answer_tokens=ANSWER_TOKENS,
+            llm_context_tokens=1024,
+        ) as world:
+            for item in questions[first : first + WORLD_QUESTIONS]:
+                out, answered = world.user.run(f"@gemma-bot {item['question']}", timeout=240)
+                got = score(item, out, answered, server.model)
+                if got.verdict != "right":
+                    not_right[item["question"]] = (got.verdict, got.why, "\n".join(out))
+                if "Gemma unavailable" not in "\n".join(out):  # a model part says who wrote it
+                    assert f"written by `{server.model}` (primary endpoint)" in "\n".join(out), out
     assert not not_right, not_right
 
 
