@@ -126,6 +126,8 @@ class AgentAnswer:
         used_tools: False when the server rejected tools and the question was answered without them.
         rounds: chat-completion requests sent.
         cut: the server stopped the answer at max_tokens (`finish_reason` "length"): it ends mid-way.
+        model_wrote: False when `text` is the bot's own explanation (an empty completion, a tool call left as
+            markup) rather than the model's words.
     """
 
     text: str
@@ -134,6 +136,7 @@ class AgentAnswer:
     used_tools: bool = True
     rounds: int = 0
     cut: bool = False
+    model_wrote: bool = True
 
 
 def valid_command(text: str) -> str | None:
@@ -368,6 +371,7 @@ def answer(
         return None if limit is None else limit - max_tokens - spent - ROOM_MARGIN_TOKENS
 
     text = ""
+    wrote = True
     finish_reason: str | None = None
     for _ in range(max(0, max_rounds)):
         room = room_tokens()
@@ -388,6 +392,7 @@ def answer(
             tool_calls, refused = as_tool_calls(check, {*read_only, SUGGEST_TOOL}, first_id=len(calls))
             if not tool_calls:
                 text = check.text or (parser_missing_note(refused) if refused else "")
+                wrote = bool(check.text)
                 break
         messages.append(
             {
@@ -423,7 +428,9 @@ def answer(
         response = create()
         choice = response.choices[0]
         finish_reason = getattr(choice, "finish_reason", None)
-        text = inspect_message(getattr(choice.message, "content", None)).text or empty_explanation(
+        text = inspect_message(getattr(choice.message, "content", None)).text
+        wrote = bool(text)
+        text = text or empty_explanation(
             name,
             getattr(choice, "finish_reason", None),
             getattr(getattr(response, "usage", None), "completion_tokens", None),
@@ -435,6 +442,7 @@ def answer(
         used_tools=used_tools,
         rounds=rounds,
         cut=finish_reason == "length",
+        model_wrote=wrote,
     )
 
 

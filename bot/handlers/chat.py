@@ -39,7 +39,7 @@ from bot.render import Reply, human_duration
 from bot.views.chat import Answer, Shown, chat_reply
 from bot.views.metrics import metrics_lines, ms
 from llm.agent import FACTS_PROMPT, SUGGEST_TOOL, SYSTEM_PROMPT, AgentAnswer, Tool, answer
-from llm.claims import check_answer
+from llm.claims import Checked, check_answer
 from llm.client import ChosenModel
 from llm.diagnose import Diagnosis, Finding, diagnose
 from llm.grounding import Fact, estimate_tokens, facts_block
@@ -589,14 +589,18 @@ def gemma_chat(ctx: Context, question: str) -> Reply:
             channel_id=ctx.channel_id,
             now=ctx.services.now(),
         )
-        checked = check_answer(
-            result.text,
-            evidence_text(got, result),
-            parses=ctx.registry.starts_with_command,
-            prompt=SYSTEM_PROMPT + "\n" + FACTS_PROMPT,
-            states=states,
-            unknown_names=[*got.subjects.read_as, *(u.word for u in got.subjects.unresolved)],
-            cut=result.cut,
+        checked = (
+            check_answer(
+                result.text,
+                evidence_text(got, result),
+                parses=ctx.registry.starts_with_command,
+                prompt=SYSTEM_PROMPT + "\n" + FACTS_PROMPT,
+                states=states,
+                unknown_names=[*got.subjects.read_as, *(u.word for u in got.subjects.unresolved)],
+                cut=result.cut,
+            )
+            if result.model_wrote
+            else Checked(result.text)  # the bot's own explanation of an empty answer: nothing to check
         )
         tools_line = (
             "used tools: " + ", ".join(dict.fromkeys(used))
