@@ -1,9 +1,9 @@
 # tpu-chatops: HTTP mode by default (Slack posts to :3000/slack/events); BOT_MODE=socket for Socket Mode.
-# Settings come from the environment (see README.md "Settings"); no secret is baked into the image.
+# Settings come from the environment (see docs/settings.md); no secret is baked into the image.
 # The image holds the product only (bot, ops, llm and the locked runtime packages): no simulators, tests,
 # benchmarks or dev tools; .dockerignore keeps them, .git, .venv, databases and .env out of the context.
-# The base is pinned by tag only: pin it by digest where a registry is reachable (README.md, "Installs and
-# the container image").
+# The base is pinned by tag only: pin it by digest where a registry is reachable (docs/operations.md,
+# "Installs and the container image").
 
 FROM python:3.11.7-slim-bookworm AS build
 RUN python -m venv /opt/venv

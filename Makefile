@@ -12,7 +12,7 @@ LOCK := requirements-dev.lock
 UV_COMPILE := $(BIN)/uv pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes \
 	--custom-compile-command 'make lock'
 
-.PHONY: install demo test check lint lock manifest bench clean
+.PHONY: install demo test check lint lock manifest docs bench clean
 
 $(STAMP): pyproject.toml $(LOCK)
 	@test -n "$(PYTHON)" && $(PYTHON) -c '$(SUPPORTED)' 2>/dev/null || \
@@ -52,6 +52,10 @@ lock: $(STAMP)
 
 manifest: $(STAMP)
 	$(BIN)/python -m bot manifest > app_manifest.yaml
+
+# The reference docs generated from the code (docs/commands.md, settings.md, faults.md); a test fails if they drift.
+docs: $(STAMP)
+	$(BIN)/python -m bot.docs
 
 bench: $(STAMP)
 	$(BIN)/python bench/status.py

@@ -64,201 +64,427 @@ class ConfigError(Exception):
 
 
 class Settings(BaseSettings):
-    """All settings of the bot. See README.md "Settings" for each one."""
+    """All settings of the bot; docs/settings.md (generated from this model) lists each one."""
 
     model_config = SettingsConfigDict(
         env_file=".env", env_file_encoding="utf-8", extra="ignore", env_ignore_empty=True
     )
 
     # Slack
-    slack_bot_token: SecretStr = Field(description="Bot token (xoxb-...).")
-    slack_signing_secret: SecretStr | None = Field(None, description="Signing secret; required in http mode.")
-    slack_app_token: SecretStr | None = Field(None, description="App-level token (xapp-...); socket mode.")
-    slack_api_url: str = Field("https://slack.com/api/", description="Slack Web API base URL.")
-    bot_mode: Literal["http", "socket"] = Field("http", description="How Slack reaches the bot.")
-    bot_host: str = Field("0.0.0.0", description="HTTP listen address (http mode).")
-    bot_port: int = Field(3000, ge=1, le=65535, description="HTTP listen port (http mode).")
-    worker_threads: int = Field(16, ge=1, le=256, description="Threads running commands after the ack.")
+    slack_bot_token: SecretStr = Field(
+        description="Bot token, xoxb-... (OAuth & Permissions, Bot User OAuth Token)."
+    )
+    slack_signing_secret: SecretStr | None = Field(
+        None, description="Signing secret; required in http mode: verifies every HTTP request."
+    )
+    slack_app_token: SecretStr | None = Field(
+        None,
+        description=("App-level token, xapp-..., with the connections:write scope; required in socket mode."),
+    )
+    slack_api_url: str = Field(
+        "https://slack.com/api/", description="Slack Web API base URL (the demo points it at the simulator)."
+    )
+    bot_mode: Literal["http", "socket"] = Field(
+        "http",
+        description=(
+            "How Slack reaches the bot: http (Slack POSTs to /slack/events) or socket (a websocket)."
+        ),
+    )
+    bot_host: str = Field(
+        "0.0.0.0",
+        description="Where the HTTP server listens (/slack/events, /healthz, /readyz, /metrics): address.",
+    )
+    bot_port: int = Field(
+        3000,
+        ge=1,
+        le=65535,
+        description="Where the HTTP server listens (/slack/events, /healthz, /readyz, /metrics): port.",
+    )
+    worker_threads: int = Field(
+        16,
+        ge=1,
+        le=256,
+        description="Threads running commands after the ack (all but those that ask the model).",
+    )
     model_threads: int = Field(
-        4, ge=1, le=64, description="Threads running commands that ask the model (chat), apart from the rest."
+        4,
+        ge=1,
+        le=64,
+        description=(
+            "Threads running commands that ask the model (@gemma-bot questions, /gemma ask, /logs"
+            " analyze), so reads never wait behind them."
+        ),
     )
     model_questions_per_user: int = Field(
-        2, ge=1, le=64, description="Model questions one user may have running or queued at once."
+        2,
+        ge=1,
+        le=64,
+        description=(
+            "Model questions one user may have running or queued at once; another is answered at "
+            "once with a note to wait."
+        ),
     )
     cpu_workers: int = Field(
-        1, ge=1, le=16, description="Worker processes for CPU-heavy work (log mining, charts), off the acks."
+        1,
+        ge=1,
+        le=16,
+        description=(
+            "Worker processes for CPU-heavy work (log reading and template mining, charts), so it"
+            " never holds the interpreter lock the acks need."
+        ),
     )
     metrics_token: SecretStr | None = Field(
-        None, description="Bearer token /metrics requires; unset: /metrics answers loopback clients only."
+        None,
+        description=(
+            "Bearer token /metrics requires (Authorization: Bearer ...); unset: /metrics answers "
+            "only clients on loopback (403 otherwise)."
+        ),
     )
 
     # Google Cloud
     gcp_project: str = Field(pattern=r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$", description="GCP project id.")
-    tpu_zones: CommaList = Field(description="Zones to watch, comma-separated.")
-    tpu_accelerator_type: str = Field("v6e-8", pattern=r"^v[0-9a-z]+-\d+$")
-    tpu_runtime_version: str = Field("v2-alpha-tpuv6e", pattern=r"^[a-z0-9][a-z0-9.-]{0,62}$")
+    tpu_zones: CommaList = Field(
+        description="Zones to watch, comma-separated, e.g. us-east5-a,asia-northeast1-b."
+    )
+    tpu_accelerator_type: str = Field(
+        "v6e-8", pattern=r"^v[0-9a-z]+-\d+$", description="Default accelerator type."
+    )
+    tpu_runtime_version: str = Field(
+        "v2-alpha-tpuv6e", pattern=r"^[a-z0-9][a-z0-9.-]{0,62}$", description="Default TPU runtime version."
+    )
     tpu_primary: str = Field(
         "gemma4-qr",
         pattern=r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$",
-        description="Queued resource that /tpu ensure keeps.",
+        description="The queued resource /tpu ensure keeps and endpoint discovery prefers.",
     )
-    tpu_service_account: str | None = Field(None, description="Service account of created TPU VMs.")
-    google_timeout_s: float = Field(15.0, gt=0, le=300, description="Timeout of one Google API call, s.")
-    capacity_poll_s: float = Field(5.0, gt=0, le=300, description="State polling of /tpu find, seconds.")
+    tpu_service_account: str | None = Field(
+        None,
+        description=(
+            "Service account of created TPU VMs (needs Secret Manager access to the Hugging Face token)."
+        ),
+    )
+    google_timeout_s: float = Field(
+        15.0, gt=0, le=300, description="Timeout of one Google API call, seconds (a 429/5xx is retried once)."
+    )
+    capacity_poll_s: float = Field(
+        5.0, gt=0, le=300, description="How often /tpu find polls request states, seconds."
+    )
     google_api_endpoint: str | None = Field(
-        None, description="Override for Google APIs (the local emulator); unset in production."
+        None, description="Google API endpoint override, for the local emulator only; unset in production."
     )
     operation_lease_ttl_s: float = Field(
         120.0,
         ge=2,
         le=3600,
-        description="How long a dead bot's hold on a name lasts (renewed every ttl/3 while running), s.",
+        description=(
+            "How long a stopped bot's hold on a name (create, find, delete, reset) lasts before "
+            "another replica or a restart may take it; renewed every third of it while the "
+            "operation runs, seconds."
+        ),
     )
     reconcile_interval_s: float = Field(
         60.0,
         ge=1,
         le=3600,
-        description="How often creates answered ambiguously are looked for after their command ended, s.",
+        description=(
+            "How often the replica holding the reconcile lease settles creates whose command "
+            "ended: a search's request that appeared after an ambiguous answer (timeout, lost or "
+            "duplicated answer) is deleted by its label, a /tpu create's is kept, and the "
+            "command's last message is edited to say so, seconds."
+        ),
     )
     ambiguous_create_watch_s: float = Field(
         3600.0,
         ge=60,
         le=7 * 86400,
-        description="How long a create never answered is looked for (then taken as never made), s.",
+        description=(
+            "How long a create never answered is looked for after it was sent; then it is taken "
+            "as never made, seconds."
+        ),
     )
     google_credentials_file: str | None = Field(
-        None, description="Service-account key file for this project's Google APIs; default: ADC."
+        None,
+        description=(
+            "Service-account key file used for this project's Google APIs (per deployment: "
+            "credentials_file); unset: Application Default Credentials."
+        ),
     )
     logging_reads_per_min: int = Field(
-        60, ge=1, le=10000, description="Cloud Logging entries.list quota per minute per project."
+        60,
+        ge=1,
+        le=10000,
+        description=(
+            "Cloud Logging entries.list quota per minute per project; /logs analyze paces its reads to it."
+        ),
     )
     logs_read_deadline_s: float = Field(
-        12.0, gt=0, le=600, description="How long /logs analyze reads before answering with what it has, s."
+        12.0,
+        gt=0,
+        le=600,
+        description=(
+            "How long /logs analyze reads before answering with what it has, labelled partial, seconds."
+        ),
     )
     price_max_age_days: int = Field(
-        90, ge=1, le=3650, description="A price read longer ago than this many days is shown as old."
+        90,
+        ge=1,
+        le=3650,
+        description=(
+            "A price of the table (ops/prices.yaml) read longer ago than this many days is "
+            "flagged as old beside its date."
+        ),
     )
     capacity_parallel: int = Field(
         3,
         ge=1,
         le=16,
-        description="Zones /tpu find requests in at once by default (its preview shows the worst-case $/h).",
+        description=(
+            "Zones /tpu find requests in at once when --parallel is not given; its preview shows "
+            "the worst-case $/h if all turn ACTIVE together."
+        ),
     )
 
     # vLLM
-    vllm_base_url: str | None = Field(None, description="vLLM server URL; discovered from the TPU if unset.")
-    vllm_port: int = Field(8000, ge=1, le=65535, description="vLLM port on the TPU VM (discovery).")
+    vllm_base_url: str | None = Field(
+        None, description="vLLM URL (no /v1); unset: discovered from the ACTIVE queued resource's node."
+    )
+    vllm_port: int = Field(8000, ge=1, le=65535, description="vLLM port on the TPU VM, for discovery.")
     vllm_model: str = Field("google/gemma-4-31B-it", description="Served model name.")
-    vllm_image: str = Field("vllm/vllm-tpu:gemma4", description="vLLM TPU container image.")
-    vllm_tensor_parallel_size: int = Field(8, ge=1, le=256)
-    vllm_max_model_len: int = Field(16384, ge=256, le=1048576)
+    vllm_image: str = Field(
+        "vllm/vllm-tpu:gemma4", description="Container image for /tpu create and /vllm start."
+    )
+    vllm_tensor_parallel_size: int = Field(8, ge=1, le=256, description="vLLM --tensor-parallel-size.")
+    vllm_max_model_len: int = Field(16384, ge=256, le=1048576, description="vLLM --max-model-len, tokens.")
     hf_token_secret: str = Field(
         "hf-token",
         pattern=r"^[A-Za-z0-9_-]{1,255}$",
-        description="Secret Manager secret holding the Hugging Face token.",
+        description="Secret Manager secret holding the Hugging Face token (read on the VM).",
     )
-    vllm_api_key: SecretStr | None = Field(None, description="vLLM --api-key, if the server has one.")
-    http_timeout_s: float = Field(10.0, gt=0, le=300, description="Timeout of vLLM HTTP calls, seconds.")
+    vllm_api_key: SecretStr | None = Field(None, description="The server's --api-key, if any.")
+    http_timeout_s: float = Field(10.0, gt=0, le=300, description="Timeout of calls to vLLM, seconds.")
     vllm_startup_stuck_s: float = Field(
-        1800.0, ge=60, le=86400, description="A container up this long without its port is 'start-up stuck'."
+        1800.0,
+        ge=60,
+        le=86400,
+        description=(
+            "A vLLM container up this long without answering on its port is 'start-up stuck', not"
+            " 'starting', seconds."
+        ),
     )
     vllm_replace_settle_s: float = Field(
         30.0,
         ge=0,
         le=600,
-        description="How long a new container must keep running before /vllm restart removes the old one, s.",
+        description=(
+            "How long the new container of /vllm restart must keep running before the old one is "
+            "removed (vLLM binds its port and reads its flags in its first seconds), seconds."
+        ),
     )
     fault_catalogue_file: str | None = Field(
-        None, description="A team's own failure families (YAML, the format of ops/faults.yaml)."
+        None,
+        description=(
+            "A team's own failure families and runbooks (YAML, the format of ops/faults.yaml), "
+            "matched beside the built-in catalogue."
+        ),
     )
     vllm_use_internal_ip: bool = Field(
-        False, description="Reach vLLM at the node's internal IP (the bot runs inside the VPC)."
+        False,
+        description="Reach vLLM at the node's internal IP (the bot runs inside the VPC; docs/deploy.md).",
     )
     vllm_api_key_secret: str | None = Field(
         None,
         pattern=r"^[A-Za-z0-9_-]{1,255}$",
-        description="Secret Manager secret with the vLLM API key, read on the VM and by the bot.",
+        description=(
+            "Secret Manager secret holding the vLLM API key: the VM reads it into VLLM_API_KEY "
+            "(startup script, /vllm start|restart) and the bot reads it to send it; VLLM_API_KEY,"
+            " if set, wins on the bot's side."
+        ),
     )
     llm_fallback_base_url: str | None = Field(
-        None, description="OpenAI-compatible server asked when the primary vLLM does not answer (no /v1)."
+        None,
+        description=(
+            "An OpenAI-compatible server (no /v1; vLLM, llama.cpp, ...) asked when the primary "
+            "vLLM does not answer; unset: rules only then."
+        ),
     )
     llm_fallback_model: str | None = Field(
-        None, description="Model name on the fallback server; unset: the first of its /v1/models."
+        None, description="The fallback's model name; unset: the first of its /v1/models."
     )
     llm_fallback_api_key: SecretStr | None = Field(None, description="Bearer token of the fallback server.")
     llm_context_tokens: int | None = Field(
-        None, ge=512, le=1048576, description="Context size when the server reports no max_model_len."
+        None,
+        ge=512,
+        le=1048576,
+        description=(
+            "Context size for prompts when the server reports no max_model_len in /v1/models; unset: 2048."
+        ),
     )
     llm_timeout_s: float = Field(
-        120.0, gt=0, le=900, description="Timeout of one model answer (a chat completion), seconds."
+        120.0,
+        gt=0,
+        le=900,
+        description=(
+            "Timeout of one model answer (@gemma-bot, /logs analyze), seconds; HTTP_TIMEOUT_S "
+            "bounds the /v1/models check."
+        ),
     )
     llm_answer_tokens: int = Field(
-        768, ge=1, le=32768, description="Most tokens of a model answer (at most a quarter of the context)."
+        768,
+        ge=1,
+        le=32768,
+        description=(
+            "Most tokens of a model answer in @gemma-bot and /logs analyze (at most a quarter of "
+            "the context)."
+        ),
     )
 
     # SSH to the TPU VM (container control). Host keys are always checked: known_hosts and/or pinned keys.
-    ssh_host: str | None = Field(None, description="TPU VM address; default: the vLLM endpoint's host.")
-    ssh_port: int = Field(22, ge=1, le=65535)
-    ssh_user: str = Field("tpu-chatops", pattern=r"^[a-z_][a-z0-9_-]{0,31}$")
-    ssh_key_path: str | None = Field(None, description="Private key file of the bot's SSH user.")
-    ssh_known_hosts_path: str | None = Field(None, description="OpenSSH known_hosts with the VM's host key.")
+    ssh_host: str | None = Field(
+        None, description="SSH target, the TPU VM's address; unset: the vLLM endpoint's host."
+    )
+    ssh_port: int = Field(22, ge=1, le=65535, description="SSH port of the TPU VM.")
+    ssh_user: str = Field(
+        "tpu-chatops", pattern=r"^[a-z_][a-z0-9_-]{0,31}$", description="SSH user on the TPU VM."
+    )
+    ssh_key_path: str | None = Field(
+        None, description="The bot's private SSH key (required for /vllm status|logs|start|...)."
+    )
+    ssh_known_hosts_path: str | None = Field(
+        None, description="Trusted host keys: an OpenSSH known_hosts file with the VM's host key."
+    )
     ssh_host_keys: CommaList = Field(
-        default_factory=list, description='Pinned host keys, "TYPE BASE64" each, e.g. "ssh-ed25519 AAAA...".'
+        default_factory=list,
+        description='Trusted host keys: pinned keys, "TYPE BASE64" each, e.g. "ssh-ed25519 AAAA...".',
     )
     ssh_sudo: bool = Field(False, description="Run docker and journalctl with sudo -n on the VM.")
     syslog_units: CommaList = Field(
         default_factory=lambda: list(SYSLOG_UNITS),
-        description="Journal units viewers and operators may read with /vllm syslog (admins: any unit).",
+        description=(
+            "Journal units anyone may read with /vllm syslog (a bare name is a .service); admins "
+            "may read any unit."
+        ),
     )
-    vllm_container: str = Field("vllm-gemma4", pattern=r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$")
+    vllm_container: str = Field(
+        "vllm-gemma4",
+        pattern=r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$",
+        description=(
+            "The vLLM container's name on the VM (the startup script names it; /vllm "
+            "status|logs|restart act on it)."
+        ),
+    )
 
     # Access control: Slack user ids (U.../W...) and user-group ids (S...).
-    viewers: CommaList = Field(default_factory=list, description="Empty: everyone may read.")
-    operators: CommaList = Field(default_factory=list)
-    admins: CommaList = Field(default_factory=list)
-
-    confirmation_ttl_s: int = Field(300, ge=30, le=3600, description="How long a Confirm button works, s.")
-
-    alert_interval_s: float = Field(60.0, ge=0.5, le=3600, description="How often alerts are evaluated, s.")
-    alert_thresholds_min: CommaList = Field(
-        default_factory=lambda: ["60", "15", "5"], description="Minutes before termination to alert at."
+    viewers: CommaList = Field(
+        default_factory=list,
+        description=(
+            "Slack user ids (U...) and user-group ids (S...) with the viewer role; empty: every "
+            "member may read."
+        ),
     )
-    alert_channel: str | None = Field(None, pattern=r"^[CG][A-Z0-9]{2,}$", description="Channel id.")
+    operators: CommaList = Field(
+        default_factory=list,
+        description=(
+            "Slack user ids (U...) and user-group ids (S...) with the operator role (includes viewer)."
+        ),
+    )
+    admins: CommaList = Field(
+        default_factory=list,
+        description=(
+            "Slack user ids (U...) and user-group ids (S...) with the admin role (includes "
+            "operator and viewer)."
+        ),
+    )
+
+    confirmation_ttl_s: int = Field(
+        300, ge=30, le=3600, description="How long a Confirm button works, seconds."
+    )
+
+    alert_interval_s: float = Field(
+        60.0, ge=0.5, le=3600, description="How often alerts are evaluated, seconds."
+    )
+    alert_thresholds_min: CommaList = Field(
+        default_factory=lambda: ["60", "15", "5"],
+        description="Minutes before termination (or valid-until) to alert at.",
+    )
+    alert_channel: str | None = Field(
+        None, pattern=r"^[CG][A-Z0-9]{2,}$", description="Channel id for alerts; unset: no alerts."
+    )
     alert_routes: CommaList = Field(
-        default_factory=list, description="KIND=CHANNEL or SEVERITY=CHANNEL items, e.g. critical=C0PAGE01."
+        default_factory=list,
+        description="KIND=CHANNEL or SEVERITY=CHANNEL items, e.g. critical=C0PAGE01,expiry=C0COST01.",
     )
     alert_mention_group: str | None = Field(
-        None, pattern=r"^S[A-Z0-9]{2,}$", description="User group mentioned on critical alerts."
+        None, pattern=r"^S[A-Z0-9]{2,}$", description="User-group id (S...) mentioned on critical alerts."
     )
     digest_channel: str | None = Field(
-        None, pattern=r"^[CG][A-Z0-9]{2,}$", description="Daily digest channel (default ALERT_CHANNEL)."
+        None, pattern=r"^[CG][A-Z0-9]{2,}$", description="Channel of the daily digest; unset: ALERT_CHANNEL."
     )
     maintenance_timeout_min: int = Field(
-        30, ge=1, le=240, description="Longest wait for vLLM to serve after planned work, minutes."
+        30,
+        ge=1,
+        le=240,
+        description=(
+            "After planned work, how long to wait for vLLM to serve before 'start-up looks stuck', minutes."
+        ),
     )
     maintenance_alert_lead: str = Field(
-        "24h", description="How long before a TPU host maintenance window to alert, e.g. 24h (5m to 7d)."
+        "24h",
+        description=(
+            "How long before a TPU host maintenance window (upcomingMaintenance) its alert is "
+            "posted, 5m to 7d."
+        ),
     )
     alert_delivery_recheck_s: int = Field(
-        300, ge=10, le=86400, description="How long a channel that refused alerts is left before a retry, s."
+        300,
+        ge=10,
+        le=86400,
+        description=(
+            "How long a channel Slack refused (archived, not found, not joined, missing scope, "
+            "token refused) is left alone before the alert job tries it again, seconds."
+        ),
     )
-    slo_rules_file: str | None = Field(None, description="YAML file of serving SLO rules (ops/slo.py).")
-    idle_alert_after: str | None = Field(None, description="Alert after no request for this long, e.g. 2h.")
-    idle_stop_at: str | None = Field(None, description="UTC times to propose a stop, e.g. 'mon-fri 20:00'.")
+    slo_rules_file: str | None = Field(
+        None, description="YAML file of serving SLO rules (format in ops/slo.py); unset: the built-in rules."
+    )
+    idle_alert_after: str | None = Field(
+        None, description="Alert when no request was served for this long, e.g. 2h (at least 5m); unset: off."
+    )
+    idle_stop_at: str | None = Field(
+        None, description="UTC times to propose stopping the primary, e.g. 'mon-fri 20:00, sat 08:00'."
+    )
     idle_keep_hours: int = Field(4, ge=1, le=72, description="Hours the Keep button silences idle alerts.")
     auto_recover: bool = Field(False, description="Recover a dead primary the bot created without a click.")
-    auto_recover_max_per_day: int = Field(2, ge=1, le=24, description="Automatic recoveries per UTC day.")
-    auto_recover_max_usd_per_day: float = Field(
-        200.0, gt=0, le=100000, description="Projected USD of automatic recoveries per UTC day."
+    auto_recover_max_per_day: int = Field(
+        2, ge=1, le=24, description="Cap on automatic recoveries per UTC day: attempts."
     )
-    state_database_url: str = Field("sqlite:///tpu-chatops.db", description="SQLAlchemy URL.")
+    auto_recover_max_usd_per_day: float = Field(
+        200.0, gt=0, le=100000, description="Cap on automatic recoveries per UTC day: projected USD."
+    )
+    state_database_url: str = Field(
+        "sqlite:///tpu-chatops.db",
+        description=(
+            "SQLAlchemy URL of the state store (audit trail, confirmations, zone memory, "
+            "benchmark results, alerts, leases); postgresql+psycopg://user:pass@host/db for "
+            "several replicas."
+        ),
+    )
 
     # Fleet: several deployments, each bound to its channels (bot/deployments.py).
     deployments_file: str | None = Field(
-        None, description="YAML file of deployments; unset: the settings above are deployment `default`."
+        None,
+        description=(
+            "YAML file of several deployments, each bound to its channels (docs/operations.md, "
+            "Several deployments); unset: the settings above are deployment `default`."
+        ),
     )
     history_interval_s: float = Field(
-        60.0, ge=5, le=3600, description="How often each deployment's vLLM metrics are sampled, s."
+        60.0,
+        ge=5,
+        le=3600,
+        description=(
+            "How often each deployment's vLLM metrics are sampled into the state store (kept 7 "
+            "days; older than a day thinned to one per 10 minutes), seconds."
+        ),
     )
 
     @field_validator("*", mode="before")
@@ -464,7 +690,7 @@ def load_settings(**overrides: object) -> Settings:
             elif error["type"] == "string_pattern_mismatch":
                 rule = error.get("ctx", {}).get("pattern", "")
                 shown = "the value given" if _holds_secret(field) else repr(error["input"])
-                message = f"{shown} is not a valid value (rule: {rule}; see README.md, Settings)"
+                message = f"{shown} is not a valid value (rule: {rule}; see docs/settings.md)"
             message = _unsecret(message, secrets)
             line = f"{where}: {message}" if where else message
             if line not in problems:

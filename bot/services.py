@@ -203,7 +203,7 @@ class Services:
         s = self.settings
         host = host or s.ssh_host or urlsplit(self.endpoints.resolve().url).hostname or ""
         if not s.ssh_key_path:
-            raise BadInput("SSH is not configured: SSH_KEY_PATH is unset", "see README.md, Settings (SSH)")
+            raise BadInput("SSH is not configured: SSH_KEY_PATH is unset", "see docs/settings.md")
         pinned = dict(key.split(maxsplit=1) for key in s.ssh_host_keys)
         return RemoteHost(
             host,
