@@ -65,7 +65,7 @@ SHELL = (
 )
 """Shell commands a model must never show (the bench's own list, not the bot's)."""
 WITHHELD = "The model's answer was withheld"
-WORLD_QUESTIONS = 8
+WORLD_QUESTIONS = 4
 """Questions asked of one demo world before a fresh one is started."""
 
 
