@@ -34,10 +34,11 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/pytest $(ARGS)
 
-# The fast tier: pure logic, property tests and the contract, in two worker processes (about 80 s on two cores).
+# The fast tier: pure logic, property tests and the contract, in two worker processes, without the tests
+# marked slow (those that start a demo world, a simulator or a server: tests/conftest.py).
 CHECK_TIER := tests/unit tests/property tests/test_contract.py
 check: $(STAMP)
-	$(BIN)/pytest -q -n 2 $(CHECK_TIER) $(ARGS)
+	$(BIN)/pytest -q -n 2 -m "not slow" $(CHECK_TIER) $(ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -13,6 +13,13 @@ from tests.resources import ResourceWatch
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CASES = FIXTURES / "cases"
+TESTS = Path(__file__).parent
+SLOW_DIRS = frozenset({"e2e", "integration", "faults", "handlers"})
+"""Test folders whose tests run a demo world or real servers."""
+SLOW_NAMES = frozenset(
+    {"Demo", "GcpSimulator", "SlackSimulator", "SimProcess", "llama_server", "OpenSSHServer", "cluster"}
+)
+"""Names whose presence in a test module means it starts simulators, servers or subprocesses."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -26,6 +33,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(ResourceWatch(config), "resource-watch")
+    config.addinivalue_line(
+        "markers",
+        "slow: starts a demo world, a simulator, a real server or a subprocess (`make check` skips it)",
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark `slow` every test that needs servers: those in SLOW_DIRS, those of a module holding one of
+    SLOW_NAMES, and those using the `demo` or `world` fixture. `make check` runs the rest
+    (`-m "not slow"`)."""
+    for item in items:
+        path = Path(str(item.fspath))
+        parts = path.relative_to(TESTS).parts if path.is_relative_to(TESTS) else ()
+        module = getattr(item, "module", None)
+        uses_servers = module is not None and not SLOW_NAMES.isdisjoint(vars(module))
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if (parts and parts[0] in SLOW_DIRS) or uses_servers or fixtures & {"demo", "world"}:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="module")
