@@ -12,7 +12,7 @@ LOCK := requirements-dev.lock
 UV_COMPILE := $(BIN)/uv pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes \
 	--custom-compile-command 'make lock'
 
-.PHONY: install demo test check lint lock manifest docs bench clean
+.PHONY: install demo test check lint lock manifest docs revision bench clean
 
 $(STAMP): pyproject.toml $(LOCK)
 	@test -n "$(PYTHON)" && $(PYTHON) -c '$(SUPPORTED)' 2>/dev/null || \
@@ -57,6 +57,18 @@ manifest: $(STAMP)
 # The reference docs generated from the code (docs/commands.md, settings.md, faults.md); a test fails if they drift.
 docs: $(STAMP)
 	$(BIN)/python -m bot.docs
+
+# A new schema revision of the state store after changing a table in the code: `make revision MSG="add x"`
+# writes ops/migrations/versions/rNNNN_add_x.py by comparing the code's tables with a scratch database
+# brought to the newest revision (alembic.ini); read it and fix it before committing.
+NEXT_REVISION = $(shell printf %04d $$(( $$(ls ops/migrations/versions/r[0-9]*.py | wc -l) + 1 )))
+revision: $(STAMP)
+	@test -n "$(MSG)" || { echo 'usage: make revision MSG="what the revision changes"'; exit 1; }
+	rm -f revision-scratch.db
+	$(BIN)/alembic upgrade head
+	$(BIN)/alembic revision --autogenerate --rev-id $(NEXT_REVISION) -m "$(MSG)"
+	rm -f revision-scratch.db
+	$(BIN)/ruff format ops/migrations/versions
 
 bench: $(STAMP)
 	$(BIN)/python bench/status.py

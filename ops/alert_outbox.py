@@ -7,9 +7,9 @@ and stops sending to that channel. Each alert claimed meanwhile keeps its claim 
 oldest first, until a re-check finds the channel working and posts it. A refusal of the token itself is
 recorded for channel "*": it holds for every channel of the deployment.
 
-Two tables on `ops.store.metadata` (created if missing): `alert_delivery_problems` (one row per deployment
-and channel) and `alert_undelivered` (one row per held alert key). The codes are opaque strings to this
-module: it stores them, `bot/` knows what they mean.
+Two tables on `ops.store.metadata` (made by the migrations, `ops.schema`): `alert_delivery_problems` (one
+row per deployment and channel) and `alert_undelivered` (one row per held alert key). The codes are opaque
+strings to this module: it stores them, `bot/` knows what they mean.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from sqlalchemy import Column, DateTime, Integer, String, Table, Text, and_, del
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
+from ops import schema
 from ops.alerts import aware, ledger_table
 from ops.maintenance import DEFAULT_DEPLOYMENT
 from ops.store import Store, metadata
@@ -104,14 +105,15 @@ class AlertOutbox:
     """Delivery problems and held alerts of one deployment, in the state store.
 
     Args:
-        store: a `Store` or an Engine (the tables are created if missing).
+        store: a `Store` or an Engine (its database is upgraded: `ops.schema`).
         deployment: the deployment whose alerts these are (bot/deployments.py).
     """
 
     def __init__(self, store: Store | Engine, deployment: str = DEFAULT_DEPLOYMENT) -> None:
         self.engine: Engine = store.engine if isinstance(store, Store) else store
         self.deployment = deployment
-        metadata.create_all(self.engine, tables=[problems_table, held_table], checkfirst=True)
+        if not isinstance(store, Store):
+            schema.upgrade(self.engine)  # a Store has done it
 
     # ---- problems
     def problems(self) -> list[DeliveryProblem]:

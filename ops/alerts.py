@@ -4,7 +4,7 @@
 `ops.vllm_watch.evaluate_vllm` does the same for one vLLM check. `AlertLedger` records every alert key as
 sent, superseded or suppressed with an atomic insert-if-absent (a UNIQUE key; the losing insert raises
 IntegrityError on SQLite and PostgreSQL alike), so a restarted bot never sends a key twice. Its tables live on
-`ops.store.metadata`, so `Store(url)` creates them (and `AlertLedger` creates them too if needed).
+`ops.store.metadata`; the migrations (`ops.schema`) create and change them.
 
 Keys: `"{zone}/{name}@{create time}|{kind}|{threshold}"`, e.g.
 `"us-east5-a/gemma4-qr@2026-11-30T00:00:00Z|expiry|15"`. Times are timezone-aware UTC; thresholds are
@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Column, DateTime, String, Table, Text, delete, insert, select, update
+from sqlalchemy import Column, DateTime, Index, String, Table, Text, delete, insert, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
+from ops import schema
 from ops.maintenance import DEFAULT_DEPLOYMENT
 from ops.store import Store, metadata
 from ops.tpu_model import QueuedResourceInfo
@@ -67,6 +68,8 @@ ledger_table = Table(
     Column("ts", String(32), nullable=True),
     Column("acked_by", String(32), nullable=True),
     Column("resolved_at", DateTime(timezone=True), nullable=True),
+    # The tick's reads: the sent alerts since a time (`rows`, `open_alerts`); revision 0002.
+    Index("ix_alert_ledger_status_at", "status", "at"),
 )
 
 mutes_table = Table(
@@ -497,7 +500,7 @@ class AlertLedger:
     unscoped: it reads and writes exactly what a single-deployment bot always did.
 
     Args:
-        store: a `Store` (its engine is used; the alert tables are created if missing), or an Engine.
+        store: a `Store` (its engine is used), or an Engine (its database is upgraded: `ops.schema`).
         deployment: the deployment whose alerts this ledger records (bot/deployments.py).
     """
 
@@ -505,11 +508,8 @@ class AlertLedger:
         self.engine: Engine = store.engine if isinstance(store, Store) else store
         self.deployment = deployment
         self.scoped = deployment != DEFAULT_DEPLOYMENT
-        metadata.create_all(
-            self.engine,
-            tables=[ledger_table, mutes_table, observations_table, kv_table, owners_table],
-            checkfirst=True,
-        )
+        if not isinstance(store, Store):
+            schema.upgrade(self.engine)  # a Store has done it
 
     def _kv_name(self, name: str) -> str:
         return f"{name}@{self.deployment}" if self.scoped else name

@@ -2,7 +2,7 @@
 answered ambiguously, whose resource may still appear). Reconciliation edits the message once it learns
 what became of each such create, and drops the record when nothing is left open.
 
-One row per operation (table `followups`, created if missing): where the message is and its content as the
+One row per operation (table `followups`, made by the migrations): where the message is and its content as the
 bot last wrote it (opaque JSON text to this module: the bot renders and re-renders it).
 """
 
@@ -49,7 +49,6 @@ class Followups:
 
     def __init__(self, store: Store) -> None:
         self.engine = store.engine
-        metadata.create_all(self.engine, tables=[followups_table], checkfirst=True)
 
     def save(self, followup: Followup) -> None:
         """Write (or replace) the followup of `followup.operation_id`."""

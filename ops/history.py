@@ -108,11 +108,10 @@ def _load(text: str | None) -> dict[float, float]:
 
 
 class History:
-    """Samples per deployment in the state store (table `metric_samples`, created if missing)."""
+    """Samples per deployment in the state store (table `metric_samples`, made by the migrations)."""
 
     def __init__(self, store: Store) -> None:
         self.engine = store.engine
-        metadata.create_all(self.engine, tables=[samples_table], checkfirst=True)
 
     def add(self, deployment: str, *samples: Sample) -> None:
         """Store samples of `deployment` (one transaction)."""

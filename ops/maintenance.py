@@ -24,6 +24,7 @@ from sqlalchemy import Column, DateTime, String, Table, Text, delete, insert, in
 from sqlalchemy.engine import Engine
 from sqlalchemy.schema import CreateColumn
 
+from ops import schema
 from ops.store import Store, metadata
 
 __all__ = ["DEFAULT_DEPLOYMENT", "MaintenanceWindows", "Window"]
@@ -93,7 +94,8 @@ def _window(row: Any) -> Window:
 
 
 class MaintenanceWindows:
-    """Windows in the state store (the table is created if missing).
+    """Windows in the state store (the table is made by the migrations, `ops.schema`; a table of an older
+    release gains its newer columns here).
 
     Args:
         store: a `Store` or an Engine.
@@ -101,7 +103,8 @@ class MaintenanceWindows:
 
     def __init__(self, store: Store | Engine) -> None:
         self.engine: Engine = store.engine if isinstance(store, Store) else store
-        metadata.create_all(self.engine, tables=[windows_table], checkfirst=True)
+        if not isinstance(store, Store):
+            schema.upgrade(self.engine)  # a Store has done it
         self._add_missing_columns()
 
     def _add_missing_columns(self) -> None:

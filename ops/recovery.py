@@ -18,6 +18,7 @@ from typing import Any
 from sqlalchemy import Column, DateTime, Float, Integer, String, Table, Text, insert, select
 from sqlalchemy.engine import Engine
 
+from ops import schema
 from ops.maintenance import DEFAULT_DEPLOYMENT
 from ops.store import Store, metadata
 from ops.tpu_model import QueuedResourceInfo
@@ -77,7 +78,8 @@ class RecoveryBudget:
         deployment: str = DEFAULT_DEPLOYMENT,
     ) -> None:
         self.engine: Engine = store.engine if isinstance(store, Store) else store
-        metadata.create_all(self.engine, tables=[attempts_table], checkfirst=True)
+        if not isinstance(store, Store):
+            schema.upgrade(self.engine)  # a Store has done it
         self.max_per_day = max_per_day
         self.max_usd_per_day = max_usd_per_day
         self.prefix = "" if deployment == DEFAULT_DEPLOYMENT else f"{deployment}:"

@@ -4,8 +4,9 @@ for several replicas sharing one database: named leases (one replica runs the sc
 event ids (a retried or duplicated event is handled once).
 
 SQLite by default (`sqlite:///tpu-chatops.db`); a PostgreSQL URL (`postgresql+psycopg://user:pw@host/db`)
-works through the same code. Tables are created on first use. Every timestamp is timezone-aware UTC; callers
-pass `now` so tests control time.
+works through the same code. The schema is Alembic's (`ops.schema`): `Store(url)` upgrades the database to
+the newest revision at start, keeping its rows (and refuses one written by a newer release). Every
+timestamp is timezone-aware UTC; callers pass `now` so tests control time.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Engine, RowMapping
 from sqlalchemy.exc import IntegrityError
 
+from ops import schema
 from ops.errors import NotFound, OpsError
 
 if TYPE_CHECKING:
@@ -349,11 +351,18 @@ class Store:
 
     Args:
         url: a SQLAlchemy URL, e.g. "sqlite:///tpu-chatops.db" or "postgresql+psycopg://user@host/db".
+
+    Raises:
+        SchemaTooNew: the database was migrated by a newer release (`ops.schema.upgrade`).
     """
 
     def __init__(self, url: str) -> None:
         self.engine: Engine = create_engine(url, pool_pre_ping=True)
-        metadata.create_all(self.engine)
+        try:
+            self.revision = schema.upgrade(self.engine)
+        except BaseException:
+            self.engine.dispose()
+            raise
 
     def close(self) -> None:
         self.engine.dispose()

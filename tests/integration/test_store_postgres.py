@@ -5,16 +5,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from datetime import UTC, datetime, timedelta
 from threading import Barrier
 
 import pytest
-from sqlalchemy import inspect
+from sqlalchemy import create_engine, inspect
 
 from bot.listeners.events import SeenEvents
+from ops import schema
 from ops.errors import NotFound
 from ops.store import AuditEntry, ConfirmationRefused, Store
-from tests import postgres
+from tests import postgres, schema_cases
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 
@@ -217,3 +219,55 @@ def test_one_operation_per_name_across_replicas(url: str) -> None:
     finally:
         for replica in replicas:
             replica.close()
+
+
+# ---- schema migrations (the same upgrade path as tests/unit/test_migrations.py, on PostgreSQL)
+
+
+def test_a_store_at_the_baseline_is_upgraded_with_its_rows(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    old = schema_cases.store_at_baseline(url, monkeypatch)
+    token = schema_cases.write_rows(old)
+    old.close()
+    store = Store(url)
+    schema_cases.at_head(store)
+    schema_cases.check_rows(store, token)
+    store.close()
+
+
+def test_a_database_made_before_migrations_is_stamped_and_kept(url: str) -> None:
+    schema_cases.make_pre_migration(url, tables=("audit", "alert_ledger", "leases"))
+    store = Store(url)
+    schema_cases.at_head(store)
+    schema_cases.check_pre_migration_rows(store)
+    store.close()
+
+
+def test_a_database_of_a_newer_release_is_refused(url: str) -> None:
+    Store(url).close()
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE alembic_version SET version_num = '0999'")
+    engine.dispose()
+    with pytest.raises(schema.SchemaTooNew, match=f"0999.*{schema.head()}"):
+        Store(url)
+
+
+def test_replicas_starting_at_once_upgrade_one_after_another(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Replica processes each hold their own connection; the in-process lock is taken away so that only the
+    advisory lock serializes them."""
+    monkeypatch.setattr(schema, "_in_process", nullcontext())
+    barrier = Barrier(4)
+
+    def start() -> str:
+        barrier.wait()
+        store = Store(url)
+        store.close()
+        return store.revision
+
+    with ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(lambda _: start(), range(4))) == [schema.head()] * 4
+    store = Store(url)
+    schema_cases.at_head(store)
+    store.close()

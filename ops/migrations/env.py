@@ -1,0 +1,39 @@
+"""Alembic's environment for the state store: run by `ops.schema.upgrade` on the connection it passes in
+(`config.attributes["connection"]`), or by the `alembic` command for developers (`make revision`), which
+reads the URL from the Config (`sqlalchemy.url`, set by ops/migrations/alembic.ini's caller)."""
+
+from __future__ import annotations
+
+from alembic import context
+from sqlalchemy import MetaData, create_engine
+
+from ops import alert_outbox, alerts, followups, history, maintenance, recovery, store
+
+# Every table of the store's database, as the code defines it today (what autogenerate compares with).
+TARGET: list[MetaData] = [store.metadata, history.metadata, followups.metadata]
+_DEFINED_ON_STORE_METADATA = (alerts, alert_outbox, maintenance, recovery)  # imported for their tables
+
+
+def run() -> None:
+    """Run the migrations Alembic was asked for, on the given connection or one to `sqlalchemy.url`."""
+    config = context.config
+    connection = config.attributes.get("connection")
+    if connection is not None:
+        context.configure(connection=connection, target_metadata=TARGET, render_as_batch=True)
+        with context.begin_transaction():
+            context.run_migrations()
+        return
+    url = config.get_main_option("sqlalchemy.url")
+    if not url:
+        raise RuntimeError("set sqlalchemy.url (e.g. alembic -x, or `make revision`)")
+    engine = create_engine(url)
+    try:
+        with engine.begin() as conn:
+            context.configure(connection=conn, target_metadata=TARGET, render_as_batch=True)
+            with context.begin_transaction():
+                context.run_migrations()
+    finally:
+        engine.dispose()
+
+
+run()
