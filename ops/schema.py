@@ -39,6 +39,9 @@ from ops.migrations.baseline import baseline_metadata
 __all__ = ["ADVISORY_LOCK", "BASELINE", "MIGRATIONS", "SchemaTooNew", "alembic_config", "head", "upgrade"]
 
 log = logging.getLogger(__name__)
+# Alembic says at INFO what every start does ("Context impl SQLiteImpl.", each revision run); the one line
+# that matters, which revisions ran, is logged here.
+logging.getLogger("alembic").setLevel(logging.WARNING)
 
 MIGRATIONS = Path(__file__).resolve().with_name("migrations")
 """The migration environment (env.py, versions/), shipped inside the `ops` package."""

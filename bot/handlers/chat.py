@@ -477,11 +477,13 @@ def prompt_facts(got: Gathered) -> list[Fact]:
     return [Fact("known failures now (the bot's catalogue)", lines), *got.facts]
 
 
-def evidence_text(got: Gathered, result: AgentAnswer) -> str:
-    """Everything the model was given as data, as one text: what a claim in its answer must come from."""
+def evidence_text(got: Gathered, result: AgentAnswer, question: str) -> str:
+    """Everything the model was given, as one text: what a claim in its answer must come from. The facts
+    and tool results, and the question itself (the asker's own figures, "starting for 45 minutes", may be
+    repeated; a name in it that resolves to nothing stays refused through `unknown_names`)."""
     parts = [f"{f.source}\n{f.summary}\n{f.detail}" for f in prompt_facts(got)]
     parts += [call.result for call in result.tool_calls_made if call.name != SUGGEST_TOOL]
-    return "\n".join(parts)
+    return "\n".join([*parts, question])
 
 
 def _ask(
@@ -592,7 +594,7 @@ def gemma_chat(ctx: Context, question: str) -> Reply:
         checked = (
             check_answer(
                 result.text,
-                evidence_text(got, result),
+                evidence_text(got, result, question),
                 parses=ctx.registry.starts_with_command,
                 prompt=SYSTEM_PROMPT + "\n" + FACTS_PROMPT,
                 states=states,
