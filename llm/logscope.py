@@ -116,10 +116,14 @@ def present(templates: tuple[TemplateSummary, ...], now: ServingNow) -> tuple[Te
 
 def template_of(finding: Finding, templates: tuple[TemplateSummary, ...]) -> TemplateSummary | None:
     """The template whose exemplar holds the finding's evidence line (its times and nodes say when and where
-    the finding was logged), or None."""
+    the finding was logged), or None. A long evidence line is shortened in the middle (`ops.faults.shorten`):
+    each of its kept pieces must be in the exemplar."""
+    pieces = [piece.strip() for piece in finding.evidence.split("…") if piece.strip()]
     for t in templates:
-        if any(finding.evidence in e.replace("\\n", "\n") for e in t.exemplars):
-            return t
+        for exemplar in t.exemplars:
+            text = exemplar.replace("\\n", "\n")
+            if pieces and all(piece in text for piece in pieces):
+                return t
     return None
 
 

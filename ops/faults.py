@@ -75,7 +75,7 @@ _NAME = linear(r"^[a-z0-9][a-z0-9-]{1,62}$")
 _FIELD = linear(r"\{(\w+)\}")
 _OPTIONAL = linear(r"\[([^\[\]]*)\]")
 _ACCELERATOR = linear(r"^v(\d+)([a-z]*)-(\d+)$")
-EVIDENCE_CHARS = 400
+EVIDENCE_CHARS = 200
 """An evidence line longer than this is shortened in the middle (`shorten`), never across its deciding
 words."""
 

@@ -42,11 +42,13 @@ def _say(demo: Demo, line: str, timeout: float = 240) -> str:
 
 
 def test_every_question_of_the_set_is_answered_right(server: LlamaServer) -> None:
-    """Scored as bench/answers.py scores it: the facts shown, no invented or unsafe claim in the message. A
-    fresh world every WORLD_QUESTIONS questions (its logs run on the wall clock), with LLM_CONTEXT_TOKENS=1024
-    (the server reports no context size): shorter prompts, so the set runs in minutes on a shared CPU."""
-    questions = load_questions()
-    assert len(questions) >= 40
+    """Scored as bench/answers.py scores it: the facts shown, no invented or unsafe claim in the message. The
+    questions with a `kind` (the traps, fleet, cause, cost and serving ones; bench/answers.py asks all 48 of
+    each endpoint). A fresh world every WORLD_QUESTIONS questions (its logs run on the wall clock), with
+    LLM_CONTEXT_TOKENS=1024 (the server reports no context size): shorter prompts, so the set runs in minutes
+    on a shared CPU."""
+    questions = [item for item in load_questions() if item.get("kind")]
+    assert len(questions) >= 20
     not_right = {}
     for first in range(0, len(questions), WORLD_QUESTIONS):
         with Demo(
