@@ -36,4 +36,5 @@ def run() -> None:
         engine.dispose()
 
 
-run()
+if hasattr(context, "config"):  # run by Alembic; imported otherwise (a scan of every module), it runs nothing
+    run()
