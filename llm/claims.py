@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from llm.grounding import contradictions
+from llm.grounding import contradictions, split_after
 from ops.linear import LinearMatch, linear
 
 __all__ = ["Checked", "Removal", "check_answer"]
@@ -242,13 +242,7 @@ def _claims(sentence: str, evidence: _Evidence, parses: Callable[[str], bool]) -
 
 def _sentences(text: str) -> list[str]:
     """`text` cut after sentence ends and line breaks, each piece stripped, empty ones dropped."""
-    pieces: list[str] = []
-    start = 0
-    for match in _SENTENCE_END.finditer(text):
-        pieces.append(text[start : match.start() + 1])
-        start = match.end()
-    pieces.append(text[start:])
-    return [p.strip() for p in pieces if p.strip()]
+    return [piece.strip() for piece in split_after(text, _SENTENCE_END) if piece.strip()]
 
 
 def _shingles(text: str, size: int) -> set[tuple[str, ...]]:

@@ -16,9 +16,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from ops.linear import linear
+from ops.linear import LinearPattern, linear
 
-__all__ = ["Fact", "contradictions", "estimate_tokens", "facts_block", "missing_facts"]
+__all__ = ["Fact", "contradictions", "estimate_tokens", "facts_block", "missing_facts", "split_after"]
 
 CHARS_PER_TOKEN = 3
 """Conservative characters per token (the same estimate as `llm.logsum.CHARS_PER_TOKEN`)."""
@@ -137,11 +137,19 @@ _SENTENCE_END = linear(r"[.!?\n]\s+")
 _STATE_WORD = linear(r"\b[A-Z][A-Z_]{3,}\b")
 
 
-def _sentences(text: str) -> list[str]:
-    """`text` cut after each `.`, `!`, `?` or line break that whitespace follows (the whitespace dropped)."""
+def split_after(text: str, end: LinearPattern = _SENTENCE_END) -> list[str]:
+    """`text` cut after the first character of each match of `end` (the rest of the match dropped).
+
+    Args:
+        text: any text.
+        end: where a piece ends; default: a `.`, `!`, `?` or line break that whitespace follows.
+
+    Returns:
+        The pieces, in order, unstripped (empty ones included).
+    """
     pieces: list[str] = []
     start = 0
-    for match in _SENTENCE_END.finditer(text):
+    for match in end.finditer(text):
         pieces.append(text[start : match.start() + 1])
         start = match.end()
     pieces.append(text[start:])
@@ -170,7 +178,7 @@ def contradictions(answer: str, states: Mapping[str, str]) -> list[str]:
     """
     found: list[str] = []
     names = {name.lower(): name for name in states}
-    for sentence in _sentences(answer):
+    for sentence in split_after(answer):
         lowered = sentence.lower()
         words = {w.lower() for w in _words(sentence)}
         if words & {"not", "no", "never", "isn't", "wasn't", "n't"} or "n't" in lowered:
