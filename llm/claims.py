@@ -240,6 +240,29 @@ def _claims(sentence: str, evidence: _Evidence, parses: Callable[[str], bool]) -
     return found, missing
 
 
+_NOW_WORDS = linear(
+    r"(?i)\b(?:still|again|resurfac\w*|recurr\w*|ongoing|persist\w*|keeps? (?:failing|happening)|"
+    r"(?:is|are) (?:happening|occurring|failing|broken)|currently)\b"
+)
+_FAILURE_WORDS = linear(
+    r"(?i)\b(?:problem|issue|error|fail\w*|broken|outage|limit\w*|denied|refused|401|403|429|oom|crash\w*)\b"
+)
+_NEGATION = linear(
+    r"(?i)\b(?:not|no|never|none|nothing|isn't|aren't|wasn't|no longer|resolved|fixed)\b|n't\b"
+)
+
+
+_EARLIER_WHY = "it tells an earlier failure as current; the facts say it is not"
+
+
+def _tells_as_current(sentence: str) -> bool:
+    """Whether a sentence says a failure is happening now ("still", "again", "resurfaced", "ongoing", ...,
+    with a failure word, not negated)."""
+    return bool(
+        _NOW_WORDS.search(sentence) and _FAILURE_WORDS.search(sentence) and not _NEGATION.search(sentence)
+    )
+
+
 def _sentences(text: str) -> list[str]:
     """`text` cut after sentence ends and line breaks, each piece stripped, empty ones dropped."""
     return [piece.strip() for piece in split_after(text, _SENTENCE_END) if piece.strip()]
@@ -284,6 +307,7 @@ def check_answer(
     states: Mapping[str, str] | None = None,
     unknown_names: Iterable[str] = (),
     cut: bool = False,
+    only_earlier_failures: bool = False,
 ) -> Checked:
     """Check a model's answer against what the bot read (see the module docstring).
 
@@ -300,6 +324,9 @@ def check_answer(
         unknown_names: names the question used that resolve to nothing (a typo, a name that does not
             exist): a sentence that names one is removed even though the notes about it mention it.
         cut: the server stopped the answer at max_tokens (`finish_reason == "length"`).
+        only_earlier_failures: the facts hold failures that are not the present state and none that is: a
+            sentence telling a failure as happening now ("the token problem is still there", "it has
+            resurfaced") is removed.
 
     Returns:
         Checked: the text to post ("" when withheld), what was removed and why, whether it was withheld.
@@ -372,6 +399,9 @@ def check_answer(
         if missing:
             unverified += missing
             removed.append(Removal(f"{missing[0]} is not in the facts", sentence))
+            continue
+        if only_earlier_failures and _tells_as_current(sentence):
+            removed.append(Removal(_EARLIER_WHY, sentence))
             continue
         denied = contradictions(sentence, known_states) if known_states else []
         if denied:

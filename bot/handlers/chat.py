@@ -600,6 +600,7 @@ def gemma_chat(ctx: Context, question: str) -> Reply:
                 states=states,
                 unknown_names=[*got.subjects.read_as, *(u.word for u in got.subjects.unresolved)],
                 cut=result.cut,
+                only_earlier_failures=bool(got.shown.earlier) and not got.findings,
             )
             if result.model_wrote
             else Checked(result.text)  # the bot's own explanation of an empty answer: nothing to check

@@ -194,3 +194,20 @@ def test_a_prompt_passed_through_keeps_its_words_but_never_a_shell_command() -> 
     assert "A TPU is a matrix accelerator." in shown
     assert "sudo" not in shown and "start_of_turn" not in shown
     assert "unchecked: no facts were read" in shown and "removed: chat-template tokens" in shown
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "The Hugging Face token problem has resurfaced in recent days.",
+        "Yes, the docker pull rate limit is still a problem.",
+        "The TPU is currently failing with an OOM.",
+    ],
+)
+def test_an_earlier_failure_told_as_current_is_removed(sentence: str) -> None:
+    got = check(f"gemma4-qr is ACTIVE. {sentence}", only_earlier_failures=True)
+    assert got.text == "gemma4-qr is ACTIVE."
+    assert got.removed[0].why == "it tells an earlier failure as current; the facts say it is not"
+    kept = check("The token problem is no longer happening; gemma4-qr is ACTIVE.", only_earlier_failures=True)
+    assert kept.text == "The token problem is no longer happening; gemma4-qr is ACTIVE."
+    assert check(f"gemma4-qr is ACTIVE. {sentence}").text.endswith(sentence)  # failures now: not checked
