@@ -30,7 +30,7 @@ demo: $(STAMP)
 	$(BIN)/python -m sim demo
 
 # `make test ARGS="tests/unit -q"` runs part of the suite (ARGS are pytest's arguments). Everything: the
-# simulators, demo worlds, sshd, PostgreSQL and llama.cpp tests (about 20 minutes on two cores).
+# simulators, demo worlds, sshd, PostgreSQL and llama.cpp tests (about 30 minutes on two cores).
 test: $(STAMP)
 	$(BIN)/pytest $(ARGS)
 
