@@ -87,6 +87,7 @@ class OncallOptions:
             primary): listed in this deployment's zones too, but alerted only by their own deployment.
         maintenance_lead: how long before a TPU host maintenance window its alert is due.
         recheck: how long a channel that refused the bot is left alone before it is tried again.
+        retention_days: how long the ledger keeps the alerts and last states of resources that are gone.
     """
 
     routes: dict[str, str] = field(default_factory=dict)
@@ -103,6 +104,7 @@ class OncallOptions:
     elsewhere: frozenset[str] = frozenset()
     maintenance_lead: timedelta = timedelta(hours=24)
     recheck: timedelta = timedelta(minutes=5)
+    retention_days: int = 30
 
     @classmethod
     def from_settings(cls, settings: Settings, elsewhere: frozenset[str] = frozenset()) -> OncallOptions:
@@ -122,6 +124,7 @@ class OncallOptions:
             elsewhere=elsewhere,
             maintenance_lead=parse_span(settings.maintenance_alert_lead),
             recheck=timedelta(seconds=settings.alert_delivery_recheck_s),
+            retention_days=settings.alert_retention_days,
         )
 
 
@@ -140,6 +143,9 @@ class AlertDelivery:
         health_failures: failed /health checks in a row before "vLLM down" (default 3).
         kv_threshold: KV-cache usage fraction 0..1 (default 0.9); kv_checks: checks in a row (default 3).
         digest_hour: UTC hour of the daily digest (default 9).
+        on_sent: called with an alert's kind after each post (the bot's `alerts_sent` counter).
+        on_tick: called after each tick with its wall time and its thread's CPU time, seconds
+            (`Metrics.alert_tick_finished`).
         options: routing, maintenance windows, SLO rules, idle stop and recovery (default: OncallOptions()).
         deployment: the name of the deployment watched (bot.deployments; "default" with a single one): its
             maintenance window holds these alerts, its ledger records them (`AlertLedger`), its budget caps
@@ -164,6 +170,7 @@ class AlertDelivery:
         kv_checks: int = 3,
         digest_hour: int = 9,
         on_sent: Callable[[str], None] | None = None,
+        on_tick: Callable[[float, float], None] | None = None,
         options: OncallOptions | None = None,
         deployment: str = DEFAULT_DEPLOYMENT,
     ) -> None:
@@ -182,6 +189,7 @@ class AlertDelivery:
         self.ledger = AlertLedger(services.store, deployment)
         self.replica_id = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.on_sent = on_sent
+        self.on_tick = on_tick
         self.options = options or OncallOptions()
         self.router = Router(channel, self.options.routes, self.options.mention_group)
         self.windows = MaintenanceWindows(services.store)
@@ -194,6 +202,7 @@ class AlertDelivery:
         self.peers: list[Self] = []  # the other deployments' schedulers, run by `start()`
         self.outbox = AlertOutbox(services.store, deployment)  # channels Slack refuses, alerts held back
         self._last_tick: datetime | None = None  # the clock at the last tick (`AlertScheduler._lead`)
+        self._pruned_at: datetime | None = None  # the clock at the last prune (`AlertScheduler._prune`)
         self._lock = threading.Lock()
         self._scheduler: BackgroundScheduler | None = None
 

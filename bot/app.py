@@ -172,6 +172,7 @@ def _alert_schedulers(fleet: Fleet, slack: SlackGateway, metrics: Metrics) -> Al
                 interval_s=watched.alert_interval_s,
                 thresholds=[int(minutes) for minutes in watched.alert_thresholds_min],
                 on_sent=lambda kind: metrics.alerts_sent.labels(kind=kind).inc(),
+                on_tick=metrics.alert_tick_finished,
                 options=OncallOptions.from_settings(watched, elsewhere - {watched.tpu_primary}),
                 deployment=name,
             )

@@ -402,6 +402,13 @@ class Settings(BaseSettings):
     alert_interval_s: float = Field(
         60.0, ge=0.5, le=3600, description="How often alerts are evaluated, seconds."
     )
+    alert_retention_days: int = Field(
+        30,
+        ge=8,
+        le=3650,
+        description="Days the alert ledger keeps the alerts and last states of queued resources that are "
+        "gone (at least 8: a tick reads a week of sent alerts).",
+    )
     alert_thresholds_min: CommaList = Field(
         default_factory=lambda: ["60", "15", "5"],
         description="Minutes before termination (or valid-until) to alert at.",

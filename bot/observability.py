@@ -8,6 +8,8 @@ counters) and are served at `/metrics` by `bot.app.wsgi`:
     tpu_chatops_backend_call_seconds{backend}          backend call latency
     tpu_chatops_backend_errors_total{backend}          OpsErrors, by `OpsError.backend`
     tpu_chatops_alerts_sent_total{kind}                alerts posted to Slack (`Metrics.alerts_sent`)
+    tpu_chatops_alert_tick_seconds                     wall time of one deployment's alert tick
+    tpu_chatops_alert_tick_cpu_seconds                 CPU time the tick's thread used (`time.thread_time`)
 
 Logs: `setup_logging()` writes one JSON object per line (`severity`, `message`, `logging.googleapis.com/trace`
 when the request's trace is known) on Cloud Run (`K_SERVICE` is set) or with `LOG_FORMAT=json`, and readable
@@ -44,6 +46,7 @@ __all__ = [
 ]
 
 ACK_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0)
+TICK_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 BACKEND_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 180.0, 600.0, 1800.0)
 
 
@@ -87,6 +90,18 @@ class Metrics:
             ["kind"],
             registry=self.registry,
         )
+        self.alert_tick = Histogram(
+            "tpu_chatops_alert_tick_seconds",
+            "Wall time of one deployment's alert tick (listing, evaluation, ledger, posts).",
+            buckets=TICK_BUCKETS,
+            registry=self.registry,
+        )
+        self.alert_tick_cpu = Histogram(
+            "tpu_chatops_alert_tick_cpu_seconds",
+            "CPU time of the thread that ran one deployment's alert tick (time.thread_time).",
+            buckets=TICK_BUCKETS,
+            registry=self.registry,
+        )
 
     def command_finished(self, command: str, outcome: str) -> None:
         self.commands.labels(command=command, outcome=outcome).inc()
@@ -109,6 +124,11 @@ class Metrics:
 
     def alert_sent(self, kind: str) -> None:
         self.alerts_sent.labels(kind=kind).inc()
+
+    def alert_tick_finished(self, wall_s: float, cpu_s: float) -> None:
+        """Record one alert tick: `wall_s` seconds of wall time, `cpu_s` seconds of its thread's CPU."""
+        self.alert_tick.observe(wall_s)
+        self.alert_tick_cpu.observe(cpu_s)
 
     def exposition(self) -> tuple[bytes, str]:
         """The text exposition format and its content type, for `/metrics`."""

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -67,6 +68,8 @@ def active() -> AlertScheduler | None:
 
 LEASE = "alert-scheduler"
 DIGEST_MISFIRE_GRACE_S = 3600
+PRUNE_EVERY = timedelta(hours=1)
+"""How often a tick forgets the history of resources gone for longer than ALERT_RETENTION_DAYS."""
 """How late the daily digest may still run after its time (a stalled or suspended process), seconds.
 APScheduler's default is 1 s: a process busy for 2 s at 09:00 skips the day's digest with only a warning
 ("Run time of job ... was missed by"); https://apscheduler.readthedocs.io/en/3.x/userguide.html#missed-job-executions-and-coalescing."""
@@ -226,6 +229,7 @@ class AlertScheduler(OncallJobs):
             A TickResult with the counts of this tick.
         """
         result = TickResult()
+        started, started_cpu = time.perf_counter(), time.thread_time()
         with self._lock:
             now = self.clock()
             try:
@@ -246,6 +250,8 @@ class AlertScheduler(OncallJobs):
                 except Exception as exc:
                     log.exception("vLLM alert check failed")
                     result.errors.append(f"vllm: {type(exc).__name__}"[:300])
+        if self.on_tick is not None:
+            self.on_tick(time.perf_counter() - started, time.thread_time() - started_cpu)
         return result
 
     def _tick_resources(self, now: datetime, result: TickResult) -> None:
@@ -280,12 +286,20 @@ class AlertScheduler(OncallJobs):
         held = [r for r in self.ledger.rows(since=week, status=UNDELIVERED) if r.resolved_at is None]
         found += maintenance_over([*open_rows, *held], answered, zones)
         mutes = self.ledger.mutes(now)
+        # An alert stays due on every tick of its window: claim only the keys not recorded yet (one read),
+        # not one failing insert per known key and tick.
+        known = self.ledger.known(key for alert in found for key in (alert.key, *alert.supersedes))
         threads: dict[str, tuple[str | None, str | None]] = {}
         for alert in found:
             qr = by_identity.get(alert.resource)
             for key in alert.supersedes:
+                if key in known:
+                    continue
                 if self.ledger.claim_key(key, alert.kind, alert.resource, "superseded", now=now):
                     result.superseded += 1
+            if alert.key in known:
+                result.duplicate += 1
+                continue
             muted = self.unseen(alert, now) if alert.resolves else bool(mute_subjects(alert) & mutes.keys())
             if muted:
                 if self.ledger.claim(alert, "suppressed", now=now):
@@ -307,6 +321,19 @@ class AlertScheduler(OncallJobs):
             if previous.get(ident) != seen:
                 changed[ident] = seen
         self.ledger.observe_many(changed, now=now)
+        self._prune(now, by_identity.keys(), zones)
+
+    def _prune(self, now: datetime, listed: Iterable[str], zones: set[str]) -> None:
+        """At most once an hour, forget the ledger rows and observations of resources gone for longer than
+        ALERT_RETENTION_DAYS, so that a tick's reads grow with the fleet, not with the bot's age."""
+        if self._pruned_at is not None and now - self._pruned_at < PRUNE_EVERY:
+            return
+        self._pruned_at = now
+        rows, seen = self.ledger.prune(
+            now=now, keep_days=self.options.retention_days, listed=listed, zones=zones
+        )
+        if rows or seen:
+            log.info("alert ledger: forgot %d rows and %d observations of resources gone", rows, seen)
 
     def _searching(self, qr: QueuedResourceInfo, now: datetime) -> bool:
         """Whether `qr` is a request of a capacity search that is still running (its `SEARCH_KEY` label

@@ -55,6 +55,10 @@ NOT_OPEN_KINDS = frozenset(
     {"state", "vllm_up", "test", "slo_ok", "serving", "recovery", "digest", "lapsed", "maintenance_over"}
 )
 
+KNOWN_CHUNK = 500
+"""Keys per `IN (...)` list: under SQLite's default limit of host parameters (999 before SQLite 3.32,
+https://www.sqlite.org/limits.html#max_variable_number)."""
+
 ledger_table = Table(
     "alert_ledger",
     metadata,
@@ -539,6 +543,72 @@ class AlertLedger:
         except IntegrityError:
             return False
         return True
+
+    def known(self, keys: Iterable[str]) -> set[str]:
+        """Which of `keys` are recorded already (any status, any deployment), in one read per 500 keys, so
+        that a tick claims only the keys it has not claimed before instead of failing an insert for each.
+
+        Args:
+            keys: alert keys (`Alert.key`, superseded threshold keys).
+
+        Returns:
+            The subset of `keys` present in the ledger.
+        """
+        wanted = sorted(set(keys))
+        found: set[str] = set()
+        with self.engine.connect() as conn:
+            for start in range(0, len(wanted), KNOWN_CHUNK):
+                chunk = wanted[start : start + KNOWN_CHUNK]
+                found.update(
+                    conn.execute(select(ledger_table.c.key).where(ledger_table.c.key.in_(chunk))).scalars()
+                )
+        return found
+
+    def prune(
+        self, *, now: datetime, keep_days: int, listed: Iterable[str], zones: Iterable[str]
+    ) -> tuple[int, int]:
+        """Forget what is left of resources that are gone: ledger rows (with their owner rows) and last
+        observations older than `keep_days` whose resource is not in `listed`, in the `zones` that answered
+        this listing (a resource of a zone that did not answer may still exist). A row still "sending" is
+        kept (its post is under way).
+
+        Args:
+            now: timezone-aware current time.
+            keep_days: retention, days (ALERT_RETENTION_DAYS).
+            listed: identities (`identity(qr)`) of the queued resources listed now.
+            zones: the zones whose listing answered.
+
+        Returns:
+            (ledger rows deleted, observations deleted).
+        """
+        cutoff = now - timedelta(days=keep_days)
+        alive = set(listed)
+        prefixes = tuple(f"{zone}/" for zone in zones)
+        if not prefixes:
+            return 0, 0
+        with self.engine.begin() as conn:
+            old_rows = conn.execute(
+                select(ledger_table.c.key, ledger_table.c.resource).where(
+                    ledger_table.c.at < cutoff, ledger_table.c.status != "sending"
+                )
+            ).all()
+            keys = [
+                key for key, resource in old_rows if resource.startswith(prefixes) and resource not in alive
+            ]
+            old_seen = conn.execute(
+                select(observations_table.c.resource).where(observations_table.c.at < cutoff)
+            ).scalars()
+            gone = [
+                resource for resource in old_seen if resource.startswith(prefixes) and resource not in alive
+            ]
+            for start in range(0, len(keys), KNOWN_CHUNK):
+                chunk = keys[start : start + KNOWN_CHUNK]
+                conn.execute(delete(ledger_table).where(ledger_table.c.key.in_(chunk)))
+                conn.execute(delete(owners_table).where(owners_table.c.key.in_(chunk)))
+            for start in range(0, len(gone), KNOWN_CHUNK):
+                chunk = gone[start : start + KNOWN_CHUNK]
+                conn.execute(delete(observations_table).where(observations_table.c.resource.in_(chunk)))
+        return len(keys), len(gone)
 
     def claim_key(self, key: str, kind: str, resource: str, status: str, *, now: datetime) -> bool:
         """`claim` for a bare key (e.g. a superseded threshold)."""

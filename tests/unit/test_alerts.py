@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -9,7 +11,7 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import event, select
 
 from bot.scheduler import AlertScheduler, parse_key
 from bot.slack_gateway import SlackGateway
@@ -282,6 +284,55 @@ def test_ledger_mutes_and_observations(tmp_path: Path) -> None:
     assert ledger.thread("r") == ("C1", "1.1")
 
 
+def test_ledger_knows_recorded_keys_in_one_read_of_any_size(tmp_path: Path) -> None:
+    ledger = AlertLedger(Store(f"sqlite:///{tmp_path / 'state.db'}"))
+    (alert,) = evaluate([qr(left=timedelta(minutes=3))], NOW)
+    assert ledger.claim(alert, "sending", now=NOW)
+    many = [f"k{i}" for i in range(1_200)]  # more keys than one IN list holds
+    assert ledger.known([*many, alert.key, alert.key]) == {alert.key}
+    assert ledger.known([]) == set()
+
+
+def test_ledger_prunes_only_old_history_of_resources_gone_from_zones_that_answered(tmp_path: Path) -> None:
+    ledger = AlertLedger(Store(f"sqlite:///{tmp_path / 'state.db'}"))
+    old = NOW - timedelta(days=40)
+    for resource in ("us-east5-a/gone@x", "us-east5-a/alive@x", "europe-west4-a/silent@x"):
+        alert = subject_alert(f"{resource}|stale", "stale", resource, "")
+        assert ledger.claim(alert, "suppressed", now=old)
+        ledger.observe(resource, Observation("FAILED"), now=old)
+    recent = subject_alert("us-east5-a/recent@x|stale", "stale", "us-east5-a/recent@x", "")
+    assert ledger.claim(recent, "suppressed", now=NOW - timedelta(days=2))
+    sending = subject_alert("us-east5-a/gone@x|expiry|5", "expiry", "us-east5-a/gone@x", "")
+    assert ledger.claim(sending, "sending", now=old)
+
+    assert ledger.prune(now=NOW, keep_days=30, listed=["us-east5-a/alive@x"], zones=["us-east5-a"]) == (1, 1)
+    left = {row.resource for row in ledger.rows()}
+    # kept: listed now, in a zone that did not answer, recent, and a claim whose post is under way
+    assert left == {
+        "us-east5-a/alive@x",
+        "europe-west4-a/silent@x",
+        "us-east5-a/recent@x",
+        "us-east5-a/gone@x",
+    }
+    assert ledger.get(sending.key) is not None
+    assert set(ledger.observations()) == {"us-east5-a/alive@x", "europe-west4-a/silent@x"}
+    assert ledger.prune(now=NOW, keep_days=30, listed=[], zones=[]) == (0, 0)
+
+
+@contextmanager
+def event_listening(engine: Any, name: str, statements: list[str]) -> Iterator[None]:
+    """Collect the SQL statements `engine` runs inside the block."""
+
+    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        statements.append(statement)
+
+    event.listen(engine, name, record)
+    try:
+        yield
+    finally:
+        event.remove(engine, name, record)
+
+
 class FakeSlack:
     def __init__(self) -> None:
         self.calls: list[tuple[str, dict[str, Any]]] = []
@@ -321,7 +372,11 @@ def test_scheduler_posts_once_updates_state_message_in_place_and_honours_mutes(t
     listing["resources"] = (active,)
     result = scheduler.tick()
     assert (result.sent, result.superseded) == (2, 1)  # state change + 15-minute alert; 60 superseded
-    assert scheduler.tick().sent == 0  # nothing twice
+    inserts = []
+    with event_listening(services.store.engine, "before_cursor_execute", inserts):
+        again = scheduler.tick()
+    assert (again.sent, again.duplicate) == (0, 1)  # nothing twice: the countdown is known
+    assert not [sql for sql in inserts if "INSERT INTO alert_ledger" in sql]  # and no insert tried for it
     posts = [kw for kind, kw in slack.calls if kind == "post"]
     updates = [kw for kind, kw in slack.calls if kind == "update"]
     # one state message (the first post, ts 1.000001), each transition in its thread; one expiry alert
