@@ -1,4 +1,4 @@
-"""Entry point: `python -m bot [serve | manifest [--url URL]]` (the demo is `python -m sim demo`)."""
+"""Entry point: `python -m bot [serve | manifest [--url URL] | ssh-key]` (the demo: `python -m sim demo`)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import sys
 from types import FrameType
 
 from bot.config import ConfigError, load_settings
+from ops.ssh import ssh_keys_entry
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
@@ -25,6 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("serve", help="run the bot (BOT_MODE=http or socket); the default")
     manifest = sub.add_parser("manifest", help="print app_manifest.yaml generated from the command registry")
     manifest.add_argument("--url", help="request URL for HTTP mode (default: a Socket Mode manifest)")
+    sub.add_parser("ssh-key", help="print the bot's ssh-keys metadata line (SSH_USER and the public key)")
     # The demo runs on the simulators, which are no part of the bot: it lives in sim/ (a source checkout).
     sub.add_parser("demo", help="moved: `make demo`, or `python -m sim demo` in a source checkout")
     argv = sys.argv[1:] if argv is None else argv
@@ -55,6 +57,12 @@ def main(argv: list[str] | None = None) -> int:
         for problem in exc.problems:
             print(f"config error: {problem}", file=sys.stderr)
         return 2
+    if args.action == "ssh-key":
+        if not settings.ssh_key_path:
+            print("ssh-key: SSH_KEY_PATH is unset (docs/ssh.md)", file=sys.stderr)
+            return 2
+        print(ssh_keys_entry(settings.ssh_key_path, settings.ssh_user))
+        return 0
     from bot.app import serve
     from bot.startup import explain, google_credentials_problem
 
