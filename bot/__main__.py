@@ -20,6 +20,25 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+def _config_errors(exc: ConfigError) -> int:
+    for problem in exc.problems:
+        print(f"config error: {problem}", file=sys.stderr)
+    return 2
+
+
+def _ssh_key() -> int:
+    """`ssh-key`: print the bot's `ssh-keys` metadata line (docs/ssh.md); 2 when it cannot be made."""
+    try:
+        settings = load_settings()
+    except ConfigError as exc:
+        return _config_errors(exc)
+    if not settings.ssh_key_path:
+        print("ssh-key: SSH_KEY_PATH is unset (docs/ssh.md)", file=sys.stderr)
+        return 2
+    print(ssh_keys_entry(settings.ssh_key_path, settings.ssh_user))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bot", description="tpu-chatops Slack bot")
     sub = parser.add_subparsers(dest="action")
@@ -48,21 +67,15 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         sys.stdout.write(manifest_yaml(url))
         return 0
+    if args.action == "ssh-key":  # no logging set up: it prints one line
+        return _ssh_key()
     from bot.observability import setup_logging
 
     setup_logging(logging.INFO)  # JSON for Cloud Logging on Cloud Run or LOG_FORMAT=json, else lines
     try:
         settings = load_settings()
     except ConfigError as exc:
-        for problem in exc.problems:
-            print(f"config error: {problem}", file=sys.stderr)
-        return 2
-    if args.action == "ssh-key":
-        if not settings.ssh_key_path:
-            print("ssh-key: SSH_KEY_PATH is unset (docs/ssh.md)", file=sys.stderr)
-            return 2
-        print(ssh_keys_entry(settings.ssh_key_path, settings.ssh_user))
-        return 0
+        return _config_errors(exc)
     from bot.app import serve
     from bot.startup import explain, google_credentials_problem
 

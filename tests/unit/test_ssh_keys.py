@@ -12,6 +12,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import ValidationError
 
+from bot.__main__ import main
 from bot.config import Settings
 from ops.errors import BadInput
 from ops.ssh import KEY_COMMENT, load_key, ssh_keys_entry
@@ -100,3 +101,26 @@ def test_settings_refuse_an_unusable_ssh_key_path(tmp_path: Path) -> None:
     _write_key(path)
     settings = Settings(_env_file=None, ssh_key_path=str(path), **base)  # type: ignore[call-arg]
     assert settings.ssh_key_path == str(path)
+
+
+def test_the_ssh_key_command_prints_the_metadata_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "id_ed25519"
+    _write_key(path)
+    monkeypatch.chdir(tmp_path)  # no .env here
+    env = {
+        "SLACK_BOT_TOKEN": "xoxb-1",
+        "SLACK_SIGNING_SECRET": "s" * 32,
+        "GCP_PROJECT": "demo-project",
+        "TPU_ZONES": "us-east5-a",
+        "SSH_USER": "ops-bot",
+        "SSH_KEY_PATH": str(path),
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert main(["ssh-key"]) == 0
+    assert capsys.readouterr().out == ssh_keys_entry(str(path), "ops-bot") + "\n"
+    monkeypatch.setenv("SSH_KEY_PATH", str(tmp_path / "missing"))
+    assert main(["ssh-key"]) == 2
+    assert "SSH_KEY_PATH: cannot read the SSH key" in capsys.readouterr().err
