@@ -522,7 +522,7 @@ class RemoteHost:
             expected = trusted.get(exc.expected_key.get_name())
             origin = f" (from {expected[1]})" if expected is not None else ""
             raise PermissionDenied(
-                f"SSH host key of {where}{node} CHANGED: the server offered {_describe(exc.key)} but the "
+                f"SSH host key of {where} CHANGED{node}: the server offered {_describe(exc.key)} but the "
                 f"trusted key is {_describe(exc.expected_key)}{origin}. "
                 f"{self._published_note(exc.key, published)}Refusing to connect: either the VM was recreated "
                 "or someone is intercepting the connection.",

@@ -22,9 +22,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from bot.config import Settings
 from bot.services import Services
+from ops import faults
 from ops.errors import NotFound, PermissionDenied
 from ops.ownership import new_request_id, ownership_labels
-from ops.ssh import ssh_keys_entry
+from ops.ssh import load_key, ssh_keys_entry
 from ops.tpu import TpuOps
 from ops.tpu_model import CreateSpec
 from sim.gcp import GcpSimulator
@@ -106,6 +107,13 @@ def create_node(gcp: GcpSimulator, ssh_keys: str) -> str:
         tpu.close()
 
 
+def play_guest_agent(gcp: GcpSimulator, sshd: OpenSSHServer, ssh_keys: str, *, publish: bool = True) -> None:
+    """SIMULATED guest agent: authorize the key of the node's ssh-keys line, publish sshd's host key."""
+    (sshd.root / "authorized_keys").write_text(ssh_keys.split(":", 1)[1] + "\n")
+    if publish:
+        gcp.publish_host_key(ZONE, NODE, sshd.host_key_type, sshd.host_key_b64)
+
+
 def test_created_node_carries_the_bots_public_key_and_ssh_trusts_its_guest_attributes(
     gcp: GcpSimulator, client_key: Path, tmp_path: Path
 ) -> None:
@@ -118,11 +126,11 @@ def test_created_node_carries_the_bots_public_key_and_ssh_trusts_its_guest_attri
     login, key_line = entry.split(":", 1)
     kind, b64, comment = key_line.split()
     assert (login, kind, comment) == (user, "ssh-ed25519", "tpu-chatops")
+    assert b64 == load_key(str(client_key)).get_base64()  # the public half of SSH_KEY_PATH
     assert "PRIVATE KEY" not in str(body)
 
     with OpenSSHServer(host=ip) as sshd:
-        (sshd.root / "authorized_keys").write_text(f"{kind} {b64}\n")  # what the guest agent does for `user`
-        gcp.publish_host_key(ZONE, NODE, sshd.host_key_type, sshd.host_key_b64)
+        play_guest_agent(gcp, sshd, entry)
         settings = settings_for(
             gcp, tmp_path, ssh_key_path=str(client_key), ssh_user=sshd.user, ssh_port=sshd.port
         )
@@ -158,6 +166,8 @@ def test_created_node_carries_the_bots_public_key_and_ssh_trusts_its_guest_attri
             assert "CHANGED" in message and f"node {NODE} ({ZONE})" in message
             assert f"publish ssh-ed25519 {other.fingerprint}, a different key" in message
             assert "re-learns" in refused.value.hint
+            known = faults.explain(message)  # the diagnosis names it as the host-key family
+            assert known is not None and known[0].name == "ssh-host-key" and ip in known[1]
         finally:
             services.close()
             services.store.close()
@@ -191,6 +201,44 @@ def test_a_node_the_bot_did_not_make_is_never_trusted_from_guest_attributes(
             assert "CHANGED" in refused.value.message
             assert "No node is known for this address" in refused.value.message
             assert not any(":getGuestAttributes" in path for _, path in gcp.requests)
+        finally:
+            services.close()
+            services.store.close()
+
+
+def test_a_vm_the_bot_recreated_is_re_learned_from_its_new_guest_attributes(
+    gcp: GcpSimulator, client_key: Path, tmp_path: Path
+) -> None:
+    """The old VM's key was pinned (SSH_HOST_KEYS); the bot deletes and recreates the queued resource (same
+    name, so here the same address), the new VM's sshd has a new host key and publishes it: the bot
+    connects without anyone touching the pin."""
+    entry = ssh_keys_entry(str(client_key), getpass.getuser())
+    ip = create_node(gcp, entry)
+    with OpenSSHServer(host=ip) as old_vm:
+        play_guest_agent(gcp, old_vm, entry)
+        pinned = f"{old_vm.host_key_type} {old_vm.host_key_b64}"
+        fields = {"ssh_key_path": str(client_key), "ssh_user": old_vm.user, "ssh_host_keys": [pinned]}
+    tpu = TpuOps(gcp.project, api_endpoint=gcp.url, timeout_s=5, num_retries=0)
+    try:
+        tpu.delete_queued_resource(NAME, ZONE, force=True, wait=True, poll_s=0.05)
+    finally:
+        tpu.close()
+    assert create_node(gcp, entry) == ip
+    with OpenSSHServer(host=ip) as new_vm:
+        assert new_vm.host_key_b64 != old_vm.host_key_b64
+        play_guest_agent(gcp, new_vm, entry, publish=False)
+        services = Services.from_settings(settings_for(gcp, tmp_path, ssh_port=new_vm.port, **fields))
+        try:
+            with services.remote() as remote, pytest.raises(PermissionDenied) as refused:
+                remote.run("journalctl", unit="docker.service", tail=1)  # first boot: nothing published yet
+            message = refused.value.message
+            assert "CHANGED" in message and "(from pinned keys (SSH_HOST_KEYS))" in message
+            assert f"The guest attributes of node {NODE} ({ZONE}) publish no ssh-ed25519 key (yet)" in message
+
+            gcp.publish_host_key(ZONE, NODE, new_vm.host_key_type, new_vm.host_key_b64)
+            with services.remote() as remote:
+                assert remote.run("journalctl", unit="docker.service", tail=1).exit_status == 0
+            assert new_vm.received() == ["journalctl -u docker.service -n 1 --no-pager"]
         finally:
             services.close()
             services.store.close()
