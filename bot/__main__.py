@@ -1,4 +1,4 @@
-"""Entry point: `python -m bot [serve | manifest [--url URL]]` (the demo is `python -m sim demo`)."""
+"""Entry point: `python -m bot [serve | manifest [--url URL] | ssh-key]` (the demo: `python -m sim demo`)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import sys
 from types import FrameType
 
 from bot.config import ConfigError, load_settings
+from ops.ssh import ssh_keys_entry
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
@@ -19,12 +20,32 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+def _config_errors(exc: ConfigError) -> int:
+    for problem in exc.problems:
+        print(f"config error: {problem}", file=sys.stderr)
+    return 2
+
+
+def _ssh_key() -> int:
+    """`ssh-key`: print the bot's `ssh-keys` metadata line (docs/ssh.md); 2 when it cannot be made."""
+    try:
+        settings = load_settings()
+    except ConfigError as exc:
+        return _config_errors(exc)
+    if not settings.ssh_key_path:
+        print("ssh-key: SSH_KEY_PATH is unset (docs/ssh.md)", file=sys.stderr)
+        return 2
+    print(ssh_keys_entry(settings.ssh_key_path, settings.ssh_user))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bot", description="tpu-chatops Slack bot")
     sub = parser.add_subparsers(dest="action")
     sub.add_parser("serve", help="run the bot (BOT_MODE=http or socket); the default")
     manifest = sub.add_parser("manifest", help="print app_manifest.yaml generated from the command registry")
     manifest.add_argument("--url", help="request URL for HTTP mode (default: a Socket Mode manifest)")
+    sub.add_parser("ssh-key", help="print the bot's ssh-keys metadata line (SSH_USER and the public key)")
     # The demo runs on the simulators, which are no part of the bot: it lives in sim/ (a source checkout).
     sub.add_parser("demo", help="moved: `make demo`, or `python -m sim demo` in a source checkout")
     argv = sys.argv[1:] if argv is None else argv
@@ -46,15 +67,15 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         sys.stdout.write(manifest_yaml(url))
         return 0
+    if args.action == "ssh-key":  # no logging set up: it prints one line
+        return _ssh_key()
     from bot.observability import setup_logging
 
     setup_logging(logging.INFO)  # JSON for Cloud Logging on Cloud Run or LOG_FORMAT=json, else lines
     try:
         settings = load_settings()
     except ConfigError as exc:
-        for problem in exc.problems:
-            print(f"config error: {problem}", file=sys.stderr)
-        return 2
+        return _config_errors(exc)
     from bot.app import serve
     from bot.startup import explain, google_credentials_problem
 

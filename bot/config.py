@@ -27,6 +27,7 @@ from ops.idle import parse_schedule
 from ops.linear import linear
 from ops.remote_commands import unit_name
 from ops.slo import load_rules, parse_span
+from ops.ssh import load_key
 
 CommaList = Annotated[list[str], NoDecode]
 
@@ -338,16 +339,25 @@ class Settings(BaseSettings):
         ),
     )
 
-    # SSH to the TPU VM (container control). Host keys are always checked: known_hosts and/or pinned keys.
+    # SSH to the TPU VM (container control). Host keys are always checked: known_hosts, pinned keys, and the
+    # guest attributes of a node the bot made or the primary (docs/ssh.md).
     ssh_host: str | None = Field(
         None, description="SSH target, the TPU VM's address; unset: the vLLM endpoint's host."
     )
     ssh_port: int = Field(22, ge=1, le=65535, description="SSH port of the TPU VM.")
     ssh_user: str = Field(
-        "tpu-chatops", pattern=r"^[a-z_][a-z0-9_-]{0,31}$", description="SSH user on the TPU VM."
+        "tpu-chatops",
+        pattern=r"^[a-z_][a-z0-9_-]{0,31}$",
+        description=(
+            "SSH user on the TPU VM; the nodes the bot creates get it, with the bot's public key, in "
+            "their ssh-keys metadata."
+        ),
     )
     ssh_key_path: str | None = Field(
-        None, description="The bot's private SSH key (required for /vllm status|logs|start|...)."
+        None,
+        description=(
+            "The bot's private SSH key, unencrypted (required for /vllm status|logs|start|...; docs/ssh.md)."
+        ),
     )
     ssh_known_hosts_path: str | None = Field(
         None, description="Trusted host keys: an OpenSSH known_hosts file with the VM's host key."
@@ -526,6 +536,16 @@ class Settings(BaseSettings):
         if value.startswith(("xox", "xapp-")) or any(c.isspace() for c in value):
             raise ValueError("this is a token, not the signing secret (Basic Information, App Credentials)")
         return secret
+
+    @field_validator("ssh_key_path")
+    @classmethod
+    def _check_ssh_key(cls, path: str | None) -> str | None:
+        if path is not None:
+            try:
+                load_key(path)
+            except BadInput as exc:
+                raise ValueError(f"{exc.message} ({exc.hint})") from None
+        return path
 
     @field_validator("ssh_host_keys")
     @classmethod

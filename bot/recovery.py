@@ -144,6 +144,7 @@ def recover(
             startup_script=spec.startup_script,
             labels=spec.labels,
             service_account=spec.service_account,
+            ssh_keys=spec.ssh_keys,
             cancel=ctx.cancelled,
             search_id=operation_id,
             user_id=ctx.user_id,

@@ -22,7 +22,7 @@ from ops.endpoint import Endpoint, EndpointResolver
 from ops.errors import BadInput, OpsError
 from ops.google import CLOUD_PLATFORM_SCOPE
 from ops.secrets import SecretStore
-from ops.ssh import RemoteHost
+from ops.ssh import PublishedHostKeys, RemoteHost
 from ops.store import Store
 from ops.tpu import TpuOps
 from ops.vllm import VllmClient
@@ -197,13 +197,26 @@ class Services:
         """An SSH connection to the TPU VM, host key checked: to `host`, else SSH_HOST, else the vLLM
         endpoint's host.
 
+        The host keys are SSH_KNOWN_HOSTS_PATH's and SSH_HOST_KEYS', and, when SSH goes to the endpoint's
+        node (SSH_HOST unset), the keys that node's guest attributes publish: the endpoint is only ever a
+        node of the primary (TPU_PRIMARY) or of a queued resource carrying the bot's `managed-by` label
+        (`ops.endpoint`), so a VM the bot did not make or was not told to use is never trusted that way.
+
         Raises:
-            BadInput: no SSH key or no trusted host key is configured. What `resolve()` raises.
+            BadInput: no SSH key, or no trusted host key at all. What `resolve()` raises (SSH_HOST unset and
+                no `host`).
         """
         s = self.settings
-        host = host or s.ssh_host or urlsplit(self.endpoints.resolve().url).hostname or ""
         if not s.ssh_key_path:
-            raise BadInput("SSH is not configured: SSH_KEY_PATH is unset", "see docs/settings.md")
+            raise BadInput("SSH is not configured: SSH_KEY_PATH is unset", "see docs/ssh.md")
+        endpoint: Endpoint | None = None
+        if not s.ssh_host:
+            try:
+                endpoint = self.endpoints.resolve()
+            except OpsError:
+                if not host:
+                    raise
+        host = host or s.ssh_host or (urlsplit(endpoint.url).hostname if endpoint else "") or ""
         pinned = dict(key.split(maxsplit=1) for key in s.ssh_host_keys)
         return RemoteHost(
             host,
@@ -212,8 +225,18 @@ class Services:
             key_path=s.ssh_key_path,
             known_hosts_path=s.ssh_known_hosts_path,
             pinned_host_keys=pinned,
+            published_host_keys=self._published_host_keys(endpoint, host),
             sudo=s.ssh_sudo,
         )
+
+    def _published_host_keys(self, endpoint: Endpoint | None, host: str) -> PublishedHostKeys | None:
+        """The guest-attribute host keys of the endpoint's node, when SSH goes to that node's address."""
+        if endpoint is None or not endpoint.node or not endpoint.zone:
+            return None
+        if urlsplit(endpoint.url).hostname != host:
+            return None
+        zone, node = endpoint.zone, endpoint.node
+        return PublishedHostKeys(f"{node} ({zone})", lambda: self.tpu.host_keys(zone, node))
 
     def container(self, host: str | None = None) -> tuple[VllmContainer, RemoteHost]:
         """The vLLM container on the TPU VM (at `host`, else as `remote` chooses), and its SSH connection

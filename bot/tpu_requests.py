@@ -1,5 +1,6 @@
 """What a queued resource to create is made of: the /tpu create arguments, and the spec built from them and
-the settings (the startup script that serves vLLM, the bot's label). /tpu create, /tpu find, /tpu ensure and
+the settings (the startup script that serves vLLM, the bot's label, the bot's public SSH key for SSH_USER in
+the node's `ssh-keys` metadata: docs/ssh.md). /tpu create, /tpu find, /tpu ensure and
 recovery all build their requests here."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from bot.render import human_duration
 from ops import deploy
 from ops.errors import BadInput
 from ops.ownership import MANAGED_BY, MANAGED_BY_KEY
+from ops.ssh import ssh_keys_entry
 from ops.tpu_model import FLEX_START_MAX_RUN, CreateSpec
 
 # How long vLLM takes to serve again once its TPU VM is up: download and compile the model. The figure the
@@ -55,7 +57,8 @@ def create_spec(ctx: Context, args: CreateArgs) -> tuple[CreateSpec, deploy.Star
         (the CreateSpec to send, without ownership labels; the StartupConfig its startup script serves).
 
     Raises:
-        BadInput: --max-run over flex-start's 7-day limit, or given for another provisioning model.
+        BadInput: --max-run over flex-start's 7-day limit, or given for another provisioning model; the
+            SSH key cannot be read (`ops.ssh.load_key`).
     """
     settings = ctx.services.settings
     max_run = args.max_run
@@ -82,6 +85,7 @@ def create_spec(ctx: Context, args: CreateArgs) -> tuple[CreateSpec, deploy.Star
         startup_script=deploy.startup_script(startup),
         labels={MANAGED_BY_KEY: MANAGED_BY},
         service_account=settings.tpu_service_account,
+        ssh_keys=ssh_keys_entry(settings.ssh_key_path, settings.ssh_user) if settings.ssh_key_path else "",
     )
     return spec, startup
 

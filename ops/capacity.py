@@ -239,6 +239,7 @@ class CapacitySearch:
         startup_script: str = "",
         labels: Mapping[str, str] | None = None,
         service_account: str | None = None,
+        ssh_keys: str = "",
         progress: Callable[[Mapping[str, str]], None] | None = None,
         cancel: threading.Event | None = None,
         search_id: str | None = None,
@@ -256,9 +257,9 @@ class CapacitySearch:
             zones: zones to try, in order; None: `candidate_zones(accelerator_type)`.
             parallel: at most this many requests outstanding at once (K >= 1).
             retry_all: also try zones with a remembered permanent failure.
-            runtime_version, max_run_duration, valid_until, startup_script, labels, service_account: as in
-                CreateSpec (max_run_duration is required for flex-start; valid_until bounds how long each
-                zone's request waits for capacity).
+            runtime_version, max_run_duration, valid_until, startup_script, labels, service_account,
+                ssh_keys: as in CreateSpec (max_run_duration is required for flex-start; valid_until bounds
+                how long each zone's request waits for capacity).
             progress: called with an immutable snapshot (zone -> state) after every change, from the
                 search's threads, one call at a time; its exceptions are logged and ignored.
             cancel: set it to stop: every request made is deleted (and verified gone) before returning.
@@ -290,6 +291,7 @@ class CapacitySearch:
             startup_script=startup_script,
             labels=dict(labels or {}),
             service_account=service_account,
+            ssh_keys=ssh_keys,
         )
         check_create_spec(template)
         order = list(dict.fromkeys(zones if zones is not None else self.candidate_zones(accelerator_type)))

@@ -30,14 +30,16 @@ DEAD_NODE_STATES = frozenset({"PREEMPTED", "STOPPED", "STOPPING", "TERMINATED", 
 @dataclass(frozen=True)
 class Endpoint:
     """The vLLM base URL (no /v1) and a sentence saying how it was found; for an endpoint found from a
-    node, that node's name, create time and queued resource (the VM behind the URL: a recreated VM has
-    another create time, and usually another IP)."""
+    node, that node's name, create time, queued resource and zone (the VM behind the URL: a recreated VM
+    has another create time, and usually another IP). Such a node is always one the bot trusts: the
+    primary, or made by the bot."""
 
     url: str
     source: str
     node: str = ""
     node_created: datetime | None = None
     resource: str = ""
+    zone: str = ""
 
 
 class EndpointResolver:
@@ -174,5 +176,6 @@ class EndpointResolver:
                         node=node.name,
                         node_created=node.create_time,
                         resource=resource.name,
+                        zone=resource.zone,
                     )
         return None

@@ -1,9 +1,13 @@
 """SSH to the TPU VM (paramiko) with host-key checking: the transport that runs the allowed commands.
 
 Security model:
-- Host keys are checked against a known_hosts file and/or keys pinned in settings. Unknown or changed keys are
-  refused (`paramiko.RejectPolicy`, never `AutoAddPolicy`) with `PermissionDenied` naming the host and the
-  SHA256 fingerprint the server offered.
+- Host keys are checked against a known_hosts file, keys pinned in settings, and, for a VM the bot may trust
+  (`PublishedHostKeys`: a node it made, or the configured primary), the keys the VM's Google guest agent
+  published in the TPU API's guest attributes (`hostkeys/` namespace; see docs/ssh.md). Keys are never
+  trusted on first use: unknown or changed keys are refused (`paramiko.RejectPolicy`, never
+  `AutoAddPolicy`) with `PermissionDenied` naming the host, the node and the SHA256 fingerprint the server
+  offered. For one key type, guest attributes win over a pinned key, and a pinned key over known_hosts: a
+  VM the bot recreated is re-learned from its new guest attributes.
 - Only the command templates of `ops.remote_commands.TEMPLATES` can run, rendered by
   `ops.remote_commands.render` (every argument validated by its kind, then `shlex.quote`d).
 - No private key material appears in messages or logs (only public fingerprints).
@@ -16,7 +20,7 @@ import binascii
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, NoReturn
@@ -34,7 +38,7 @@ from ops.errors import (
 )
 from ops.remote_commands import render
 
-__all__ = ["CommandResult", "RemoteHost"]
+__all__ = ["KEY_COMMENT", "CommandResult", "PublishedHostKeys", "RemoteHost", "load_key", "ssh_keys_entry"]
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +64,73 @@ class CommandResult:
     truncated: bool = False
 
 
+# The comment of the bot's public key in the VM's `ssh-keys` metadata (and so in authorized_keys).
+KEY_COMMENT = "tpu-chatops"
+
+
+# -- the bot's own key --------------------------------------------------------------------------------------
+
+
+def load_key(key_path: str) -> paramiko.PKey:
+    """Read the bot's private SSH key (OpenSSH or PEM; Ed25519, ECDSA or RSA), unencrypted.
+
+    Args:
+        key_path: the file (SSH_KEY_PATH).
+
+    Returns:
+        The paramiko key; its public part is `get_name()` and `get_base64()`.
+
+    Raises:
+        BadInput: the file cannot be read, is encrypted, or is not a private key (the message names the
+            file, never its content).
+    """
+    encrypted = BadInput(
+        f"the SSH key {key_path} is encrypted with a passphrase",
+        "give the bot a key without a passphrase (ssh-keygen -t ed25519 -N '' ...; see docs/ssh.md)",
+    )
+    try:
+        return paramiko.PKey.from_path(key_path)
+    except paramiko.PasswordRequiredException:
+        raise encrypted from None
+    except TypeError as exc:  # cryptography: "Key is password-protected, but password was not provided."
+        if "password" in str(exc).lower():
+            raise encrypted from None
+        raise BadInput(
+            f"{key_path} is not an SSH private key paramiko can read",
+            "make one with `ssh-keygen -t ed25519 -N '' -C tpu-chatops -f tpu-chatops` (docs/ssh.md)",
+        ) from None
+    except OSError as exc:
+        raise BadInput(
+            f"cannot read the SSH key {key_path}: {exc.strerror or exc}",
+            "check SSH_KEY_PATH and that the secret is mounted there (docs/ssh.md)",
+        ) from None
+    except (paramiko.SSHException, UnknownKeyType, ValueError):
+        raise BadInput(
+            f"{key_path} is not an SSH private key paramiko can read",
+            "make one with `ssh-keygen -t ed25519 -N '' -C tpu-chatops -f tpu-chatops` (docs/ssh.md)",
+        ) from None
+
+
+def ssh_keys_entry(key_path: str, user: str) -> str:
+    """The bot's line for a VM's `ssh-keys` metadata: "USER:TYPE BASE64 tpu-chatops".
+
+    The guest agent creates USER on the VM from it and authorizes the key (format "USERNAME:KEY_VALUE",
+    https://cloud.google.com/compute/docs/connect/add-ssh-keys). Only the public part of the key is used.
+
+    Args:
+        key_path: the bot's private key (SSH_KEY_PATH).
+        user: the login user (SSH_USER), e.g. "tpu-chatops".
+
+    Returns:
+        e.g. "tpu-chatops:ssh-ed25519 AAAAC3Nz... tpu-chatops".
+
+    Raises:
+        BadInput: as `load_key`.
+    """
+    key = load_key(key_path)
+    return f"{user}:{key.get_name()} {key.get_base64()} {KEY_COMMENT}"
+
+
 # -- host keys ----------------------------------------------------------------------------------------------
 
 
@@ -67,19 +138,53 @@ def _describe(key: paramiko.PKey) -> str:
     return f"{key.get_name()} {key.fingerprint}"
 
 
+@dataclass(frozen=True)
+class PublishedHostKeys:
+    """Host keys of one TPU VM from a source that proves them: the TPU API's guest attributes, where the
+    VM's Google guest agent publishes its sshd keys (`ops.tpu.TpuOps.host_keys`).
+
+    Only give this for a VM the bot may trust (a node it made, or the configured primary): the caller
+    decides (`bot.services.Services.remote`).
+
+    Attributes:
+        node: the node, as messages name it, e.g. "gemma4-qr-node (us-east5-a)".
+        fetch: returns key type -> base64 public key, e.g. {"ssh-ed25519": "AAAAC3..."} ({} while the
+            guest agent published none); raises OpsError when the TPU API cannot be read. Called on every
+            connect, so a recreated VM's new keys are read again.
+    """
+
+    node: str
+    fetch: Callable[[], Mapping[str, str]]
+
+
+def _public_key(key_type: str, b64: str) -> paramiko.PKey:
+    """A public key from its type and base64 blob.
+
+    Raises:
+        ValueError: not valid base64, or not a key of a type paramiko knows.
+    """
+    try:
+        return paramiko.PKey.from_type_string(key_type, base64.b64decode(b64, validate=True))
+    except (binascii.Error, ValueError, paramiko.SSHException, UnknownKeyType) as exc:
+        raise ValueError(f"{key_type} is not a valid public key") from exc
+
+
 class _RejectUnknownHostKey(paramiko.RejectPolicy):
     """RejectPolicy that raises PermissionDenied with the offered fingerprint (never adds the key)."""
 
-    def __init__(self, display: str, sources: str) -> None:
+    def __init__(self, display: str, sources: str, note: Callable[[paramiko.PKey], str]) -> None:
         self.display = display
         self.sources = sources
+        self.note = note
 
     def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> NoReturn:
         raise PermissionDenied(
             f"SSH host key of {self.display} is not known ({self.sources}); the server offered "
-            f"{_describe(key)}. Refusing to connect.",
-            "verify that fingerprint on the VM (e.g. `ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub` "
-            "from the serial console), then add the key to known_hosts or pin it in settings",
+            f"{_describe(key)}. {self.note(key)}Refusing to connect.",
+            "a VM the bot made publishes its host keys in guest attributes on first boot: retry in a "
+            "minute; otherwise verify that fingerprint on the VM (e.g. `ssh-keygen -lf "
+            "/etc/ssh/ssh_host_ed25519_key.pub` from the serial console), then add the key to known_hosts "
+            "or pin it in settings (docs/ssh.md)",
             backend="ssh",
         )
 
@@ -101,7 +206,9 @@ class RemoteHost:
         known_hosts_path: an OpenSSH known_hosts file to check the host key against (entries for a port other
             than 22 are written `[host]:port`).
         pinned_host_keys: key type -> base64 public key, e.g. {"ssh-ed25519": "AAAAC3..."}, trusted for this
-            host in addition to known_hosts.
+            host in addition to known_hosts (a pinned key replaces known_hosts' key of the same type).
+        published_host_keys: the VM's keys from its guest attributes, read on each connect; they replace the
+            other sources' keys of the same type (see `PublishedHostKeys`).
         connect_timeout_s: seconds for TCP connect, SSH banner, authentication and channel open.
         command_timeout_s: default seconds a command may run (`run(timeout_s=...)` overrides).
         sudo: prefix docker/journalctl commands with `sudo -n` (TPU VM users are often not in the docker
@@ -121,16 +228,19 @@ class RemoteHost:
         pkey: paramiko.PKey | None = None,
         known_hosts_path: str | None = None,
         pinned_host_keys: Mapping[str, str] | None = None,
+        published_host_keys: PublishedHostKeys | None = None,
         connect_timeout_s: float = 10,
         command_timeout_s: float = 60,
         sudo: bool = False,
     ) -> None:
         if key_path is None and pkey is None:
             raise BadInput("SSH needs a private key: set key_path or pkey", "configure the bot's SSH key")
-        if known_hosts_path is None and not pinned_host_keys:
+        if known_hosts_path is None and not pinned_host_keys and published_host_keys is None:
             raise BadInput(
-                f"no trusted host key for {host}: set known_hosts_path or pinned_host_keys",
-                "host-key checking cannot be turned off; pin the VM's key after verifying its fingerprint",
+                f"no trusted host key for {host}: it is not a node the bot made (whose key its guest "
+                "attributes publish), and neither SSH_KNOWN_HOSTS_PATH nor SSH_HOST_KEYS is set",
+                "host-key checking cannot be turned off; pin the VM's key after verifying its fingerprint "
+                "(docs/ssh.md)",
             )
         self.host = host
         self.port = int(port)
@@ -141,13 +251,12 @@ class RemoteHost:
         self._key_path = key_path
         self._pkey = pkey
         self._known_hosts_path = known_hosts_path
+        self._published = published_host_keys
         self._pinned: list[paramiko.PKey] = []
         for key_type, b64 in (pinned_host_keys or {}).items():
             try:
-                self._pinned.append(
-                    paramiko.PKey.from_type_string(key_type, base64.b64decode(b64, validate=True))
-                )
-            except (binascii.Error, ValueError, paramiko.SSHException, UnknownKeyType) as exc:
+                self._pinned.append(_public_key(key_type, b64))
+            except ValueError as exc:
                 raise BadInput(
                     f"pinned host key {key_type} for {host} is not a valid public key",
                     'give the base64 part of the key line, e.g. {"ssh-ed25519": "AAAAC3..."}',
@@ -300,25 +409,95 @@ class RemoteHost:
     def _host_key_name(self) -> str:
         return self.host if self.port == 22 else f"[{self.host}]:{self.port}"
 
-    def _connect(self) -> paramiko.SSHClient:
-        client = paramiko.SSHClient()
-        sources = []
+    def _trusted_keys(
+        self,
+    ) -> tuple[dict[str, tuple[paramiko.PKey, str]], list[str], dict[str, paramiko.PKey]]:
+        """The host keys trusted for this host now: key type -> (key, where it came from); the sources read
+        (for messages); and the keys the guest attributes publish (empty without `published_host_keys`).
+
+        Raises:
+            BadInput: the known_hosts file cannot be read.
+            BackendUnavailable: the guest attributes cannot be read and no other source is configured.
+        """
+        name = self._host_key_name()
+        trusted: dict[str, tuple[paramiko.PKey, str]] = {}
+        sources: list[str] = []
         if self._known_hosts_path is not None:
             try:
-                client.load_host_keys(self._known_hosts_path)
+                table = paramiko.HostKeys(self._known_hosts_path)
             except OSError as exc:
                 raise BadInput(
                     f"cannot read known_hosts file {self._known_hosts_path}: {exc.strerror}",
                     "fix SSH_KNOWN_HOSTS_PATH",
                     backend="ssh",
                 ) from exc
+            for key_type, key in (table.lookup(name) or {}).items():
+                trusted[key_type] = (key, f"known_hosts {self._known_hosts_path}")
             sources.append(f"known_hosts {self._known_hosts_path}")
         for key in self._pinned:
-            client.get_host_keys().add(self._host_key_name(), key.get_name(), key)
+            trusted[key.get_name()] = (key, "pinned keys (SSH_HOST_KEYS)")
         if self._pinned:
             sources.append("pinned keys")
+        published: dict[str, paramiko.PKey] = {}
+        if self._published is not None:
+            where = f"the guest attributes of node {self._published.node}"
+            try:
+                raw = self._published.fetch()
+            except OpsError as exc:
+                if not sources:
+                    raise BackendUnavailable(
+                        f"SSH to {self.host}:{self.port}: its host key cannot be learned from {where}: "
+                        f"{exc.message}",
+                        exc.hint or "retry; the bot needs the TPU API to check a VM's host key",
+                        backend="ssh",
+                    ) from exc
+                log.warning("ssh %s: %s unreadable: %s", self.display, where, exc.message)
+                raw = {}
+            for key_type, b64 in raw.items():
+                try:
+                    published[key_type] = _public_key(key_type, b64)
+                except ValueError:
+                    log.warning("ssh %s: %s hold a malformed %s key: ignored", self.display, where, key_type)
+            for key_type, key in published.items():
+                trusted[key_type] = (key, where)
+            sources.append(where + ("" if published else ", which publish no host key yet"))
+        return trusted, sources, published
+
+    def _published_note(self, offered: paramiko.PKey, published: Mapping[str, paramiko.PKey]) -> str:
+        """What the guest attributes say about the offered key, as a sentence for a refusal ("" if none)."""
+        if self._published is None:
+            return (
+                "No node is known for this address (SSH_HOST is set, or the endpoint is VLLM_BASE_URL), so "
+                "no guest attributes were checked. "
+            )
+        node = self._published.node
+        same = published.get(offered.get_name())
+        if same is None:
+            return f"The guest attributes of node {node} publish no {offered.get_name()} key (yet). "
+        if same == offered:
+            return f"The guest attributes of node {node} publish this same key. "
+        return (
+            f"The guest attributes of node {node} publish {_describe(same)}, a different key: the server "
+            "at this address is not that node, or the connection is intercepted. "
+        )
+
+    def _connect(self) -> paramiko.SSHClient:
+        client = paramiko.SSHClient()
+        name = self._host_key_name()
+        try:
+            trusted, sources, published = self._trusted_keys()
+        except OpsError:
+            client.close()
+            raise
+        for key_type, (key, _) in trusted.items():
+            client.get_host_keys().add(name, key_type, key)
         where = f"{self.host}:{self.port}"
-        client.set_missing_host_key_policy(_RejectUnknownHostKey(where, ", ".join(sources)))
+        node = f" (node {self._published.node})" if self._published is not None else ""
+        client.set_missing_host_key_policy(
+            _RejectUnknownHostKey(
+                where + node, ", ".join(sources), lambda offered: self._published_note(offered, published)
+            )
+        )
         timeout = self.connect_timeout_s
         started = time.monotonic()
         try:
@@ -340,21 +519,26 @@ class RemoteHost:
             raise
         except paramiko.BadHostKeyException as exc:
             client.close()
+            expected = trusted.get(exc.expected_key.get_name())
+            origin = f" (from {expected[1]})" if expected is not None else ""
             raise PermissionDenied(
-                f"SSH host key of {where} CHANGED: the server offered {_describe(exc.key)} but the trusted "
-                f"key is {_describe(exc.expected_key)}. Refusing to connect: either the VM was recreated or "
-                "someone is intercepting the connection.",
-                "verify the new fingerprint on the VM (serial console: "
-                "`ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub`), then update known_hosts or the pinned "
-                "key",
+                f"SSH host key of {where} CHANGED{node}: the server offered {_describe(exc.key)} but the "
+                f"trusted key is {_describe(exc.expected_key)}{origin}. "
+                f"{self._published_note(exc.key, published)}Refusing to connect: either the VM was recreated "
+                "or someone is intercepting the connection.",
+                "the bot re-learns the key of a node it made (or TPU_PRIMARY) from that node's guest "
+                "attributes when it was recreated; for another VM verify the new fingerprint on it (serial "
+                "console: `ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub`), then update known_hosts or "
+                "the pinned key (docs/ssh.md)",
                 backend="ssh",
             ) from None
         except paramiko.AuthenticationException as exc:
             client.close()
             raise PermissionDenied(
                 f"SSH to {self.display}: public-key authentication refused",
-                f"add the bot's public key to ~{self.user}/.ssh/authorized_keys on the VM "
-                "(or the instance's ssh-keys metadata / OS Login)",
+                f"a node the bot creates gets its key for {self.user} in the ssh-keys metadata; for another "
+                f"VM add the line `python -m bot ssh-key` prints to the node's ssh-keys metadata, or grant "
+                "OS Login (docs/ssh.md)",
                 backend="ssh",
             ) from exc
         except paramiko.ssh_exception.NoValidConnectionsError as exc:

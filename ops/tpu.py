@@ -3,10 +3,10 @@
 Queued resources and node listings are read through the v2alpha1 REST API (google-api-python-client,
 see `ops.google.tpu_v2alpha1`), because only v2alpha1 defines the flex-start fields
 (`provisioningModel`, `runDuration`, `schedulingConfig.terminationTimestamp`) and the google-cloud-tpu
-protos silently drop them. `TpuOps.get_node`, `start_node` and `stop_node` use the GAPIC `tpu_v2` REST
-client. Creating, deleting and resetting queued resources goes through v2alpha1 too (flex-start's
-`provisioningModel` and `runDuration` exist only there); every change returns a long-running operation
-name (`projects/P/locations/Z/operations/ID`) that `TpuOps.wait_operation` polls.
+protos silently drop them. `TpuOps.get_node`, `host_keys`, `start_node` and `stop_node` use the GAPIC
+`tpu_v2` REST client. Creating, deleting and resetting queued resources goes through v2alpha1 too
+(flex-start's `provisioningModel` and `runDuration` exist only there); every change returns a long-running
+operation name (`projects/P/locations/Z/operations/ID`) that `TpuOps.wait_operation` polls.
 
 The values it returns (`QueuedResourceInfo`, `NodeInfo`, `ZoneListing`) and the create request
 (`CreateSpec`) are in `ops.tpu_model`. Every failure is raised, through `ops.google.map_error` and
@@ -347,6 +347,48 @@ class TpuOps:
         except Exception as exc:
             raise map_error(exc, what) from exc
         return node_from_api(json.loads(tpu_v2.Node.to_json(node, use_integers_for_enums=False)))
+
+    def host_keys(self, zone: str, node_id: str, *, worker: int = 0) -> dict[str, str]:
+        """The SSH host keys a TPU VM worker published, from its guest attributes (`nodes.getGuestAttributes`
+        through the GAPIC `tpu_v2` REST client, query path "hostkeys/").
+
+        On first boot the Google guest agent generates the VM's sshd host keys and writes each public key to
+        the guest attribute `hostkeys/<type>` (value: the base64 key); `gcloud compute tpus tpu-vm ssh`
+        reads the same attributes for its known_hosts (GoogleCloudPlatform/guest-agent,
+        google_guest_agent/instance_setup.go `generateSSHKeys`; reference:
+        https://cloud.google.com/tpu/docs/reference/rest/v2/projects.locations.nodes/getGuestAttributes).
+
+        Args:
+            zone: e.g. "us-east5-a".
+            node_id: node id, e.g. "gemma4-qr-node".
+            worker: the 0-based worker id (worker 0 is the node's first network endpoint, the one SSH uses).
+
+        Returns:
+            key type -> base64 public key, e.g. {"ssh-ed25519": "AAAAC3...", "ecdsa-sha2-nistp256": ...};
+            {} when none is published yet (the guest agent has not run its first boot).
+
+        Raises:
+            BadInput: malformed zone or node id.
+            NotFound: no such node.
+            PermissionDenied, QuotaExceeded, BackendUnavailable, BackendTimeout: see `map_error`.
+        """
+        check_zone(zone)
+        if not _ID.match(node_id or ""):
+            raise BadInput(f"bad node id {node_id!r}", "use the node id shown by describe")
+        name = f"{self._parent(zone)}/nodes/{node_id}"
+        request = {"name": name, "query_path": "hostkeys/", "worker_ids": [str(worker)]}
+        try:
+            response = self._v2().get_guest_attributes(
+                request=request, retry=self._gapic_retry, timeout=self._timeout_s
+            )
+        except Exception as exc:
+            raise map_error(exc, f"TPU API v2 nodes.getGuestAttributes {zone}/{node_id}") from exc
+        keys: dict[str, str] = {}
+        for attributes in response.guest_attributes[:1]:
+            for item in attributes.query_value.items:
+                if item.namespace == "hostkeys" and item.key and item.value:
+                    keys.setdefault(item.key, item.value.strip())
+        return keys
 
     # ---- changes (long-running operations)
     def _check_id(self, value: str, label: str) -> None:

@@ -232,6 +232,9 @@ class CreateSpec:
         valid_until: how long the request may wait for capacity (`queueingPolicy.validUntilDuration`); None:
             no deadline.
         startup_script: node metadata "startup-script" ("" for none).
+        ssh_keys: node metadata "ssh-keys", one "USER:TYPE BASE64 COMMENT" line per key ("" for none): the
+            guest agent makes USER on the VM and authorizes the key
+            (https://cloud.google.com/compute/docs/connect/add-ssh-keys); see `ops.ssh.ssh_keys_entry`.
         labels: node labels (the queued resource itself has none).
         service_account: the node's service account email (scope cloud-platform); None: the default one.
     """
@@ -247,6 +250,7 @@ class CreateSpec:
     startup_script: str = ""
     labels: Mapping[str, str] = field(default_factory=dict)
     service_account: str | None = None
+    ssh_keys: str = ""
 
 
 def _duration_json(value: timedelta) -> str:
@@ -301,7 +305,8 @@ def queued_resource_body(spec: CreateSpec, project: str) -> dict[str, Any]:
 
     Field mapping as gcloud's `alpha compute tpus queued-resources create` (google-cloud-sdk 578.0.0,
     command_lib/compute/tpus/queued_resources): node id -> `tpu.nodeSpec[0].nodeId` (+ `parent`),
-    accelerator/runtime -> `node.acceleratorType`/`runtimeVersion`, startup script -> `node.metadata`,
+    accelerator/runtime -> `node.acceleratorType`/`runtimeVersion`, startup script and SSH keys ->
+    `node.metadata` ("startup-script", "ssh-keys"),
     labels -> `node.labels`, network "default" with `enableExternalIps: true` set explicitly (the API
     default is false, gcloud's is true), service account -> `node.serviceAccount{email, scope:
     [cloud-platform]}`; flex-start -> `provisioningModel: FLEX_START` + `runDuration.maxRunDuration`; spot
@@ -317,8 +322,9 @@ def queued_resource_body(spec: CreateSpec, project: str) -> dict[str, Any]:
     }
     if spec.service_account:
         node["serviceAccount"] = {"email": spec.service_account, "scope": [CLOUD_PLATFORM_SCOPE]}
-    if spec.startup_script:
-        node["metadata"] = {"startup-script": spec.startup_script}
+    metadata = {"startup-script": spec.startup_script, "ssh-keys": spec.ssh_keys}
+    if any(metadata.values()):
+        node["metadata"] = {key: value for key, value in metadata.items() if value}
     if spec.labels:
         node["labels"] = dict(spec.labels)
     body: dict[str, Any] = {"tpu": {"nodeSpec": [{"parent": parent, "nodeId": spec.node_id, "node": node}]}}

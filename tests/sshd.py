@@ -81,9 +81,9 @@ exec /bin/bash -c "$SSH_ORIGINAL_COMMAND"
 """
 
 
-def _free_port() -> int:
+def _free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((host, 0))
         return int(s.getsockname()[1])
 
 
@@ -116,7 +116,8 @@ class FakeCall:
 
 
 class OpenSSHServer:
-    """A real sshd on 127.0.0.1:<free port>. Use as a context manager.
+    """A real sshd on 127.0.0.1:<free port> (or another loopback address: `host`, e.g. a simulated node's
+    127.34.x.y). Use as a context manager.
 
     Attributes (after start):
         root: the temp directory (keys, config, logs, `bin/` for fake programs).
@@ -127,8 +128,9 @@ class OpenSSHServer:
         host_key_type, host_key_b64: the server's public host key.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, host: str = "127.0.0.1") -> None:
         require_sshd()
+        self.host = host
         self._tmp = tempfile.TemporaryDirectory(prefix="tpu-chatops-sshd-")
         self.root = Path(self._tmp.name)
         self.port = 0
@@ -160,14 +162,14 @@ class OpenSSHServer:
     def start(self) -> OpenSSHServer:
         """Start sshd and wait until it accepts connections (about 0.1 s)."""
         os.makedirs("/run/sshd", mode=0o755, exist_ok=True)  # privilege separation directory
-        self.port = _free_port()
+        self.port = _free_port(self.host)
         config = self.root / "sshd_config"
         self._write(
             config,
             "\n".join(
                 [
                     f"Port {self.port}",
-                    "ListenAddress 127.0.0.1",
+                    f"ListenAddress {self.host}",
                     f"HostKey {self.root}/host_key",
                     f"PidFile {self.root}/sshd.pid",
                     f"AuthorizedKeysFile {self.root}/authorized_keys",
@@ -195,7 +197,7 @@ class OpenSSHServer:
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
                 raise RuntimeError(f"sshd exited: {(self.root / 'sshd.log').read_text()[-2000:]}")
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), 0.2):
+            with contextlib.suppress(OSError), socket.create_connection((self.host, self.port), 0.2):
                 return self
             time.sleep(0.02)
         self.stop()
@@ -227,7 +229,7 @@ class OpenSSHServer:
     def known_hosts(self, path: Path | None = None, *, key_b64: str | None = None) -> Path:
         """Write a known_hosts file for this server (optionally with another key) and return its path."""
         path = path or self.root / "known_hosts"
-        path.write_text(f"[127.0.0.1]:{self.port} {self.host_key_type} {key_b64 or self.host_key_b64}\n")
+        path.write_text(f"[{self.host}]:{self.port} {self.host_key_type} {key_b64 or self.host_key_b64}\n")
         return path
 
     def received(self) -> list[str]:

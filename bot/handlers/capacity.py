@@ -461,6 +461,7 @@ def tpu_find(
             startup_script=spec.startup_script,
             labels=spec.labels,
             service_account=spec.service_account,
+            ssh_keys=spec.ssh_keys,
             progress=progress,
             cancel=ctx.cancelled,
             search_id=operation_id,

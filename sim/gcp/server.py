@@ -4,6 +4,7 @@ clock, fault injection and the controls tests use.
 
 Errors use the Google envelope `{"error": {"code": 404, "message": "...", "status": "NOT_FOUND"}}`.
 Controls for tests: `GcpSimulator.now()`, `.advance(seconds)`, `.preempt(zone, node_id)`,
+`.publish_host_key(zone, node_id, key_type, b64)`,
 `.set_capacity(zone, spec)`, `.inject_fault(...)`, `.add_log_entry(text, severity=, at=, ...)`,
 `.log_entries()`, `.requests` and `.request_bodies` (JSON bodies sent to TPU and Logging paths; Secret
 Manager bodies are never recorded).
@@ -161,6 +162,16 @@ class GcpSimulator:
                     f"node {node_id} is {qr.provisioning_model}, not SPOT: it cannot be preempted"
                 )
             preempt_now(qr, self.world.now)
+
+    def publish_host_key(self, zone: str, node_id: str, key_type: str, b64: str) -> None:
+        """Publish an SSH host key in a node's guest attributes (`hostkeys/<key_type>` = `b64`), as the VM's
+        Google guest agent does on first boot (SIMULATED: the test plays the guest agent).
+
+        Raises:
+            KeyError: no such node exists now.
+        """
+        with self.world.lock:
+            self._owner_now(zone, node_id).node.guest_attributes[f"hostkeys/{key_type}"] = b64
 
     def schedule_maintenance(
         self,

@@ -12,6 +12,7 @@ Served in the JSON shapes of the discovery documents google-api-python-client sh
     POST /{v}/.../queuedResources/{id}:reset                       reset (LRO; FAILED only)
     GET /{v}/projects/{p}/locations/{zone}/nodes[/{id}]            list / get
     POST /{v}/.../nodes/{id}:start | :stop                         start / stop (LRO; response: the Node)
+    POST /{v}/.../nodes/{id}:getGuestAttributes                    guest attributes (queryPath, workerIds)
     GET /{v}/projects/{p}/locations/{zone}/acceleratorTypes[/{t}]  list / get
     GET /{v}/projects/{p}/locations/{zone}/operations/{op}         operations.get
 
@@ -19,9 +20,12 @@ v2 responses drop what only v2alpha1 defines (provisioningModel, runDuration, be
 guaranteed.reserved, schedulingConfig.provisioningModel/terminationTimestamp/reservationName). Request
 bodies may encode enums as names (google-api-python-client) or integers (GAPIC REST). Reset is accepted only
 from FAILED: a SUSPENDED one is refused with 400 FAILED_PRECONDITION (its resources are gone; delete and
-recreate it). Delete without force of a QR whose node exists, unless it is ACCEPTED, FAILED or SUSPENDED, is
-refused with 400 FAILED_PRECONDITION (DeleteQueuedResourceRequest.force semantics). Simulator-only texts
-(not captured from Google): the FAILED_PRECONDITION messages and the request-validation messages.
+recreate it). Guest attributes are what a test published (`GcpSimulator.publish_host_key`, playing the
+VM's guest agent); a path nothing was published under answers 200 with no items (a simulator choice:
+Google's answer for that case was not captured). Delete without force of a QR whose node exists, unless it
+is ACCEPTED, FAILED or SUSPENDED, is refused with 400 FAILED_PRECONDITION (DeleteQueuedResourceRequest.force
+semantics). Simulator-only texts (not captured from Google): the FAILED_PRECONDITION messages and the
+request-validation messages.
 """
 
 from __future__ import annotations
@@ -445,6 +449,29 @@ def _stop_node(w: World, m: re.Match[str], query: dict[str, str], _: bytes) -> d
     return _node_change(w, m, "stop", "READY", "STOPPING", "STOPPED")
 
 
+def _get_guest_attributes(w: World, m: re.Match[str], query: dict[str, str], raw: bytes) -> dict[str, Any]:
+    """`nodes.getGuestAttributes`: one `GuestAttributes` per requested worker (all workers without
+    `workerIds`), its `queryValue.items` the node's attributes under `queryPath` ("hostkeys/" is a
+    namespace, "hostkeys/ssh-ed25519" one key; "" or "/" everything)."""
+    w.check(m["project"], m["zone"])
+    qr = w.node_owner(m["zone"], m["id"])
+    body = json_body(raw)
+    path = str(body.get("queryPath") or "").lstrip("/")
+    workers = len(qr.node.internal_ips) or 1
+    wanted = [str(worker) for worker in body.get("workerIds") or range(workers)]
+    for worker in wanted:
+        if not worker.isdigit() or int(worker) >= workers:
+            raise ApiError(
+                400, f"Invalid worker id {worker!r}: node {qr.node.node_id} has {workers} worker(s)."
+            )
+    items = [
+        {"namespace": name.split("/", 1)[0], "key": name.split("/", 1)[1], "value": value}
+        for name, value in sorted(qr.node.guest_attributes.items())
+        if name.startswith(path) or not path
+    ]
+    return {"guestAttributes": [{"queryPath": path, "queryValue": {"items": items}} for _ in wanted]}
+
+
 def _accelerator_type_of(node: dict[str, Any]) -> str:
     """`node.acceleratorType`, else one built from `node.acceleratorConfig{type, topology}`."""
     if node.get("acceleratorType"):
@@ -598,6 +625,7 @@ ROUTES: list[Route] = [
     ("GET", _NODE + "$", _get_node),
     ("POST", _NODE + ":start$", _start_node),
     ("POST", _NODE + ":stop$", _stop_node),
+    ("POST", _NODE + ":getGuestAttributes$", _get_guest_attributes),
     ("GET", _Z + r"/acceleratorTypes$", _list_accelerator_types),
     ("GET", _Z + r"/acceleratorTypes/(?P<id>[^/:]+)$", _get_accelerator_type),
     ("GET", _Z + r"/operations/(?P<id>[^/:]+)$", _get_operation),

@@ -181,6 +181,9 @@ class SimNode:
     pending_at: datetime | None = None
     preempt_at: datetime | None = None
     maintenance: SimMaintenance | None = None
+    # "namespace/key" -> value, as the VM's guest agent writes them (e.g. "hostkeys/ssh-ed25519"); a new
+    # node (a recreated one too) starts with none.
+    guest_attributes: dict[str, str] = field(default_factory=dict)
 
     def maintenance_status(self, now: datetime) -> str | None:
         """PENDING before the announced window, ONGOING inside it, None without one (or after it)."""

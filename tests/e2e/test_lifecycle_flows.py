@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 
 from ops.errors import NotFound
+from ops.ssh import ssh_keys_entry
 from sim.console import DEMO_USER
 from sim.demo import Demo
 
@@ -95,6 +96,9 @@ def test_create_shows_cost_and_token_source_then_creates(world: Demo) -> None:
     assert node["labels"]["tpu-chatops-user"] == DEMO_USER.lower()
     assert node["networkConfig"]["enableExternalIps"] is True
     assert "gcloud secrets versions access" in node["metadata"]["startup-script"]
+    # the bot's public key for SSH_USER, so the guest agent lets the bot in (docs/ssh.md)
+    settings = world.bot.services.settings
+    assert node["metadata"]["ssh-keys"] == ssh_keys_entry(str(settings.ssh_key_path), settings.ssh_user)
     assert _exists(world, "gemma4-b", "us-east5-a")
     assert "already exists" in _say(world, "/tpu create gemma4-b --zone us-east5-a")
 

@@ -481,3 +481,23 @@ def test_announced_maintenance_matches_the_discovery_document(api: str) -> None:
         assert seen == [("PENDING", "HEALTHY"), ("ONGOING", "UNHEALTHY_MAINTENANCE")]
         server.advance(1800)
         assert "upcomingMaintenance" not in fetch(server, path)[1]
+
+
+@pytest.mark.parametrize("api", ["v2alpha1", "v2"])
+def test_guest_attributes_match_the_discovery_document(api: str) -> None:
+    with GcpSimulator(default_scenario(), now=lambda: NOW) as gcp:
+        gcp.publish_host_key("us-east5-a", "gemma4-qr-node", "ssh-ed25519", "AAAAC3NzaC1lZDI1NTE5AAAAI")
+        path = f"/{api}/projects/{gcp.project}/locations/us-east5-a/nodes/gemma4-qr-node:getGuestAttributes"
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        request = urllib.request.Request(
+            gcp.url + path, data=json.dumps({"queryPath": "hostkeys/", "workerIds": ["0"]}).encode()
+        )
+        with opener.open(request, timeout=5) as response:
+            body = json.loads(response.read())
+    assert validate(DOCS[api], "GetGuestAttributesResponse", body) == []
+    (attributes,) = body["guestAttributes"]
+    assert attributes["queryValue"]["items"] == [
+        {"namespace": "hostkeys", "key": "ssh-ed25519", "value": "AAAAC3NzaC1lZDI1NTE5AAAAI"}
+    ]
+    if api == "v2":
+        tpu_v2.GetGuestAttributesResponse.from_json(json.dumps(body), ignore_unknown_fields=False)
