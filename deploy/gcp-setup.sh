@@ -26,6 +26,11 @@ VLLM_API_KEY_SECRET="${VLLM_API_KEY_SECRET:-vllm-api-key}"
 REPOSITORY="${REPOSITORY:-tpu-chatops}"
 SQL_INSTANCE="${SQL_INSTANCE:-tpu-chatops}"
 K8S_NAMESPACE="${K8S_NAMESPACE:-tpu-chatops}"
+NETWORK="${NETWORK:-default}"
+# Where the bot's traffic to the TPU VMs comes from (its subnet, or its static egress IP/32): set it to
+# open vLLM's port and SSH to that range only, on the VMs running as the TPU VMs' account. Unset: no rule
+# (the default network's default-allow-internal already admits 10.128.0.0/9 from inside the VPC).
+BOT_SOURCE_RANGE="${BOT_SOURCE_RANGE:-}"
 
 case "$TARGET" in
 cloudrun | kubernetes) ;;
@@ -182,7 +187,18 @@ else
         --repository-format=docker --description="tpu-chatops images"
 fi
 
-# 7. The platform.
+# 7. The firewall rule from the bot to vLLM (port 8000) and SSH on the TPU VMs, when BOT_SOURCE_RANGE is set.
+if [[ -n "$BOT_SOURCE_RANGE" ]]; then
+    if gcloud compute firewall-rules describe allow-tpu-chatops-to-vllm --project="$PROJECT" >/dev/null 2>&1; then
+        say "firewall rule allow-tpu-chatops-to-vllm exists"
+    else
+        gcloud compute firewall-rules create allow-tpu-chatops-to-vllm --project="$PROJECT" \
+            --network="$NETWORK" --direction=INGRESS --action=ALLOW --rules=tcp:8000,tcp:22 \
+            --source-ranges="$BOT_SOURCE_RANGE" --target-service-accounts="$TPU_SA"
+    fi
+fi
+
+# 8. The platform.
 if [[ "$TARGET" == cloudrun ]]; then
     # Cloud SQL for PostgreSQL: several replicas share the store and its leases. Cloud Run connects through
     # its built-in connector (the Unix socket /cloudsql/PROJECT:REGION:INSTANCE), which needs
