@@ -698,43 +698,22 @@ class Settings(BaseSettings):
 PRODUCTION_SIGNALS = (("K_SERVICE", "Cloud Run"), ("KUBERNETES_SERVICE_HOST", "Kubernetes"))
 
 
-def production_signal(production: bool | None, environ: Mapping[str, str]) -> str | None:
-    """Why this run counts as production, or None when it does not.
-
-    Args:
-        production: the PRODUCTION setting; None: decided by `environ`.
-        environ: the process environment (os.environ).
-
-    Returns:
-        e.g. "PRODUCTION=true", "K_SERVICE=tpu-chatops is set (Cloud Run)"; None when PRODUCTION=false, or
-        unset and no variable of PRODUCTION_SIGNALS is set.
-    """
-    if production is not None:
-        return "PRODUCTION=true" if production else None
-    for name, platform in PRODUCTION_SIGNALS:
-        if environ.get(name):
-            return f"{name}={environ[name]} is set ({platform})"
-    return None
-
-
 def local_store_problem(
-    url: str, production: bool | None, allow_local_store: bool, environ: Mapping[str, str]
+    url: str, production: bool | None, allow: bool, environ: Mapping[str, str]
 ) -> str | None:
-    """The error of a SQLite state store in production, or None when the store is allowed.
+    """Why a SQLite state store is refused here (one line: why, what to set), or None when it is allowed.
 
     Args:
-        url: STATE_DATABASE_URL, a valid SQLAlchemy URL.
-        production, allow_local_store: the settings of the same names.
-        environ: the process environment, for `production_signal`.
-
-    Returns:
-        One line saying why the store is refused and what to set, or None (not SQLite, not production, or
-        ALLOW_LOCAL_STORE=true).
+        url: STATE_DATABASE_URL, a valid SQLAlchemy URL. production, allow: PRODUCTION (None: decided by
+            `environ` and PRODUCTION_SIGNALS) and ALLOW_LOCAL_STORE. environ: the process environment.
     """
     parsed = make_url(url)
-    if parsed.get_backend_name() != "sqlite" or allow_local_store:
+    if parsed.get_backend_name() != "sqlite" or allow or production is False:
         return None
-    signal = production_signal(production, environ)
+    signals = [
+        f"{name}={environ[name]} is set ({where})" for name, where in PRODUCTION_SIGNALS if environ.get(name)
+    ]
+    signal = "PRODUCTION=true" if production else (signals[0] if signals else None)
     if signal is None:
         return None
     where = "in memory" if parsed.database in (None, "", ":memory:") else f"in the file {parsed.database}"

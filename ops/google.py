@@ -353,7 +353,7 @@ def _permission_hint(what: str) -> str:
     """What a 403 on `what` needs, from the table of the bot's Google calls (ops/iam.py), e.g. "the bot's
     service account needs tpu.nodes.list (custom role tpuChatopsBot): run deploy/gcp-setup.sh"; "" when
     the table has no row for it."""
-    calls = iam.calls_for(what)
+    calls = iam.permissions_for(what)
     if not calls:
         return ""
     where = {

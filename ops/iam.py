@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["BOT_ROLE_ID", "CALLS", "GoogleCall", "bot_role_permissions", "calls_for"]
+__all__ = ["BOT_ROLE_ID", "CALLS", "GoogleCall", "bot_role_permissions", "permissions_for"]
 
 BOT_ROLE_ID = "tpuChatopsBot"
 """The custom role `deploy/gcp-setup.sh` creates in the project (projects/PROJECT/roles/tpuChatopsBot)."""
@@ -236,7 +236,7 @@ def bot_role_permissions() -> list[str]:
     return sorted({call.permission for call in CALLS if call.grant == "bot-role"})
 
 
-def calls_for(what: str) -> tuple[GoogleCall, ...]:
+def permissions_for(what: str) -> tuple[GoogleCall, ...]:
     """The rows whose `label` starts the error text `what` (as `ops.google.map_error` receives it).
 
     Args:

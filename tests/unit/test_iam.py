@@ -289,5 +289,8 @@ def test_a_403_names_the_permissions_the_call_needs() -> None:
         core_exceptions.Forbidden("denied"), "TPU API v2alpha1 queuedResources.create us-east5-a/qr"
     )
     assert "tpu.nodes.create" in create.hint and "iam.serviceAccounts.actAs" in create.hint
-    assert iam.calls_for("Cloud Logging entries.list projects/p")[0].permission == "logging.logEntries.list"
-    assert iam.calls_for("something else") == ()
+    assert (
+        iam.permissions_for("Cloud Logging entries.list projects/p")[0].permission
+        == "logging.logEntries.list"
+    )
+    assert iam.permissions_for("something else") == ()

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from bot.config import ConfigError, Settings, load_settings, production_signal
+from bot.config import ConfigError, Settings, load_settings, local_store_problem
 
 GOOD = {
     "slack_bot_token": "xoxb-1",
@@ -71,11 +71,16 @@ def test_production_true_without_a_platform() -> None:
 
 
 def test_the_signal_in_order() -> None:
-    assert production_signal(None, {}) is None
-    assert production_signal(None, {"K_SERVICE": ""}) is None
-    assert production_signal(False, {"K_SERVICE": "x"}) is None
+    def signal(production: bool | None, environ: dict[str, str]) -> str | None:
+        line = local_store_problem("sqlite://", production, False, environ)
+        return None if line is None else line.split("production (", 1)[1].split("): ", 1)[0]
+
+    assert signal(None, {}) is None
+    assert signal(None, {"K_SERVICE": ""}) is None
+    assert signal(False, {"K_SERVICE": "x"}) is None
     both = {"K_SERVICE": "bot", "KUBERNETES_SERVICE_HOST": "10.0.0.1"}
-    assert production_signal(None, both) == "K_SERVICE=bot is set (Cloud Run)"
+    assert signal(None, both) == "K_SERVICE=bot is set (Cloud Run)"
+    assert local_store_problem("postgresql+psycopg://u@h/d", True, False, {}) is None
 
 
 def test_serve_stops_with_the_line_and_no_traceback(tmp_path: pytest.TempPathFactory) -> None:
