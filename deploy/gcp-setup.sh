@@ -213,12 +213,16 @@ if [[ "$TARGET" == cloudrun ]]; then
         gcloud sql databases create chatops --instance="$SQL_INSTANCE" --project="$PROJECT"
     fi
     if ! has_version state-database-url; then
-        # A new password for the user `bot`, straight into the secret's URL: never printed.
+        # A new password for the user `bot`, straight into the secret's URL: never printed. gcloud writes
+        # every command's arguments to its log files (~/.config/gcloud/logs), so file logging is off for
+        # the two commands that carry it.
         password=$(openssl rand -hex 24)
         if gcloud sql users list --instance="$SQL_INSTANCE" --project="$PROJECT" --format='value(name)' | grep -qx bot; then
-            gcloud sql users set-password bot --instance="$SQL_INSTANCE" --project="$PROJECT" --password="$password"
+            CLOUDSDK_CORE_DISABLE_FILE_LOGGING=true gcloud sql users set-password bot \
+                --instance="$SQL_INSTANCE" --project="$PROJECT" --password="$password"
         else
-            gcloud sql users create bot --instance="$SQL_INSTANCE" --project="$PROJECT" --password="$password"
+            CLOUDSDK_CORE_DISABLE_FILE_LOGGING=true gcloud sql users create bot \
+                --instance="$SQL_INSTANCE" --project="$PROJECT" --password="$password"
         fi
         printf 'postgresql+psycopg://bot:%s@/chatops?host=/cloudsql/%s:%s:%s' \
             "$password" "$PROJECT" "$REGION" "$SQL_INSTANCE" |

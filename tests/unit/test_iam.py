@@ -261,7 +261,7 @@ def test_the_script_is_safe_shell() -> None:
     creates = [line.strip() for line in text.splitlines() if re.search(r"gcloud \S+( \S+)? create ", line)]
     assert creates, "no create found"
     for line in creates:
-        noun = line.split(" create ")[0]
+        noun = re.search(r"gcloud \S+( \S+)?(?= create )", line).group(0)  # type: ignore[union-attr]
         assert f"{noun} describe" in text or f"{noun} list" in text, f"no describe before: {line}"
     result = subprocess.run(["bash", "-n", str(SCRIPT)], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
