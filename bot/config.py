@@ -8,6 +8,7 @@ start-up with one line each, naming the setting and its rule, all of them at onc
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -486,6 +487,23 @@ class Settings(BaseSettings):
         ),
     )
 
+    production: bool | None = Field(
+        None,
+        description=(
+            "This run is production: a SQLite state store (a file or memory, lost with the instance and "
+            "not shared between replicas) is refused unless ALLOW_LOCAL_STORE=true. Unset: production when "
+            "the platform says so in the environment, K_SERVICE (Cloud Run) or KUBERNETES_SERVICE_HOST "
+            "(Kubernetes)."
+        ),
+    )
+    allow_local_store: bool = Field(
+        False,
+        description=(
+            "Keep a SQLite STATE_DATABASE_URL in production anyway: one replica whose file outlives "
+            "restarts (e.g. on a Kubernetes PersistentVolume)."
+        ),
+    )
+
     # Fleet: several deployments, each bound to its channels (bot/deployments.py).
     deployments_file: str | None = Field(
         None,
@@ -689,6 +707,49 @@ class Settings(BaseSettings):
         if self.bot_mode == "socket" and self.slack_app_token is None:
             raise ValueError("SLACK_APP_TOKEN is required when BOT_MODE=socket")
         return self
+
+    @model_validator(mode="after")
+    def _check_local_store(self) -> Settings:
+        problem = local_store_problem(
+            self.state_database_url, self.production, self.allow_local_store, os.environ
+        )
+        if problem is not None:
+            raise ValueError(problem)
+        return self
+
+
+# Environment variables the platforms set themselves, each meaning "this is production" (docs/deploy.md):
+# Cloud Run sets K_SERVICE to the service's name in every container
+# (https://cloud.google.com/run/docs/container-contract#env-vars), Kubernetes sets KUBERNETES_SERVICE_HOST in
+# every pod (https://kubernetes.io/docs/concepts/services-networking/service/#environment-variables).
+PRODUCTION_SIGNALS = (("K_SERVICE", "Cloud Run"), ("KUBERNETES_SERVICE_HOST", "Kubernetes"))
+
+
+def local_store_problem(
+    url: str, production: bool | None, allow: bool, environ: Mapping[str, str]
+) -> str | None:
+    """Why a SQLite state store is refused here (one line: why, what to set), or None when it is allowed.
+
+    Args:
+        url: STATE_DATABASE_URL, a valid SQLAlchemy URL. production, allow: PRODUCTION (None: decided by
+            `environ` and PRODUCTION_SIGNALS) and ALLOW_LOCAL_STORE. environ: the process environment.
+    """
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or allow or production is False:
+        return None
+    signals = [
+        f"{name}={environ[name]} is set ({where})" for name, where in PRODUCTION_SIGNALS if environ.get(name)
+    ]
+    signal = "PRODUCTION=true" if production else (signals[0] if signals else None)
+    if signal is None:
+        return None
+    where = "in memory" if parsed.database in (None, "", ":memory:") else f"in the file {parsed.database}"
+    return (
+        f"STATE_DATABASE_URL is a SQLite store {where}, but this is production ({signal}): it is lost when "
+        "the instance stops and is not shared between replicas (Slack events and alerts would be handled "
+        "twice); set STATE_DATABASE_URL=postgresql+psycopg://USER:PASSWORD@HOST/DB (docs/deploy.md), or "
+        "ALLOW_LOCAL_STORE=true to keep it (one replica whose disk outlives restarts)"
+    )
 
 
 def load_settings(**overrides: object) -> Settings:

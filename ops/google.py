@@ -38,7 +38,7 @@ from google.cloud import tpu_v2 as gapic_tpu_v2
 from googleapiclient import discovery, discovery_cache
 from googleapiclient.errors import HttpError
 
-from ops import faults
+from ops import faults, iam
 from ops.errors import (
     AlreadyExists,
     BackendTimeout,
@@ -349,6 +349,24 @@ def error_status(exc: BaseException) -> tuple[int | None, str]:
     return None, ""
 
 
+def _permission_hint(what: str) -> str:
+    """What a 403 on `what` needs, from the table of the bot's Google calls (ops/iam.py), e.g. "the bot's
+    service account needs tpu.nodes.list (custom role tpuChatopsBot): run deploy/gcp-setup.sh"; "" when
+    the table has no row for it."""
+    calls = iam.permissions_for(what)
+    if not calls:
+        return ""
+    where = {
+        "bot-role": f"custom role {iam.BOT_ROLE_ID}",
+        "secret-accessor": "roles/secretmanager.secretAccessor on the secret",
+        "secret-version-adder": "roles/secretmanager.secretVersionAdder on the secret",
+        "service-account-user": "roles/iam.serviceAccountUser on TPU_SERVICE_ACCOUNT",
+        "not-granted": "not granted by the setup script",
+    }
+    needs = ", ".join(f"{call.permission} ({where[call.grant]})" for call in calls)
+    return f"the bot's service account needs {needs}: run deploy/gcp-setup.sh (docs/deploy.md)"
+
+
 def map_error(exc: BaseException, what: str, *, backend: str = "tpu", api: str = "the TPU API") -> OpsError:
     """Translate a Google client exception into an OpsError with a one-line message and a hint.
 
@@ -360,7 +378,8 @@ def map_error(exc: BaseException, what: str, *, backend: str = "tpu", api: str =
         api: how hints name the API ("the TPU API").
 
     Returns:
-        NotFound (404), PermissionDenied (401/403, credential errors), QuotaExceeded (429),
+        NotFound (404), PermissionDenied (401/403, credential errors; a 403's hint names the permissions
+        the call needs, from ops/iam.py), QuotaExceeded (429),
         BackendUnavailable (5xx, connection refused, DNS), BackendTimeout (timeouts, 504), BadInput (400),
         or a plain OpsError for anything else (409 included: `create_error` makes it AlreadyExists).
         Messages are one line of at most 300 characters.
@@ -375,6 +394,8 @@ def map_error(exc: BaseException, what: str, *, backend: str = "tpu", api: str =
         message = f"{what}: HTTP {status} {_http_phrase(status)}" + (f": {detail}" if detail else "")
         if status == 404:  # a node gone under its queued resource is not a wrong zone
             hint = _catalogue_fix(message) or hint
+        if status == 403:
+            hint = _permission_hint(what) or hint
         return cls(one_line(message), hint, backend=backend)
     if isinstance(exc, requests.exceptions.Timeout | TimeoutError | core_exceptions.DeadlineExceeded):
         return BackendTimeout(one_line(f"{what}: no answer in time"), "retry in a minute", backend=backend)

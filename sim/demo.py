@@ -124,6 +124,7 @@ class Demo:
             "vllm_port": vllm_port,
             "vllm_model": self.scenario["vllm"].get("model", "google/gemma-4-31B-it"),
             "state_database_url": f"sqlite:///{self._state_dir.name}/state.db",
+            "production": False,  # a local demo on simulators, whatever the machine (a Kubernetes pod...)
             "admins": [DEMO_USER],
             "capacity_poll_s": 0.5,
             "ssh_host": "127.0.0.1",
