@@ -152,6 +152,17 @@ CALLS: tuple[GoogleCall, ...] = (
         "bot-role",
         f"{_TPU_REST}/v2/projects.locations.nodes/get",
     ),
+    # The host keys the guest agent publishes (ops/tpu.py `host_keys`). Google's method page lists its IAM
+    # permission; reading a node's attributes is a read of the node (tpu.nodes.get), as `gcloud compute tpus
+    # tpu-vm ssh` does with roles/tpu.viewer.
+    GoogleCall(
+        "tpu-v2",
+        "get_guest_attributes",
+        "TPU API v2 nodes.getGuestAttributes",
+        "tpu.nodes.get",
+        "bot-role",
+        f"{_TPU_REST}/v2/projects.locations.nodes/getGuestAttributes",
+    ),
     GoogleCall(
         "tpu-v2",
         "start_node",
