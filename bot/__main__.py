@@ -19,12 +19,42 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+def _manifest(url: str | None) -> int:
+    """Print the app manifest for BOT_MODE; 2 and one line per problem on stderr when the mode and URL
+    do not make one (HTTP mode without a URL, a URL in Socket Mode, a URL Slack cannot post to)."""
+    from bot.config import ConfigError, load_slack_app_settings
+
+    overrides = {} if url is None else {"slack_request_url": url}
+    try:
+        app = load_slack_app_settings(**overrides)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            shown = problem if url is None else problem.replace("SLACK_REQUEST_URL", "--url")
+            print(f"manifest: {shown}", file=sys.stderr)
+        return 2
+    if app.bot_mode == "http" and app.slack_request_url is None:
+        print(
+            "manifest: BOT_MODE=http (the default) needs the public URL Slack posts to: pass --url "
+            "https://HOST/slack/events or set SLACK_REQUEST_URL; for Socket Mode set BOT_MODE=socket",
+            file=sys.stderr,
+        )
+        return 2
+    from bot.manifest import manifest_yaml
+
+    sys.stdout.write(manifest_yaml(app.slack_request_url if app.bot_mode == "http" else None))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bot", description="tpu-chatops Slack bot")
     sub = parser.add_subparsers(dest="action")
     sub.add_parser("serve", help="run the bot (BOT_MODE=http or socket); the default")
-    manifest = sub.add_parser("manifest", help="print app_manifest.yaml generated from the command registry")
-    manifest.add_argument("--url", help="request URL for HTTP mode (default: a Socket Mode manifest)")
+    manifest = sub.add_parser(
+        "manifest", help="print the Slack app manifest for BOT_MODE (http: with --url or SLACK_REQUEST_URL)"
+    )
+    manifest.add_argument(
+        "--url", help="HTTP mode's public request URL, https://HOST/slack/events (default: SLACK_REQUEST_URL)"
+    )
     # The demo runs on the simulators, which are no part of the bot: it lives in sim/ (a source checkout).
     sub.add_parser("demo", help="moved: `make demo`, or `python -m sim demo` in a source checkout")
     argv = sys.argv[1:] if argv is None else argv
@@ -37,15 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.action == "manifest":
-        from bot.manifest import manifest_yaml, request_url
-
-        try:
-            url = None if args.url is None else request_url(args.url)
-        except ValueError as exc:
-            print(f"manifest: {exc}", file=sys.stderr)
-            return 2
-        sys.stdout.write(manifest_yaml(url))
-        return 0
+        return _manifest(args.url)
     from bot.observability import setup_logging
 
     setup_logging(logging.INFO)  # JSON for Cloud Logging on Cloud Run or LOG_FORMAT=json, else lines

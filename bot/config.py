@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
+from urllib.parse import urlsplit
 
 from dotenv import dotenv_values
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
@@ -63,12 +64,89 @@ class ConfigError(Exception):
         self.problems = problems
 
 
-class Settings(BaseSettings):
-    """All settings of the bot; docs/settings.md (generated from this model) lists each one."""
+# The host of the committed app_manifest.yaml, to be replaced by the bot's public host (docs/slack-app.md).
+PLACEHOLDER_HOST = "YOUR-BOT-HOST.example.com"
+# The one path where the bot serves Slack's requests in HTTP mode (bot.app.wsgi).
+SLACK_EVENTS_PATH = "/slack/events"
+
+
+def check_request_url(text: str) -> str:
+    """Check the public request URL of HTTP mode. Slack sends events, slash commands and clicks only to a
+    public HTTPS URL (https://docs.slack.dev/apis/events-api/#subscribing), and the bot answers them only at
+    /slack/events, e.g. https://bot.example.com/slack/events.
+
+    Args:
+        text: the URL, e.g. "https://bot.example.com/slack/events".
+
+    Returns:
+        The URL unchanged.
+
+    Raises:
+        ValueError: not https, no host, credentials or spaces in it, a query or fragment (Slack would post
+            to it verbatim, so a token in it would leak into the app's settings), a path other than one
+            ending in /slack/events, or still the placeholder host of the committed app_manifest.yaml.
+    """
+    parts = urlsplit(text)
+    if parts.scheme != "https" or not parts.hostname:
+        raise ValueError(f"{text!r} is not an https:// URL with a host (e.g. https://HOST/slack/events)")
+    if parts.username or parts.password or parts.query or parts.fragment or any(c.isspace() for c in text):
+        raise ValueError(f"{text!r}: give the plain URL, without credentials, query, fragment or spaces")
+    if not parts.path.endswith(SLACK_EVENTS_PATH):
+        raise ValueError(
+            f"{text!r}: the bot answers Slack at {SLACK_EVENTS_PATH}; give https://HOST{SLACK_EVENTS_PATH}"
+        )
+    if parts.hostname == PLACEHOLDER_HOST.lower():
+        raise ValueError(f"{PLACEHOLDER_HOST} is the placeholder of app_manifest.yaml; give your bot's host")
+    return text
+
+
+class SlackAppSettings(BaseSettings):
+    """How Slack reaches the bot: the settings `python -m bot manifest` reads (no token needed, since the
+    manifest comes before the app and its tokens). `Settings` holds them too."""
 
     model_config = SettingsConfigDict(
         env_file=".env", env_file_encoding="utf-8", extra="ignore", env_ignore_empty=True
     )
+
+    bot_mode: Literal["http", "socket"] = Field(
+        "http",
+        description=(
+            "How Slack reaches the bot: http (Slack POSTs to /slack/events) or socket (a websocket). "
+            "`python -m bot manifest` writes the app manifest for this mode."
+        ),
+    )
+    slack_request_url: str | None = Field(
+        None,
+        description=(
+            "The public URL Slack posts to in http mode, https://HOST/slack/events; `python -m bot "
+            "manifest` puts it on every slash command, the event subscriptions and interactivity."
+        ),
+    )
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _not_a_placeholder(cls, value: object) -> object:
+        if isinstance(value, str) and _PLACEHOLDER.search(value):
+            raise ValueError("still the placeholder from .env.example; set the real value")
+        return value
+
+    @field_validator("slack_request_url")
+    @classmethod
+    def _check_request_url(cls, url: str | None) -> str | None:
+        return None if url is None else check_request_url(url)
+
+    @model_validator(mode="after")
+    def _check_url_mode(self) -> SlackAppSettings:
+        if self.bot_mode == "socket" and self.slack_request_url is not None:
+            raise ValueError(
+                "SLACK_REQUEST_URL is set but BOT_MODE=socket: Socket Mode has no request URL. Fix: unset "
+                "SLACK_REQUEST_URL, or set BOT_MODE=http"
+            )
+        return self
+
+
+class Settings(SlackAppSettings):
+    """All settings of the bot; docs/settings.md (generated from this model) lists each one."""
 
     # Slack
     slack_bot_token: SecretStr = Field(
@@ -83,12 +161,6 @@ class Settings(BaseSettings):
     )
     slack_api_url: str = Field(
         "https://slack.com/api/", description="Slack Web API base URL (the demo points it at the simulator)."
-    )
-    bot_mode: Literal["http", "socket"] = Field(
-        "http",
-        description=(
-            "How Slack reaches the bot: http (Slack POSTs to /slack/events) or socket (a websocket)."
-        ),
     )
     bot_host: str = Field(
         "0.0.0.0",
@@ -487,13 +559,6 @@ class Settings(BaseSettings):
         ),
     )
 
-    @field_validator("*", mode="before")
-    @classmethod
-    def _not_a_placeholder(cls, value: object) -> object:
-        if isinstance(value, str) and _PLACEHOLDER.search(value):
-            raise ValueError("still the placeholder from .env.example; set the real value")
-        return value
-
     @field_validator("slack_bot_token")
     @classmethod
     def _check_bot_token(cls, token: SecretStr) -> SecretStr:
@@ -661,7 +726,19 @@ class Settings(BaseSettings):
             raise ValueError("SLACK_SIGNING_SECRET is required when BOT_MODE=http")
         if self.bot_mode == "socket" and self.slack_app_token is None:
             raise ValueError("SLACK_APP_TOKEN is required when BOT_MODE=socket")
+        if self.bot_mode == "http" and self.slack_app_token is not None:
+            # A bot that serves HTTP while the app sends its events down a Socket Mode websocket says ready
+            # and never receives one: the app-level token is the sign of a Socket Mode app.
+            raise ValueError(
+                "SLACK_APP_TOKEN is set but BOT_MODE=http: an app-level token (xapp-) is only for Socket "
+                "Mode. Fix: for HTTP mode unset SLACK_APP_TOKEN (the app's manifest: python -m bot manifest "
+                "--url https://HOST/slack/events); for Socket Mode set BOT_MODE=socket (the app's manifest: "
+                "BOT_MODE=socket python -m bot manifest)"
+            )
         return self
+
+
+_Model = TypeVar("_Model", bound=SlackAppSettings)
 
 
 def load_settings(**overrides: object) -> Settings:
@@ -676,8 +753,26 @@ def load_settings(**overrides: object) -> Settings:
             name) is never quoted, the values given to secret settings are masked wherever they appear, and
             every line is redacted (`llm.redact`: a URL's password, a token in a known format).
     """
+    return _load(Settings, overrides)
+
+
+def load_slack_app_settings(**overrides: object) -> SlackAppSettings:
+    """Read only BOT_MODE and SLACK_REQUEST_URL (environment, `.env`, then `overrides`), as
+    `python -m bot manifest` does before the app and its tokens exist.
+
+    Returns:
+        The validated SlackAppSettings.
+
+    Raises:
+        ConfigError: as `load_settings`, e.g. "SLACK_REQUEST_URL: 'http://x/slack/events' is not an
+            https:// URL with a host (e.g. https://HOST/slack/events)".
+    """
+    return _load(SlackAppSettings, overrides)
+
+
+def _load(model: type[_Model], overrides: dict[str, object]) -> _Model:
     try:
-        return Settings(**overrides)  # type: ignore[arg-type]
+        return model(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
         secrets = _secret_values(overrides)
         problems = []
