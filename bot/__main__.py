@@ -8,7 +8,7 @@ import signal
 import sys
 from types import FrameType
 
-from bot.config import ConfigError, load_settings
+from bot.config import ConfigError, load_settings, load_slack_app_settings
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
@@ -22,8 +22,6 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 def _manifest(url: str | None) -> int:
     """Print the app manifest for BOT_MODE; 2 and one line per problem on stderr when the mode and URL
     do not make one (HTTP mode without a URL, a URL in Socket Mode, a URL Slack cannot post to)."""
-    from bot.config import ConfigError, load_slack_app_settings
-
     overrides = {} if url is None else {"slack_request_url": url}
     try:
         app = load_slack_app_settings(**overrides)

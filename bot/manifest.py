@@ -5,7 +5,8 @@ HTTP mode (BOT_MODE=http, the default): `socket_mode_enabled: false` and the req
 (https://HOST/slack/events) on every slash command, the event subscriptions and interactivity. Socket Mode
 (BOT_MODE=socket): `socket_mode_enabled: true` and no URL. `python -m bot manifest [--url URL]` picks the
 mode from BOT_MODE and the URL from --url or SLACK_REQUEST_URL. The committed `app_manifest.yaml` is the
-HTTP one with the placeholder host `bot.config.PLACEHOLDER_HOST` (`python -m bot.manifest`, `make manifest`).
+HTTP one with the placeholder host `bot.request_url.PLACEHOLDER_HOST` (`python -m bot.manifest`,
+`make manifest`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import yaml
 
 import bot.handlers  # noqa: F401  (importing it declares every command on the registry)
 from bot.commands import registry
-from bot.config import PLACEHOLDER_HOST, SLACK_EVENTS_PATH
+from bot.request_url import PLACEHOLDER_HOST, SLACK_EVENTS_PATH
 
 # The request URL of the committed app_manifest.yaml; README and docs/slack-app.md say to replace its host.
 PLACEHOLDER_URL = f"https://{PLACEHOLDER_HOST}{SLACK_EVENTS_PATH}"
@@ -49,7 +50,7 @@ def manifest(request_url: str | None) -> dict[str, Any]:
     """The manifest as a dict.
 
     Args:
-        request_url: HTTP mode's public URL (checked by `bot.config.check_request_url`, or
+        request_url: HTTP mode's public URL (checked by `bot.request_url.check_request_url`, or
             PLACEHOLDER_URL), e.g. "https://bot.example.com/slack/events"; None for Socket Mode.
 
     Returns:

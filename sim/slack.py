@@ -41,6 +41,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlparse
 
 from sim.http_server import SimHttpServer
+from sim.slack_app import SlackApp
 from sim.slack_workspace import Workspace
 
 BOT_USER_ID = "U0BOT00001"
@@ -270,7 +271,7 @@ class SlackSimulator:
         channels: the conversations the bot is a member of (`join` adds more).
         relax: names of RULES to leave unenforced (only to test how the product handles their absence).
         clock: monotonic seconds, for response_url and trigger_id lifetimes (`advance` moves it on).
-        app_token: the app-level token (xapp-...) `apps.connections.open` takes, if the app has one.
+        app_token: the app-level token (xapp-...) `apps.connections.open` takes (`sim.slack_app`).
     """
 
     def __init__(
@@ -285,11 +286,7 @@ class SlackSimulator:
         app_token: str | None = None,
     ) -> None:
         self.bot_token = bot_token
-        self.app_token = app_token
-        # The app's settings as its manifest set them (`install`); until then those of the committed
-        # app_manifest.yaml: HTTP mode, Socket Mode off.
-        self.socket_mode_enabled = False
-        self.request_url: str | None = None
+        self.app = SlackApp(app_token)  # the app's settings, as its manifest made them (`app.install`)
         self.joined: set[str] = set(channels)
         self.relaxed: set[str] = set()
         self.relax(*relax)
@@ -359,13 +356,6 @@ class SlackSimulator:
     def enforces(self, rule: str) -> bool:
         """Whether the named rule (one of RULES) is enforced now."""
         return rule not in self.relaxed
-
-    def install(self, manifest: dict[str, Any]) -> None:
-        """Create the app from a manifest (`bot.manifest.manifest`), as pasting it into Slack does: its
-        `settings.socket_mode_enabled` and its event subscriptions' `request_url` become the app's."""
-        settings = manifest["settings"]
-        self.socket_mode_enabled = bool(settings.get("socket_mode_enabled"))
-        self.request_url = settings.get("event_subscriptions", {}).get("request_url")
 
     def join(self, *channels: str) -> None:
         """Make the bot a member of these conversations (as `/invite @bot` does)."""
@@ -525,23 +515,6 @@ class SlackSimulator:
         if method == "usergroups.users.list":
             return {"ok": True, "users": self.usergroups.get(str(args.get("usergroup")), [])}
         return {"ok": False, "error": "unknown_method"}
-
-    def _connections_open(self, authorization: str) -> dict[str, Any]:
-        """apps.connections.open (https://docs.slack.dev/reference/methods/apps.connections.open): only the
-        app-level token in the Authorization header (a bot token: not_allowed_token_type), and only for an
-        app with Socket Mode on (else socket_mode_not_enabled: "Socket mode is not enabled in manifest" in
-        Slack's error reference, e.g. https://docs.slack.dev/reference/methods/apps.manifest.create).
-        SIMULATED: with Socket Mode on it answers a URL where no websocket server listens; this simulator
-        carries events over HTTP only."""
-        self.calls.append(("apps.connections.open", {}))
-        if authorization == f"Bearer {self.bot_token}":
-            return {"ok": False, "error": "not_allowed_token_type"}
-        if self.app_token is None or authorization != f"Bearer {self.app_token}":
-            return {"ok": False, "error": "invalid_auth"}
-        if not self.socket_mode_enabled:
-            return {"ok": False, "error": "socket_mode_not_enabled"}
-        host, port = self._server.server_address[:2]
-        return {"ok": True, "url": f"ws://{host!s}:{port}/link/?ticket=simulated"}
 
     def _chat(self, method: str, args: dict[str, Any]) -> dict[str, Any]:
         blocks = args.get("blocks") or []
@@ -780,7 +753,13 @@ class SlackSimulator:
                     self._response_url(match.group(1), body)
                     return
                 if method == "apps.connections.open":
-                    self._reply(200, sim._connections_open(self.headers.get("Authorization") or ""))
+                    sim.calls.append((method, {}))
+                    self._reply(
+                        200,
+                        sim.app.connections_open(
+                            self.headers.get("Authorization") or "", sim.bot_token, sim.url
+                        ),
+                    )
                     return
                 if self.headers.get("Authorization") != f"Bearer {sim.bot_token}":
                     self._reply(200, {"ok": False, "error": "invalid_auth"})

@@ -37,8 +37,8 @@ def test_an_app_from_the_http_manifest_reaches_the_bot_at_every_url_it_gives(
     monkeypatch.delenv("BOT_MODE", raising=False)
     data = _printed_manifest(capsys, "--url", URL)  # BOT_MODE unset: http, the demo bot's mode
     assert demo.settings.bot_mode == "http"
-    demo.slack.install(data)
-    assert demo.slack.socket_mode_enabled is False and demo.slack.request_url == URL
+    demo.slack.app.install(data)
+    assert demo.slack.app.socket_mode_enabled is False and demo.slack.app.request_url == URL
     urls = {c["url"] for c in data["features"]["slash_commands"]}
     urls |= {
         data["settings"]["event_subscriptions"]["request_url"],
@@ -67,10 +67,10 @@ def test_an_app_from_the_socket_manifest_opens_a_connection_and_one_from_the_htt
     try:
         client = WebClient(base_url=slack.api_url)
         monkeypatch.setenv("BOT_MODE", "socket")
-        slack.install(_printed_manifest(capsys))
-        assert slack.socket_mode_enabled is True and slack.request_url is None
+        slack.app.install(_printed_manifest(capsys))
+        assert slack.app.socket_mode_enabled is True and slack.app.request_url is None
         assert client.apps_connections_open(app_token=app_token)["url"].startswith("ws://")
-        slack.install(manifest(URL))  # the HTTP manifest: Socket Mode off
+        slack.app.install(manifest(URL))  # the HTTP manifest: Socket Mode off
         with pytest.raises(SlackApiError) as refused:
             client.apps_connections_open(app_token=app_token)
         assert refused.value.response["error"] == "socket_mode_not_enabled"
@@ -90,7 +90,7 @@ def _free_port() -> int:
 def test_serve_in_socket_mode_refuses_an_app_with_socket_mode_off(tmp_path: Path) -> None:
     bot_token, app_token = "xoxb-sim-" + secrets.token_hex(4), "xapp-1-A0SIM-1-" + secrets.token_hex(4)
     slack = SlackSimulator(bot_token, app_token=app_token).start()
-    slack.install(manifest(URL))  # created from the HTTP manifest (the committed one's mode)
+    slack.app.install(manifest(URL))  # created from the HTTP manifest (the committed one's mode)
     env = {
         "PATH": os.environ.get("PATH", ""),
         "SLACK_BOT_TOKEN": bot_token,

@@ -11,8 +11,9 @@ import yaml
 
 from bot.__main__ import main
 from bot.commands import registry
-from bot.config import PLACEHOLDER_HOST, Settings, check_request_url
+from bot.config import Settings
 from bot.manifest import PLACEHOLDER_URL, manifest, manifest_yaml
+from bot.request_url import PLACEHOLDER_HOST, check_request_url
 
 ROOT = Path(__file__).resolve().parents[2]
 URL = "https://bot.example.com/slack/events"
