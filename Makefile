@@ -52,7 +52,7 @@ lock: $(STAMP)
 	$(UV_COMPILE) --extra dev -o $(LOCK)
 
 manifest: $(STAMP)
-	$(BIN)/python -m bot manifest > app_manifest.yaml
+	$(BIN)/python -m bot.manifest > app_manifest.yaml
 
 # The reference docs generated from the code (docs/commands.md, settings.md, faults.md); a test fails if they drift.
 docs: $(STAMP)

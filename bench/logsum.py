@@ -122,7 +122,7 @@ def naive(sim: SimProcess, query: str) -> tuple[int, int, float, float]:
 
 
 def main() -> None:
-    query = build_filter(timedelta(hours=1), now=START)
+    query = build_filter(timedelta(hours=1), project=PROJECT, now=START)
     print("starting the Google simulator (its own process) with the generated stream ...", flush=True)
     with SimProcess(make_sim) as sim:
         entries, truth = sim.call(error_truth)

@@ -8,7 +8,7 @@ import signal
 import sys
 from types import FrameType
 
-from bot.config import ConfigError, load_settings
+from bot.config import ConfigError, load_settings, load_slack_app_settings
 from ops.ssh import ssh_keys_entry
 
 
@@ -39,12 +39,40 @@ def _ssh_key() -> int:
     return 0
 
 
+def _manifest(url: str | None) -> int:
+    """Print the app manifest for BOT_MODE; 2 and one line per problem on stderr when the mode and URL
+    do not make one (HTTP mode without a URL, a URL in Socket Mode, a URL Slack cannot post to)."""
+    overrides = {} if url is None else {"slack_request_url": url}
+    try:
+        app = load_slack_app_settings(**overrides)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            shown = problem if url is None else problem.replace("SLACK_REQUEST_URL", "--url")
+            print(f"manifest: {shown}", file=sys.stderr)
+        return 2
+    if app.bot_mode == "http" and app.slack_request_url is None:
+        print(
+            "manifest: BOT_MODE=http (the default) needs the public URL Slack posts to: pass --url "
+            "https://HOST/slack/events or set SLACK_REQUEST_URL; for Socket Mode set BOT_MODE=socket",
+            file=sys.stderr,
+        )
+        return 2
+    from bot.manifest import manifest_yaml
+
+    sys.stdout.write(manifest_yaml(app.slack_request_url if app.bot_mode == "http" else None))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bot", description="tpu-chatops Slack bot")
     sub = parser.add_subparsers(dest="action")
     sub.add_parser("serve", help="run the bot (BOT_MODE=http or socket); the default")
-    manifest = sub.add_parser("manifest", help="print app_manifest.yaml generated from the command registry")
-    manifest.add_argument("--url", help="request URL for HTTP mode (default: a Socket Mode manifest)")
+    manifest = sub.add_parser(
+        "manifest", help="print the Slack app manifest for BOT_MODE (http: with --url or SLACK_REQUEST_URL)"
+    )
+    manifest.add_argument(
+        "--url", help="HTTP mode's public request URL, https://HOST/slack/events (default: SLACK_REQUEST_URL)"
+    )
     sub.add_parser("ssh-key", help="print the bot's ssh-keys metadata line (SSH_USER and the public key)")
     # The demo runs on the simulators, which are no part of the bot: it lives in sim/ (a source checkout).
     sub.add_parser("demo", help="moved: `make demo`, or `python -m sim demo` in a source checkout")
@@ -58,15 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.action == "manifest":
-        from bot.manifest import manifest_yaml, request_url
-
-        try:
-            url = None if args.url is None else request_url(args.url)
-        except ValueError as exc:
-            print(f"manifest: {exc}", file=sys.stderr)
-            return 2
-        sys.stdout.write(manifest_yaml(url))
-        return 0
+        return _manifest(args.url)
     if args.action == "ssh-key":  # no logging set up: it prints one line
         return _ssh_key()
     from bot.observability import setup_logging

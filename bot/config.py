@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from dotenv import dotenv_values
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
@@ -20,6 +20,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from bot.deployments import read_deployments
+from bot.request_url import check_request_url
 from bot.routing import parse_routes
 from llm.redact import redact
 from ops.errors import BadInput
@@ -65,12 +66,53 @@ class ConfigError(Exception):
         self.problems = problems
 
 
-class Settings(BaseSettings):
-    """All settings of the bot; docs/settings.md (generated from this model) lists each one."""
+class SlackAppSettings(BaseSettings):
+    """How Slack reaches the bot: the settings `python -m bot manifest` reads (no token needed, since the
+    manifest comes before the app and its tokens). `Settings` holds them too."""
 
     model_config = SettingsConfigDict(
         env_file=".env", env_file_encoding="utf-8", extra="ignore", env_ignore_empty=True
     )
+
+    bot_mode: Literal["http", "socket"] = Field(
+        "http",
+        description=(
+            "How Slack reaches the bot: http (Slack POSTs to /slack/events) or socket (a websocket). "
+            "`python -m bot manifest` writes the app manifest for this mode."
+        ),
+    )
+    slack_request_url: str | None = Field(
+        None,
+        description=(
+            "The public URL Slack posts to in http mode, https://HOST/slack/events; `python -m bot "
+            "manifest` puts it on every slash command, the event subscriptions and interactivity."
+        ),
+    )
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _not_a_placeholder(cls, value: object) -> object:
+        if isinstance(value, str) and _PLACEHOLDER.search(value):
+            raise ValueError("still the placeholder from .env.example; set the real value")
+        return value
+
+    @field_validator("slack_request_url")
+    @classmethod
+    def _check_request_url(cls, url: str | None) -> str | None:
+        return None if url is None else check_request_url(url)
+
+    @model_validator(mode="after")
+    def _check_url_mode(self) -> SlackAppSettings:
+        if self.bot_mode == "socket" and self.slack_request_url is not None:
+            raise ValueError(
+                "SLACK_REQUEST_URL is set but BOT_MODE=socket: Socket Mode has no request URL. Fix: unset "
+                "SLACK_REQUEST_URL, or set BOT_MODE=http"
+            )
+        return self
+
+
+class Settings(SlackAppSettings):
+    """All settings of the bot; docs/settings.md (generated from this model) lists each one."""
 
     # Slack
     slack_bot_token: SecretStr = Field(
@@ -85,12 +127,6 @@ class Settings(BaseSettings):
     )
     slack_api_url: str = Field(
         "https://slack.com/api/", description="Slack Web API base URL (the demo points it at the simulator)."
-    )
-    bot_mode: Literal["http", "socket"] = Field(
-        "http",
-        description=(
-            "How Slack reaches the bot: http (Slack POSTs to /slack/events) or socket (a websocket)."
-        ),
     )
     bot_host: str = Field(
         "0.0.0.0",
@@ -522,13 +558,6 @@ class Settings(BaseSettings):
         ),
     )
 
-    @field_validator("*", mode="before")
-    @classmethod
-    def _not_a_placeholder(cls, value: object) -> object:
-        if isinstance(value, str) and _PLACEHOLDER.search(value):
-            raise ValueError("still the placeholder from .env.example; set the real value")
-        return value
-
     @field_validator("slack_bot_token")
     @classmethod
     def _check_bot_token(cls, token: SecretStr) -> SecretStr:
@@ -706,6 +735,15 @@ class Settings(BaseSettings):
             raise ValueError("SLACK_SIGNING_SECRET is required when BOT_MODE=http")
         if self.bot_mode == "socket" and self.slack_app_token is None:
             raise ValueError("SLACK_APP_TOKEN is required when BOT_MODE=socket")
+        if self.bot_mode == "http" and self.slack_app_token is not None:
+            # A bot that serves HTTP while the app sends its events down a Socket Mode websocket says ready
+            # and never receives one: the app-level token is the sign of a Socket Mode app.
+            raise ValueError(
+                "SLACK_APP_TOKEN is set but BOT_MODE=http: an app-level token (xapp-) is only for Socket "
+                "Mode. Fix: for HTTP mode unset SLACK_APP_TOKEN (the app's manifest: python -m bot manifest "
+                "--url https://HOST/slack/events); for Socket Mode set BOT_MODE=socket (the app's manifest: "
+                "BOT_MODE=socket python -m bot manifest)"
+            )
         return self
 
     @model_validator(mode="after")
@@ -752,6 +790,9 @@ def local_store_problem(
     )
 
 
+_Model = TypeVar("_Model", bound=SlackAppSettings)
+
+
 def load_settings(**overrides: object) -> Settings:
     """Read Settings from the environment and `.env`, with `overrides` taking precedence.
 
@@ -764,8 +805,26 @@ def load_settings(**overrides: object) -> Settings:
             name) is never quoted, the values given to secret settings are masked wherever they appear, and
             every line is redacted (`llm.redact`: a URL's password, a token in a known format).
     """
+    return _load(Settings, overrides)
+
+
+def load_slack_app_settings(**overrides: object) -> SlackAppSettings:
+    """Read only BOT_MODE and SLACK_REQUEST_URL (environment, `.env`, then `overrides`), as
+    `python -m bot manifest` does before the app and its tokens exist.
+
+    Returns:
+        The validated SlackAppSettings.
+
+    Raises:
+        ConfigError: as `load_settings`, e.g. "SLACK_REQUEST_URL: 'http://x/slack/events' is not an
+            https:// URL with a host (e.g. https://HOST/slack/events)".
+    """
+    return _load(SlackAppSettings, overrides)
+
+
+def _load(model: type[_Model], overrides: dict[str, object]) -> _Model:
     try:
-        return Settings(**overrides)  # type: ignore[arg-type]
+        return model(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
         secrets = _secret_values(overrides)
         problems = []

@@ -1,8 +1,13 @@
 """Read TPU VM logs from Cloud Logging (REST, through the real `google.cloud.logging` client).
 
 TPU VMs log under the monitored resource `resource.type="tpu_worker"` with the labels `project_id`,
-`zone`, `node_id` and `worker_id` (docs/google-apis.md §4). `build_filter` writes
-a Logging query for them, ALWAYS with an explicit `timestamp>="..."` bound: the client library appends
+`zone`, `node_id` and `worker_id` (docs/google-apis.md §4). vLLM's own output comes from its container
+through Docker's gcplogs driver (the startup script, `ops.deploy`): log `gcplogs-docker-driver`, resource
+`gce_instance`, the line in `jsonPayload.message`, the container's `tpu_node` / `tpu_worker_id` labels in
+`jsonPayload.container.metadata`, and no severity (docs/google-apis.md §4), so the level is read from the
+line (`container_severity`) and the severity restrictions say the same in the query (`severity_clause`).
+`build_filter` writes a Logging query for both, ALWAYS with an explicit `timestamp>="..."` bound: the
+client library appends
 `AND timestamp>="<now - 24 h>"` to any filter that lacks the word "timestamp" (§1 item 7 there), which
 would silently hide older entries. `fetch` pages through `entries.list` newest first and yields
 `LogEntry` values; Google errors become `ops.errors`.
@@ -28,14 +33,20 @@ from ops.google import map_error
 from ops.linear import linear
 
 __all__ = [
+    "CONTAINER_LOG_ID",
     "MAX_FILTER_CHARS",
+    "NODE_LABEL",
     "RESOURCE_TYPE",
     "SEVERITIES",
+    "WORKER_LABEL",
     "LogEntry",
     "build_filter",
+    "container_log_name",
+    "container_severity",
     "entry_from_api",
     "fetch",
     "has_time_bound",
+    "severity_clause",
     "severity_rank",
     "validate_filter",
 ]
@@ -46,6 +57,91 @@ SEVERITIES = ("DEFAULT", "DEBUG", "INFO", "NOTICE", "WARNING", "ERROR", "CRITICA
 """Cloud Logging's LogSeverity names, least severe first (numeric values 0, 100, ..., 800)."""
 
 _SEVERITY_RANK = {name: i for i, name in enumerate(SEVERITIES)}
+
+CONTAINER_LOG_ID = "gcplogs-docker-driver"
+"""The log Docker's gcplogs driver writes every container line to (moby daemon/logger/gcplogs/gcplogging.go:
+`c.Logger("gcplogs-docker-driver")`; https://docs.docker.com/engine/logging/drivers/gcplogs/)."""
+NODE_LABEL = "tpu_node"
+"""The vLLM container's label (docker run --label) holding its TPU node id; gcplogs copies the labels named
+by `--log-opt labels=` into `jsonPayload.container.metadata` (moby daemon/logger/loginfo.go
+ExtraAttributes)."""
+WORKER_LABEL = "tpu_worker_id"
+"""The vLLM container's label holding the TPU VM's worker number (0 on a single-host slice)."""
+_METADATA = "jsonPayload.container.metadata"
+
+# The level a container line carries, by the prefix of the program that wrote it: vLLM's logger
+# ("INFO 12-03 10:00:00 [file.py:12] ...", maybe after "(APIServer pid=1) "; vllm/logger.py _FORMAT and
+# _DATE_FORMAT), uvicorn's ("INFO:     127.0.0.1:5000 - ..."), glog's as libtpu writes it ("I1203
+# 10:00:00.123456  1234 file.cc:12] ..."). Each pattern is valid RE2 (the query's =~) and Python re.
+_LEVEL_PATTERNS = {
+    "DEBUG": r"\bDEBUG \d\d-\d\d \d\d:\d\d:\d\d|^DEBUG:\s",
+    "INFO": r"\bINFO \d\d-\d\d \d\d:\d\d:\d\d|^INFO:\s|^I\d{4} \d\d:\d\d:\d\d\.\d+ ",
+    "WARNING": r"\bWARNING \d\d-\d\d \d\d:\d\d:\d\d|^WARNING:\s|^W\d{4} \d\d:\d\d:\d\d\.\d+ ",
+}
+_LEVEL_RES = {name: linear(pattern) for name, pattern in _LEVEL_PATTERNS.items()}
+_ERROR_RANK = _SEVERITY_RANK["ERROR"]
+
+
+def container_log_name(project: str) -> str:
+    """The full log name of the container lines, e.g. "projects/p/logs/gcplogs-docker-driver"."""
+    return f"projects/{project}/logs/{CONTAINER_LOG_ID}"
+
+
+def container_severity(message: str) -> str:
+    """The severity of one container line, which gcplogs sends without any (every entry is DEFAULT):
+    DEBUG, INFO or WARNING when the line starts with that level (`_LEVEL_PATTERNS`), else ERROR. A line
+    without a level is a traceback, an exception or a crash report on stderr: the lines the diagnosis
+    needs; progress bars and prints are rarer, and shown among the errors rather than lost.
+
+    Args:
+        message: the line, e.g. "(EngineCore pid=7) ERROR 12-03 10:00:00 [core.py:1] EngineCore failed".
+
+    Returns:
+        "DEBUG", "INFO", "WARNING" or "ERROR".
+    """
+    for name, pattern in _LEVEL_RES.items():
+        if pattern.search(message):
+            return name
+    return "ERROR"
+
+
+def _container(project: str) -> str:
+    """The entries of the bot's vLLM containers: the gcplogs log, with the node label present."""
+    return f"logName={_quote(container_log_name(project))} AND {_METADATA}.{NODE_LABEL}:*"
+
+
+def severity_clause(severity: str, project: str) -> str:
+    """The Logging query restriction "at least `severity`", for the TPU VMs' entries (their severity) and
+    the container's (no severity: the level of the line, as `container_severity` reads it).
+
+    Args:
+        severity: a LogSeverity name, e.g. "ERROR" (case-insensitive).
+        project: the project id (the container log's name holds it).
+
+    Returns:
+        e.g. '(severity>=ERROR OR (logName="projects/p/logs/gcplogs-docker-driver" AND
+        jsonPayload.container.metadata.tpu_node:* AND jsonPayload.message!~"..."))' (on one line);
+        "severity>=CRITICAL" above ERROR (no container line is read as worse than ERROR).
+
+    Raises:
+        BadInput: not a LogSeverity name.
+    """
+    name = severity.upper()
+    if name not in _SEVERITY_RANK:
+        raise BadInput(
+            f"unknown log severity {severity!r}", f"use one of {', '.join(SEVERITIES)}", backend="logging"
+        )
+    rank = _SEVERITY_RANK[name]
+    native = f"severity>={name}"
+    if rank == 0 or rank > _ERROR_RANK:
+        return native
+    lower = [pattern for level, pattern in _LEVEL_PATTERNS.items() if _SEVERITY_RANK[level] < rank]
+    container = _container(project)
+    if lower:
+        container += f" AND jsonPayload.message!~{_quote('|'.join(lower))}"
+    return f"({native} OR ({container}))"
+
+
 _NODE = linear(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 _ZONE = linear(r"^[a-z]+-[a-z]+\d+-[a-z]$")
 _MESSAGE_MAX = 20_000  # characters of one entry's message kept (a whole traceback fits)
@@ -164,27 +260,33 @@ def validate_filter(text: str) -> str:
 def build_filter(
     since: timedelta,
     *,
+    project: str,
     severity: str | None = None,
     node: str | None = None,
     zone: str | None = None,
     extra: str | None = None,
     now: datetime | None = None,
 ) -> str:
-    """A Logging query for TPU VM logs newer than `since`.
+    """A Logging query for the logs of the TPU VMs and their vLLM containers newer than `since`.
 
     Always contains `timestamp>="<now - since>"`, so the client library's 24 h default never applies.
 
     Args:
         since: how far back to read (> 0), e.g. timedelta(hours=6).
-        severity: minimum LogSeverity name, e.g. "ERROR" (-> `severity>=ERROR`); None for all.
-        node: a TPU node id (-> `resource.labels.node_id="..."`); None for every node.
-        zone: a zone (-> `resource.labels.zone="..."`); None for every zone.
+        project: the project id (the container log's name holds it), e.g. "demo-project".
+        severity: minimum LogSeverity name, e.g. "ERROR" (-> `severity_clause`); None for all.
+        node: a TPU node id (-> `resource.labels.node_id="..."`, or the container's `tpu_node` label);
+            None for every node.
+        zone: a zone (-> `resource.labels.zone="..."`: `tpu_worker` and `gce_instance` both have it); None
+            for every zone.
         extra: user query text, checked by `validate_filter` and ANDed in parentheses.
         now: the current time (aware); None for the wall clock.
 
     Returns:
-        e.g. 'resource.type="tpu_worker" AND timestamp>="2026-11-29T06:00:00.000000Z" AND severity>=ERROR
-        AND resource.labels.node_id="gemma4-qr-node"' (on one line).
+        e.g. '(resource.type="tpu_worker" OR (logName="projects/p/logs/gcplogs-docker-driver" AND
+        jsonPayload.container.metadata.tpu_node:*)) AND timestamp>="2026-11-29T06:00:00.000000Z" AND
+        (resource.labels.node_id="gemma4-qr-node" OR
+        jsonPayload.container.metadata.tpu_node="gemma4-qr-node")' (on one line).
 
     Raises:
         BadInput: `since` not positive, unknown severity, malformed node or zone, or bad `extra`.
@@ -194,20 +296,18 @@ def build_filter(
     current = now or datetime.now(UTC)
     if current.tzinfo is None:
         raise BadInput("build_filter needs an aware `now`", "pass a UTC datetime", backend="logging")
-    parts = [f"resource.type={_quote(RESOURCE_TYPE)}", f'timestamp>="{_timestamp_literal(current - since)}"']
+    parts = [
+        f"(resource.type={_quote(RESOURCE_TYPE)} OR ({_container(project)}))",
+        f'timestamp>="{_timestamp_literal(current - since)}"',
+    ]
     if severity is not None:
-        name = severity.upper()
-        if name not in _SEVERITY_RANK:
-            raise BadInput(
-                f"unknown log severity {severity!r}", f"use one of {', '.join(SEVERITIES)}", backend="logging"
-            )
-        parts.append(f"severity>={name}")
+        parts.append(severity_clause(severity, project))
     if node is not None:
         if not _NODE.match(node):
             raise BadInput(
                 f"{node!r} is not a TPU node id", "lowercase letters, digits, hyphens", backend="logging"
             )
-        parts.append(f"resource.labels.node_id={_quote(node)}")
+        parts.append(f"(resource.labels.node_id={_quote(node)} OR {_METADATA}.{NODE_LABEL}={_quote(node)})")
     if zone is not None:
         if not _ZONE.match(zone):
             raise BadInput(f"{zone!r} is not a zone", "e.g. us-east5-a", backend="logging")
@@ -320,7 +420,7 @@ def entry_from_api(raw: Mapping[str, Any]) -> LogEntry:
         The entry (missing fields become "", a missing timestamp the epoch).
     """
     resource = raw.get("resource") or {}
-    labels = resource.get("labels") or {}
+    labels = dict(resource.get("labels") or {})
     if "textPayload" in raw:
         message = _message(raw["textPayload"], "text")
     elif "jsonPayload" in raw:
@@ -329,16 +429,49 @@ def entry_from_api(raw: Mapping[str, Any]) -> LogEntry:
         message = _message(raw["protoPayload"], "proto")
     else:
         message = ""
-    return LogEntry(
+    return _entry(
         timestamp=_parse_time(raw.get("timestamp")),
         severity=str(raw.get("severity") or "DEFAULT"),
         message=message,
-        node_id=str(labels.get("node_id", "")),
-        zone=str(labels.get("zone", "")),
-        worker_id=str(labels.get("worker_id", "")),
+        labels=labels,
+        payload=raw.get("jsonPayload"),
         log_name=str(raw.get("logName", "")),
         resource_type=str(resource.get("type", "")),
         insert_id=str(raw.get("insertId", "")),
+    )
+
+
+def _entry(
+    *,
+    timestamp: datetime,
+    severity: str,
+    message: str,
+    labels: Mapping[str, Any],
+    payload: Any,
+    log_name: str,
+    resource_type: str,
+    insert_id: str,
+) -> LogEntry:
+    """A LogEntry; a container line (the gcplogs log) gets its node and worker from the container's labels
+    and its severity from the line (`container_severity`), gcplogs having sent none."""
+    node, worker = labels.get("node_id", ""), labels.get("worker_id", "")
+    if log_name.endswith(f"/logs/{CONTAINER_LOG_ID}") and isinstance(payload, Mapping):
+        container = payload.get("container")
+        metadata = container.get("metadata") if isinstance(container, Mapping) else None
+        if isinstance(metadata, Mapping):
+            node, worker = metadata.get(NODE_LABEL, node), metadata.get(WORKER_LABEL, worker)
+        if severity == "DEFAULT":
+            severity = container_severity(message)
+    return LogEntry(
+        timestamp=timestamp,
+        severity=severity,
+        message=message,
+        node_id=str(node),
+        zone=str(labels.get("zone", "")),
+        worker_id=str(worker),
+        log_name=log_name,
+        resource_type=resource_type,
+        insert_id=insert_id,
     )
 
 
@@ -357,13 +490,12 @@ def _from_client_entry(entry: Any) -> LogEntry:
     resource = entry.resource
     labels = dict(getattr(resource, "labels", None) or {})
     timestamp = entry.timestamp or datetime.fromtimestamp(0, UTC)
-    return LogEntry(
+    return _entry(
         timestamp=_parse_time(timestamp),
         severity=str(entry.severity or "DEFAULT"),
         message=message,
-        node_id=str(labels.get("node_id", "")),
-        zone=str(labels.get("zone", "")),
-        worker_id=str(labels.get("worker_id", "")),
+        labels=labels,
+        payload=payload if kind == "StructEntry" else None,
         log_name=str(entry.log_name or ""),
         resource_type=str(getattr(resource, "type", "") or ""),
         insert_id=str(entry.insert_id or ""),

@@ -4,7 +4,8 @@ Cloud Logging allows 60 `entries.list` calls per minute per project by default, 
 page (https://cloud.google.com/logging/quotas#api-limits). Paging through a busy hour (1,000,000 entries)
 would take 1,000 reads, over 16 minutes of quota. `read_window` instead:
 
-1. reads every entry at ERROR or worse, newest first (at most `error_pages` pages);
+1. reads every entry at ERROR or worse, newest first (at most `error_pages` pages; a vLLM container line,
+   which gcplogs sends without a severity, by its level: `ops.cloudlogs.severity_clause`);
 2. reads one page of the rest; if the rest fits in it, that is all;
 3. otherwise estimates the rest's size from one page of `sample(insertId, PROBE_FRACTION)` and reads a
    `sample(insertId, f)` of it sized to `rest_entries` (the Logging query language's sample function,
@@ -27,7 +28,7 @@ from datetime import datetime
 from google.auth.credentials import Credentials
 
 from ops import google
-from ops.cloudlogs import LogEntry, entry_from_api, has_time_bound
+from ops.cloudlogs import LogEntry, entry_from_api, has_time_bound, severity_clause
 from ops.errors import BadInput, OpsError, QuotaExceeded
 from ops.google import map_error
 
@@ -213,7 +214,8 @@ def read_window(
     Args:
         project: the project id.
         filter_: the window's Logging query, with a time bound (`ops.cloudlogs.build_filter`); it must not
-            restrict severity (the plan adds `severity>=ERROR` / `severity<ERROR`).
+            restrict severity (the plan adds `severity_clause("ERROR", project)` and its negation, which
+            read a container line by its level).
         sink: called once per entry read, in read order.
         quota: the project's `ReadQuota` (shared with other reads of the process).
         max_reads: the most `entries.list` calls (default 50 of the 60 a minute allows).
@@ -248,8 +250,9 @@ def read_window(
         credentials=credentials,
         cancel=cancel,
     )
-    errors_filter = f"{filter_} AND severity>=ERROR"
-    rest_filter = f"{filter_} AND severity<ERROR"
+    at_error = severity_clause("ERROR", project)  # the container's lines by their level (no severity)
+    errors_filter = f"{filter_} AND {at_error}"
+    rest_filter = f"{filter_} AND NOT {at_error}"
     oldest_error: datetime | None = None
     held: list[LogEntry] = []  # the newest page of the rest, kept until a sample replaces it
     try:

@@ -41,6 +41,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlparse
 
 from sim.http_server import SimHttpServer
+from sim.slack_app import SlackApp
 from sim.slack_workspace import Workspace
 
 BOT_USER_ID = "U0BOT00001"
@@ -270,6 +271,7 @@ class SlackSimulator:
         channels: the conversations the bot is a member of (`join` adds more).
         relax: names of RULES to leave unenforced (only to test how the product handles their absence).
         clock: monotonic seconds, for response_url and trigger_id lifetimes (`advance` moves it on).
+        app_token: the app-level token (xapp-...) `apps.connections.open` takes (`sim.slack_app`).
     """
 
     def __init__(
@@ -281,8 +283,10 @@ class SlackSimulator:
         channels: Iterable[str] = (),
         relax: Iterable[str] = (),
         clock: Callable[[], float] = time.monotonic,
+        app_token: str | None = None,
     ) -> None:
         self.bot_token = bot_token
+        self.app = SlackApp(app_token)  # the app's settings, as its manifest made them (`app.install`)
         self.joined: set[str] = set(channels)
         self.relaxed: set[str] = set()
         self.relax(*relax)
@@ -747,6 +751,15 @@ class SlackSimulator:
                     return
                 if match:
                     self._response_url(match.group(1), body)
+                    return
+                if method == "apps.connections.open":
+                    sim.calls.append((method, {}))
+                    self._reply(
+                        200,
+                        sim.app.connections_open(
+                            self.headers.get("Authorization") or "", sim.bot_token, sim.url
+                        ),
+                    )
                     return
                 if self.headers.get("Authorization") != f"Bearer {sim.bot_token}":
                     self._reply(200, {"ok": False, "error": "invalid_auth"})

@@ -154,6 +154,22 @@ CONTRACT: tuple[Limit, ...] = (
         f"{SIM}::test_docker_socket_and_sudo_permissions",
         f"{OPS}::test_ssh_layer_names_docker_socket_and_sudo_permission_errors",
     ),
+    Limit(
+        "Docker: gcplogs writes a container line to the log gcplogs-docker-driver on gce_instance, as "
+        "jsonPayload {instance, container (labels in metadata), message}, with no severity",
+        "moby/moby daemon/logger/gcplogs/gcplogging.go; docs.docker.com/engine/logging/drivers/gcplogs",
+        "tests.integration.test_container_logs::test_the_simulator_writes_gcplogs_shape",
+        "tests.integration.test_container_logs::test_errors_of_a_node_are_read_at_their_level_and_diagnosed",
+    ),
+    Limit(
+        "Slack: apps.connections.open takes only the app-level token, and only for an app with Socket Mode "
+        "on (socket_mode_not_enabled, not_allowed_token_type)",
+        "docs.slack.dev/reference/methods/apps.connections.open; docs.slack.dev/reference/methods/"
+        "apps.manifest.create (Errors: socket_mode_not_enabled)",
+        "tests.e2e.test_slack_modes::"
+        "test_an_app_from_the_socket_manifest_opens_a_connection_and_one_from_the_http_manifest_does_not",
+        "tests.e2e.test_slack_modes::test_serve_in_socket_mode_refuses_an_app_with_socket_mode_off",
+    ),
 )
 
 

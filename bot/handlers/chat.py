@@ -331,7 +331,9 @@ def _error_facts(
     source = f"errors in the last {window}" + (f" on {node}" if node else "")
     now = ctx.services.now()
     try:
-        query = cloudlogs.build_filter(subjects.window, severity="ERROR", node=node, now=now)
+        query = cloudlogs.build_filter(
+            subjects.window, project=ctx.services.settings.gcp_project, severity="ERROR", node=node, now=now
+        )
         entries = ctx.services.log_entries(query, MAX_LOG_ENTRIES)
     except OpsError as exc:
         unread = Fact(source, f"could not read the logs: {exc.message}", at=now)

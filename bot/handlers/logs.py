@@ -43,7 +43,7 @@ _NODE = Param("node", "only this TPU node", flag="--node", kind=resource_name, m
     _NODE,
     Param(
         "filter",
-        "extra Logging query, e.g. 'textPayload:\"OOM\"'",
+        "extra Logging query, e.g. 'jsonPayload.message:\"OOM\"' (vLLM's lines) or '\"OOM\"'",
         flag="--filter",
         kind=cloudlogs.validate_filter,
         metavar="F",
@@ -62,7 +62,14 @@ def logs(
     limit: int | None,
 ) -> Reply:
     span = timedelta(hours=1) if since is None else since
-    query = cloudlogs.build_filter(span, severity=severity, node=node, extra=filter, now=ctx.services.now())
+    query = cloudlogs.build_filter(
+        span,
+        project=ctx.services.settings.gcp_project,
+        severity=severity,
+        node=node,
+        extra=filter,
+        now=ctx.services.now(),
+    )
     entries = ctx.services.log_entries(query, limit or 30)
     if not entries:
         return blocks_reply([section(f"No log entries match `{query}`.")])
@@ -95,7 +102,7 @@ def logs_analyze(ctx: Context, since: timedelta | None, node: str | None) -> Rep
     with what is missing."""
     settings = ctx.services.settings
     span = timedelta(hours=1) if since is None else since
-    query = cloudlogs.build_filter(span, node=node, now=ctx.services.now())
+    query = cloudlogs.build_filter(span, project=settings.gcp_project, node=node, now=ctx.services.now())
     summary, report = ctx.services.workers.run(
         mine_window,
         settings.gcp_project,

@@ -1,9 +1,11 @@
 """A Cloud Logging LogEntry as the Google simulator stores it (`SimLogEntry`) and builds it
-(`make_log_entry`): the logging.v2 JSON shape (https://cloud.google.com/logging/docs/reference/v2/rest/v2/LogEntry)
-and the LogSeverity ranks."""
+(`make_log_entry`; `make_container_entry` for a container line as Docker's gcplogs driver writes it): the
+logging.v2 JSON shape (https://cloud.google.com/logging/docs/reference/v2/rest/v2/LogEntry) and the
+LogSeverity ranks."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import zlib
 from collections.abc import Iterator
@@ -17,6 +19,12 @@ from sim.gcp.api import rfc3339
 # LogSeverity names in rank order (severity N*100 is the N-th name).
 LOG_SEVERITIES = ("DEFAULT", "DEBUG", "INFO", "NOTICE", "WARNING", "ERROR", "CRITICAL", "ALERT", "EMERGENCY")
 LOG_RANK = {name: i for i, name in enumerate(LOG_SEVERITIES)}
+
+# Docker's gcplogs driver (moby daemon/logger/gcplogs/gcplogging.go): every line of a container goes to the
+# log "gcplogs-docker-driver" as a jsonPayload {instance, container, message}, on the monitored resource
+# gce_instance {instance_id, zone} when the daemon runs on a Google VM, and with no severity (the driver
+# sets none, so the entry is DEFAULT and entries.list leaves the field out).
+GCPLOGS_LOG_ID = "gcplogs-docker-driver"
 
 
 @dataclass
@@ -109,5 +117,59 @@ def make_log_entry(
         body["jsonPayload"] = json_payload
     elif proto_payload is not None:
         body["protoPayload"] = proto_payload
+    body["insertId"] = insert_id or f"{zlib.crc32(json.dumps(body, sort_keys=True).encode()):08x}"
+    return body
+
+
+def make_container_entry(
+    project: str,
+    timestamp: datetime,
+    message: str,
+    *,
+    container: dict[str, Any],
+    zone: str,
+    instance_name: str,
+    labels: dict[str, str],
+    insert_id: str = "",
+) -> dict[str, Any]:
+    """A LogEntry JSON body for one line of a container, as Docker's gcplogs driver writes it on a VM.
+
+    Args:
+        project: project id (logName is "projects/<project>/logs/gcplogs-docker-driver").
+        timestamp: aware datetime of the line.
+        message: the line (jsonPayload.message).
+        container: {"name": "vllm-gemma4", "image": "vllm/vllm-tpu:gemma4", "created": datetime}; the
+            driver writes the name as the daemon holds it, with a leading "/".
+        zone, instance_name: the VM's, as the metadata server gives them (the instance id is derived from
+            the name: SIMULATED, a real one is a number Google assigns).
+        labels: the container labels its `--log-opt labels=` names (jsonPayload.container.metadata).
+        insert_id: the insertId (default: derived from the content).
+    """
+    instance_id = str(int(hashlib.sha256(instance_name.encode()).hexdigest()[:15], 16))
+    container_id = hashlib.sha256(f"{project}/{instance_name}/{container['name']}".encode()).hexdigest()
+    image_id = "sha256:" + hashlib.sha256(str(container["image"]).encode()).hexdigest()
+    body: dict[str, Any] = {
+        "logName": f"projects/{project}/logs/{GCPLOGS_LOG_ID}",
+        "resource": {
+            "type": "gce_instance",
+            "labels": {"project_id": project, "instance_id": instance_id, "zone": zone},
+        },
+        "timestamp": rfc3339(timestamp),
+        "receiveTimestamp": rfc3339(
+            timestamp + timedelta(milliseconds=500 + zlib.crc32(insert_id.encode()) % 1000)
+        ),
+        "jsonPayload": {
+            "instance": {"zone": zone, "name": instance_name, "id": instance_id},
+            "container": {
+                "name": "/" + str(container["name"]),
+                "id": container_id,
+                "imageName": str(container["image"]),
+                "imageId": image_id,
+                "created": rfc3339(container["created"]),
+                "metadata": dict(labels),
+            },
+            "message": message,
+        },
+    }
     body["insertId"] = insert_id or f"{zlib.crc32(json.dumps(body, sort_keys=True).encode()):08x}"
     return body

@@ -8,19 +8,24 @@ Scenario keys (`google.logs`; the default scenario is `sim/scenarios/default.yam
     node_id, zone, workers      # tpu_worker resource labels (default: the first QR's node and zone)
     log_name: syslog            # log id of text entries (runtime-monitor JSON noise uses
                                 # tpu.googleapis.com/runtime_monitor)
+    container: {name: vllm-gemma4, image: vllm/vllm-tpu:gemma4}
+                                # the vLLM container whose lines gcplogs writes (payload: container)
     cases_dir: <dir>            # where case files live (default: the package data of sim.cases)
     noise: {count: 2000, window: 6h}        # INFO/WARNING lines typical of vLLM on a TPU VM
     cases: [{file: vllm-kv-cache-insufficient.log, count: 12, from: -3h, to: -170m,
-             severity: ERROR, payload: text|json, node_id, zone, worker_id, log_name}]
+             severity: ERROR, payload: text|json|container, node_id, zone, worker_id, log_name}]
                                 # each occurrence = every line of a real case file (one entry per line),
-                                # timestamps/pids/request ids varied; `window: 6h` instead of from/to
-    entries: [{at: -5m, severity: ERROR, text: "...", payload: text|json}]
+                                # timestamps/pids/request ids varied; `window: 6h` instead of from/to.
+                                # payload: container = a line of the vLLM container as Docker's gcplogs
+                                # driver writes it (sim.gcp.logentry.make_container_entry): no severity
+    entries: [{at: -5m, severity: ERROR, text: "...", payload: text|json|container}]
     audit: true                 # CreateQueuedResource audit entries (protoPayload, audited_resource)
     stream: {count: 1000000, window: 1h, error_share: 0.005, error_kinds: 40, seed: 7, workers: 1}
                                 # a large stream (see stream_log_entries)
 
 Generated entries are ordinary LogEntry bodies (textPayload, jsonPayload or protoPayload) valid against
-logging.v2.json.
+logging.v2.json. The noise's vLLM and uvicorn lines are the container's (gcplogs-shaped); docker, guest-agent
+and runtime-monitor lines are the VM's (`tpu_worker`).
 """
 
 from __future__ import annotations
@@ -28,15 +33,50 @@ from __future__ import annotations
 import random
 import re
 import uuid
+import zlib
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from sim.cases import CASES, missing_case_line, read_case
-from sim.gcp.logentry import SimLogEntry, log_severity, make_log_entry, strings_of
+from sim.gcp.logentry import SimLogEntry, log_severity, make_container_entry, make_log_entry, strings_of
 from sim.scenario import duration
 
 RUNTIME_MONITOR_LOG = "tpu.googleapis.com/runtime_monitor"
+CONTAINER = "container"
+"""The log id `_noise_lines` gives a line of the vLLM container: written as gcplogs writes it."""
+DEFAULT_CONTAINER = {"name": "vllm-gemma4", "image": "vllm/vllm-tpu:gemma4"}
+# The labels the startup script gives the vLLM container and names in --log-opt labels= (ops/deploy.py):
+# gcplogs copies them into jsonPayload.container.metadata.
+NODE_LABEL, WORKER_LABEL = "tpu_node", "tpu_worker_id"
+
+
+def container_line(
+    project: str,
+    at: datetime,
+    message: str,
+    *,
+    node_id: str,
+    zone: str,
+    worker: int | str,
+    container: dict[str, Any],
+    insert_id: str = "",
+) -> dict[str, Any]:
+    """One line of the vLLM container on TPU VM worker `worker` of `node_id`, as gcplogs writes it.
+    SIMULATED: the VM's instance name ("t1v-n-<hash>-w-<worker>", the form TPU VMs' hostnames take) and
+    the container's creation time (6 h before the line's hour)."""
+    name = f"t1v-n-{zlib.crc32(node_id.encode()):08x}-w-{worker}"
+    created = at.replace(minute=0, second=0, microsecond=0) - timedelta(hours=6)
+    return make_container_entry(
+        project,
+        at,
+        message,
+        container={"name": container["name"], "image": container["image"], "created": created},
+        zone=zone,
+        instance_name=name,
+        labels={NODE_LABEL: node_id, WORKER_LABEL: str(worker)},
+        insert_id=insert_id,
+    )
 
 
 def stream_log_entries(
@@ -63,9 +103,15 @@ def stream_log_entries(
     weights = [1 / (rank + 1) ** 1.1 for rank in range(len(kinds))]
     errors = round(count * float(spec.get("error_share", 0.005))) if kinds else 0
 
+    container = {**DEFAULT_CONTAINER, **(spec.get("container") or {})}
+
     def prototype(severity: str, payload: Any, worker: int, lid: str) -> tuple[dict[str, Any], str]:
         labels = {"project_id": project, "zone": zone, "node_id": node_id, "worker_id": str(worker)}
-        if isinstance(payload, dict):
+        if lid == CONTAINER:
+            body = container_line(
+                project, begin, str(payload), node_id=node_id, zone=zone, worker=worker, container=container
+            )
+        elif isinstance(payload, dict):
             body = make_log_entry(project, begin, severity, json_payload=payload, log_id=lid, labels=labels)
         else:
             body = make_log_entry(project, begin, severity, text=payload, log_id=lid, labels=labels)
@@ -162,7 +208,8 @@ def case_line_severity(line: str, default: str) -> str:
 
 
 def _noise_lines(rng: random.Random, at: datetime) -> tuple[str, str, Any]:
-    """One INFO/WARNING line typical of a TPU VM serving vLLM: (severity, log id, text or JSON payload).
+    """One INFO/WARNING line typical of a TPU VM serving vLLM: (severity, log id, text or JSON payload);
+    the log id of a vLLM or uvicorn line is CONTAINER (the vLLM container's output, through gcplogs).
 
     The vLLM, uvicorn, docker and guest-agent texts follow the real programs' formats; the runtime-monitor
     JSON is illustrative (its real fields are unverified).
@@ -172,7 +219,7 @@ def _noise_lines(rng: random.Random, at: datetime) -> tuple[str, str, Any]:
     if roll < 0.30:
         return (
             "INFO",
-            "syslog",
+            CONTAINER,
             (
                 f"INFO {md} {hms} [loggers.py:123] Engine 000: Avg prompt throughput: "
                 f"{rng.uniform(0, 9000):.1f} tokens/s, Avg generation throughput: "
@@ -185,7 +232,7 @@ def _noise_lines(rng: random.Random, at: datetime) -> tuple[str, str, Any]:
         status = "200 OK" if rng.random() < 0.97 else "400 Bad Request"
         return (
             "INFO",
-            "syslog",
+            CONTAINER,
             (
                 f'INFO:     10.128.0.{rng.randint(2, 250)}:{rng.randint(30000, 65000)} - "POST '
                 f'/v1/chat/completions HTTP/1.1" {status}'
@@ -195,13 +242,13 @@ def _noise_lines(rng: random.Random, at: datetime) -> tuple[str, str, Any]:
         path = rng.choice(("/health", "/metrics", "/v1/models"))
         return (
             "INFO",
-            "syslog",
+            CONTAINER,
             f'INFO:     127.0.0.1:{rng.randint(30000, 65000)} - "GET {path} HTTP/1.1" 200 OK',
         )
     if roll < 0.80:
         return (
             "INFO",
-            "syslog",
+            CONTAINER,
             (f"INFO {md} {hms} [async_llm.py:261] Added request chatcmpl-{rng.getrandbits(128):032x}."),
         )
     if roll < 0.86:
@@ -233,7 +280,7 @@ def _noise_lines(rng: random.Random, at: datetime) -> tuple[str, str, Any]:
     if roll < 0.97:
         return (
             "WARNING",
-            "syslog",
+            CONTAINER,
             (
                 f"WARNING {md} {hms} [scheduler.py:1754] Sequence group {rng.randint(1, 99999)} is "
                 "preempted by PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. "
@@ -245,7 +292,7 @@ def _noise_lines(rng: random.Random, at: datetime) -> tuple[str, str, Any]:
     field_name = rng.choice(("top_k", "min_p", "repetition_penalty", "chat_template_kwargs"))
     return (
         "WARNING",
-        "syslog",
+        CONTAINER,
         (
             f"WARNING {md} {hms} [protocol.py:58] The following fields were present in the request but "
             f"ignored: {{'{field_name}'}}"
@@ -285,6 +332,7 @@ def generate_logs(
     zone = str(logs.get("zone", zone))
     workers = max(1, int(logs.get("workers", 1)))
     log_id = str(logs.get("log_name", "syslog"))
+    container = {**DEFAULT_CONTAINER, **(logs.get("container") or {})}
     folder = Path(logs["cases_dir"]) if logs.get("cases_dir") else cases_dir
     out: list[dict[str, Any]] = []
 
@@ -298,6 +346,21 @@ def generate_logs(
 
     def add(at: datetime, severity: str, payload: Any, spec: dict[str, Any], worker: int, lid: str) -> None:
         kind = spec.get("payload", "text")
+        if kind == CONTAINER or lid == CONTAINER:  # gcplogs: no severity, whatever the spec says
+            at_labels = labels(spec, worker)
+            out.append(
+                container_line(
+                    project,
+                    at,
+                    str(payload),
+                    node_id=at_labels["node_id"],
+                    zone=at_labels["zone"],
+                    worker=at_labels["worker_id"],
+                    container=container,
+                    insert_id=f"{rng.getrandbits(64):016x}",
+                )
+            )
+            return
         content: dict[str, Any]
         if isinstance(payload, dict):
             content = {"json_payload": payload}

@@ -25,6 +25,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from sim.gcp.api import ApiError, error_envelope, json_or_text
 from sim.gcp.logentry import log_entry_json, make_log_entry
+from sim.gcp.loggen import DEFAULT_CONTAINER, container_line
 from sim.gcp.logging import ROUTES as LOGGING_ROUTES
 from sim.gcp.quotas import ROUTES as QUOTAS_ROUTES
 from sim.gcp.secrets import ROUTES as SECRETS_ROUTES
@@ -226,7 +227,9 @@ class GcpSimulator:
         payload: str = "text",
         log_id: str = "syslog",
     ) -> dict[str, Any]:
-        """Add one `tpu_worker` log entry (textPayload, or jsonPayload.message with payload="json").
+        """Add one `tpu_worker` log entry (textPayload, or jsonPayload.message with payload="json"), or
+        with payload="container" one line of the vLLM container as Docker's gcplogs driver writes it (no
+        severity; `severity` and `log_id` are not used).
 
         Args:
             text: the message; severity: a LogSeverity name; at: aware time (None: the simulated now).
@@ -239,7 +242,18 @@ class GcpSimulator:
             labels = {"project_id": self.project, "zone": zone, "node_id": node_id, "worker_id": worker_id}
             self.world.log_seq += 1
             insert_id = f"sim{self.world.log_seq:010d}"
-            if payload == "json":
+            if payload == "container":
+                body = container_line(
+                    self.project,
+                    when,
+                    text,
+                    node_id=node_id,
+                    zone=zone,
+                    worker=worker_id,
+                    container=DEFAULT_CONTAINER,
+                    insert_id=insert_id,
+                )
+            elif payload == "json":
                 body = make_log_entry(
                     self.project,
                     when,

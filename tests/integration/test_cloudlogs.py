@@ -53,10 +53,15 @@ def read(sim: GcpSimulator, filter_: str, **kwargs: Any) -> list[LogEntry]:
 
 
 def test_build_filter_always_has_a_timestamp_bound() -> None:
-    text = build_filter(timedelta(hours=6), now=NOW)
-    assert text == 'resource.type="tpu_worker" AND timestamp>="2026-11-29T06:00:00.000000Z"'
+    text = build_filter(timedelta(hours=6), project=PROJECT, now=NOW)
+    log = f'logName="projects/{PROJECT}/logs/gcplogs-docker-driver"'
+    container = f"{log} AND jsonPayload.container.metadata.tpu_node:*"
+    assert (
+        text == f'(resource.type="tpu_worker" OR ({container})) AND timestamp>="2026-11-29T06:00:00.000000Z"'
+    )
     full = build_filter(
         timedelta(minutes=30),
+        project=PROJECT,
         severity="error",
         node="gemma4-qr-node",
         zone="us-east5-a",
@@ -64,10 +69,13 @@ def test_build_filter_always_has_a_timestamp_bound() -> None:
         now=NOW,
     )
     assert full == (
-        'resource.type="tpu_worker" AND timestamp>="2026-11-29T11:30:00.000000Z" AND severity>=ERROR AND '
-        'resource.labels.node_id="gemma4-qr-node" AND resource.labels.zone="us-east5-a" AND '
-        '(textPayload:"KV cache")'
+        f'(resource.type="tpu_worker" OR ({container})) AND timestamp>="2026-11-29T11:30:00.000000Z" AND '
+        f"{cloudlogs.severity_clause('ERROR', PROJECT)} AND "
+        '(resource.labels.node_id="gemma4-qr-node" OR '
+        'jsonPayload.container.metadata.tpu_node="gemma4-qr-node") '
+        'AND resource.labels.zone="us-east5-a" AND (textPayload:"KV cache")'
     )
+    assert cloudlogs.severity_clause("CRITICAL", PROJECT) == "severity>=CRITICAL"
     for bad in (
         {"since": timedelta(0)},
         {"since": timedelta(hours=1), "severity": "LOUD"},
@@ -75,7 +83,7 @@ def test_build_filter_always_has_a_timestamp_bound() -> None:
         {"since": timedelta(hours=1), "zone": "mars"},
     ):
         with pytest.raises(BadInput):
-            build_filter(now=NOW, **bad)  # type: ignore[arg-type]
+            build_filter(project=PROJECT, now=NOW, **bad)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -94,34 +102,48 @@ def test_validate_filter_accepts_query_text_as_data() -> None:
 
 def test_fetch_reads_every_page_newest_first_with_the_explicit_bound(sim: GcpSimulator) -> None:
     since = timedelta(hours=30)
-    entries = read(sim, build_filter(since, now=NOW), page_size=500)
+    entries = read(sim, build_filter(since, project=PROJECT, now=NOW), page_size=500)
     expected = [
         e
         for e in sim.log_entries()
-        if e["resource"]["type"] == "tpu_worker" and e["timestamp"] >= "2026-11-28T06"
+        if (e["resource"]["type"] == "tpu_worker" or e["logName"].endswith("/gcplogs-docker-driver"))
+        and e["timestamp"] >= "2026-11-28T06"
     ]
     assert len(entries) == len(expected) > 4000
     assert [e.timestamp for e in entries] == sorted((e.timestamp for e in entries), reverse=True)
     assert min(e.timestamp for e in entries) < NOW - timedelta(hours=24)  # no silent 24 h default
-    assert all(e.timestamp.tzinfo is not None and e.resource_type == "tpu_worker" for e in entries)
+    assert all(e.timestamp.tzinfo is not None for e in entries)
+    assert {e.resource_type for e in entries} == {"tpu_worker", "gce_instance"}  # the VM's, vLLM's (gcplogs)
     assert {e.worker_id for e in entries} == {"0", "1"}
     bodies = [body for method, path, body in sim.request_bodies if path.startswith("/v2/entries:list")]
-    assert bodies[-1]["filter"] == build_filter(since, now=NOW)  # sent as-is: the library added nothing
+    assert bodies[-1]["filter"] == build_filter(
+        since, project=PROJECT, now=NOW
+    )  # sent as-is: the library added nothing
     assert bodies[-1]["orderBy"] == "timestamp desc" and bodies[-1]["pageSize"] == 500
     assert len(bodies) >= len(expected) // 500  # paged
     assert sum("pageToken" in b for b in bodies[-len(expected) // 500 :]) >= 1
 
 
 def test_filters_severity_node_text_and_limit(sim: GcpSimulator) -> None:
-    errors = read(sim, build_filter(timedelta(hours=6), severity="ERROR", now=NOW))
+    errors = read(sim, build_filter(timedelta(hours=6), project=PROJECT, severity="ERROR", now=NOW))
     assert errors and all(e.severity_rank >= cloudlogs.severity_rank("ERROR") for e in errors)
     assert any("KV cache is needed" in e.message for e in errors)
-    busy = read(sim, build_filter(timedelta(hours=6), severity="CRITICAL", extra='"/dev/vfio/0"', now=NOW))
+    busy = read(
+        sim,
+        build_filter(timedelta(hours=6), project=PROJECT, severity="ERROR", extra='"/dev/vfio/0"', now=NOW),
+    )
     assert busy and all("/dev/vfio/0" in e.message for e in busy)  # jsonPayload.message extracted
-    assert read(sim, build_filter(timedelta(hours=6), node="other-node", now=NOW)) == []
-    five = read(sim, build_filter(timedelta(hours=6), now=NOW), limit=5, page_size=2)
+    # vLLM's lines (gcplogs, no severity): read at ERROR by their level, the node from the container label
+    assert all(e.severity == "ERROR" and e.node_id == "gemma4-qr-node" for e in busy)
+    assert read(sim, build_filter(timedelta(hours=6), project=PROJECT, node="other-node", now=NOW)) == []
+    five = read(sim, build_filter(timedelta(hours=6), project=PROJECT, now=NOW), limit=5, page_size=2)
     assert len(five) == 5
-    gated = read(sim, build_filter(timedelta(hours=30), severity="CRITICAL", extra="GatedRepoError", now=NOW))
+    gated = read(
+        sim,
+        build_filter(
+            timedelta(hours=30), project=PROJECT, severity="CRITICAL", extra="GatedRepoError", now=NOW
+        ),
+    )
     assert len(gated) == 5 and all(e.severity == "CRITICAL" for e in gated)
     audit = read(sim, 'resource.type="audited_resource" AND timestamp>="2026-11-20T00:00:00Z"')
     assert audit and all("CreateQueuedResource" in e.message for e in audit)
@@ -199,15 +221,21 @@ def test_errors_map_to_ops_errors(sim: GcpSimulator) -> None:
         read(sim, 'resource.type="tpu_worker"')
     sim.inject_fault(r"^/v2/entries:list$", 403)
     with pytest.raises(PermissionDenied) as denied:
-        read(sim, build_filter(timedelta(hours=1), now=NOW))
+        read(sim, build_filter(timedelta(hours=1), project=PROJECT, now=NOW))
     assert denied.value.backend == "logging" and "\n" not in str(denied.value)
     sim.inject_fault(r"^/v2/entries:list$", 503)
     with pytest.raises(BackendUnavailable):
-        read(sim, build_filter(timedelta(hours=1), now=NOW))
+        read(sim, build_filter(timedelta(hours=1), project=PROJECT, now=NOW))
     with pytest.raises(BadInput, match="HTTP 400"):
-        read(sim, build_filter(timedelta(hours=1), now=NOW) + " AND severity>=")
+        read(sim, build_filter(timedelta(hours=1), project=PROJECT, now=NOW) + " AND severity>=")
     with pytest.raises(BackendUnavailable, match="cannot connect"):
-        list(fetch(PROJECT, build_filter(timedelta(hours=1), now=NOW), api_endpoint="http://127.0.0.1:9"))
+        list(
+            fetch(
+                PROJECT,
+                build_filter(timedelta(hours=1), project=PROJECT, now=NOW),
+                api_endpoint="http://127.0.0.1:9",
+            )
+        )
 
 
 def test_added_entries_and_summary_of_what_was_fetched(sim: GcpSimulator) -> None:
@@ -218,8 +246,8 @@ def test_added_entries_and_summary_of_what_was_fetched(sim: GcpSimulator) -> Non
         at=NOW - timedelta(seconds=5),
     )
     assert validate(LOGGING_DOC, "LogEntry", body) == []
-    newest = read(sim, build_filter(timedelta(minutes=1), now=NOW), limit=1)[0]
+    newest = read(sim, build_filter(timedelta(minutes=1), project=PROJECT, now=NOW), limit=1)[0]
     assert newest == entry_from_api(body)
-    summary = summarize(read(sim, build_filter(timedelta(hours=6), now=NOW)))
+    summary = summarize(read(sim, build_filter(timedelta(hours=6), project=PROJECT, now=NOW)))
     assert summary.templates[0].severity == "CRITICAL"
     assert any("KV cache is needed" in e for t in summary.templates for e in t.exemplars)

@@ -52,7 +52,7 @@ def list_raw(sim: GcpSimulator, filter_: str, page_size: int = 1000) -> httpx.Re
     return httpx.post(f"{sim.url}/v2/entries:list", json=body, timeout=30)
 
 
-WINDOW = build_filter(timedelta(hours=1), now=NOW)
+WINDOW = build_filter(timedelta(hours=1), project=PROJECT, now=NOW)
 
 
 def test_the_61st_read_in_a_minute_gets_googles_429_body(sim: GcpSimulator) -> None:

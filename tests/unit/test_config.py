@@ -46,6 +46,19 @@ def test_good_settings_and_comma_lists() -> None:
         ({"admins": "alice"}, "ADMINS: not a Slack user or user-group id: alice"),
         ({"slack_signing_secret": None}, "SLACK_SIGNING_SECRET is required when BOT_MODE=http"),
         ({"bot_mode": "socket"}, "SLACK_APP_TOKEN is required when BOT_MODE=socket"),
+        ({"slack_app_token": "xapp-1-A0-1-abc"}, "SLACK_APP_TOKEN is set but BOT_MODE=http"),
+        (
+            {
+                "bot_mode": "socket",
+                "slack_app_token": "xapp-1-A0-1-abc",
+                "slack_request_url": "https://b.io/slack/events",
+            },
+            "SLACK_REQUEST_URL is set but BOT_MODE=socket",
+        ),
+        (
+            {"slack_request_url": "http://b.io/slack/events"},
+            "SLACK_REQUEST_URL: 'http://b.io/slack/events' is not",
+        ),
         ({"bot_mode": "pigeon"}, "BOT_MODE:"),
         ({"state_database_url": "not a url"}, "STATE_DATABASE_URL: not a SQLAlchemy URL"),
         (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 import shutil
 import subprocess
@@ -64,13 +65,24 @@ def test_startup_script_content() -> None:
     )
     assert flat == (
         "docker run -d --name vllm-gemma4 --privileged --net=host --shm-size 16G -v /dev/shm:/dev/shm "
+        "--log-driver gcplogs --log-opt gcp-project=demo-project --log-opt labels=tpu_node,tpu_worker_id "
+        "--log-opt cache-disabled=false --label tpu_node=$node_id --label tpu_worker_id=$worker_id "
         "--env HF_TOKEN vllm/vllm-tpu:gemma4 vllm serve google/gemma-4-31B-it --tensor-parallel-size 8 "
         "--max-model-len 16384 --host 0.0.0.0 --port 8000 --enable-auto-tool-choice "
         "--tool-call-parser gemma4 --reasoning-parser gemma4 --disable_chunked_mm_input"
     )
-    # Nothing is installed.
-    for installer in ("apt-get", "apt ", "pip ", "pip3", "curl", "wget", "snap"):
+    # Nothing is installed, nothing downloaded: curl asks only the metadata server for tpu-env.
+    for installer in ("apt-get", "apt ", "pip ", "pip3", "wget", "snap", "| sh", "| bash"):
         assert installer not in script
+    assert [line for line in script.splitlines() if "curl " in line] == [
+        "tpu_env=\"$(curl -sf --max-time 10 -H 'Metadata-Flavor: Google' \\"
+    ]
+    assert script.count("metadata.google.internal") == 1
+    # Token hygiene of the log driver: no option copies the environment (HF_TOKEN) or the command into
+    # the entries (moby daemon/logger/gcplogs: env, env-regex, gcp-log-cmd).
+    options = re.findall(r"--log-opt (\S+?)=", script)
+    assert set(options) == {"gcp-project", "labels", "cache-disabled"}
+    assert "env-regex" not in script and "gcp-log-cmd" not in script
 
 
 def test_startup_script_never_handles_the_token_value(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -123,7 +135,17 @@ def test_valid_image_references(image: str) -> None:
     assert _cfg(image=image).image == image
 
 
-def _stub_tools(tmp_path: Path, *, token_ok: bool = True) -> dict[str, str]:
+# The TPU runtime's tpu-env metadata attribute, as a TPU VM serves it (one "KEY: 'value'" a line; the
+# form torch_xla's torch_xla/_internal/tpu.py parses).
+TPU_ENV = "ACCELERATOR_TYPE: 'v6e-8'\nNODE_ID: 'gemma4-qr-node'\nWORKER_ID: '0'\nZONE: 'us-east5-a'\n"
+
+
+def _stub_tools(
+    tmp_path: Path, *, token_ok: bool = True, tpu_env: str = TPU_ENV, gcplogs_ok: bool = True
+) -> dict[str, str]:
+    """Stand-ins for the VM's tools that record their argv (this machine has no TPU VM, docker daemon or
+    metadata server): gcloud prints the token, curl the tpu-env attribute, docker records and succeeds
+    (with `gcplogs_ok` False, `docker run --log-driver gcplogs` fails as the driver does without access)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     log = tmp_path / "calls"
@@ -132,10 +154,24 @@ def _stub_tools(tmp_path: Path, *, token_ok: bool = True) -> dict[str, str]:
         f'printf "%s\\n" "gcloud $*" >> {shlex.quote(str(log))}\n'
         + (f"printf '%s\\n' {shlex.quote(TOKEN)}\n" if token_ok else "echo 'PERMISSION_DENIED' >&2; exit 1\n")
     )
+    (bin_dir / "curl").write_text(
+        "#!/bin/bash\n"
+        f'printf "%s\\n" "curl $*" >> {shlex.quote(str(log))}\n'
+        f"printf '%s' {shlex.quote(tpu_env)}\n"
+    )
+    refuse = (
+        ""
+        if gcplogs_ok
+        else 'case " $* " in *" --log-driver gcplogs "*) echo "unable to connect or authenticate with Google '
+        'Cloud Logging" >&2; '
+        f'for a in "$@"; do printf "%s\\n" "$a"; done > {shlex.quote(str(tmp_path))}/argv.run.gcplogs; '
+        "exit 125;; esac\n"
+    )
     (bin_dir / "docker").write_text(
         "#!/bin/bash\n"
         f'printf "%s\\n" "docker $*" >> {shlex.quote(str(log))}\n'
-        f'for a in "$@"; do printf "%s\\n" "$a"; done > {shlex.quote(str(tmp_path))}/argv.$1\n'
+        + refuse
+        + f'for a in "$@"; do printf "%s\\n" "$a"; done > {shlex.quote(str(tmp_path))}/argv.$1\n'
         f'printf "%s" "${{HF_TOKEN-}}" > {shlex.quote(str(tmp_path))}/env.$1\n'
     )
     (bin_dir / "sleep").write_text("#!/bin/bash\nexit 0\n")
@@ -171,6 +207,59 @@ def test_startup_script_runs_against_stub_tools(tmp_path: Path) -> None:
     assert (tmp_path / "env.run").read_text() == TOKEN  # docker got it from the environment
     assert (tmp_path / "env.pull").read_text() == ""  # not exported before docker run
     assert (tmp_path / "env.rm").read_text() == ""
+    # vLLM's output goes to Cloud Logging, labelled with the node and worker the TPU runtime published.
+    assert _options(argv, "--log-driver") == ["gcplogs"]
+    assert _options(argv, "--log-opt") == [
+        "gcp-project=demo-project",
+        "labels=tpu_node,tpu_worker_id",
+        "cache-disabled=false",  # Docker's local copy: `docker logs` keeps working
+    ]
+    assert _options(argv, "--label") == ["tpu_node=gemma4-qr-node", "tpu_worker_id=0"]
+    assert (
+        "curl -sf --max-time 10 -H Metadata-Flavor: Google http://metadata.google.internal/computeMetadata/v1/instance/attributes/tpu-env"
+        in calls
+    )
+
+
+def _options(argv: list[str], flag: str) -> list[str]:
+    """The values given to `flag` in a docker argv, before the image."""
+    before_image = argv[: argv.index("vllm/vllm-tpu:gemma4")]
+    return [before_image[i + 1] for i, a in enumerate(before_image) if a == flag]
+
+
+@pytest.mark.parametrize(
+    "tpu_env",
+    [
+        "",  # no metadata server answer
+        "NODE_ID: 'x\"; touch PWNED_NODE; \"'\nWORKER_ID: '$(touch PWNED_WORKER)'\n",
+        "NODE_ID: 'Bad_Name'\nWORKER_ID: '99999'\n",
+    ],
+)
+def test_a_missing_or_hostile_tpu_env_labels_nothing_from_it(tmp_path: Path, tpu_env: str) -> None:
+    proc = _run(startup_script(_cfg()), tmp_path, _stub_tools(tmp_path, tpu_env=tpu_env))
+    assert proc.returncode == 0, proc.stderr
+    argv = (tmp_path / "argv.run").read_text().splitlines()
+    assert _options(argv, "--label") == ["tpu_node=unknown", "tpu_worker_id=0"]
+    assert "labelled tpu_node=unknown" in proc.stdout
+    assert not list(tmp_path.glob("PWNED*"))
+
+
+def test_vllm_still_starts_when_the_gcplogs_driver_is_refused(tmp_path: Path) -> None:
+    proc = _run(startup_script(_cfg()), tmp_path, _stub_tools(tmp_path, gcplogs_ok=False))
+    assert proc.returncode == 0, proc.stderr
+    assert "gcplogs log driver failed" in proc.stdout and "roles/logging.logWriter" in proc.stdout
+    assert "docker logs only, not Cloud Logging" in proc.stdout
+    tried = (tmp_path / "argv.run.gcplogs").read_text().splitlines()
+    assert _options(tried, "--log-driver") == ["gcplogs"]
+    argv = (tmp_path / "argv.run").read_text().splitlines()  # the second run, Docker's default driver
+    assert "--log-driver" not in argv and argv[argv.index("vllm/vllm-tpu:gemma4") + 1 :][:2] == [
+        "vllm",
+        "serve",
+    ]
+    assert (tmp_path / "env.run").read_text() == TOKEN
+    calls = (tmp_path / "calls").read_text()
+    assert TOKEN not in calls + proc.stdout + proc.stderr
+    assert calls.count("docker rm -f vllm-gemma4") == 2  # the half-created container goes first
 
 
 def test_an_inherited_hf_token_is_not_exported_early(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""app_manifest.yaml is generated from the command registry; the checked-in file must not drift."""
+"""The app manifest is generated from the command registry for the mode the bot runs in; the checked-in
+app_manifest.yaml is the HTTP one (the default mode) with a placeholder host, and must not drift."""
 
 from __future__ import annotations
 
@@ -10,29 +11,59 @@ import yaml
 
 from bot.__main__ import main
 from bot.commands import registry
-from bot.manifest import manifest, manifest_yaml, request_url
+from bot.config import Settings
+from bot.manifest import PLACEHOLDER_URL, manifest, manifest_yaml
+from bot.request_url import PLACEHOLDER_HOST, check_request_url
 
 ROOT = Path(__file__).resolve().parents[2]
+URL = "https://bot.example.com/slack/events"
+
+
+@pytest.fixture(autouse=True)
+def _no_mode_from_outside(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The manifest command reads BOT_MODE and SLACK_REQUEST_URL: none from this machine or a .env."""
+    monkeypatch.delenv("BOT_MODE", raising=False)
+    monkeypatch.delenv("SLACK_REQUEST_URL", raising=False)
+    monkeypatch.chdir(tmp_path)
 
 
 def test_checked_in_manifest_matches_the_registry() -> None:
-    assert (ROOT / "app_manifest.yaml").read_text() == manifest_yaml(), (
+    assert (ROOT / "app_manifest.yaml").read_text() == manifest_yaml(PLACEHOLDER_URL), (
         "app_manifest.yaml is stale: run `make manifest`"
     )
 
 
+def test_checked_in_manifest_is_for_the_default_mode_of_the_bot_its_image_and_env_example() -> None:
+    data = yaml.safe_load((ROOT / "app_manifest.yaml").read_text())
+    default = Settings.model_fields["bot_mode"].default
+    assert default == "http"
+    assert data["settings"]["socket_mode_enabled"] is False
+    assert data["settings"]["event_subscriptions"]["request_url"] == PLACEHOLDER_URL
+    assert "ENV" in (dockerfile := (ROOT / "Dockerfile").read_text()) and f"BOT_MODE={default}" in dockerfile
+    assert f"# BOT_MODE={default} " in (ROOT / ".env.example").read_text()
+    assert PLACEHOLDER_HOST in (ROOT / "README.md").read_text()
+    assert PLACEHOLDER_HOST in (ROOT / "docs" / "slack-app.md").read_text()
+
+
 def test_every_group_is_a_slash_command_with_its_usage() -> None:
-    commands = {c["command"]: c for c in manifest()["features"]["slash_commands"]}
+    commands = {c["command"]: c for c in manifest(URL)["features"]["slash_commands"]}
     assert set(commands) == {f"/{g}" for g in registry.groups()}
     assert "list" in commands["/tpu"]["usage_hint"]
 
 
-def test_http_variant_sets_request_urls() -> None:
-    url = "https://bot.example.com/slack/events"
-    data = yaml.safe_load(manifest_yaml(url))
+def test_http_variant_sets_request_urls_everywhere() -> None:
+    data = yaml.safe_load(manifest_yaml(URL))
     assert data["settings"]["socket_mode_enabled"] is False
-    assert data["settings"]["event_subscriptions"]["request_url"] == url
-    assert all(c["url"] == url for c in data["features"]["slash_commands"])
+    assert data["settings"]["event_subscriptions"]["request_url"] == URL
+    assert data["settings"]["interactivity"]["request_url"] == URL
+    assert all(c["url"] == URL for c in data["features"]["slash_commands"])
+
+
+def test_socket_variant_has_no_url() -> None:
+    text = manifest_yaml(None)
+    data = yaml.safe_load(text)
+    assert data["settings"]["socket_mode_enabled"] is True
+    assert "url" not in text.split("\n", 2)[2]
 
 
 def test_documented_scope_list_matches_the_manifest() -> None:
@@ -41,7 +72,38 @@ def test_documented_scope_list_matches_the_manifest() -> None:
     listed = {
         scope for line in section.splitlines() for scope in re.findall(r"`([a-z_]+:[a-z_]+|commands)`", line)
     }
-    assert listed == set(manifest()["oauth_config"]["scopes"]["bot"])
+    assert listed == set(manifest(URL)["oauth_config"]["scopes"]["bot"])
+
+
+def test_the_command_picks_the_mode_from_bot_mode(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["manifest", "--url", URL]) == 0
+    assert yaml.safe_load(capsys.readouterr().out) == manifest(URL)
+    monkeypatch.setenv("SLACK_REQUEST_URL", URL)
+    assert main(["manifest"]) == 0
+    assert yaml.safe_load(capsys.readouterr().out) == manifest(URL)
+    monkeypatch.delenv("SLACK_REQUEST_URL")
+    monkeypatch.setenv("BOT_MODE", "socket")
+    assert main(["manifest"]) == 0
+    assert yaml.safe_load(capsys.readouterr().out) == manifest(None)
+
+
+def test_http_mode_without_a_url_says_what_to_pass(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["manifest"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith("manifest: BOT_MODE=http") and "--url https://HOST/slack/events" in err
+    assert "SLACK_REQUEST_URL" in err and "BOT_MODE=socket" in err
+
+
+def test_a_url_in_socket_mode_is_refused(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("BOT_MODE", "socket")
+    assert main(["manifest", "--url", URL]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "--url is set but BOT_MODE=socket" in err
 
 
 @pytest.mark.parametrize(
@@ -54,18 +116,15 @@ def test_documented_scope_list_matches_the_manifest() -> None:
         "https://bot.example.com/slack/events?token=x",
         "https://bot.example.com/slack events",
         "ftp://bot.example.com/",
+        "https://bot.example.com/",
+        PLACEHOLDER_URL,
     ],
 )
 def test_manifest_refuses_a_request_url_slack_cannot_post_to(
     url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises(ValueError):
-        request_url(url)
+        check_request_url(url)
     assert main(["manifest", "--url", url]) == 2
     out, err = capsys.readouterr()
-    assert out == "" and err.startswith("manifest: ")
-
-
-def test_manifest_accepts_a_public_https_url(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["manifest", "--url", "https://bot.example.com/slack/events"]) == 0
-    assert "https://bot.example.com/slack/events" in capsys.readouterr().out
+    assert out == "" and err.startswith("manifest: --url: ")
