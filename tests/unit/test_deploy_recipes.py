@@ -18,6 +18,7 @@ import copy
 import json
 import posixpath
 import re
+import tempfile
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,8 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from googleapiclient import discovery_cache
 
 from bot.config import Settings, load_settings
@@ -303,9 +306,18 @@ def _loads_as_production(env: dict[str, Any], platform: dict[str, str]) -> None:
     values = {name.lower(): value if isinstance(value, str) else "secret" for name, value in env.items()}
     values = {name: value for name, value in values.items() if name.upper() not in NOT_SETTINGS}
     values["slack_bot_token"] = "xoxb-recipe"
+    # The key file the recipe mounts at SSH_KEY_PATH (the settings read it): a throwaway one here.
+    key_dir = tempfile.TemporaryDirectory(prefix="recipe-ssh-")
+    key_path = Path(key_dir.name, posixpath.basename(values["ssh_key_path"]))
+    key_path.write_bytes(
+        Ed25519PrivateKey.generate().private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
+        )
+    )
+    values["ssh_key_path"] = str(key_path)
     if values["state_database_url"] == "secret":
         values["state_database_url"] = "postgresql+psycopg://bot:pw@/chatops?host=/cloudsql/p:r:i"
-    with pytest.MonkeyPatch.context() as patch:
+    with key_dir, pytest.MonkeyPatch.context() as patch:
         for name, value in platform.items():
             patch.setenv(name, value)
         settings = load_settings(_env_file=None, **values)
