@@ -9,29 +9,24 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from datetime import timedelta
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from dotenv import dotenv_values
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from bot.deployments import read_deployments
+from bot.oncall_settings import CommaList, OncallSettings, split_commas
 from bot.request_url import check_request_url
-from bot.routing import parse_routes
 from llm.redact import redact
 from ops.errors import BadInput
 from ops.faults import load_file
-from ops.idle import parse_schedule
 from ops.linear import linear
 from ops.remote_commands import unit_name
-from ops.slo import load_rules, parse_span
 from ops.ssh import load_key
-
-CommaList = Annotated[list[str], NoDecode]
 
 SYSLOG_UNITS = (
     "google-startup-scripts.service",  # the startup script that runs vLLM (journalctl -u, per
@@ -111,7 +106,7 @@ class SlackAppSettings(BaseSettings):
         return self
 
 
-class Settings(SlackAppSettings):
+class Settings(SlackAppSettings, OncallSettings):
     """All settings of the bot; docs/settings.md (generated from this model) lists each one."""
 
     # Slack
@@ -446,74 +441,6 @@ class Settings(SlackAppSettings):
         300, ge=30, le=3600, description="How long a Confirm button works, seconds."
     )
 
-    alert_interval_s: float = Field(
-        60.0, ge=0.5, le=3600, description="How often alerts are evaluated, seconds."
-    )
-    alert_retention_days: int = Field(
-        30,
-        ge=8,
-        le=3650,
-        description="Days the alert ledger keeps the alerts and last states of queued resources that are "
-        "gone (at least 8: a tick reads a week of sent alerts).",
-    )
-    alert_thresholds_min: CommaList = Field(
-        default_factory=lambda: ["60", "15", "5"],
-        description="Minutes before termination (or valid-until) to alert at.",
-    )
-    alert_channel: str | None = Field(
-        None, pattern=r"^[CG][A-Z0-9]{2,}$", description="Channel id for alerts; unset: no alerts."
-    )
-    alert_routes: CommaList = Field(
-        default_factory=list,
-        description="KIND=CHANNEL or SEVERITY=CHANNEL items, e.g. critical=C0PAGE01,expiry=C0COST01.",
-    )
-    alert_mention_group: str | None = Field(
-        None, pattern=r"^S[A-Z0-9]{2,}$", description="User-group id (S...) mentioned on critical alerts."
-    )
-    digest_channel: str | None = Field(
-        None, pattern=r"^[CG][A-Z0-9]{2,}$", description="Channel of the daily digest; unset: ALERT_CHANNEL."
-    )
-    maintenance_timeout_min: int = Field(
-        30,
-        ge=1,
-        le=240,
-        description=(
-            "After planned work, how long to wait for vLLM to serve before 'start-up looks stuck', minutes."
-        ),
-    )
-    maintenance_alert_lead: str = Field(
-        "24h",
-        description=(
-            "How long before a TPU host maintenance window (upcomingMaintenance) its alert is "
-            "posted, 5m to 7d."
-        ),
-    )
-    alert_delivery_recheck_s: int = Field(
-        300,
-        ge=10,
-        le=86400,
-        description=(
-            "How long a channel Slack refused (archived, not found, not joined, missing scope, "
-            "token refused) is left alone before the alert job tries it again, seconds."
-        ),
-    )
-    slo_rules_file: str | None = Field(
-        None, description="YAML file of serving SLO rules (format in ops/slo.py); unset: the built-in rules."
-    )
-    idle_alert_after: str | None = Field(
-        None, description="Alert when no request was served for this long, e.g. 2h (at least 5m); unset: off."
-    )
-    idle_stop_at: str | None = Field(
-        None, description="UTC times to propose stopping the primary, e.g. 'mon-fri 20:00, sat 08:00'."
-    )
-    idle_keep_hours: int = Field(4, ge=1, le=72, description="Hours the Keep button silences idle alerts.")
-    auto_recover: bool = Field(False, description="Recover a dead primary the bot created without a click.")
-    auto_recover_max_per_day: int = Field(
-        2, ge=1, le=24, description="Cap on automatic recoveries per UTC day: attempts."
-    )
-    auto_recover_max_usd_per_day: float = Field(
-        200.0, gt=0, le=100000, description="Cap on automatic recoveries per UTC day: projected USD."
-    )
     state_database_url: str = Field(
         "sqlite:///tpu-chatops.db",
         description=(
@@ -602,13 +529,6 @@ class Settings(SlackAppSettings):
             raise ValueError('each pinned key is "TYPE BASE64", e.g. "ssh-ed25519 AAAAC3..."')
         return keys
 
-    @field_validator("alert_thresholds_min")
-    @classmethod
-    def _check_thresholds(cls, values: list[str]) -> list[str]:
-        if not values or not all(v.isdigit() and 0 < int(v) <= 10080 for v in values):
-            raise ValueError("give whole minutes from 1 to 10080, e.g. 60,15,5")
-        return values
-
     @field_validator("syslog_units")
     @classmethod
     def _check_units(cls, units: list[str]) -> list[str]:
@@ -616,19 +536,6 @@ class Settings(SlackAppSettings):
             return [unit_name(unit) for unit in units]
         except BadInput as exc:
             raise ValueError(exc.message) from None
-
-    @field_validator("alert_routes")
-    @classmethod
-    def _check_routes(cls, items: list[str]) -> list[str]:
-        parse_routes(items)
-        return items
-
-    @field_validator("slo_rules_file")
-    @classmethod
-    def _check_slo_rules(cls, path: str | None) -> str | None:
-        if path is not None:
-            load_rules(path)
-        return path
 
     @field_validator("google_credentials_file")
     @classmethod
@@ -644,43 +551,18 @@ class Settings(SlackAppSettings):
             read_deployments(path)
         return path
 
-    @field_validator("idle_alert_after")
-    @classmethod
-    def _check_idle_after(cls, text: str | None) -> str | None:
-        if text is not None and parse_span(text) < timedelta(minutes=5):
-            raise ValueError("give at least 5m, e.g. 2h")
-        return text
-
-    @field_validator("maintenance_alert_lead")
-    @classmethod
-    def _check_maintenance_lead(cls, text: str) -> str:
-        if not timedelta(minutes=5) <= parse_span(text) <= timedelta(days=7):
-            raise ValueError("give 5m to 7d, e.g. 24h (Google announces scheduled maintenance 7 days ahead)")
-        return text
-
-    @field_validator("idle_stop_at")
-    @classmethod
-    def _check_idle_stop_at(cls, text: str | None) -> str | None:
-        if text is not None:
-            parse_schedule(text)
-        return text
-
     @field_validator(
         "tpu_zones",
         "viewers",
         "operators",
         "admins",
         "ssh_host_keys",
-        "alert_thresholds_min",
-        "alert_routes",
         "syslog_units",
         mode="before",
     )
     @classmethod
     def _split_commas(cls, value: object) -> object:
-        if isinstance(value, str):
-            return [part.strip() for part in value.split(",") if part.strip()]
-        return value
+        return split_commas(value)
 
     @field_validator("tpu_zones")
     @classmethod
