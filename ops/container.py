@@ -39,6 +39,7 @@ __all__ = [
     "exit_reason",
     "log_error_line",
     "served_names",
+    "timed_lines",
 ]
 
 
@@ -194,6 +195,27 @@ def _docker_time(value: Any) -> datetime | None:
     fraction = (match.group(2) or "0")[:6].ljust(6, "0")
     zone = "+00:00" if match.group(3) == "Z" else match.group(3)
     return datetime.fromisoformat(f"{match.group(1)}.{fraction}{zone}").astimezone(UTC)
+
+
+def timed_lines(text: str) -> list[tuple[datetime | None, str]]:
+    """The lines of `docker logs --timestamps` output, each split into its time and its text.
+
+    Docker puts the entry's RFC3339Nano time and one space before every line it prints
+    (https://docs.docker.com/reference/cli/docker/container/logs/). A line without one (output of a docker
+    that ignored the flag, or a line of the message that spans several) keeps its text and gets None.
+
+    Args:
+        text: the command's output.
+
+    Returns:
+        (aware UTC time or None, the line without the time), in order.
+    """
+    out: list[tuple[datetime | None, str]] = []
+    for line in text.splitlines():
+        stamp, _, rest = line.partition(" ")
+        when = _docker_time(stamp) if _RFC3339.match(stamp) else None
+        out.append((when, rest) if when is not None else (None, line))
+    return out
 
 
 class VllmContainer:
@@ -432,13 +454,17 @@ class VllmContainer:
             return
         self._check(result, "rm -f")
 
-    def logs(self, tail: int = 200, since: str | None = None, grep: str | None = None) -> str:
+    def logs(
+        self, tail: int = 200, since: str | None = None, grep: str | None = None, *, timestamps: bool = False
+    ) -> str:
         """The container's log (stdout and stderr merged), optionally filtered on the VM.
 
         Args:
             tail: last lines, 1..10000.
             since: only lines newer than this Go duration ("10m", "2h").
             grep: keep lines containing this literal text (`grep -F`), printable, at most 200 chars.
+            timestamps: each line starts with its RFC 3339 time (`docker logs --timestamps`; split them off
+                with `timed_lines`); not with `grep`.
 
         Returns:
             The log text ("" when grep matched nothing).
@@ -452,12 +478,16 @@ class VllmContainer:
             args["since"] = since
             name += "_since"
         if grep is not None:
+            if timestamps:
+                raise ValueError("timestamps and grep are not combined")
             args["text"] = grep
             name += "_grep"
             # grep hides docker's "No such container" (it goes through the pipe): check existence first.
             self.remote.render(name, **args)  # BadInput before anything is sent
             if not self.status().exists:
                 raise self._not_found()
+        if timestamps:
+            name += "_timed"
         result = self.remote.run(name, **args)
         if grep is not None and result.exit_status == 1 and not result.stdout:
             return ""  # grep: no line matched
