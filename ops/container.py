@@ -28,6 +28,7 @@ from ops.errors import (
 from ops.linear import linear
 from ops.remote_commands import validate
 from ops.ssh import CommandResult, RemoteHost
+from ops.wordings import wording
 
 __all__ = [
     "BenchParams",
@@ -256,7 +257,7 @@ class VllmContainer:
             docker socket); BackendUnavailable for output that is not docker's JSON.
         """
         result = self.remote.run("docker_inspect", container=self.name)
-        if result.exit_status != 0 and "no such" in (result.stderr + result.stdout).lower():
+        if result.exit_status != 0 and wording("docker-no-such-object").search(result.stderr + result.stdout):
             return _ABSENT
         self._check(result, "inspect")
         try:
@@ -405,7 +406,7 @@ class VllmContainer:
         found = self.remote.run("docker_image_inspect", image=image)
         if found.exit_status == 0:
             return False
-        if "no such image" not in (found.stderr + found.stdout).lower():
+        if not wording("docker-no-such-image").search(found.stderr + found.stdout):
             self._check(found, f"image inspect {image}", subject=False)
         pulled = self.remote.run(
             "docker_pull", image=image, timeout_s=max(self.remote.command_timeout_s, 900.0)
@@ -450,7 +451,7 @@ class VllmContainer:
     def rm(self) -> None:
         """`docker rm -f`. Idempotent: a missing container is not an error."""
         result = self.remote.run("docker_rm_force", container=self.name)
-        if result.exit_status != 0 and "no such container" in result.stderr.lower():
+        if result.exit_status != 0 and wording("docker-no-such-container").search(result.stderr):
             return
         self._check(result, "rm -f")
 
@@ -550,11 +551,11 @@ class VllmContainer:
                 "grant the VM's service account roles/secretmanager.secretAccessor on "
                 f"{secret} and give the VM the cloud-platform scope"
             )
-            if "NOT_FOUND" in text:
+            if wording("secret-not-found").search(text):
                 raise NotFound(
                     message + ": no such secret", "create it: gcloud secrets create ...", backend="ssh"
                 )
-            if "PERMISSION_DENIED" in text or "403" in text:
+            if wording("secret-permission-denied").search(text):
                 raise PermissionDenied(message + ": permission denied", hint, backend="ssh")
             raise OpsError(message + f": {docker_error_line(text)}", hint, backend="ssh")
         self._check(result, "run")
@@ -576,22 +577,21 @@ class VllmContainer:
         if result.exit_status == 0:
             return
         text = result.stderr or result.stdout
-        lower = text.lower()
         target = f" {self.name}" if subject else ""
         message = f"{tool} {action}{target} on {self.remote.host} failed (exit {result.exit_status})"
         detail = docker_error_line(text)
         if detail:
             message += f": {detail}"
-        if "no such container" in lower:
+        if wording("docker-no-such-container").search(text):
             raise self._not_found()
         if result.exit_status == 127:
             raise BackendUnavailable(message, f"is {tool} installed on the VM?", backend="ssh")
         known = faults.explain(text)
         if known is not None and known[0].name == "docker-socket-denied":
             raise PermissionDenied(message, known[2], backend="ssh")
-        if "sudo:" in lower and "password" in lower:
+        if wording("sudo-password-required").search(text):
             raise PermissionDenied(message, "allow passwordless sudo for the SSH user", backend="ssh")
-        if "already in use by container" in lower:  # docker's name conflict, not a busy TPU
+        if known is not None and known[0].name == "docker-container-name-in-use":  # not a busy TPU
             raise AlreadyExists(message, "remove it first (/vllm restart recreates it)", backend="ssh")
         if known is None:
             raise OpsError(message, "see /vllm logs", backend="ssh")
@@ -612,12 +612,6 @@ _DOCKER_NOISE = linear(
     r"|[\w.-]+: Pulling from .*|[0-9a-f]{12}: (?:Pulling fs layer|Waiting|Downloading|Verifying Checksum"
     r"|Download complete|Extracting|Pull complete|Already exists).*|Digest: sha256:.*|Status: .*)$"
 )
-# Words of a root cause, in docker's and the registries' wording (docker CLI and distribution errors).
-_DOCKER_CAUSES = linear(
-    r"(?i)no space left on device|manifest unknown|not found: manifest|pull access denied|toomanyrequests"
-    r"|denied: |unauthorized|permission denied|no such host|i/o timeout|connection refused|is already in use"
-    r"|no such container|no such image"
-)
 _ERRORS_OCCURRED = linear(r":?\s*\d+ errors? occurred:?$")  # the heading of docker's multi-error list
 
 
@@ -637,9 +631,10 @@ def docker_error_line(text: str, limit: int = 300) -> str:
     useful = [i for i in meaningful if not _DOCKER_NOISE.match(lines[i])] or meaningful
     if not useful:
         return ""
+    causes, daemon = wording("docker-root-cause"), wording("docker-daemon-error")
     chosen = next(
-        (i for i in reversed(useful) if _DOCKER_CAUSES.search(lines[i])),
-        next((i for i in reversed(useful) if "error response from daemon" in lines[i].lower()), useful[-1]),
+        (i for i in reversed(useful) if causes.search(lines[i])),
+        next((i for i in reversed(useful) if daemon.search(lines[i])), useful[-1]),
     )
     line = lines[chosen].removeprefix("docker: ")
     if line.startswith("* "):
@@ -648,7 +643,8 @@ def docker_error_line(text: str, limit: int = 300) -> str:
         )
         heading = _ERRORS_OCCURRED.sub("", heading.removeprefix("docker: ")).strip()
         line = f"{heading}: {line[2:]}" if heading else line[2:]
-    line = line.removesuffix(".") if line.endswith("manifest unknown.") else line
+    # the registry's message repeated after the cause ends in a period ("...: manifest unknown.")
+    line = line.removesuffix(".") if line.endswith(".") and causes.search(line.rsplit(":", 1)[-1]) else line
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
