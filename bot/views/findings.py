@@ -96,7 +96,7 @@ def _unmatched_parts(u: Unmatched, key_lines: tuple[str, ...]) -> list[str]:
     first = _first_error_line(u)
     if first:
         parts.append(first)
-    extra = [line for line in key_lines if u.first_error[:80] not in line]
+    extra = [line for line in key_lines if not u.first_error or u.first_error[:80] not in line]
     if extra:
         parts.append("*Key lines*\n" + "\n".join(f"`{line}`" for line in extra))
     parts.append("*Next step*: " + " or ".join(f"`{step}`" for step in next_steps(u)))

@@ -64,6 +64,8 @@ def test_first_error_is_the_earliest_one_before_the_exit_not_after() -> None:
     later = [(when, text) for when, text in LINES if when >= _at(20)]
     u = from_lines(later, source="container", ended_at=_at(10))
     assert u is not None and u.first_error == "" and u.first_error_at is None  # both after the exit
+    text = diagnosis_text(Diagnosis((), ("E1203 device lost after the exit",), u))
+    assert "*First error*" not in text and "*Key lines*\n`E1203 device lost after the exit`" in text
     running = from_lines(later, source="container")  # no exit: the whole window counts
     assert running is not None and running.first_error.endswith("shutting down after the engine")
 
