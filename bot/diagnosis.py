@@ -10,6 +10,8 @@ node, a node gone under a listed queued resource, a FAILED one's error).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
+from datetime import datetime, timedelta
 
 from bot.authorship import rules_only
 from bot.services import Services
@@ -17,8 +19,10 @@ from bot.views.findings import diagnosis_text
 from llm.diagnose import Diagnosis, examine
 from llm.logscope import ServingNow
 from llm.logsum import Analysis
+from llm.nomatch import from_lines, from_templates
 from llm.redact import redact
 from ops.alerts import Alert
+from ops.container import timed_lines
 from ops.errors import OpsError
 from ops.faults import Deployment, catalogue, key_lines
 from ops.linear import linear
@@ -27,8 +31,10 @@ from ops.tpu_model import QueuedResourceInfo
 __all__ = [
     "alert_diagnosis",
     "analysis_diagnosis",
+    "container_diagnosis",
     "deployment_of",
     "needs_listing",
+    "plain_log",
     "resource_diagnosis",
     "resource_state_text",
     "serving_now",
@@ -89,11 +95,61 @@ def resource_diagnosis(qr: QueuedResourceInfo, deployment: Deployment) -> Diagno
     return result if result.findings or (qr.state == "FAILED" and result.key_lines) else None
 
 
-def analysis_diagnosis(result: Analysis) -> Diagnosis:
-    """The findings of a log analysis with the key lines of its error templates' exemplars."""
+def analysis_diagnosis(
+    result: Analysis, *, span: timedelta | None = None, ended_at: datetime | None = None
+) -> Diagnosis:
+    """The findings of a log analysis with the key lines of its error templates' exemplars; without a
+    finding, the no-match view of its templates (`llm.nomatch`, source Cloud Logging).
+
+    Args:
+        result: the analysis.
+        span: its window (the next step asks for a wider one); None: unknown.
+        ended_at: when the vLLM container exited (aware UTC), None when it runs or is unknown.
+    """
     errors = [t for t in result.templates if t.severity in _ERROR_SEVERITIES]
     exemplars = "\n".join(e.replace("\\n", "\n") for t in errors for e in t.exemplars)
-    return Diagnosis(result.findings, tuple(key_lines(exemplars)))
+    diagnosis = Diagnosis(result.findings, tuple(key_lines(exemplars)))
+    if result.findings:
+        return diagnosis
+    unmatched = from_templates(result.templates, source="cloud-logging", ended_at=ended_at, span=span)
+    return replace(diagnosis, unmatched=unmatched)
+
+
+def plain_log(raw: str) -> str:
+    """`docker logs --timestamps` output without the times (`ops.container.timed_lines`)."""
+    return "\n".join(text for _, text in timed_lines(raw))
+
+
+def container_diagnosis(
+    raw: str,
+    deployment: Deployment,
+    *,
+    ended_at: datetime | None = None,
+    now: datetime | None = None,
+    extra: str = "",
+    source: str = "container",
+    unit: str = "",
+) -> Diagnosis:
+    """The diagnosis of a container log read with `--timestamps` (or a journal), the same for `/vllm
+    status`, `/vllm logs`, `/vllm syslog` and the vLLM alert: the catalogue over the text without its times
+    (plus `extra`, a state line such as "start-up stuck"); without a finding, the no-match view of its
+    lines (`llm.nomatch.from_lines`).
+
+    Args:
+        raw: the log, each line optionally starting with docker's RFC 3339 time.
+        deployment: what the fixes are written for.
+        ended_at: when the container exited (docker's `State.FinishedAt`), None when it runs.
+        now: when the log was read (the next step widens from the earliest line to it).
+        extra: text diagnosed with the log ("" for none).
+        source, unit: where the log was read (`llm.nomatch.SOURCES`) and the journal's unit.
+    """
+    lines = timed_lines(raw)
+    text = "\n".join(filter(None, ["\n".join(t for _, t in lines), extra]))
+    result = examine(text, deployment)
+    if result.findings:
+        return result
+    unmatched = from_lines(lines, source=source, ended_at=ended_at, now=now, unit=unit)
+    return replace(result, unmatched=unmatched)
 
 
 def needs_listing(result: Diagnosis) -> bool:
@@ -124,14 +180,19 @@ def alert_diagnosis(services: Services, alert: Alert, qr: QueuedResourceInfo | N
     """
     if alert.kind == "vllm_down":
         state = f"*State* {alert.text or alert.title}"
+        ended_at = None
         try:
             container, host = services.container()
             with host:
-                log = container.logs(tail=_LOG_TAIL)
+                log = container.logs(tail=_LOG_TAIL, timestamps=True)
+                status = container.status()
+            ended_at = status.finished_at if status.exists and not status.running else None
             missing = ""
         except OpsError as exc:
             log, missing = "", f"container log not read: {exc.message}"
-        result = examine("\n".join(filter(None, [alert.text, log])), deployment_of(services))
+        result = container_diagnosis(
+            log, deployment_of(services), ended_at=ended_at, now=services.now(), extra=alert.text
+        )
     elif qr is not None and (alert.kind in ("preempted", "node_gone") or alert.state in DIAGNOSED_STATES):
         state = f"*State* `{qr.name}` ({qr.zone}) {qr.state}"
         diagnosis = resource_diagnosis(qr, deployment_of(services, qr))
@@ -174,9 +235,10 @@ def _model_reading(services: Services, diagnosis: str) -> str:
 def serving_now(services: Services) -> ServingNow:
     """What serves now, to place log errors against (`llm.logscope`): the running vLLM container's start
     and restart count (docker inspect over SSH), the node of the vLLM endpoint and the served
-    max_model_len (/v1/models); what cannot be read is named in `missing`, never raised."""
+    max_model_len (/v1/models), and when a stopped container exited; what cannot be read is named in
+    `missing`, never raised."""
     missing: list[str] = []
-    started_at, restarts = None, 0
+    started_at, restarts, stopped_at = None, 0, None
     try:
         container, host = services.container()
         with host:
@@ -184,6 +246,7 @@ def serving_now(services: Services) -> ServingNow:
         if status.running:
             started_at, restarts = status.started_at, status.restart_count
         else:
+            stopped_at = status.finished_at
             missing.append(f"no running vLLM container (`{container.name}` is {status.state})")
     except OpsError as exc:
         missing.append(f"the container's start: {exc.message}")
@@ -197,7 +260,7 @@ def serving_now(services: Services) -> ServingNow:
         max_model_len = lengths[0] if lengths else None
     except OpsError as exc:
         missing.append(f"the served configuration: {exc.message}")
-    return ServingNow(started_at, restarts, node, max_model_len, tuple(missing))
+    return ServingNow(started_at, restarts, node, max_model_len, tuple(missing), stopped_at)
 
 
 _ENDPOINT_NODE = linear(r"\bnode (\S+) of ")  # `ops.endpoint.Endpoint.source` of a discovered endpoint

@@ -11,6 +11,7 @@ sim/cases/README.md and tests/fixtures/cases/README.md, and scored by bench/diag
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ops.faults import (
     SEVERITIES,
@@ -26,10 +27,10 @@ from ops.faults import (
 )
 from ops.linear import linear
 
-__all__ = ["SEVERITIES", "UNKNOWN_LEAD", "Diagnosis", "Finding", "diagnose", "examine"]
+if TYPE_CHECKING:  # llm.nomatch reads llm.logsum, which reads this module
+    from llm.nomatch import Unmatched
 
-UNKNOWN_LEAD = "not a known failure; the key lines are:"
-"""What an unmatched failure says before its key lines."""
+__all__ = ["SEVERITIES", "Diagnosis", "Finding", "diagnose", "examine"]
 
 # The engine's processes: "(EngineCore_DP0 pid=281)", its workers "(VllmWorker rank=0 pid=412)", "(Worker_TP1
 # pid=9)" (vLLM's multiproc executor names them so in its log prefix).
@@ -75,15 +76,18 @@ class Diagnosis:
     Attributes:
         findings: most severe first (see `diagnose`).
         key_lines: the lines that carry the cause, in text order (empty for a text without errors).
+        unmatched: for a failure no family explains, its top error templates, first error and source
+            (`llm.nomatch`); None when there are findings or it was not built.
     """
 
     findings: tuple[Finding, ...]
     key_lines: tuple[str, ...]
+    unmatched: Unmatched | None = None
 
     @property
     def unknown(self) -> bool:
         """True for a failure no family explains: error lines but no finding."""
-        return not self.findings and bool(self.key_lines)
+        return not self.findings and (bool(self.key_lines) or self.unmatched is not None)
 
     def runbooks(self) -> list[tuple[str, str]]:
         """(family, runbook text) of the findings that have a runbook, in finding order, once each."""

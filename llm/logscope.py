@@ -40,6 +40,8 @@ class ServingNow:
         node: the TPU node the vLLM endpoint is on, None when unknown (e.g. a VLLM_BASE_URL setting).
         max_model_len: `max_model_len` of the served model in /v1/models, tokens; None when unread.
         missing: what could not be read, one phrase each (e.g. "the container's start: SSH refused").
+        stopped_at: when the vLLM container exited (docker's `State.FinishedAt`, UTC) when it is not
+            running; None when it runs or is unread.
     """
 
     started_at: datetime | None = None
@@ -47,6 +49,7 @@ class ServingNow:
     node: str | None = None
     max_model_len: int | None = None
     missing: tuple[str, ...] = ()
+    stopped_at: datetime | None = None
 
 
 @dataclass(frozen=True)

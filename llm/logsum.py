@@ -47,7 +47,7 @@ from llm.tokens import PromptCounter
 from ops.cloudlogs import SEVERITIES, LogEntry, severity_rank
 from ops.errors import BackendUnavailable, BadInput, OpsError
 from ops.faults import Deployment, is_exception_line, is_traceback_line
-from ops.linear import linear
+from ops.wordings import wording
 
 __all__ = [
     "CHARS_PER_TOKEN",
@@ -622,14 +622,9 @@ class Analysis:
         return self.templates[:n]
 
 
-_CONTEXT_ERROR = linear(
-    r"(?i)maximum context length|context length|context window|too large|too long|exceeds? (?:the )?context"
-)
-
-
 def is_context_length_error(exc: BaseException) -> bool:
     """True for a server's "prompt + max_tokens exceed the context" rejection (a BadInput from HTTP 400)."""
-    return isinstance(exc, BadInput) and _CONTEXT_ERROR.search(str(exc)) is not None
+    return isinstance(exc, BadInput) and wording("context-length-rejection").search(str(exc)) is not None
 
 
 def _connection_reset(exc: BackendUnavailable) -> bool:

@@ -28,6 +28,7 @@ from ops.errors import (
 from ops.linear import linear
 from ops.remote_commands import validate
 from ops.ssh import CommandResult, RemoteHost
+from ops.wordings import wording
 
 __all__ = [
     "BenchParams",
@@ -39,6 +40,7 @@ __all__ = [
     "exit_reason",
     "log_error_line",
     "served_names",
+    "timed_lines",
 ]
 
 
@@ -196,6 +198,27 @@ def _docker_time(value: Any) -> datetime | None:
     return datetime.fromisoformat(f"{match.group(1)}.{fraction}{zone}").astimezone(UTC)
 
 
+def timed_lines(text: str) -> list[tuple[datetime | None, str]]:
+    """The lines of `docker logs --timestamps` output, each split into its time and its text.
+
+    Docker puts the entry's RFC3339Nano time and one space before every line it prints
+    (https://docs.docker.com/reference/cli/docker/container/logs/). A line without one (output of a docker
+    that ignored the flag, or a line of the message that spans several) keeps its text and gets None.
+
+    Args:
+        text: the command's output.
+
+    Returns:
+        (aware UTC time or None, the line without the time), in order.
+    """
+    out: list[tuple[datetime | None, str]] = []
+    for line in text.splitlines():
+        stamp, _, rest = line.partition(" ")
+        when = _docker_time(stamp) if _RFC3339.match(stamp) else None
+        out.append((when, rest) if when is not None else (None, line))
+    return out
+
+
 class VllmContainer:
     """The vLLM container on the TPU VM, driven over `RemoteHost` with the allowed templates only.
 
@@ -234,7 +257,7 @@ class VllmContainer:
             docker socket); BackendUnavailable for output that is not docker's JSON.
         """
         result = self.remote.run("docker_inspect", container=self.name)
-        if result.exit_status != 0 and "no such" in (result.stderr + result.stdout).lower():
+        if result.exit_status != 0 and wording("docker-no-such-object").search(result.stderr + result.stdout):
             return _ABSENT
         self._check(result, "inspect")
         try:
@@ -383,7 +406,7 @@ class VllmContainer:
         found = self.remote.run("docker_image_inspect", image=image)
         if found.exit_status == 0:
             return False
-        if "no such image" not in (found.stderr + found.stdout).lower():
+        if not wording("docker-no-such-image").search(found.stderr + found.stdout):
             self._check(found, f"image inspect {image}", subject=False)
         pulled = self.remote.run(
             "docker_pull", image=image, timeout_s=max(self.remote.command_timeout_s, 900.0)
@@ -428,17 +451,21 @@ class VllmContainer:
     def rm(self) -> None:
         """`docker rm -f`. Idempotent: a missing container is not an error."""
         result = self.remote.run("docker_rm_force", container=self.name)
-        if result.exit_status != 0 and "no such container" in result.stderr.lower():
+        if result.exit_status != 0 and wording("docker-no-such-container").search(result.stderr):
             return
         self._check(result, "rm -f")
 
-    def logs(self, tail: int = 200, since: str | None = None, grep: str | None = None) -> str:
+    def logs(
+        self, tail: int = 200, since: str | None = None, grep: str | None = None, *, timestamps: bool = False
+    ) -> str:
         """The container's log (stdout and stderr merged), optionally filtered on the VM.
 
         Args:
             tail: last lines, 1..10000.
             since: only lines newer than this Go duration ("10m", "2h").
             grep: keep lines containing this literal text (`grep -F`), printable, at most 200 chars.
+            timestamps: each line starts with its RFC 3339 time (`docker logs --timestamps`; split them off
+                with `timed_lines`); not with `grep`.
 
         Returns:
             The log text ("" when grep matched nothing).
@@ -452,12 +479,16 @@ class VllmContainer:
             args["since"] = since
             name += "_since"
         if grep is not None:
+            if timestamps:
+                raise ValueError("timestamps and grep are not combined")
             args["text"] = grep
             name += "_grep"
             # grep hides docker's "No such container" (it goes through the pipe): check existence first.
             self.remote.render(name, **args)  # BadInput before anything is sent
             if not self.status().exists:
                 raise self._not_found()
+        if timestamps:
+            name += "_timed"
         result = self.remote.run(name, **args)
         if grep is not None and result.exit_status == 1 and not result.stdout:
             return ""  # grep: no line matched
@@ -520,11 +551,11 @@ class VllmContainer:
                 "grant the VM's service account roles/secretmanager.secretAccessor on "
                 f"{secret} and give the VM the cloud-platform scope"
             )
-            if "NOT_FOUND" in text:
+            if wording("secret-not-found").search(text):
                 raise NotFound(
                     message + ": no such secret", "create it: gcloud secrets create ...", backend="ssh"
                 )
-            if "PERMISSION_DENIED" in text or "403" in text:
+            if wording("secret-permission-denied").search(text):
                 raise PermissionDenied(message + ": permission denied", hint, backend="ssh")
             raise OpsError(message + f": {docker_error_line(text)}", hint, backend="ssh")
         self._check(result, "run")
@@ -546,22 +577,21 @@ class VllmContainer:
         if result.exit_status == 0:
             return
         text = result.stderr or result.stdout
-        lower = text.lower()
         target = f" {self.name}" if subject else ""
         message = f"{tool} {action}{target} on {self.remote.host} failed (exit {result.exit_status})"
         detail = docker_error_line(text)
         if detail:
             message += f": {detail}"
-        if "no such container" in lower:
+        if wording("docker-no-such-container").search(text):
             raise self._not_found()
         if result.exit_status == 127:
             raise BackendUnavailable(message, f"is {tool} installed on the VM?", backend="ssh")
         known = faults.explain(text)
         if known is not None and known[0].name == "docker-socket-denied":
             raise PermissionDenied(message, known[2], backend="ssh")
-        if "sudo:" in lower and "password" in lower:
+        if wording("sudo-password-required").search(text):
             raise PermissionDenied(message, "allow passwordless sudo for the SSH user", backend="ssh")
-        if "already in use by container" in lower:  # docker's name conflict, not a busy TPU
+        if known is not None and known[0].name == "docker-container-name-in-use":  # not a busy TPU
             raise AlreadyExists(message, "remove it first (/vllm restart recreates it)", backend="ssh")
         if known is None:
             raise OpsError(message, "see /vllm logs", backend="ssh")
@@ -582,12 +612,6 @@ _DOCKER_NOISE = linear(
     r"|[\w.-]+: Pulling from .*|[0-9a-f]{12}: (?:Pulling fs layer|Waiting|Downloading|Verifying Checksum"
     r"|Download complete|Extracting|Pull complete|Already exists).*|Digest: sha256:.*|Status: .*)$"
 )
-# Words of a root cause, in docker's and the registries' wording (docker CLI and distribution errors).
-_DOCKER_CAUSES = linear(
-    r"(?i)no space left on device|manifest unknown|not found: manifest|pull access denied|toomanyrequests"
-    r"|denied: |unauthorized|permission denied|no such host|i/o timeout|connection refused|is already in use"
-    r"|no such container|no such image"
-)
 _ERRORS_OCCURRED = linear(r":?\s*\d+ errors? occurred:?$")  # the heading of docker's multi-error list
 
 
@@ -607,9 +631,10 @@ def docker_error_line(text: str, limit: int = 300) -> str:
     useful = [i for i in meaningful if not _DOCKER_NOISE.match(lines[i])] or meaningful
     if not useful:
         return ""
+    causes, daemon = wording("docker-root-cause"), wording("docker-daemon-error")
     chosen = next(
-        (i for i in reversed(useful) if _DOCKER_CAUSES.search(lines[i])),
-        next((i for i in reversed(useful) if "error response from daemon" in lines[i].lower()), useful[-1]),
+        (i for i in reversed(useful) if causes.search(lines[i])),
+        next((i for i in reversed(useful) if daemon.search(lines[i])), useful[-1]),
     )
     line = lines[chosen].removeprefix("docker: ")
     if line.startswith("* "):
@@ -618,7 +643,8 @@ def docker_error_line(text: str, limit: int = 300) -> str:
         )
         heading = _ERRORS_OCCURRED.sub("", heading.removeprefix("docker: ")).strip()
         line = f"{heading}: {line[2:]}" if heading else line[2:]
-    line = line.removesuffix(".") if line.endswith("manifest unknown.") else line
+    # the registry's message repeated after the cause ends in a period ("...: manifest unknown.")
+    line = line.removesuffix(".") if line.endswith(".") and causes.search(line.rsplit(":", 1)[-1]) else line
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 

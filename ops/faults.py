@@ -13,6 +13,10 @@ the longer match), so "403 not in the authorized list" beats the 401 wording of 
 may also `suppress` others anywhere in the same text (a 403 makes the 401 lines around it the same
 incident).
 
+The file's `wordings:` hold the other upstream texts the code reads (docker's root-cause words, a create
+error's status codes, a server's context-length refusal), read by `ops.wordings`: every failure wording
+lives in the catalogue file (tests/unit/test_fault_wordings.py fails on one written in the code).
+
 `key_lines` picks the few lines that carry the cause of any failure text: the root exception, its "caused
 by" chain, the first error of the burst; generic traceback frames never rank above them.
 """
@@ -419,6 +423,8 @@ def load_file(path: str | Path, *, origin: str | None = None) -> list[Family]:
         raise ValueError(f"{where}: not valid YAML: {' '.join(str(exc).split())[:200]}") from None
     if not isinstance(data, dict) or not isinstance(data.get("families"), list):
         raise ValueError(f"{where}: expected a mapping with a `families:` list")
+    if "wordings" in data and Path(path).resolve() != BUILTIN_PATH.resolve():
+        raise ValueError(f"{where}: `wordings:` belong to the built-in catalogue; a team file adds families")
     families = []
     for number, item in enumerate(data["families"], 1):
         families.append(_family(item, f"{where}: family {number}", origin or where))

@@ -194,6 +194,15 @@ TEMPLATES: dict[str, CommandTemplate] = {
         _LOGS + " --since {since} -- {container} 2>&1",
         {"tail": "tail", "since": "since", "container": "container"},
     ),
+    # --timestamps: each line starts with its RFC 3339 time (nanoseconds), which the diagnosis reads
+    # (https://docs.docker.com/reference/cli/docker/container/logs/)
+    "docker_logs_timed": CommandTemplate(
+        _LOGS + " --timestamps -- {container} 2>&1", {"tail": "tail", "container": "container"}
+    ),
+    "docker_logs_since_timed": CommandTemplate(
+        _LOGS + " --since {since} --timestamps -- {container} 2>&1",
+        {"tail": "tail", "since": "since", "container": "container"},
+    ),
     "docker_logs_grep": CommandTemplate(
         _LOGS + " -- {container} 2>&1 | grep -F -e {text}",
         {"tail": "tail", "container": "container", "text": "text"},

@@ -28,20 +28,13 @@ from ops.errors import (
     QuotaExceeded,
     UnsupportedInZone,
 )
-from ops.linear import linear
+from ops.wordings import wording
 
 __all__ = ["Classification", "classify"]
 
 # Fault texts (stockout, quota, accelerator type / provisioning model / zone not offered) are families of
-# the fault catalogue (ops/faults.yaml, `create:` entries); what is left here reads status codes only.
-_TIMEOUT = linear(r"(?i)timed? ?out|deadline[_ ]exceeded|no answer in time")
-_SERVER = linear(
-    r"(?i)\bHTTP 5\d\d\b|\bcode:? (?:13|14)\b|internal error|backend error|cannot connect|service unavailable"
-)
-_SERVER_STATUS = linear(r"\b(?:UNAVAILABLE|INTERNAL)\b")  # google.rpc.Code names, upper case only
-_BAD_REQUEST = linear(r"INVALID_ARGUMENT|FAILED_PRECONDITION|\bHTTP 400\b|\"code\": 3\b|\bcode 3\b")
-_CODE_8 = linear(r"(?i)\bcode:? 8\b|\"code\": 8\b")  # an operation's RESOURCE_EXHAUSTED
-_HTTP_429 = linear(r"\bHTTP 429\b")
+# the fault catalogue (ops/faults.yaml, `create:` entries); what is left here reads status codes, whose
+# wordings are the catalogue's `wordings:` too (create-timeout, create-server-error, ...).
 
 
 @dataclass(frozen=True)
@@ -110,15 +103,19 @@ def classify(error: BaseException | str) -> Classification:
         return Classification("transient", "already exists")
     if isinstance(error, Cancelled):
         return Classification("transient", "cancelled")
-    if isinstance(error, BackendTimeout) or _TIMEOUT.search(text):
+
+    def says(name: str) -> bool:
+        return wording(name).search(text) is not None
+
+    if isinstance(error, BackendTimeout) or says("create-timeout"):
         return Classification("transient", "timeout")
-    if isinstance(error, BackendUnavailable) or _SERVER.search(text) or _SERVER_STATUS.search(text):
+    if isinstance(error, BackendUnavailable) or says("create-server-error") or says("create-server-status"):
         return Classification("transient", "server error")
-    if isinstance(error, BadInput) or (isinstance(error, str) and _BAD_REQUEST.search(text)):
+    if isinstance(error, BadInput) or (isinstance(error, str) and says("create-bad-request")):
         return Classification("permanent", "bad request", "request")
-    if isinstance(error, QuotaExceeded) or _HTTP_429.search(text):
+    if isinstance(error, QuotaExceeded) or says("create-rate-limited"):
         return Classification("unknown", "quota or rate limit")
-    if _CODE_8.search(text):
+    if says("create-resource-exhausted"):
         return Classification("transient", "stockout")
     return Classification("unknown", "unknown error")
 

@@ -37,6 +37,7 @@ from bot.diagnosis import deployment_of, resource_diagnosis, serving_now
 from bot.fleet_status import deployment_lines, snapshots
 from bot.render import Reply, human_duration
 from bot.views.chat import Answer, Shown, chat_reply
+from bot.views.findings import unmatched_fact
 from bot.views.metrics import metrics_lines, ms
 from llm.agent import FACTS_PROMPT, SUGGEST_TOOL, SYSTEM_PROMPT, AgentAnswer, Tool, answer
 from llm.claims import Checked, check_answer
@@ -45,6 +46,7 @@ from llm.diagnose import Diagnosis, Finding, diagnose
 from llm.grounding import Fact, estimate_tokens, facts_block
 from llm.logscope import place, present, template_of
 from llm.logsum import summarize
+from llm.nomatch import from_templates
 from llm.redact import redact
 from ops import cloudlogs, cost
 from ops.errors import BadInput, OpsError
@@ -349,7 +351,8 @@ def _error_facts(
     exemplars = "\n".join(e for t in summary.templates for e in t.exemplars).replace("\\n", "\n")
     got.scanned.append(("the logs", exemplars))
     serving = serving_now(ctx.services)
-    placed = place(tuple(diagnose(exemplars, deployment)), summary.templates, serving)
+    findings = tuple(diagnose(exemplars, deployment))
+    placed = place(findings, summary.templates, serving)
     current, past = list(placed.current), [*placed.earlier, *placed.other]
     if down is not None:  # nothing runs now: every failure logged is one of before
         past += [
@@ -366,6 +369,13 @@ def _error_facts(
     text = f"{summary.error_entries} ERROR entries; top: {top}" + (
         f"; known failures now: {known}" if known else ""
     )
+    unmatched = (
+        None
+        if findings
+        else from_templates(ranked, source="cloud-logging", span=subjects.window, ended_at=serving.stopped_at)
+    )
+    if unmatched is not None:  # no family explains them: say so, with the first error and where to look
+        text = f"{summary.error_entries} ERROR entries; {unmatched_fact(unmatched)}"
     detail = "\n".join(
         f"{t.count}\t{t.severity}\t{t.last_seen:%F %T}\t{t.template}" for t in summary.templates
     )

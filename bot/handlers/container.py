@@ -14,14 +14,14 @@ from functools import partial
 
 from bot.commands import Param, Role, registry
 from bot.context import Context
-from bot.diagnosis import deployment_of
+from bot.diagnosis import container_diagnosis, deployment_of, plain_log
 from bot.identity import identify
 from bot.maintenance import planned_work
 from bot.render import Attachment, Reply, ago, blocks_reply, code, context, section
 from bot.safety import check_ssh_pin, ssh_pin_text
 from bot.tpu_requests import VLLM_LOAD
 from bot.views.findings import diagnosis_text, identity_line
-from llm.diagnose import examine
+from llm.diagnose import Diagnosis
 from ops import remote_commands
 from ops.container import ContainerStatus, ReplaceOutcome, VllmContainer
 from ops.errors import OpsError, PermissionDenied
@@ -103,7 +103,8 @@ def vllm_status(ctx: Context) -> Reply:
     container, host = ctx.services.container()
     with host:
         status = container.status()
-        log = container.logs(tail=DIAGNOSE_TAIL) if status.exists else ""
+        timed = container.logs(tail=DIAGNOSE_TAIL, timestamps=True) if status.exists else ""
+    log = plain_log(timed)
     # /health is asked even of a container that is not running: something else may answer on its port.
     health, identity = _who_answers(ctx, status, log)
     if not status.running:
@@ -116,7 +117,9 @@ def vllm_status(ctx: Context) -> Reply:
     blocks = [section(f"*vLLM container* `{container.name}` on `{host.host}`\n" + state)]
     # The state line joins the log, so a stuck start-up is diagnosed like a logged failure.
     stuck = state.split("\n")[0].removeprefix(":red_circle: ") if "start-up stuck" in state else ""
-    shown = diagnosis_text(examine("\n".join(filter(None, [log, stuck])), deployment_of(ctx.services)))
+    ended = status.finished_at if status.exists and not status.running else None
+    diagnosis = container_diagnosis(timed, deployment_of(ctx.services), ended_at=ended, now=now, extra=stuck)
+    shown = diagnosis_text(diagnosis)
     if shown:
         blocks.append(section(shown))
     return blocks_reply(blocks)
@@ -138,8 +141,11 @@ def vllm_status(ctx: Context) -> Reply:
 def vllm_logs(ctx: Context, tail: str | None, since: str | None, grep: str | None) -> Reply:
     container, host = ctx.services.container()
     with host:
-        text = container.logs(tail=int(tail or 200), since=since, grep=grep)
-    return _log_reply(ctx, f"`{container.name}` log", text, f"{container.name}.log")
+        raw = container.logs(tail=int(tail or 200), since=since, grep=grep, timestamps=grep is None)
+        status = container.status() if grep is None else None
+    ended = status.finished_at if status is not None and status.exists and not status.running else None
+    diagnosis = container_diagnosis(raw, deployment_of(ctx.services), ended_at=ended, now=ctx.services.now())
+    return _log_reply(f"`{container.name}` log", plain_log(raw), f"{container.name}.log", diagnosis)
 
 
 @registry.command(
@@ -168,17 +174,20 @@ def vllm_syslog(ctx: Context, unit: str | None, tail: str | None) -> Reply:
     container, host = ctx.services.container()
     with host:
         text = container.syslog(unit=unit, tail=int(tail or 200))
-    return _log_reply(ctx, f"journal of `{unit}`", text, f"{unit}.log")
+    diagnosis = container_diagnosis(
+        text, deployment_of(ctx.services), now=ctx.services.now(), source="journal", unit=unit
+    )
+    return _log_reply(f"journal of `{unit}`", text, f"{unit}.log", diagnosis)
 
 
-def _log_reply(ctx: Context, title: str, text: str, filename: str) -> Reply:
+def _log_reply(title: str, text: str, filename: str, diagnosis: Diagnosis) -> Reply:
     lines = text.splitlines()
     shown = "\n".join(lines[-SHOWN_LOG_LINES:]) or "(no lines)"
     blocks = [
         section(f"*{title}*: last {min(len(lines), SHOWN_LOG_LINES)} of {len(lines)} lines"),
         section(code(shown[-2800:])),
     ]
-    shown = diagnosis_text(examine(text, deployment_of(ctx.services)))
+    shown = diagnosis_text(diagnosis)
     if shown:
         blocks.append(section(shown))
     reply = blocks_reply(blocks)

@@ -147,7 +147,7 @@ def logs_analyze(ctx: Context, since: timedelta | None, node: str | None) -> Rep
     blocks.append(section("*Top error kinds*\n" + "\n".join(kinds)))
     # key lines only from what may describe the running container; the rest is shown as earlier/other
     current = replace(result, templates=current_templates, findings=placed.current)
-    shown = diagnosis_text(analysis_diagnosis(current))
+    shown = diagnosis_text(analysis_diagnosis(current, span=span, ended_at=now.stopped_at))
     if shown:
         blocks.append(section(shown))
     elif now.started_at is not None:

@@ -9,7 +9,7 @@ sim/cases/ (package data) when a scenario says a container fails. Anything else 
 Supported shapes (an optional `sudo -n [--preserve-env=HF_TOKEN[,VLLM_API_KEY]]` prefix is accepted
 everywhere):
     docker inspect --type container -- NAME
-    docker logs --tail N [--since DURATION] -- NAME 2>&1 [| grep -F -e TEXT]
+    docker logs --tail N [--since DURATION] [--timestamps] -- NAME 2>&1 [| grep -F -e TEXT]
     docker start|stop [--time N]|restart [--time N]|rm -f -- NAME
     docker rename -- NAME NEW_NAME
     docker image inspect -- IMAGE          docker pull -- IMAGE

@@ -202,8 +202,10 @@ class DockerEngine:
         if tail != "all":
             count = int(tail)
             lines = lines[-count:] if count > 0 else []
-        out = "".join(line + "\n" for _, line in lines if not is_traceback(line))
-        err = "".join(line + "\n" for _, line in lines if is_traceback(line))
+        timed = "-t" in opts or "--timestamps" in opts  # docker's RFC3339Nano prefix, on both streams
+        shown = [(f"{t:%Y-%m-%dT%H:%M:%S.%f}000Z {line}" if timed else line, line) for t, line in lines]
+        out = "".join(text + "\n" for text, line in shown if not is_traceback(line))
+        err = "".join(text + "\n" for text, line in shown if is_traceback(line))
         return 0, out, err  # vLLM's logger writes stdout, Python tracebacks stderr; the bot merges with 2>&1
 
     def _start_cmd(self, args: list[str]) -> tuple[int, str, str]:

@@ -160,7 +160,7 @@ def test_unknown_failure_shows_the_key_lines(world: Demo, tmp_path: Path) -> Non
     )
     world.host.crash(world.settings.vllm_container, unknown)
     text = _say(world, "/vllm logs --tail 20")
-    assert "not a known failure; the key lines are:" in text
+    assert "Not a known failure: no family of the fault catalogue matches these errors" in text
     assert "ZeroDivisionError" in text
 
 
