@@ -39,6 +39,25 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The fault matrix's size and failing cells (tests/faults/test_fault_matrix.py), added up from the
+    "fault_matrix" user property of each test's teardown report: these reach this process from every
+    pytest-xdist worker. Prints nothing when no matrix test ran."""
+    cells, failed = 0, []
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if getattr(report, "when", None) != "teardown":
+                continue
+            for name, value in getattr(report, "user_properties", ()):
+                if name == "fault_matrix":
+                    cells += value["cells"]
+                    failed += value["failed"]
+    if cells:
+        terminalreporter.write_line(f"fault matrix: {cells} cells, {len(failed)} failed")
+        for line in failed:
+            terminalreporter.write_line(f"  {line}")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark `slow` every test that needs servers: those in SLOW_DIRS, those of a module holding one of
     SLOW_NAMES, and those using the `demo` or `world` fixture. `make check` runs the rest

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import signal
 import socket
 import subprocess
 import sys
@@ -44,12 +45,19 @@ def free_port() -> int:
 
 
 class BotProcess:
-    """`python -m bot serve` with settings in its environment; `kill()` is SIGKILL (no clean-up at all)."""
+    """`python -m bot serve` with settings in its environment, in a process group of its own; `kill()` is
+    SIGKILL to the whole group (no clean-up at all), as a container runtime kills every process of a
+    container: the bot's worker processes go with it instead of being orphaned."""
 
     def __init__(self, env: dict[str, str], port: int, log: Path) -> None:
         self._log = log.open("ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bot", "serve"], cwd=ROOT, env=env, stdout=self._log, stderr=self._log
+            [sys.executable, "-m", "bot", "serve"],
+            cwd=ROOT,
+            env=env,
+            stdout=self._log,
+            stderr=self._log,
+            start_new_session=True,
         )
         self.url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 60
@@ -64,7 +72,7 @@ class BotProcess:
         raise AssertionError("the bot did not start: " + log.read_text()[-3000:])
 
     def kill(self) -> None:
-        self.proc.kill()
+        os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait(timeout=10)
         self._log.close()
 

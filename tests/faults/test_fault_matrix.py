@@ -5,7 +5,8 @@ For every cell: a final answer arrives within CELL_LIMIT_S, with no "Traceback";
 line; the bot stays up (a follow-up command works); nothing is lost (a message that met a Slack 429 arrives
 after Retry-After); no queued resource appears or disappears. One Demo per fault family; the cells of a
 family run concurrently, each as its own Slack user in its own channel. The matrix size and the failing
-cells are printed at the end of the session (`pytest_terminal_summary` below, also without `-s`).
+cells are printed at the end of the session, also without `-s` and under pytest-xdist: each test records its
+cells on its report (`record_cells` below) and `pytest_terminal_summary` in tests/conftest.py adds them up.
 """
 
 from __future__ import annotations
@@ -92,14 +93,19 @@ class Outcome:
 
 
 MATRIX: list[Outcome] = []
+"""The cells judged so far in this process (a test's own are those it added)."""
 
 
-def pytest_terminal_summary_lines() -> list[str]:
-    """What conftest-free summary printing shows (see `test_zz_matrix_summary`)."""
-    failed = [o for o in MATRIX if o.problems]
-    lines = [f"fault matrix: {len(MATRIX)} cells, {len(failed)} failed"]
-    lines += [f"  FAIL [{o.family}/{o.fault}] {o.command}: {'; '.join(o.problems)}" for o in failed]
-    return lines
+@pytest.fixture(autouse=True)
+def record_cells(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After each test, put its cells on its report as the user property "fault_matrix": {"cells": n,
+    "failed": ["FAIL [family/fault] command: problems", ...]}, which reaches the main process under
+    pytest-xdist too (tests/conftest.py prints the sum)."""
+    start = len(MATRIX)
+    yield
+    mine = MATRIX[start:]
+    failed = [f"FAIL [{o.family}/{o.fault}] {o.command}: {'; '.join(o.problems)}" for o in mine if o.problems]
+    request.node.user_properties.append(("fault_matrix", {"cells": len(mine), "failed": failed}))
 
 
 # ---- helpers ---------------------------------------------------------------------------------------------
@@ -347,10 +353,3 @@ def test_slack_faults(world: Demo, caplog: pytest.LogCaptureFixture) -> None:
                 world.slack._faults.clear()
         still_up(world, "slack", f"{method} faults")
     _check_family(world, before, "slack", caplog)
-
-
-def test_zz_matrix_summary(capsys: pytest.CaptureFixture[str]) -> None:
-    """Runs last in this module: prints the matrix size and the failures to the terminal."""
-    with capsys.disabled():
-        print("\n" + "\n".join(pytest_terminal_summary_lines()))
-    assert MATRIX, "no cell ran"

@@ -242,6 +242,8 @@ def _repeated(piece: str, size: int) -> str:
 
 
 # Derandomized: CI runs the same examples every time; few, as each traces 65 KB through every handler.
+# Slow (seconds of CPU per example): `make test` runs it, and .ci/run on each interpreter (-m slow).
+@pytest.mark.slow
 @settings(max_examples=15, deadline=None, derandomize=True)
 @given(PIECES)
 def test_work_per_kb_does_not_grow_with_the_text(piece: str) -> None:

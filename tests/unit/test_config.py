@@ -88,6 +88,7 @@ def test_masked_never_shows_the_secret() -> None:
     assert masked(None) == "(unset)"
 
 
+@pytest.mark.slow  # starts the bot in a subprocess (seconds of imports)
 def test_start_up_stops_with_one_line(tmp_path) -> None:
     env = {
         "PATH": "/usr/bin:/bin",
@@ -182,6 +183,7 @@ def _last_line(result: subprocess.CompletedProcess[str]) -> str:
     return lines[0]
 
 
+@pytest.mark.slow  # starts the bot in a subprocess (seconds of imports)
 def test_start_up_without_application_default_credentials_is_one_line(tmp_path) -> None:
     result = _serve(tmp_path, GOOGLE_APPLICATION_CREDENTIALS=str(tmp_path / "missing.json"))
     assert result.returncode == 2
@@ -190,6 +192,7 @@ def test_start_up_without_application_default_credentials_is_one_line(tmp_path) 
     assert "gcloud auth application-default login" in line
 
 
+@pytest.mark.slow  # starts the bot in a subprocess (seconds of imports)
 def test_start_up_with_slack_unreachable_is_one_line(tmp_path) -> None:
     result = _serve(
         tmp_path, GOOGLE_API_ENDPOINT="http://127.0.0.1:9", SLACK_API_URL="http://127.0.0.1:9/api/"

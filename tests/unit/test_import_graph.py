@@ -9,6 +9,7 @@ The graph is read from the source (AST), not by importing it, so a cycle that Py
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,6 +94,7 @@ def _imports(path: Path, module: str, known: set[str]) -> tuple[set[str], list[t
     return top, local
 
 
+@functools.cache  # two tests read it; parsing every module takes seconds
 def _graph() -> tuple[dict[str, set[str]], list[str]]:
     modules = _modules()
     known = set(modules)

@@ -8,6 +8,8 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
+
 from bot.observability import Readiness
 from bot.workers import NICENESS, AckGate, CpuWorkers, prestart
 
@@ -16,6 +18,7 @@ def _pid_and_niceness() -> tuple[int, int]:
     return os.getpid(), os.nice(0)
 
 
+@pytest.mark.slow  # spawns a worker process that imports the log miner and the chart renderer
 def test_work_runs_in_a_worker_process_at_a_lower_priority() -> None:
     workers = CpuWorkers(1)
     try:
