@@ -48,6 +48,7 @@ from ops.tpu_model import (
     NodeInfo,
     QueuedResourceInfo,
     ZoneListing,
+    ZoneNodes,
     check_create_spec,
     check_zone,
     node_from_api,
@@ -269,7 +270,8 @@ class TpuOps:
                     node_dicts = node_calls[zone].result()
                 except OpsError as exc:
                     errors[zone] = exc
-            resources.extend(queued_resource_from_api(raw, node_dicts) for raw in raw_qrs)
+            zone_nodes = ZoneNodes(node_dicts)
+            resources.extend(queued_resource_from_api(raw, zone_nodes) for raw in raw_qrs)
         resources.sort(key=lambda qr: (qr.zone, qr.name))
         return ZoneListing(tuple(resources), errors)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from typing import Any
 
 from ops.errors import (
@@ -28,6 +29,7 @@ __all__ = [
     "QueuedResourceInfo",
     "UpcomingMaintenance",
     "ZoneListing",
+    "ZoneNodes",
     "check_create_spec",
     "check_zone",
     "maintenance_from_api",
@@ -356,6 +358,13 @@ def parse_time(value: Any) -> datetime | None:
     """
     if not isinstance(value, str):
         return None
+    return _parse_time_text(value)
+
+
+@lru_cache(maxsize=16_384)
+def _parse_time_text(value: str) -> datetime | None:
+    # Cached: every listing carries the same create times again (a tick lists the fleet each minute), and
+    # a datetime is immutable.
     match = _TIME.match(value.strip())
     if not match:
         return None
@@ -476,31 +485,52 @@ def valid_until_of(raw: Mapping[str, Any]) -> datetime | None:
     return parse_time((policy.get("validInterval") or {}).get("endTime"))
 
 
-def _belongs_to(node: Mapping[str, Any], qr_id: str, node_ids: Iterable[str]) -> bool:
-    node_id = str(node.get("name", "")).rsplit("/", 1)[-1]
-    owner = str(node.get("queuedResource") or "").rsplit("/", 1)[-1]
-    return node_id in node_ids or (bool(owner) and owner == qr_id)
+class ZoneNodes:
+    """A zone's nodes (a whole `nodes.list`), indexed once by node id and by the queued resource that owns
+    each (`Node.queuedResource`), so that attaching nodes to every QR of a listing costs one lookup per QR,
+    not a scan of every node.
+
+    Args:
+        node_dicts: Node dicts as the API returned them.
+    """
+
+    def __init__(self, node_dicts: Iterable[Mapping[str, Any]] = ()) -> None:
+        self._by_id: dict[str, Mapping[str, Any]] = {}
+        self._by_owner: dict[str, list[Mapping[str, Any]]] = {}
+        for node in node_dicts:
+            self._by_id[str(node.get("name", "")).rsplit("/", 1)[-1]] = node
+            owner = str(node.get("queuedResource") or "").rsplit("/", 1)[-1]
+            if owner:
+                self._by_owner.setdefault(owner, []).append(node)
+
+    def of(self, qr_id: str, node_ids: Iterable[str]) -> list[Mapping[str, Any]]:
+        """The nodes of queued resource `qr_id`: those named in its `tpu.nodeSpec[].nodeId` (`node_ids`)
+        and those whose `queuedResource` is it, each once."""
+        found = {id(node): node for node in self._by_owner.get(qr_id, ())}
+        for node_id in node_ids:
+            node = self._by_id.get(node_id)
+            if node is not None:
+                found[id(node)] = node
+        return list(found.values())
 
 
 def queued_resource_from_api(
-    raw: Mapping[str, Any], node_dicts: Sequence[Mapping[str, Any]] = ()
+    raw: Mapping[str, Any], node_dicts: Sequence[Mapping[str, Any]] | ZoneNodes = ()
 ) -> QueuedResourceInfo:
     """Map a v2alpha1 QueuedResource JSON dict to a QueuedResourceInfo.
 
     Args:
         raw: the QueuedResource dict as the API returned it.
-        node_dicts: Node dicts of the same zone (e.g. a whole nodes.list); those belonging to this QR
-            (by `tpu.nodeSpec[].nodeId` or `Node.queuedResource`) become `nodes`.
+        node_dicts: Node dicts of the same zone (e.g. a whole nodes.list), or a `ZoneNodes` of them built
+            once for a whole listing; those belonging to this QR (by `tpu.nodeSpec[].nodeId` or
+            `Node.queuedResource`) become `nodes`.
     """
+    zone_nodes = node_dicts if isinstance(node_dicts, ZoneNodes) else ZoneNodes(node_dicts)
     name = str(raw.get("name", ""))
     qr_id = name.rsplit("/", 1)[-1]
     specs = [s for s in (raw.get("tpu") or {}).get("nodeSpec") or [] if isinstance(s, Mapping)]
     spec_ids = [str(s["nodeId"]) for s in specs if s.get("nodeId")]
-    nodes = tuple(
-        sorted(
-            (node_from_api(n) for n in node_dicts if _belongs_to(n, qr_id, spec_ids)), key=lambda n: n.name
-        )
-    )
+    nodes = tuple(sorted((node_from_api(n) for n in zone_nodes.of(qr_id, spec_ids)), key=lambda n: n.name))
     node_ids = tuple(spec_ids + [n.name for n in nodes if n.name not in spec_ids])
     first = (specs[0].get("node") or {}) if specs else {}
     state = raw.get("state") or {}
