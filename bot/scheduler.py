@@ -261,7 +261,7 @@ class AlertScheduler(OncallJobs):
         answered = [qr for qr in listing.resources if qr.zone not in listing.errors]
         resources = [qr for qr in answered if qr.name not in self.options.elsewhere]
         by_identity = {alerts_mod.identity(qr): qr for qr in resources}
-        previous = self.ledger.observations()
+        previous = self.ledger.observations(by_identity)
         # A running capacity search reports its own requests in its progress message: no alerts about
         # them while it owns them (they are still observed, so the one it keeps is not "new" after).
         searching = {ident for ident, qr in by_identity.items() if self._searching(qr, now)}

@@ -716,10 +716,19 @@ class AlertLedger:
         return out
 
     # ---- observations (state changes) and watcher state
-    def observations(self) -> dict[str, Observation]:
-        """identity -> last Observation."""
+    def observations(self, of: Iterable[str] | None = None) -> dict[str, Observation]:
+        """identity -> last Observation, of every resource observed or only of the identities `of` (one read
+        per 500 of them: a tick reads the fleet it listed, not the history of resources gone)."""
+        table = observations_table
         with self.engine.connect() as conn:
-            rows = conn.execute(select(observations_table)).mappings().all()
+            if of is None:
+                rows = list(conn.execute(select(table)).mappings())
+            else:
+                wanted = sorted(set(of))
+                rows = []
+                for start in range(0, len(wanted), KNOWN_CHUNK):
+                    chunk = wanted[start : start + KNOWN_CHUNK]
+                    rows += conn.execute(select(table).where(table.c.resource.in_(chunk))).mappings().all()
         return {r["resource"]: Observation(r["state"], json.loads(r["nodes"] or "{}")) for r in rows}
 
     def thread(self, resource: str) -> tuple[str | None, str | None]:

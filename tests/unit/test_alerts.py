@@ -281,6 +281,7 @@ def test_ledger_mutes_and_observations(tmp_path: Path) -> None:
     ledger.observe("r", Observation("ACTIVE", {"n": "READY"}), now=NOW, channel="C1", ts="1.1")
     ledger.observe_many({"r": Observation("SUSPENDED"), "s": Observation("FAILED")}, now=NOW)
     assert ledger.observations()["r"] == Observation("SUSPENDED", {})
+    assert set(ledger.observations(["s", "unknown"])) == {"s"}  # only what a tick listed
     assert ledger.thread("r") == ("C1", "1.1")
 
 
