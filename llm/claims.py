@@ -79,12 +79,10 @@ _ACCELERATOR = linear(r"(?i)\bv[0-9]+[a-z]*-(?:litepod-)?[0-9]+\b")
 _VERSION = linear(r"\bv?[0-9]+\.[0-9]+\.[0-9]+(?:[.-][0-9a-z]+)*\b")
 _DATE = linear(r"\b[0-9]{4}-[0-9]{2}-[0-9]{2}\b")
 _TIME = linear(r"\b([0-9]{1,2}):([0-9]{2})(?::[0-9]{2})?\b")
-_PRICE = linear(r"(?:\$|USD\s?)\s?([0-9][0-9,]*(?:\.[0-9]+)?)")
-_QUANTITY = linear(
-    r"(?i)\b([0-9][0-9,]*(?:\.[0-9]+)?)\s?(%|(?:ms|milliseconds?|s|sec|secs|seconds?|m|min|mins|minutes?|h|"
-    r"hrs?|hours?|days?|weeks?|[KMGT]i?B|bytes|tokens?|tok/s|req/s|chips?|cores?|nodes?|replicas?|entries|"
-    r"errors?|restarts?|times|requests?|GPUs?|TPUs?|USD|dollars?)\b)"
-)
+_PRICE = linear(r"(?:\$|USD\s?|EUR\s?|[€£¥]\s?)([0-9][0-9,]*(?:\.[0-9]+)?)")
+# A number with any unit: a symbol (%, °, °C, ℃) or the word right after it ("15 ms", "3 nodes", "20 km",
+# "12 degrees"): whatever it measures, the number must be one the facts hold.
+_QUANTITY = linear(r"\b([0-9][0-9,]*(?:\.[0-9]+)?)\s?(%|°\s?[CFcf]?|℃|℉|[A-Za-z][A-Za-z/]*)")
 _EXIT_CODE = linear(r"(?i)\bexit(?:ed)?(?: with)?(?: code| status)?\s+([0-9]+)\b")
 _NAME = linear(r"\b[a-z][a-z0-9]*(?:-[a-z0-9]+)+\b")
 _BACKTICKED = linear(r"`([A-Za-z0-9][A-Za-z0-9_._:/-]{1,80})`")
@@ -226,8 +224,9 @@ def _claims(sentence: str, evidence: _Evidence, parses: Callable[[str], bool]) -
     plain = _TIME.sub(" ", _DATE.sub(" ", _VERSION.sub(" ", rest)))
     for amount in _PRICE.findall(plain):
         check(evidence.has_number(amount, price=True), f"${amount}", "a price")
-    for amount, unit in _QUANTITY.findall(_PRICE.sub(" ", plain)):
-        quantity = f"{amount}%" if unit == "%" else f"{amount} {unit}"
+    # Names (gemma4-qr-node-2, us-east5-a, v6e-8) are checked as names below, not as numbers.
+    for amount, unit in _QUANTITY.findall(_NAME.sub(" ", _PRICE.sub(" ", plain))):
+        quantity = f"{amount}{unit}" if not unit[0].isalpha() else f"{amount} {unit}"
         check(evidence.has_number(amount, percent=unit == "%"), quantity, "a number")
     for code in _EXIT_CODE.findall(plain):
         check(evidence.has_number(code), f"exit code {code}", "a number")

@@ -55,6 +55,12 @@ def test_true_claims_are_kept_and_counted() -> None:
         ("It has cost $99.00 so far.", "a price"),
         ("The KV cache is 97% full.", "a number"),
         ("It exited with code 139.", "a number"),
+        # a number with any unit, not only the ones this stack prints
+        ("It is 18°C in Paris today.", "a number"),
+        ("It is 64 °F and sunny.", "a number"),
+        ("The region is 350 km away.", "a number"),
+        ("Expect 7 retries before it gives up.", "a number"),
+        ("That costs €45 a day.", "a price"),
         ("The container stopped at 05:55 UTC.", "a time"),
         ("Upgrade to vLLM 0.9.2 to fix it.", "a version"),
         ("The node gemma4-qr-node-2 is down.", "a name"),
