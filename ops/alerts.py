@@ -545,15 +545,8 @@ class AlertLedger:
         return True
 
     def known(self, keys: Iterable[str]) -> set[str]:
-        """Which of `keys` are recorded already (any status, any deployment), in one read per 500 keys, so
-        that a tick claims only the keys it has not claimed before instead of failing an insert for each.
-
-        Args:
-            keys: alert keys (`Alert.key`, superseded threshold keys).
-
-        Returns:
-            The subset of `keys` present in the ledger.
-        """
+        """The subset of `keys` (`Alert.key`s, superseded threshold keys) recorded already, any status and
+        deployment, in one read per 500 keys: a tick claims only new keys, not one failing insert per key."""
         wanted = sorted(set(keys))
         found: set[str] = set()
         with self.engine.connect() as conn:
