@@ -644,10 +644,14 @@ class AlertLedger:
             return None
         return str(owner) if owner is not None else DEFAULT_DEPLOYMENT
 
-    def rows(self, *, since: datetime | None = None, status: str | None = None) -> list[LedgerRow]:
-        """Recorded keys (of this ledger's deployment), oldest first, optionally only those at/after `since`
-        or with `status`."""
+    def rows(
+        self, *, since: datetime | None = None, status: str | None = None, open_only: bool = False
+    ) -> list[LedgerRow]:
+        """Recorded keys (of this ledger's deployment), oldest first, optionally only those at/after `since`,
+        with `status`, or (`open_only`) neither acknowledged nor resolved."""
         query = select(ledger_table).order_by(ledger_table.c.at)
+        if open_only:
+            query = query.where(ledger_table.c.acked_by.is_(None), ledger_table.c.resolved_at.is_(None))
         if self.scoped:
             mine = select(owners_table.c.key).where(owners_table.c.deployment == self.deployment)
             query = query.where(ledger_table.c.key.in_(mine))
@@ -667,11 +671,8 @@ class AlertLedger:
 
     def open_alerts(self, *, since: datetime) -> list[LedgerRow]:
         """Sent alerts since `since`, neither acknowledged nor resolved (state changes excluded)."""
-        return [
-            r
-            for r in self.rows(since=since, status="sent")
-            if r.acked_by is None and r.resolved_at is None and r.kind not in NOT_OPEN_KINDS
-        ]
+        rows = self.rows(since=since, status="sent", open_only=True)
+        return [r for r in rows if r.kind not in NOT_OPEN_KINDS]
 
     def acknowledge(self, key: str, user_id: str) -> LedgerRow | None:
         """Mark a sent alert acknowledged by `user_id`. Returns the row, None if the key is unknown."""
