@@ -431,16 +431,34 @@ def load_file(path: str | Path, *, origin: str | None = None) -> list[Family]:
     return families
 
 
-def _family(item: Any, where: str, origin: str) -> Family:
+def named_entry(item: Any, where: str, fields: set[str], example: str) -> tuple[str, str]:
+    """Check one named entry of a catalogue file: a mapping with a `name` of lower-case words joined by '-'
+    and no field outside `fields`.
+
+    Args:
+        item: the entry as YAML loaded it; where: its place, e.g. "faults.yaml: family 3".
+        fields: the fields allowed; example: a valid name for the error message.
+
+    Returns:
+        (the name, `where` with the name appended) for the entry's further errors.
+
+    Raises:
+        ValueError: naming the place and what is wrong.
+    """
     if not isinstance(item, dict):
         raise ValueError(f"{where}: expected a mapping")
     name = item.get("name")
     if not isinstance(name, str) or not _NAME.match(name):
-        raise ValueError(f"{where}: `name` must be lower-case words joined by '-', e.g. my-fault")
+        raise ValueError(f"{where}: `name` must be lower-case words joined by '-', e.g. {example}")
     where = f"{where} ({name})"
-    unknown = set(item) - _FIELDS
+    unknown = set(item) - fields
     if unknown:
         raise ValueError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
+    return name, where
+
+
+def _family(item: Any, where: str, origin: str) -> Family:
+    name, where = named_entry(item, where, _FIELDS, "my-fault")
     for key in ("conclusion", "fix"):
         if not isinstance(item.get(key), str) or not item[key].strip():
             raise ValueError(f"{where}: `{key}` is required text")

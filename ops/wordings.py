@@ -13,12 +13,10 @@ from typing import Any
 
 import yaml
 
-from ops.faults import BUILTIN_PATH
+from ops.faults import BUILTIN_PATH, named_entry
 from ops.linear import LinearPattern, linear
 
 __all__ = ["Wording", "load_wordings", "wording", "wordings"]
-
-_NAME = linear(r"^[a-z0-9][a-z0-9-]{1,62}$")
 
 
 @dataclass(frozen=True)
@@ -44,15 +42,7 @@ _WORDING_FIELDS = {"name", "use", "patterns", "ignore_case", "sources"}
 
 
 def _wording(item: Any, where: str) -> Wording:
-    if not isinstance(item, dict):
-        raise ValueError(f"{where}: expected a mapping")
-    name = item.get("name")
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise ValueError(f"{where}: `name` must be lower-case words joined by '-', e.g. docker-root-cause")
-    where = f"{where} ({name})"
-    unknown = set(item) - _WORDING_FIELDS
-    if unknown:
-        raise ValueError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
+    name, where = named_entry(item, where, _WORDING_FIELDS, "docker-root-cause")
     if not isinstance(item.get("use"), str) or not item["use"].strip():
         raise ValueError(f"{where}: `use` is required text (what reads the wording)")
     raw = item.get("patterns")
