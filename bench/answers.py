@@ -133,26 +133,34 @@ def run(name: str, questions: list[dict[str, Any]], show: bool = False) -> list[
     """Ask every question with endpoint `name`; print one line per question (and the model's text when it
     is not right, or always with `show`)."""
     results: list[Scored] = []
-    with (
-        endpoint(name) as (url, model),
-        Demo(
-            vllm_base_url=url, vllm_model=model or "google/gemma-4-31B-it", llm_answer_tokens=ANSWER_TOKENS
-        ) as demo,
-    ):
-        for item in questions:
-            start = time.monotonic()
-            out, answered = demo.user.run(f"@gemma-bot {item['question']}", timeout=240)
-            got = score(item, out, answered, model)
-            results.append(got)
-            mark = " (withheld)" if got.withheld else ""
-            print(
-                f"{name:8} {time.monotonic() - start:5.1f} s  {got.verdict:6}{mark} {item['question']!r}"
-                + (f": {got.why}" if got.why else ""),
-                flush=True,
-            )
-            if got.verdict != "right" or show:
-                print("         model: " + model_part(out).replace("\n", " ")[:300], flush=True)
+    with endpoint(name) as (url, model):
+        for first in range(0, len(questions), WORLD_QUESTIONS):
+            # A fresh world every few questions: the demo's failures are logged at fixed times before its
+            # start, and a slow model would otherwise age them out of the windows the questions ask about.
+            with Demo(
+                vllm_base_url=url,
+                vllm_model=model or "google/gemma-4-31B-it",
+                llm_answer_tokens=ANSWER_TOKENS,
+            ) as demo:
+                for item in questions[first : first + WORLD_QUESTIONS]:
+                    results.append(_ask(demo, name, item, model, show))
     return results
+
+
+def _ask(demo: Demo, name: str, item: dict[str, Any], model: str | None, show: bool) -> Scored:
+    """Ask one question in `demo` as an @mention, print its verdict line, and return its score."""
+    start = time.monotonic()
+    out, answered = demo.user.run(f"@gemma-bot {item['question']}", timeout=240)
+    got = score(item, out, answered, model)
+    mark = " (withheld)" if got.withheld else ""
+    print(
+        f"{name:8} {time.monotonic() - start:5.1f} s  {got.verdict:6}{mark} {item['question']!r}"
+        + (f": {got.why}" if got.why else ""),
+        flush=True,
+    )
+    if got.verdict != "right" or show:
+        print("         model: " + model_part(out).replace("\n", " ")[:300], flush=True)
+    return got
 
 
 def main() -> int:

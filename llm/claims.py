@@ -83,6 +83,7 @@ _PRICE = linear(r"(?:\$|USD\s?|EUR\s?|[€£¥]\s?)([0-9][0-9,]*(?:\.[0-9]+)?)")
 # A number with any unit: a symbol (%, °, °C, ℃) or the word right after it ("15 ms", "3 nodes", "20 km",
 # "12 degrees"): whatever it measures, the number must be one the facts hold.
 _QUANTITY = linear(r"\b([0-9][0-9,]*(?:\.[0-9]+)?)\s?(%|°\s?[CFcf]?|℃|℉|[A-Za-z][A-Za-z/]*)")
+_UNFOUND = linear(r"^`[^`]*` \((.+)\) is not in the facts$")
 _EXIT_CODE = linear(r"(?i)\bexit(?:ed)?(?: with)?(?: code| status)?\s+([0-9]+)\b")
 _NAME = linear(r"\b[a-z][a-z0-9]*(?:-[a-z0-9]+)+\b")
 _BACKTICKED = linear(r"`([A-Za-z0-9][A-Za-z0-9_._:/-]{1,80})`")
@@ -103,6 +104,13 @@ class Removal:
 
     why: str
     text: str = ""
+
+    @property
+    def shown(self) -> str:
+        """`why` as Slack shows it: the kind of a claim not in the facts ("a number not in the facts"),
+        never the unchecked claim itself, which would be posted after all."""
+        match = _UNFOUND.match(self.why)
+        return f"{match.group(1)} not in the facts" if match else self.why
 
 
 @dataclass(frozen=True)
@@ -131,7 +139,7 @@ class Checked:
         parts = []
         if self.claims:
             parts.append(f"checked: {self.claims} claim{'s' * (self.claims != 1)} found in the facts")
-        reasons = list(dict.fromkeys(r.why for r in self.removed))
+        reasons = list(dict.fromkeys(r.shown for r in self.removed))
         if reasons:
             parts.append("removed: " + "; ".join(reasons))
         if self.cut:
@@ -446,5 +454,5 @@ def _withhold_reason(kept: str, removed: list[Removal]) -> str:
 
 
 def _reasons(removals: list[Removal]) -> str:
-    reasons = list(dict.fromkeys(r.why for r in removals))
+    reasons = list(dict.fromkeys(r.shown for r in removals))
     return "; ".join(reasons[:3]) + ("; …" if len(reasons) > 3 else "")

@@ -35,7 +35,7 @@ def answer_blocks(result: StreamResult, model: str, parses: Callable[[str], bool
     )
     byline = f"written by `{model}` (primary endpoint) · unchecked: no facts were read for a prompt"
     if checked.removed:
-        byline += " · removed: " + "; ".join(dict.fromkeys(r.why for r in checked.removed))
+        byline += " · removed: " + "; ".join(dict.fromkeys(r.shown for r in checked.removed))
     blocks: list[Block] = [section(text[:2900]), context(byline)]
     if result.finish_reason == "length":
         blocks.append(context("_Stopped at the token limit (--max-tokens)._"))

@@ -183,7 +183,9 @@ def test_an_answer_of_invented_claims_is_withheld_with_the_reason() -> None:
         "gemma4-old is in us-central2-b. It costs $4.20 per hour. It runs vLLM 0.6.3. Restart it.",
     )
     assert got.text == ""
-    assert "`us-central2-b` (a zone) is not in the facts" in got.withheld
+    # the reason names the kind of claim, never the unchecked claim itself (it would be posted after all)
+    assert "a zone not in the facts" in got.withheld and "us-central2-b" not in got.withheld
+    assert "`us-central2-b` (a zone) is not in the facts" in {r.why for r in got.removed}  # for the log
     most = check("gemma4-old is in us-central2-b. It costs $4.20 per hour. It is FAILED in europe-west4-a.")
     assert most.withheld.startswith("most of it named things the facts do not hold")
     empty = check("   ")
