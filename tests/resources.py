@@ -93,10 +93,13 @@ class Snapshot:
             try:
                 if _state(pid) == "Z":  # exited, not yet reaped: holds nothing but its process-table entry
                     continue
-                cmdline = (Path("/proc") / pid / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+                argv = (Path("/proc") / pid / "cmdline").read_bytes().decode().split("\0")
             except OSError:
                 continue
-            snap.children[_DIGITS.sub("N", cmdline.strip())[:80]] += 1
+            # The program by its name, not its path: a long venv path would push what tells the kind
+            # ("multiprocessing.resource_tracker") past the cut.
+            cmdline = " ".join([os.path.basename(argv[0]), *argv[1:]]).strip()
+            snap.children[_DIGITS.sub("N", cmdline)[:80]] += 1
         return snap
 
     def to_dict(self) -> dict[str, dict[str, int]]:
