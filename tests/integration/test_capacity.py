@@ -79,7 +79,9 @@ def creates(gcp: GcpSimulator, zone: str) -> int:
 
 
 def test_parallel_search_keeps_exactly_one(gcp: GcpSimulator, tpu: TpuOps, store: Store) -> None:
-    result, snapshots = search(tpu, store, parallel=4)
+    # The stockouts' valid-until far beyond the capacity zone's 2 minutes (12 s real here), so that on a busy
+    # machine they are still waiting, and get deleted, when the winner is found.
+    result, snapshots = search(tpu, store, parallel=4, valid_until=timedelta(hours=2))
     assert result.winner is not None and result.error is None and not result.cancelled
     assert (result.winner.zone, result.winner.name) == (CAPACITY, "gemma4")
     assert result.winner.state == "ACTIVE" and result.winner.nodes[0].external_ips
