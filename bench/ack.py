@@ -180,9 +180,10 @@ def burst(ab: str, url: str, secret: str, body: str) -> float:
         return float(rows["99"])
 
 
-def wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path) -> float:
+def wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path, timeout_s: float = 120) -> float:
+    """Seconds until the bot's /readyz answers 200; exits the bench if the bot exits or `timeout_s` passes."""
     started = time.perf_counter()
-    while time.perf_counter() - started < 120:
+    while time.perf_counter() - started < timeout_s:
         if proc.poll() is not None:
             raise SystemExit(f"exited: {log.read_text()[-3000:]}")
         try:
@@ -191,7 +192,7 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path) -> float:
         except httpx.HTTPError:
             pass
         time.sleep(0.05)
-    raise SystemExit(f"not ready within 120 s: {log.read_text()[-3000:]}")
+    raise SystemExit(f"not ready within {timeout_s:.0f} s: {log.read_text()[-3000:]}")
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:

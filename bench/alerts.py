@@ -21,12 +21,10 @@ year_ratio=<year / day at 1,000> first1000_ms=<first tick at 1,000>
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import secrets
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,7 +37,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.ack import TOKEN, free_port, start_bot, stop
+from bench.ack import TOKEN, free_port, start_bot, stop, wait_ready
 from bench.simproc import SimProcess
 from sim import scenario as scenarios
 from sim.gcp import GcpSimulator
@@ -155,19 +153,6 @@ def tick_figures(url: str) -> tuple[int, float, float]:
     return int(figures["count"]), figures["sum"], figures["cpu"]
 
 
-def wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path, timeout_s: float = 600) -> None:
-    """Until the bot's /readyz answers 200 (its first ticks, posting what is due, may run meanwhile)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"the bot exited: {log.read_text()[-3000:]}")
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(f"{url}/readyz", timeout=5).status_code == 200:
-                return
-        time.sleep(0.2)
-    raise SystemExit(f"the bot was not ready within {timeout_s:.0f} s: {log.read_text()[-3000:]}")
-
-
 def wait_ticks(url: str, ticks: int, timeout_s: float) -> tuple[int, float, float]:
     deadline = time.monotonic() + timeout_s
     while True:
@@ -214,7 +199,7 @@ def run_case(resources: int, history_days: int) -> dict[str, float]:
         log = Path(state, "bot.log")
         bot = start_bot(env, log)
         try:
-            wait_ready(url, bot, log)
+            wait_ready(url, bot, log, timeout_s=600)  # the first ticks post what is due meanwhile
             # The first ticks post what is due (and may run while the bot warms up): measure after them.
             first = wait_ticks(url, 2, 300)
             steady = wait_ticks(url, first[0] + STEADY_TICKS, 60 + STEADY_TICKS * 30)

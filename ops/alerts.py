@@ -14,7 +14,7 @@ minutes before the deadline.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -58,6 +58,13 @@ NOT_OPEN_KINDS = frozenset(
 KNOWN_CHUNK = 500
 """Keys per `IN (...)` list: under SQLite's default limit of host parameters (999 before SQLite 3.32,
 https://www.sqlite.org/limits.html#max_variable_number)."""
+
+
+def _chunks(items: Sequence[str]) -> Iterator[Sequence[str]]:
+    """`items` in runs of at most KNOWN_CHUNK, one `IN (...)` list each."""
+    for start in range(0, len(items), KNOWN_CHUNK):
+        yield items[start : start + KNOWN_CHUNK]
+
 
 ledger_table = Table(
     "alert_ledger",
@@ -550,8 +557,7 @@ class AlertLedger:
         wanted = sorted(set(keys))
         found: set[str] = set()
         with self.engine.connect() as conn:
-            for start in range(0, len(wanted), KNOWN_CHUNK):
-                chunk = wanted[start : start + KNOWN_CHUNK]
+            for chunk in _chunks(wanted):
                 found.update(
                     conn.execute(select(ledger_table.c.key).where(ledger_table.c.key.in_(chunk))).scalars()
                 )
@@ -566,13 +572,10 @@ class AlertLedger:
         kept (its post is under way).
 
         Args:
-            now: timezone-aware current time.
-            keep_days: retention, days (ALERT_RETENTION_DAYS).
-            listed: identities (`identity(qr)`) of the queued resources listed now.
-            zones: the zones whose listing answered.
+            now: timezone-aware current time; keep_days: retention, days (ALERT_RETENTION_DAYS).
+            listed: identities (`identity(qr)`) of the QRs listed now; zones: the zones that answered.
 
-        Returns:
-            (ledger rows deleted, observations deleted).
+        Returns: (ledger rows deleted, observations deleted).
         """
         cutoff = now - timedelta(days=keep_days)
         alive = set(listed)
@@ -594,12 +597,10 @@ class AlertLedger:
             gone = [
                 resource for resource in old_seen if resource.startswith(prefixes) and resource not in alive
             ]
-            for start in range(0, len(keys), KNOWN_CHUNK):
-                chunk = keys[start : start + KNOWN_CHUNK]
+            for chunk in _chunks(keys):
                 conn.execute(delete(ledger_table).where(ledger_table.c.key.in_(chunk)))
                 conn.execute(delete(owners_table).where(owners_table.c.key.in_(chunk)))
-            for start in range(0, len(gone), KNOWN_CHUNK):
-                chunk = gone[start : start + KNOWN_CHUNK]
+            for chunk in _chunks(gone):
                 conn.execute(delete(observations_table).where(observations_table.c.resource.in_(chunk)))
         return len(keys), len(gone)
 
@@ -720,8 +721,7 @@ class AlertLedger:
             else:
                 wanted = sorted(set(of))
                 rows = []
-                for start in range(0, len(wanted), KNOWN_CHUNK):
-                    chunk = wanted[start : start + KNOWN_CHUNK]
+                for chunk in _chunks(wanted):
                     rows += conn.execute(select(table).where(table.c.resource.in_(chunk))).mappings().all()
         return {r["resource"]: Observation(r["state"], json.loads(r["nodes"] or "{}")) for r in rows}
 
