@@ -7,8 +7,6 @@ from __future__ import annotations
 import os
 import secrets
 import socket
-import subprocess
-import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -21,6 +19,7 @@ from bot.__main__ import main
 from bot.manifest import manifest
 from sim.demo import Demo
 from sim.slack import SlackSimulator
+from tests.serve import serve_until_exit
 
 ROOT = Path(__file__).resolve().parents[2]
 URL = "https://bot.example.com/slack/events"
@@ -105,15 +104,7 @@ def test_serve_in_socket_mode_refuses_an_app_with_socket_mode_off(tmp_path: Path
         "BOT_PORT": str(_free_port()),
     }
     try:
-        done = subprocess.run(
-            [sys.executable, "-m", "bot", "serve"],
-            env=env,
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        done = serve_until_exit(env, tmp_path, timeout_s=120)
     finally:
         slack.stop()
     assert done.returncode == 2, done.stderr

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 
 import pytest
 from pydantic import SecretStr
@@ -11,6 +10,7 @@ from pydantic import SecretStr
 from bot.config import ConfigError, Settings, load_settings, masked
 from bot.tpu_requests import startup_config
 from ops.deploy import startup_script
+from tests.serve import serve_until_exit
 
 GOOD = {
     "slack_bot_token": "xoxb-1",
@@ -96,15 +96,7 @@ def test_start_up_stops_with_one_line(tmp_path) -> None:
         "SLACK_SIGNING_SECRET": "s",
         "TPU_ZONES": "us-east5-a",
     }
-    result = subprocess.run(
-        [sys.executable, "-m", "bot", "serve"],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = serve_until_exit(env, tmp_path, timeout_s=60)
     assert result.returncode == 2
     assert result.stderr.strip() == "config error: GCP_PROJECT: required but not set"
 
@@ -164,15 +156,7 @@ def _serve(tmp_path, **env: str) -> subprocess.CompletedProcess[str]:
         "STATE_DATABASE_URL": f"sqlite:///{tmp_path / 'state.db'}",
         "BOT_PORT": "65001",
     }
-    return subprocess.run(
-        [sys.executable, "-m", "bot", "serve"],
-        env={**base, **env},
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=90,
-        check=False,
-    )
+    return serve_until_exit({**base, **env}, tmp_path)
 
 
 def _last_line(result: subprocess.CompletedProcess[str]) -> str:

@@ -4,12 +4,12 @@ ALLOW_LOCAL_STORE=true, with one line saying why and what to set."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
+from pathlib import Path
 
 import pytest
 
 from bot.config import ConfigError, Settings, load_settings, local_store_problem
+from tests.serve import serve_until_exit
 
 GOOD = {
     "slack_bot_token": "xoxb-1",
@@ -83,19 +83,11 @@ def test_the_signal_in_order() -> None:
     assert local_store_problem("postgresql+psycopg://u@h/d", True, False, {}) is None
 
 
-def test_serve_stops_with_the_line_and_no_traceback(tmp_path: pytest.TempPathFactory) -> None:
+def test_serve_stops_with_the_line_and_no_traceback(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("PRODUCTION", "ALLOW_LOCAL_STORE")}
     env.update({k.upper(): v for k, v in GOOD.items()})
     env.update({"K_SERVICE": "tpu-chatops", "STATE_DATABASE_URL": "sqlite:///state.db"})
-    result = subprocess.run(
-        [sys.executable, "-m", "bot", "serve"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = serve_until_exit(env, tmp_path, timeout_s=60)
     assert result.returncode == 2
     assert "config error: STATE_DATABASE_URL is a SQLite store in the file state.db" in result.stderr
     assert "Traceback" not in result.stderr
