@@ -1,4 +1,5 @@
-"""Entry point of the local demo: `python -m sim demo [--script FILE] [--scenario FILE] [--speed N]`.
+"""Entry point of the local demo: `python -m sim demo [--script FILE] [--scenario FILE] [--speed N]`, and
+`python -m sim paths [--write]`: the project files a command passes through (`sim.paths`).
 
 The demo runs the real bot against the SIMULATED Slack, Google Cloud, vLLM and TPU VM in `sim/`; it lives
 here, beside the simulators, so that the product (`bot`, `ops`, `llm`) never imports them.
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import yaml
 
+import sim.paths
 from sim.console import interactive, run_script, stop_running
 from sim.demo import Demo
 
@@ -37,8 +39,22 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument(
         "--speed", type=float, help="simulated seconds per real second (e.g. 60 to watch alerts)"
     )
+    paths = sub.add_parser("paths", help="trace the project files a command passes through in the demo")
+    paths.add_argument("--write", action="store_true", help="rewrite the map in docs/architecture.md")
     args = parser.parse_args(argv)
+    if args.action == "paths":
+        return _paths(args.write)
     return _demo(args.script, args.scenario, args.speed)
+
+
+def _paths(write: bool) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("paramiko.transport").setLevel(logging.CRITICAL)
+    traced = sim.paths.trace()
+    if write:
+        sim.paths.write(traced)
+    print(sim.paths.section(traced))
+    return 0
 
 
 def _demo(script: str | None, scenario: str | None, speed: float | None) -> int:
