@@ -295,7 +295,9 @@ def surface_answers(reports: list[dict[str, Any]]) -> dict[str, Answer]:
         folder = Path(tmp)
         for index, report in enumerate(reports):
             (folder / f"report-{index}.log").write_text(str(report["text"]))
-        with Demo(_scenario(reports, folder), http_timeout_s=2) as demo:
+        # vllm_replace_settle_s=0: /vllm restart keeps the new (failing) container instead of restoring the
+        # previous one, so /vllm status reads the report as the container's log.
+        with Demo(_scenario(reports, folder), http_timeout_s=2, vllm_replace_settle_s=0) as demo:
             for index, report in enumerate(reports):
                 via = report["via"]
                 if via == "container":

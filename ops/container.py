@@ -434,15 +434,21 @@ class VllmContainer:
             waited += step
 
     def _exited_error(self, status: ContainerStatus) -> OpsError:
-        """The error of a new container that stopped: its state and the error line of its log."""
+        """The error of a new container that stopped: its state, the error line of its log, and the
+        catalogue's finding over the log's last 200 lines (the container is removed after this, so its log
+        is read here or never)."""
         code = f" with code {status.exit_code}" if status.exit_code is not None else ""
         try:
-            detail = log_error_line(self.logs(tail=200))
+            log = self.logs(tail=200)
         except OpsError:
-            detail = ""
+            log = ""
+        detail = log_error_line(log)
         message = f"the new container {self.name} on {self.remote.host} {status.state}{code} at once"
-        known = faults.explain(detail) if detail else None
-        hint = f"{known[1]}: {known[2]}" if known else "the line above is the last error of its log"
+        known = faults.explain(log) if log else None
+        if known:
+            hint = f"{known[1]}: {known[2]}"
+        else:
+            hint = "the line above is the last error of its log" if detail else "its log shows no error line"
         return OpsError(message + (f": {detail}" if detail else ""), hint, backend="ssh")
 
     def _status_of(self, name: str) -> ContainerStatus:
