@@ -40,7 +40,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """The fault matrix's size and failing cells (tests/faults/test_fault_matrix.py), added up from the
+    """The fault matrix's size and failing cells (tests/faults/matrix.py), added up from the
     "fault_matrix" user property of each test's teardown report: these reach this process from every
     pytest-xdist worker. Prints nothing when no matrix test ran."""
     cells, failed = 0, []

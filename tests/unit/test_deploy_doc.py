@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "deploy.md"
 SHELL_BLOCKS = ("sh", "bash", "shell", "console")
@@ -43,6 +45,7 @@ def test_the_doc_has_shell_blocks_and_every_line_is_tested() -> None:
     assert untested == [], f"docs/deploy.md lines in no deploy/ file (add them there, tested): {untested}"
 
 
+@pytest.mark.slow  # starts `python -m bot` in a subprocess per command of the doc
 def test_its_python_m_bot_commands_work() -> None:
     commands = [line for line in shell_lines() if line.startswith("python -m bot ")]
     assert commands, "the doc shows the manifest command"

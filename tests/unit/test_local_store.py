@@ -83,6 +83,7 @@ def test_the_signal_in_order() -> None:
     assert local_store_problem("postgresql+psycopg://u@h/d", True, False, {}) is None
 
 
+@pytest.mark.slow  # starts the bot in a subprocess (seconds of imports)
 def test_serve_stops_with_the_line_and_no_traceback(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("PRODUCTION", "ALLOW_LOCAL_STORE")}
     env.update({k.upper(): v for k, v in GOOD.items()})

@@ -1,12 +1,15 @@
 """The fault matrix: every read-only command, and the preview of every changing one, against each backend
-fault the simulators inject (Google, SSH, vLLM, Slack).
+fault the simulators inject (Google, SSH, vLLM, Slack). This module holds the commands and the judging of a
+cell; each family is a test module of its own (tests/faults/test_*_faults.py), so that pytest-xdist's
+`--dist loadfile` can run them in different worker processes.
 
 For every cell: a final answer arrives within CELL_LIMIT_S, with no "Traceback"; an error is a `:x:` or red
 line; the bot stays up (a follow-up command works); nothing is lost (a message that met a Slack 429 arrives
 after Retry-After); no queued resource appears or disappears. One Demo per fault family; the cells of a
 family run concurrently, each as its own Slack user in its own channel. The matrix size and the failing
 cells are printed at the end of the session, also without `-s` and under pytest-xdist: each test records its
-cells on its report (`record_cells` below) and `pytest_terminal_summary` in tests/conftest.py adds them up.
+cells on its report (`record_cells` in tests/faults/conftest.py) and `pytest_terminal_summary` in
+tests/conftest.py adds them up.
 """
 
 from __future__ import annotations
@@ -14,17 +17,14 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
-from ops.ssh import RemoteHost
 from sim.console import SlackUser
 from sim.demo import Demo
-from sim.host import generate_ed25519_key
 from sim.slack import Message
 
 CELL_LIMIT_S = 15.0
@@ -94,18 +94,6 @@ class Outcome:
 
 MATRIX: list[Outcome] = []
 """The cells judged so far in this process (a test's own are those it added)."""
-
-
-@pytest.fixture(autouse=True)
-def record_cells(request: pytest.FixtureRequest) -> Iterator[None]:
-    """After each test, put its cells on its report as the user property "fault_matrix": {"cells": n,
-    "failed": ["FAIL [family/fault] command: problems", ...]}, which reaches the main process under
-    pytest-xdist too (tests/conftest.py prints the sum)."""
-    start = len(MATRIX)
-    yield
-    mine = MATRIX[start:]
-    failed = [f"FAIL [{o.family}/{o.fault}] {o.command}: {'; '.join(o.problems)}" for o in mine if o.problems]
-    request.node.user_properties.append(("fault_matrix", {"cells": len(mine), "failed": failed}))
 
 
 # ---- helpers ---------------------------------------------------------------------------------------------
@@ -222,15 +210,15 @@ def unhandled(records: list[logging.LogRecord]) -> list[str]:
     ]
 
 
-@pytest.fixture
-def world() -> Iterator[Demo]:
-    with Demo(google_timeout_s=1.0, http_timeout_s=1.0) as demo:
-        yield demo
-
-
-def _check_family(
+def check_family(
     demo: Demo, before: set[tuple[str, str]], family: str, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """The checks of a whole family after its cells: no queued resource appeared or disappeared, the bot
+    logged no unhandled exception, and no cell of `family` failed in this process.
+
+    Raises:
+        AssertionError: naming each failed cell as "[fault] command: problems".
+    """
     after = queued_resources(demo)
     if after != before:
         MATRIX.append(Outcome(family, "*", "queued resources", [f"changed: {sorted(before ^ after)}"]))
@@ -241,115 +229,34 @@ def _check_family(
     assert not failed, "\n".join(f"[{o.fault}] {o.command}: {'; '.join(o.problems)}" for o in failed)
 
 
-# ---- the families ----------------------------------------------------------------------------------------
+SLACK_RETRY_AFTER_S = 2
+"""The Retry-After of the injected Slack 429s, in seconds: a cell answering sooner failed to wait."""
 
 
-def test_google_faults(world: Demo, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.WARNING)
-    before = queued_resources(world)
-    faults: dict[str, Callable[[], None]] = {
-        "429": lambda: world.gcp.inject_fault(".*", 429, count=1_000_000),
-        "503": lambda: world.gcp.inject_fault(".*", 503, count=1_000_000),
-        "timeout": lambda: world.gcp.inject_fault(".*", 200, count=1_000_000, delay_s=3.0),
-        "malformed body": lambda: world.gcp.inject_fault(
-            ".*", 200, count=1_000_000, body="<html>not json</html>"
-        ),
-    }
-    for name, inject in faults.items():
-        inject()
-        run_cells(world, "google", name, COMMANDS)
-        world.gcp.clear_faults()
-        still_up(world, "google", name)
-    _check_family(world, before, "google", caplog)
-
-
-def test_ssh_faults(world: Demo, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
-    caplog.set_level(logging.WARNING)
-    before = queued_resources(world)
-    # There is no setting for the SSH command timeout (60 s): shorten it for this world.
-    original = world.bot.services.remote
-
-    def quick_remote(host: str | None = None) -> RemoteHost:
-        remote = original(host)
-        remote.command_timeout_s = 1.5
-        remote.connect_timeout_s = 2.0
-        return remote
-
-    monkeypatch.setattr(world.bot.services, "remote", quick_remote)
-    faults: dict[str, tuple[Callable[[], None], Callable[[], None]]] = {
-        "refused": (world.host.stop, world.host.start),
-        "auth failed": (lambda: world.host.set_reject_auth(True), lambda: world.host.set_reject_auth(False)),
-        "command timeout": (
-            lambda: world.host.set_command_delay(5.0),
-            lambda: world.host.set_command_delay(0),
-        ),
-    }
-    for name, (inject, clear) in faults.items():
-        inject()
-        run_cells(world, "ssh", name, COMMANDS)
-        clear()
-        still_up(world, "ssh", name)
-    _check_family(world, before, "ssh", caplog)
-
-
-def test_ssh_host_key_changed(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.WARNING)
-    other = generate_ed25519_key()
-    with Demo(
-        google_timeout_s=1.0, http_timeout_s=1.0, ssh_host_keys=[f"{other.get_name()} {other.get_base64()}"]
-    ) as demo:
-        before = queued_resources(demo)
-        outcomes = run_cells(demo, "ssh", "host key changed", COMMANDS)
-        still_up(demo, "ssh", "host key changed")
-        for line in ("/vllm status", "/vllm logs --tail 20"):
-            cell = next(o for o in outcomes if o.command == line)
-            assert not cell.problems
-        _check_family(demo, before, "ssh", caplog)
-
-
-def test_vllm_faults(world: Demo, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.WARNING)
-    before = queued_resources(world)
-    faults: dict[str, tuple[Callable[[], None], Callable[[], None]]] = {
-        "down": (world.vllm.stop, world.vllm.start),
-        "slow": (lambda: world.vllm.set_latency(3.0), lambda: world.vllm.set_latency(0)),
-        "500": (lambda: world.vllm.fail_next("*", 500, count=1_000_000), world.vllm.stop),
-    }
-    for name, (inject, clear) in faults.items():
-        inject()
-        run_cells(world, "vllm", name, COMMANDS)
-        clear()
-        if name == "500":  # restarting drops the injected failures
-            world.vllm.start()
-            world.vllm.set_mode("ready")
-        still_up(world, "vllm", name)
-    _check_family(world, before, "vllm", caplog)
-
-
-def test_slack_faults(world: Demo, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.WARNING)
-    before = queued_resources(world)
-    retry_after = 2
-    for method, mention in (("response", False), ("chat.postMessage", True)):
-        for name, kwargs in (
-            ("429", {"error": "ratelimited", "status": 429, "retry_after": retry_after}),
-            ("invalid_blocks", {"error": "invalid_blocks", "status": 400 if method == "response" else 200}),
-            ("msg_too_long", {"error": "msg_too_long", "status": 400 if method == "response" else 200}),
-        ):
-            for line in SLACK_COMMANDS:  # one at a time: the fault is taken by the next call of `method`
-                # help is ephemeral: a mention's answer goes out through chat.postEphemeral instead
-                ephemeral = mention and line.endswith(" help")
-                target = "chat.postEphemeral" if ephemeral and method == "chat.postMessage" else method
-                world.slack.fail_next(target, count=1, **kwargs)  # type: ignore[arg-type]
-                outcome = judge(
-                    world,
-                    "slack",
-                    f"{method} {name}",
-                    line,
-                    mention=mention,
-                    min_s=retry_after if name == "429" else 0.0,
-                )
-                MATRIX.append(outcome)
-                world.slack._faults.clear()
-        still_up(world, "slack", f"{method} faults")
-    _check_family(world, before, "slack", caplog)
+def run_slack_cells(demo: Demo, method: str, *, mention: bool) -> None:
+    """Each of SLACK_COMMANDS with one Slack API error on the next call of `method` ("response" for a
+    `response_url` post, or "chat.postMessage"; a mention's help goes out through chat.postEphemeral, so
+    that method takes the fault then), one cell at a time since the fault is taken by whichever call comes
+    next: a 429 with Retry-After, invalid_blocks and msg_too_long (the simulator answers these with HTTP 400
+    on `response_url` and HTTP 200 on a Web API method). The cells, then the follow-up, are added to MATRIX
+    as family "slack"."""
+    for name, kwargs in (
+        ("429", {"error": "ratelimited", "status": 429, "retry_after": SLACK_RETRY_AFTER_S}),
+        ("invalid_blocks", {"error": "invalid_blocks", "status": 400 if method == "response" else 200}),
+        ("msg_too_long", {"error": "msg_too_long", "status": 400 if method == "response" else 200}),
+    ):
+        for line in SLACK_COMMANDS:
+            ephemeral = mention and line.endswith(" help")
+            target = "chat.postEphemeral" if ephemeral and method == "chat.postMessage" else method
+            demo.slack.fail_next(target, count=1, **kwargs)  # type: ignore[arg-type]
+            outcome = judge(
+                demo,
+                "slack",
+                f"{method} {name}",
+                line,
+                mention=mention,
+                min_s=SLACK_RETRY_AFTER_S if name == "429" else 0.0,
+            )
+            MATRIX.append(outcome)
+            demo.slack._faults.clear()
+    still_up(demo, "slack", f"{method} faults")
