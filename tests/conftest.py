@@ -70,6 +70,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         fixtures = set(getattr(item, "fixturenames", ()))
         if (parts and parts[0] in SLOW_DIRS) or uses_servers or fixtures & {"demo", "world"}:
             item.add_marker(pytest.mark.slow)
+    # The tests of the real llama.cpp server run last: .ci/run installs it beside the suite
+    # (tests/llama_server.py waits for that install). pytest-xdist hands out modules in collection order.
+    llama = [item for item in items if _uses_llama_server(getattr(item, "module", None))]
+    if llama:
+        items[:] = [item for item in items if item not in llama] + llama
+
+
+def _uses_llama_server(module: object) -> bool:
+    """Whether a test module imported anything from tests/llama_server.py."""
+    return module is not None and any(
+        getattr(value, "__module__", None) == "tests.llama_server" for value in vars(module).values()
+    )
 
 
 @pytest.fixture(scope="module")
