@@ -365,7 +365,8 @@ class AlertDelivery:
         thread_ts: str | None,
         result: TickResult,
     ) -> None:
-        """Keep a claimed alert's message for `channel` until the channel works (`recheck_refused`)."""
+        """Keep a claimed alert's message for `channel` until the channel works
+        (`RefusedChannels.recheck`)."""
         reply = self._message(alert, qr, self.clock())
         self.outbox.hold(alert.key, channel, reply.text, reply.blocks, now=self.clock(), thread_ts=thread_ts)
         result.held += 1
