@@ -365,10 +365,10 @@ class AlertScheduler:
             except Exception as exc:  # a failing backend must not kill the job
                 log.exception("alert tick failed")
                 result.errors.append(f"{type(exc).__name__}: {exc}"[:300])
-            if self.planned is not None and self.serving is not None:
+            if self.planned is not None or self.serving is not None:
                 try:
-                    held = self.planned.tick(now, result)
-                    if not held:
+                    held = self.planned is not None and self.planned.tick(now, result)
+                    if not held and self.serving is not None:
                         self.serving.tick(now, result)
                 except Exception as exc:
                     log.exception("vLLM alert check failed")
