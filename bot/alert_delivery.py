@@ -1,8 +1,10 @@
 """Delivering alerts to Slack exactly once, and the on-call options of a deployment.
 
-`AlertDelivery` claims each alert key in the ledger (insert-if-absent) and posts only if the claim won; a
-muted subject's alerts are claimed as "suppressed" (never sent later). State changes keep ONE message per
-resource, updated in place (`chat_update`), with each transition posted in its thread. Messages leave
+`AlertDelivery.deliver` is the one claim -> send path of every alert kind (queued-resource thresholds and
+states, TPU host maintenance, vLLM health, SLO rules, idle stop, maintenance windows, automatic recovery):
+claim the alert's key in the ledger (insert-if-absent) and post only if the claim won; a muted subject's
+alerts are claimed as "suppressed" (never sent later). State changes keep ONE message per resource, updated
+in place (`chat_update`), with each transition posted in its thread. Messages leave
 through `bot.slack_gateway.SlackGateway` (`post`, `update`), which also redacts and escapes whatever a
 backend put in an alert's text (an error message, a health detail); bot/views/alerts.py renders them.
 
@@ -11,23 +13,17 @@ or the token refused: `bot.slack_gateway.refusal_of`) is recorded for the deploy
 and not sent to again: alerts due meanwhile stay claimed, their messages held back. Every
 `ALERT_DELIVERY_RECHECK_S` a tick tries again with the oldest held message (or, with none held, a one-line
 notice; a refused token is checked with `auth.test` first); once one gets through the refusal is cleared
-and the rest follow in order.
+and the rest follow in order (`RefusedChannels`).
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import socket
-import threading
-import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Self
-
-from apscheduler.schedulers.background import BackgroundScheduler
+from typing import Literal
 
 from bot.config import Settings
 from bot.diagnosis import alert_diagnosis
@@ -46,14 +42,19 @@ from bot.views.alerts import (
 )
 from ops import alerts as alerts_mod
 from ops.alert_outbox import ALL_CHANNELS, UNDELIVERED, AlertOutbox, DeliveryProblem
-from ops.alerts import DEFAULT_THRESHOLDS, Alert, AlertLedger, mute_subjects
+from ops.alerts import Alert, AlertLedger, mute_subjects
 from ops.idle import Schedule, parse_schedule
-from ops.maintenance import DEFAULT_DEPLOYMENT, MaintenanceWindows
-from ops.recovery import RecoveryBudget, dead_reason
+from ops.recovery import dead_reason
 from ops.slo import DEFAULT_RULES, SloRule, load_rules, parse_span
 from ops.tpu_model import QueuedResourceInfo
 
 log = logging.getLogger(__name__)
+
+STATE_KINDS = ("state", "preempted", "node_gone")
+"""Alert kinds kept as ONE message per resource (updated in place), each transition posted in its thread."""
+
+Delivered = Literal["sent", "held", "suppressed", "duplicate", "failed"]
+"""What `AlertDelivery.deliver` did with an alert (the TickResult count it added to)."""
 
 
 @dataclass
@@ -129,30 +130,20 @@ class OncallOptions:
 
 
 class AlertDelivery:
-    """How alerts reach Slack exactly once: claim a key in the ledger, post (or update in place), record.
-    The base of `bot.scheduler.AlertScheduler`, which decides what is due.
+    """How alerts of one deployment reach Slack exactly once: claim a key in the ledger, post (or update in
+    place), record. `bot.scheduler.AlertScheduler` and the on-call checks (`bot.oncall`) decide what is due
+    and hand each alert to `deliver`.
 
     Args:
-        services: the bot's backends (`tpu`, `store`, `settings.tpu_zones`, `vllm()` are used).
+        services: the bot's backends (`settings`, `store` and what `bot.diagnosis.alert_diagnosis` reads).
         slack: the bot's SlackGateway.
-        channel: alert channel id (e.g. Settings.alert_channel).
-        interval_s: seconds between ticks (default 60).
-        clock: returns timezone-aware UTC now (default: `services.now`); tests pass a controllable one.
-        thresholds: minutes before a deadline (default 60, 15, 5).
-        vllm_checks: also check vLLM /health and /metrics on each tick.
-        health_failures: failed /health checks in a row before "vLLM down" (default 3).
-        kv_threshold: KV-cache usage fraction 0..1 (default 0.9); kv_checks: checks in a row (default 3).
-        digest_hour: UTC hour of the daily digest (default 9).
-        on_sent: called with an alert's kind after each post (the bot's `alerts_sent` counter).
-        on_tick: called after each tick with its wall time and its thread's CPU time, seconds
-            (`Metrics.alert_tick_finished`).
-        options: routing, maintenance windows, SLO rules, idle stop and recovery (default: OncallOptions()).
-        deployment: the name of the deployment watched (bot.deployments; "default" with a single one): its
-            maintenance window holds these alerts, its ledger records them (`AlertLedger`), its budget caps
-            automatic recovery, and a named deployment's messages say its name.
-
-    With several deployments each has its AlertScheduler; the first one's `start()` runs every one's
-    tick and digest (`peers`) under the one scheduler lease, so one replica does all the alert work.
+        channel: the deployment's alert channel id (Settings.alert_channel).
+        ledger: the deployment's AlertLedger (claims, threads, mutes).
+        outbox: the deployment's AlertOutbox (channels Slack refuses, messages held back).
+        router: kind or severity -> channel, and the mention of critical alerts.
+        options: the deployment's OncallOptions (primary, idle Keep hours).
+        clock: returns timezone-aware UTC now.
+        on_sent: called with an alert's kind after each post (the bot's `alerts_sent` counter), or None.
     """
 
     def __init__(
@@ -160,73 +151,146 @@ class AlertDelivery:
         services: Services,
         slack: SlackGateway,
         channel: str,
+        ledger: AlertLedger,
+        outbox: AlertOutbox,
+        router: Router,
+        options: OncallOptions,
         *,
-        interval_s: float = 60,
-        clock: Callable[[], datetime] | None = None,
-        thresholds: Sequence[int] = DEFAULT_THRESHOLDS,
-        vllm_checks: bool = True,
-        health_failures: int = 3,
-        kv_threshold: float = 0.9,
-        kv_checks: int = 3,
-        digest_hour: int = 9,
+        clock: Callable[[], datetime],
         on_sent: Callable[[str], None] | None = None,
-        on_tick: Callable[[float, float], None] | None = None,
-        options: OncallOptions | None = None,
-        deployment: str = DEFAULT_DEPLOYMENT,
     ) -> None:
         self.services = services
-        self.deployment = deployment
         self.slack = slack
         self.channel = channel
-        self.interval_s = interval_s
-        self.clock = clock or services.now
-        self.thresholds = tuple(thresholds)
-        self.vllm_checks = vllm_checks
-        self.health_failures = health_failures
-        self.kv_threshold = kv_threshold
-        self.kv_checks = kv_checks
-        self.digest_hour = digest_hour
-        self.ledger = AlertLedger(services.store, deployment)
-        self.replica_id = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.ledger = ledger
+        self.outbox = outbox
+        self.router = router
+        self.options = options
+        self.clock = clock
         self.on_sent = on_sent
-        self.on_tick = on_tick
-        self.options = options or OncallOptions()
-        self.router = Router(channel, self.options.routes, self.options.mention_group)
-        self.windows = MaintenanceWindows(services.store)
-        self.budget = RecoveryBudget(
-            services.store,
-            max_per_day=self.options.auto_recover_max_per_day,
-            max_usd_per_day=self.options.auto_recover_max_usd_per_day,
-            deployment=deployment,
-        )
-        self.peers: list[Self] = []  # the other deployments' schedulers, run by `start()`
-        self.outbox = AlertOutbox(services.store, deployment)  # channels Slack refuses, alerts held back
-        self._last_tick: datetime | None = None  # the clock at the last tick (`AlertScheduler._lead`)
-        self._pruned_at: datetime | None = None  # the clock at the last prune (`AlertScheduler._prune`)
-        self._lock = threading.Lock()
-        self._scheduler: BackgroundScheduler | None = None
 
-    # ---- posting
-    def _named(self, text: str = "") -> str:
+    @property
+    def deployment(self) -> str:
+        """The name of the deployment whose alerts these are (its ledger's)."""
+        return self.ledger.deployment
+
+    def named(self, text: str = "") -> str:
         """`text` after "deployment `NAME` · " for a deployment of DEPLOYMENTS_FILE (`default`: as is)."""
         return named(self.deployment if self.ledger.scoped else None, text)
 
-    def _post(
+    # ---- the one claim -> send path
+    def deliver(
+        self,
+        alert: Alert,
+        qr: QueuedResourceInfo | None,
+        now: datetime,
+        result: TickResult,
+        mutes: dict[str, tuple[datetime, str]],
+        thread: tuple[str, str | None] | None = None,
+        threads: dict[str, tuple[str | None, str | None]] | None = None,
+    ) -> Delivered:
+        """Claim and post one alert, counting what happened in `result`.
+
+        Suppressed when one of its subjects is in `mutes` (subject -> (until, by)), or when it resolves an
+        alert nobody saw (`unseen`); a duplicate when its key is claimed already. A STATE_KINDS alert
+        updates its resource's one message and posts in that message's thread (`threads`: resource ->
+        (channel, ts) posted earlier in the same tick); any other is posted to its routed channel, or as a
+        reply in `thread` (channel, ts) when given, and a resolution updates the resolved message in place.
+
+        Returns:
+            What was done: "sent", "held" (the channel refuses the bot), "suppressed", "duplicate", or
+            "failed" (the claim is released for the next tick).
+        """
+        muted = self.unseen(alert, now) if alert.resolves else bool(mute_subjects(alert) & mutes.keys())
+        if muted:
+            if self.ledger.claim(alert, "suppressed", now=now):
+                result.suppressed += 1
+                return "suppressed"
+            result.duplicate += 1
+            return "duplicate"
+        if not self.ledger.claim(alert, "sending", now=now):
+            result.duplicate += 1
+            return "duplicate"
+        if alert.kind in STATE_KINDS:
+            post = partial(self._post_state, alert, qr, now, {} if threads is None else threads)
+            return self._send(alert, post, result, qr=qr)
+        return self._send(
+            alert,
+            partial(self.post, alert, qr, now, thread),
+            result,
+            channel=thread[0] if thread else None,
+            qr=qr,
+            thread_ts=thread[1] if thread else None,
+        )
+
+    def unseen(self, alert: Alert, now: datetime) -> bool:
+        """Whether `alert` resolves an alert nobody saw: one suppressed while muted, or one held back while
+        its channel refused the bot (its held message is dropped: what it said is over)."""
+        resolved = self.ledger.get(alert.resolves) if alert.resolves else None
+        if resolved is None or resolved.status not in ("suppressed", UNDELIVERED):
+            return False
+        if resolved.status == UNDELIVERED:
+            self.outbox.drop(resolved.key)
+            self.ledger.resolve(resolved.key, now=now)
+        return True
+
+    def _send(
+        self,
+        alert: Alert,
+        post: Callable[[], str | None],
+        result: TickResult,
+        channel: str | None = None,
+        qr: QueuedResourceInfo | None = None,
+        thread_ts: str | None = None,
+    ) -> Delivered:
+        """Post a claimed alert and record it as sent. A channel that refuses the bot (now, or since an
+        earlier refusal) gets no call: the alert is held back. On any other failure the claim is released
+        (the next tick retries)."""
+        target = channel or self.router.channel(alert)
+        if self.outbox.problem(target) is not None:
+            self._hold(alert, qr, target, thread_ts, result)
+            return "held"
+        try:
+            ts = post()
+        except Exception as exc:
+            refusal = refusal_of(exc)
+            if refusal is not None:
+                self.refused(refusal, target)
+                self._hold(alert, qr, target, thread_ts, result)
+                return "held"
+            log.warning("could not post alert %s: %s", alert.key, type(exc).__name__, exc_info=True)
+            self.ledger.release(alert.key)
+            result.failed += 1
+            return "failed"
+        self.ledger.mark_sent(alert.key, target, ts)
+        result.sent += 1
+        if self.on_sent is not None:
+            self.on_sent(alert.kind)
+        self._post_diagnosis(alert, qr, target, ts)
+        return "sent"
+
+    # ---- posting
+    def post(
         self,
         alert: Alert,
         qr: QueuedResourceInfo | None,
         now: datetime,
         thread: tuple[str, str | None] | None = None,
     ) -> str | None:
-        """Post `alert` to its routed channel, or as a reply in `thread` (channel, ts) when given; a
-        resolution updates the resolved alert's message in place."""
+        """Post `alert` (claimed or not: this only posts) to its routed channel, or as a reply in `thread`
+        (channel, ts) when given; a resolution updates the resolved alert's message in place. Returns the
+        message ts.
+
+        Raises:
+            Exception: what the gateway raised (`bot.slack_gateway.refusal_of` tells a refusal).
+        """
         if alert.resolves:
             row = self.ledger.get(alert.resolves)
             if row is not None and row.ts:
                 ts = self.slack.update(
                     row.channel or self.channel,
                     row.ts,
-                    Reply(text=self._named(alert.title), blocks=resolved_blocks(alert.title)),
+                    Reply(text=self.named(alert.title), blocks=resolved_blocks(alert.title)),
                 )
                 self.ledger.resolve(alert.resolves, now=now)
                 return ts
@@ -243,7 +307,7 @@ class AlertDelivery:
             deployment=self.deployment if self.ledger.scoped else None,
             keep_hours=self.options.idle_keep_hours,
         )
-        return Reply(text=self._named(alert.title), blocks=blocks)
+        return Reply(text=self.named(alert.title), blocks=blocks)
 
     def _post_state(
         self,
@@ -277,79 +341,6 @@ class AlertDelivery:
             reply_blocks.append(recover_buttons(qr))
         return self.slack.post(channel or self.channel, Reply(alert.title, reply_blocks), ts) or None
 
-    def _deliver(
-        self,
-        alert: Alert,
-        qr: QueuedResourceInfo | None,
-        now: datetime,
-        result: TickResult,
-        mutes: dict[str, tuple[datetime, str]],
-        thread: tuple[str, str | None] | None = None,
-    ) -> None:
-        """Claim and post one alert: suppressed when one of its subjects is muted, or when it resolves an
-        alert nobody saw (`unseen`)."""
-        muted = self.unseen(alert, now) if alert.resolves else bool(mute_subjects(alert) & mutes.keys())
-        if muted:
-            if self.ledger.claim(alert, "suppressed", now=now):
-                result.suppressed += 1
-            return
-        if not self.ledger.claim(alert, "sending", now=now):
-            result.duplicate += 1
-            return
-        self._send(
-            alert,
-            partial(self._post, alert, qr, now, thread),
-            result,
-            channel=thread[0] if thread else None,
-            qr=qr,
-            thread_ts=thread[1] if thread else None,
-        )
-
-    def unseen(self, alert: Alert, now: datetime) -> bool:
-        """Whether `alert` resolves an alert nobody saw: one suppressed while muted, or one held back while
-        its channel refused the bot (its held message is dropped: what it said is over)."""
-        resolved = self.ledger.get(alert.resolves) if alert.resolves else None
-        if resolved is None or resolved.status not in ("suppressed", UNDELIVERED):
-            return False
-        if resolved.status == UNDELIVERED:
-            self.outbox.drop(resolved.key)
-            self.ledger.resolve(resolved.key, now=now)
-        return True
-
-    def _send(
-        self,
-        alert: Alert,
-        post: Callable[[], str | None],
-        result: TickResult,
-        channel: str | None = None,
-        qr: QueuedResourceInfo | None = None,
-        thread_ts: str | None = None,
-    ) -> None:
-        """Post a claimed alert and record it as sent. A channel that refuses the bot (now, or since an
-        earlier refusal) gets no call: the alert is held back. On any other failure the claim is released
-        (the next tick retries)."""
-        target = channel or self.router.channel(alert)
-        if self.outbox.problem(target) is not None:
-            self._hold(alert, qr, target, thread_ts, result)
-            return
-        try:
-            ts = post()
-        except Exception as exc:
-            refusal = refusal_of(exc)
-            if refusal is not None:
-                self._refused(refusal, target)
-                self._hold(alert, qr, target, thread_ts, result)
-                return
-            log.warning("could not post alert %s: %s", alert.key, type(exc).__name__, exc_info=True)
-            self.ledger.release(alert.key)
-            result.failed += 1
-            return
-        self.ledger.mark_sent(alert.key, target, ts)
-        result.sent += 1
-        if self.on_sent is not None:
-            self.on_sent(alert.kind)
-        self._post_diagnosis(alert, qr, target, ts)
-
     def _post_diagnosis(
         self, alert: Alert, qr: QueuedResourceInfo | None, channel: str, ts: str | None
     ) -> None:
@@ -366,7 +357,6 @@ class AlertDelivery:
         except Exception as exc:  # the alert itself is out; its diagnosis must not undo it
             log.warning("could not post the diagnosis of %s: %s", alert.key, type(exc).__name__)
 
-    # ---- channels that refuse the bot
     def _hold(
         self,
         alert: Alert,
@@ -375,12 +365,13 @@ class AlertDelivery:
         thread_ts: str | None,
         result: TickResult,
     ) -> None:
-        """Keep a claimed alert's message for `channel` until the channel works (`recheck_refused`)."""
+        """Keep a claimed alert's message for `channel` until the channel works
+        (`RefusedChannels.recheck`)."""
         reply = self._message(alert, qr, self.clock())
         self.outbox.hold(alert.key, channel, reply.text, reply.blocks, now=self.clock(), thread_ts=thread_ts)
         result.held += 1
 
-    def _refused(self, refusal: Refusal, channel: str) -> DeliveryProblem:
+    def refused(self, refusal: Refusal, channel: str) -> DeliveryProblem:
         """Record that Slack refused `channel` (every channel, for a refused token); logged as an error the
         first time, the surfaces (`bot.alert_reach`) show it until it is cleared."""
         where = ALL_CHANNELS if refusal.whole_token else channel
@@ -405,25 +396,38 @@ class AlertDelivery:
                 refusal = refusal_of(exc)
                 if refusal is None:
                     raise
-                self._refused(refusal, channel)
+                self.refused(refusal, channel)
         self.outbox.hold(key, channel, reply.text, reply.blocks, now=self.clock())
         return None
 
-    def recheck_refused(self, now: datetime, result: TickResult) -> None:
+
+class RefusedChannels:
+    """One job: try the channels Slack refused again (every `options.recheck`) and post what was held back
+    for them, oldest first, once one works.
+
+    Args:
+        delivery: the deployment's AlertDelivery (its outbox, ledger, gateway and refusal record).
+    """
+
+    def __init__(self, delivery: AlertDelivery) -> None:
+        self.delivery = delivery
+        self.outbox = delivery.outbox
+
+    def recheck(self, now: datetime, result: TickResult) -> None:
         """Try each refused channel again once `options.recheck` has passed since its last refusal: a
         refused token with `auth.test` first, then the held messages of the channel oldest first (or, with
         none held, a one-line notice). The first post that gets through clears the refusal."""
         for problem in self.outbox.problems():
-            if now - problem.checked_at < self.options.recheck:
+            if now - problem.checked_at < self.delivery.options.recheck:
                 continue
             if problem.channel == ALL_CHANNELS:
                 try:
-                    refusal = self.slack.token_refusal()
+                    refusal = self.delivery.slack.token_refusal()
                 except Exception as exc:  # a passing fault: the next tick tries again
                     log.warning("re-check of the Slack token failed: %s", type(exc).__name__)
                     continue
                 if refusal is not None:
-                    self._refused(refusal, ALL_CHANNELS)
+                    self.delivery.refused(refusal, ALL_CHANNELS)
                     continue
                 self.outbox.clear(ALL_CHANNELS)
                 log.info("Slack accepts the bot's token again; posting the alerts held back")
@@ -461,12 +465,15 @@ class AlertDelivery:
         if not held and probe:
             text = f":white_check_mark: Alerts reach this channel again (Slack refused it{since}: `{code}`)."
             try:
-                self.slack.post(channel, Reply(text=self._named(text), blocks=[section(self._named(text))]))
+                self.delivery.slack.post(
+                    channel,
+                    Reply(text=self.delivery.named(text), blocks=[section(self.delivery.named(text))]),
+                )
             except Exception as exc:
                 self._recheck_failed(exc, channel)
                 return
             self.outbox.clear(channel)
-            log.info("alerts of %s reach %s again", self.deployment, channel)
+            log.info("alerts of %s reach %s again", self.delivery.deployment, channel)
             return
         for item in held:
             note = f":hourglass: Held back since {utc(item.at)}: Slack refused the channel" + (
@@ -474,20 +481,20 @@ class AlertDelivery:
             )
             reply = Reply(text=item.text, blocks=[*item.blocks, context(note)])
             try:
-                ts = self.slack.post(item.channel, reply, item.thread_ts) or None
+                ts = self.delivery.slack.post(item.channel, reply, item.thread_ts) or None
             except Exception as exc:
                 self._recheck_failed(exc, channel)
                 return
             self.outbox.clear(channel)
             self.outbox.delivered(item.key, item.channel, ts)
             result.sent += 1
-            row = self.ledger.get(item.key)
-            if self.on_sent is not None and row is not None:
-                self.on_sent(row.kind)
+            row = self.delivery.ledger.get(item.key)
+            if self.delivery.on_sent is not None and row is not None:
+                self.delivery.on_sent(row.kind)
 
     def _recheck_failed(self, exc: Exception, channel: str) -> None:
         refusal = refusal_of(exc)
         if refusal is not None:
-            self._refused(refusal, channel)
+            self.delivery.refused(refusal, channel)
         else:  # a passing fault: the next tick tries again
             log.warning("re-check of %s failed: %s", channel, type(exc).__name__)

@@ -128,7 +128,7 @@ def build(settings: Settings, services: Services | None = None, fleet: Fleet | N
         services, registry, slack, Authorizer(services.settings, slack), metrics=metrics, fleet=fleet
     )
     listeners.register(app, registry, runner)
-    alerts = _alert_schedulers(runner.fleet, slack, metrics)
+    alerts = _alert_schedulers(runner, slack, metrics)
     if alerts is not None:
         alert_listeners.register(app, runner, alerts)
     home.register(app, registry, runner, alerts)
@@ -148,10 +148,12 @@ def build(settings: Settings, services: Services | None = None, fleet: Fleet | N
     )
 
 
-def _alert_schedulers(fleet: Fleet, slack: SlackGateway, metrics: Metrics) -> AlertScheduler | None:
-    """One AlertScheduler per deployment with an alert channel (its own channel, rules, watch state,
-    recovery budget and maintenance window); the first runs them all under the one scheduler lease.
-    Returns it, or None when no deployment sets ALERT_CHANNEL / `alert_channel`."""
+def _alert_schedulers(runner: Runner, slack: SlackGateway, metrics: Metrics) -> AlertScheduler | None:
+    """One AlertScheduler per deployment of `runner.fleet` with an alert channel (its own channel, rules,
+    watch state, recovery budget and maintenance window; automatic recovery runs through `runner`); the
+    first runs them all under the one scheduler lease. Returns it, or None when no deployment sets
+    ALERT_CHANNEL / `alert_channel`."""
+    fleet = runner.fleet
     schedulers: list[AlertScheduler] = []
     for name, services in fleet.services.items():
         watched = services.settings
@@ -165,10 +167,11 @@ def _alert_schedulers(fleet: Fleet, slack: SlackGateway, metrics: Metrics) -> Al
             if other_name != name and other.settings.gcp_project == watched.gcp_project
         )
         schedulers.append(
-            AlertScheduler(
+            AlertScheduler.build(
                 services,
                 slack,
                 watched.alert_channel,
+                runner=runner,
                 interval_s=watched.alert_interval_s,
                 thresholds=[int(minutes) for minutes in watched.alert_thresholds_min],
                 on_sent=lambda kind: metrics.alerts_sent.labels(kind=kind).inc(),

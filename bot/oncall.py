@@ -1,43 +1,90 @@
-"""The on-call jobs of a deployment, run on each alert tick: planned work (maintenance windows hold health
-alerts until vLLM serves), idle alerts and the proposed idle stop, and automatic recovery of a dead primary.
+"""The on-call checks of a deployment, run on each alert tick, each a small class with one job: planned
+work (`PlannedWork`: maintenance windows hold health alerts until vLLM serves), the serving checks
+(`ServingChecks`: vLLM health, KV cache, SLO rules, idle alerts and the proposed idle stop), and automatic
+recovery of a dead primary (`AutoRecovery`, run through the command runner like any command). Every alert
+they raise leaves through the one claim -> send path, `bot.alert_delivery.AlertDelivery.deliver`.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
-from functools import partial
+from urllib.parse import urlsplit, urlunsplit
 
-from bot.alert_delivery import AlertDelivery, TickResult
-from bot.commands import registry
+from bot.alert_delivery import AlertDelivery, OncallOptions, TickResult
 from bot.context import Context
+from bot.identity import identify
 from bot.recovery import projected_usd, recover
 from bot.render import utc
+from bot.runner import Origin, Runner
+from bot.services import Services
 from bot.views.alerts import idle_cost, span, stamp
 from llm.diagnose import diagnose
 from ops import alerts as alerts_mod
-from ops.alerts import Alert, qr_alert, subject_alert
-from ops.errors import OpsError
+from ops.alerts import Alert, AlertLedger, qr_alert, subject_alert
+from ops.errors import BackendTimeout, OpsError
 from ops.idle import IdleWatch
-from ops.maintenance import Window
+from ops.maintenance import MaintenanceWindows, Window
+from ops.metrics import summarize
 from ops.ownership import MANAGED_BY, MANAGED_BY_KEY, created_by_bot
-from ops.recovery import dead_reason
+from ops.recovery import RecoveryBudget, dead_reason
 from ops.slo import SloWatch, Snapshot, evaluate_slo
-from ops.store import AuditEntry
 from ops.tpu_model import QueuedResourceInfo
+from ops.vllm_watch import VllmCheck, VllmWatch, evaluate_vllm
 
 log = logging.getLogger(__name__)
 
 AUTO_RECOVER_USER = "auto-recover"  # the audit trail's user id of automatic recoveries
 
 
-class OncallJobs(AlertDelivery):
-    """The on-call checks of one deployment (see the module docstring); `bot.scheduler.AlertScheduler`
-    calls them from its tick."""
+def _public_url(url: str) -> str:
+    """The URL without user info or query (a URL may embed credentials; they are never posted)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
-    # ---- planned work (maintenance windows)
-    def _tick_maintenance(self, now: datetime, result: TickResult) -> bool:
+
+def _snapshot(text: str | None, now: datetime) -> Snapshot | None:
+    if text is None:
+        return None
+    try:
+        return Snapshot.from_text(text, now)
+    except ValueError:
+        return None
+
+
+def _probe_timed_out(services: Services) -> bool | None:
+    """Whether a one-token chat completion timed out (None: it failed otherwise, so it says nothing)."""
+    try:
+        gemma, _ = services.gemma()
+        with gemma:
+            gemma.probe()
+    except BackendTimeout:
+        return True
+    except OpsError:
+        return None
+    return False
+
+
+class PlannedWork:
+    """One job: the deployment's maintenance window (`ops.maintenance`), opened by a command's planned work.
+
+    Args:
+        services: the deployment's backends (`vllm()`, `vllm_at`, `endpoints`, `container()` are used).
+        delivery: the deployment's AlertDelivery.
+        windows: the maintenance windows of the state store.
+    """
+
+    def __init__(self, services: Services, delivery: AlertDelivery, windows: MaintenanceWindows) -> None:
+        self.services = services
+        self.delivery = delivery
+        self.windows = windows
+        self.deployment = delivery.deployment
+
+    def tick(self, now: datetime, result: TickResult) -> bool:
         """While planned work is under way, hold the deployment's health alerts; once the work has finished
         and vLLM serves (or the window's deadline passes) close the window and say so in the command's
         thread. Serving is judged only after the work finished (`Window.work_done_at`): before that an
@@ -73,7 +120,7 @@ class OncallJobs(AlertDelivery):
         key = f"maintenance:{window.deployment}@{stamp(window.opened_at)}|{kind}|"
         alert = subject_alert(key, kind, f"maintenance:{window.deployment}", title, text)
         thread = (window.channel, window.thread_ts) if window.channel else None
-        self._deliver(alert, None, now, result, {}, thread)
+        self.delivery.deliver(alert, None, now, result, {}, thread)
 
     def _serving(self, target: str | None = None) -> bool:
         """Whether vLLM answers /health with 200: on the node of the queued resource `target` when given,
@@ -110,7 +157,91 @@ class OncallJobs(AlertDelivery):
             lines.append("No known failure signature in the last 400 log lines; see `/vllm logs`.")
         return "\n".join(lines)
 
-    # ---- serving SLO rules and idle stop
+
+class ServingChecks:
+    """One job: what the deployment's vLLM endpoint says on each tick: /health (down after
+    `health_failures` failures in a row), the KV cache (above `kv_threshold` for `kv_checks` checks), the
+    serving SLO rules, idle alerts and the proposed idle stop.
+
+    Args:
+        services: the deployment's backends (`vllm()`, `gemma()`, `tpu` are used).
+        delivery: the deployment's AlertDelivery.
+        options: the deployment's OncallOptions (SLO rules, idle settings, primary).
+        health_failures: failed /health checks in a row before "vLLM down" (default 3).
+        kv_threshold: KV-cache usage fraction 0..1 (default 0.9); kv_checks: checks in a row (default 3).
+    """
+
+    def __init__(
+        self,
+        services: Services,
+        delivery: AlertDelivery,
+        options: OncallOptions,
+        *,
+        health_failures: int = 3,
+        kv_threshold: float = 0.9,
+        kv_checks: int = 3,
+    ) -> None:
+        self.services = services
+        self.delivery = delivery
+        self.ledger: AlertLedger = delivery.ledger
+        self.options = options
+        self.health_failures = health_failures
+        self.kv_threshold = kv_threshold
+        self.kv_checks = kv_checks
+
+    def tick(self, now: datetime, result: TickResult) -> None:
+        """Check the endpoint once and deliver what is due (no endpoint, nothing ACTIVE: nothing is due).
+
+        Raises:
+            OpsError, ValueError: a backend failed in a way the scheduler's tick logs and counts.
+        """
+        try:
+            client, endpoint = self.services.vllm()
+        except OpsError:
+            return  # no endpoint (nothing ACTIVE): not an outage
+        with client:
+            health = client.health()
+            # "not-vllm": an OpenAI-compatible server without vLLM's /health answered: not an outage
+            check = VllmCheck(ok=health.state in ("ready", "not-vllm"), detail=health.detail)
+            text: str | None = None
+            if check.ok:
+                try:
+                    text = client.metrics_text()
+                    summary = summarize(text)
+                    check = VllmCheck(
+                        True,
+                        "",
+                        summary.kv_cache_usage,
+                        summary.preemptions,
+                        summary.running,
+                        summary.waiting,
+                        summary.generation_tokens,
+                        _probe_timed_out(self.services) if summary.waiting and summary.running == 0 else None,
+                    )
+                except (OpsError, ValueError):
+                    text = None
+                # Who answers: a stale process on the port must not pass for the deployment's server.
+                identity = identify(self.services, client, endpoint, health, metrics_text=text)
+                if identity.other:
+                    check = replace(check, other_server=identity.line())
+        watch = VllmWatch.from_json(self.ledger.get_value("vllm_watch"))
+        found, watch = evaluate_vllm(
+            check,
+            watch,
+            now,
+            endpoint=_public_url(endpoint.url),
+            failures=self.health_failures,
+            kv_threshold=self.kv_threshold,
+            kv_checks=self.kv_checks,
+        )
+        self.ledger.set_value("vllm_watch", watch.to_json())
+        snapshot = _snapshot(text, now)
+        found += self._serving_alerts(snapshot, _public_url(endpoint.url), now)
+        mutes = self.ledger.mutes(now)
+        for alert in found:
+            self.delivery.deliver(alert, None, now, result, mutes)
+        self._tick_idle(snapshot, now, result, mutes)
+
     def _serving_alerts(self, snapshot: Snapshot | None, endpoint: str, now: datetime) -> list[Alert]:
         watch = SloWatch.from_json(self.ledger.get_value("slo_watch"))
         found, watch = evaluate_slo(snapshot, watch, self.options.slo_rules, now, endpoint=endpoint)
@@ -146,7 +277,7 @@ class OncallJobs(AlertDelivery):
             return
         for suffix, what in due:
             alert = qr_alert(qr, "idle", suffix, f"`{qr.name}` ({qr.zone}) {what}", idle_cost(qr, idle, now))
-            self._deliver(alert, qr, now, result, mutes)
+            self.delivery.deliver(alert, qr, now, result, mutes)
 
     def _primary(self) -> QueuedResourceInfo | None:
         try:
@@ -156,30 +287,53 @@ class OncallJobs(AlertDelivery):
         except OpsError:
             return None
 
-    # ---- automatic recovery of the primary
-    def _auto_recover_dead(
+
+class AutoRecovery:
+    """One job: recover a dead primary without a click (AUTO_RECOVER): only one the bot created, within the
+    day's caps (`ops.recovery.RecoveryBudget`); announced in the thread of its state message, and run through
+    the command runner (`bot.runner.Runner.run_unattended`), so it is audited and redacted like any command.
+
+    Args:
+        runner: the bot's command runner.
+        delivery: the deployment's AlertDelivery (its notices leave through `deliver`).
+        budget: the deployment's recovery budget.
+        options: the deployment's OncallOptions (`primary`, `auto_recover`).
+    """
+
+    def __init__(
+        self, runner: Runner, delivery: AlertDelivery, budget: RecoveryBudget, options: OncallOptions
+    ) -> None:
+        self.runner = runner
+        self.delivery = delivery
+        self.ledger = delivery.ledger
+        self.budget = budget
+        self.options = options
+
+    def tick(
         self,
         found: Sequence[Alert],
         by_identity: dict[str, QueuedResourceInfo],
         now: datetime,
         result: TickResult,
     ) -> None:
+        """Recover the primary when one of this tick's alerts (`found`, their resources in `by_identity`)
+        says it died (a state or preemption alert, `ops.recovery.dead_reason`). Never raises for a failed
+        recovery: its outcome is posted and audited."""
         if not self.options.auto_recover:
             return
         for ident in dict.fromkeys(a.resource for a in found if a.kind in ("state", "preempted")):
             qr = by_identity.get(ident)
             if qr is not None and qr.name == self.options.primary and dead_reason(qr):
-                self._auto_recover(qr, now, result)
+                self._recover(qr, now, result)
 
-    def _auto_recover(self, qr: QueuedResourceInfo, now: datetime, result: TickResult) -> None:
-        """Recover a dead primary without a click: only one the bot created, within the day's caps;
-        announced in the thread of its state message and written to the audit trail."""
+    def _recover(self, qr: QueuedResourceInfo, now: datetime, result: TickResult) -> None:
         ident = alerts_mod.identity(qr)
         key = f"{ident}|recovery|auto"
         channel, ts = self.ledger.thread(ident)
         thread = (channel, ts) if channel and ts else None
         reason = dead_reason(qr) or qr.state
         command = f"tpu recover {qr.name} --zone {qr.zone}"
+        origin = Origin(AUTO_RECOVER_USER, channel or self.delivery.channel)
         refusal: str | None = None
         usd = 0.0
         if not created_by_bot(qr):
@@ -193,40 +347,28 @@ class OncallJobs(AlertDelivery):
         if refusal is not None:
             note = qr_alert(qr, "recovery", "auto", f"Automatic recovery skipped: {refusal}. Use Recover.")
             if self.ledger.get(key) is None:
-                self._audit_auto(channel, command, f"refused: {refusal}")
-            self._deliver(note, None, now, result, {}, thread)
+                self.runner.refuse_unattended(command, origin, refusal)
+            self.delivery.deliver(note, None, now, result, {}, thread)
             return
         title = f":ambulance: Recovering `{qr.name}` automatically ({reason}): delete it and create it again"
         attempt = len(self.budget.today(now)) + 1
         text = f"Projected spend ${usd:,.2f}; automatic recovery {attempt} of {self.budget.max_per_day} today"
         announce = qr_alert(qr, "recovery", "auto", title, text)
-        if not self.ledger.claim(announce, "sending", now=now):
-            result.duplicate += 1
+        if self.delivery.deliver(announce, None, now, result, {}, thread) == "duplicate":
             return
-        self._send(announce, partial(self._post, announce, None, now, thread), result, channel=channel)
-        self._audit_auto(channel, command, f"started: {reason}")
-        # The recovery's maintenance window is this deployment's, so it holds this deployment's alerts.
-        ctx = Context(
-            self.services, registry, AUTO_RECOVER_USER, channel or self.channel, deployment=self.deployment
-        )
-        try:
-            outcome = recover(ctx, qr, search=False, thread=thread)
-        except OpsError as exc:
-            outcome = f"failed: {exc.message}"
-        except Exception as exc:  # an unexpected failure is reported, never silent
-            log.exception("automatic recovery failed")
-            outcome = f"failed unexpectedly: {type(exc).__name__}"
-        self.budget.record(ident, usd, outcome, now=now)
-        self._audit_auto(channel, command, outcome)
-        done = qr_alert(qr, "recovery", "auto|done", f"Automatic recovery of `{qr.name}`: {outcome}")
-        self._deliver(done, None, now, result, {}, thread)
 
-    def _audit_auto(self, channel: str | None, command: str, outcome: str) -> None:
-        entry = AuditEntry(
-            self.clock(), AUTO_RECOVER_USER, channel or self.channel, "auto-recover", command, outcome[:200]
+        def job(ctx: Context) -> str:
+            # The recovery's maintenance window is this deployment's, so it holds this deployment's alerts.
+            return recover(ctx, qr, search=False, thread=thread)
+
+        outcome = self.runner.run_unattended(
+            command,
+            job,
+            origin,
+            services=self.delivery.services,
+            deployment=self.delivery.deployment,
+            why=f"started: {reason}",
         )
-        log.info("audit action=auto-recover command=%r outcome=%r", command, outcome)
-        try:
-            self.services.store.record(entry)
-        except Exception:
-            log.exception("could not write the audit entry")
+        self.budget.record(ident, usd, outcome, now=now)
+        done = qr_alert(qr, "recovery", "auto|done", f"Automatic recovery of `{qr.name}`: {outcome}")
+        self.delivery.deliver(done, None, now, result, {}, thread)

@@ -4,10 +4,10 @@ Dead means SUSPENDED, FAILED, or ACTIVE with a PREEMPTED node (`ops.recovery.dea
 it (a dead queued resource holds quota until deleted) and creates it again in its zone with the same
 accelerator type and provisioning model, or with `--search` runs the capacity search over the watched zones
 (TPU_ZONES). The alert of a dead primary carries Recover buttons that run this command (admin, confirmed);
-the alert scheduler calls `recover` itself for automatic recovery (AUTO_RECOVER). Both open a maintenance
-window, so the restart is not paged as an outage and the thread hears when vLLM serves. Like `/tpu create`
-and `/tpu find`, recovery holds the name (`bot.safety.one_operation`) and its creates carry the
-bot's ownership labels and are written down before they are sent (`ops.ownership`).
+automatic recovery (AUTO_RECOVER, `bot.oncall.AutoRecovery`) runs `recover` through the command runner.
+Both open a maintenance window, so the restart is not paged as an outage and the thread hears when vLLM
+serves. Like `/tpu create` and `/tpu find`, recovery holds the name (`bot.safety.one_operation`) and its
+creates carry the bot's ownership labels and are written down before they are sent (`ops.ownership`).
 """
 
 from __future__ import annotations

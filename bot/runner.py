@@ -233,6 +233,58 @@ class Runner:
         wait for a worker behind other work."""
         self._guard(self._request, invocation, origin)
 
+    def run_unattended(
+        self,
+        command: str,
+        job: Callable[[Context], str],
+        origin: Origin,
+        *,
+        services: Services,
+        deployment: str,
+        why: str,
+    ) -> str:
+        """Run a command the bot decided on itself (automatic recovery) now, on the caller's thread, audited
+        and redacted like any command: a `command` row whose outcome is `why`, then a `result` row with the
+        outcome and the duration. Nobody is asked for a role or a Confirm: the setting that enables the job
+        (AUTO_RECOVER) is the consent, and the caller checks the job's own caps first (`refuse_unattended`).
+
+        Args:
+            command: the command line the audit trail shows, e.g. "tpu recover NAME --zone Z".
+            job: called with a Context of `origin` on `services` (no caller role: nobody asked); returns one
+                line saying what it did.
+            origin: who acts (a user id of the bot's own, e.g. "auto-recover") and the channel it reports in.
+            services: the backends of the deployment acted on; deployment: its name (bot.deployments).
+            why: the first row's outcome, e.g. "started: SUSPENDED (by SERVICE)".
+
+        Returns:
+            The outcome, redacted (`llm.redact.redact`): the job's line, "failed: MESSAGE" when it raised an
+            OpsError, "failed unexpectedly: TYPE" for any other exception (logged with its traceback).
+        """
+        started = time.monotonic()
+        self._audit(origin, "command", command, why)
+        try:
+            ctx = Context(
+                services,
+                self._registry,
+                origin.user_id,
+                origin.channel_id,
+                fleet=self.fleet,
+                deployment=deployment,
+            )
+            outcome = job(ctx)
+        except OpsError as exc:
+            outcome = f"failed: {exc.message}"
+        except Exception as exc:  # an unexpected failure is reported, never silent
+            log.exception("unattended %r failed", redact(command))
+            outcome = f"failed unexpectedly: {type(exc).__name__}"
+        self._audit(origin, "result", command, outcome, time.monotonic() - started)
+        return redact(outcome)
+
+    def refuse_unattended(self, command: str, origin: Origin, refusal: str) -> None:
+        """Write down that a command the bot decided on itself was not run, and why (an audit `refuse` row
+        with outcome "refused: REFUSAL", redacted like any other)."""
+        self._audit(origin, "refuse", command, f"refused: {refusal}")
+
     def background(self, job: Callable[[], object]) -> None:
         """Run `job` on the worker pool; a crash is logged."""
         self._pool.submit(self._guard, job)

@@ -8,6 +8,11 @@ are claimed as "superseded". State changes keep ONE message per resource, update
 node is told once before its window (`ops.tpu_maintenance`) and resolved in place when it is over. A
 channel Slack refuses is left alone and re-checked (`bot.alert_delivery`). The daily digest is a cron job.
 
+The scheduler is given its collaborators, each a small class with one job (`AlertScheduler.build` wires
+them from the settings): `AlertDelivery` (the one claim -> send path of every alert), `RefusedChannels`
+(re-checking refused channels), `ResourceChecks` (queued resources and TPU host maintenance),
+`PlannedWork`, `ServingChecks` and `AutoRecovery` (`bot.oncall`), and `Digest`.
+
 Messages carry names, zones, states, times and USD figures only: never tokens, secrets or URLs with
 credentials. They leave through `bot.slack_gateway.SlackGateway` (`post`, `update`), which also redacts and
 escapes whatever a backend put in an alert's text (an error message, a health detail).
@@ -16,40 +21,47 @@ escapes whatever a backend put in an alert's text (an error message, a health de
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import replace
+import uuid
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
-from functools import partial
-from urllib.parse import urlsplit, urlunsplit
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from bot.alert_delivery import OncallOptions, TickResult
+from bot.alert_delivery import AlertDelivery, OncallOptions, RefusedChannels, TickResult
 from bot.alert_reach import reach_lines
-from bot.identity import identify
-from bot.oncall import OncallJobs
+from bot.oncall import AutoRecovery, PlannedWork, ServingChecks
 from bot.render import Reply, human_duration, mention, section, utc
+from bot.routing import Router
+from bot.runner import Runner
 from bot.services import Services
-from bot.slack_gateway import refusal_of
+from bot.slack_gateway import SlackGateway, refusal_of
 from ops import alerts as alerts_mod
-from ops.alert_outbox import UNDELIVERED
-from ops.alerts import evaluate, lapsed_countdowns, mute_subjects, subject_alert
-from ops.errors import BackendTimeout, OpsError
-from ops.metrics import summarize
+from ops.alert_outbox import UNDELIVERED, AlertOutbox
+from ops.alerts import (
+    DEFAULT_THRESHOLDS,
+    AlertLedger,
+    evaluate,
+    lapsed_countdowns,
+    subject_alert,
+)
+from ops.maintenance import DEFAULT_DEPLOYMENT, MaintenanceWindows
 from ops.ownership import SEARCH_KEY
-from ops.slo import Snapshot
+from ops.recovery import RecoveryBudget
 from ops.spend import DeploymentSpend, deployment_spend
 from ops.tpu_maintenance import maintenance_alerts, maintenance_over
 from ops.tpu_model import QueuedResourceInfo, ZoneListing
-from ops.vllm_watch import VllmCheck, VllmWatch, evaluate_vllm
 
 __all__ = [
     "DIGEST_MISFIRE_GRACE_S",
     "LEASE",
     "AlertScheduler",
+    "Digest",
     "OncallOptions",
+    "ResourceChecks",
     "TickResult",
     "active",
     "parse_key",
@@ -75,23 +87,6 @@ APScheduler's default is 1 s: a process busy for 2 s at 09:00 skips the day's di
 ("Run time of job ... was missed by"); https://apscheduler.readthedocs.io/en/3.x/userguide.html#missed-job-executions-and-coalescing."""
 
 
-def _public_url(url: str) -> str:
-    """The URL without user info or query (a URL may embed credentials; they are never posted)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-
-
-def _snapshot(text: str | None, now: datetime) -> Snapshot | None:
-    if text is None:
-        return None
-    try:
-        return Snapshot.from_text(text, now)
-    except ValueError:
-        return None
-
-
 def parse_key(key: str) -> tuple[str, str, str]:
     """(zone, name, create time) of a queued-resource alert key; raises ValueError for other keys."""
     resource = key.split("|", 1)[0]
@@ -102,26 +97,154 @@ def parse_key(key: str) -> tuple[str, str, str]:
     return zone, name, created
 
 
-def _probe_timed_out(services: Services) -> bool | None:
-    """Whether a one-token chat completion timed out (None: it failed otherwise, so it says nothing)."""
-    try:
-        gemma, _ = services.gemma()
-        with gemma:
-            gemma.probe()
-    except BackendTimeout:
-        return True
-    except OpsError:
-        return None
-    return False
+class AlertScheduler:
+    """Alert jobs of one deployment, given their collaborators: a tick (refused channels re-checked, queued
+    resources, then planned work and the serving checks) every `interval_s`, and the daily digest.
+    `build` wires them from the settings; the arguments are the collaborators of one deployment.
 
-
-class AlertScheduler(OncallJobs):
-    """Alert jobs of the bot process: a tick (queued resources, vLLM health, then the on-call checks of
-    `bot.oncall`) every `interval_s` and the daily digest. Arguments: see `bot.alert_delivery.AlertDelivery`.
+    Args:
+        services: the deployment's backends (the scheduler lease lives in `services.store`).
+        delivery: the one claim -> send path (its `channel`, `ledger`, `outbox`, `options`, `deployment`
+            are the scheduler's).
+        refused: re-checks the channels Slack refused.
+        resources: the queued-resource checks (and automatic recovery).
+        digest: the daily digest.
+        planned: maintenance windows (None: not checked, nor the serving checks).
+        serving: vLLM health, SLO rules and idle stop (None: not checked).
+        interval_s: seconds between ticks (default 60).
+        digest_hour: UTC hour of the daily digest (default 9).
+        on_tick: called after each tick with its wall time and its thread's CPU time, seconds
+            (`Metrics.alert_tick_finished`).
 
     With several deployments each has its AlertScheduler; the first one's `start()` runs every one's
     tick and digest (`peers`) under the one scheduler lease, so one replica does all the alert work.
     """
+
+    def __init__(
+        self,
+        services: Services,
+        delivery: AlertDelivery,
+        refused: RefusedChannels,
+        resources: ResourceChecks,
+        digest: Digest,
+        *,
+        planned: PlannedWork | None = None,
+        serving: ServingChecks | None = None,
+        interval_s: float = 60,
+        digest_hour: int = 9,
+        on_tick: Callable[[float, float], None] | None = None,
+    ) -> None:
+        self.services = services
+        self.delivery = delivery
+        self.refused = refused
+        self.resources = resources
+        self.digests = digest
+        self.planned = planned
+        self.serving = serving
+        self.interval_s = interval_s
+        self.digest_hour = digest_hour
+        self.on_tick = on_tick
+        self.deployment = delivery.deployment
+        self.channel = delivery.channel
+        self.ledger = delivery.ledger
+        self.outbox = delivery.outbox
+        self.options = delivery.options
+        self.replica_id = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.peers: list[AlertScheduler] = []  # the other deployments' schedulers, run by `start()`
+        self._lock = threading.Lock()
+        self._scheduler: BackgroundScheduler | None = None
+
+    @classmethod
+    def build(
+        cls,
+        services: Services,
+        slack: SlackGateway,
+        channel: str,
+        *,
+        runner: Runner | None = None,
+        interval_s: float = 60,
+        clock: Callable[[], datetime] | None = None,
+        thresholds: Sequence[int] = DEFAULT_THRESHOLDS,
+        vllm_checks: bool = True,
+        health_failures: int = 3,
+        kv_threshold: float = 0.9,
+        kv_checks: int = 3,
+        digest_hour: int = 9,
+        on_sent: Callable[[str], None] | None = None,
+        on_tick: Callable[[float, float], None] | None = None,
+        options: OncallOptions | None = None,
+        deployment: str = DEFAULT_DEPLOYMENT,
+    ) -> AlertScheduler:
+        """The AlertScheduler of one deployment with its collaborators wired.
+
+        Args:
+            services: the deployment's backends (`tpu`, `store`, `settings.tpu_zones`, `vllm()` are used).
+            slack: the bot's SlackGateway.
+            channel: alert channel id (e.g. Settings.alert_channel).
+            runner: the bot's command runner, which runs automatic recovery (needed with
+                `options.auto_recover`).
+            interval_s: seconds between ticks (default 60).
+            clock: returns timezone-aware UTC now (default: `services.now`); tests pass a controllable one.
+            thresholds: minutes before a deadline (default 60, 15, 5).
+            vllm_checks: also check maintenance windows and vLLM /health and /metrics on each tick.
+            health_failures: failed /health checks in a row before "vLLM down" (default 3).
+            kv_threshold: KV-cache usage fraction 0..1 (default 0.9); kv_checks: checks in a row (default 3).
+            digest_hour: UTC hour of the daily digest (default 9).
+            on_sent: called with an alert's kind after each post (the bot's `alerts_sent` counter).
+            on_tick: called after each tick with its wall time and its thread's CPU time, seconds.
+            options: routing, SLO rules, idle stop and recovery (default: OncallOptions()).
+            deployment: the name of the deployment watched (bot.deployments; "default" with a single one):
+                its maintenance window holds these alerts, its ledger records them (`AlertLedger`), its
+                budget caps automatic recovery, and a named deployment's messages say its name.
+
+        Raises:
+            ValueError: `options.auto_recover` without a `runner`.
+        """
+        opts = options or OncallOptions()
+        if opts.auto_recover and runner is None:
+            raise ValueError("automatic recovery runs through the command runner: pass runner=")
+        ledger = AlertLedger(services.store, deployment)
+        delivery = AlertDelivery(
+            services,
+            slack,
+            channel,
+            ledger,
+            AlertOutbox(services.store, deployment),
+            Router(channel, opts.routes, opts.mention_group),
+            opts,
+            clock=clock or services.now,
+            on_sent=on_sent,
+        )
+        budget = RecoveryBudget(
+            services.store,
+            max_per_day=opts.auto_recover_max_per_day,
+            max_usd_per_day=opts.auto_recover_max_usd_per_day,
+            deployment=deployment,
+        )
+        recovery = AutoRecovery(runner, delivery, budget, opts) if runner is not None else None
+        serving = ServingChecks(
+            services,
+            delivery,
+            opts,
+            health_failures=health_failures,
+            kv_threshold=kv_threshold,
+            kv_checks=kv_checks,
+        )
+        planned = PlannedWork(services, delivery, MaintenanceWindows(services.store))
+        return cls(
+            services,
+            delivery,
+            RefusedChannels(delivery),
+            ResourceChecks(
+                services, delivery, opts, interval_s=interval_s, thresholds=thresholds, recovery=recovery
+            ),
+            Digest(services, delivery, opts),
+            planned=planned if vllm_checks else None,
+            serving=serving if vllm_checks else None,
+            interval_s=interval_s,
+            digest_hour=digest_hour,
+            on_tick=on_tick,
+        )
 
     # ---- lifecycle
     @property
@@ -231,22 +354,22 @@ class AlertScheduler(OncallJobs):
         result = TickResult()
         started, started_cpu = time.perf_counter(), time.thread_time()
         with self._lock:
-            now = self.clock()
+            now = self.delivery.clock()
             try:
-                self.recheck_refused(now, result)
+                self.refused.recheck(now, result)
             except Exception as exc:
                 log.exception("re-check of refused alert channels failed")
                 result.errors.append(f"recheck: {type(exc).__name__}"[:300])
             try:
-                self._tick_resources(now, result)
+                self.resources.tick(now, result)
             except Exception as exc:  # a failing backend must not kill the job
                 log.exception("alert tick failed")
                 result.errors.append(f"{type(exc).__name__}: {exc}"[:300])
-            if self.vllm_checks:
+            if self.planned is not None or self.serving is not None:
                 try:
-                    held = self._tick_maintenance(now, result)
-                    if not held:
-                        self._tick_vllm(now, result)
+                    held = self.planned is not None and self.planned.tick(now, result)
+                    if not held and self.serving is not None:
+                        self.serving.tick(now, result)
                 except Exception as exc:
                     log.exception("vLLM alert check failed")
                     result.errors.append(f"vllm: {type(exc).__name__}"[:300])
@@ -254,7 +377,85 @@ class AlertScheduler(OncallJobs):
             self.on_tick(time.perf_counter() - started, time.thread_time() - started_cpu)
         return result
 
-    def _tick_resources(self, now: datetime, result: TickResult) -> None:
+    # ---- digest and test
+    def digest(self) -> str | None:
+        """Post the daily digest (`Digest.post`). Returns the message ts, or None if already posted today."""
+        return self.digests.post()
+
+    def post_test(self, user_id: str) -> str | None:
+        """Post a test message (no buttons) to the alert channel; returns its ts. A post that gets
+        through clears a recorded refusal of the channel and posts what was held back; a refusal is
+        recorded (and raised).
+
+        Raises:
+            SlackDeliveryError: Slack refused the post.
+        """
+        now = self.delivery.clock()
+        text = (
+            f":test_tube: Test alert requested by {mention(user_id)} at {utc(now)}: the alert channel works."
+        )
+        with self._lock:
+            try:
+                ts = self.delivery.slack.post(self.channel, Reply(text=text, blocks=[section(text)])) or None
+            except Exception as exc:
+                refusal = refusal_of(exc)
+                if refusal is not None:
+                    self.delivery.refused(refusal, self.channel)
+                raise
+            self.refused.delivery_works(self.channel, now)
+        return ts
+
+    def open_summary(self, now: datetime) -> list[str]:
+        """The refusals that keep alerts from their channel (`bot.alert_reach`), then one line per open
+        alert of the last 7 days (for App Home)."""
+        return [
+            *reach_lines(self.services.store, self.deployment),
+            *(
+                f"• {r.text} _({human_duration(now - r.at)} ago, `{r.kind}`)_"
+                for r in self.ledger.open_alerts(since=now - timedelta(days=7))
+            ),
+        ]
+
+
+class ResourceChecks:
+    """One job: the deployment's queued resources on each tick: thresholds, state changes, TPU host
+    maintenance, countdowns that lapsed; the ledger's observations; and, when a dead primary is among this
+    tick's alerts, automatic recovery (`recovery`).
+
+    Args:
+        services: the deployment's backends (`tpu`, `store`, `settings.tpu_zones` are used).
+        delivery: the deployment's AlertDelivery.
+        options: the deployment's OncallOptions (`elsewhere`, `maintenance_lead`, `retention_days`).
+        interval_s: seconds between ticks; thresholds: minutes before a deadline (default 60, 15, 5).
+        recovery: automatic recovery of the primary (None: off).
+    """
+
+    def __init__(
+        self,
+        services: Services,
+        delivery: AlertDelivery,
+        options: OncallOptions,
+        *,
+        interval_s: float = 60,
+        thresholds: Sequence[int] = DEFAULT_THRESHOLDS,
+        recovery: AutoRecovery | None = None,
+    ) -> None:
+        self.services = services
+        self.delivery = delivery
+        self.ledger = delivery.ledger
+        self.options = options
+        self.interval_s = interval_s
+        self.thresholds = tuple(thresholds)
+        self.recovery = recovery
+        self._last_tick: datetime | None = None  # the clock at the last tick (`lead`)
+        self._pruned_at: datetime | None = None  # the clock at the last prune (`_prune`)
+
+    def tick(self, now: datetime, result: TickResult) -> None:
+        """List the watched queued resources once and deliver what is due.
+
+        Raises:
+            OpsError: the TPU API failed (a zone that does not answer is an error line in `result`).
+        """
         listing = self.services.tpu.list_queued_resources(self.services.settings.tpu_zones)
         for zone, error in listing.errors.items():
             result.errors.append(f"{zone}: {error.message}")
@@ -265,7 +466,7 @@ class AlertScheduler(OncallJobs):
         # A running capacity search reports its own requests in its progress message: no alerts about
         # them while it owns them (they are still observed, so the one it keeps is not "new" after).
         searching = {ident for ident, qr in by_identity.items() if self._searching(qr, now)}
-        lead = self._lead(now)
+        lead = self.lead(now)
         found = [
             alert
             for alert in evaluate(
@@ -291,7 +492,6 @@ class AlertScheduler(OncallJobs):
         known = self.ledger.known(key for alert in found for key in (alert.key, *alert.supersedes))
         threads: dict[str, tuple[str | None, str | None]] = {}
         for alert in found:
-            qr = by_identity.get(alert.resource)
             for key in alert.supersedes:
                 if key in known:
                     continue
@@ -300,21 +500,9 @@ class AlertScheduler(OncallJobs):
             if alert.key in known:
                 result.duplicate += 1
                 continue
-            muted = self.unseen(alert, now) if alert.resolves else bool(mute_subjects(alert) & mutes.keys())
-            if muted:
-                if self.ledger.claim(alert, "suppressed", now=now):
-                    result.suppressed += 1
-                else:
-                    result.duplicate += 1
-                continue
-            if not self.ledger.claim(alert, "sending", now=now):
-                result.duplicate += 1
-                continue
-            if alert.kind in ("state", "preempted", "node_gone"):
-                self._send(alert, partial(self._post_state, alert, qr, now, threads), result, qr=qr)
-            else:
-                self._send(alert, partial(self._post, alert, qr, now), result, qr=qr)
-        self._auto_recover_dead(found, by_identity, now, result)
+            self.delivery.deliver(alert, by_identity.get(alert.resource), now, result, mutes, threads=threads)
+        if self.recovery is not None:
+            self.recovery.tick(found, by_identity, now, result)
         changed = {}
         for ident, qr in by_identity.items():
             seen = alerts_mod.observe(qr)
@@ -341,7 +529,7 @@ class AlertScheduler(OncallJobs):
         search = qr.labels.get(SEARCH_KEY)
         return search is not None and self.services.store.operation_running(search, now)
 
-    def _lead(self, now: datetime) -> timedelta:
+    def lead(self, now: datetime) -> timedelta:
         """The clock time to the next tick, for countdowns to fire before their threshold rather than up
         to a tick after it: the last gap between ticks (the simulated clock of the demo runs faster than
         `interval_s`), at most half the smallest threshold so that no two thresholds merge."""
@@ -349,70 +537,36 @@ class AlertScheduler(OncallJobs):
         gap = now - last if last is not None and now > last else timedelta(seconds=self.interval_s)
         return min(gap, timedelta(minutes=min(self.thresholds)) / 2)
 
-    # ---- vLLM
-    def _tick_vllm(self, now: datetime, result: TickResult) -> None:
-        try:
-            client, endpoint = self.services.vllm()
-        except OpsError:
-            return  # no endpoint (nothing ACTIVE): not an outage
-        with client:
-            health = client.health()
-            # "not-vllm": an OpenAI-compatible server without vLLM's /health answered: not an outage
-            check = VllmCheck(ok=health.state in ("ready", "not-vllm"), detail=health.detail)
-            text: str | None = None
-            if check.ok:
-                try:
-                    text = client.metrics_text()
-                    summary = summarize(text)
-                    check = VllmCheck(
-                        True,
-                        "",
-                        summary.kv_cache_usage,
-                        summary.preemptions,
-                        summary.running,
-                        summary.waiting,
-                        summary.generation_tokens,
-                        _probe_timed_out(self.services) if summary.waiting and summary.running == 0 else None,
-                    )
-                except (OpsError, ValueError):
-                    text = None
-                # Who answers: a stale process on the port must not pass for the deployment's server.
-                identity = identify(self.services, client, endpoint, health, metrics_text=text)
-                if identity.other:
-                    check = replace(check, other_server=identity.line())
-        watch = VllmWatch.from_json(self.ledger.get_value("vllm_watch"))
-        found, watch = evaluate_vllm(
-            check,
-            watch,
-            now,
-            endpoint=_public_url(endpoint.url),
-            failures=self.health_failures,
-            kv_threshold=self.kv_threshold,
-            kv_checks=self.kv_checks,
-        )
-        self.ledger.set_value("vllm_watch", watch.to_json())
-        snapshot = _snapshot(text, now)
-        found += self._serving_alerts(snapshot, _public_url(endpoint.url), now)
-        mutes = self.ledger.mutes(now)
-        for alert in found:
-            self._deliver(alert, None, now, result, mutes)
-        self._tick_idle(snapshot, now, result, mutes)
 
-    # ---- digest and test
-    def digest(self) -> str | None:
+class Digest:
+    """One job: the daily digest of a deployment (once per UTC day, to DIGEST_CHANNEL or the alert channel).
+
+    Args:
+        services: the deployment's backends (`tpu`, `settings.tpu_zones` are used).
+        delivery: the deployment's AlertDelivery (its ledger claims the day, `post_or_hold` posts).
+        options: the deployment's OncallOptions (`digest_channel`, `elsewhere`).
+    """
+
+    def __init__(self, services: Services, delivery: AlertDelivery, options: OncallOptions) -> None:
+        self.services = services
+        self.delivery = delivery
+        self.ledger = delivery.ledger
+        self.options = options
+
+    def post(self) -> str | None:
         """Post the daily digest (once per UTC day): running resources, cost in the last 24 h (USD), alerts
         raised in the last 24 h and open. Returns the message ts, or None if already posted today."""
-        now = self.clock()
+        now = self.delivery.clock()
         day = now.strftime("%Y-%m-%d")
-        where = f":{self.deployment}" if self.ledger.scoped else ""
+        where = f":{self.delivery.deployment}" if self.ledger.scoped else ""
         key = f"digest{where}@{day}|digest|"
         marker = subject_alert(key, "digest", "digest", f"Daily digest {day}")
         if not self.ledger.claim(marker, "sending", now=now):
             return None
-        channel = self.options.digest_channel or self.channel
+        channel = self.options.digest_channel or self.delivery.channel
         try:
-            text = self.digest_text(now)
-            ts = self.post_or_hold(key, channel, Reply(text=text, blocks=[section(text)]))
+            text = self.text(now)
+            ts = self.delivery.post_or_hold(key, channel, Reply(text=text, blocks=[section(text)]))
         except Exception:
             self.ledger.release(key)
             raise
@@ -420,7 +574,7 @@ class AlertScheduler(OncallJobs):
             self.ledger.mark_sent(key, channel, ts)
         return ts
 
-    def digest_text(self, now: datetime) -> str:
+    def text(self, now: datetime) -> str:
         """The digest's text (mrkdwn)."""
         since = now - timedelta(hours=24)
         listing = self.services.tpu.list_queued_resources(self.services.settings.tpu_zones)
@@ -432,7 +586,7 @@ class AlertScheduler(OncallJobs):
         open_alerts = self.ledger.open_alerts(since=now - timedelta(days=7))
         names = ", ".join(f"`{qr.name}`" for qr in running) or "none"
         lines = [
-            f":newspaper: *Daily digest* {self._named(utc(now))}",
+            f":newspaper: *Daily digest* {self.delivery.named(utc(now))}",
             f"Running: {len(running)} ({names})",
             f"Cost in the last 24 h: {_digest_cost(spend)}",
             f"Alerts raised in the last 24 h: {len(raised)}; open: {len(open_alerts)}",
@@ -440,40 +594,6 @@ class AlertScheduler(OncallJobs):
         if listing.errors:
             lines.append("Zones not read: " + ", ".join(sorted(listing.errors)))
         return "\n".join(lines)
-
-    def post_test(self, user_id: str) -> str | None:
-        """Post a test message (no buttons) to the alert channel; returns its ts. A post that gets
-        through clears a recorded refusal of the channel and posts what was held back; a refusal is
-        recorded (and raised).
-
-        Raises:
-            SlackDeliveryError: Slack refused the post.
-        """
-        now = self.clock()
-        text = (
-            f":test_tube: Test alert requested by {mention(user_id)} at {utc(now)}: the alert channel works."
-        )
-        with self._lock:
-            try:
-                ts = self.slack.post(self.channel, Reply(text=text, blocks=[section(text)])) or None
-            except Exception as exc:
-                refusal = refusal_of(exc)
-                if refusal is not None:
-                    self._refused(refusal, self.channel)
-                raise
-            self.delivery_works(self.channel, now)
-        return ts
-
-    def open_summary(self, now: datetime) -> list[str]:
-        """The refusals that keep alerts from their channel (`bot.alert_reach`), then one line per open
-        alert of the last 7 days (for App Home)."""
-        return [
-            *reach_lines(self.services.store, self.deployment),
-            *(
-                f"• {r.text} _({human_duration(now - r.at)} ago, `{r.kind}`)_"
-                for r in self.ledger.open_alerts(since=now - timedelta(days=7))
-            ),
-        ]
 
 
 def _digest_cost(spend: DeploymentSpend) -> str:

@@ -25,7 +25,7 @@ def world() -> Iterator[tuple[Demo, AlertScheduler]]:
         services = demo.bot.services
         services.now = demo.gcp.now  # mutes and confirmations follow simulated time
         client = SlackGateway.connect(demo.settings.slack_bot_token.get_secret_value(), demo.slack.api_url)
-        scheduler = AlertScheduler(
+        scheduler = AlertScheduler.build(
             services, client, CHANNEL, clock=demo.gcp.now, vllm_checks=False, deployment="production"
         )
         alert_listeners.register(demo.bot.app, demo.bot.runner, scheduler)

@@ -228,7 +228,7 @@ def test_logs_analyze_names_new_cases(world: Demo) -> None:
 def test_preempted_node_alert_has_its_diagnosis_in_the_thread(world: Demo) -> None:
     services = world.bot.services
     client = SlackGateway.connect(world.settings.slack_bot_token.get_secret_value(), world.slack.api_url)
-    scheduler = AlertScheduler(services, client, CHANNEL, clock=world.gcp.now, vllm_checks=False)
+    scheduler = AlertScheduler.build(services, client, CHANNEL, clock=world.gcp.now, vllm_checks=False)
     scheduler.tick()  # baseline
     world.gcp.preempt("us-east5-a", "gemma4-spot-node")
     start = len(world.slack.messages)
@@ -242,7 +242,7 @@ def test_preempted_node_alert_has_its_diagnosis_in_the_thread(world: Demo) -> No
 def test_vllm_down_alert_has_its_diagnosis_in_the_thread(world: Demo) -> None:
     services = world.bot.services
     client = SlackGateway.connect(world.settings.slack_bot_token.get_secret_value(), world.slack.api_url)
-    scheduler = AlertScheduler(services, client, CHANNEL, clock=world.gcp.now, health_failures=1)
+    scheduler = AlertScheduler.build(services, client, CHANNEL, clock=world.gcp.now, health_failures=1)
     world.host.crash(world.settings.vllm_container, "vllm-kv-cache-insufficient.log")
     world.vllm.stop()
     start = len(world.slack.messages)

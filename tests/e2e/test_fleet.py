@@ -208,7 +208,7 @@ def test_every_deployment_is_watched_from_its_own_alert_channel(demo: Demo) -> N
     assert lead.channel == ALERTS_CHANNEL
     staging = lead.watchers["staging"]
     assert staging.channel == STAGING_CHANNEL and staging.services is demo.fleet.services["staging"]
-    assert staging.ledger.deployment == "staging" and staging.budget.prefix == "staging:"
+    assert staging.ledger.deployment == "staging" and staging.resources.recovery.budget.prefix == "staging:"
 
 
 def test_staging_vllm_down_alerts_staging_only_and_shows_on_its_fleet_line(demo: Demo) -> None:
@@ -335,7 +335,7 @@ def test_alert_buttons_act_on_and_check_the_roles_of_the_alerts_deployment(
     qr = staging.services.tpu.get_queued_resource("gemma4-staging", staging.services.settings.tpu_zones)
     assert qr.create_time is not None and qr.max_run_duration is not None
     deadline = qr.termination_time or qr.create_time + qr.max_run_duration
-    monkeypatch.setattr(staging, "clock", lambda: deadline - timedelta(minutes=50))
+    monkeypatch.setattr(staging.delivery, "clock", lambda: deadline - timedelta(minutes=50))
     start = len(demo.slack.messages)
     staging.tick()
     (alert,) = [m for m in demo.slack.messages[start:] if "terminates in" in m.text]

@@ -187,10 +187,11 @@ def test_dead_primary_recovered_by_click_then_automatically(world: Demo) -> None
     demo = world
     base = _scheduler(demo)
     client = SlackGateway.connect(demo.settings.slack_bot_token.get_secret_value(), demo.slack.api_url)
-    scheduler = AlertScheduler(
+    scheduler = AlertScheduler.build(
         demo.bot.services,
         client,
         ALERTS_CHANNEL,
+        runner=demo.bot.runner,
         options=dataclasses.replace(base.options, auto_recover=True),
     )
     scheduler.tick()
@@ -368,7 +369,7 @@ def test_scheduled_stop_proposes_delete_with_the_usual_confirmation(world: Demo)
     options = dataclasses.replace(
         base.options, idle_after=None, idle_stop_at=parse_schedule(just_passed.strftime("%H:%M"))
     )
-    scheduler = AlertScheduler(demo.bot.services, client, ALERTS_CHANNEL, options=options)
+    scheduler = AlertScheduler.build(demo.bot.services, client, ALERTS_CHANNEL, options=options)
     start = len(demo.slack.messages)
     scheduler.tick()
     scheduler.tick()

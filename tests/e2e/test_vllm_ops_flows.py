@@ -153,7 +153,7 @@ def test_a_stale_process_on_the_vllm_port_is_not_called_the_healthy_server() -> 
         assert said in _say(demo, "/vllm health")
         assert said in _say(demo, "/tpu status")
         client = SlackGateway.connect(demo.settings.slack_bot_token.get_secret_value(), demo.slack.api_url)
-        watcher = AlertScheduler(
+        watcher = AlertScheduler.build(
             demo.bot.services, client, ALERTS_CHANNEL, clock=demo.gcp.now, health_failures=1
         )
         start = len(demo.slack.messages)

@@ -110,7 +110,7 @@ def test_logs_analyze_shows_the_no_match_answer(quiet: Demo) -> None:
 def test_the_vllm_alert_thread_shows_the_no_match_answer(quiet: Demo, tmp_path: Path) -> None:
     services = quiet.bot.services
     client = SlackGateway.connect(quiet.settings.slack_bot_token.get_secret_value(), quiet.slack.api_url)
-    scheduler = AlertScheduler(services, client, CHANNEL, clock=quiet.gcp.now, health_failures=1)
+    scheduler = AlertScheduler.build(services, client, CHANNEL, clock=quiet.gcp.now, health_failures=1)
     _crash(quiet, tmp_path)
     quiet.vllm.stop()
     start = len(quiet.slack.messages)

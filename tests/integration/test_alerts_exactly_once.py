@@ -153,7 +153,7 @@ def bot_process(gcp: GcpSimulator, slack: SlackSimulator, db: Path, clock: Clock
     services = Services.from_settings(settings)
     services.now = clock
     client = SlackGateway.connect(TOKEN, slack.api_url)
-    return AlertScheduler(services, client, CHANNEL, interval_s=120, clock=clock, vllm_checks=False)
+    return AlertScheduler.build(services, client, CHANNEL, interval_s=120, clock=clock, vllm_checks=False)
 
 
 def close(process: AlertScheduler) -> None:

@@ -113,11 +113,11 @@ def _alert_sender(tmp_path: Path) -> Callable[[SlackGateway, SlackSimulator, Rep
         services = SimpleNamespace(
             store=Store(f"sqlite:///{tmp_path / 'alerts.db'}"), now=lambda: datetime.now(UTC)
         )
-        scheduler = AlertScheduler(cast(Any, services), gateway, CHANNEL, vllm_checks=False)
+        scheduler = AlertScheduler.build(cast(Any, services), gateway, CHANNEL, vllm_checks=False)
         alert = Alert(
             "k|vllm_down|", "vllm_down", "vllm:x", "", "", reply.text, text=reply.text, buttons=True
         )
-        scheduler._post(alert, None, datetime.now(UTC))
+        scheduler.delivery.post(alert, None, datetime.now(UTC))
 
     return send
 

@@ -220,7 +220,7 @@ def _replica(name: str) -> int:
     services = Services.from_settings(settings)
     client = SlackGateway.connect(settings.slack_bot_token.get_secret_value(), settings.slack_api_url)
     assert settings.alert_channel is not None
-    scheduler = AlertScheduler(
+    scheduler = AlertScheduler.build(
         services, client, settings.alert_channel, interval_s=INTERVAL_S, vllm_checks=False
     )
     stop = threading.Event()

@@ -358,7 +358,7 @@ def test_scheduler_posts_once_updates_state_message_in_place_and_honours_mutes(t
         now=lambda: clock.now,
     )
     slack = FakeSlack()
-    scheduler = AlertScheduler(
+    scheduler = AlertScheduler.build(
         cast(Any, services),
         SlackGateway(cast(Any, slack)),
         "C0ALERTS",
@@ -404,7 +404,7 @@ def test_scheduler_resolves_a_countdown_in_place_when_its_resource_is_suspended(
         now=lambda: clock.now,
     )
     slack = FakeSlack()
-    scheduler = AlertScheduler(
+    scheduler = AlertScheduler.build(
         cast(Any, services),
         SlackGateway(cast(Any, slack)),
         "C0ALERTS",
@@ -441,7 +441,7 @@ def test_a_running_capacity_searchs_requests_get_no_alerts_until_it_ends(tmp_pat
         now=lambda: clock.now,
     )
     slack = FakeSlack()
-    scheduler = AlertScheduler(
+    scheduler = AlertScheduler.build(
         cast(Any, services),
         SlackGateway(cast(Any, slack)),
         "C0ALERTS",
@@ -464,10 +464,11 @@ def test_the_tick_lead_is_the_last_gap_between_ticks_at_most_half_the_smallest_t
     tmp_path: Path,
 ) -> None:
     services = SimpleNamespace(store=Store(f"sqlite:///{tmp_path / 'state.db'}"), now=lambda: NOW)
-    scheduler = AlertScheduler(cast(Any, services), SlackGateway(cast(Any, FakeSlack())), "C0", interval_s=60)
-    assert scheduler._lead(NOW) == timedelta(seconds=60)  # no tick yet: the interval
-    assert scheduler._lead(NOW + timedelta(minutes=2)) == timedelta(minutes=2)  # a faster clock (the demo)
-    assert scheduler._lead(NOW + timedelta(hours=1)) == timedelta(minutes=2, seconds=30)  # after a stall
+    gateway = SlackGateway(cast(Any, FakeSlack()))
+    resources = AlertScheduler.build(cast(Any, services), gateway, "C0", interval_s=60).resources
+    assert resources.lead(NOW) == timedelta(seconds=60)  # no tick yet: the interval
+    assert resources.lead(NOW + timedelta(minutes=2)) == timedelta(minutes=2)  # a faster clock (the demo)
+    assert resources.lead(NOW + timedelta(hours=1)) == timedelta(minutes=2, seconds=30)  # after a stall
 
 
 class FakeVllm:
@@ -504,7 +505,7 @@ def test_scheduler_vllm_outage_is_posted_once_and_resolved_in_place(tmp_path: Pa
         vllm=lambda: (client, SimpleNamespace(url="http://10.0.0.2:8000")),
     )
     slack = FakeSlack()
-    scheduler = AlertScheduler(
+    scheduler = AlertScheduler.build(
         cast(Any, services), SlackGateway(cast(Any, slack)), "C0ALERTS", clock=lambda: clock.now
     )
     sent = []
@@ -527,7 +528,7 @@ def test_digest_once_a_day(tmp_path: Path) -> None:
         now=lambda: NOW,
     )
     slack = FakeSlack()
-    scheduler = AlertScheduler(
+    scheduler = AlertScheduler.build(
         cast(Any, services), SlackGateway(cast(Any, slack)), "C0ALERTS", clock=lambda: NOW
     )
     assert scheduler.digest() is not None
@@ -539,7 +540,7 @@ def test_digest_once_a_day(tmp_path: Path) -> None:
 
 
 def test_posted_urls_carry_no_credentials() -> None:
-    from bot.scheduler import _public_url
+    from bot.oncall import _public_url
 
     assert _public_url("http://user:s3cret@10.0.0.2:8000/v?token=x") == "http://10.0.0.2:8000/v"
 

@@ -90,7 +90,7 @@ def test_alert_scheduler_posts_the_digest_once_after_a_one_minute_stall(tmp_path
     )
     slack = SlackSimulator(TOKEN, channels=[CHANNEL]).start()
     gateway = SlackGateway.connect(TOKEN, slack.api_url)
-    alerts = AlertScheduler(cast(Any, services), gateway, CHANNEL, interval_s=3600, vllm_checks=False)
+    alerts = AlertScheduler.build(cast(Any, services), gateway, CHANNEL, interval_s=3600, vllm_checks=False)
     alerts.start()
     try:
         assert alerts._scheduler is not None

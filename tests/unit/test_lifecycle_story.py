@@ -55,7 +55,7 @@ def _world(tmp_path: Path, target_endpoint: dict[str, object]) -> tuple[Any, Fak
         endpoints=SimpleNamespace(of=lambda name: target_endpoint.get(name)),
     )
     slack = FakeSlack()
-    scheduler = AlertScheduler(
+    scheduler = AlertScheduler.build(
         cast(Any, services), SlackGateway(cast(Any, slack)), "C0ALERTS", clock=lambda: clock.now
     )
     ctx = SimpleNamespace(

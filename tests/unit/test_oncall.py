@@ -233,7 +233,9 @@ def test_a_muted_outage_and_its_end_are_both_suppressed(tmp_path: Path) -> None:
         vllm=lambda: (client, SimpleNamespace(url="http://10.0.0.2:8000")),
     )
     slack = FakeSlack()
-    scheduler = AlertScheduler(cast(Any, services), cast(Any, slack), "C0ALERTS", clock=lambda: clock.now)
+    scheduler = AlertScheduler.build(
+        cast(Any, services), cast(Any, slack), "C0ALERTS", clock=lambda: clock.now
+    )
     scheduler.ledger.mute("vllm", NOW + timedelta(hours=1), by="U1")
     results = []
     for _ in range(4):
