@@ -1,7 +1,8 @@
 """The diagnosis of a queued resource, a log analysis or an alert, the same in every command and alert
 (`bot.views.findings` shows it).
 
-Also builds the `ops.faults.Deployment` a fix is written for (model, image, accelerator type, tensor
+Also builds the `ops.diagnosis.families.Deployment` a fix is written for (model, image, accelerator type,
+tensor
 parallel size, max_model_len and flags of the configured vLLM; the FAILED/SUSPENDED queued resources that
 hold quota), and the state text of a queued resource that the catalogue reads (SUSPENDING, a PREEMPTED
 node, a node gone under a listed queued resource, a FAILED one's error).
@@ -16,15 +17,16 @@ from datetime import datetime, timedelta
 from bot.authorship import rules_only
 from bot.services import Services
 from bot.views.findings import diagnosis_text
-from llm.diagnose import Diagnosis, examine
-from llm.logscope import ServingNow
 from llm.logsum import Analysis
-from llm.nomatch import from_lines, from_templates
+from llm.nomatch import from_lines
 from llm.redact import redact
 from ops.alerts import Alert
 from ops.container import timed_lines
+from ops.diagnosis.engine import Diagnosis, examine
+from ops.diagnosis.families import Deployment, catalogue, key_lines
+from ops.diagnosis.nomatch import from_templates
+from ops.diagnosis.placement import ServingNow
 from ops.errors import OpsError
-from ops.faults import Deployment, catalogue, key_lines
 from ops.linear import linear
 from ops.tpu_model import QueuedResourceInfo
 
@@ -99,7 +101,7 @@ def analysis_diagnosis(
     result: Analysis, *, span: timedelta | None = None, ended_at: datetime | None = None
 ) -> Diagnosis:
     """The findings of a log analysis with the key lines of its error templates' exemplars; without a
-    finding, the no-match view of its templates (`llm.nomatch`, source Cloud Logging).
+    finding, the no-match view of its templates (`ops.diagnosis.nomatch`, source Cloud Logging).
 
     Args:
         result: the analysis.
@@ -141,7 +143,7 @@ def container_diagnosis(
         ended_at: when the container exited (docker's `State.FinishedAt`), None when it runs.
         now: when the log was read (the next step widens from the earliest line to it).
         extra: text diagnosed with the log ("" for none).
-        source, unit: where the log was read (`llm.nomatch.SOURCES`) and the journal's unit.
+        source, unit: where the log was read (`ops.diagnosis.nomatch.SOURCES`) and the journal's unit.
     """
     lines = timed_lines(raw)
     text = "\n".join(filter(None, ["\n".join(t for _, t in lines), extra]))
@@ -233,7 +235,8 @@ def _model_reading(services: Services, diagnosis: str) -> str:
 
 
 def serving_now(services: Services) -> ServingNow:
-    """What serves now, to place log errors against (`llm.logscope`): the running vLLM container's start
+    """What serves now, to place log errors against (`ops.diagnosis.placement`): the running vLLM container's
+    start
     and restart count (docker inspect over SSH), the node of the vLLM endpoint and the served
     max_model_len (/v1/models), and when a stopped container exited; what cannot be read is named in
     `missing`, never raised."""

@@ -15,9 +15,9 @@ from bot.context import Context
 from bot.recovery import projected_usd, recover
 from bot.render import utc
 from bot.views.alerts import idle_cost, span, stamp
-from llm.diagnose import diagnose
 from ops import alerts as alerts_mod
 from ops.alerts import Alert, qr_alert, subject_alert
+from ops.diagnosis.engine import diagnose
 from ops.errors import OpsError
 from ops.idle import IdleWatch
 from ops.maintenance import Window

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from ops import faults
+from ops.diagnosis import families as faults
+from ops.diagnosis.wordings import wording
 from ops.errors import (
     AlreadyExists,
     BackendUnavailable,
@@ -28,7 +29,6 @@ from ops.errors import (
 from ops.linear import linear
 from ops.remote_commands import validate
 from ops.ssh import CommandResult, RemoteHost
-from ops.wordings import wording
 
 __all__ = [
     "BenchParams",

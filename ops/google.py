@@ -8,7 +8,8 @@ credentials are given) and talk plain HTTP to it; with `api_endpoint=None` they 
 Credentials and the real `https://*.googleapis.com/` endpoints.
 
 Every Google call's failure becomes an `ops.errors.OpsError` here: `map_error` for reads of any of these
-APIs, `create_error` and `operation_error` for changes to TPU resources (typed by `ops.zonefit.classify`
+APIs, `create_error` and `operation_error` for changes to TPU resources (typed by
+`ops.diagnosis.zonefit.classify`
 when the zone does not offer the request).
 """
 
@@ -38,7 +39,9 @@ from google.cloud import tpu_v2 as gapic_tpu_v2
 from googleapiclient import discovery, discovery_cache
 from googleapiclient.errors import HttpError
 
-from ops import faults, iam
+from ops import iam
+from ops.diagnosis import families as faults
+from ops.diagnosis.zonefit import classify
 from ops.errors import (
     AlreadyExists,
     BackendTimeout,
@@ -53,7 +56,6 @@ from ops.errors import (
     UnsupportedInZone,
 )
 from ops.linear import linear
-from ops.zonefit import classify
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 DEFAULT_TIMEOUT_S = 60.0
@@ -442,7 +444,8 @@ def _zone_error(message: str, reason: str, fix: str = "") -> UnsupportedInZone:
 
 def create_error(exc: BaseException, what: str) -> OpsError:
     """Map a failed change (create, delete, reset, start, stop): like `map_error`, but typed and hinted by
-    the fault catalogue (`ops.zonefit.classify`, then the family's fix), and Google's message kept in full
+    the fault catalogue (`ops.diagnosis.zonefit.classify`, then the family's fix), and Google's message kept
+    in full
     (up to 600 characters).
 
     A refusal retrying cannot fix for this zone (the type, the provisioning model or the zone not offered, no

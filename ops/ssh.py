@@ -28,7 +28,7 @@ from typing import Any, NoReturn
 import paramiko
 from paramiko.pkey import UnknownKeyType
 
-from ops import faults
+from ops.diagnosis import families as faults
 from ops.errors import (
     BackendTimeout,
     BackendUnavailable,

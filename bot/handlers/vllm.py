@@ -14,9 +14,9 @@ from bot.render import Attachment, Reply, blocks_reply, context, header, human_d
 from bot.serving import explained_when_starting
 from bot.views.findings import diagnosis_text, identity_line
 from bot.views.metrics import chart_reply, metrics_lines, ms
-from llm.diagnose import examine
 from ops.alerts import AlertLedger
 from ops.charts import Event, metrics_chart_png
+from ops.diagnosis.engine import examine
 from ops.errors import BackendTimeout, BadInput, OpsError
 from ops.history import RETENTION, History, series
 from ops.metrics import MetricsSummary, summarize

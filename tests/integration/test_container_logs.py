@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from llm.diagnose import diagnose
 from llm.logwindow import mine_window
 from ops.cloudlogs import LogEntry, build_filter, fetch
+from ops.diagnosis.engine import diagnose
 from ops.logreads import ReadQuota
 from sim.gcp import GcpSimulator
 

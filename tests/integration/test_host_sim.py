@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from llm.diagnose import diagnose
 from ops.bench import parse_bench_serve
 from ops.container import BenchParams, VllmContainer, VllmSpec
+from ops.diagnosis.engine import diagnose
 from ops.errors import AlreadyExists, NotFound, OpsError, QuotaExceeded
 from ops.ssh import RemoteHost
 from ops.vllm import VllmClient

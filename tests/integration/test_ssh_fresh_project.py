@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from bot.config import Settings
 from bot.services import Services
-from ops import faults
+from ops.diagnosis import families as faults
 from ops.errors import NotFound, PermissionDenied
 from ops.ownership import new_request_id, ownership_labels
 from ops.ssh import load_key, ssh_keys_entry

@@ -1,4 +1,5 @@
-"""llm.diagnose on the real cases (sim/cases, tests/fixtures/cases; conclusions from their READMEs) and
+"""ops.diagnosis.engine on the real cases (sim/cases, tests/fixtures/cases; conclusions from their READMEs)
+and
 negatives."""
 
 from __future__ import annotations
@@ -7,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from llm.diagnose import SEVERITIES, diagnose
+from ops.diagnosis.engine import SEVERITIES, diagnose
 from sim.host.container import healthy_startup_lines
 from tests.cases import case_names, case_text
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from bot.diagnosis import resource_state_text
-from llm.diagnose import diagnose, examine
-from ops.faults import QUEUED_RESOURCE_STATES, Deployment, catalogue, explain, load_file
+from ops.diagnosis.engine import diagnose, examine
+from ops.diagnosis.families import QUEUED_RESOURCE_STATES, Deployment, catalogue, explain, load_file
 from ops.tpu_model import QueuedResourceInfo
 from tests.unit.test_alerts import qr
 

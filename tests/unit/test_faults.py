@@ -1,4 +1,5 @@
-"""ops.faults (catalogue loading, specificity, templates, key lines), llm.hygiene and the serving verdict."""
+"""ops.diagnosis.families (catalogue loading, specificity, templates, key lines), llm.hygiene and the serving
+verdict."""
 
 from __future__ import annotations
 
@@ -6,9 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from llm.diagnose import diagnose, examine
 from llm.hygiene import as_tool_calls, empty_explanation, inspect_message
-from ops.faults import Catalogue, Deployment, catalogue, chips_of, fill, key_lines, load_file, use_extra_file
+from ops.diagnosis.engine import diagnose, examine
+from ops.diagnosis.families import (
+    Catalogue,
+    Deployment,
+    catalogue,
+    chips_of,
+    fill,
+    key_lines,
+    load_file,
+    use_extra_file,
+)
 from ops.vllm import WEDGED, ServingSample, serving_problem
 from tests.cases import case_text
 
@@ -134,7 +144,7 @@ def test_bad_team_files_are_refused_with_one_line(tmp_path: Path, content: str, 
 
 
 def test_overriding_a_builtin_family(tmp_path: Path) -> None:
-    families = load_file(Path(__file__).resolve().parents[2] / "ops" / "faults.yaml")
+    families = load_file(Path(__file__).resolve().parents[2] / "ops" / "diagnosis" / "faults.yaml")
     path = tmp_path / "team.yaml"
     path.write_text(
         "families:\n  - {name: disk-full, patterns: ['no space left'], conclusion: full, fix: call Bob}\n"
@@ -179,7 +189,7 @@ def test_serving_problem_needs_every_signal() -> None:
 
 
 def test_a_long_evidence_line_keeps_its_deciding_words_and_its_prefix() -> None:
-    from ops.faults import EVIDENCE_CHARS, catalogue, shorten
+    from ops.diagnosis.families import EVIDENCE_CHARS, catalogue, shorten
 
     prefix = "2026-12-03T06:18:02Z (VllmWorker rank=0 pid=123) "
     decisive = "jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: Error allocating device buffer: "
@@ -194,7 +204,7 @@ def test_a_long_evidence_line_keeps_its_deciding_words_and_its_prefix() -> None:
 
 
 def test_lines_of_vllms_worker_processes_are_read_through_their_prefix() -> None:
-    from ops.faults import is_exception_line, key_lines
+    from ops.diagnosis.families import is_exception_line, key_lines
 
     worker = "(VllmWorker rank=0 pid=412) ERROR 12-03 06:18:02 [multiproc_executor.py:527] "
     assert is_exception_line(worker + "ValueError: head_dim 80 is not supported by the TPU attention kernel")

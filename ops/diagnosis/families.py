@@ -1,6 +1,8 @@
-"""The fault catalogue: failure families as data (`ops/faults.yaml`), one matcher, evidence extraction.
+"""The fault catalogue: failure families as data (`ops/diagnosis/faults.yaml`), one matcher, evidence
+extraction.
 
-A family (see the header of `ops/faults.yaml` for the file format) has several wordings (regexes from
+A family (see the header of `ops/diagnosis/faults.yaml` for the file format) has several wordings (regexes
+from
 vLLM, tpu-inference, torch_xla, JAX, Docker, Hugging Face and Google texts), a severity, the figures its
 named groups extract, a conclusion and a fix written as templates filled from the figures and from the live
 `Deployment` (model, accelerator type and chips, tensor parallel size, `max_model_len`, vLLM flags), an
@@ -14,7 +16,8 @@ may also `suppress` others anywhere in the same text (a 403 makes the 401 lines 
 incident).
 
 The file's `wordings:` hold the other upstream texts the code reads (docker's root-cause words, a create
-error's status codes, a server's context-length refusal), read by `ops.wordings`: every failure wording
+error's status codes, a server's context-length refusal), read by `ops.diagnosis.wordings`: every failure
+wording
 lives in the catalogue file (tests/unit/test_fault_wordings.py fails on one written in the code).
 
 `key_lines` picks the few lines that carry the cause of any failure text: the root exception, its "caused
@@ -403,7 +406,7 @@ def load_file(path: str | Path, *, origin: str | None = None) -> list[Family]:
     """Read and check a catalogue file.
 
     Args:
-        path: a YAML file: `families:` a list of mappings (see the header of `ops/faults.yaml`).
+        path: a YAML file: `families:` a list of mappings (see the header of `ops/diagnosis/faults.yaml`).
         origin: what to record as the families' origin (default: the path).
 
     Returns:

@@ -1,8 +1,10 @@
 """Diagnosis of failure text without a model: the fault catalogue's families, with fixes for the live
 deployment, and the key lines of the text.
 
-`examine(text, deployment)` returns a `Diagnosis`: the `Finding`s of the catalogue (`ops.faults`, the
-built-in `ops/faults.yaml` plus a team's `FAULT_CATALOGUE_FILE`), most severe first, and the few lines that
+`examine(text, deployment)` returns a `Diagnosis`: the `Finding`s of the catalogue (`ops.diagnosis.families`,
+the
+built-in `ops/diagnosis/faults.yaml` plus a team's `FAULT_CATALOGUE_FILE`), most severe first, and the few
+lines that
 carry the cause (root exception, caused-by chain, first error of the burst), which are shown whether or not
 a family matched. `diagnose(text)` is its findings alone. The expected conclusion of every real case is in
 sim/cases/README.md and tests/fixtures/cases/README.md, and scored by bench/diagnose.py.
@@ -11,9 +13,8 @@ sim/cases/README.md and tests/fixtures/cases/README.md, and scored by bench/diag
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-from ops.faults import (
+from ops.diagnosis.families import (
     SEVERITIES,
     Catalogue,
     Deployment,
@@ -25,10 +26,8 @@ from ops.faults import (
     key_lines,
     shorten,
 )
+from ops.diagnosis.nomatch import Unmatched
 from ops.linear import linear
-
-if TYPE_CHECKING:  # llm.nomatch reads llm.logsum, which reads this module
-    from llm.nomatch import Unmatched
 
 __all__ = ["SEVERITIES", "Diagnosis", "Finding", "diagnose", "examine"]
 
@@ -77,7 +76,7 @@ class Diagnosis:
         findings: most severe first (see `diagnose`).
         key_lines: the lines that carry the cause, in text order (empty for a text without errors).
         unmatched: for a failure no family explains, its top error templates, first error and source
-            (`llm.nomatch`); None when there are findings or it was not built.
+            (`ops.diagnosis.nomatch`); None when there are findings or it was not built.
     """
 
     findings: tuple[Finding, ...]
@@ -107,7 +106,7 @@ def diagnose(
         text: any log or error text (docker logs, journalctl, a command's stderr, a FAILED queued
             resource's error, a completion); lines are matched one by one.
         deployment: the live deployment the fixes are written for; None: generic fixes.
-        faults: the catalogue; None: `ops.faults.catalogue()` (built-in plus the team file).
+        faults: the catalogue; None: `ops.diagnosis.families.catalogue()` (built-in plus the team file).
 
     Returns:
         Findings, one per family and distinct figures (with `count`), most severe first, then most
@@ -123,7 +122,8 @@ def diagnose(
 
 
 def examine(text: str, deployment: Deployment | None = None, *, faults: Catalogue | None = None) -> Diagnosis:
-    """`diagnose` plus the key lines of the text (`ops.faults.key_lines`): what to show with or without a
+    """`diagnose` plus the key lines of the text (`ops.diagnosis.families.key_lines`): what to show with or
+    without a
     match. Arguments as for `diagnose`."""
     return Diagnosis(tuple(diagnose(text, deployment, faults=faults)), tuple(key_lines(text)))
 

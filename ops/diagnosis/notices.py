@@ -1,7 +1,8 @@
 """The fault catalogue's conclusion and fix for two signals the alert job reads itself: a chat delivery
 refusal (Slack's answer, as text) and a host maintenance event Google announced on a TPU VM.
 
-The only place these two ask the catalogue (`ops.faults`); every surface (alerts, `/alerts list`, App Home,
+The only place these two ask the catalogue (`ops.diagnosis.families`); every surface (alerts, `/alerts list`,
+App Home,
 `/tpu status`, `/tpu describe`) renders what it returns, so they say the same thing.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from ops.faults import Deployment, catalogue, chips_of, explain, figures, fill
+from ops.diagnosis.families import Deployment, catalogue, chips_of, explain, figures, fill
 from ops.tpu_model import NodeInfo, QueuedResourceInfo, UpcomingMaintenance
 
 __all__ = ["MAINTENANCE_FAMILY", "Finding", "can_start_early", "maintenance_finding", "refusal_finding"]
