@@ -112,7 +112,7 @@ def run_case(case: dict[str, Any], default: Deployment) -> Outcome:
         text = _health_text(text)
     elif via == "completion":
         text = _completion_text(text)
-    findings = diagnose(text, deployment)
+    findings = diagnose(text, deployment).findings
     found = findings[0].name if findings else ""
     expected = str(case["family"])
     if found != expected:

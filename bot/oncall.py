@@ -98,7 +98,7 @@ class OncallJobs(AlertDelivery):
             container, host = self.services.container()
             with host:
                 status = container.status()
-                findings = diagnose(container.logs(tail=400)) if status.exists else []
+                findings = diagnose(container.logs(tail=400)).findings if status.exists else []
         except OpsError as exc:
             return f"Diagnosis unavailable: {exc.message}" + (f" ({exc.hint})" if exc.hint else "")
         except Exception as exc:  # diagnosis is best effort: the stuck notice must still go out

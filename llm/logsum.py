@@ -685,7 +685,7 @@ def analyze(
     """
     summary = summary if summary is not None else summarize(entries)
     exemplars = "\n".join(e for t in summary.templates for e in t.exemplars)
-    findings = tuple(diagnose(exemplars.replace("\\n", "\n"), deployment))
+    findings = tuple(diagnose(exemplars.replace("\\n", "\n"), deployment).findings)
     base: dict[str, Any] = {
         "templates": summary.templates,
         "total_entries": summary.total_entries,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from ops.diagnosis import families as faults
+from ops.diagnosis.engine import diagnose
 from ops.diagnosis.wordings import wording
 from ops.errors import (
     AlreadyExists,
@@ -441,8 +441,8 @@ class VllmContainer:
         except OpsError:
             detail = ""
         message = f"the new container {self.name} on {self.remote.host} {status.state}{code} at once"
-        known = faults.explain(detail) if detail else None
-        hint = f"{known[1]}: {known[2]}" if known else "the line above is the last error of its log"
+        known = diagnose(detail).top if detail else None
+        hint = f"{known.conclusion}: {known.fix}" if known else "the line above is the last error of its log"
         return OpsError(message + (f": {detail}" if detail else ""), hint, backend="ssh")
 
     def _status_of(self, name: str) -> ContainerStatus:
@@ -586,19 +586,18 @@ class VllmContainer:
             raise self._not_found()
         if result.exit_status == 127:
             raise BackendUnavailable(message, f"is {tool} installed on the VM?", backend="ssh")
-        known = faults.explain(text)
-        if known is not None and known[0].name == "docker-socket-denied":
-            raise PermissionDenied(message, known[2], backend="ssh")
+        known = diagnose(text).top
+        if known is not None and known.name == "docker-socket-denied":
+            raise PermissionDenied(message, known.fix, backend="ssh")
         if wording("sudo-password-required").search(text):
             raise PermissionDenied(message, "allow passwordless sudo for the SSH user", backend="ssh")
-        if known is not None and known[0].name == "docker-container-name-in-use":  # not a busy TPU
+        if known is not None and known.name == "docker-container-name-in-use":  # not a busy TPU
             raise AlreadyExists(message, "remove it first (/vllm restart recreates it)", backend="ssh")
         if known is None:
             raise OpsError(message, "see /vllm logs", backend="ssh")
-        family, conclusion, fix = known
-        if family.name == "docker-pull-rate-limit":
-            raise QuotaExceeded(message, f"{conclusion}: {fix}", backend="ssh")
-        raise OpsError(message, f"{conclusion}: {fix}", backend="ssh")
+        if known.name == "docker-pull-rate-limit":
+            raise QuotaExceeded(message, f"{known.conclusion}: {known.fix}", backend="ssh")
+        raise OpsError(message, f"{known.conclusion}: {known.fix}", backend="ssh")
 
 
 def _untouched(error: OpsError, kept: str) -> OpsError:

@@ -40,7 +40,8 @@ from googleapiclient import discovery, discovery_cache
 from googleapiclient.errors import HttpError
 
 from ops import iam
-from ops.diagnosis import families as faults
+from ops.diagnosis.engine import diagnose
+from ops.diagnosis.signals import CreateError
 from ops.diagnosis.zonefit import classify
 from ops.errors import (
     AlreadyExists,
@@ -335,8 +336,8 @@ def _hint_for_status(status: int, api: str = "the TPU API") -> tuple[type[OpsErr
 def _catalogue_fix(message: str) -> str:
     """The fix of the fault-catalogue family in an API error (e.g. a node that is gone under its queued
     resource: recreate it, not "check the zone"), or ""."""
-    known = faults.explain(message)
-    return known[2] if known else ""
+    known = diagnose(CreateError(message)).top
+    return known.fix if known else ""
 
 
 def error_status(exc: BaseException) -> tuple[int | None, str]:

@@ -351,7 +351,7 @@ def _error_facts(
     exemplars = "\n".join(e for t in summary.templates for e in t.exemplars).replace("\\n", "\n")
     got.scanned.append(("the logs", exemplars))
     serving = serving_now(ctx.services)
-    findings = tuple(diagnose(exemplars, deployment))
+    findings = tuple(diagnose(exemplars, deployment).findings)
     placed = place(findings, summary.templates, serving)
     current, past = list(placed.current), [*placed.earlier, *placed.other]
     if down is not None:  # nothing runs now: every failure logged is one of before

@@ -46,7 +46,6 @@ __all__ = [
     "Match",
     "catalogue",
     "chips_of",
-    "explain",
     "figures",
     "fill",
     "is_exception_line",
@@ -708,15 +707,3 @@ def key_lines(text: str, limit: int = 5) -> list[str]:
         if len(chosen) == limit:
             break
     return [shorten(lines[i]) for i in sorted(chosen)]
-
-
-def explain(text: str, deployment: Deployment | None = None) -> tuple[Family, str, str] | None:
-    """The most severe, then most specific family found in `text`, with its conclusion and fix filled
-    (for one-line errors: a command's stderr, an API error). None when no family matches."""
-    matches = catalogue().match(text)
-    if not matches:
-        return None
-    best = min(matches, key=lambda m: (SEVERITIES.index(m.family.severity), -m.family.specificity, m.first))
-    values = figures(best.values, deployment)
-    fix = best.family.fix_for(deployment.state if deployment else None)
-    return best.family, fill(best.family.conclusion, values), fill(fix, values)

@@ -284,7 +284,9 @@ def test_a_team_file_cannot_carry_wordings(tmp_path: Path) -> None:
 
 def test_every_wording_of_the_code_exists_and_has_sources() -> None:
     names = set(re.findall(r'wording\("([a-z0-9-]+)"\)', "".join(p.read_text() for p in _product_files())))
-    names |= set(re.findall(r'says\("([a-z0-9-]+)"\)', (ROOT / "ops" / "diagnosis" / "zonefit.py").read_text()))
+    names |= set(
+        re.findall(r'says\("([a-z0-9-]+)"\)', (ROOT / "ops" / "diagnosis" / "zonefit.py").read_text())
+    )
     assert names and names <= set(wordings()), names - set(wordings())
     assert set(wordings()) <= names, f"wordings nothing reads: {set(wordings()) - names}"
     assert all(w.sources and w.use for w in wordings().values())

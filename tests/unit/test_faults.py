@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from llm.hygiene import as_tool_calls, empty_explanation, inspect_message
-from ops.diagnosis.engine import diagnose, examine
+from ops.diagnosis.engine import diagnose
 from ops.diagnosis.families import (
     Catalogue,
     Deployment,
@@ -43,7 +43,7 @@ def test_builtin_catalogue_is_valid_and_large() -> None:
 
 
 def test_403_beats_401_in_the_same_burst() -> None:
-    findings = diagnose(case_text("hf-gated-repo-403-not-authorized.log"))
+    findings = diagnose(case_text("hf-gated-repo-403-not-authorized.log")).findings
     assert [f.name for f in findings] == ["hf-gated-repo-403"]
     assert "no valid token" not in findings[0].conclusion
 
@@ -55,10 +55,10 @@ def test_fill_drops_optional_parts_without_values() -> None:
 
 def test_fixes_are_written_for_the_deployment() -> None:
     text = "RuntimeError: RESOURCE_EXHAUSTED: Error loading program: Attempting to reserve 2G"
-    generic = diagnose(text)[0].fix
-    live = diagnose(text, Deployment(accelerator_type="v6e-8", tensor_parallel_size=4, max_model_len=32768))[
-        0
-    ]
+    generic = diagnose(text).findings[0].fix
+    live = diagnose(
+        text, Deployment(accelerator_type="v6e-8", tensor_parallel_size=4, max_model_len=32768)
+    ).findings[0]
     assert "to 8 (the v6e-8 has 8 chips)" in live.fix and "try 16384" in live.fix
     assert "to 8" not in generic and "--tensor-parallel-size" in generic
 
@@ -98,7 +98,7 @@ def test_key_lines_root_cause_first_error_and_no_frames() -> None:
 
 
 def test_unknown_failure_shows_key_lines() -> None:
-    result = examine("ERROR 01-01 00:00:01 [x.py:1] ZeroDivisionError: division by zero in the sampler")
+    result = diagnose("ERROR 01-01 00:00:01 [x.py:1] ZeroDivisionError: division by zero in the sampler")
     assert result.unknown and result.key_lines
 
 
@@ -108,7 +108,7 @@ def test_team_file_adds_a_family_with_runbook(tmp_path: Path) -> None:
     combined = use_extra_file(path)
     try:
         assert "nfs-model-cache-stale" in combined and "kv-cache-insufficient" in combined
-        result = examine(
+        result = diagnose(
             "OSError: [Errno 116] Stale file handle: '/mnt/models/gemma/model-00001.safetensors'",
             Deployment(model="google/gemma-4-31B-it"),
         )
@@ -185,7 +185,7 @@ def test_serving_problem_needs_every_signal() -> None:
     assert serving_problem(busy, health_ready=True, probe_timed_out=True) is None
     one = [ServingSample(0, 0, 2, None)]
     assert "probe timed out" in (serving_problem(one, health_ready=True, probe_timed_out=True) or "")
-    assert diagnose(verdict or "")[0].name == "engine-wedged"
+    assert diagnose(verdict or "").findings[0].name == "engine-wedged"
 
 
 def test_a_long_evidence_line_keeps_its_deciding_words_and_its_prefix() -> None:
