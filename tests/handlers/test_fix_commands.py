@@ -45,6 +45,25 @@ def primary_node_gone(world: Demo) -> None:
         qr.node.gone = True
 
 
+def _say(world: Demo, line: str, timeout: float = 90) -> str:
+    out, answered = world.user.run(line, timeout=timeout)
+    assert answered, out
+    return "\n".join(out)
+
+
+def container_failing_with(case: str) -> Callable[[Demo], None]:
+    """The vLLM container recreated so that it fails with the real log `case` (sim/cases) alone: removed,
+    then started (a restart would bring the old container back when the new one fails)."""
+
+    def setup(world: Demo) -> None:
+        world.host.set_run_failing_log(case)
+        for verb in ("rm", "start"):
+            _say(world, f"/vllm {verb}")
+            _say(world, "click Confirm")
+
+    return setup
+
+
 def as_scenario(world: Demo) -> None:
     """The default world: gemma4-old FAILED on a stockout in europe-west4-a."""
 
@@ -61,6 +80,12 @@ WORLDS: dict[tuple[str, str | None], World] = {
     ("tpu-node-gone", "ACTIVE"): World(primary_node_gone, "tpu describe gemma4-qr"),
     ("tpu-stockout", "FAILED"): World(as_scenario, "tpu describe gemma4-old"),
     ("tpu-suspended", None): World(old_suspended, "tpu describe gemma4-old"),
+    ("hf-gated-repo-401", None): World(container_failing_with("vllm-hf-gated-repo-401.log"), "vllm status"),
+    ("hf-gated-repo-403", None): World(
+        container_failing_with("hf-gated-repo-403-not-authorized.log"), "vllm status"
+    ),
+    ("disk-full", None): World(container_failing_with("docker-no-space-left.log"), "vllm status"),
+    ("tpu-device-busy", None): World(container_failing_with("vllm-tpu-device-busy.log"), "vllm status"),
 }
 
 # Families whose command fix has no world here yet: not checked in their state. Each one added to WORLDS
@@ -96,3 +121,20 @@ def test_each_command_a_fix_names_is_accepted_in_its_state(
         answer = handlers.run(line.lstrip("/"))
         assert not REFUSED.search(answer), (family, state, line, answer)
         assert accepted(world, line.lstrip("/"), answer), (family, state, line, answer)
+
+
+def test_a_node_gone_under_an_active_resource_is_recreated_by_its_fix(world: Demo) -> None:
+    """The known bad case: "/tpu reset or /tpu ensure" for a node gone under an ACTIVE resource (reset
+    refuses an ACTIVE one, ensure leaves it alone). Its fix, followed to the end, recreates it."""
+    primary_node_gone(world)
+    fix = _fix_of(Handlers(world).run("tpu describe gemma4-qr"), "tpu-node-gone")
+    assert "/tpu reset" not in fix and "/tpu delete gemma4-qr --force" in fix, fix
+    _say(world, "/tpu delete gemma4-qr --force")
+    _say(world, "click Confirm")
+    resources = world.gcp.world.queued_resources
+    with world.gcp.world.lock:
+        assert ("us-east5-a", "gemma4-qr") not in resources or resources[
+            ("us-east5-a", "gemma4-qr")
+        ].state == "DELETING"
+    ensure = _say(world, "/tpu ensure")
+    assert "[Confirm" in ensure and "gemma4-qr" in ensure, ensure
