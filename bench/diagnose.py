@@ -4,8 +4,7 @@ the same code the bot runs, each checked against its expected family and fix ter
 A case enters the way the bot meets it (`via`):
   log         `ops.diagnosis.engine.diagnose` (docker logs, journalctl, Cloud Logging text, command errors)
   create      `ops.diagnosis.zonefit.classify` plus the catalogue (a queued resource's create error);
-  `reason` is
-              also checked when given
+              `reason` is also checked when given
   health      the `/metrics` scrapes of the text (split at "# ---- " lines, 60 s apart) with /health 200
               and a probe that timed out, through `ops.vllm.serving_problem`, then diagnosed
   completion  a chat completion body through `llm.hygiene.inspect_message`, then diagnosed

@@ -11,10 +11,10 @@ Ways in (`via` of a report):
                  resource's state text (`ops.diagnosis.signals.ResourceState`) diagnosed, and
                  `ops.diagnosis.zonefit.classify` of the error typed as `ops.google` types it (`status`: the
                  create call's HTTP status, or the failed operation's code) for what retrying can do
-  command        a command's stderr over SSH (docker): `ops.diagnosis.engine.diagnose`, as `ops.container`
-  does
+  command        a command's stderr over SSH (docker): `ops.diagnosis.engine.diagnose`, as
+                 `ops.container` does
   slack, ssh     a Slack Web API refusal, paramiko's error: `ops.diagnosis.engine.diagnose`, as `ops.ssh`
-  does
+                 does
 With --surfaces the container, Cloud Logging and create reports go through the real bot in the SIMULATED
 demo world (`sim.demo.Demo`) instead, asked as on-call would ask:
   container      the container is recreated failing with the report as its log (the host simulator's

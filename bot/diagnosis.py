@@ -223,8 +223,7 @@ def _model_reading(services: Services, diagnosis: str) -> str:
 
 def serving_now(services: Services) -> ServingNow:
     """What serves now, to place log errors against (`ops.diagnosis.placement`): the running vLLM container's
-    start
-    and restart count (docker inspect over SSH), the node of the vLLM endpoint and the served
+    start and restart count (docker inspect over SSH), the node of the vLLM endpoint and the served
     max_model_len (/v1/models), and when a stopped container exited; what cannot be read is named in
     `missing`, never raised."""
     missing: list[str] = []

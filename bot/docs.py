@@ -3,8 +3,8 @@
 Each is rendered from the code it describes, so it cannot drift: the command registry (`bot.commands`,
 every handler module imported), the settings model (`bot.config.Settings`) and the built-in fault catalogue
 (`ops/diagnosis/faults.yaml`, read by `ops.diagnosis.families`). The output is deterministic (sorted, no
-timestamps); `make docs`
-(`python -m bot.docs`) writes the files and a test fails when a committed one differs.
+timestamps); `make docs` (`python -m bot.docs`) writes the files and a test fails when a committed one
+differs.
 """
 
 from __future__ import annotations

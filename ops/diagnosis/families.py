@@ -2,8 +2,7 @@
 extraction.
 
 A family (see the header of `ops/diagnosis/faults.yaml` for the file format) has several wordings (regexes
-from
-vLLM, tpu-inference, torch_xla, JAX, Docker, Hugging Face and Google texts), a severity, the figures its
+from vLLM, tpu-inference, torch_xla, JAX, Docker, Hugging Face and Google texts), a severity, the figures its
 named groups extract, a conclusion and a fix written as templates filled from the figures and from the live
 `Deployment` (model, accelerator type and chips, tensor parallel size, `max_model_len`, vLLM flags), an
 optional runbook, and for create errors of queued resources a classification (permanent for the zone or
@@ -17,8 +16,7 @@ incident).
 
 The file's `wordings:` hold the other upstream texts the code reads (docker's root-cause words, a create
 error's status codes, a server's context-length refusal), read by `ops.diagnosis.wordings`: every failure
-wording
-lives in the catalogue file (tests/unit/test_fault_wordings.py fails on one written in the code).
+wording lives in the catalogue file (tests/unit/test_fault_wordings.py fails on one written in the code).
 
 `key_lines` picks the few lines that carry the cause of any failure text: the root exception, its "caused
 by" chain, the first error of the burst; generic traceback frames never rank above them.
