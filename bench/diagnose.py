@@ -2,9 +2,9 @@
 the same code the bot runs, each checked against its expected family and fix terms.
 
 A case enters the way the bot meets it (`via`):
-  log         `llm.diagnose.diagnose` (docker logs, journalctl, Cloud Logging text, command errors)
-  create      `ops.zonefit.classify` plus the catalogue (a queued resource's create error); `reason` is
-              also checked when given
+  log         `ops.diagnosis.engine.diagnose` (docker logs, journalctl, Cloud Logging text, command errors)
+  create      `ops.diagnosis.zonefit.classify` plus the catalogue (a queued resource's create error);
+              `reason` is also checked when given
   health      the `/metrics` scrapes of the text (split at "# ---- " lines, 60 s apart) with /health 200
               and a probe that timed out, through `ops.vllm.serving_problem`, then diagnosed
   completion  a chat completion body through `llm.hygiene.inspect_message`, then diagnosed
@@ -34,12 +34,12 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from llm.diagnose import diagnose  # noqa: E402
 from llm.hygiene import inspect_message  # noqa: E402
-from ops.faults import Deployment  # noqa: E402
+from ops.diagnosis.engine import diagnose  # noqa: E402
+from ops.diagnosis.families import Deployment  # noqa: E402
+from ops.diagnosis.zonefit import classify  # noqa: E402
 from ops.metrics import summarize  # noqa: E402
 from ops.vllm import ServingSample, serving_problem  # noqa: E402
-from ops.zonefit import classify  # noqa: E402
 from tests.cases import case_names, case_text  # noqa: E402
 
 TABLE = ROOT / "tests" / "fixtures" / "diagnose_cases.yaml"
@@ -111,7 +111,7 @@ def run_case(case: dict[str, Any], default: Deployment) -> Outcome:
         text = _health_text(text)
     elif via == "completion":
         text = _completion_text(text)
-    findings = diagnose(text, deployment)
+    findings = diagnose(text, deployment).findings
     found = findings[0].name if findings else ""
     expected = str(case["family"])
     if found != expected:

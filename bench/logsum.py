@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.simproc import SimProcess
 from llm.logsum import TemplateStream
 from ops.cloudlogs import build_filter
-from ops.faults import is_traceback_line
+from ops.diagnosis.families import is_traceback_line
 from ops.logreads import ReadQuota, read_window
 from sim.gcp import GcpSimulator
 

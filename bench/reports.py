@@ -3,16 +3,18 @@ way it reaches the bot, scored against what an experienced SRE concludes.
 
 Ways in (`via` of a report):
   container      the vLLM container's `docker logs` (what `/vllm status` and `/vllm logs` read):
-                 `llm.diagnose.examine`
+                 `ops.diagnosis.engine.diagnose`
   cloud-logging  Cloud Logging entries of the node, one entry per line (what `/logs analyze` reads): the
                  log summarizer's templates (`llm.logsum.summarize`), their exemplars diagnosed as
                  `llm.logsum.analyze` does
   create         a queued resource's create error (what `/tpu describe` and the capacity search read): the
-                 resource's state text (`bot.diagnosis.resource_state_text`) diagnosed, and
-                 `ops.zonefit.classify` of the error typed as `ops.google` types it (`status`: the
+                 resource's state text (`ops.diagnosis.signals.ResourceState`) diagnosed, and
+                 `ops.diagnosis.zonefit.classify` of the error typed as `ops.google` types it (`status`: the
                  create call's HTTP status, or the failed operation's code) for what retrying can do
-  command        a command's stderr over SSH (docker): `ops.faults.explain`, as `ops.container` does
-  slack, ssh     a Slack Web API refusal, paramiko's error: `ops.faults.explain`, as `ops.ssh` does
+  command        a command's stderr over SSH (docker): `ops.diagnosis.engine.diagnose`, as
+                 `ops.container` does
+  slack, ssh     a Slack Web API refusal, paramiko's error: `ops.diagnosis.engine.diagnose`, as `ops.ssh`
+                 does
 With --surfaces the container, Cloud Logging and create reports go through the real bot in the SIMULATED
 demo world (`sim.demo.Demo`) instead, asked as on-call would ask:
   container      the container is recreated failing with the report as its log (the host simulator's
@@ -58,14 +60,14 @@ from googleapiclient.errors import HttpError
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bot.diagnosis import resource_state_text  # noqa: E402
-from llm.diagnose import examine  # noqa: E402
 from llm.logsum import summarize  # noqa: E402
 from ops.cloudlogs import LogEntry  # noqa: E402
-from ops.faults import Deployment, explain  # noqa: E402
+from ops.diagnosis.engine import diagnose  # noqa: E402
+from ops.diagnosis.families import Deployment  # noqa: E402
+from ops.diagnosis.signals import ResourceState  # noqa: E402
+from ops.diagnosis.zonefit import Classification, classify  # noqa: E402
 from ops.google import create_error, operation_error  # noqa: E402
 from ops.tpu_model import QueuedResourceInfo  # noqa: E402
-from ops.zonefit import Classification, classify  # noqa: E402
 from sim.demo import Demo  # noqa: E402
 from sim.scenario import load as load_scenario  # noqa: E402
 
@@ -151,7 +153,7 @@ def failed_resource(name: str, text: str) -> QueuedResourceInfo:
 def create_classification(report: dict[str, Any]) -> Classification:
     """What the capacity search concludes from a create error: the error typed as `ops.google` types it
     (an HTTP error of the create call through `create_error`, a failed operation's `code` through
-    `operation_error`), then `ops.zonefit.classify`."""
+    `operation_error`), then `ops.diagnosis.zonefit.classify`."""
     text = str(report["text"]).strip()
     scheme, _, number = str(report.get("status", "code 2")).partition(" ")
     code = int(number)
@@ -167,16 +169,16 @@ def engine_answer(report: dict[str, Any]) -> Answer:
     """Diagnose one report the way it reaches the bot (module docstring), without the demo world."""
     text, via = str(report["text"]), report["via"]
     if via in ("command", "slack", "ssh"):
-        known = explain(text, DEPLOYMENT)
-        return Answer(known[0].name, known[1], known[2]) if known else Answer("")
+        known = diagnose(text, DEPLOYMENT).top
+        return Answer(known.name, known.conclusion, known.fix) if known else Answer("")
     if via == "cloud-logging":
         summary = summarize(entries_of(text, datetime(2026, 1, 1, tzinfo=UTC)))
         exemplars = "\n".join(e for t in summary.templates for e in t.exemplars).replace("\\n", "\n")
-        findings = examine(exemplars, DEPLOYMENT).findings
+        findings = diagnose(exemplars, DEPLOYMENT).findings
     elif via == "create":
-        findings = examine(resource_state_text(failed_resource("report-qr", text)), DEPLOYMENT).findings
+        findings = diagnose(ResourceState.of(failed_resource("report-qr", text)), DEPLOYMENT).findings
     else:
-        findings = examine(text, DEPLOYMENT).findings
+        findings = diagnose(text, DEPLOYMENT).findings
     kind = create_classification(report).kind if via == "create" else ""
     if not findings:
         return Answer("", create_kind=kind)

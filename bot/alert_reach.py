@@ -10,7 +10,7 @@ from __future__ import annotations
 from bot.render import channel_link, utc
 from bot.slack_gateway import Refusal
 from ops.alert_outbox import ALL_CHANNELS, AlertOutbox, DeliveryProblem
-from ops.fault_fixes import refusal_finding
+from ops.diagnosis.notices import refusal_finding
 from ops.store import Store
 
 __all__ = ["problem_line", "reach_lines"]

@@ -47,7 +47,7 @@ from bot.services import FANOUT_PER_WORKER, Services
 from bot.slack_gateway import SlackGateway
 from bot.version import DISTRIBUTION, bot_version
 from bot.workers import ACKS, prestart
-from ops import faults
+from ops.diagnosis import families as faults
 from ops.store import Store
 
 log = logging.getLogger(__name__)

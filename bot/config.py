@@ -22,8 +22,8 @@ from bot.deployments import read_deployments
 from bot.oncall_settings import CommaList, OncallSettings, split_commas
 from bot.request_url import check_request_url
 from llm.redact import redact
+from ops.diagnosis.families import load_file
 from ops.errors import BadInput
-from ops.faults import load_file
 from ops.linear import linear
 from ops.remote_commands import unit_name
 from ops.ssh import load_key
@@ -316,7 +316,7 @@ class Settings(SlackAppSettings, OncallSettings):
     fault_catalogue_file: str | None = Field(
         None,
         description=(
-            "A team's own failure families and runbooks (YAML, the format of ops/faults.yaml), "
+            "A team's own failure families and runbooks (YAML, the format of ops/diagnosis/faults.yaml), "
             "matched beside the built-in catalogue."
         ),
     )

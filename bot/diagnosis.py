@@ -1,10 +1,10 @@
-"""The diagnosis of a queued resource, a log analysis or an alert, the same in every command and alert
-(`bot.views.findings` shows it).
+"""The diagnosis of a queued resource, a log analysis or an alert, the same in every command and alert: each
+asks the engine (`ops.diagnosis.engine.diagnose`) with the signals it read, and `bot.views.findings` shows
+the result.
 
-Also builds the `ops.faults.Deployment` a fix is written for (model, image, accelerator type, tensor
-parallel size, max_model_len and flags of the configured vLLM; the FAILED/SUSPENDED queued resources that
-hold quota), and the state text of a queued resource that the catalogue reads (SUSPENDING, a PREEMPTED
-node, a node gone under a listed queued resource, a FAILED one's error).
+Also builds the `ops.diagnosis.families.Deployment` a fix is written for (model, image, accelerator type,
+tensor parallel size, max_model_len and flags of the configured vLLM; the FAILED/SUSPENDED queued
+resources that hold quota).
 """
 
 from __future__ import annotations
@@ -16,15 +16,17 @@ from datetime import datetime, timedelta
 from bot.authorship import rules_only
 from bot.services import Services
 from bot.views.findings import diagnosis_text
-from llm.diagnose import Diagnosis, examine
-from llm.logscope import ServingNow
 from llm.logsum import Analysis
-from llm.nomatch import from_lines, from_templates
+from llm.nomatch import from_lines
 from llm.redact import redact
 from ops.alerts import Alert
 from ops.container import timed_lines
+from ops.diagnosis.engine import Diagnosis, diagnose
+from ops.diagnosis.families import Deployment, catalogue, key_lines
+from ops.diagnosis.nomatch import from_templates
+from ops.diagnosis.placement import ServingNow
+from ops.diagnosis.signals import LogLines, ResourceState
 from ops.errors import OpsError
-from ops.faults import Deployment, catalogue, key_lines
 from ops.linear import linear
 from ops.tpu_model import QueuedResourceInfo
 
@@ -36,7 +38,6 @@ __all__ = [
     "needs_listing",
     "plain_log",
     "resource_diagnosis",
-    "resource_state_text",
     "serving_now",
 ]
 
@@ -74,24 +75,10 @@ def deployment_of(
     )
 
 
-def resource_state_text(qr: QueuedResourceInfo) -> str:
-    """What the catalogue reads about a queued resource's state: its state, a FAILED one's error, each
-    PREEMPTED or not-READY node, and a node listed in its spec that no longer exists while it is ACTIVE."""
-    lines = [f"queued resource {qr.name} state: {qr.state}"]
-    if qr.error:
-        lines.append(qr.error)
-    present = {node.name for node in qr.nodes}
-    for node in qr.nodes:
-        lines.append(f"node {node.name} {node.state}")
-    if qr.state == "ACTIVE":
-        lines += [f"node {node_id} is gone" for node_id in qr.node_ids if node_id not in present]
-    return "\n".join(lines)
-
-
 def resource_diagnosis(qr: QueuedResourceInfo, deployment: Deployment) -> Diagnosis | None:
     """The diagnosis of a queued resource in a failure state (FAILED, SUSPENDING, SUSPENDED, a node
     PREEMPTED or gone), or None when its state is not a failure."""
-    result = examine(resource_state_text(qr), deployment)
+    result = diagnose(ResourceState.of(qr), deployment)
     return result if result.findings or (qr.state == "FAILED" and result.key_lines) else None
 
 
@@ -99,7 +86,7 @@ def analysis_diagnosis(
     result: Analysis, *, span: timedelta | None = None, ended_at: datetime | None = None
 ) -> Diagnosis:
     """The findings of a log analysis with the key lines of its error templates' exemplars; without a
-    finding, the no-match view of its templates (`llm.nomatch`, source Cloud Logging).
+    finding, the no-match view of its templates (`ops.diagnosis.nomatch`, source Cloud Logging).
 
     Args:
         result: the analysis.
@@ -141,11 +128,13 @@ def container_diagnosis(
         ended_at: when the container exited (docker's `State.FinishedAt`), None when it runs.
         now: when the log was read (the next step widens from the earliest line to it).
         extra: text diagnosed with the log ("" for none).
-        source, unit: where the log was read (`llm.nomatch.SOURCES`) and the journal's unit.
+        source, unit: where the log was read (`ops.diagnosis.nomatch.SOURCES`) and the journal's unit.
     """
     lines = timed_lines(raw)
-    text = "\n".join(filter(None, ["\n".join(t for _, t in lines), extra]))
-    result = examine(text, deployment)
+    signals = [LogLines(source, tuple(lines))]
+    if extra:
+        signals.append(LogLines.of_text(extra, source="state", at=now))
+    result = diagnose(signals, deployment)
     if result.findings:
         return result
     unmatched = from_lines(lines, source=source, ended_at=ended_at, now=now, unit=unit)
@@ -233,8 +222,8 @@ def _model_reading(services: Services, diagnosis: str) -> str:
 
 
 def serving_now(services: Services) -> ServingNow:
-    """What serves now, to place log errors against (`llm.logscope`): the running vLLM container's start
-    and restart count (docker inspect over SSH), the node of the vLLM endpoint and the served
+    """What serves now, to place log errors against (`ops.diagnosis.placement`): the running vLLM container's
+    start and restart count (docker inspect over SSH), the node of the vLLM endpoint and the served
     max_model_len (/v1/models), and when a stopped container exited; what cannot be read is named in
     `missing`, never raised."""
     missing: list[str] = []

@@ -2,8 +2,9 @@
 
 Each is rendered from the code it describes, so it cannot drift: the command registry (`bot.commands`,
 every handler module imported), the settings model (`bot.config.Settings`) and the built-in fault catalogue
-(`ops/faults.yaml`, read by `ops.faults`). The output is deterministic (sorted, no timestamps); `make docs`
-(`python -m bot.docs`) writes the files and a test fails when a committed one differs.
+(`ops/diagnosis/faults.yaml`, read by `ops.diagnosis.families`). The output is deterministic (sorted, no
+timestamps); `make docs` (`python -m bot.docs`) writes the files and a test fails when a committed one
+differs.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pydantic.fields import FieldInfo
 import bot.handlers  # noqa: F401  (importing it declares every command on the registry)
 from bot.commands import Command, Param, Role, registry
 from bot.config import Settings
-from ops.faults import BUILTIN_PATH, Family, load_file
+from ops.diagnosis.families import BUILTIN_PATH, Family, load_file
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -224,9 +225,10 @@ def faults_md() -> str:
     conclusion, fix (and its per-state variants), create classification and sources."""
     families = sorted(load_file(BUILTIN_PATH, origin="built-in"), key=lambda f: f.name)
     lines = [
-        _HEADER.format(command=REGENERATE, source="the fault catalogue, ops/faults.yaml"),
+        _HEADER.format(command=REGENERATE, source="the fault catalogue, ops/diagnosis/faults.yaml"),
         "# Fault catalogue\n",
-        f"The {len(families)} built-in failure families of `ops/faults.yaml` (how they are matched and "
+        f"The {len(families)} built-in failure families of `ops/diagnosis/faults.yaml` (how they are matched "
+        "and "
         "used: [diagnosis.md](diagnosis.md)). Conclusions and fixes are templates: `{figure}` is filled "
         "from the matched text or the live deployment, and a `[ ... ]` part is dropped unless every field "
         "in it has a value.\n",

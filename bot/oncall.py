@@ -21,9 +21,9 @@ from bot.render import utc
 from bot.runner import Origin, Runner
 from bot.services import Services
 from bot.views.alerts import idle_cost, span, stamp
-from llm.diagnose import diagnose
 from ops import alerts as alerts_mod
 from ops.alerts import Alert, AlertLedger, qr_alert, subject_alert
+from ops.diagnosis.engine import diagnose
 from ops.errors import BackendTimeout, OpsError
 from ops.idle import IdleWatch
 from ops.maintenance import MaintenanceWindows, Window
@@ -145,7 +145,7 @@ class PlannedWork:
             container, host = self.services.container()
             with host:
                 status = container.status()
-                findings = diagnose(container.logs(tail=400)) if status.exists else []
+                findings = diagnose(container.logs(tail=400)).findings if status.exists else []
         except OpsError as exc:
             return f"Diagnosis unavailable: {exc.message}" + (f" ({exc.hint})" if exc.hint else "")
         except Exception as exc:  # diagnosis is best effort: the stuck notice must still go out

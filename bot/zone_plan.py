@@ -18,10 +18,10 @@ from datetime import UTC
 from bot.context import Context
 from ops import cost, quotas
 from ops.capacity import CapacitySearch
+from ops.diagnosis.zonefit import classify
 from ops.errors import BadInput, OpsError
 from ops.store import ZoneFailure
 from ops.tpu_model import CreateSpec
-from ops.zonefit import classify
 
 __all__ = [
     "PREEMPTIBLE_MODELS",
@@ -104,7 +104,8 @@ class ZoneFacts:
 @contextmanager
 def remembering_refusals(ctx: Context, spec: CreateSpec) -> Iterator[None]:
     """Remember, for the spec's zone, accelerator type and provisioning model, a refusal of the `with`
-    body (a create and the wait for its operation) that retrying cannot fix (`ops.zonefit.classify`, from
+    body (a create and the wait for its operation) that retrying cannot fix
+    (`ops.diagnosis.zonefit.classify`, from
     the fault catalogue: the type or model not offered there, no quota at all), as the capacity search does;
     `/tpu zones` and the create and find previews then show it. The error is raised on, unchanged.
     """

@@ -16,7 +16,8 @@ Pipeline (`analyze`):
 4. With no entry at ERROR or worse the model is not called. A context-length 400 from the server (or the
    empty event stream llama.cpp's server sends instead, see `analyze`) triggers ONE retry with half the
    budget. Other model errors (5xx, timeout, connection refused) end up as one line in
-   `Analysis.model_error`; the rule-based findings (`llm.diagnose` over the exemplars) are returned anyway.
+   `Analysis.model_error`; the rule-based findings (`ops.diagnosis.engine` over the exemplars) are returned
+   anyway.
 
 Token estimate: `estimate_tokens(text) = ceil(len(text) / CHARS_PER_TOKEN)` with CHARS_PER_TOKEN = 3.
 BPE/SentencePiece tokenizers average about 4 characters per token on English prose and about 2.5-3.5 on
@@ -41,13 +42,13 @@ from drain3 import TemplateMiner
 from drain3.masking import MaskingInstruction
 from drain3.template_miner_config import TemplateMinerConfig
 
-from llm.diagnose import Finding, diagnose
 from llm.redact import redact
 from llm.tokens import PromptCounter
 from ops.cloudlogs import SEVERITIES, LogEntry, severity_rank
+from ops.diagnosis.engine import Finding, diagnose
+from ops.diagnosis.families import Deployment, is_exception_line, is_traceback_line
+from ops.diagnosis.wordings import wording
 from ops.errors import BackendUnavailable, BadInput, OpsError
-from ops.faults import Deployment, is_exception_line, is_traceback_line
-from ops.wordings import wording
 
 __all__ = [
     "CHARS_PER_TOKEN",
@@ -593,7 +594,7 @@ class Analysis:
         templates: all templates, ranked (show `top(n)`).
         total_entries, error_entries: counts of the input.
         model_analysis: the model's answer ("" when the model was not asked or failed).
-        findings: `llm.diagnose` findings over the exemplars (rule-based, no model needed).
+        findings: `ops.diagnosis.engine` findings over the exemplars (rule-based, no model needed).
         prompt_tokens: prompt tokens of the answered request as the server counted them, else the estimate;
             None when no request was sent.
         prompt_tokens_estimate: the estimate of the last prompt sent (None when none was sent).
@@ -684,7 +685,7 @@ def analyze(
     """
     summary = summary if summary is not None else summarize(entries)
     exemplars = "\n".join(e for t in summary.templates for e in t.exemplars)
-    findings = tuple(diagnose(exemplars.replace("\\n", "\n"), deployment))
+    findings = tuple(diagnose(exemplars.replace("\\n", "\n"), deployment).findings)
     base: dict[str, Any] = {
         "templates": summary.templates,
         "total_entries": summary.total_entries,

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 
+from ops.diagnosis.zonefit import classify
 from ops.errors import (
     BackendTimeout,
     BackendUnavailable,
@@ -46,7 +47,6 @@ from ops.ownership import (
 from ops.store import Store
 from ops.tpu import TpuOps
 from ops.tpu_model import CreateSpec, QueuedResourceInfo, check_create_spec
-from ops.zonefit import classify
 
 __all__ = ["CapacitySearch", "SearchResult"]
 

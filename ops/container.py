@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from ops import faults
+from ops.diagnosis.engine import diagnose
+from ops.diagnosis.wordings import wording
 from ops.errors import (
     AlreadyExists,
     BackendUnavailable,
@@ -28,7 +29,6 @@ from ops.errors import (
 from ops.linear import linear
 from ops.remote_commands import validate
 from ops.ssh import CommandResult, RemoteHost
-from ops.wordings import wording
 
 __all__ = [
     "BenchParams",
@@ -444,9 +444,9 @@ class VllmContainer:
             log = ""
         detail = log_error_line(log)
         message = f"the new container {self.name} on {self.remote.host} {status.state}{code} at once"
-        known = faults.explain(log) if log else None
+        known = diagnose(log).top if log else None
         if known:
-            hint = f"{known[1]}: {known[2]}"
+            hint = f"{known.conclusion}: {known.fix}"
         else:
             hint = "the line above is the last error of its log" if detail else "its log shows no error line"
         return OpsError(message + (f": {detail}" if detail else ""), hint, backend="ssh")
@@ -592,19 +592,18 @@ class VllmContainer:
             raise self._not_found()
         if result.exit_status == 127:
             raise BackendUnavailable(message, f"is {tool} installed on the VM?", backend="ssh")
-        known = faults.explain(text)
-        if known is not None and known[0].name == "docker-socket-denied":
-            raise PermissionDenied(message, known[2], backend="ssh")
+        known = diagnose(text).top
+        if known is not None and known.name == "docker-socket-denied":
+            raise PermissionDenied(message, known.fix, backend="ssh")
         if wording("sudo-password-required").search(text):
             raise PermissionDenied(message, "allow passwordless sudo for the SSH user", backend="ssh")
-        if known is not None and known[0].name == "docker-container-name-in-use":  # not a busy TPU
+        if known is not None and known.name == "docker-container-name-in-use":  # not a busy TPU
             raise AlreadyExists(message, "remove it first (/vllm restart recreates it)", backend="ssh")
         if known is None:
             raise OpsError(message, "see /vllm logs", backend="ssh")
-        family, conclusion, fix = known
-        if family.name == "docker-pull-rate-limit":
-            raise QuotaExceeded(message, f"{conclusion}: {fix}", backend="ssh")
-        raise OpsError(message, f"{conclusion}: {fix}", backend="ssh")
+        if known.name == "docker-pull-rate-limit":
+            raise QuotaExceeded(message, f"{known.conclusion}: {known.fix}", backend="ssh")
+        raise OpsError(message, f"{known.conclusion}: {known.fix}", backend="ssh")
 
 
 def _untouched(error: OpsError, kept: str) -> OpsError:

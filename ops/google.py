@@ -8,7 +8,8 @@ credentials are given) and talk plain HTTP to it; with `api_endpoint=None` they 
 Credentials and the real `https://*.googleapis.com/` endpoints.
 
 Every Google call's failure becomes an `ops.errors.OpsError` here: `map_error` for reads of any of these
-APIs, `create_error` and `operation_error` for changes to TPU resources (typed by `ops.zonefit.classify`
+APIs, `create_error` and `operation_error` for changes to TPU resources (typed by
+`ops.diagnosis.zonefit.classify`
 when the zone does not offer the request).
 """
 
@@ -38,7 +39,10 @@ from google.cloud import tpu_v2 as gapic_tpu_v2
 from googleapiclient import discovery, discovery_cache
 from googleapiclient.errors import HttpError
 
-from ops import faults, iam
+from ops import iam
+from ops.diagnosis.engine import diagnose
+from ops.diagnosis.signals import CreateError
+from ops.diagnosis.zonefit import classify
 from ops.errors import (
     AlreadyExists,
     BackendTimeout,
@@ -53,7 +57,6 @@ from ops.errors import (
     UnsupportedInZone,
 )
 from ops.linear import linear
-from ops.zonefit import classify
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 DEFAULT_TIMEOUT_S = 60.0
@@ -333,8 +336,8 @@ def _hint_for_status(status: int, api: str = "the TPU API") -> tuple[type[OpsErr
 def _catalogue_fix(message: str) -> str:
     """The fix of the fault-catalogue family in an API error (e.g. a node that is gone under its queued
     resource: recreate it, not "check the zone"), or ""."""
-    known = faults.explain(message)
-    return known[2] if known else ""
+    known = diagnose(CreateError(message)).top
+    return known.fix if known else ""
 
 
 def error_status(exc: BaseException) -> tuple[int | None, str]:
@@ -442,7 +445,8 @@ def _zone_error(message: str, reason: str, fix: str = "") -> UnsupportedInZone:
 
 def create_error(exc: BaseException, what: str) -> OpsError:
     """Map a failed change (create, delete, reset, start, stop): like `map_error`, but typed and hinted by
-    the fault catalogue (`ops.zonefit.classify`, then the family's fix), and Google's message kept in full
+    the fault catalogue (`ops.diagnosis.zonefit.classify`, then the family's fix), and Google's message kept
+    in full
     (up to 600 characters).
 
     A refusal retrying cannot fix for this zone (the type, the provisioning model or the zone not offered, no

@@ -28,7 +28,8 @@ from typing import Any, NoReturn
 import paramiko
 from paramiko.pkey import UnknownKeyType
 
-from ops import faults
+from ops.diagnosis.engine import diagnose
+from ops.diagnosis.signals import RemoteError
 from ops.errors import (
     BackendTimeout,
     BackendUnavailable,
@@ -560,9 +561,11 @@ class RemoteHost:
             client.close()
             text = str(exc)
             slow = time.monotonic() - started >= timeout * 0.9  # paramiko may report a later symptom
-            known = None if slow else faults.explain(text)
+            known = None if slow else diagnose(RemoteError("ssh", text)).top
             if known is not None:  # e.g. the port answers with something that is not SSH
-                raise BackendUnavailable(f"SSH to {where}: {known[1]}", known[2], backend="ssh") from exc
+                raise BackendUnavailable(
+                    f"SSH to {where}: {known.conclusion}", known.fix, backend="ssh"
+                ) from exc
             if slow or any(word in text.lower() for word in ("banner", "timeout", "timed out")):
                 raise BackendTimeout(
                     f"SSH to {where}: no SSH greeting within {timeout:g} s",

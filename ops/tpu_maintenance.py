@@ -2,7 +2,8 @@
 
 A maintenance event is one node's announced window; it is told once, `lead` before its window starts (or
 at once when first seen inside that lead, or already under way), with the catalogue's fix for it
-(`ops.fault_fixes.maintenance_finding`). Its alert is resolved in place when the node no longer announces
+(`ops.diagnosis.notices.maintenance_finding`). Its alert is resolved in place when the node no longer
+announces
 that window: the maintenance is over, was moved (a new window is a new event) or the queued resource is
 gone. Google announces SCHEDULED maintenance about seven days ahead and UNSCHEDULED (critical) maintenance
 with less notice (https://cloud.google.com/tpu/docs/view-maintenance-notifications).
@@ -18,7 +19,7 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from ops.alerts import Alert, LedgerRow, identity, iso_utc, qr_alert, subject_alert, whole_minutes
-from ops.fault_fixes import can_start_early, maintenance_finding
+from ops.diagnosis.notices import can_start_early, maintenance_finding
 from ops.tpu_model import NodeInfo, QueuedResourceInfo, UpcomingMaintenance
 
 __all__ = ["DEFAULT_LEAD", "KIND", "OVER_KIND", "maintenance_alerts", "maintenance_over", "window_text"]

@@ -33,8 +33,8 @@ from bot.routing import KINDS
 from bot.slack_gateway import SlackDeliveryError, refusal_of
 from ops.alert_outbox import UNDELIVERED, AlertOutbox
 from ops.alerts import AlertLedger, identity
+from ops.diagnosis.notices import refusal_finding
 from ops.errors import BadInput, OpsError
-from ops.fault_fixes import refusal_finding
 from ops.linear import linear
 from ops.maintenance import MaintenanceWindows
 

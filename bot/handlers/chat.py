@@ -42,17 +42,17 @@ from bot.views.metrics import metrics_lines, ms
 from llm.agent import FACTS_PROMPT, SUGGEST_TOOL, SYSTEM_PROMPT, AgentAnswer, Tool, answer
 from llm.claims import Checked, check_answer
 from llm.client import ChosenModel
-from llm.diagnose import Diagnosis, Finding, diagnose
 from llm.grounding import Fact, estimate_tokens, facts_block
-from llm.logscope import place, present, template_of
 from llm.logsum import summarize
-from llm.nomatch import from_templates
 from llm.redact import redact
 from ops import cloudlogs, cost
+from ops.diagnosis.engine import Diagnosis, Finding, diagnose
+from ops.diagnosis.families import Deployment
+from ops.diagnosis.nomatch import from_templates
+from ops.diagnosis.placement import place, present, template_of
+from ops.diagnosis.zonefit import classify
 from ops.errors import BadInput, OpsError
-from ops.faults import Deployment
 from ops.tpu_model import QueuedResourceInfo
-from ops.zonefit import classify
 
 MAX_LOG_ENTRIES = 2000
 
@@ -326,7 +326,7 @@ def _error_facts(
     """ERROR entries of the subjects' nodes in the window: top templates and the known failures they match.
     Those that may describe the running container join `got.findings` (their fixes written for
     `deployment`); those of an earlier container, of another process, or logged while no container runs now
-    (`down`) are an earlier fact with their last time, not the present state (`llm.logscope`)."""
+    (`down`) are an earlier fact with their last time, not the present state (`ops.diagnosis.placement`)."""
     nodes = [n for name in subjects.resources for n in by_name[name].node_ids]
     node = nodes[0] if len(nodes) == 1 else None
     window = human_duration(subjects.window).removesuffix(" 00m")
@@ -351,7 +351,7 @@ def _error_facts(
     exemplars = "\n".join(e for t in summary.templates for e in t.exemplars).replace("\\n", "\n")
     got.scanned.append(("the logs", exemplars))
     serving = serving_now(ctx.services)
-    findings = tuple(diagnose(exemplars, deployment))
+    findings = tuple(diagnose(exemplars, deployment).findings)
     placed = place(findings, summary.templates, serving)
     current, past = list(placed.current), [*placed.earlier, *placed.other]
     if down is not None:  # nothing runs now: every failure logged is one of before

@@ -21,9 +21,9 @@ from bot.render import Attachment, Reply, ago, blocks_reply, code, context, sect
 from bot.safety import check_ssh_pin, ssh_pin_text
 from bot.tpu_requests import VLLM_LOAD
 from bot.views.findings import diagnosis_text, identity_line
-from llm.diagnose import Diagnosis
 from ops import remote_commands
 from ops.container import ContainerStatus, ReplaceOutcome, VllmContainer
+from ops.diagnosis.engine import Diagnosis
 from ops.errors import OpsError, PermissionDenied
 from ops.vllm import HealthCheck, ServerIdentity
 

@@ -13,13 +13,13 @@ from bot.diagnosis import analysis_diagnosis, deployment_of, serving_now
 from bot.render import Attachment, Reply, blocks_reply, code, context, header, section, split_sections, utc
 from bot.views.findings import diagnosis_text
 from llm.client import ChosenModel
-from llm.diagnose import Diagnosis
-from llm.logscope import ServingNow, is_fatal, place, present, template_note
 from llm.logsum import Analysis, LogSummary, TemplateSummary, analyze
 from llm.logwindow import mine_window
 from ops import cloudlogs
+from ops.diagnosis.engine import Diagnosis
+from ops.diagnosis.families import Deployment
+from ops.diagnosis.placement import ServingNow, is_fatal, place, present, template_note
 from ops.errors import OpsError
-from ops.faults import Deployment
 
 # LogSeverity names (https://cloud.google.com/logging/docs/reference/v2/rest/v2/LogEntry#logseverity)
 SEVERITIES = ("DEFAULT", "DEBUG", "INFO", "NOTICE", "WARNING", "ERROR", "CRITICAL", "ALERT", "EMERGENCY")
@@ -188,7 +188,7 @@ def logs_analyze(ctx: Context, since: timedelta | None, node: str | None) -> Rep
 
 def _kind_line(t: TemplateSummary, now: ServingNow) -> str:
     """One top error kind: count, severity, template, times, its folded traceback lines, and when it does
-    not describe the present, why (`llm.logscope.template_note`)."""
+    not describe the present, why (`ops.diagnosis.placement.template_note`)."""
     line = f"• *{t.count:,}× {t.severity}* `{t.template[:150]}`\n  {utc(t.first_seen)} → {utc(t.last_seen)}"
     if t.traceback_lines:
         line += f" (+{t.traceback_lines:,} traceback lines)"

@@ -14,9 +14,9 @@ from bot.render import Attachment, Reply, blocks_reply, context, header, human_d
 from bot.serving import explained_when_starting
 from bot.views.findings import diagnosis_text, identity_line
 from bot.views.metrics import chart_reply, metrics_lines, ms
-from llm.diagnose import examine
 from ops.alerts import AlertLedger
 from ops.charts import Event, metrics_chart_png
+from ops.diagnosis.engine import diagnose
 from ops.errors import BackendTimeout, BadInput, OpsError
 from ops.history import RETENTION, History, series
 from ops.metrics import MetricsSummary, summarize
@@ -55,7 +55,7 @@ def vllm_health(ctx: Context) -> Reply:
         lines.insert(0, identity_line(identity))
     blocks = [section("\n".join(lines))]
     if wedged:
-        blocks.append(section(diagnosis_text(examine(wedged, deployment_of(ctx.services)))))
+        blocks.append(section(diagnosis_text(diagnose(wedged, deployment_of(ctx.services)))))
     blocks.append(context(f"Endpoint `{endpoint.url}` ({endpoint.source})" + _checked(identity)))
     return blocks_reply(blocks)
 

@@ -22,8 +22,8 @@ from bot.chat.subjects import Subjects
 from bot.render import Attachment, Block, Reply, blocks_reply, context, section, split_sections
 from bot.views.findings import diagnosis_text
 from llm.claims import Checked
-from llm.diagnose import Diagnosis, Finding
 from llm.grounding import Fact
+from ops.diagnosis.engine import Diagnosis, Finding
 from ops.tpu_model import QueuedResourceInfo
 
 __all__ = ["ANSWER_SHOWN_CHARS", "Answer", "Shown", "chat_reply", "suggestion_button"]

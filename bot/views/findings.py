@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime, timedelta
 
-from llm.diagnose import Diagnosis
-from llm.nomatch import Unmatched
+from ops.diagnosis.engine import Diagnosis
+from ops.diagnosis.nomatch import Unmatched
 from ops.vllm import ServerIdentity
 
 __all__ = [

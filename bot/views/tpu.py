@@ -12,11 +12,11 @@ from bot.diagnosis import resource_diagnosis
 from bot.render import Block, ago, context, divider, header, human_duration, section, utc
 from bot.views.findings import diagnosis_text, identity_line
 from bot.views.metrics import metrics_lines
-from llm.diagnose import Diagnosis
+from ops.diagnosis.engine import Diagnosis
+from ops.diagnosis.families import Deployment
+from ops.diagnosis.notices import can_start_early, maintenance_finding
 from ops.endpoint import Endpoint
 from ops.errors import OpsError
-from ops.fault_fixes import can_start_early, maintenance_finding
-from ops.faults import Deployment
 from ops.metrics import MetricsSummary
 from ops.tpu_maintenance import window_text
 from ops.tpu_model import NodeInfo, QueuedResourceInfo, UpcomingMaintenance, ZoneListing
@@ -186,7 +186,7 @@ def _maintenance_details(
     qr: QueuedResourceInfo, node: NodeInfo, maintenance: UpcomingMaintenance, now: datetime
 ) -> str:
     """/tpu describe's maintenance section of a node: the announced facts, then the catalogue's cause and
-    fix for them (`ops.fault_fixes.maintenance_finding`)."""
+    fix for them (`ops.diagnosis.notices.maintenance_finding`)."""
     early = "yes" if can_start_early(node, maintenance) else "no"
     lines = [
         f"*Host maintenance* on `{node.name}`: {maintenance.kind or 'type not given'}, "

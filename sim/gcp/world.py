@@ -181,6 +181,7 @@ class SimNode:
     pending_at: datetime | None = None
     preempt_at: datetime | None = None
     maintenance: SimMaintenance | None = None
+    gone: bool = False  # deleted behind its ACTIVE queued resource's back (the API lists the QR, no node)
     # "namespace/key" -> value, as the VM's guest agent writes them (e.g. "hostkeys/ssh-ed25519"); a new
     # node (a recreated one too) starts with none.
     guest_attributes: dict[str, str] = field(default_factory=dict)
@@ -230,7 +231,7 @@ class SimQueuedResource:
 
     @property
     def node_visible(self) -> bool:
-        return self.state in NODE_VISIBLE_STATES
+        return self.state in NODE_VISIBLE_STATES and not self.node.gone
 
 
 @dataclass

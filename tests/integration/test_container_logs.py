@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from llm.diagnose import diagnose
 from llm.logwindow import mine_window
 from ops.cloudlogs import LogEntry, build_filter, fetch
+from ops.diagnosis.engine import diagnose
 from ops.logreads import ReadQuota
 from sim.gcp import GcpSimulator
 
@@ -78,7 +78,7 @@ def test_errors_of_a_node_are_read_at_their_level_and_diagnosed(sim: GcpSimulato
     assert {e.zone for e in errors} == {"us-east5-a"} and {e.resource_type for e in errors} == {
         "gce_instance"
     }
-    names = {f.name for f in diagnose("\n".join(e.message for e in errors))}
+    names = {f.name for f in diagnose("\n".join(e.message for e in errors)).findings}
     assert names == {"tpu-hbm-oom-allocate-buffer", "kv-cache-insufficient"}
     everything = read(sim, build_filter(timedelta(hours=1), project=PROJECT, node=NODE, now=NOW))
     assert [(e.severity, e.message) for e in everything] == [

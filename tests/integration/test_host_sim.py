@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from llm.diagnose import diagnose
 from ops.bench import parse_bench_serve
 from ops.container import BenchParams, VllmContainer, VllmSpec
+from ops.diagnosis.engine import diagnose
 from ops.errors import AlreadyExists, NotFound, OpsError, QuotaExceeded
 from ops.ssh import RemoteHost
 from ops.vllm import VllmClient
@@ -90,10 +90,10 @@ def test_logs_tail_grep_since_and_diagnosis_of_a_failed_container(
     assert healthy.logs(tail=200, grep="Application startup complete.").count("\n") == 1
     assert healthy.logs(tail=200, grep="no such text anywhere") == ""
     assert healthy.logs(tail=200, since="10m") == ""  # started 45 minutes ago, nothing since
-    assert diagnose(healthy.logs(tail=1000)) == []  # a healthy start-up log raises nothing
+    assert diagnose(healthy.logs(tail=1000)).findings == ()  # a healthy start-up log raises nothing
     failed = VllmContainer(remote, "vllm-longctx")
     text = failed.logs(tail=1000)
-    (finding,) = diagnose(text)
+    (finding,) = diagnose(text).findings
     assert finding.name == "kv-cache-insufficient"
     assert finding.values["estimated_max_model_len"] == "5632"
     assert "docker logs --tail 1 -- vllm 2>&1" in host.commands
@@ -158,7 +158,7 @@ def test_second_container_fails_with_tpu_busy_until_restart_frees_it(
     assert status.exists
     _wait(lambda: host.container_state("vllm-b") == "exited")
     assert second.status().exit_code == 1
-    findings = diagnose(second.logs(tail=100))
+    findings = diagnose(second.logs(tail=100)).findings
     assert findings[0].name == "tpu-device-busy"
     # restart of the second one still collides with the running "vllm"; after removing "vllm" it is healthy
     VllmContainer(remote, "vllm").rm()
@@ -177,7 +177,7 @@ def test_failing_run_replays_the_scenario_case(
     container.start(VllmSpec())  # docker run: a new container, which fails
     assert _health(vllm) == "refused"
     _wait(lambda: not container.status().running)
-    findings = diagnose(container.logs(tail=500))
+    findings = diagnose(container.logs(tail=500)).findings
     assert findings[0].name == "tpu-hbm-oom-program-load"
     time.sleep(BOOT_S)
     assert _health(vllm) == "refused"  # a failing container never becomes ready
@@ -189,7 +189,9 @@ def test_crash_control(world: tuple[HostSimulator, RemoteHost], vllm: VllmSimula
     status = VllmContainer(remote, "vllm").status()
     assert (status.state, status.exit_code) == ("exited", 1)
     assert _health(vllm) == "refused"
-    assert diagnose(VllmContainer(remote, "vllm").logs(tail=5))[0].name == "tpu-hbm-oom-allocate-buffer"
+    assert (
+        diagnose(VllmContainer(remote, "vllm").logs(tail=5)).findings[0].name == "tpu-hbm-oom-allocate-buffer"
+    )
 
 
 def test_run_errors_are_typed(world: tuple[HostSimulator, RemoteHost]) -> None:

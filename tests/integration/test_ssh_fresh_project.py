@@ -22,7 +22,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from bot.config import Settings
 from bot.services import Services
-from ops import faults
+from ops.diagnosis.engine import diagnose
+from ops.diagnosis.signals import RemoteError
 from ops.errors import NotFound, PermissionDenied
 from ops.ownership import new_request_id, ownership_labels
 from ops.ssh import load_key, ssh_keys_entry
@@ -166,8 +167,8 @@ def test_created_node_carries_the_bots_public_key_and_ssh_trusts_its_guest_attri
             assert "CHANGED" in message and f"node {NODE} ({ZONE})" in message
             assert f"publish ssh-ed25519 {other.fingerprint}, a different key" in message
             assert "re-learns" in refused.value.hint
-            known = faults.explain(message)  # the diagnosis names it as the host-key family
-            assert known is not None and known[0].name == "ssh-host-key" and ip in known[1]
+            known = diagnose(RemoteError("ssh", message)).top  # the diagnosis names the host-key family
+            assert known is not None and known.name == "ssh-host-key" and ip in known.conclusion
         finally:
             services.close()
             services.store.close()

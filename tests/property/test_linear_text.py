@@ -44,8 +44,8 @@ from llm import logsum
 from llm.grounding import contradictions
 from llm.hygiene import inspect_message
 from llm.redact import redact
-from ops import faults
 from ops.cloudlogs import LogEntry
+from ops.diagnosis import families as faults
 from ops.linear import is_linear
 
 ROOT = Path(__file__).resolve().parents[2]

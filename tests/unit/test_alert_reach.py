@@ -16,7 +16,7 @@ from bot.render import to_mrkdwn
 from bot.slack_gateway import Refusal, SlackDeliveryError, refusal_of
 from ops.alert_outbox import ALL_CHANNELS, UNDELIVERED, AlertOutbox
 from ops.alerts import AlertLedger, subject_alert
-from ops.fault_fixes import refusal_finding
+from ops.diagnosis.notices import refusal_finding
 from tests.cases import case_text
 
 NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)

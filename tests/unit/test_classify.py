@@ -1,4 +1,4 @@
-"""Create-failure classification (ops.zonefit.classify) on the real texts in sim/cases, on the
+"""Create-failure classification (ops.diagnosis.zonefit.classify) on the real texts in sim/cases, on the
 typed errors and on operation errors; the create body mapping; capacity-search names."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from datetime import timedelta
 
 import pytest
 
+from ops.diagnosis.zonefit import Classification, classify
 from ops.errors import (
     AlreadyExists,
     BackendTimeout,
@@ -23,7 +24,6 @@ from ops.errors import (
 from ops.google import operation_error
 from ops.secrets import crc32c
 from ops.tpu_model import CreateSpec, check_create_spec, queued_resource_body
-from ops.zonefit import Classification, classify
 from sim.cases import CASES
 
 # What sim/cases/README.md says the bot should conclude for each tpu-create-*.txt.

@@ -9,9 +9,9 @@ import httplib2
 import pytest
 from googleapiclient.errors import HttpError
 
+from ops.diagnosis.zonefit import Classification, classify
 from ops.errors import QuotaExceeded, UnsupportedInZone
 from ops.google import create_error, operation_error
-from ops.zonefit import Classification, classify
 
 WHAT = "TPU API v2alpha1 queuedResources.create europe-west4-a/gemma4-eu"
 

@@ -10,7 +10,7 @@ from types import ModuleType
 
 import pytest
 
-from ops.faults import catalogue
+from ops.diagnosis.families import catalogue
 from tests.cases import case_names
 
 ROOT = Path(__file__).resolve().parents[2]

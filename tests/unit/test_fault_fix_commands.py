@@ -10,7 +10,7 @@ import pytest
 
 import bot.handlers  # noqa: F401  (declares every command)
 from bot.commands import Command, registry
-from ops.faults import Deployment, catalogue, figures, fill
+from ops.diagnosis.families import Deployment, catalogue, figures, fill
 
 _MENTION = re.compile(r"/(tpu|vllm|gemma|logs|alerts|fleet)((?: [a-z]+){1,2})")
 # A command mention ends at punctuation or at the words that join two commands in a fix.

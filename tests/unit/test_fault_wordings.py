@@ -1,6 +1,6 @@
-"""Every failure wording lives in the fault catalogue (ops/faults.yaml): a test fails when product code (bot/,
-ops/, llm/; not the catalogue's loaders ops/faults.py and ops/wordings.py) matches on one itself (issue
-"One diagnosis engine").
+"""Every failure wording lives in the fault catalogue (ops/diagnosis/faults.yaml): a test fails when product
+code (bot/, ops/, llm/; not the catalogue's loaders ops/diagnosis/families.py and ops/diagnosis/wordings.py)
+matches on one itself (issue "One diagnosis engine").
 
 A wording is a phrase the catalogue matches on (the literal runs of its families' and wordings' regexes) or
 one of `UPSTREAM`, texts of the upstream services' failures. Product code "matches on" a string when it is
@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from ops.faults import BUILTIN_PATH, catalogue, load_file
-from ops.wordings import load_wordings, wordings
+from ops.diagnosis.families import BUILTIN_PATH, catalogue, load_file
+from ops.diagnosis.wordings import load_wordings, wordings
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("bot", "ops", "llm")
-LOADER = {"ops/faults.py", "ops/wordings.py"}  # the catalogue's loaders
+LOADER = {"ops/diagnosis/families.py", "ops/diagnosis/wordings.py"}  # the catalogue's loaders
 
 UPSTREAM = (
     # vLLM, tpu-inference, XLA, JAX, Python
@@ -219,8 +219,9 @@ def test_no_failure_wording_outside_the_catalogue() -> None:
         for v in violations(str(path.relative_to(ROOT)), path.read_text(encoding="utf-8"), phrases)
     ]
     assert not found, (
-        "failure wordings in product code: move each into ops/faults.yaml (a family, or `wordings:` read "
-        "with ops.wordings.wording) or allow it here with the reason:\n" + "\n".join(found)
+        "failure wordings in product code: move each into ops/diagnosis/faults.yaml (a family, or "
+        "`wordings:` read "
+        "with ops.diagnosis.wordings.wording) or allow it here with the reason:\n" + "\n".join(found)
     )
 
 
@@ -253,7 +254,7 @@ def test_every_allowed_match_still_exists() -> None:
 
 
 def test_the_catalogue_file_is_the_builtin_one() -> None:
-    assert BUILTIN_PATH == ROOT / "ops" / "faults.yaml"
+    assert BUILTIN_PATH == ROOT / "ops" / "diagnosis" / "faults.yaml"
 
 
 @pytest.mark.parametrize(
@@ -283,7 +284,9 @@ def test_a_team_file_cannot_carry_wordings(tmp_path: Path) -> None:
 
 def test_every_wording_of_the_code_exists_and_has_sources() -> None:
     names = set(re.findall(r'wording\("([a-z0-9-]+)"\)', "".join(p.read_text() for p in _product_files())))
-    names |= set(re.findall(r'says\("([a-z0-9-]+)"\)', (ROOT / "ops" / "zonefit.py").read_text()))
+    names |= set(
+        re.findall(r'says\("([a-z0-9-]+)"\)', (ROOT / "ops" / "diagnosis" / "zonefit.py").read_text())
+    )
     assert names and names <= set(wordings()), names - set(wordings())
     assert set(wordings()) <= names, f"wordings nothing reads: {set(wordings()) - names}"
     assert all(w.sources and w.use for w in wordings().values())

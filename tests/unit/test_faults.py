@@ -1,4 +1,5 @@
-"""ops.faults (catalogue loading, specificity, templates, key lines), llm.hygiene and the serving verdict."""
+"""ops.diagnosis.families (catalogue loading, specificity, templates, key lines), llm.hygiene and the serving
+verdict."""
 
 from __future__ import annotations
 
@@ -6,9 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from llm.diagnose import diagnose, examine
 from llm.hygiene import as_tool_calls, empty_explanation, inspect_message
-from ops.faults import Catalogue, Deployment, catalogue, chips_of, fill, key_lines, load_file, use_extra_file
+from ops.diagnosis.engine import diagnose
+from ops.diagnosis.families import (
+    Catalogue,
+    Deployment,
+    catalogue,
+    chips_of,
+    fill,
+    key_lines,
+    load_file,
+    use_extra_file,
+)
 from ops.vllm import WEDGED, ServingSample, serving_problem
 from tests.cases import case_text
 
@@ -33,7 +43,7 @@ def test_builtin_catalogue_is_valid_and_large() -> None:
 
 
 def test_403_beats_401_in_the_same_burst() -> None:
-    findings = diagnose(case_text("hf-gated-repo-403-not-authorized.log"))
+    findings = diagnose(case_text("hf-gated-repo-403-not-authorized.log")).findings
     assert [f.name for f in findings] == ["hf-gated-repo-403"]
     assert "no valid token" not in findings[0].conclusion
 
@@ -45,10 +55,10 @@ def test_fill_drops_optional_parts_without_values() -> None:
 
 def test_fixes_are_written_for_the_deployment() -> None:
     text = "RuntimeError: RESOURCE_EXHAUSTED: Error loading program: Attempting to reserve 2G"
-    generic = diagnose(text)[0].fix
-    live = diagnose(text, Deployment(accelerator_type="v6e-8", tensor_parallel_size=4, max_model_len=32768))[
-        0
-    ]
+    generic = diagnose(text).findings[0].fix
+    live = diagnose(
+        text, Deployment(accelerator_type="v6e-8", tensor_parallel_size=4, max_model_len=32768)
+    ).findings[0]
     assert "to 8 (the v6e-8 has 8 chips)" in live.fix and "try 16384" in live.fix
     assert "to 8" not in generic and "--tensor-parallel-size" in generic
 
@@ -88,7 +98,7 @@ def test_key_lines_root_cause_first_error_and_no_frames() -> None:
 
 
 def test_unknown_failure_shows_key_lines() -> None:
-    result = examine("ERROR 01-01 00:00:01 [x.py:1] ZeroDivisionError: division by zero in the sampler")
+    result = diagnose("ERROR 01-01 00:00:01 [x.py:1] ZeroDivisionError: division by zero in the sampler")
     assert result.unknown and result.key_lines
 
 
@@ -98,7 +108,7 @@ def test_team_file_adds_a_family_with_runbook(tmp_path: Path) -> None:
     combined = use_extra_file(path)
     try:
         assert "nfs-model-cache-stale" in combined and "kv-cache-insufficient" in combined
-        result = examine(
+        result = diagnose(
             "OSError: [Errno 116] Stale file handle: '/mnt/models/gemma/model-00001.safetensors'",
             Deployment(model="google/gemma-4-31B-it"),
         )
@@ -134,7 +144,7 @@ def test_bad_team_files_are_refused_with_one_line(tmp_path: Path, content: str, 
 
 
 def test_overriding_a_builtin_family(tmp_path: Path) -> None:
-    families = load_file(Path(__file__).resolve().parents[2] / "ops" / "faults.yaml")
+    families = load_file(Path(__file__).resolve().parents[2] / "ops" / "diagnosis" / "faults.yaml")
     path = tmp_path / "team.yaml"
     path.write_text(
         "families:\n  - {name: disk-full, patterns: ['no space left'], conclusion: full, fix: call Bob}\n"
@@ -175,11 +185,11 @@ def test_serving_problem_needs_every_signal() -> None:
     assert serving_problem(busy, health_ready=True, probe_timed_out=True) is None
     one = [ServingSample(0, 0, 2, None)]
     assert "probe timed out" in (serving_problem(one, health_ready=True, probe_timed_out=True) or "")
-    assert diagnose(verdict or "")[0].name == "engine-wedged"
+    assert diagnose(verdict or "").findings[0].name == "engine-wedged"
 
 
 def test_a_long_evidence_line_keeps_its_deciding_words_and_its_prefix() -> None:
-    from ops.faults import EVIDENCE_CHARS, catalogue, shorten
+    from ops.diagnosis.families import EVIDENCE_CHARS, catalogue, shorten
 
     prefix = "2026-12-03T06:18:02Z (VllmWorker rank=0 pid=123) "
     decisive = "jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: Error allocating device buffer: "
@@ -194,7 +204,7 @@ def test_a_long_evidence_line_keeps_its_deciding_words_and_its_prefix() -> None:
 
 
 def test_lines_of_vllms_worker_processes_are_read_through_their_prefix() -> None:
-    from ops.faults import is_exception_line, key_lines
+    from ops.diagnosis.families import is_exception_line, key_lines
 
     worker = "(VllmWorker rank=0 pid=412) ERROR 12-03 06:18:02 [multiproc_executor.py:527] "
     assert is_exception_line(worker + "ValueError: head_dim 80 is not supported by the TPU attention kernel")

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from llm.diagnose import diagnose
-from llm.logscope import ServingNow, is_fatal, place, present, template_note
 from llm.logsum import TemplateSummary
+from ops.diagnosis.engine import diagnose
+from ops.diagnosis.placement import ServingNow, is_fatal, place, present, template_note
 
 STARTED = datetime(2026, 12, 1, 2, 15, tzinfo=UTC)
 KV = (
@@ -62,7 +62,7 @@ def test_nothing_is_placed_when_the_container_was_not_read() -> None:
 
 def test_place_splits_findings_and_says_when_and_why() -> None:
     templates = (_t(KV, -30), _t(HBM, 20), _t(TOO_LONG, 25))
-    findings = tuple(diagnose("\n".join((KV, HBM, TOO_LONG))))
+    findings = tuple(diagnose("\n".join((KV, HBM, TOO_LONG))).findings)
     placed = place(findings, templates, ServingNow(started_at=STARTED, max_model_len=16384))
     assert [f.name for f in placed.current] == ["request-too-long"]
     (earlier,) = placed.earlier
@@ -74,6 +74,6 @@ def test_place_splits_findings_and_says_when_and_why() -> None:
 
 
 def test_a_figure_that_matches_the_served_configuration_is_not_flagged() -> None:
-    findings = tuple(diagnose(TOO_LONG))
+    findings = tuple(diagnose(TOO_LONG).findings)
     placed = place(findings, (_t(TOO_LONG, 5),), ServingNow(started_at=STARTED, max_model_len=16384))
     assert "another configuration" not in placed.current[0].conclusion

@@ -11,9 +11,10 @@ import pytest
 import bot.handlers  # noqa: F401  (declares every command)
 from bot.commands import registry
 from bot.views.findings import NO_MATCH_LEAD, diagnosis_text, next_steps, rfc3339, unmatched_fact
-from llm.diagnose import Diagnosis
-from llm.nomatch import TOP_TEMPLATES, Unmatched, from_lines, from_templates, line_severity
+from llm.nomatch import from_lines
 from ops.container import timed_lines
+from ops.diagnosis.engine import Diagnosis
+from ops.diagnosis.nomatch import TOP_TEMPLATES, Unmatched, from_templates, line_severity
 
 T0 = datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
 

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from ops.alerts import LedgerRow
-from ops.fault_fixes import can_start_early, maintenance_finding
+from ops.diagnosis.notices import can_start_early, maintenance_finding
 from ops.tpu_maintenance import KIND, OVER_KIND, maintenance_alerts, maintenance_over
 from ops.tpu_model import NodeInfo, QueuedResourceInfo, maintenance_from_api, node_from_api
 

@@ -1,7 +1,8 @@
-"""The fault catalogue: failure families as data (`ops/faults.yaml`), one matcher, evidence extraction.
+"""The fault catalogue: failure families as data (`ops/diagnosis/faults.yaml`), one matcher, evidence
+extraction.
 
-A family (see the header of `ops/faults.yaml` for the file format) has several wordings (regexes from
-vLLM, tpu-inference, torch_xla, JAX, Docker, Hugging Face and Google texts), a severity, the figures its
+A family (see the header of `ops/diagnosis/faults.yaml` for the file format) has several wordings (regexes
+from vLLM, tpu-inference, torch_xla, JAX, Docker, Hugging Face and Google texts), a severity, the figures its
 named groups extract, a conclusion and a fix written as templates filled from the figures and from the live
 `Deployment` (model, accelerator type and chips, tensor parallel size, `max_model_len`, vLLM flags), an
 optional runbook, and for create errors of queued resources a classification (permanent for the zone or
@@ -14,8 +15,8 @@ may also `suppress` others anywhere in the same text (a 403 makes the 401 lines 
 incident).
 
 The file's `wordings:` hold the other upstream texts the code reads (docker's root-cause words, a create
-error's status codes, a server's context-length refusal), read by `ops.wordings`: every failure wording
-lives in the catalogue file (tests/unit/test_fault_wordings.py fails on one written in the code).
+error's status codes, a server's context-length refusal), read by `ops.diagnosis.wordings`: every failure
+wording lives in the catalogue file (tests/unit/test_fault_wordings.py fails on one written in the code).
 
 `key_lines` picks the few lines that carry the cause of any failure text: the root exception, its "caused
 by" chain, the first error of the burst; generic traceback frames never rank above them.
@@ -43,7 +44,6 @@ __all__ = [
     "Match",
     "catalogue",
     "chips_of",
-    "explain",
     "figures",
     "fill",
     "is_exception_line",
@@ -403,7 +403,7 @@ def load_file(path: str | Path, *, origin: str | None = None) -> list[Family]:
     """Read and check a catalogue file.
 
     Args:
-        path: a YAML file: `families:` a list of mappings (see the header of `ops/faults.yaml`).
+        path: a YAML file: `families:` a list of mappings (see the header of `ops/diagnosis/faults.yaml`).
         origin: what to record as the families' origin (default: the path).
 
     Returns:
@@ -705,15 +705,3 @@ def key_lines(text: str, limit: int = 5) -> list[str]:
         if len(chosen) == limit:
             break
     return [shorten(lines[i]) for i in sorted(chosen)]
-
-
-def explain(text: str, deployment: Deployment | None = None) -> tuple[Family, str, str] | None:
-    """The most severe, then most specific family found in `text`, with its conclusion and fix filled
-    (for one-line errors: a command's stderr, an API error). None when no family matches."""
-    matches = catalogue().match(text)
-    if not matches:
-        return None
-    best = min(matches, key=lambda m: (SEVERITIES.index(m.family.severity), -m.family.specificity, m.first))
-    values = figures(best.values, deployment)
-    fix = best.family.fix_for(deployment.state if deployment else None)
-    return best.family, fill(best.family.conclusion, values), fill(fix, values)

@@ -1,7 +1,8 @@
 """The fault catalogue's conclusion and fix for two signals the alert job reads itself: a chat delivery
 refusal (Slack's answer, as text) and a host maintenance event Google announced on a TPU VM.
 
-The only place these two ask the catalogue (`ops.faults`); every surface (alerts, `/alerts list`, App Home,
+The only place these two ask the catalogue (`ops.diagnosis.families`); every surface (alerts, `/alerts list`,
+App Home,
 `/tpu status`, `/tpu describe`) renders what it returns, so they say the same thing.
 """
 
@@ -10,7 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from ops.faults import Deployment, catalogue, chips_of, explain, figures, fill
+from ops.diagnosis.engine import diagnose
+from ops.diagnosis.families import Deployment, catalogue, chips_of, figures, fill
+from ops.diagnosis.signals import RemoteError
 from ops.tpu_model import NodeInfo, QueuedResourceInfo, UpcomingMaintenance
 
 __all__ = ["MAINTENANCE_FAMILY", "Finding", "can_start_early", "maintenance_finding", "refusal_finding"]
@@ -34,11 +37,8 @@ def refusal_finding(slack_text: str) -> Finding | None:
     """The finding for Slack's answer to a refused call, e.g. "The server responded with: {'ok': False,
     'error': 'missing_scope', 'needed': 'chat:write', ...}" (`bot.slack_gateway.Refusal.slack_text`); None
     when no family knows it."""
-    known = explain(slack_text)
-    if known is None:
-        return None
-    family, cause, fix = known
-    return Finding(family.name, cause, fix)
+    known = diagnose(RemoteError("slack", slack_text)).top
+    return Finding(known.name, known.conclusion, known.fix) if known is not None else None
 
 
 def can_start_early(node: NodeInfo, maintenance: UpcomingMaintenance) -> bool:

@@ -15,7 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ops import faults
+from ops.diagnosis import families as faults
+from ops.diagnosis.wordings import wording
 from ops.errors import (
     AlreadyExists,
     BackendTimeout,
@@ -28,12 +29,12 @@ from ops.errors import (
     QuotaExceeded,
     UnsupportedInZone,
 )
-from ops.wordings import wording
 
 __all__ = ["Classification", "classify"]
 
 # Fault texts (stockout, quota, accelerator type / provisioning model / zone not offered) are families of
-# the fault catalogue (ops/faults.yaml, `create:` entries); what is left here reads status codes, whose
+# the fault catalogue (ops/diagnosis/faults.yaml, `create:` entries); what is left here reads status codes,
+# whose
 # wordings are the catalogue's `wordings:` too (create-timeout, create-server-error, ...).
 
 
@@ -72,7 +73,8 @@ def classify(error: BaseException | str) -> Classification:
     """Classify a create failure (an exception, typically an `ops.errors.OpsError`, or a raw text).
 
     The text is matched first against the fault catalogue's families with a `create:` entry
-    (ops/faults.yaml): permanent for the zone: the accelerator type is not offered there, the provisioning
+    (ops/diagnosis/faults.yaml): permanent for the zone: the accelerator type is not offered there, the
+    provisioning
     model (e.g. flex-start) is not offered for the type there, the zone is unknown, the project has no
     quota there at all ("Limit: 0"); transient: stockout, quota in use, API rate limit. Then the typed errors
     and status codes: permanent for the zone: UnsupportedInZone. Transient: stockout (an operation's code 8,

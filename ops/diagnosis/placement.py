@@ -22,10 +22,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from typing import TypeVar
 
-from llm.diagnose import Finding
-from llm.logsum import TemplateSummary
-from ops.faults import catalogue
+from ops.diagnosis.engine import Finding
+from ops.diagnosis.families import catalogue
+from ops.diagnosis.nomatch import Template
+
+T = TypeVar("T", bound=Template)
 
 __all__ = ["Placed", "ServingNow", "is_fatal", "place", "present", "template_note", "template_of"]
 
@@ -72,7 +75,7 @@ def _hhmm(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%H:%M UTC")
 
 
-def template_note(t: TemplateSummary, now: ServingNow, *, fatal: bool = False) -> str:
+def template_note(t: Template, now: ServingNow, *, fatal: bool = False) -> str:
     """Why a template does not describe the present, or "" when it may.
 
     Args:
@@ -100,9 +103,9 @@ def template_note(t: TemplateSummary, now: ServingNow, *, fatal: bool = False) -
     return ""
 
 
-def is_fatal(t: TemplateSummary) -> bool:
+def is_fatal(t: Template) -> bool:
     """Whether a template's exemplars carry a critical family of the fault catalogue (the process cannot
-    start or died: `ops.faults.SEVERITIES`)."""
+    start or died: `ops.diagnosis.families.SEVERITIES`)."""
     faults = catalogue()
     for exemplar in t.exemplars:
         for line in exemplar.split("\\n"):
@@ -112,14 +115,15 @@ def is_fatal(t: TemplateSummary) -> bool:
     return False
 
 
-def present(templates: tuple[TemplateSummary, ...], now: ServingNow) -> tuple[TemplateSummary, ...]:
+def present(templates: tuple[T, ...], now: ServingNow) -> tuple[T, ...]:
     """The templates that may describe the running container (no `template_note`), in their order."""
     return tuple(t for t in templates if not template_note(t, now, fatal=is_fatal(t)))
 
 
-def template_of(finding: Finding, templates: tuple[TemplateSummary, ...]) -> TemplateSummary | None:
+def template_of(finding: Finding, templates: tuple[T, ...]) -> T | None:
     """The template whose exemplar holds the finding's evidence line (its times and nodes say when and where
-    the finding was logged), or None. A long evidence line is shortened in the middle (`ops.faults.shorten`):
+    the finding was logged), or None. A long evidence line is shortened in the middle
+    (`ops.diagnosis.families.shorten`):
     each of its kept pieces must be in the exemplar."""
     pieces = [piece.strip() for piece in finding.evidence.split("…") if piece.strip()]
     for t in templates:
@@ -140,7 +144,7 @@ def _configuration_note(finding: Finding, now: ServingNow) -> str:
     )
 
 
-def place(findings: tuple[Finding, ...], templates: tuple[TemplateSummary, ...], now: ServingNow) -> Placed:
+def place(findings: tuple[Finding, ...], templates: tuple[Template, ...], now: ServingNow) -> Placed:
     """Split findings by whether they describe the present (see the module docstring).
 
     Args:

@@ -1,19 +1,21 @@
-"""Diagnosis of failure text without a model: the fault catalogue's families, with fixes for the live
-deployment, and the key lines of the text.
-
-`examine(text, deployment)` returns a `Diagnosis`: the `Finding`s of the catalogue (`ops.faults`, the
-built-in `ops/faults.yaml` plus a team's `FAULT_CATALOGUE_FILE`), most severe first, and the few lines that
-carry the cause (root exception, caused-by chain, first error of the burst), which are shown whether or not
-a family matched. `diagnose(text)` is its findings alone. The expected conclusion of every real case is in
-sim/cases/README.md and tests/fixtures/cases/README.md, and scored by bench/diagnose.py.
+"""The engine's one entry, `diagnose(signals, deployment)`: every signal (log lines of any container or
+system source, a create error, a queued resource's state, a /metrics sample, a completion, a Slack or SSH
+refusal: `ops.diagnosis.signals`) matched at once against the fault catalogue (`ops.diagnosis.families`,
+the built-in `ops/diagnosis/faults.yaml` plus a team's `FAULT_CATALOGUE_FILE`), ranked by its one ranker
+(`rank`), each finding's fix filled for the live deployment and its evidence kept with its source and time;
+with the few lines that carry the cause (root exception, caused-by chain, first error of the burst), shown
+whether or not a family matched. The expected conclusion of every real case is in sim/cases/README.md and
+tests/fixtures/cases/README.md, and scored by bench/diagnose.py.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING
 
-from ops.faults import (
+from ops.diagnosis.families import (
     SEVERITIES,
     Catalogue,
     Deployment,
@@ -25,12 +27,17 @@ from ops.faults import (
     key_lines,
     shorten,
 )
+from ops.diagnosis.signals import Signal, TimedLine, as_signals
 from ops.linear import linear
 
-if TYPE_CHECKING:  # llm.nomatch reads llm.logsum, which reads this module
-    from llm.nomatch import Unmatched
+if TYPE_CHECKING:  # ops.diagnosis.nomatch reads ops.cloudlogs, which reads ops.google, which asks this module
+    from ops.diagnosis.nomatch import Unmatched
 
-__all__ = ["SEVERITIES", "Diagnosis", "Finding", "diagnose", "examine"]
+__all__ = ["CONFIDENCES", "SEVERITIES", "Diagnosis", "Finding", "diagnose", "rank"]
+
+CONFIDENCES = ("high", "medium")
+"""A finding's confidence: "high" when its deciding line is one of the lines that carry the cause (an
+exception or error line, `key_lines`), "medium" when the family matched another line (a warning, a state)."""
 
 # The engine's processes: "(EngineCore_DP0 pid=281)", its workers "(VllmWorker rank=0 pid=412)", "(Worker_TP1
 # pid=9)" (vLLM's multiproc executor names them so in its log prefix).
@@ -54,6 +61,9 @@ class Finding:
         title: the family's title.
         runbook: the team's runbook text for the family ("" for none).
         origin: "built-in" or the team file the family came from.
+        source: the signal the evidence came from ("container", "cloud-logging", "tpu-api", "slack", ...).
+        at: the evidence line's time (aware UTC), None when the signal carried none.
+        confidence: one of CONFIDENCES.
     """
 
     name: str
@@ -67,6 +77,9 @@ class Finding:
     title: str = ""
     runbook: str = ""
     origin: str = "built-in"
+    source: str = "text"
+    at: datetime | None = None
+    confidence: str = "high"
 
 
 @dataclass(frozen=True)
@@ -77,7 +90,7 @@ class Diagnosis:
         findings: most severe first (see `diagnose`).
         key_lines: the lines that carry the cause, in text order (empty for a text without errors).
         unmatched: for a failure no family explains, its top error templates, first error and source
-            (`llm.nomatch`); None when there are findings or it was not built.
+            (`ops.diagnosis.nomatch`); None when there are findings or it was not built.
     """
 
     findings: tuple[Finding, ...]
@@ -97,39 +110,60 @@ class Diagnosis:
                 seen[f.name] = f.runbook
         return list(seen.items())
 
+    @property
+    def top(self) -> Finding | None:
+        """The first finding (what an on-call reader acts on), None when there is none."""
+        return self.findings[0] if self.findings else None
+
+
+def rank(matches: Iterable[Match]) -> list[Match]:
+    """The one ranker: most severe first (`SEVERITIES`), then most specific, then first occurrence."""
+    return sorted(
+        matches, key=lambda m: (SEVERITIES.index(m.family.severity), -m.family.specificity, m.first)
+    )
+
 
 def diagnose(
-    text: str, deployment: Deployment | None = None, *, faults: Catalogue | None = None
-) -> list[Finding]:
-    """Recognise the catalogue's failure families in text.
+    signals: str | Signal | Iterable[Signal],
+    deployment: Deployment | None = None,
+    *,
+    faults: Catalogue | None = None,
+) -> Diagnosis:
+    """Diagnose signals: the engine's one entry, for every surface.
 
     Args:
-        text: any log or error text (docker logs, journalctl, a command's stderr, a FAILED queued
-            resource's error, a completion); lines are matched one by one.
+        signals: one signal, several (`ops.diagnosis.signals`), or a plain text (one signal of source
+            "text"); lines are matched one by one, all signals together (a family may suppress another
+            found in any of them).
         deployment: the live deployment the fixes are written for; None: generic fixes.
-        faults: the catalogue; None: `ops.faults.catalogue()` (built-in plus the team file).
+        faults: the catalogue; None: `ops.diagnosis.families.catalogue()` (built-in plus the team file).
 
     Returns:
-        Findings, one per family and distinct figures (with `count`), most severe first, then most
-        specific, then by first occurrence. Empty when nothing is recognised (e.g. a healthy start-up log).
+        A Diagnosis: findings, one per family and distinct figures (with `count`), ranked by `rank`, each
+        with its evidence's source and time and a confidence; and the key lines of the text. No findings
+        when nothing is recognised (e.g. a healthy start-up log).
     """
-    lines = text.splitlines()
-    matches = (faults or catalogue()).match(text)
-    ordered = sorted(
-        matches,
-        key=lambda m: (SEVERITIES.index(m.family.severity), -m.family.specificity, m.first),
+    timed: list[tuple[str, TimedLine]] = [
+        (signal.source, line) for signal in as_signals(signals) for line in signal.timed_lines()
+    ]
+    lines = [text for _, (_, text) in timed]
+    text = "\n".join(lines)
+    keys = tuple(key_lines(text))
+    findings = tuple(
+        _finding(m, deployment, lines, timed, keys) for m in rank((faults or catalogue()).match(text))
     )
-    return [_finding(m, deployment, lines) for m in ordered]
+    return Diagnosis(findings, keys)
 
 
-def examine(text: str, deployment: Deployment | None = None, *, faults: Catalogue | None = None) -> Diagnosis:
-    """`diagnose` plus the key lines of the text (`ops.faults.key_lines`): what to show with or without a
-    match. Arguments as for `diagnose`."""
-    return Diagnosis(tuple(diagnose(text, deployment, faults=faults)), tuple(key_lines(text)))
-
-
-def _finding(match: Match, deployment: Deployment | None, lines: list[str]) -> Finding:
+def _finding(
+    match: Match,
+    deployment: Deployment | None,
+    lines: list[str],
+    timed: list[tuple[str, TimedLine]],
+    keys: tuple[str, ...],
+) -> Finding:
     family = match.family
+    source, (at, _) = timed[match.first] if match.first < len(timed) else ("text", (None, ""))
     values = figures(match.values, deployment)
     related = _engine_core_context(lines, match.last, family) if family.context == "engine-core" else ()
     return Finding(
@@ -144,6 +178,9 @@ def _finding(match: Match, deployment: Deployment | None, lines: list[str]) -> F
         title=family.title,
         runbook=family.runbook,
         origin=family.origin,
+        source=source,
+        at=at,
+        confidence="high" if match.evidence in keys else "medium",
     )
 
 

@@ -1,4 +1,5 @@
-"""The fault catalogue's `wordings:` (ops/faults.yaml): upstream texts the code reads that are not failure
+"""The fault catalogue's `wordings:` (ops/diagnosis/faults.yaml): upstream texts the code reads that are not
+failure
 families of their own (docker's root-cause words, a create error's status codes, a model server's
 context-length refusal, sudo's password prompt), so that every failure wording lives in the catalogue file;
 tests/unit/test_fault_wordings.py fails on one written in the code. Read one with `wording(name)`.
@@ -13,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from ops.faults import BUILTIN_PATH, named_entry
+from ops.diagnosis.families import BUILTIN_PATH, named_entry
 from ops.linear import LinearPattern, linear
 
 __all__ = ["Wording", "load_wordings", "wording", "wordings"]
