@@ -3,7 +3,7 @@ idle once the warm-up has finished, and after 1,000 commands.
 
 `python -m bot serve` runs as a subprocess (HTTP mode) with its environment pointing at the SIMULATED
 Slack, Google, vLLM and TPU VM of a Demo world; start-up is timed from the spawn to the first 200 from
-`/healthz`, then from `/readyz`; idle is measured once its log says "warm-up finished" (the worker
+`/healthz`, then from `/readyz`; idle is measured once its log says "warmed up in" (the worker
 processes too) and 2 s more have passed. RSS is VmRSS from /proc/<pid>/status, of the bot's own process.
 `python -m bot manifest --url ...` is timed as the best of 3 runs.
 
@@ -31,11 +31,13 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.ack import make_slack
+from bench.simproc import SimProcess
 from sim.console import SlackUser
 from sim.demo import Demo
 
 ACK_BENCH = Path(__file__).resolve().parent / "ack.py"
-WARMED = "warm-up finished"
+WARMED = "warmed up in"
 MANIFEST = [sys.executable, "-m", "bot", "manifest", "--url", "https://bot.example.com/slack/events"]
 
 COMMANDS = 1000
@@ -111,23 +113,32 @@ def idle_rss(imports: str) -> float:
         proc.wait()
 
 
-def bolt_rss(slack_url: str) -> float:
-    """RSS in MB of the empty Bolt app of bench/ack.py once it answers."""
+def bolt_rss() -> float:
+    """RSS in MB of the empty Bolt app of bench/ack.py once it answers (against that bench's Slack
+    simulator, in its own process)."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, str(ACK_BENCH), "--floor", str(port), "x" * 32, slack_url])
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
-                    time.sleep(1.0)
-                    return rss_mb(proc.pid)
-            except httpx.HTTPError:
-                time.sleep(0.05)
-        raise SystemExit("the empty Bolt app did not answer within 60 s")
-    finally:
-        proc.kill()
-        proc.wait()
+    with SimProcess(make_slack) as slack:
+        proc = subprocess.Popen([sys.executable, str(ACK_BENCH), "--floor", str(port), "x" * 32, slack.url])
+        try:
+            return _answering_rss(proc, port)
+        finally:
+            proc.kill()
+            proc.wait()
+
+
+def _answering_rss(proc: subprocess.Popen[bytes], port: int) -> float:
+    """RSS in MB of `proc` one second after its `/readyz` on `port` answers 200 (at most 60 s)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit("the empty Bolt app exited")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
+                time.sleep(1.0)
+                return rss_mb(proc.pid)
+        except httpx.HTTPError:
+            time.sleep(0.05)
+    raise SystemExit("the empty Bolt app did not answer within 60 s")
 
 
 def wait_for(url: str, proc: subprocess.Popen[bytes], log: Path, started: float) -> float:
@@ -151,7 +162,7 @@ def main() -> None:
     openai_mb = idle_rss("import openai") - bare
     print(f"baseline: bare python interpreter RSS {bare:.1f} MB; import openai adds {openai_mb:.1f} MB")
     with Demo() as demo, tempfile.NamedTemporaryFile("w+", suffix=".log") as log_file:
-        bolt_mb = bolt_rss(demo.slack.url)
+        bolt_mb = bolt_rss()
         print(f"baseline: empty Bolt app on waitress RSS {bolt_mb:.1f} MB")
         port = free_port()
         url = f"http://127.0.0.1:{port}"

@@ -3,8 +3,8 @@
 Slack acks are answered by threads of the bot process; Python runs one thread at a time per process (the
 GIL), so a long CPU-bound job on a command thread delays every ack. Such jobs run here instead, in a pool
 of `CPU_WORKERS` processes started with "spawn" (a fork of the threaded bot process could inherit a held
-lock). `start()` starts them and has them import what they need, in the background: at a lower priority on
-a busy machine that takes seconds, and `/readyz` does not wait for it (a job sent meanwhile waits its turn).
+lock). `start()` starts them and has them import what they need without waiting (at a lower priority on a busy
+machine that takes seconds), so the bot warms up its own threads meanwhile (`bot.app.warm_up`).
 """
 
 from __future__ import annotations
