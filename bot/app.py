@@ -208,15 +208,16 @@ WARM_UP_REQUESTS = 32
 
 def warm_up(bot: Bot, url: str | None = None) -> None:
     """Do now what would otherwise happen lazily during the first burst of commands, competing with its
-    acks for the interpreter lock: start the worker processes (`bot.workers`) and every thread of the
-    listener, command and zone-listing pools, each with its TPU API clients built; open the state database;
-    with the server's `url` (HTTP mode), send it WARM_UP_REQUESTS signed slash commands at once that only
-    get a usage line (`/tpu` with an unknown subcommand: acked, nothing run, nothing audited), so the whole
-    ack path has run before Slack's first request. Then set `bot.warmed` (`/readyz` answers 503 "warming up"
-    until then)."""
+    acks for the interpreter lock: start the worker processes (`bot.workers`; they import in their own
+    processes while the rest goes on here) and every thread of the listener, command and zone-listing pools,
+    each with its TPU API clients built; open the state database; with the server's `url` (HTTP mode), send
+    it WARM_UP_REQUESTS signed slash commands at once that only get a usage line (`/tpu` with an unknown
+    subcommand: acked, nothing run, nothing audited), so the whole ack path has run before Slack's first
+    request. Then wait for the worker processes and set `bot.warmed` (`/readyz` answers 503 "warming up"
+    until then: a stop right after ready finds no worker still importing)."""
     started = time.monotonic()
     try:
-        bot.services.workers.warm()
+        workers = bot.services.workers.start()
         if bot.listener_pool is not None:
             prestart(bot.listener_pool, LISTENER_THREADS)
         bot.runner.warm()
@@ -227,10 +228,18 @@ def warm_up(bot: Bot, url: str | None = None) -> None:
         secret = bot.services.settings.slack_signing_secret
         if url is not None and secret is not None:
             _warm_ack_path(url, secret.get_secret_value())
+        in_process_s = time.monotonic() - started
+        for future in workers:
+            future.result()
         # What start-up allocated lives as long as the process: keep it out of the garbage collector's
         # full collections, which hold the interpreter lock (acks wait) for longer the more objects exist.
         gc.freeze()
-        log.info("warmed up in %.1f s", time.monotonic() - started)
+        log.info(
+            "warmed up in %.1f s (this process's part %.1f s, beside %d worker processes starting)",
+            time.monotonic() - started,
+            in_process_s,
+            len(workers),
+        )
     except Exception:  # serve anyway: slower first commands beat no bot
         log.exception("warm-up failed after %.1f s; serving cold", time.monotonic() - started)
     finally:

@@ -10,13 +10,11 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from dotenv import dotenv_values
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
 
 from bot.deployments import read_deployments
 from bot.oncall_settings import CommaList, OncallSettings, split_commas
@@ -27,6 +25,9 @@ from ops.errors import BadInput
 from ops.linear import linear
 from ops.remote_commands import unit_name
 from ops.ssh import load_key
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import URL
 
 SYSLOG_UNITS = (
     "google-startup-scripts.service",  # the startup script that runs vLLM (journalctl -u, per
@@ -601,10 +602,7 @@ class Settings(SlackAppSettings, OncallSettings):
     @field_validator("state_database_url")
     @classmethod
     def _check_db_url(cls, url: str) -> str:
-        try:
-            backend = make_url(url).get_backend_name()
-        except ArgumentError as exc:
-            raise ValueError("not a SQLAlchemy URL (e.g. sqlite:///tpu-chatops.db)") from exc
+        backend = _database_url(url).get_backend_name()
         if backend not in SUPPORTED_DATABASES:
             raise ValueError(
                 f"{backend} is not supported: use sqlite:///FILE or postgresql+psycopg://USER:$PASSWORD@HOST/DB"
@@ -638,6 +636,24 @@ class Settings(SlackAppSettings, OncallSettings):
         return self
 
 
+def _database_url(url: str) -> URL:
+    """STATE_DATABASE_URL parsed by SQLAlchemy (`sqlalchemy.engine.make_url`).
+
+    SQLAlchemy is imported here, on the first check of a full `Settings`, so that commands reading only the
+    Slack app's settings (`python -m bot manifest`) start without it (about 0.15 s of imports).
+
+    Raises:
+        ValueError: not a SQLAlchemy URL.
+    """
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        return make_url(url)
+    except ArgumentError as exc:
+        raise ValueError("not a SQLAlchemy URL (e.g. sqlite:///tpu-chatops.db)") from exc
+
+
 # Environment variables the platforms set themselves, each meaning "this is production" (docs/deploy.md):
 # Cloud Run sets K_SERVICE to the service's name in every container
 # (https://cloud.google.com/run/docs/container-contract#env-vars), Kubernetes sets KUBERNETES_SERVICE_HOST in
@@ -654,7 +670,7 @@ def local_store_problem(
         url: STATE_DATABASE_URL, a valid SQLAlchemy URL. production, allow: PRODUCTION (None: decided by
             `environ` and PRODUCTION_SIGNALS) and ALLOW_LOCAL_STORE. environ: the process environment.
     """
-    parsed = make_url(url)
+    parsed = _database_url(url)
     if parsed.get_backend_name() != "sqlite" or allow or production is False:
         return None
     signals = [

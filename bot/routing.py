@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from bot.render import group_mention
-from ops.alerts import Alert
+from ops.alert import Alert
 from ops.linear import linear
 
 __all__ = ["KINDS", "SEVERITIES", "Router", "parse_routes", "severity_of"]

@@ -124,7 +124,7 @@ class Runner:
             if invocation.command.asks_model:
                 self._submit_question(invocation, origin)
             else:
-                self._pool.submit(self._guard, self._request, invocation, origin)
+                self._pool.submit(self._queued, self._request, invocation, origin)
         except RuntimeError:  # the pool is shut down: the bot is stopping
             log.warning("stopping: %r from %s not run", invocation.text, origin.user_id)
 
@@ -142,12 +142,12 @@ class Runner:
             if pending < limit:
                 self._questions[user] = pending + 1
         if pending >= limit:
-            self._pool.submit(self._guard, self._refuse_question, invocation, origin, pending)
+            self._pool.submit(self._queued, self._refuse_question, invocation, origin, pending)
             return
 
         def question() -> None:
             try:
-                self._guard(self._request, invocation, origin)
+                self._queued(self._request, invocation, origin)
             finally:
                 self._release_question(user)
 
@@ -176,11 +176,11 @@ class Runner:
 
     def confirm(self, token: str, origin: Origin) -> None:
         """A Confirm click: re-authorize the clicker, consume the confirmation, run the change."""
-        self._pool.submit(self._guard, self._confirm, token, origin)
+        self._pool.submit(self._queued, self._confirm, token, origin)
 
     def cancel_change(self, token: str, origin: Origin) -> None:
         """A Cancel click on a pending change."""
-        self._pool.submit(self._guard, self._cancel_change, token, origin)
+        self._pool.submit(self._queued, self._cancel_change, token, origin)
 
     def submit_form(
         self,
@@ -198,11 +198,11 @@ class Runner:
         command = next(c for c in self._registry.commands() if c.name == command_name)
         text = f"{command_name} (form submitted)"
         invocation = Invocation(replace(command, func=func), args, text, deployment)  # type: ignore[arg-type]
-        self._pool.submit(self._guard, self._request, invocation, origin)
+        self._pool.submit(self._queued, self._request, invocation, origin)
 
     def cancel_operation(self, operation_id: str, origin: Origin) -> None:
         """A Cancel click on a running operation: sets its cancel event if the clicker holds its role."""
-        self._pool.submit(self._guard, self._cancel_operation, operation_id, origin)
+        self._pool.submit(self._queued, self._cancel_operation, operation_id, origin)
 
     @property
     def services(self) -> Services:
@@ -287,7 +287,7 @@ class Runner:
 
     def background(self, job: Callable[[], object]) -> None:
         """Run `job` on the worker pool; a crash is logged."""
-        self._pool.submit(self._guard, job)
+        self._pool.submit(self._queued, job)
 
     def warm(self) -> None:
         """Start every worker thread of both pools now, each with its TPU API clients built (see
@@ -576,9 +576,13 @@ class Runner:
         note = f"Deployment `{deployment}`"
         return replace(reply, text=f"{reply.text}\n{note}", blocks=[*reply.blocks, context(note)])
 
+    def _queued(self, flow: object, *args: object) -> None:
+        """`_guard` on a pool thread, once a burst being acked has been answered (see bot.workers.AckGate)."""
+        ACKS.wait_quiet()
+        self._guard(flow, *args)
+
     def _guard(self, flow: object, *args: object) -> None:
-        """Run a flow on the pool; nothing escapes silently (a crash is logged and answered)."""
-        ACKS.wait_quiet()  # a burst being acked goes first (see bot.workers.AckGate)
+        """Run a flow; nothing escapes silently (a crash is logged and answered)."""
         try:
             flow(*args)  # type: ignore[operator]
         except Exception:

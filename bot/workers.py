@@ -3,7 +3,8 @@
 Slack acks are answered by threads of the bot process; Python runs one thread at a time per process (the
 GIL), so a long CPU-bound job on a command thread delays every ack. Such jobs run here instead, in a pool
 of `CPU_WORKERS` processes started with "spawn" (a fork of the threaded bot process could inherit a held
-lock). `warm()` starts them and imports what they need before `/readyz` says ready.
+lock). `start()` starts them and has them import what they need without waiting (at a lower priority on a busy
+machine that takes seconds), so the bot warms up its own threads meanwhile (`bot.app.warm_up`).
 """
 
 from __future__ import annotations
@@ -14,13 +15,13 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
 from ops.errors import BackendUnavailable
 
-__all__ = ["ACKS", "AckGate", "CpuWorkers", "prestart"]
+__all__ = ["ACKS", "ACK_YIELD_MAX_S", "AckGate", "CpuWorkers", "prestart"]
 
 T = TypeVar("T")
 
@@ -78,11 +79,22 @@ class CpuWorkers:
                 "a worker process of the bot died", "retry; if it repeats, check the bot's memory limit"
             ) from exc
 
-    def warm(self) -> None:
-        """Start every worker process and import WARM_MODULES in each (blocks until done)."""
+    def start(self) -> list[Future[int]]:
+        """Start every worker process and have each import WARM_MODULES; returns at once.
+
+        Returns:
+            One future per process, done when its imports are (its result: the worker's pid).
+        """
         pool = self._executor()
-        futures = [pool.submit(_import, WARM_MODULES) for _ in range(self.processes)]
-        for future in futures:
+        return [pool.submit(_import, WARM_MODULES) for _ in range(self.processes)]
+
+    def warm(self) -> None:
+        """`start`, then wait until every worker process has imported WARM_MODULES.
+
+        Raises:
+            What an import raised; BrokenProcessPool when a worker died.
+        """
+        for future in self.start():
             future.result()
 
     def shutdown(self) -> None:
@@ -109,14 +121,24 @@ def prestart(pool: ThreadPoolExecutor, threads: int, init: Callable[[], object] 
         future.result()
 
 
+ACK_YIELD_MAX_S = 5.0
+"""How long command work yields to a burst of acks at most, in seconds (`AckGate.wait_quiet`). Slack wants
+each request acked within 3 s (https://docs.slack.dev/tools/bolt-python/concepts/acknowledge); a burst is
+acked first and its work waits behind it. Requests still arriving after 5 s are the steady load, not a
+burst, and work that kept waiting for a gap in them might never run; every waiting command was acked
+already, so waiting delays its answer, never its ack."""
+
+
 class AckGate:
-    """Acks first: counts the Slack requests being answered, and lets command work wait for a quiet moment.
+    """Acks first: counts the Slack requests being answered, and lets command work wait until a burst ends.
 
     One process runs one Python thread at a time, so a command starting its work (building requests,
     parsing answers, writing the audit trail) while a burst of requests is still being acked delays those
     acks. `bot.app.wsgi` calls `enter`/`leave` around each Slack request; `bot.runner.Runner` calls
-    `wait_quiet` before each command: it waits until no request has been in flight for `quiet_s`, at most
-    `max_s`, so a burst is acked at the speed of an empty app and its work starts right after.
+    `wait_quiet` on a pool thread before each command it queued (not for a form, which must open within
+    the trigger_id's 3 s, and never while answering a request, which would wait for itself): it waits until
+    no request has been in flight for `quiet_s`, as long as the burst lasts but at most ACK_YIELD_MAX_S, so
+    a burst is acked at the speed of an empty app and its work starts right after.
     """
 
     def __init__(self) -> None:
@@ -125,17 +147,19 @@ class AckGate:
         self._last_leave = 0.0
 
     def enter(self) -> None:
+        """A Slack request arrived (its ack is being computed)."""
         with self._changed:
             self._inflight += 1
 
     def leave(self) -> None:
+        """A Slack request was answered."""
         with self._changed:
             self._inflight -= 1
             self._last_leave = time.monotonic()
             if self._inflight == 0:
                 self._changed.notify_all()
 
-    def wait_quiet(self, quiet_s: float = 0.02, max_s: float = 0.5) -> bool:
+    def wait_quiet(self, quiet_s: float = 0.02, max_s: float = ACK_YIELD_MAX_S) -> bool:
         """Block until no request has been in flight for `quiet_s` seconds, or `max_s` seconds passed.
 
         Returns:
@@ -150,7 +174,8 @@ class AckGate:
                     return True
                 if now >= deadline:
                     return False
-                self._changed.wait(min(quiet_s - quiet_for, deadline - now))
+                # in flight: woken by the last leave; quiet but not for long enough: the rest of quiet_s
+                self._changed.wait(min(deadline - now, quiet_s - quiet_for if self._inflight == 0 else max_s))
 
 
 ACKS = AckGate()

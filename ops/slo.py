@@ -47,7 +47,7 @@ from typing import Any
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from ops.alerts import Alert
+from ops.alert import Alert
 from ops.linear import linear
 from ops.metrics import histogram_quantile
 

@@ -3,15 +3,21 @@ app_manifest.yaml is the HTTP one (the default mode) with a placeholder host, an
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
+import bot.handlers  # noqa: F401  (declares every command on the registry)
 from bot.__main__ import main
 from bot.commands import registry
 from bot.config import Settings
+from bot.docs import REGENERATE, SLASH_COMMANDS, slash_commands_py
 from bot.manifest import PLACEHOLDER_URL, manifest, manifest_yaml
 from bot.request_url import PLACEHOLDER_HOST, check_request_url
 
@@ -31,6 +37,39 @@ def test_checked_in_manifest_matches_the_registry() -> None:
     assert (ROOT / "app_manifest.yaml").read_text() == manifest_yaml(PLACEHOLDER_URL), (
         "app_manifest.yaml is stale: run `make manifest`"
     )
+
+
+def test_slash_commands_table_matches_the_registry() -> None:
+    stale = f"bot/slash_commands.py is stale: run {REGENERATE}"
+    assert SLASH_COMMANDS.read_text() == slash_commands_py(), stale
+
+
+# What `python -m bot manifest` must start without: the model client, the state store's SQL layer, the
+# Google clients and Bolt (`serve` imports them, after the command dispatch).
+HEAVY = ("openai", "sqlalchemy", "google.cloud", "googleapiclient", "slack_bolt")
+
+_LOADED = """
+import json, runpy, sys
+sys.argv = ["bot", "manifest", "--url", "https://bot.example.com/slack/events"]
+try:
+    runpy.run_module("bot", run_name="__main__")
+except SystemExit as exit:
+    assert not exit.code, exit.code
+print(json.dumps(sorted(sys.modules)), file=sys.stderr)
+"""
+
+
+@pytest.mark.slow  # a fresh interpreter, so that no other test's imports count
+def test_manifest_command_imports_no_client(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("BOT_MODE", "SLACK_REQUEST_URL")}
+    done = subprocess.run(
+        [sys.executable, "-c", _LOADED], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert "slash_commands:" in done.stdout
+    loaded = json.loads(done.stderr.splitlines()[-1])
+    heavy = sorted(m for m in loaded if m.split(".")[0] in HEAVY or m.startswith(HEAVY))
+    assert not heavy, f"python -m bot manifest imported {heavy[:10]}"
 
 
 def test_checked_in_manifest_is_for_the_default_mode_of_the_bot_its_image_and_env_example() -> None:

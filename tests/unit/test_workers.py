@@ -63,3 +63,26 @@ def test_command_work_waits_for_a_quiet_moment_between_acks_but_not_for_long() -
     started = time.monotonic()
     assert not gate.wait_quiet(quiet_s=0.02, max_s=0.3)
     assert time.monotonic() - started >= 0.3
+
+
+def test_command_work_waits_as_long_as_a_burst_lasts_then_starts() -> None:
+    gate = AckGate()
+    stop = threading.Event()
+
+    def burst() -> None:  # overlapping requests for about 1 s: never a quiet moment, two in flight at once
+        gate.enter()
+        while not stop.wait(0.01):
+            gate.enter()
+            gate.leave()
+        gate.leave()
+
+    sender = threading.Thread(target=burst)
+    started = time.monotonic()
+    sender.start()
+    threading.Timer(1.0, stop.set).start()
+    try:
+        assert gate.wait_quiet(quiet_s=0.02, max_s=30.0)
+        assert time.monotonic() - started >= 1.0  # longer than a fixed 0.5 s: the whole burst
+    finally:
+        stop.set()
+        sender.join()
