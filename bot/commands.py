@@ -21,6 +21,7 @@ from typing import Any
 
 from ops.errors import BadInput
 from ops.linear import LinearPattern, linear
+from ops.zones import ZONE_EXAMPLE, ZONE_PATTERN, is_zone
 
 
 class Role(IntEnum):
@@ -65,7 +66,6 @@ class NotACommand(UsageError):
 # ---- argument types: each takes the raw word and returns the value or raises ValueError(reason) ----
 
 _NAME = linear(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
-_ZONE = linear(r"^[a-z]+-[a-z]+\d+-[a-z]$")
 _DURATION = linear(r"^(\d+)([smhd])$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 # The longest duration any argument takes: a mute, a valid-until, a max run (each command may allow less).
@@ -83,8 +83,8 @@ def resource_name(word: str) -> str:
 
 def zone_name(word: str) -> str:
     """A Google Cloud zone such as us-east5-a."""
-    if not _ZONE.match(word):
-        raise ValueError(f"{word!r} is not a zone (e.g. us-east5-a)")
+    if not is_zone(word):
+        raise ValueError(f"{word!r} is not a zone (e.g. {ZONE_EXAMPLE})")
     return word
 
 
@@ -215,7 +215,7 @@ def _pattern(regex: LinearPattern) -> dict[str, Any]:
 _KIND_SCHEMAS: dict[Callable[[str], Any], dict[str, Any]] = {
     int: {"type": "integer"},
     resource_name: _pattern(_NAME),
-    zone_name: _pattern(_ZONE),
+    zone_name: {"type": "string", "pattern": f"^{ZONE_PATTERN}$"},
     model_id: _pattern(_MODEL),
     runtime_version: _pattern(_RUNTIME),
     accelerator_type: _pattern(_ACCELERATOR),

@@ -31,6 +31,7 @@ from ops import google
 from ops.errors import BadInput, OpsError
 from ops.google import map_error
 from ops.linear import linear
+from ops.zones import check_zone
 
 __all__ = [
     "CONTAINER_LOG_ID",
@@ -143,7 +144,6 @@ def severity_clause(severity: str, project: str) -> str:
 
 
 _NODE = linear(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
-_ZONE = linear(r"^[a-z]+-[a-z]+\d+-[a-z]$")
 _MESSAGE_MAX = 20_000  # characters of one entry's message kept (a whole traceback fits)
 
 
@@ -309,8 +309,7 @@ def build_filter(
             )
         parts.append(f"(resource.labels.node_id={_quote(node)} OR {_METADATA}.{NODE_LABEL}={_quote(node)})")
     if zone is not None:
-        if not _ZONE.match(zone):
-            raise BadInput(f"{zone!r} is not a zone", "e.g. us-east5-a", backend="logging")
+        check_zone(zone, backend="logging")
         parts.append(f"resource.labels.zone={_quote(zone)}")
     if extra is not None:
         parts.append(f"({validate_filter(extra)})")

@@ -20,6 +20,7 @@ from ops.errors import (
 )
 from ops.google import CLOUD_PLATFORM_SCOPE
 from ops.linear import linear
+from ops.zones import check_zone
 
 __all__ = [
     "FLEX_START_MAX_RUN",
@@ -31,7 +32,6 @@ __all__ = [
     "ZoneListing",
     "ZoneNodes",
     "check_create_spec",
-    "check_zone",
     "maintenance_from_api",
     "node_from_api",
     "parse_duration",
@@ -47,7 +47,6 @@ __all__ = [
 
 _TIME = linear(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
 _DURATION = linear(r"^(-?\d+(?:\.\d+)?)s$")
-_ZONE = linear(r"^[a-z]+-[a-z]+\d+-[a-z]$")
 _UNSPECIFIED = {"", "STATE_UNSPECIFIED", "HEALTH_UNSPECIFIED", "STATE_INITIATOR_UNSPECIFIED"}
 # Resource ids (queued resource, node): RFC 1035 labels, as the TPU API and gcloud require.
 RESOURCE_ID = linear(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -258,12 +257,6 @@ class CreateSpec:
 def _duration_json(value: timedelta) -> str:
     """A google.protobuf.Duration in JSON, whole seconds: timedelta(hours=4) -> "14400s"."""
     return f"{round(value.total_seconds())}s"
-
-
-def check_zone(zone: str) -> None:
-    """Raise BadInput unless `zone` looks like a Compute Engine zone id ("us-east5-a")."""
-    if not _ZONE.match(zone or ""):
-        raise BadInput(f"bad zone {zone!r}", "use a zone such as us-east5-a")
 
 
 def check_create_spec(spec: CreateSpec) -> None:
