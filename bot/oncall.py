@@ -14,7 +14,7 @@ from bot.commands import registry
 from bot.context import Context
 from bot.recovery import projected_usd, recover
 from bot.render import utc
-from bot.views.alerts import idle_cost, span, stamp
+from bot.views.alerts import idle_cost, span
 from llm.diagnose import diagnose
 from ops import alerts as alerts_mod
 from ops.alerts import Alert, qr_alert, subject_alert
@@ -25,6 +25,7 @@ from ops.ownership import MANAGED_BY, MANAGED_BY_KEY, created_by_bot
 from ops.recovery import dead_reason
 from ops.slo import SloWatch, Snapshot, evaluate_slo
 from ops.store import AuditEntry
+from ops.times import rfc3339
 from ops.tpu_model import QueuedResourceInfo
 
 log = logging.getLogger(__name__)
@@ -70,7 +71,7 @@ class OncallJobs(AlertDelivery):
     def _report_window(
         self, window: Window, kind: str, title: str, text: str, now: datetime, result: TickResult
     ) -> None:
-        key = f"maintenance:{window.deployment}@{stamp(window.opened_at)}|{kind}|"
+        key = f"maintenance:{window.deployment}@{rfc3339(window.opened_at)}|{kind}|"
         alert = subject_alert(key, kind, f"maintenance:{window.deployment}", title, text)
         thread = (window.channel, window.thread_ts) if window.channel else None
         self._deliver(alert, None, now, result, {}, thread)
@@ -138,7 +139,7 @@ class OncallJobs(AlertDelivery):
             due.append((f"{watch.since}#{periods}", f"served no request for {span(idle)}"))
         moment = opts.idle_stop_at.latest(now) if opts.idle_stop_at is not None else None
         if moment is not None and now - moment <= timedelta(minutes=15):
-            due.append((f"stop@{stamp(moment)}", f"is still running at its scheduled stop ({utc(moment)})"))
+            due.append((f"stop@{rfc3339(moment)}", f"is still running at its scheduled stop ({utc(moment)})"))
         if not due:
             return
         qr = self._primary()

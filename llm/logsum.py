@@ -47,6 +47,7 @@ from llm.tokens import PromptCounter
 from ops.cloudlogs import SEVERITIES, LogEntry, severity_rank
 from ops.errors import BackendUnavailable, BadInput, OpsError
 from ops.faults import Deployment, is_exception_line, is_traceback_line
+from ops.times import rfc3339
 from ops.wordings import wording
 
 __all__ = [
@@ -441,10 +442,6 @@ class Prompt:
     omitted_entries: int
 
 
-def _stamp(value: datetime) -> str:
-    return value.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _fence_safe(text: str) -> str:
     return text.replace("<<<", "<< <").replace(">>>", "> >>")
 
@@ -452,7 +449,7 @@ def _fence_safe(text: str) -> str:
 def _template_block(number: int, t: TemplateSummary) -> str:
     nodes = ",".join(n for n in t.nodes if n) or "-"
     return (
-        f"#{number} {t.severity} count={t.count} first={_stamp(t.first_seen)} last={_stamp(t.last_seen)} "
+        f"#{number} {t.severity} count={t.count} first={rfc3339(t.first_seen)} last={rfc3339(t.last_seen)} "
         f"nodes={_one_line(nodes, 80)}"
         + (f" traceback_lines={t.traceback_lines}" if t.traceback_lines else "")
         + "\n"
@@ -490,7 +487,7 @@ def build_prompt(
         BadInput: the budget cannot even hold the instructions and the fence.
     """
     span = (
-        f"from {_stamp(summary.first_seen)} to {_stamp(summary.last_seen)} (UTC)"
+        f"from {rfc3339(summary.first_seen)} to {rfc3339(summary.last_seen)} (UTC)"
         if summary.first_seen and summary.last_seen
         else "(no entries)"
     )

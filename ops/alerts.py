@@ -26,6 +26,7 @@ from sqlalchemy.exc import IntegrityError
 from ops import schema
 from ops.maintenance import DEFAULT_DEPLOYMENT
 from ops.store import Store, metadata
+from ops.times import iso_utc
 from ops.tpu_model import QueuedResourceInfo
 
 __all__ = [
@@ -37,7 +38,6 @@ __all__ = [
     "aware",
     "evaluate",
     "identity",
-    "iso_utc",
     "lapsed_countdowns",
     "mute_subjects",
     "qr_alert",
@@ -124,11 +124,6 @@ def aware(moment: datetime | None) -> datetime | None:
     if moment is None:
         return None
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
-def iso_utc(moment: datetime | None) -> str:
-    """`moment` in UTC as "2026-11-30T09:00:00Z" (the form of alert keys and watcher state); "-" for None."""
-    return "-" if moment is None else moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def identity(qr: QueuedResourceInfo) -> str:

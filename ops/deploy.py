@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import yaml
@@ -22,6 +22,7 @@ import yaml
 from ops.cloudlogs import CONTAINER_LOG_ID, NODE_LABEL, WORKER_LABEL
 from ops.errors import BadInput
 from ops.linear import LinearPattern, linear
+from ops.times import rfc3339
 from ops.tpu_model import FLEX_START_MAX_RUN, PROVISIONING_MODELS
 from ops.zones import check_zone
 
@@ -440,7 +441,7 @@ def gcloud_command(
     elif isinstance(valid_until, datetime):
         if valid_until.tzinfo is None:
             raise BadInput("valid_until must be timezone-aware", "use e.g. datetime(..., tzinfo=UTC)")
-        stamp = valid_until.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        stamp = rfc3339(valid_until)
         args.append([f"--valid-until-time={stamp}"])
     elif valid_until is not None:
         raise BadInput(f"invalid valid_until {valid_until!r}", "give a timedelta or an aware datetime")

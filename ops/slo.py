@@ -50,6 +50,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from ops.alerts import Alert
 from ops.linear import linear
 from ops.metrics import histogram_quantile
+from ops.times import rfc3339
 
 __all__ = [
     "DEFAULT_RULES",
@@ -239,7 +240,7 @@ class Snapshot:
             return sums[name] if name in seen else None
 
         return cls(
-            at=now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            at=rfc3339(now),
             ttft=dict(ttft),
             e2e=dict(e2e),
             finished=dict(finished),

@@ -17,8 +17,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
-from ops.alerts import Alert, LedgerRow, identity, iso_utc, qr_alert, subject_alert, whole_minutes
+from ops.alerts import Alert, LedgerRow, identity, qr_alert, subject_alert, whole_minutes
 from ops.fault_fixes import can_start_early, maintenance_finding
+from ops.times import iso_utc
 from ops.tpu_model import NodeInfo, QueuedResourceInfo, UpcomingMaintenance
 
 __all__ = ["DEFAULT_LEAD", "KIND", "OVER_KIND", "maintenance_alerts", "maintenance_over", "window_text"]

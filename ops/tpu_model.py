@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
-from functools import lru_cache
+from datetime import datetime, timedelta
 from typing import Any
 
 from ops.errors import (
@@ -20,6 +19,7 @@ from ops.errors import (
 )
 from ops.google import CLOUD_PLATFORM_SCOPE
 from ops.linear import linear
+from ops.times import parse_rfc3339
 from ops.zones import check_zone
 
 __all__ = [
@@ -45,7 +45,6 @@ __all__ = [
 ]
 
 
-_TIME = linear(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
 _DURATION = linear(r"^(-?\d+(?:\.\d+)?)s$")
 _UNSPECIFIED = {"", "STATE_UNSPECIFIED", "HEALTH_UNSPECIFIED", "STATE_INITIATOR_UNSPECIFIED"}
 # Resource ids (queued resource, node): RFC 1035 labels, as the TPU API and gcloud require.
@@ -351,26 +350,7 @@ def parse_time(value: Any) -> datetime | None:
     """
     if not isinstance(value, str):
         return None
-    return _parse_time_text(value)
-
-
-@lru_cache(maxsize=16_384)
-def _parse_time_text(value: str) -> datetime | None:
-    # Cached: every listing carries the same create times again (a tick lists the fleet each minute), and
-    # a datetime is immutable.
-    match = _TIME.match(value.strip())
-    if not match:
-        return None
-    base, fraction, offset = match.groups()
-    text = (
-        base
-        + (f".{fraction[:6].ljust(6, '0')}" if fraction else "")
-        + ("+00:00" if offset == "Z" else offset)
-    )
-    try:
-        return datetime.fromisoformat(text).astimezone(UTC)
-    except ValueError:
-        return None
+    return parse_rfc3339(value)
 
 
 def parse_duration(value: Any) -> timedelta | None:

@@ -7,7 +7,8 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 
-from ops.alerts import Alert, aware, iso_utc, subject_alert, whole_minutes
+from ops.alerts import Alert, aware, subject_alert, whole_minutes
+from ops.times import iso_utc
 from ops.vllm import WEDGED, ServingSample, serving_problem
 
 __all__ = ["VllmCheck", "VllmWatch", "evaluate_vllm"]

@@ -6,7 +6,7 @@ carry names, zones, states, times and USD figures only: never tokens, secrets or
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from bot.render import Block, context, section, utc
 from ops.alerts import Alert
@@ -98,11 +98,6 @@ def span(delta: timedelta) -> str:
     total = round(delta.total_seconds() / 60)
     hours, minutes = divmod(total, 60)
     return f"{hours} h {minutes} min" if hours else f"{minutes} min"
-
-
-def stamp(moment: datetime) -> str:
-    """`moment` in UTC as "2026-11-30T09:00:00Z" (the form alert keys use)."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def named(deployment: str | None, text: str = "") -> str:
