@@ -42,7 +42,6 @@ __all__ = [
     "mute_subjects",
     "qr_alert",
     "subject_alert",
-    "whole_minutes",
 ]
 
 DEFAULT_THRESHOLDS: tuple[int, ...] = (60, 15, 5)
@@ -193,13 +192,6 @@ class Observation:
 
     state: str
     nodes: Mapping[str, str] = field(default_factory=dict)
-
-
-def whole_minutes(delta: timedelta) -> str:
-    """A duration in whole minutes, floored: "11 min", "1 h 5 min"."""
-    total = max(0, int(delta.total_seconds() // 60))
-    hours, minutes = divmod(total, 60)
-    return f"{hours} h {minutes} min" if hours else f"{minutes} min"
 
 
 def _deadlines(qr: QueuedResourceInfo) -> list[tuple[str, datetime]]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from ops.durations import parse_protobuf_duration, protobuf_duration
 from ops.errors import (
     BadInput,
     OpsError,
@@ -34,7 +35,6 @@ __all__ = [
     "check_create_spec",
     "maintenance_from_api",
     "node_from_api",
-    "parse_duration",
     "parse_time",
     "provisioning_model_label",
     "queued_resource_body",
@@ -45,7 +45,6 @@ __all__ = [
 ]
 
 
-_DURATION = linear(r"^(-?\d+(?:\.\d+)?)s$")
 _UNSPECIFIED = {"", "STATE_UNSPECIFIED", "HEALTH_UNSPECIFIED", "STATE_INITIATOR_UNSPECIFIED"}
 # Resource ids (queued resource, node): RFC 1035 labels, as the TPU API and gcloud require.
 RESOURCE_ID = linear(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -253,11 +252,6 @@ class CreateSpec:
     ssh_keys: str = ""
 
 
-def _duration_json(value: timedelta) -> str:
-    """A google.protobuf.Duration in JSON, whole seconds: timedelta(hours=4) -> "14400s"."""
-    return f"{round(value.total_seconds())}s"
-
-
 def check_create_spec(spec: CreateSpec) -> None:
     """Validate a CreateSpec before anything is sent.
 
@@ -325,7 +319,7 @@ def queued_resource_body(spec: CreateSpec, project: str) -> dict[str, Any]:
     if spec.provisioning_model == "flex-start":
         body["provisioningModel"] = "FLEX_START"
         if spec.max_run_duration is not None:
-            body["runDuration"] = {"maxRunDuration": _duration_json(spec.max_run_duration)}
+            body["runDuration"] = {"maxRunDuration": protobuf_duration(spec.max_run_duration)}
     elif spec.provisioning_model == "spot":
         body["spot"] = {}
         body["provisioningModel"] = "SPOT"
@@ -334,7 +328,7 @@ def queued_resource_body(spec: CreateSpec, project: str) -> dict[str, Any]:
     else:
         body["provisioningModel"] = "STANDARD"
     if spec.valid_until is not None:
-        body["queueingPolicy"] = {"validUntilDuration": _duration_json(spec.valid_until)}
+        body["queueingPolicy"] = {"validUntilDuration": protobuf_duration(spec.valid_until)}
     return body
 
 
@@ -351,14 +345,6 @@ def parse_time(value: Any) -> datetime | None:
     if not isinstance(value, str):
         return None
     return parse_rfc3339(value)
-
-
-def parse_duration(value: Any) -> timedelta | None:
-    """Parse a google.protobuf.Duration JSON string ("14400s", "1.5s"); None if missing or malformed."""
-    if not isinstance(value, str):
-        return None
-    match = _DURATION.match(value.strip())
-    return timedelta(seconds=float(match.group(1))) if match else None
 
 
 def provisioning_model_label(raw: Mapping[str, Any]) -> str:
@@ -440,7 +426,7 @@ def termination_time_of(raw: Mapping[str, Any], nodes: Sequence[NodeInfo] = ()) 
     if node_times:
         return min(node_times)
     provisioned = min((n.create_time for n in nodes if n.create_time is not None), default=None)
-    max_run = parse_duration(run.get("maxRunDuration"))
+    max_run = parse_protobuf_duration(run.get("maxRunDuration"))
     if (raw.get("state") or {}).get("state") == "ACTIVE" and provisioned is not None and max_run is not None:
         return provisioned + max_run
     return None
@@ -452,7 +438,10 @@ def valid_until_of(raw: Mapping[str, Any]) -> datetime | None:
     until = parse_time(policy.get("validUntilTime"))
     if until is not None:
         return until
-    created, within = parse_time(raw.get("createTime")), parse_duration(policy.get("validUntilDuration"))
+    created, within = (
+        parse_time(raw.get("createTime")),
+        parse_protobuf_duration(policy.get("validUntilDuration")),
+    )
     if created is not None and within is not None:
         return created + within
     return parse_time((policy.get("validInterval") or {}).get("endTime"))
@@ -521,7 +510,7 @@ def queued_resource_from_api(
         nodes=nodes,
         termination_time=termination_time_of(raw, nodes),
         valid_until=valid_until_of(raw),
-        max_run_duration=parse_duration((raw.get("runDuration") or {}).get("maxRunDuration")),
+        max_run_duration=parse_protobuf_duration((raw.get("runDuration") or {}).get("maxRunDuration")),
         error=" ".join(str(error).split()) if error else None,
         labels={str(k): str(v) for k, v in (first.get("labels") or {}).items()},
     )

@@ -7,7 +7,8 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 
-from ops.alerts import Alert, aware, subject_alert, whole_minutes
+from ops.alerts import Alert, aware, subject_alert
+from ops.durations import minutes_text
 from ops.times import iso_utc
 from ops.vllm import WEDGED, ServingSample, serving_problem
 
@@ -121,7 +122,7 @@ def evaluate_vllm(
                 f"{watch.alerted}|resolved",
                 "vllm_up",
                 resource,
-                f"vLLM at `{endpoint}` recovered after {whole_minutes(now - since)}",
+                f"vLLM at `{endpoint}` recovered after {minutes_text(now - since, floor=True)}",
                 resolves=watch.alerted,
             )
         )
