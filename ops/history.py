@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from prometheus_client.parser import text_string_to_metric_families
-from sqlalchemy import Column, DateTime, Float, Integer, MetaData, String, Table, Text, and_, delete, select
+from sqlalchemy import Column, DateTime, Float, Integer, String, Table, Text, and_, delete, select
 
 from ops.metrics import histogram_quantile, summarize
-from ops.store import Store
+from ops.store import Store, metadata
 
 __all__ = ["DOWNSAMPLE_STEP", "RETENTION", "History", "Point", "Sample", "sample_of", "series"]
 
@@ -33,7 +33,6 @@ DOWNSAMPLE_STEP = timedelta(minutes=10)
 TTFT = ("vllm:time_to_first_token_seconds",)
 TPOT = ("vllm:request_time_per_output_token_seconds", "vllm:time_per_output_token_seconds")
 
-metadata = MetaData()
 samples_table = Table(
     "metric_samples",
     metadata,
