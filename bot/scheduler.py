@@ -105,9 +105,7 @@ def parse_key(key: str) -> tuple[str, str, str]:
 def _probe_timed_out(services: Services) -> bool | None:
     """Whether a one-token chat completion timed out (None: it failed otherwise, so it says nothing)."""
     try:
-        gemma, _ = services.gemma()
-        with gemma:
-            gemma.probe()
+        services.probe()
     except BackendTimeout:
         return True
     except OpsError:

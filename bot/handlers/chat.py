@@ -470,12 +470,10 @@ def _serving_fact(ctx: Context) -> Fact:
 
 def _probe(ctx: Context) -> str:
     """A one-token completion of the endpoint's model, as a health line."""
-    gemma, _ = ctx.services.gemma()
-    with gemma:
-        try:
-            probe = gemma.probe()
-        except OpsError as exc:
-            return f"the completion failed: {exc.message}"
+    try:
+        probe = ctx.services.probe()
+    except OpsError as exc:
+        return f"the completion failed: {exc.message}"
     return f"`{probe.model}` answered a one-token completion in {ms(probe.latency_s)}"
 
 
