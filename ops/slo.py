@@ -45,11 +45,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from prometheus_client.parser import text_string_to_metric_families
 
 from ops.alerts import Alert
 from ops.linear import linear
-from ops.metrics import histogram_quantile
+from ops.metrics import histogram_quantile, samples_by_name
 from ops.times import rfc3339
 
 __all__ = [
@@ -217,15 +216,14 @@ class Snapshot:
         sums: dict[str, float] = defaultdict(float)
         seen: set[str] = set()
         kv: float | None = None
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                name, value = sample.name, float(sample.value)
+        for name, series in samples_by_name(text).items():
+            for labels, value in series:
                 if name == "vllm:time_to_first_token_seconds_bucket":
-                    ttft[sample.labels.get("le", "")] += value
+                    ttft[labels.get("le", "")] += value
                 elif name == "vllm:e2e_request_latency_seconds_bucket":
-                    e2e[sample.labels.get("le", "")] += value
+                    e2e[labels.get("le", "")] += value
                 elif name == "vllm:request_success_total":
-                    finished[sample.labels.get("finished_reason", "")] += value
+                    finished[labels.get("finished_reason", "")] += value
                 elif name in ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"):
                     kv = value if kv is None else max(kv, value)
                 elif name in (
