@@ -47,6 +47,7 @@ from typing import Any
 import yaml
 
 from ops.alerts import Alert
+from ops.durations import parse_duration
 from ops.linear import linear
 from ops.metrics import histogram_quantile, samples_by_name
 from ops.times import rfc3339
@@ -62,7 +63,6 @@ __all__ = [
     "load_rules",
     "measure",
     "parse_rules",
-    "parse_span",
 ]
 
 SEVERITIES = ("info", "warning", "critical")
@@ -78,21 +78,7 @@ METRICS: dict[str, tuple[str, str]] = {
     "generation_stalled": ("requests waiting with no token generated", ""),
 }
 
-_SPAN = linear(r"^(\d+)([smhd])$")
-_SPAN_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _NAME = linear(r"^[a-z0-9][a-z0-9_-]{0,39}$")
-
-
-def parse_span(text: str) -> timedelta:
-    """A duration such as "30s", "5m", "2h" or "1d".
-
-    Raises:
-        ValueError: anything else.
-    """
-    match = _SPAN.match(str(text).strip())
-    if not match:
-        raise ValueError(f"{text!r} is not a duration (e.g. 30s, 5m, 2h)")
-    return timedelta(seconds=int(match.group(1)) * _SPAN_SECONDS[match.group(2)])
 
 
 @dataclass(frozen=True)
@@ -157,8 +143,8 @@ def parse_rules(data: Any) -> tuple[SloRule, ...]:
         if severity not in SEVERITIES:
             raise ValueError(f"{where}: severity must be one of {', '.join(SEVERITIES)}")
         try:
-            hold = parse_span(str(item.get("for", "5m")))
-            window = parse_span(str(item.get("window", "5m")))
+            hold = parse_duration(str(item.get("for", "5m")).strip())
+            window = parse_duration(str(item.get("window", "5m")).strip())
         except ValueError as exc:
             raise ValueError(f"{where}: {exc}") from None
         if window <= timedelta(0):
