@@ -26,7 +26,7 @@ from sqlalchemy.exc import IntegrityError
 from ops import schema
 from ops.maintenance import DEFAULT_DEPLOYMENT
 from ops.store import Store, metadata
-from ops.times import iso_utc
+from ops.times import from_rfc3339, iso_utc
 from ops.tpu_model import QueuedResourceInfo
 
 __all__ = [
@@ -784,4 +784,4 @@ class AlertLedger:
         except IntegrityError:
             pass
         text = self.get_value("watch_since") or iso_utc(now)
-        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+        return from_rfc3339(text)

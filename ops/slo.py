@@ -40,7 +40,7 @@ import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +50,7 @@ from ops.alerts import Alert
 from ops.durations import parse_duration
 from ops.linear import linear
 from ops.metrics import histogram_quantile, samples_by_name
-from ops.times import rfc3339
+from ops.times import from_rfc3339, rfc3339
 
 __all__ = [
     "DEFAULT_RULES",
@@ -236,7 +236,7 @@ class Snapshot:
 
     @property
     def time(self) -> datetime:
-        return datetime.strptime(self.at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+        return from_rfc3339(self.at)
 
     @property
     def requests(self) -> float:
@@ -381,7 +381,7 @@ def evaluate_slo(
         if holding:
             assert value is not None
             start = since.setdefault(rule.name, snapshot.at)
-            began = datetime.strptime(start, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+            began = from_rfc3339(start)
             if now - began >= rule.hold and rule.name not in alerted:
                 key = f"{resource}|slo|{rule.name}@{start}"
                 alerted[rule.name] = key
@@ -403,7 +403,7 @@ def evaluate_slo(
         started = since.pop(rule.name, "")
         open_key = alerted.pop(rule.name, "")
         if open_key and started:
-            began = datetime.strptime(started, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+            began = from_rfc3339(started)
             now_text = "no data" if value is None else show(rule.metric, value)
             alerts.append(
                 Alert(

@@ -12,7 +12,7 @@ from functools import lru_cache
 
 from ops.linear import linear
 
-__all__ = ["iso_utc", "parse_rfc3339", "rfc3339"]
+__all__ = ["from_rfc3339", "iso_utc", "parse_rfc3339", "rfc3339"]
 
 _RFC3339 = linear(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
 
@@ -59,3 +59,16 @@ def parse_rfc3339(text: str) -> datetime | None:
         )
     except ValueError:
         return None
+
+
+def from_rfc3339(text: str) -> datetime:
+    """`parse_rfc3339(text)` for text the bot wrote itself (alert keys, watcher state), where anything else is
+    a fault.
+
+    Raises:
+        ValueError: `text` is not an RFC 3339 timestamp; the message quotes it and gives an example.
+    """
+    parsed = parse_rfc3339(text)
+    if parsed is None:
+        raise ValueError(f"{text!r} is not an RFC 3339 time (e.g. 2026-12-03T09:27:06Z)")
+    return parsed

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from ops.times import iso_utc, parse_rfc3339, rfc3339
+from ops.times import from_rfc3339, iso_utc, parse_rfc3339, rfc3339
 
 _MOMENT = datetime(2026, 12, 3, 9, 27, 6, 250_000, tzinfo=UTC)
 
@@ -45,3 +45,9 @@ def test_round_trip() -> None:
 
 def test_iso_utc_names_a_missing_time() -> None:
     assert iso_utc(None) == "-" and iso_utc(_MOMENT) == "2026-12-03T09:27:06Z"
+
+
+def test_from_rfc3339_refuses_what_is_not_a_stamp() -> None:
+    assert from_rfc3339(rfc3339(_MOMENT)) == _MOMENT.replace(microsecond=0)
+    with pytest.raises(ValueError, match="'soon' is not an RFC 3339 time"):
+        from_rfc3339("soon")
