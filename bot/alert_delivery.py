@@ -43,9 +43,10 @@ from bot.views.alerts import (
 from ops import alerts as alerts_mod
 from ops.alert_outbox import ALL_CHANNELS, UNDELIVERED, AlertOutbox, DeliveryProblem
 from ops.alerts import Alert, AlertLedger, mute_subjects
+from ops.durations import parse_duration
 from ops.idle import Schedule, parse_schedule
 from ops.recovery import dead_reason
-from ops.slo import DEFAULT_RULES, SloRule, load_rules, parse_span
+from ops.slo import DEFAULT_RULES, SloRule, load_rules
 from ops.tpu_model import QueuedResourceInfo
 
 log = logging.getLogger(__name__)
@@ -115,7 +116,9 @@ class OncallOptions:
             mention_group=settings.alert_mention_group,
             digest_channel=settings.digest_channel,
             slo_rules=load_rules(settings.slo_rules_file) if settings.slo_rules_file else DEFAULT_RULES,
-            idle_after=parse_span(settings.idle_alert_after) if settings.idle_alert_after else None,
+            idle_after=parse_duration(settings.idle_alert_after.strip())
+            if settings.idle_alert_after
+            else None,
             idle_stop_at=parse_schedule(settings.idle_stop_at) if settings.idle_stop_at else None,
             idle_keep_hours=settings.idle_keep_hours,
             primary=settings.tpu_primary,
@@ -123,7 +126,7 @@ class OncallOptions:
             auto_recover_max_per_day=settings.auto_recover_max_per_day,
             auto_recover_max_usd_per_day=settings.auto_recover_max_usd_per_day,
             elsewhere=elsewhere,
-            maintenance_lead=parse_span(settings.maintenance_alert_lead),
+            maintenance_lead=parse_duration(settings.maintenance_alert_lead.strip()),
             recheck=timedelta(seconds=settings.alert_delivery_recheck_s),
             retention_days=settings.alert_retention_days,
         )

@@ -19,8 +19,10 @@ from datetime import UTC, datetime, timedelta
 from enum import IntEnum
 from typing import Any
 
+from ops.durations import DURATION_PATTERN, parse_duration
 from ops.errors import BadInput
 from ops.linear import LinearPattern, linear
+from ops.zones import ZONE_EXAMPLE, ZONE_PATTERN, is_zone
 
 
 class Role(IntEnum):
@@ -65,12 +67,7 @@ class NotACommand(UsageError):
 # ---- argument types: each takes the raw word and returns the value or raises ValueError(reason) ----
 
 _NAME = linear(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
-_ZONE = linear(r"^[a-z]+-[a-z]+\d+-[a-z]$")
-_DURATION = linear(r"^(\d+)([smhd])$")
-_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-# The longest duration any argument takes: a mute, a valid-until, a max run (each command may allow less).
-# Bounded, so a typed number never overflows a timedelta or a date computed from it.
-MAX_DURATION = timedelta(days=365)
+_DURATION = linear(DURATION_PATTERN)
 
 
 def resource_name(word: str) -> str:
@@ -83,8 +80,8 @@ def resource_name(word: str) -> str:
 
 def zone_name(word: str) -> str:
     """A Google Cloud zone such as us-east5-a."""
-    if not _ZONE.match(word):
-        raise ValueError(f"{word!r} is not a zone (e.g. us-east5-a)")
+    if not is_zone(word):
+        raise ValueError(f"{word!r} is not a zone (e.g. {ZONE_EXAMPLE})")
     return word
 
 
@@ -163,19 +160,12 @@ def one_of(*choices: str) -> OneOf:
 
 
 def duration(word: str) -> timedelta:
-    """A duration such as 30s, 10m, 4h or 2d, at most MAX_DURATION (365d).
+    """An argument type: a duration such as 30s, 10m, 4h or 2d (`ops.durations.parse_duration`).
 
     Raises:
-        ValueError: not a number and a unit, or longer than MAX_DURATION (never OverflowError).
+        ValueError: not a number and a unit, or longer than MAX_DURATION (365d).
     """
-    match = _DURATION.match(word)
-    if not match:
-        raise ValueError(f"{word!r} is not a duration (e.g. 10m, 4h, 2d)")
-    digits, unit = match.group(1), match.group(2)
-    seconds = int(digits) * _UNIT_SECONDS[unit] if len(digits) <= 12 else None
-    if seconds is None or seconds > MAX_DURATION.total_seconds():
-        raise ValueError(f"{word!r} is too long (at most {MAX_DURATION.days}d)")
-    return timedelta(seconds=seconds)
+    return parse_duration(word)
 
 
 def window(word: str) -> timedelta:
@@ -215,7 +205,7 @@ def _pattern(regex: LinearPattern) -> dict[str, Any]:
 _KIND_SCHEMAS: dict[Callable[[str], Any], dict[str, Any]] = {
     int: {"type": "integer"},
     resource_name: _pattern(_NAME),
-    zone_name: _pattern(_ZONE),
+    zone_name: {"type": "string", "pattern": f"^{ZONE_PATTERN}$"},
     model_id: _pattern(_MODEL),
     runtime_version: _pattern(_RUNTIME),
     accelerator_type: _pattern(_ACCELERATOR),

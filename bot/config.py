@@ -25,6 +25,7 @@ from ops.errors import BadInput
 from ops.linear import linear
 from ops.remote_commands import unit_name
 from ops.ssh import load_key
+from ops.zones import is_zone
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL
@@ -39,8 +40,6 @@ SYSLOG_UNITS = (
 """The journals anyone may read by default: the units that start and run the vLLM container, none that may
 log other services' secrets (admins read any unit)."""
 
-# Zone names as the TPU API spells them, e.g. "us-east5-a" (https://cloud.google.com/tpu/docs/regions-zones).
-_ZONE = linear(r"^[a-z]+-[a-z]+\d+-[a-z]$")
 # A server's base URL: scheme, host and port, no path (a path such as /v1 is added by the clients).
 _BASE_URL = linear(r"^https?://[^\s/]+(:\d+)?/?$")
 # Slack user ids (U..., W...) and user-group ids (S...).
@@ -570,7 +569,7 @@ class Settings(SlackAppSettings, OncallSettings):
     def _check_zones(cls, zones: list[str]) -> list[str]:
         if not zones:
             raise ValueError("give at least one zone, e.g. us-east5-a")
-        bad = [zone for zone in zones if not _ZONE.match(zone)]
+        bad = [zone for zone in zones if not is_zone(zone)]
         if bad:
             raise ValueError(f"not a zone name: {', '.join(bad)} (expected e.g. us-east5-a)")
         return zones

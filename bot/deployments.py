@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ops.errors import BadInput
 from ops.linear import linear
+from ops.zones import is_zone
 
 if TYPE_CHECKING:
     from bot.config import Settings
@@ -46,8 +47,7 @@ __all__ = ["DEFAULT", "Deployment", "DeploymentsFile", "Fleet", "read_deployment
 DEFAULT = "default"
 _CHANNEL = r"^[CG][A-Z0-9]{2,}$"
 _PRINCIPAL = r"^[UWS][A-Z0-9]{2,}$"
-_ZONE = r"^[a-z]+-[a-z]+\d+-[a-z]$"
-_CHANNEL_RULE, _PRINCIPAL_RULE, _ZONE_RULE = linear(_CHANNEL), linear(_PRINCIPAL), linear(_ZONE)
+_CHANNEL_RULE, _PRINCIPAL_RULE = linear(_CHANNEL), linear(_PRINCIPAL)
 _NAME = linear(r"^[a-z][a-z0-9-]{0,30}$")
 
 
@@ -135,7 +135,7 @@ def _where(loc: tuple[int | str, ...], data: object) -> str:
 
 
 def _check_ids(deployment: Deployment) -> None:
-    bad_zones = [z for z in deployment.zones or [] if not _ZONE_RULE.match(z)]
+    bad_zones = [z for z in deployment.zones or [] if not is_zone(z)]
     if bad_zones:
         raise ValueError(f"deployment {deployment.name!r}: not a zone name: {', '.join(bad_zones)}")
     bad_channels = [c for c in deployment.channels if not _CHANNEL_RULE.match(c)]

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from bot.authorship import rules_only
 from bot.services import Services
 from bot.views.findings import diagnosis_text
+from llm.client import ChosenModel, first_answer
 from llm.logsum import Analysis
 from llm.nomatch import from_lines
 from llm.redact import redact
@@ -208,17 +209,21 @@ def _model_reading(services: Services, diagnosis: str) -> str:
         {"role": "user", "content": f"{fence}\n{redact(diagnosis)}\n{fence}"},
     ]
     failures: list[str] = []
-    for chosen in services.models(failures):
-        try:
-            result = chosen.client.stream(messages, max_tokens=_READING_TOKENS, temperature=0.2)
-        except OpsError as exc:
-            failures.append(f"{chosen.role} `{chosen.model}`: {exc.message}")
-            continue
-        text = str(getattr(result, "text", "") or "").strip()
-        if text:
-            return f"*Reading by {chosen.label()}*\n{text[:1500]}"
-        failures.append(f"{chosen.role} `{chosen.model}`: it returned no reading")
-    return "_Model reading unavailable._ " + rules_only(failures, services.settings)
+
+    def ask(chosen: ChosenModel) -> str:
+        result = chosen.client.stream(messages, max_tokens=_READING_TOKENS, temperature=0.2)
+        return str(getattr(result, "text", "") or "").strip()
+
+    first = first_answer(
+        services.models(failures),
+        ask,
+        failures,
+        unusable=lambda text: None if text else "it returned no reading",
+    )
+    if first is None:
+        return "_Model reading unavailable._ " + rules_only(failures, services.settings)
+    text, chosen = first
+    return f"*Reading by {chosen.label()}*\n{text[:1500]}"
 
 
 def serving_now(services: Services) -> ServingNow:

@@ -12,21 +12,11 @@ from typing import Any
 
 from bot.commands import Registry
 from bot.context import Context
+from ops.durations import duration_word
 from ops.errors import OpsError
 from ops.tpu_model import QueuedResourceInfo
 
 __all__ = ["command_line", "delete_line", "has_running_nodes", "not_found_hint"]
-
-_UNITS = (("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
-
-
-def _duration(value: timedelta) -> str:
-    """A duration as the `duration` argument type reads it: the largest whole unit, e.g. "4h", "90m"."""
-    seconds = int(value.total_seconds())
-    for unit, size in _UNITS:
-        if seconds and seconds % size == 0:
-            return f"{seconds // size}{unit}"
-    return "0s"
 
 
 def command_line(registry: Registry, name: str, values: Mapping[str, Any]) -> str:
@@ -52,7 +42,7 @@ def command_line(registry: Registry, name: str, values: Mapping[str, Any]) -> st
         value = values.get(param.name)
         if value is None or value is False:
             continue
-        text = _duration(value) if isinstance(value, timedelta) else str(value)
+        text = duration_word(value) if isinstance(value, timedelta) else str(value)
         if param.flag is None:
             words.append(shlex.quote(text))
         elif param.switch:

@@ -20,7 +20,7 @@ from bot.recovery import projected_usd, recover
 from bot.render import utc
 from bot.runner import Origin, Runner
 from bot.services import Services
-from bot.views.alerts import idle_cost, span, stamp
+from bot.views.alerts import idle_cost, span
 from ops import alerts as alerts_mod
 from ops.alerts import Alert, AlertLedger, qr_alert, subject_alert
 from ops.diagnosis.engine import diagnose
@@ -31,6 +31,7 @@ from ops.metrics import summarize
 from ops.ownership import MANAGED_BY, MANAGED_BY_KEY, created_by_bot
 from ops.recovery import RecoveryBudget, dead_reason
 from ops.slo import SloWatch, Snapshot, evaluate_slo
+from ops.times import rfc3339
 from ops.tpu_model import QueuedResourceInfo
 from ops.vllm_watch import VllmCheck, VllmWatch, evaluate_vllm
 
@@ -59,9 +60,7 @@ def _snapshot(text: str | None, now: datetime) -> Snapshot | None:
 def _probe_timed_out(services: Services) -> bool | None:
     """Whether a one-token chat completion timed out (None: it failed otherwise, so it says nothing)."""
     try:
-        gemma, _ = services.gemma()
-        with gemma:
-            gemma.probe()
+        services.probe()
     except BackendTimeout:
         return True
     except OpsError:
@@ -117,7 +116,7 @@ class PlannedWork:
     def _report_window(
         self, window: Window, kind: str, title: str, text: str, now: datetime, result: TickResult
     ) -> None:
-        key = f"maintenance:{window.deployment}@{stamp(window.opened_at)}|{kind}|"
+        key = f"maintenance:{window.deployment}@{rfc3339(window.opened_at)}|{kind}|"
         alert = subject_alert(key, kind, f"maintenance:{window.deployment}", title, text)
         thread = (window.channel, window.thread_ts) if window.channel else None
         self.delivery.deliver(alert, None, now, result, {}, thread)
@@ -269,7 +268,7 @@ class ServingChecks:
             due.append((f"{watch.since}#{periods}", f"served no request for {span(idle)}"))
         moment = opts.idle_stop_at.latest(now) if opts.idle_stop_at is not None else None
         if moment is not None and now - moment <= timedelta(minutes=15):
-            due.append((f"stop@{stamp(moment)}", f"is still running at its scheduled stop ({utc(moment)})"))
+            due.append((f"stop@{rfc3339(moment)}", f"is still running at its scheduled stop ({utc(moment)})"))
         if not due:
             return
         qr = self._primary()

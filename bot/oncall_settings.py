@@ -13,8 +13,9 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode
 
 from bot.routing import parse_routes
+from ops.durations import parse_duration
 from ops.idle import parse_schedule
-from ops.slo import load_rules, parse_span
+from ops.slo import load_rules
 
 CommaList = Annotated[list[str], NoDecode]
 """A list setting given as comma-separated text (`TPU_ZONES=us-east5-a,asia-northeast1-b`)."""
@@ -127,14 +128,14 @@ class OncallSettings(BaseSettings):
     @field_validator("idle_alert_after")
     @classmethod
     def _check_idle_after(cls, text: str | None) -> str | None:
-        if text is not None and parse_span(text) < timedelta(minutes=5):
+        if text is not None and parse_duration(text.strip()) < timedelta(minutes=5):
             raise ValueError("give at least 5m, e.g. 2h")
         return text
 
     @field_validator("maintenance_alert_lead")
     @classmethod
     def _check_maintenance_lead(cls, text: str) -> str:
-        if not timedelta(minutes=5) <= parse_span(text) <= timedelta(days=7):
+        if not timedelta(minutes=5) <= parse_duration(text.strip()) <= timedelta(days=7):
             raise ValueError("give 5m to 7d, e.g. 24h (Google announces scheduled maintenance 7 days ahead)")
         return text
 

@@ -25,6 +25,7 @@ from ops.errors import BadInput, OpsError
 from ops.recovery import exposure_hours
 from ops.spend import SpendPlan, plan_spend
 from ops.tpu_model import QueuedResourceInfo
+from ops.zones import region_of
 
 OPERATION_TIMEOUT_S = 600.0
 SEARCH_VALID_UNTIL = timedelta(minutes=15)  # how long recovery's capacity search waits in each zone
@@ -60,7 +61,7 @@ def projected_usd(qr: QueuedResourceInfo, *, search: bool = False) -> tuple[floa
     model, hours = recovery_request(qr, search=search)
     plan = plan_spend(qr.accelerator_type, model, [qr.zone], 1, hours)
     if plan.winner_usd is None:
-        raise BadInput(f"no price for {qr.accelerator_type} in {cost.region_of(qr.zone)}")
+        raise BadInput(f"no price for {qr.accelerator_type} in {region_of(qr.zone)}")
     return float(plan.winner_usd), plan
 
 

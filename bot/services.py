@@ -14,7 +14,7 @@ from google.oauth2 import service_account
 
 from bot.config import Settings
 from bot.workers import CpuWorkers
-from llm.client import ChosenModel, GemmaClient, ModelTarget, choose_models
+from llm.client import ChosenModel, GemmaClient, ModelTarget, ProbeResult, choose_models
 from ops import cloudlogs
 from ops.cloudlogs import LogEntry
 from ops.container import VllmContainer, VllmSpec
@@ -138,6 +138,20 @@ class Services:
             timeout_s=self.settings.http_timeout_s,
         )
         return client, endpoint
+
+    def probe(self) -> ProbeResult:
+        """A one-token chat completion from the served model (`GemmaClient.probe`), its client closed after.
+
+        Returns:
+            ProbeResult: the model that answered, the wall time in seconds and the token counts.
+
+        Raises:
+            OpsError: the endpoint cannot be resolved, or the completion failed (BackendTimeout when it timed
+                out, BackendUnavailable when refused or malformed, ...: `llm.client.translate_errors`).
+        """
+        gemma, _ = self.gemma()
+        with gemma:  # closes its connection pool
+            return gemma.probe()
 
     def models(self, failures: list[str]) -> Iterator[ChosenModel]:
         """The model servers that answer, in order: the primary vLLM endpoint, then LLM_FALLBACK_BASE_URL.

@@ -29,6 +29,7 @@ from llm.redact import redact
 from llm.tokens import TEMPLATE_OVERHEAD_TOKENS, PromptCounter, estimate_chat_tokens, estimate_text_tokens
 from ops.errors import BadInput, OpsError
 from ops.linear import LinearPattern, linear
+from ops.zones import ZONE_PATTERN
 
 log = logging.getLogger(__name__)
 
@@ -69,11 +70,10 @@ FACTS_PROMPT = (
 )
 
 _NAME = r"[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?"
-_ZONE = r"[a-z]+-[a-z]+\d+-[a-z]"
 CHANGE_COMMANDS: tuple[LinearPattern, ...] = (
-    linear(rf"^/tpu (?:delete|reset) {_NAME}(?: --zone {_ZONE})?(?: --force)?$"),
-    linear(rf"^/tpu (?:start|stop) {_NAME}(?: --zone {_ZONE})?$"),
-    linear(rf"^/tpu create {_NAME}(?: --zone {_ZONE})?$"),
+    linear(rf"^/tpu (?:delete|reset) {_NAME}(?: --zone {ZONE_PATTERN})?(?: --force)?$"),
+    linear(rf"^/tpu (?:start|stop) {_NAME}(?: --zone {ZONE_PATTERN})?$"),
+    linear(rf"^/tpu create {_NAME}(?: --zone {ZONE_PATTERN})?$"),
     linear(rf"^/tpu ensure(?: {_NAME})?$"),
     linear(r"^/vllm (?:start|stop|restart)$"),
 )

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from llm.grounding import contradictions, split_after
 from ops.linear import LinearMatch, linear
+from ops.zones import ZONE_PATTERN
 
 __all__ = ["Checked", "Removal", "check_answer"]
 
@@ -73,7 +74,7 @@ _SHELL_IN_PROSE = linear(
 # Claims, each checked against the evidence (see `_claims`).
 _URL = linear(r"https?://[^\s`<>)\]]+")
 _BOT_COMMAND = linear(r"(?:^|[\s`(\"'])(/[a-z][a-z0-9/_-]*(?:[ \t]+[^\s`\"',;:!?)]*[^\s`\"'.,;:!?)])*)")
-_ZONE = linear(r"\b[a-z]+-[a-z]+[0-9]+-[a-z]\b")
+_ZONE = linear(rf"\b{ZONE_PATTERN}\b")
 _REGION = linear(r"\b(?:us|europe|asia|australia|northamerica|southamerica|me|africa)-[a-z]+[0-9]+\b")
 _ACCELERATOR = linear(r"(?i)\bv[0-9]+[a-z]*-(?:litepod-)?[0-9]+\b")
 _VERSION = linear(r"\bv?[0-9]+\.[0-9]+\.[0-9]+(?:[.-][0-9a-z]+)*\b")

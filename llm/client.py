@@ -8,11 +8,11 @@ SDK errors are translated to `ops.errors` by `translate_errors`, which streamed 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import openai
@@ -41,6 +41,7 @@ __all__ = [
     "StreamResult",
     "choose_models",
     "context_size",
+    "first_answer",
     "translate_errors",
 ]
 
@@ -479,6 +480,42 @@ class ChosenModel:
         """Counts prompts with THIS server's tokenizer (vLLM's `/tokenize`), else the conservative estimate
         (`llm.tokens.estimate_chat_tokens`): a fallback server is never measured with the primary's."""
         return PromptCounter(self.client.base_url, self.model, api_key=self.client.openai.api_key)
+
+
+_Answer = TypeVar("_Answer")
+
+
+def first_answer(
+    models: Iterable[ChosenModel],
+    ask: Callable[[ChosenModel], _Answer],
+    failures: list[str],
+    *,
+    unusable: Callable[[_Answer], str | None] = lambda _: None,
+) -> tuple[_Answer, ChosenModel] | None:
+    """The answer of the first model that gives one: each of `models` in turn is asked, and a model whose
+    request fails, or whose answer is unusable, hands over to the next.
+
+    Args:
+        models: the servers in order (`choose_models`, `bot.services.Services.models`); iteration stops at
+            the first answer, so the servers after it are never contacted.
+        ask: asks one model; an OpsError it raises is that model's failure.
+        failures: receives one line per model that did not answer, "<role> `<model>`: <why>" (no keys).
+        unusable: why an answer is no answer (e.g. "it wrote nothing"), None to take it.
+
+    Returns:
+        (the answer, the model that gave it), or None when no model answered (`failures` says why).
+    """
+    for chosen in models:
+        try:
+            answer = ask(chosen)
+        except OpsError as exc:
+            failures.append(f"{chosen.role} `{chosen.model}`: {exc.message}")
+            continue
+        why = unusable(answer)
+        if why is None:
+            return answer, chosen
+        failures.append(f"{chosen.role} `{chosen.model}`: {why}")
+    return None
 
 
 def choose_models(

@@ -49,6 +49,7 @@ from ops.diagnosis.engine import Finding, diagnose
 from ops.diagnosis.families import Deployment, is_exception_line, is_traceback_line
 from ops.diagnosis.wordings import wording
 from ops.errors import BackendUnavailable, BadInput, OpsError
+from ops.times import rfc3339
 
 __all__ = [
     "CHARS_PER_TOKEN",
@@ -442,10 +443,6 @@ class Prompt:
     omitted_entries: int
 
 
-def _stamp(value: datetime) -> str:
-    return value.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _fence_safe(text: str) -> str:
     return text.replace("<<<", "<< <").replace(">>>", "> >>")
 
@@ -453,7 +450,7 @@ def _fence_safe(text: str) -> str:
 def _template_block(number: int, t: TemplateSummary) -> str:
     nodes = ",".join(n for n in t.nodes if n) or "-"
     return (
-        f"#{number} {t.severity} count={t.count} first={_stamp(t.first_seen)} last={_stamp(t.last_seen)} "
+        f"#{number} {t.severity} count={t.count} first={rfc3339(t.first_seen)} last={rfc3339(t.last_seen)} "
         f"nodes={_one_line(nodes, 80)}"
         + (f" traceback_lines={t.traceback_lines}" if t.traceback_lines else "")
         + "\n"
@@ -491,7 +488,7 @@ def build_prompt(
         BadInput: the budget cannot even hold the instructions and the fence.
     """
     span = (
-        f"from {_stamp(summary.first_seen)} to {_stamp(summary.last_seen)} (UTC)"
+        f"from {rfc3339(summary.first_seen)} to {rfc3339(summary.last_seen)} (UTC)"
         if summary.first_seen and summary.last_seen
         else "(no entries)"
     )

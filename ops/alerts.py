@@ -27,6 +27,7 @@ from ops import schema
 from ops.alert import Alert
 from ops.maintenance import DEFAULT_DEPLOYMENT
 from ops.store import Store, metadata
+from ops.times import from_rfc3339, iso_utc
 from ops.tpu_model import QueuedResourceInfo
 
 __all__ = [
@@ -38,12 +39,10 @@ __all__ = [
     "aware",
     "evaluate",
     "identity",
-    "iso_utc",
     "lapsed_countdowns",
     "mute_subjects",
     "qr_alert",
     "subject_alert",
-    "whole_minutes",
 ]
 
 DEFAULT_THRESHOLDS: tuple[int, ...] = (60, 15, 5)
@@ -127,11 +126,6 @@ def aware(moment: datetime | None) -> datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-def iso_utc(moment: datetime | None) -> str:
-    """`moment` in UTC as "2026-11-30T09:00:00Z" (the form of alert keys and watcher state); "-" for None."""
-    return "-" if moment is None else moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def identity(qr: QueuedResourceInfo) -> str:
     """The resource part of every key: "zone/name@create time" (a recreated QR is a new identity)."""
     return f"{qr.zone}/{qr.name}@{iso_utc(qr.create_time)}"
@@ -158,13 +152,6 @@ class Observation:
 
     state: str
     nodes: Mapping[str, str] = field(default_factory=dict)
-
-
-def whole_minutes(delta: timedelta) -> str:
-    """A duration in whole minutes, floored: "11 min", "1 h 5 min"."""
-    total = max(0, int(delta.total_seconds() // 60))
-    hours, minutes = divmod(total, 60)
-    return f"{hours} h {minutes} min" if hours else f"{minutes} min"
 
 
 def _deadlines(qr: QueuedResourceInfo) -> list[tuple[str, datetime]]:
@@ -757,4 +744,4 @@ class AlertLedger:
         except IntegrityError:
             pass
         text = self.get_value("watch_since") or iso_utc(now)
-        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+        return from_rfc3339(text)

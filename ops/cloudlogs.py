@@ -31,6 +31,8 @@ from ops import google
 from ops.errors import BadInput, OpsError
 from ops.google import map_error
 from ops.linear import linear
+from ops.times import parse_rfc3339, rfc3339
+from ops.zones import check_zone
 
 __all__ = [
     "CONTAINER_LOG_ID",
@@ -143,7 +145,6 @@ def severity_clause(severity: str, project: str) -> str:
 
 
 _NODE = linear(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
-_ZONE = linear(r"^[a-z]+-[a-z]+\d+-[a-z]$")
 _MESSAGE_MAX = 20_000  # characters of one entry's message kept (a whole traceback fits)
 
 
@@ -186,10 +187,6 @@ class LogEntry:
 def _quote(value: str) -> str:
     """A Logging query string literal."""
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def _timestamp_literal(value: datetime) -> str:
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 # A double-quoted string of the Logging query language, backslash escapes honoured; the closing quote may
@@ -298,7 +295,7 @@ def build_filter(
         raise BadInput("build_filter needs an aware `now`", "pass a UTC datetime", backend="logging")
     parts = [
         f"(resource.type={_quote(RESOURCE_TYPE)} OR ({_container(project)}))",
-        f'timestamp>="{_timestamp_literal(current - since)}"',
+        f'timestamp>="{rfc3339(current - since, micros=True)}"',
     ]
     if severity is not None:
         parts.append(severity_clause(severity, project))
@@ -309,15 +306,13 @@ def build_filter(
             )
         parts.append(f"(resource.labels.node_id={_quote(node)} OR {_METADATA}.{NODE_LABEL}={_quote(node)})")
     if zone is not None:
-        if not _ZONE.match(zone):
-            raise BadInput(f"{zone!r} is not a zone", "e.g. us-east5-a", backend="logging")
+        check_zone(zone, backend="logging")
         parts.append(f"resource.labels.zone={_quote(zone)}")
     if extra is not None:
         parts.append(f"({validate_filter(extra)})")
     return " AND ".join(parts)
 
 
-_RFC3339 = linear(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
 _TIME_BOUND = linear(r'^timestamp\s*(?:>=|>)\s*(?:"[^"]+"|[^\s()"]+)$')
 
 
@@ -400,13 +395,7 @@ def _message(payload: Any, kind: str) -> str:
 def _parse_time(value: Any) -> datetime:
     if isinstance(value, datetime):
         return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
-    text = str(value or "")
-    match = _RFC3339.match(text)
-    if not match:
-        return datetime.fromtimestamp(0, UTC)
-    fraction = (match.group(2) or "0")[:6].ljust(6, "0")
-    zone = "+00:00" if match.group(3) == "Z" else match.group(3)
-    return datetime.fromisoformat(f"{match.group(1)}.{fraction}{zone}").astimezone(UTC)
+    return parse_rfc3339(str(value or "")) or datetime.fromtimestamp(0, UTC)
 
 
 def entry_from_api(raw: Mapping[str, Any]) -> LogEntry:

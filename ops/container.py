@@ -13,7 +13,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from ops.diagnosis.engine import diagnose
@@ -29,6 +29,7 @@ from ops.errors import (
 from ops.linear import linear
 from ops.remote_commands import validate
 from ops.ssh import CommandResult, RemoteHost
+from ops.times import parse_rfc3339
 
 __all__ = [
     "BenchParams",
@@ -182,7 +183,6 @@ class ReplaceOutcome:
     previous_image: str | None = None
 
 
-_RFC3339 = linear(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
 _ABSENT = ContainerStatus(False, "absent", None, None, 0, False)
 
 
@@ -190,12 +190,7 @@ def _docker_time(value: Any) -> datetime | None:
     """Docker's RFC 3339 timestamps (nanoseconds); "0001-01-01T00:00:00Z" means never."""
     if not isinstance(value, str) or not value or value.startswith("0001-"):
         return None
-    match = _RFC3339.match(value)
-    if not match:
-        return None
-    fraction = (match.group(2) or "0")[:6].ljust(6, "0")
-    zone = "+00:00" if match.group(3) == "Z" else match.group(3)
-    return datetime.fromisoformat(f"{match.group(1)}.{fraction}{zone}").astimezone(UTC)
+    return parse_rfc3339(value)
 
 
 def timed_lines(text: str) -> list[tuple[datetime | None, str]]:
@@ -214,7 +209,7 @@ def timed_lines(text: str) -> list[tuple[datetime | None, str]]:
     out: list[tuple[datetime | None, str]] = []
     for line in text.splitlines():
         stamp, _, rest = line.partition(" ")
-        when = _docker_time(stamp) if _RFC3339.match(stamp) else None
+        when = _docker_time(stamp)
         out.append((when, rest) if when is not None else (None, line))
     return out
 

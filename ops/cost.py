@@ -27,6 +27,7 @@ from ops.datafile import DataFileError, line_of, load
 from ops.errors import BadInput
 from ops.linear import linear
 from ops.tpu_model import QueuedResourceInfo
+from ops.zones import REGION_PATTERN, is_region, is_zone, region_of
 
 __all__ = [
     "CEILING",
@@ -52,7 +53,6 @@ __all__ = [
     "pricing_model_of",
     "quote",
     "quote_of",
-    "region_of",
 ]
 
 PRICING_DOC = "https://cloud.google.com/tpu/pricing"
@@ -69,9 +69,6 @@ CEILING_MODEL = "on-demand"
 
 EXACT, CEILING, SUBSTITUTE, UNPRICED = "exact", "ceiling", "substitute", "unpriced"
 
-_REGION_PATTERN = r"^[a-z]+-[a-z]+[0-9]+$"
-_REGION = linear(_REGION_PATTERN)
-_ZONE = linear(r"^(?P<region>[a-z]+-[a-z]+[0-9]+)-[a-z]$")
 _ACCEL = linear(r"^(?P<prefix>[a-z0-9]+)-(?P<n>[0-9]+)$")
 
 # accelerator-type prefix -> (price-table family, accelerator-type units per chip).
@@ -105,7 +102,7 @@ class _Row(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     family: Literal["v6e", "v5e", "v5p", "v4"]
     model: ModelName
-    region: str = Field(pattern=_REGION_PATTERN)
+    region: str = Field(pattern=f"^{REGION_PATTERN}$")
     usd_per_chip_hour: float = Field(gt=0, lt=1000)
     source: str
 
@@ -233,22 +230,10 @@ def chips(accelerator_type: str) -> int:
     return _parse(accelerator_type)[1]
 
 
-def region_of(zone: str) -> str:
-    """The region of a zone: "us-east5-a" -> "us-east5".
-
-    Raises:
-        BadInput: `zone` is not of the form <area>-<location><digits>-<letter>.
-    """
-    match = _ZONE.match(zone.strip()) if isinstance(zone, str) else None
-    if not match:
-        raise BadInput(f"malformed zone {zone!r}", "expected e.g. us-east5-a")
-    return match.group("region")
-
-
 def _check_region(region: str) -> None:
-    if not isinstance(region, str) or not _REGION.match(region):
+    if not is_region(region):
         hint = "pass a region such as us-east5"
-        if isinstance(region, str) and _ZONE.match(region):
+        if is_zone(region):
             hint = f"{region!r} is a zone; pass its region {region_of(region)!r}"
         raise BadInput(f"malformed region {region!r}", hint)
 

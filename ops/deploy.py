@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import yaml
@@ -22,7 +22,9 @@ import yaml
 from ops.cloudlogs import CONTAINER_LOG_ID, NODE_LABEL, WORKER_LABEL
 from ops.errors import BadInput
 from ops.linear import LinearPattern, linear
+from ops.times import rfc3339
 from ops.tpu_model import FLEX_START_MAX_RUN, PROVISIONING_MODELS
+from ops.zones import check_zone
 
 __all__ = [
     "FLEX_START_MAX_RUN",
@@ -50,7 +52,6 @@ _SECRET = linear(r"^[A-Za-z0-9_-]{1,255}$")
 _CONTAINER = linear(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 # GCP project id (same rule as bot.config).
 _PROJECT = linear(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
-_ZONE = linear(r"^[a-z]+-[a-z]+[0-9]+-[a-z]$")
 # Queued-resource / node id: RFC 1035 label.
 _RESOURCE_ID = linear(r"^[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?$")
 _ACCEL = linear(r"^v[0-9][a-z0-9]*-[0-9]+$")
@@ -393,7 +394,7 @@ def gcloud_command(
     _check(name, _RESOURCE_ID, "queued resource id", "vllm-gemma4-qr")
     node = node_id if node_id is not None else f"{name}-node"
     _check(node, _RESOURCE_ID, "node id", "vllm-gemma4-qr-node")
-    _check(zone, _ZONE, "zone", "us-east5-a")
+    check_zone(zone)
     _check(project, _PROJECT, "GCP project id", "my-project")
     _check(accelerator_type, _ACCEL, "accelerator type", "v6e-8")
     _check(runtime_version, _RUNTIME, "runtime version", "v2-alpha-tpuv6e")
@@ -440,7 +441,7 @@ def gcloud_command(
     elif isinstance(valid_until, datetime):
         if valid_until.tzinfo is None:
             raise BadInput("valid_until must be timezone-aware", "use e.g. datetime(..., tzinfo=UTC)")
-        stamp = valid_until.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        stamp = rfc3339(valid_until)
         args.append([f"--valid-until-time={stamp}"])
     elif valid_until is not None:
         raise BadInput(f"invalid valid_until {valid_until!r}", "give a timedelta or an aware datetime")

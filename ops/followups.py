@@ -11,13 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import Column, DateTime, MetaData, String, Table, Text, delete, insert, select, update
+from sqlalchemy import Column, DateTime, String, Table, Text, delete, insert, select, update
 
-from ops.store import Store
+from ops.store import Store, metadata
 
 __all__ = ["Followup", "Followups"]
 
-metadata = MetaData()
 followups_table = Table(
     "followups",
     metadata,

@@ -13,15 +13,14 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from prometheus_client.parser import text_string_to_metric_families
-from sqlalchemy import Column, DateTime, Float, Integer, MetaData, String, Table, Text, and_, delete, select
+from sqlalchemy import Column, DateTime, Float, Integer, String, Table, Text, and_, delete, select
 
-from ops.metrics import histogram_quantile, summarize
-from ops.store import Store
+from ops.metrics import histogram_quantile, samples_by_name, summarize
+from ops.store import Store, metadata
 
 __all__ = ["DOWNSAMPLE_STEP", "RETENTION", "History", "Point", "Sample", "sample_of", "series"]
 
@@ -33,7 +32,6 @@ DOWNSAMPLE_STEP = timedelta(minutes=10)
 TTFT = ("vllm:time_to_first_token_seconds",)
 TPOT = ("vllm:request_time_per_output_token_seconds", "vllm:time_per_output_token_seconds")
 
-metadata = MetaData()
 samples_table = Table(
     "metric_samples",
     metadata,
@@ -68,16 +66,17 @@ class Sample:
     tpot: dict[float, float] = field(default_factory=dict)
 
 
-def _buckets(text: str, names: Sequence[str]) -> dict[float, float]:
+def _buckets(
+    samples: Mapping[str, Sequence[tuple[Mapping[str, str], float]]], names: Sequence[str]
+) -> dict[float, float]:
     """The first of `names` present, its `_bucket` samples summed over engines per `le`."""
-    found: dict[str, dict[float, float]] = defaultdict(lambda: defaultdict(float))
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name.endswith("_bucket") and sample.name[: -len("_bucket")] in names:
-                found[sample.name[: -len("_bucket")]][float(sample.labels.get("le", "nan"))] += sample.value
     for name in names:
-        if name in found:
-            return {le: count for le, count in found[name].items() if not math.isnan(le)}
+        series = samples.get(f"{name}_bucket")
+        if series:
+            found: dict[float, float] = defaultdict(float)
+            for labels, value in series:
+                found[float(labels.get("le", "nan"))] += value
+            return {le: count for le, count in found.items() if not math.isnan(le)}
     return {}
 
 
@@ -87,15 +86,15 @@ def sample_of(text: str, at: datetime) -> Sample:
     Raises:
         ValueError: the text is not Prometheus text exposition format.
     """
-    summary = summarize(text)
+    summary, samples = summarize(text), samples_by_name(text)
     return Sample(
         at=at,
         kv_cache_usage=summary.kv_cache_usage,
         running=summary.running,
         waiting=summary.waiting,
         generation_tokens=summary.generation_tokens,
-        ttft=_buckets(text, TTFT),
-        tpot=_buckets(text, TPOT),
+        ttft=_buckets(samples, TTFT),
+        tpot=_buckets(samples, TPOT),
     )
 
 

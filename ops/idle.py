@@ -13,19 +13,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 
 from ops.linear import linear
+from ops.times import from_rfc3339, rfc3339
 
 __all__ = ["DAYS", "IdleWatch", "Schedule", "parse_schedule"]
 
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 _ENTRY = linear(r"^(?:(?P<days>[a-z]{3}(?:-[a-z]{3})?)\s+)?(?P<hh>\d{1,2}):(?P<mm>\d{2})$")
-
-
-def _iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _parse(text: str) -> datetime:
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -38,12 +31,12 @@ class IdleWatch:
     def observe(self, requests: float, now: datetime) -> IdleWatch:
         """The state after a scrape showing `requests` finished since the server started."""
         if self.requests is None or self.since is None or requests != self.requests:
-            return IdleWatch(requests, _iso(now))
+            return IdleWatch(requests, rfc3339(now))
         return self
 
     def idle_for(self, now: datetime) -> timedelta:
         """How long no request finished (zero before the first scrape)."""
-        return now - _parse(self.since) if self.since else timedelta(0)
+        return now - from_rfc3339(self.since) if self.since else timedelta(0)
 
     def to_json(self) -> str:
         return json.dumps({"requests": self.requests, "since": self.since})

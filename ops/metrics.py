@@ -34,6 +34,7 @@ __all__ = [
     "Quantiles",
     "histogram_quantile",
     "kv_cache_capacity_tokens",
+    "samples_by_name",
     "summarize",
 ]
 
@@ -117,8 +118,17 @@ def _engine_key(engine: str) -> tuple[int, int, str]:
     return (0, int(engine), "") if engine.isdigit() else (1, 0, engine)
 
 
-def _parse_samples(text: str) -> dict[str, _Series]:
-    """Samples by exposed name (e.g. "vllm:prompt_tokens_total"), `_created` samples dropped.
+def samples_by_name(text: str) -> dict[str, list[tuple[Mapping[str, str], float]]]:
+    """The one reader of a `/metrics` text: its samples by exposed name, `_created` samples dropped.
+
+    Args:
+        text: Prometheus text exposition format
+            (https://prometheus.io/docs/instrumenting/exposition_formats/#text-based-format), as vLLM's
+            `/metrics` serves it, parsed by prometheus_client's `text_string_to_metric_families`.
+
+    Returns:
+        {"vllm:prompt_tokens_total": [(labels, value), ...], ...}: a counter under its `_total` name, a
+        histogram's `_bucket`, `_sum` and `_count` series each under its own; every engine's sample kept.
 
     Raises:
         ValueError: the text is not Prometheus text exposition format.
@@ -274,7 +284,7 @@ def summarize(text: str) -> MetricsSummary:
     Raises:
         ValueError: the text is not Prometheus exposition format (from prometheus-client's parser).
     """
-    samples = _parse_samples(text)
+    samples = samples_by_name(text)
     reader = _Reader(samples)
 
     models: set[str] = set()

@@ -15,12 +15,11 @@ from google.cloud import cloudquotas_v1
 from ops import google
 from ops.errors import BadInput, NotFound, OpsError
 from ops.google import map_error
-from ops.linear import linear
+from ops.zones import is_zone
 
 __all__ = ["QUOTA_SERVICE", "quota_ids", "zone_quotas"]
 
 QUOTA_SERVICE = "tpu.googleapis.com"
-_ZONE = linear(r"[a-z]+-[a-z]+\d+-[a-z]")  # e.g. us-east5-a (a region has no final letter)
 _API = "the Cloud Quotas API"
 
 
@@ -107,7 +106,7 @@ def _read(
                 own[zone] = value
             elif not dimensions:  # the default dimension: every applicable zone without its own value
                 for location in dimensions_info.applicable_locations:
-                    if _ZONE.fullmatch(location):
+                    if is_zone(location):
                         default[location] = value
         for zone, value in {**default, **own}.items():
             result.setdefault(zone, {})[quota_id] = value

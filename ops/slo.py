@@ -40,16 +40,17 @@ import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import yaml
-from prometheus_client.parser import text_string_to_metric_families
 
 from ops.alert import Alert
+from ops.durations import parse_duration
 from ops.linear import linear
-from ops.metrics import histogram_quantile
+from ops.metrics import histogram_quantile, samples_by_name
+from ops.times import from_rfc3339, rfc3339
 
 __all__ = [
     "DEFAULT_RULES",
@@ -62,7 +63,6 @@ __all__ = [
     "load_rules",
     "measure",
     "parse_rules",
-    "parse_span",
 ]
 
 SEVERITIES = ("info", "warning", "critical")
@@ -78,21 +78,7 @@ METRICS: dict[str, tuple[str, str]] = {
     "generation_stalled": ("requests waiting with no token generated", ""),
 }
 
-_SPAN = linear(r"^(\d+)([smhd])$")
-_SPAN_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _NAME = linear(r"^[a-z0-9][a-z0-9_-]{0,39}$")
-
-
-def parse_span(text: str) -> timedelta:
-    """A duration such as "30s", "5m", "2h" or "1d".
-
-    Raises:
-        ValueError: anything else.
-    """
-    match = _SPAN.match(str(text).strip())
-    if not match:
-        raise ValueError(f"{text!r} is not a duration (e.g. 30s, 5m, 2h)")
-    return timedelta(seconds=int(match.group(1)) * _SPAN_SECONDS[match.group(2)])
 
 
 @dataclass(frozen=True)
@@ -157,8 +143,8 @@ def parse_rules(data: Any) -> tuple[SloRule, ...]:
         if severity not in SEVERITIES:
             raise ValueError(f"{where}: severity must be one of {', '.join(SEVERITIES)}")
         try:
-            hold = parse_span(str(item.get("for", "5m")))
-            window = parse_span(str(item.get("window", "5m")))
+            hold = parse_duration(str(item.get("for", "5m")).strip())
+            window = parse_duration(str(item.get("window", "5m")).strip())
         except ValueError as exc:
             raise ValueError(f"{where}: {exc}") from None
         if window <= timedelta(0):
@@ -216,15 +202,14 @@ class Snapshot:
         sums: dict[str, float] = defaultdict(float)
         seen: set[str] = set()
         kv: float | None = None
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                name, value = sample.name, float(sample.value)
+        for name, series in samples_by_name(text).items():
+            for labels, value in series:
                 if name == "vllm:time_to_first_token_seconds_bucket":
-                    ttft[sample.labels.get("le", "")] += value
+                    ttft[labels.get("le", "")] += value
                 elif name == "vllm:e2e_request_latency_seconds_bucket":
-                    e2e[sample.labels.get("le", "")] += value
+                    e2e[labels.get("le", "")] += value
                 elif name == "vllm:request_success_total":
-                    finished[sample.labels.get("finished_reason", "")] += value
+                    finished[labels.get("finished_reason", "")] += value
                 elif name in ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"):
                     kv = value if kv is None else max(kv, value)
                 elif name in (
@@ -239,7 +224,7 @@ class Snapshot:
             return sums[name] if name in seen else None
 
         return cls(
-            at=now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            at=rfc3339(now),
             ttft=dict(ttft),
             e2e=dict(e2e),
             finished=dict(finished),
@@ -251,7 +236,7 @@ class Snapshot:
 
     @property
     def time(self) -> datetime:
-        return datetime.strptime(self.at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+        return from_rfc3339(self.at)
 
     @property
     def requests(self) -> float:
@@ -396,7 +381,7 @@ def evaluate_slo(
         if holding:
             assert value is not None
             start = since.setdefault(rule.name, snapshot.at)
-            began = datetime.strptime(start, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+            began = from_rfc3339(start)
             if now - began >= rule.hold and rule.name not in alerted:
                 key = f"{resource}|slo|{rule.name}@{start}"
                 alerted[rule.name] = key
@@ -418,7 +403,7 @@ def evaluate_slo(
         started = since.pop(rule.name, "")
         open_key = alerted.pop(rule.name, "")
         if open_key and started:
-            began = datetime.strptime(started, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+            began = from_rfc3339(started)
             now_text = "no data" if value is None else show(rule.metric, value)
             alerts.append(
                 Alert(

@@ -18,6 +18,7 @@ from datetime import datetime
 from ops import cost
 from ops.errors import BadInput, OpsError
 from ops.tpu_model import QueuedResourceInfo, ZoneListing
+from ops.zones import region_of
 
 __all__ = [
     "DeploymentSpend",
@@ -92,7 +93,7 @@ def plan_spend(
     quotes: dict[str, cost.Quote] = {}
     for zone in zones:
         try:
-            rate = cost.quote(accelerator_type, provisioning_model, cost.region_of(zone))
+            rate = cost.quote(accelerator_type, provisioning_model, region_of(zone))
         except BadInput as exc:
             rate = cost.Quote(cost.UNPRICED, provisioning_model, "", "", 0, None, missing=exc.message)
         prices[zone] = rate.usd_per_hour

@@ -49,6 +49,8 @@ if TYPE_CHECKING:
 _Record = TypeVar("_Record", bound="DataclassInstance")
 
 metadata = MetaData()
+"""The one MetaData of every table of the state store: this module's and those ops.alerts, ops.alert_outbox,
+ops.followups, ops.history, ops.maintenance and ops.recovery define on it (the migrations' target)."""
 
 audit_table = Table(
     "audit",

@@ -18,8 +18,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
-from ops.alerts import Alert, LedgerRow, identity, iso_utc, qr_alert, subject_alert, whole_minutes
+from ops.alerts import Alert, LedgerRow, identity, qr_alert, subject_alert
 from ops.diagnosis.notices import can_start_early, maintenance_finding
+from ops.durations import minutes_text
+from ops.times import iso_utc
 from ops.tpu_model import NodeInfo, QueuedResourceInfo, UpcomingMaintenance
 
 __all__ = ["DEFAULT_LEAD", "KIND", "OVER_KIND", "maintenance_alerts", "maintenance_over", "window_text"]
@@ -52,7 +54,7 @@ def _alert(qr: QueuedResourceInfo, node: NodeInfo, maintenance: UpcomingMaintena
     if maintenance.underway(now):
         what = f"{kind} host maintenance under way on node `{node.name}` ({window})"
     elif maintenance.window_start is not None:
-        left = whole_minutes(maintenance.window_start - now)
+        left = minutes_text(maintenance.window_start - now, floor=True)
         what = f"{kind} host maintenance on node `{node.name}` in {left} ({window})"
     else:
         what = f"{kind} host maintenance announced for node `{node.name}` ({window})"

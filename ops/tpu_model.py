@@ -10,16 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
-from functools import lru_cache
+from datetime import datetime, timedelta
 from typing import Any
 
+from ops.durations import parse_protobuf_duration, protobuf_duration
 from ops.errors import (
     BadInput,
     OpsError,
 )
 from ops.google import CLOUD_PLATFORM_SCOPE
 from ops.linear import linear
+from ops.times import parse_rfc3339
+from ops.zones import check_zone
 
 __all__ = [
     "FLEX_START_MAX_RUN",
@@ -31,10 +33,8 @@ __all__ = [
     "ZoneListing",
     "ZoneNodes",
     "check_create_spec",
-    "check_zone",
     "maintenance_from_api",
     "node_from_api",
-    "parse_duration",
     "parse_time",
     "provisioning_model_label",
     "queued_resource_body",
@@ -45,9 +45,6 @@ __all__ = [
 ]
 
 
-_TIME = linear(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
-_DURATION = linear(r"^(-?\d+(?:\.\d+)?)s$")
-_ZONE = linear(r"^[a-z]+-[a-z]+\d+-[a-z]$")
 _UNSPECIFIED = {"", "STATE_UNSPECIFIED", "HEALTH_UNSPECIFIED", "STATE_INITIATOR_UNSPECIFIED"}
 # Resource ids (queued resource, node): RFC 1035 labels, as the TPU API and gcloud require.
 RESOURCE_ID = linear(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -255,17 +252,6 @@ class CreateSpec:
     ssh_keys: str = ""
 
 
-def _duration_json(value: timedelta) -> str:
-    """A google.protobuf.Duration in JSON, whole seconds: timedelta(hours=4) -> "14400s"."""
-    return f"{round(value.total_seconds())}s"
-
-
-def check_zone(zone: str) -> None:
-    """Raise BadInput unless `zone` looks like a Compute Engine zone id ("us-east5-a")."""
-    if not _ZONE.match(zone or ""):
-        raise BadInput(f"bad zone {zone!r}", "use a zone such as us-east5-a")
-
-
 def check_create_spec(spec: CreateSpec) -> None:
     """Validate a CreateSpec before anything is sent.
 
@@ -333,7 +319,7 @@ def queued_resource_body(spec: CreateSpec, project: str) -> dict[str, Any]:
     if spec.provisioning_model == "flex-start":
         body["provisioningModel"] = "FLEX_START"
         if spec.max_run_duration is not None:
-            body["runDuration"] = {"maxRunDuration": _duration_json(spec.max_run_duration)}
+            body["runDuration"] = {"maxRunDuration": protobuf_duration(spec.max_run_duration)}
     elif spec.provisioning_model == "spot":
         body["spot"] = {}
         body["provisioningModel"] = "SPOT"
@@ -342,7 +328,7 @@ def queued_resource_body(spec: CreateSpec, project: str) -> dict[str, Any]:
     else:
         body["provisioningModel"] = "STANDARD"
     if spec.valid_until is not None:
-        body["queueingPolicy"] = {"validUntilDuration": _duration_json(spec.valid_until)}
+        body["queueingPolicy"] = {"validUntilDuration": protobuf_duration(spec.valid_until)}
     return body
 
 
@@ -358,34 +344,7 @@ def parse_time(value: Any) -> datetime | None:
     """
     if not isinstance(value, str):
         return None
-    return _parse_time_text(value)
-
-
-@lru_cache(maxsize=16_384)
-def _parse_time_text(value: str) -> datetime | None:
-    # Cached: every listing carries the same create times again (a tick lists the fleet each minute), and
-    # a datetime is immutable.
-    match = _TIME.match(value.strip())
-    if not match:
-        return None
-    base, fraction, offset = match.groups()
-    text = (
-        base
-        + (f".{fraction[:6].ljust(6, '0')}" if fraction else "")
-        + ("+00:00" if offset == "Z" else offset)
-    )
-    try:
-        return datetime.fromisoformat(text).astimezone(UTC)
-    except ValueError:
-        return None
-
-
-def parse_duration(value: Any) -> timedelta | None:
-    """Parse a google.protobuf.Duration JSON string ("14400s", "1.5s"); None if missing or malformed."""
-    if not isinstance(value, str):
-        return None
-    match = _DURATION.match(value.strip())
-    return timedelta(seconds=float(match.group(1))) if match else None
+    return parse_rfc3339(value)
 
 
 def provisioning_model_label(raw: Mapping[str, Any]) -> str:
@@ -467,7 +426,7 @@ def termination_time_of(raw: Mapping[str, Any], nodes: Sequence[NodeInfo] = ()) 
     if node_times:
         return min(node_times)
     provisioned = min((n.create_time for n in nodes if n.create_time is not None), default=None)
-    max_run = parse_duration(run.get("maxRunDuration"))
+    max_run = parse_protobuf_duration(run.get("maxRunDuration"))
     if (raw.get("state") or {}).get("state") == "ACTIVE" and provisioned is not None and max_run is not None:
         return provisioned + max_run
     return None
@@ -479,7 +438,10 @@ def valid_until_of(raw: Mapping[str, Any]) -> datetime | None:
     until = parse_time(policy.get("validUntilTime"))
     if until is not None:
         return until
-    created, within = parse_time(raw.get("createTime")), parse_duration(policy.get("validUntilDuration"))
+    created, within = (
+        parse_time(raw.get("createTime")),
+        parse_protobuf_duration(policy.get("validUntilDuration")),
+    )
     if created is not None and within is not None:
         return created + within
     return parse_time((policy.get("validInterval") or {}).get("endTime"))
@@ -548,7 +510,7 @@ def queued_resource_from_api(
         nodes=nodes,
         termination_time=termination_time_of(raw, nodes),
         valid_until=valid_until_of(raw),
-        max_run_duration=parse_duration((raw.get("runDuration") or {}).get("maxRunDuration")),
+        max_run_duration=parse_protobuf_duration((raw.get("runDuration") or {}).get("maxRunDuration")),
         error=" ".join(str(error).split()) if error else None,
         labels={str(k): str(v) for k, v in (first.get("labels") or {}).items()},
     )

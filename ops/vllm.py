@@ -26,11 +26,10 @@ from types import TracebackType
 from typing import Any, Literal
 
 import httpx
-from prometheus_client.parser import text_string_to_metric_families
 
 from ops.container import ContainerStatus, served_names
 from ops.errors import BackendTimeout, BackendUnavailable, OpsError, PermissionDenied
-from ops.metrics import MetricsSummary, summarize
+from ops.metrics import MetricsSummary, samples_by_name, summarize
 
 __all__ = [
     "WEDGED",
@@ -579,10 +578,7 @@ def server_start_time(metrics_text: str) -> datetime | None:
     `/metrics` serves when it runs one API server (with several, the multiprocess registry has no process
     metrics: None). None also for text that is not the Prometheus format."""
     try:
-        for family in text_string_to_metric_families(metrics_text):
-            if family.name == "process_start_time_seconds":
-                for sample in family.samples:
-                    return datetime.fromtimestamp(sample.value, UTC)
+        series = samples_by_name(metrics_text).get("process_start_time_seconds")
     except ValueError:
         return None
-    return None
+    return datetime.fromtimestamp(series[0][1], UTC) if series else None

@@ -7,7 +7,9 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 
-from ops.alerts import Alert, aware, iso_utc, subject_alert, whole_minutes
+from ops.alerts import Alert, subject_alert
+from ops.durations import minutes_text
+from ops.times import from_rfc3339, iso_utc
 from ops.vllm import WEDGED, ServingSample, serving_problem
 
 __all__ = ["VllmCheck", "VllmWatch", "evaluate_vllm"]
@@ -114,13 +116,13 @@ def evaluate_vllm(
         state["kv_high"], state["kv_alerted"] = 0, False
         return alerts, VllmWatch(**state)
     if watch.alerted and watch.down_since:
-        since = aware(datetime.strptime(watch.down_since, "%Y-%m-%dT%H:%M:%SZ")) or now
+        since = from_rfc3339(watch.down_since)
         alerts.append(
             subject_alert(
                 f"{watch.alerted}|resolved",
                 "vllm_up",
                 resource,
-                f"vLLM at `{endpoint}` recovered after {whole_minutes(now - since)}",
+                f"vLLM at `{endpoint}` recovered after {minutes_text(now - since, floor=True)}",
                 resolves=watch.alerted,
             )
         )
@@ -159,7 +161,7 @@ def _wedged(check: VllmCheck, watch: VllmWatch, now: datetime) -> str:
     """The wedged verdict of `ops.vllm.serving_problem` from the last check's token count and this one."""
     samples = []
     if watch.tokens is not None and watch.tokens_at:
-        then = aware(datetime.strptime(watch.tokens_at, "%Y-%m-%dT%H:%M:%SZ")) or now
+        then = from_rfc3339(watch.tokens_at)
         samples.append(ServingSample(-(now - then).total_seconds(), None, None, watch.tokens))
     samples.append(ServingSample(0.0, check.running, check.waiting, check.generation_tokens))
     return serving_problem(samples, health_ready=check.ok, probe_timed_out=check.probe_timed_out) or ""

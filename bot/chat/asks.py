@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from bot.chat.subjects import BOT, Subjects, word_set, words_of
 from bot.commands import Registry, UsageError
 from ops.linear import linear
+from ops.zones import is_zone
 
 __all__ = ["Ask", "Suggestion", "read_ask", "suggest"]
 
@@ -55,7 +56,6 @@ _FORCE = frozenset({"force", "forced", "forcefully", "forcibly", "--force"})
 _VLLM_WORDS = word_set("vllm container server serving model engine docker")
 _BULK = word_set("all every everything them both each")
 _CLAUSES = linear(r"(?i)[.!?;:\n]+|,|\b(?:and then|and also|and|then|also|after that)\b")
-_ZONE = linear(r"^[a-z]+-[a-z]+\d+-[a-z]$")
 # A clause that starts with one of these asks about something ("should I delete it?" asks for advice).
 _QUESTION_WORDS = word_set(
     "why what when where who whom whose how did does do was were is are has had should shall if"
@@ -148,7 +148,7 @@ def read_ask(question: str) -> Ask | None:
         clause=" ".join(clause),
         vllm=bool(_VLLM_WORDS & set(clause)),
         force=bool(_FORCE & set(words)),
-        zone=next((w for w in words if _ZONE.match(w)), None),
+        zone=next((w for w in words if is_zone(w)), None),
         switches=switches,
         bulk=next((w for w in clause if w in _BULK), ""),
         others=tuple(" ".join(c) for _, c, _ in asks[1:]),
@@ -209,7 +209,7 @@ def suggest(
         new += [
             w
             for w in ask.objects
-            if _NEW_NAME.match(w) and w not in _NOT_A_NAME | set(nodes) and not _ZONE.match(w)
+            if _NEW_NAME.match(w) and w not in _NOT_A_NAME | set(nodes) and not is_zone(w)
         ]
         if not new:
             taken = f" (`{targets[0]}` exists)" if targets else ""

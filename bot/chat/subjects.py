@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
 from ops.linear import linear
+from ops.zones import is_region, is_zone
 
 __all__ = [
     "BOT",
@@ -105,7 +106,6 @@ _NOT_A_DEPLOYMENT = word_set(
     "primary tpu vllm gemma model whose its their"
 )
 _NAME = linear(r"^[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?$")
-_ZONE = linear(r"^[a-z]+-[a-z]+\d+(?:-[a-z])?$")  # a zone (us-east5-a) or its region (us-east5)
 _ACCELERATOR = linear(r"^(?:v\d+[a-z]*|v5litepod)(?:-\d+)?$")
 _AMOUNT = linear(r"^\d+(?:[smhd]|ms|min|mins|gb|gib|k)?$")
 _POSSESSIVE = linear(r"['’]s$")
@@ -281,7 +281,7 @@ def _looks_like_a_name(word: str, names: Sequence[str], excluded: set[str]) -> b
         return False
     if "-" not in word and not any(c.isdigit() for c in word):
         return False
-    if _ZONE.match(word) or _ACCELERATOR.match(word) or _AMOUNT.match(word):
+    if is_zone(word) or is_region(word) or _ACCELERATOR.match(word) or _AMOUNT.match(word):
         return False
     if any(name.startswith(word + "-") for name in names):
         return False

@@ -41,7 +41,7 @@ from bot.views.findings import unmatched_fact
 from bot.views.metrics import metrics_lines, ms
 from llm.agent import FACTS_PROMPT, SUGGEST_TOOL, SYSTEM_PROMPT, AgentAnswer, Tool, answer
 from llm.claims import Checked, check_answer
-from llm.client import ChosenModel
+from llm.client import ChosenModel, first_answer
 from llm.grounding import Fact, estimate_tokens, facts_block
 from llm.logsum import summarize
 from llm.redact import redact
@@ -470,12 +470,10 @@ def _serving_fact(ctx: Context) -> Fact:
 
 def _probe(ctx: Context) -> str:
     """A one-token completion of the endpoint's model, as a health line."""
-    gemma, _ = ctx.services.gemma()
-    with gemma:
-        try:
-            probe = gemma.probe()
-        except OpsError as exc:
-            return f"the completion failed: {exc.message}"
+    try:
+        probe = ctx.services.probe()
+    except OpsError as exc:
+        return f"the completion failed: {exc.message}"
     return f"`{probe.model}` answered a one-token completion in {ms(probe.latency_s)}"
 
 
@@ -510,31 +508,33 @@ def _ask(
     facts = prompt_facts(got)
     failures: list[str] = []
     tools = read_only_tools(ctx, got.subjects.resources[0] if got.subjects.resources else "")
-    for chosen in ctx.services.models(failures):
+
+    def ask(chosen: ChosenModel) -> tuple[AgentAnswer, tuple[str, ...]]:
         context_tokens = chosen.context.tokens
         answer_tokens = min(ctx.services.settings.llm_answer_tokens, context_tokens // 4)
         prompt_room = context_tokens - answer_tokens - estimate_tokens(question) - 600
         history_room = sum(estimate_tokens(str(h)) for h in history)
         block, detailed = facts_block(facts, max(prompt_room - history_room, 0) // 2)
-        try:
-            result = answer(
-                question,
-                history,
-                chosen.client.openai,
-                tools,
-                model=chosen.model,
-                max_tokens=answer_tokens,
-                # this server's tokenizer (vLLM /tokenize), else the conservative estimate, decides how
-                # much of the thread and of each tool result fits its context
-                counter=chosen.counter(),
-                facts=block,
-                context_tokens=context_tokens,
-            )
-        except OpsError as exc:
-            failures.append(f"{chosen.role} `{chosen.model}`: {exc.message}")
-            continue
-        return result, chosen, detailed, failures
-    return None, None, (), failures
+        result = answer(
+            question,
+            history,
+            chosen.client.openai,
+            tools,
+            model=chosen.model,
+            max_tokens=answer_tokens,
+            # this server's tokenizer (vLLM /tokenize), else the conservative estimate, decides how
+            # much of the thread and of each tool result fits its context
+            counter=chosen.counter(),
+            facts=block,
+            context_tokens=context_tokens,
+        )
+        return result, detailed
+
+    first = first_answer(ctx.services.models(failures), ask, failures)
+    if first is None:
+        return None, None, (), failures
+    (result, detailed), chosen = first
+    return result, chosen, detailed, failures
 
 
 def _suggestion(

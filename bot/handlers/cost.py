@@ -16,6 +16,7 @@ from ops import cost, deploy
 from ops.errors import BadInput, OpsError
 from ops.linear import linear
 from ops.spend import DeploymentSpend, deployment_spend, midnight
+from ops.zones import region_of
 
 _REGION = linear(r"^[a-z]+-[a-z]+\d+$")
 
@@ -95,7 +96,7 @@ def tpu_cost(
         return fleet_spend(ctx, since, "today (UTC)" if today else "over the last 7 days")
     settings = ctx.services.settings
     accelerator = type_ or settings.tpu_accelerator_type
-    where = region or cost.region_of(settings.tpu_zones[0])
+    where = region or region_of(settings.tpu_zones[0])
     lines = estimate_lines(
         accelerator,
         hours or 1.0,

@@ -12,14 +12,13 @@ from bot.context import Context
 from bot.diagnosis import analysis_diagnosis, deployment_of, serving_now
 from bot.render import Attachment, Reply, blocks_reply, code, context, header, section, split_sections, utc
 from bot.views.findings import diagnosis_text
-from llm.client import ChosenModel
+from llm.client import ChosenModel, first_answer
 from llm.logsum import Analysis, LogSummary, TemplateSummary, analyze
 from llm.logwindow import mine_window
 from ops import cloudlogs
 from ops.diagnosis.engine import Diagnosis
 from ops.diagnosis.families import Deployment
 from ops.diagnosis.placement import ServingNow, is_fatal, place, present, template_note
-from ops.errors import OpsError
 
 # LogSeverity names (https://cloud.google.com/logging/docs/reference/v2/rest/v2/LogEntry#logseverity)
 SEVERITIES = ("DEFAULT", "DEBUG", "INFO", "NOTICE", "WARNING", "ERROR", "CRITICAL", "ALERT", "EMERGENCY")
@@ -207,26 +206,26 @@ def _ask_models(
         (the analysis, the model that wrote `model_analysis` or None, why each model could not be used).
     """
     failures: list[str] = []
-    for chosen in ctx.services.models(failures):
-        answer_tokens = min(ctx.services.settings.llm_answer_tokens, chosen.context.tokens // 4)
-        try:
-            result = analyze(
-                (),
-                chosen.client,
-                chosen.context.tokens,
-                summary=summary,
-                answer_tokens=answer_tokens,
-                counter=chosen.counter(),
-                deployment=deployment,
-                serving=_serving_text(now),
-            )
-        except OpsError as exc:  # the context is too small for any prompt
-            failures.append(f"{chosen.role} `{chosen.model}`: {exc.message}")
-            continue
-        if result.model_analysis:
-            return result, chosen, failures
-        failures.append(f"{chosen.role} `{chosen.model}`: {result.model_error or 'it wrote nothing'}")
-    return analyze((), None, 0, summary=summary, deployment=deployment), None, failures
+
+    def ask(chosen: ChosenModel) -> Analysis:  # raises OpsError when the context is too small for any prompt
+        return analyze(
+            (),
+            chosen.client,
+            chosen.context.tokens,
+            summary=summary,
+            answer_tokens=min(ctx.services.settings.llm_answer_tokens, chosen.context.tokens // 4),
+            counter=chosen.counter(),
+            deployment=deployment,
+            serving=_serving_text(now),
+        )
+
+    def unusable(result: Analysis) -> str | None:
+        return None if result.model_analysis else result.model_error or "it wrote nothing"
+
+    first = first_answer(ctx.services.models(failures), ask, failures, unusable=unusable)
+    if first is None:
+        return analyze((), None, 0, summary=summary, deployment=deployment), None, failures
+    return first[0], first[1], failures
 
 
 def _serving_text(now: ServingNow) -> str:

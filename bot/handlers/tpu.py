@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import replace
-from functools import partial
 from typing import TypeVar
 from urllib.parse import urlsplit
 
@@ -127,7 +126,7 @@ def tpu_status(ctx: Context) -> Reply:
     if isinstance(endpoint, Endpoint) and isinstance(health, HealthCheck):
         if isinstance(metrics, MetricsSummary):
             with services.vllm_at(endpoint) as client:
-                wedged = serving_verdict(client, partial(_probe, ctx), health, metrics)
+                wedged = serving_verdict(client, ctx.services.probe, health, metrics)
         checked = _not_booting(health, endpoint, listing)
         if checked is not health:  # the other vLLM calls failed for the same reason: not "booting" either
             models, metrics = _not_ready(models), _not_ready(metrics)
@@ -139,13 +138,6 @@ def tpu_status(ctx: Context) -> Reply:
         identity if isinstance(identity, ServerIdentity) else None,
     )  # fmt: skip
     return blocks_reply(status_blocks(status))
-
-
-def _probe(ctx: Context) -> None:
-    """A one-token chat completion from the served model (raises what it raises)."""
-    gemma, _ = ctx.services.gemma()
-    with gemma:
-        gemma.probe()
 
 
 def _not_booting(health: HealthCheck, endpoint: Endpoint, listing: ZoneListing | OpsError) -> HealthCheck:

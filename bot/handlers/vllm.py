@@ -69,10 +69,8 @@ def _checked(identity: ServerIdentity) -> str:
 
 def _probe(ctx: Context) -> tuple[str, bool | None]:
     """A one-token chat completion: its line, and whether it timed out (None: it failed otherwise)."""
-    gemma, _ = ctx.services.gemma()
     try:
-        with gemma:  # closes its connection pool
-            probe = gemma.probe()
+        probe = ctx.services.probe()
     except OpsError as exc:
         hint = f" _({exc.hint})_" if exc.hint else ""
         return f":red_circle: chat completion failed: {exc.message}{hint}", (

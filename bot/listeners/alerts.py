@@ -32,6 +32,7 @@ from bot.render import Reply, error_reply, mention, section
 from bot.runner import Origin, Runner
 from bot.scheduler import AlertScheduler, parse_key
 from ops.errors import PermissionDenied
+from ops.times import rfc3339
 
 
 def _origin(body: dict[str, Any]) -> Origin:
@@ -68,7 +69,7 @@ def register(app: App, runner: Runner, scheduler: AlertScheduler) -> None:
         try:
             zone, name, created = parse_key(_key(action))
             zone, name = zone_name(zone), resource_name(name)
-            pinned = timestamp(created).strftime("%Y-%m-%dT%H:%M:%SZ")
+            pinned = rfc3339(timestamp(created))
         except ValueError:
             runner.deliver(
                 error_reply("this button does not name a queued resource", "use /tpu delete NAME"),

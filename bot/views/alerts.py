@@ -6,11 +6,12 @@ carry names, zones, states, times and USD figures only: never tokens, secrets or
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from bot.render import Block, context, section, utc
 from ops.alerts import Alert
 from ops.cost import burn
+from ops.durations import minutes_text
 from ops.errors import OpsError
 from ops.tpu_model import QueuedResourceInfo
 
@@ -92,17 +93,8 @@ def idle_cost(qr: QueuedResourceInfo, idle: timedelta, now: datetime) -> str:
 
 
 def span(delta: timedelta) -> str:
-    """Whole minutes for messages: "11 min", "1 h 5 min" ("40 s" under a minute)."""
-    if delta < timedelta(minutes=1):
-        return f"{max(0, int(delta.total_seconds()))} s"
-    total = round(delta.total_seconds() / 60)
-    hours, minutes = divmod(total, 60)
-    return f"{hours} h {minutes} min" if hours else f"{minutes} min"
-
-
-def stamp(moment: datetime) -> str:
-    """`moment` in UTC as "2026-11-30T09:00:00Z" (the form alert keys use)."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """Whole minutes for messages, rounded: "11 min", "1 h 5 min" ("40 s" under a minute)."""
+    return minutes_text(delta, seconds_under_a_minute=True)
 
 
 def named(deployment: str | None, text: str = "") -> str:

@@ -11,10 +11,11 @@ the same."""
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from ops.diagnosis.engine import Diagnosis
 from ops.diagnosis.nomatch import Unmatched
+from ops.times import rfc3339
 from ops.vllm import ServerIdentity
 
 __all__ = [
@@ -23,7 +24,6 @@ __all__ = [
     "diagnosis_text",
     "identity_line",
     "next_steps",
-    "rfc3339",
     "unmatched_fact",
 ]
 
@@ -36,11 +36,6 @@ SYSLOG_UNITS; https://cloud.google.com/compute/docs/instances/startup-scripts/li
 
 _LONGEST_WINDOW = timedelta(days=30)  # Cloud Logging's default retention of _Default
 """https://cloud.google.com/logging/quotas#logs_retention_periods"""
-
-
-def rfc3339(moment: datetime) -> str:
-    """An aware time as RFC 3339 UTC to the second, e.g. "2026-12-03T09:27:06Z"."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _wider(span: timedelta | None, *, days: bool) -> str:

@@ -5,13 +5,14 @@ reads the URL from the Config (`sqlalchemy.url`, set by ops/migrations/alembic.i
 from __future__ import annotations
 
 from alembic import context
-from sqlalchemy import MetaData, create_engine
+from sqlalchemy import create_engine
 
 from ops import alert_outbox, alerts, followups, history, maintenance, recovery, store
 
-# Every table of the store's database, as the code defines it today (what autogenerate compares with).
-TARGET: list[MetaData] = [store.metadata, history.metadata, followups.metadata]
-_DEFINED_ON_STORE_METADATA = (alerts, alert_outbox, maintenance, recovery)  # imported for their tables
+# Every table of the store's database, as the code defines it today (what autogenerate compares with): one
+# MetaData, `ops.store.metadata`, on which each of these modules defines its tables when imported.
+TARGET = store.metadata
+_DEFINED_ON_STORE_METADATA = (alert_outbox, alerts, followups, history, maintenance, recovery)
 
 
 def run() -> None:

@@ -85,3 +85,12 @@ def test_a_crashed_container_is_diagnosed(world: Demo) -> None:
     world.host.crash(world.settings.vllm_container, "vllm-kv-cache-insufficient.log")
     text = Handlers(world).run("vllm status")
     assert "exited" in text and "KV cache" in text and "5632" in text
+
+
+def test_the_probe_is_a_timed_one_token_completion(handlers: Handlers, demo: Demo) -> None:
+    before = list(demo.vllm.chat_requests)
+    probe = demo.bot.services.probe()
+    assert probe.model == demo.settings.vllm_model and probe.latency_s >= 0
+    sent = list(demo.vllm.chat_requests)[len(before) :]
+    assert [r["max_tokens"] for r in sent] == [1]
+    assert "one-token chat completion from" in handlers.run("vllm health")

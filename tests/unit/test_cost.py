@@ -140,7 +140,7 @@ def test_the_price_file_schema_names_file_and_line(tmp_path: Path) -> None:
         assert f"prices.yaml:{line}:" in str(err.value) and words in str(err.value), str(err.value)
 
 
-# ---- chips / region_of ----------------------------------------------------------------------------------
+# ---- chips -----------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -174,14 +174,6 @@ def test_unknown_family_names_the_known_ones() -> None:
     with pytest.raises(BadInput) as err:
         cost.chips("v9-8")
     assert "v6e-N" in str(err.value) and "v5p-N" in str(err.value)
-
-
-def test_region_of() -> None:
-    assert cost.region_of("us-east5-a") == "us-east5"
-    assert cost.region_of("asia-northeast1-b") == "asia-northeast1"
-    for bad in ["us-east5", "us-east5-ab", "", "$(id)"]:
-        with pytest.raises(BadInput):
-            cost.region_of(bad)
 
 
 # ---- quotes and estimates -------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from ops.metrics import (
     Quantiles,
     histogram_quantile,
     kv_cache_capacity_tokens,
+    samples_by_name,
     summarize,
 )
 
@@ -203,3 +204,20 @@ def test_empty_and_garbage() -> None:
     assert empty.models == () and empty.running is None and empty.requests_finished == {}
     with pytest.raises(ValueError):
         summarize("<html><body>502 Bad Gateway</body></html>")
+
+
+def test_samples_by_name_keeps_every_engine_and_drops_created() -> None:
+    text = (
+        "# TYPE vllm:prompt_tokens counter\n"
+        'vllm:prompt_tokens_total{engine="0"} 5\n'
+        'vllm:prompt_tokens_total{engine="1"} 7\n'
+        'vllm:prompt_tokens_created{engine="0"} 1.7e9\n'
+        "process_start_time_seconds 1.7e9\n"
+    )
+    samples = samples_by_name(text)
+    assert samples["vllm:prompt_tokens_total"] == [({"engine": "0"}, 5.0), ({"engine": "1"}, 7.0)]
+    assert "vllm:prompt_tokens_created" not in samples
+    assert samples["process_start_time_seconds"] == [({}, 1.7e9)]
+    assert samples_by_name("") == {}
+    with pytest.raises(ValueError):
+        samples_by_name("vllm:x{engine=0} 1\n")

@@ -12,6 +12,7 @@ import requests
 from google.api_core import exceptions as core_exceptions
 from googleapiclient.errors import HttpError
 
+from ops.durations import parse_protobuf_duration
 from ops.errors import (
     BackendTimeout,
     BackendUnavailable,
@@ -26,7 +27,6 @@ from ops.tpu_model import (
     NodeInfo,
     QueuedResourceInfo,
     node_from_api,
-    parse_duration,
     parse_time,
     provisioning_model_label,
     queued_resource_from_api,
@@ -175,9 +175,9 @@ def test_time_and_duration_parsing() -> None:
     assert parse_time("2026-11-29T19:00:00+09:00") == T0
     assert parse_time("2026-11-29T10:00:00Z").tzinfo == UTC  # type: ignore[union-attr]
     assert parse_time("yesterday") is None and parse_time(None) is None
-    assert parse_duration("14400s") == timedelta(hours=4)
-    assert parse_duration("1.5s") == timedelta(seconds=1.5)
-    assert parse_duration("4h") is None and parse_duration(3600) is None
+    assert parse_protobuf_duration("14400s") == timedelta(hours=4)
+    assert parse_protobuf_duration("1.5s") == timedelta(seconds=1.5)
+    assert parse_protobuf_duration("4h") is None and parse_protobuf_duration(3600) is None
 
 
 def test_time_left_unknown() -> None:
