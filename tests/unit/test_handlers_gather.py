@@ -47,7 +47,6 @@ NOT_YET_MOVED = frozenset(
         "bench.py",
         "fleet.py",
         "lifecycle.py",
-        "vllm.py",
     }
 )
 
