@@ -44,7 +44,6 @@ RENDER_BUILDERS = frozenset(
 # Handlers whose rendering has not moved to bot/views yet. This list only shrinks.
 NOT_YET_MOVED = frozenset(
     {
-        "bench.py",
         "fleet.py",
         "lifecycle.py",
     }
