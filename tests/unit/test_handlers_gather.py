@@ -41,13 +41,6 @@ RENDER_BUILDERS = frozenset(
         "text_reply",
     }
 )
-# Handlers whose rendering has not moved to bot/views yet. This list only shrinks.
-NOT_YET_MOVED = frozenset(
-    {
-        "fleet.py",
-        "lifecycle.py",
-    }
-)
 
 
 def block_building(source: str) -> list[str]:
@@ -85,15 +78,9 @@ def test_no_handler_builds_blocks() -> None:
     offenders = {
         path.name: findings
         for path in sorted(HANDLERS.glob("*.py"))
-        if path.name not in NOT_YET_MOVED and (findings := block_building(path.read_text()))
+        if (findings := block_building(path.read_text()))
     }
     assert offenders == {}
-
-
-def test_the_list_of_handlers_not_yet_moved_is_true() -> None:
-    """A handler that no longer builds blocks leaves NOT_YET_MOVED, so the list cannot hide a new one."""
-    moved = [name for name in sorted(NOT_YET_MOVED) if not block_building((HANDLERS / name).read_text())]
-    assert moved == []
 
 
 def test_the_check_sees_each_way_of_building_blocks() -> None:
