@@ -1,10 +1,8 @@
 """Slack primitives: a Reply (Block Kit blocks plus a plain-text fallback) within Slack's limits, blocks,
 buttons, times for people, and the only live mentions and links. What each command shows is in `bot.views`.
 
-Limits (slack_sdk/models/blocks/blocks.py and docs.slack.dev/reference/block-kit/blocks): section text
-3,000 characters, header text 150, 50 blocks per message; about 12,000 characters of block text per message
-before `msg_blocks_too_long` (bolt-js#2509, empirical). Output that does not fit is cut with a note and the
-whole text is attached as a file, never sent as an oversized message.
+Slack's limits are in `bot.slack_limits`. Output that does not fit is cut with a note and the whole text is
+attached as a file, never sent as an oversized message.
 """
 
 from __future__ import annotations
@@ -14,13 +12,28 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ops.linear import LinearMatch, linear
+from slack_sdk.models.blocks import (
+    ActionsBlock,
+    ButtonElement,
+    ConfirmObject,
+    ContextBlock,
+    DividerBlock,
+    HeaderBlock,
+    MarkdownTextObject,
+    PlainTextObject,
+    SectionBlock,
+)
+from slack_sdk.models.blocks import Block as SdkBlock
 
-SECTION_LIMIT = 3000
-HEADER_LIMIT = 150
-BLOCKS_LIMIT = 50
-MESSAGE_TEXT_LIMIT = 12000
-FALLBACK_TEXT_LIMIT = 3900
+from bot.slack_limits import (
+    CONFIRM_TEXT_LIMIT,
+    FALLBACK_TEXT_LIMIT,
+    HEADER_TEXT_LIMIT,
+    MESSAGE_BLOCK_TEXT_LIMIT,
+    MESSAGE_BLOCKS_LIMIT,
+    SECTION_TEXT_LIMIT,
+)
+from ops.linear import LinearMatch, linear
 
 Block = dict[str, Any]
 
@@ -57,23 +70,36 @@ def blocks_reply(blocks: list[Block]) -> Reply:
     return Reply(text=text, blocks=blocks)
 
 
+def as_block(model: SdkBlock) -> Block:
+    """A slack_sdk block model as the JSON Slack receives
+    (https://slack.dev/python-slack-sdk/api-docs/slack_sdk/models/blocks/).
+
+    Serialized without slack_sdk's length checks: a section or context may hold more than Slack's 3,000
+    characters until `fit` (and the Slack gateway, on the escaped text) cut it and attach the whole text as
+    a file, so nothing is lost to an exception or silently.
+    """
+    return model.get_non_null_attributes()
+
+
 def header(text: str) -> Block:
-    return {"type": "header", "text": {"type": "plain_text", "text": _cut(text, HEADER_LIMIT), "emoji": True}}
+    """A header block: `text` as plain text, cut to 150 characters."""
+    return as_block(HeaderBlock(text=PlainTextObject(text=_cut(text, HEADER_TEXT_LIMIT), emoji=True)))
 
 
 def section(markdown: str) -> Block:
     """A mrkdwn section holding all of `markdown`: text over the 3,000-character limit is cut by `fit` (and
     by the Slack gateway), which then attach the whole text as a file, so nothing is lost silently."""
-    return {"type": "section", "text": {"type": "mrkdwn", "text": markdown}}
+    return as_block(SectionBlock(text=MarkdownTextObject(text=markdown)))
 
 
 def context(markdown: str) -> Block:
     """A context line holding all of `markdown` (cut like `section`'s, with the whole text as a file)."""
-    return {"type": "context", "elements": [{"type": "mrkdwn", "text": markdown}]}
+    return as_block(ContextBlock(elements=[MarkdownTextObject(text=markdown)]))
 
 
 def divider() -> Block:
-    return {"type": "divider"}
+    """A divider block."""
+    return as_block(DividerBlock())
 
 
 def code(text: str) -> str:
@@ -96,7 +122,7 @@ def text_reply(markdown: str) -> Reply:
     return Reply(text=markdown, blocks=[section(part) for part in split_sections(markdown)])
 
 
-def split_sections(markdown: str, limit: int = SECTION_LIMIT) -> list[str]:
+def split_sections(markdown: str, limit: int = SECTION_TEXT_LIMIT) -> list[str]:
     """Split text into chunks of at most `limit` characters, preferring line boundaries.
 
     Code fences are closed at a split and reopened in the next chunk so each chunk renders alone.
@@ -141,7 +167,7 @@ def fit(reply: Reply, filename: str = "output.txt") -> Reply:
         block, was_cut = _within_limits(block)
         cut = cut or was_cut
         size = len(_block_text(block))
-        if len(kept) >= BLOCKS_LIMIT - 1 or total + size > MESSAGE_TEXT_LIMIT - 200:
+        if len(kept) >= MESSAGE_BLOCKS_LIMIT - 1 or total + size > MESSAGE_BLOCK_TEXT_LIMIT - 200:
             cut = True
             break
         kept.append(block)
@@ -160,19 +186,19 @@ def fit(reply: Reply, filename: str = "output.txt") -> Reply:
 
 
 def _within_limits(block: Block) -> tuple[Block, bool]:
-    """A section's or context's text cut to SECTION_LIMIT (code fences closed), and whether it was cut."""
+    """A section's or context's text cut to the section limit (code fences closed), and whether it was cut."""
     text = block.get("text")
     if (
         block.get("type") == "section"
         and isinstance(text, dict)
-        and len(text.get("text", "")) > SECTION_LIMIT
+        and len(text.get("text", "")) > SECTION_TEXT_LIMIT
     ):
-        chunk = split_sections(str(text["text"]), SECTION_LIMIT - 10)[0]
+        chunk = split_sections(str(text["text"]), SECTION_TEXT_LIMIT - 10)[0]
         return {**block, "text": {**text, "text": chunk + "\n…"}}, True
     if block.get("type") == "context":
         elements = [
-            {**e, "text": _cut(str(e["text"]), SECTION_LIMIT)}
-            if len(str(e.get("text", ""))) > SECTION_LIMIT
+            {**e, "text": _cut(str(e["text"]), SECTION_TEXT_LIMIT)}
+            if len(str(e.get("text", ""))) > SECTION_TEXT_LIMIT
             else e
             for e in block.get("elements", [])
         ]
@@ -229,50 +255,32 @@ def confirm_buttons(token: str, command: str, *, expires_in: str) -> Block:
 
     Both carry the confirmation token as their value; the dialog repeats the exact command.
     """
-    dialog = {
-        "title": {"type": "plain_text", "text": "Run this change?"},
-        "text": {"type": "mrkdwn", "text": _cut(f"`/{command}`\nThis changes real infrastructure.", 300)},
-        "confirm": {"type": "plain_text", "text": "Run it"},
-        "deny": {"type": "plain_text", "text": "Back"},
-        "style": "danger",
-    }
-    return {
-        "type": "actions",
-        "block_id": "confirmation",
-        "elements": [
-            {
-                "type": "button",
-                "action_id": "confirm_change",
-                "style": "danger",
-                "text": {"type": "plain_text", "text": f"Confirm (expires in {expires_in})"},
-                "value": token,
-                "confirm": dialog,
-            },
-            {
-                "type": "button",
-                "action_id": "cancel_change",
-                "text": {"type": "plain_text", "text": "Cancel"},
-                "value": token,
-            },
-        ],
-    }
+    dialog = ConfirmObject(
+        title=PlainTextObject(text="Run this change?"),
+        text=MarkdownTextObject(
+            text=_cut(f"`/{command}`\nThis changes real infrastructure.", CONFIRM_TEXT_LIMIT)
+        ),
+        confirm=PlainTextObject(text="Run it"),
+        deny=PlainTextObject(text="Back"),
+        style="danger",
+    )
+    confirm = ButtonElement(
+        action_id="confirm_change",
+        style="danger",
+        text=PlainTextObject(text=f"Confirm (expires in {expires_in})"),
+        value=token,
+        confirm=dialog,
+    )
+    cancel = ButtonElement(action_id="cancel_change", text=PlainTextObject(text="Cancel"), value=token)
+    return as_block(ActionsBlock(block_id="confirmation", elements=[confirm, cancel]))
 
 
 def cancel_button(operation_id: str) -> Block:
     """A Cancel button for a running operation (capacity search, benchmark)."""
-    return {
-        "type": "actions",
-        "block_id": "operation",
-        "elements": [
-            {
-                "type": "button",
-                "action_id": "cancel_operation",
-                "style": "danger",
-                "text": {"type": "plain_text", "text": "Cancel"},
-                "value": operation_id,
-            }
-        ],
-    }
+    button = ButtonElement(
+        action_id="cancel_operation", style="danger", text=PlainTextObject(text="Cancel"), value=operation_id
+    )
+    return as_block(ActionsBlock(block_id="operation", elements=[button]))
 
 
 # ---- live mentions and links

@@ -7,10 +7,9 @@ Senders (the runner, progress messages, streaming edits, alerts, App Home, modal
 2. escapes untrusted text: `&`, `<`, `>` become entities in every mrkdwn text and the top-level `text`, so
    only the mentions and links the bot built itself (`bot.render.mention`, `channel_link`, `link`) are live
    (docs.slack.dev/messaging/formatting-message-text#escaping),
-3. fits Slack's limits on the escaped text: 3,000 characters per section or context text, 2,000 per field,
-   10 fields, 150 per header, 25 buttons, 50 blocks and about 12,000 characters of block text per message
-   (`msg_blocks_too_long` past ~13,200, bolt-js#2509), 100 blocks per view, and a fallback `text` under 4,000;
-   what is cut is attached whole as a text file,
+3. fits Slack's limits (`bot.slack_limits`) on the escaped text: characters per section, context, field and
+   header text, fields, buttons and blocks per message or view, block text per message and the fallback
+   `text`; what is cut is attached whole as a text file,
 4. falls back when delivery fails, so the user always holds the whole answer:
    - a `response_url` Slack refuses (`expired_url` after 30 minutes, `used_url` after five uses, or any
      other refusal) -> the same reply posted in the channel or thread (an ephemeral reply stays ephemeral);
@@ -49,23 +48,22 @@ from slack_sdk.webhook import WebhookClient
 
 from bot.membership import guidance, sent_to_dm
 from bot.render import Attachment, Block, Reply, code, escape, text_reply, to_mrkdwn, to_plain
+from bot.slack_limits import (
+    ACTIONS_ELEMENTS_LIMIT,
+    CONTEXT_ELEMENTS_LIMIT,
+    FALLBACK_TEXT_LIMIT,
+    FIELD_TEXT_LIMIT,
+    FIELDS_LIMIT,
+    HEADER_TEXT_LIMIT,
+    MESSAGE_BLOCK_TEXT_LIMIT,
+    MESSAGE_BLOCKS_LIMIT,
+    SECTION_TEXT_LIMIT,
+    VIEW_BLOCKS_LIMIT,
+)
 from llm.redact import redact
 
 log = logging.getLogger(__name__)
 
-# Limits (slack_sdk/models/blocks/blocks.py, slack_sdk/models/views; docs.slack.dev/reference/block-kit).
-SECTION_TEXT_LIMIT = 3000
-FIELD_TEXT_LIMIT = 2000
-FIELDS_LIMIT = 10
-HEADER_TEXT_LIMIT = 150
-CONTEXT_ELEMENTS_LIMIT = 10
-ACTIONS_ELEMENTS_LIMIT = 25
-MESSAGE_BLOCKS_LIMIT = 50
-VIEW_BLOCKS_LIMIT = 100
-# Cumulative block text: msg_blocks_too_long at about 13,200 characters (bolt-js#2509); keep a margin.
-MESSAGE_BLOCK_TEXT_LIMIT = 12000
-# The top-level text: Slack truncates at 40,000 but chat.update answers msg_too_long far earlier.
-FALLBACK_TEXT_LIMIT = 3900
 # The short message that replaces one Slack refused as too long.
 SHORT_TEXT_LIMIT = 1500
 # A failed upload is posted as at most this many messages of text.

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from bot.commands import Param, Role, UsageError, int_range, registry
 from bot.context import Context
-from bot.render import Reply, blocks_reply, code, context, header, mention, section, utc
+from bot.render import Reply
+from bot.views.admin import audit, form_opened, token_modal, token_stored
 from ops.errors import BadInput
 from ops.linear import linear
 from ops.store import AuditEntry
-
-SECRET_FORM_ID = "hf_token_form"  # noqa: S105  (a Slack callback id, not a secret)
-
 
 # Audit actions that are about a change whatever the command: a refusal, a confirmation asked or given, a
 # cancel. A "command"/"result" line is a change when its command changes infrastructure or writes.
@@ -46,47 +42,7 @@ def tpu_audit(ctx: Context, last: int | None, reads: bool = False) -> Reply:
     wanted = last or 20
     scanned = ctx.services.store.audit(wanted if reads else _SCAN)
     entries = scanned if reads else [e for e in scanned if is_change(e)][:wanted]
-    if not entries:
-        what = "The audit trail is empty." if reads or not scanned else "No change in the audit trail yet"
-        more = "" if reads or not scanned else f" ({len(scanned)} read line(s): `/tpu audit --reads`)."
-        return blocks_reply([section(what + more)])
-    lines = [
-        f"{utc(e.at)} {e.user_id:<11} {e.channel_id:<11} {e.action:<17} /{e.command} -> {e.outcome}"
-        + (f" ({e.duration_s:.1f} s)" if e.duration_s is not None else "")
-        for e in entries
-    ]
-    title = f"Audit: last {len(entries)}" + ("" if reads else " changes")
-    note = [] if reads else [context("Read-only commands are left out: `/tpu audit --reads` shows them too.")]
-    return blocks_reply([header(title), section(code("\n".join(lines))), *note])
-
-
-def token_modal(channel_id: str, secret: str, deployment: str = "") -> dict[str, Any]:
-    """The modal that takes a Hugging Face token (a password-style single-line input). Its private metadata
-    is "CHANNEL DEPLOYMENT": the submission is stored in the project of the deployment it was opened for."""
-    return {
-        "type": "modal",
-        "callback_id": SECRET_FORM_ID,
-        "private_metadata": f"{channel_id} {deployment}".strip(),
-        "title": {"type": "plain_text", "text": "Hugging Face token"},
-        "submit": {"type": "plain_text", "text": "Store"},
-        "close": {"type": "plain_text", "text": "Cancel"},
-        "blocks": [
-            {
-                "type": "section",
-                "text": {
-                    "type": "mrkdwn",
-                    "text": f"Stored as a new version of Secret Manager secret `{secret}`. "
-                    "The TPU VM reads it there; it is never shown, logged or sent to the model.",
-                },
-            },
-            {
-                "type": "input",
-                "block_id": "token",
-                "label": {"type": "plain_text", "text": "Token (hf_...)"},
-                "element": {"type": "plain_text_input", "action_id": "value", "max_length": 200},
-            },
-        ],
-    }
+    return audit(entries, reads=reads, scanned=len(scanned))
 
 
 @registry.command(
@@ -100,7 +56,7 @@ def tpu_token(ctx: Context) -> Reply:
     if ctx.open_modal is None:
         raise BadInput("the token form opens from the slash command only", "type /tpu token")
     ctx.open_modal(token_modal(ctx.channel_id, ctx.services.settings.hf_token_secret, ctx.deployment))
-    return blocks_reply([section("Opened a form to paste the Hugging Face token (only you can see it).")])
+    return form_opened()
 
 
 # Hugging Face user access tokens look like "hf_" followed by letters and digits
@@ -119,6 +75,4 @@ def store_token(ctx: Context, token: str) -> Reply:
     """Store the token as a new Secret Manager version. The token appears in no reply, log or error."""
     secret = ctx.services.settings.hf_token_secret
     version = ctx.services.secrets.add_version(secret, token.strip())
-    return blocks_reply(
-        [section(f":white_check_mark: {mention(ctx.user_id)} stored a new Hugging Face token: `{version}`.")]
-    )
+    return token_stored(ctx.user_id, version)

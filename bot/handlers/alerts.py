@@ -18,19 +18,10 @@ from bot.alert_reach import reach_lines
 from bot.commands import Param, Role, duration, registry
 from bot.context import Context
 from bot.membership import invite_hint
-from bot.render import (
-    Reply,
-    blocks_reply,
-    channel_link,
-    context,
-    header,
-    human_duration,
-    mention,
-    section,
-    utc,
-)
+from bot.render import Reply, channel_link, human_duration
 from bot.routing import KINDS
 from bot.slack_gateway import SlackDeliveryError, refusal_of
+from bot.views.alerts import AlertsOverview, alerts_overview, muted, test_posted, unmuted
 from ops.alert_outbox import UNDELIVERED, AlertOutbox
 from ops.alerts import AlertLedger, identity
 from ops.diagnosis.notices import refusal_finding
@@ -66,16 +57,6 @@ def known_subjects(ctx: Context) -> tuple[set[str], list[str]]:
     return known, missing
 
 
-# Ledger statuses in plain words (ops.alerts.AlertLedger.claim).
-_STATUS_WORDS = {
-    "sent": "posted",
-    "suppressed": "suppressed while muted",
-    "superseded": "skipped for a more urgent one",
-    "sending": "being posted",
-    "undelivered": "held back while Slack refused the channel",
-}
-
-
 @registry.command("alerts list", "Open alerts of the last 7 days and the muted resources")
 def alerts_list(ctx: Context) -> Reply:
     """Open alerts (sent, neither acknowledged nor resolved) of resources that still exist, and active
@@ -86,40 +67,15 @@ def alerts_list(ctx: Context) -> Reply:
     open_rows = ledger.open_alerts(since=now - timedelta(days=7))
     gone, note = _gone_resources(ctx, {r.resource for r in open_rows})
     shown = [r for r in open_rows if r.resource not in gone]
-    lines = [f"• {r.text} _({human_duration(now - r.at)} ago, `{r.kind}`)_" for r in shown[-30:]]
-    hidden = len(open_rows) - len(shown)
-    if hidden:
-        lines.append(f"_{hidden} alert(s) of queued resources that no longer exist are not shown._")
-    mutes = ledger.mutes(now)
-    mute_lines = [
-        f"• `{name}` until {utc(until)} (by {mention(by)})" for name, (until, by) in sorted(mutes.items())
-    ]
     window = MaintenanceWindows(ctx.services.store).current(ctx.deployment)
-    if window is not None:
-        mute_lines.append(
-            f"• health alerts held: `{window.reason}` by {mention(window.opened_by)} until vLLM serves "
-            f"(at most until {utc(window.deadline)})"
-        )
-    counts = ledger.counts()
-    recorded = ", ".join(f"{n} {_STATUS_WORDS.get(status, status)}" for status, n in sorted(counts.items()))
-    refused = [section(line) for line in reach_lines(ctx.services.store, ctx.deployment)]
+    refused = reach_lines(ctx.services.store, ctx.deployment)
     held = AlertOutbox(ctx.services.store, ctx.deployment).held()
     titles = {r.key: r.text for r in ledger.rows(status=UNDELIVERED)}
-    held_lines = [
-        f"• {titles.get(h.key) or h.text} _(held since {utc(h.at)} for {channel_link(h.channel)})_"
-        for h in held[-30:]
-    ]
-    blocks = [
-        header("Alerts"),
-        *refused,
-        section("*Open*\n" + ("\n".join(lines) or "none")),
-        *([section("*Undelivered* (Slack refused the channel)\n" + "\n".join(held_lines))] if held else []),
-        section("*Muted*\n" + ("\n".join(mute_lines) or "none")),
-        context(f"Alerts so far: {recorded}." if recorded else "No alert has been raised yet."),
-    ]
-    if note:
-        blocks.insert(len(refused) + 2, context(note))
-    return blocks_reply(blocks)
+    hidden = len(open_rows) - len(shown)
+    overview = AlertsOverview(
+        shown, hidden, ledger.mutes(now), window, ledger.counts(), list(refused), held, titles, note, now
+    )
+    return alerts_overview(overview)
 
 
 def _gone_resources(ctx: Context, resources: set[str]) -> tuple[set[str], str]:
@@ -175,8 +131,7 @@ def alerts_mute(ctx: Context, name: str, length: timedelta) -> Reply:
         raise BadInput(f"no alert subject `{name}`", f"known subjects: {listed}"[:1500])
     until = ctx.services.now() + length
     AlertLedger(ctx.services.store, ctx.deployment).mute(name, until, by=ctx.user_id)
-    by = mention(ctx.user_id)
-    return blocks_reply([section(f":mute: Alerts of `{name}` muted until {utc(until)} by {by}.")])
+    return muted(name, until, ctx.user_id)
 
 
 @registry.command(
@@ -188,8 +143,7 @@ def alerts_mute(ctx: Context, name: str, length: timedelta) -> Reply:
 def alerts_unmute(ctx: Context, name: str) -> Reply:
     """Remove the mute of `name`."""
     removed = AlertLedger(ctx.services.store, ctx.deployment).unmute(name)
-    text = f":bell: Alerts of `{name}` unmuted." if removed else f"`{name}` was not muted."
-    return blocks_reply([section(text)])
+    return unmuted(name, removed)
 
 
 def _watcher(ctx: Context) -> scheduler.AlertScheduler | None:
@@ -227,4 +181,4 @@ def alerts_test(ctx: Context) -> Reply:
             f"Slack refused the alert channel {where}: `{refusal.code}`",
             finding.fix if finding else invite_hint(running.channel),
         ) from None
-    return blocks_reply([section(f":white_check_mark: Test alert posted to {where}.")])
+    return test_posted(running.channel)

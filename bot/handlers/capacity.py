@@ -19,11 +19,12 @@ from bot.commands import (
     zone_name,
 )
 from bot.context import Context
-from bot.followup import pending_block, watch
+from bot.followup import watch
 from bot.hints import command_line, delete_line
-from bot.render import Block, Reply, blocks_reply, cancel_button, context, header, human_duration, section
+from bot.render import Reply, human_duration
 from bot.safety import active_named, check_pins, check_zones, one_operation, pin_of, pins_text
 from bot.tpu_requests import create_spec, default_create_args
+from bot.views.capacity import find_preview, search_progress, search_result, zones_table
 from bot.views.cost import spend_lines
 from bot.views.tpu import resource_line
 from bot.zone_plan import ZoneFacts, order_zones, quota_family, zone_facts
@@ -33,24 +34,6 @@ from ops.errors import BadInput, OpsError
 from ops.spend import plan_spend
 from ops.store import ZoneFailure
 from ops.tpu_model import PROVISIONING_MODELS
-
-_STATE_ICONS = {
-    "ACTIVE": ":large_green_circle:",
-    "deleted": ":wastebasket:",
-    "requesting": ":arrow_right:",
-    "pending": ":white_circle:",
-    "not": ":white_circle:",
-    "cancelled": ":no_entry_sign:",
-    "failed": ":red_circle:",
-    "skipped": ":fast_forward:",
-    "leftover": ":warning:",
-    "unresolved": ":grey_question:",
-}
-
-
-def _icon(state: str) -> str:
-    """An icon for a zone's search state: its first word decides; queue states get an hourglass."""
-    return _STATE_ICONS.get(state.split(":")[0].split(" ")[0], ":hourglass:")
 
 
 def zone_list(word: str) -> list[str]:
@@ -182,18 +165,7 @@ def tpu_zones(ctx: Context, type_: str | None, model: str | None = None, all_mod
     note = (
         "" if exact else f" For a family, refusals remembered per type are not shown: give `--type {fam}-N`."
     )
-    return blocks_reply(
-        [
-            header(f"Zones for {wanted}: {scope}"),
-            section("\n".join(lines)),
-            context(
-                "Quota ids "
-                + f"`{standard_id}` / `{preemptible_id}`; flex-start and spot draw on preemptible quota, "
-                "on-demand and reserved on the other. ✅ means nothing known refuses it, not that capacity "
-                "is free." + note
-            ),
-        ]
-    )
+    return zones_table(f"Zones for {wanted}: {scope}", lines, (standard_id, preemptible_id), note)
 
 
 _FIND_PARAMS = (
@@ -382,7 +354,7 @@ def _preview_find(
     if running:
         names = ", ".join(f"`{qr.name}` ({qr.state}, `{qr.zone}`)" for qr in running)
         lines.append(f":warning: *Already running* {names}: with `--allow-second` a second one bills too.")
-    reply = blocks_reply([section("\n".join(lines))])
+    reply = find_preview(lines)
     reply.plan = pins_text(_pins(ctx, plan))
     return reply
 
@@ -399,14 +371,6 @@ def _recheck(ctx: Context, plan: _FindPlan, allow_second: bool) -> None:
             f"refused: `{first.name}` became {first.state} in `{first.zone}` since the preview",
             "add --allow-second to go on anyway",
         )
-
-
-def _progress_reply(ctx: Context, title: str, states: Mapping[str, str], running: bool) -> Reply:
-    lines = [f"{_icon(state)} `{zone}` {state}" for zone, state in states.items()]
-    blocks = [header(title), section("\n".join(lines) or "starting…")]
-    if running:
-        blocks.append(cancel_button(ctx.operation_id))
-    return blocks_reply(blocks)
 
 
 @registry.command(
@@ -444,7 +408,7 @@ def tpu_find(
 
     def progress(states: Mapping[str, str]) -> None:
         if ctx.progress is not None:
-            ctx.progress.update(_progress_reply(ctx, title, states, running=True))
+            ctx.progress.update(search_progress(title, states, ctx.operation_id))
 
     with one_operation(ctx, "search", plan.name, f"tpu find {plan.name}") as operation_id:
         _recheck(ctx, plan, allow_second)
@@ -468,9 +432,7 @@ def tpu_find(
             user_id=ctx.user_id,
             channel_id=ctx.channel_id,
         )
-    reply = _progress_reply(ctx, title, result.zones, running=False)
-    reply.blocks[1:1] = [section(_outcome(ctx, result)), *_unresolved_blocks(ctx, plan.name, result)]
-    final = blocks_reply(reply.blocks)
+    final = search_result(title, result.zones, _outcome(ctx, result), _unresolved(ctx, plan.name, result))
     watch(ctx, final)
     return final
 
@@ -504,18 +466,15 @@ def _outcome(ctx: Context, result: SearchResult) -> str:
     return outcome
 
 
-def _unresolved_blocks(ctx: Context, name: str, result: SearchResult) -> list[Block]:
-    """One line per zone whose create was ambiguous and never seen: what is not known, and what the bot
-    does about it (reconciliation edits the line to what it finds)."""
+def _unresolved(ctx: Context, name: str, result: SearchResult) -> dict[str, str]:
+    """Per zone whose create was ambiguous and never seen, by request id: what is not known, and what the
+    bot does about it (reconciliation edits the line to what it finds)."""
     settings = ctx.services.settings
     every = human_duration(timedelta(seconds=settings.reconcile_interval_s))
     watch_for = human_duration(timedelta(seconds=settings.ambiguous_create_watch_s))
-    return [
-        pending_block(
-            request_id,
-            f"`{name}` in `{zone}`: its create got no clear answer and the request has not appeared, so "
-            f"it may still be made. If it appears it is deleted (it carries this search's label "
-            f"`{request_id}`); the bot looks every {every} for {watch_for} and says here what it found",
-        )
+    return {
+        request_id: f"`{name}` in `{zone}`: its create got no clear answer and the request has not appeared, "
+        f"so it may still be made. If it appears it is deleted (it carries this search's label "
+        f"`{request_id}`); the bot looks every {every} for {watch_for} and says here what it found"
         for zone, request_id in result.unresolved.items()
-    ]
+    }

@@ -550,23 +550,6 @@ def _suggestion(
     return offered, f"the model proposed `{proposed}`; not offered: {why}"
 
 
-def feedback_buttons(answer_id: str) -> dict[str, Any]:
-    """Helpful / Not helpful buttons; a click runs `/gemma rate ID VERDICT` through the runner."""
-    return {
-        "type": "actions",
-        "block_id": "feedback",
-        "elements": [
-            {
-                "type": "button",
-                "action_id": f"rate_{verdict.replace('-', '_')}",
-                "text": {"type": "plain_text", "text": verdict.replace("-", " ").capitalize()},
-                "value": f"gemma rate {answer_id} {verdict}",
-            }
-            for verdict in ("helpful", "not-helpful")
-        ],
-    }
-
-
 @registry.command(
     "gemma chat",
     "Ask about the deployment: the bot fetches the facts, Gemma answers from them (works in threads)",
@@ -629,7 +612,7 @@ def gemma_chat(ctx: Context, question: str) -> Reply:
             byline=" · ".join([written_by(chosen), tools_line, chosen.context.describe()]),
             checked=checked,
             notes=tuple(notes),
-            feedback=feedback_buttons(answer_id),
+            answer_id=answer_id,
         )
     return chat_reply(
         got.subjects,

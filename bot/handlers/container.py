@@ -17,17 +17,16 @@ from bot.context import Context
 from bot.diagnosis import container_diagnosis, deployment_of, plain_log
 from bot.identity import identify
 from bot.maintenance import planned_work
-from bot.render import Attachment, Reply, ago, blocks_reply, code, context, section
+from bot.render import Reply, ago
 from bot.safety import check_ssh_pin, ssh_pin_text
 from bot.tpu_requests import VLLM_LOAD
-from bot.views.findings import diagnosis_text, identity_line
+from bot.views.container import container_change, container_status, log_excerpt
+from bot.views.findings import identity_line
 from ops import remote_commands
 from ops.container import ContainerStatus, ReplaceOutcome, VllmContainer
-from ops.diagnosis.engine import Diagnosis
 from ops.errors import OpsError, PermissionDenied
 from ops.vllm import HealthCheck, ServerIdentity
 
-SHOWN_LOG_LINES = 25
 DIAGNOSE_TAIL = 400
 
 
@@ -114,15 +113,11 @@ def vllm_status(ctx: Context) -> Reply:
         state = identity_line(identity) + "\n" + _describe(status, None, now, stuck_s)
     else:
         state = _describe(status, health, now, stuck_s)
-    blocks = [section(f"*vLLM container* `{container.name}` on `{host.host}`\n" + state)]
     # The state line joins the log, so a stuck start-up is diagnosed like a logged failure.
     stuck = state.split("\n")[0].removeprefix(":red_circle: ") if "start-up stuck" in state else ""
     ended = status.finished_at if status.exists and not status.running else None
     diagnosis = container_diagnosis(timed, deployment_of(ctx.services), ended_at=ended, now=now, extra=stuck)
-    shown = diagnosis_text(diagnosis)
-    if shown:
-        blocks.append(section(shown))
-    return blocks_reply(blocks)
+    return container_status(container.name, host.host, state, diagnosis)
 
 
 @registry.command(
@@ -145,7 +140,7 @@ def vllm_logs(ctx: Context, tail: str | None, since: str | None, grep: str | Non
         status = container.status() if grep is None else None
     ended = status.finished_at if status is not None and status.exists and not status.running else None
     diagnosis = container_diagnosis(raw, deployment_of(ctx.services), ended_at=ended, now=ctx.services.now())
-    return _log_reply(f"`{container.name}` log", plain_log(raw), f"{container.name}.log", diagnosis)
+    return log_excerpt(f"`{container.name}` log", plain_log(raw), f"{container.name}.log", diagnosis)
 
 
 @registry.command(
@@ -177,24 +172,7 @@ def vllm_syslog(ctx: Context, unit: str | None, tail: str | None) -> Reply:
     diagnosis = container_diagnosis(
         text, deployment_of(ctx.services), now=ctx.services.now(), source="journal", unit=unit
     )
-    return _log_reply(f"journal of `{unit}`", text, f"{unit}.log", diagnosis)
-
-
-def _log_reply(title: str, text: str, filename: str, diagnosis: Diagnosis) -> Reply:
-    lines = text.splitlines()
-    shown = "\n".join(lines[-SHOWN_LOG_LINES:]) or "(no lines)"
-    blocks = [
-        section(f"*{title}*: last {min(len(lines), SHOWN_LOG_LINES)} of {len(lines)} lines"),
-        section(code(shown[-2800:])),
-    ]
-    shown = diagnosis_text(diagnosis)
-    if shown:
-        blocks.append(section(shown))
-    reply = blocks_reply(blocks)
-    if len(lines) > SHOWN_LOG_LINES:
-        reply.files.append(Attachment(filename, text, title.replace("`", "")))
-        reply.blocks.append(context(f"The whole output is attached as `{filename}`."))
-    return reply
+    return log_excerpt(f"journal of `{unit}`", text, f"{unit}.log", diagnosis)
 
 
 # What each disruptive verb takes down, and for about how long (VLLM_LOAD: loading the model again).
@@ -261,7 +239,7 @@ def _container_command(
                 f"tensor parallel size {spec.tensor_parallel_size}, max_model_len {spec.max_model_len}; "
                 f"the HF token is read on the VM from `{spec.hf_token_secret}`."
             )
-        reply = blocks_reply([section(plan)])
+        reply = container_change(plan)
         reply.plan = ssh_pin_text(target)
         return reply
 
@@ -278,8 +256,8 @@ def _container_command(
         ctx.services.endpoints.forget()
         state = _describe(status, _health(ctx), ctx.services.now())
         if isinstance(done, ReplaceOutcome):
-            return blocks_reply([section(_replaced(done, container.name, host.host) + "\n" + state)])
-        return blocks_reply([section(f":white_check_mark: `{verb}` done.\n" + state)])
+            return container_change(_replaced(done, container.name, host.host) + "\n" + state)
+        return container_change(f":white_check_mark: `{verb}` done.\n" + state)
 
     registry.command(f"vllm {verb}", summary, role=Role.OPERATOR, changes_infra=True, preview=preview)(run)
 

@@ -8,10 +8,10 @@ from datetime import datetime, timedelta
 
 from bot.commands import ChatTool, Param, accelerator_type, registry
 from bot.context import Context
-from bot.render import Attachment, Reply, blocks_reply, code, context, header, human_duration, section, utc
+from bot.render import Reply, human_duration, utc
 from bot.sources import settled
 from bot.tpu_requests import startup_config
-from bot.views.cost import estimate_lines, per_hour, usd
+from bot.views.cost import cost_estimate, deploy_file, estimate_lines, per_hour, spend_report, usd
 from ops import cost, deploy
 from ops.errors import BadInput, OpsError
 from ops.linear import linear
@@ -105,7 +105,7 @@ def tpu_cost(
         ctx.services.now().date(),
         settings.price_max_age_days,
     )
-    return blocks_reply([header("TPU cost"), section("\n".join(lines)), section(_burn_text(ctx))])
+    return cost_estimate(lines, _burn_text(ctx))
 
 
 def _bounded(amount: float, quote: cost.Quote | None) -> str:
@@ -160,17 +160,7 @@ def fleet_spend(ctx: Context, since: datetime, label: str) -> Reply:
             " (priced resources only: see the ones not priced above)" if unpriced else ""
         )
     sources = _sources_of(r.quote for spend in spends.values() for r in spend.resources)
-    return blocks_reply(
-        [
-            header(f"TPU spend {label}"),
-            section("\n".join(_spend_lines(name, spend) for name, spend in spends.items())),
-            section(total),
-            context(
-                "From the ACTIVE queued resources' lifetimes and the price table (see `/tpu cost`); queued "
-                "resources deleted before now are not counted." + (f" Prices: {sources}." if sources else "")
-            ),
-        ]
-    )
+    return spend_report(label, [_spend_lines(name, spend) for name, spend in spends.items()], total, sources)
 
 
 def _sources_of(quotes: Iterable[cost.Quote | None]) -> str:
@@ -261,9 +251,4 @@ def tpu_config(ctx: Context, kind: str) -> Reply:
         body, filename = deploy.gke_manifest(startup, s.tpu_accelerator_type), "vllm-gke.yaml"
     else:
         body, filename = deploy.startup_script(startup), "startup.sh"
-    note = (
-        f"The Hugging Face token stays in Secret Manager (`{s.hf_token_secret}`); nothing here contains it."
-    )
-    reply = blocks_reply([section(code(body)), context(note)])
-    reply.files.append(Attachment(filename, body, filename))
-    return reply
+    return deploy_file(body, filename, s.hf_token_secret)

@@ -11,8 +11,9 @@ from datetime import datetime
 
 from bot.commands import registry
 from bot.context import Context
-from bot.fleet_status import Snapshot, deployment_blocks, snapshots
-from bot.render import Block, Reply, blocks_reply, channel_link, context, divider, header, section, utc
+from bot.fleet_status import Snapshot, snapshots
+from bot.render import Reply
+from bot.views.fleet import fleet_view
 from ops.spend import deployment_spend, midnight
 
 
@@ -23,16 +24,7 @@ def fleet(ctx: Context) -> Reply:
     now = ctx.services.now()
     snaps = snapshots(deployments, now)
     channels = ctx.fleet.channels if ctx.fleet is not None else {}
-    blocks: list[Block] = [header(f"Fleet: {len(snaps)} deployment(s)")]
-    for snap in snaps:
-        blocks += deployment_blocks(snap, now)
-        bound = [channel_link(channel) for channel, name in channels.items() if name == snap.name]
-        if bound:
-            blocks.append(context("Bound to " + ", ".join(bound)))
-        blocks.append(divider())
-    blocks.append(section(_total_line(snaps, now)))
-    blocks.append(context(utc(now)))
-    return blocks_reply(blocks)
+    return fleet_view(snaps, now, channels, _total_line(snaps, now))
 
 
 def _total_line(snaps: list[Snapshot], now: datetime) -> str:

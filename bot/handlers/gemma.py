@@ -8,9 +8,17 @@ from __future__ import annotations
 
 from bot.commands import Param, Role, int_range, registry
 from bot.context import Context
-from bot.render import Reply, blocks_reply, context, section
+from bot.render import Reply, blocks_reply
 from bot.serving import explained_when_starting
-from bot.views.gemma import VERDICTS, answer_blocks, feedback_blocks, stats_blocks
+from bot.views.gemma import (
+    VERDICTS,
+    answer_blocks,
+    feedback_blocks,
+    no_ratings,
+    rated,
+    stats_blocks,
+    streaming,
+)
 from llm.client import StreamResult
 from ops.linear import linear
 from ops.store import ANSWER_ID_BYTES
@@ -39,9 +47,7 @@ def _stream(ctx: Context, prompt: str, max_tokens: int | None) -> tuple[StreamRe
         # Joined only when the message is edited (at most once a second), and only its tail is shown: a long
         # answer costs one join per edit, not one per fragment.
         if ctx.progress is not None and ctx.progress.due():
-            tail = _tail(parts, PREVIEW_CHARS)
-            generating = context(":hourglass_flowing_sand: generating…")
-            ctx.progress.update(Reply(text=tail + " …", blocks=[section(tail + " …"), generating]))
+            ctx.progress.update(streaming(_tail(parts, PREVIEW_CHARS)))
 
     with gemma, explained_when_starting(ctx):
         result = gemma.stream(
@@ -121,13 +127,7 @@ def gemma_rate(ctx: Context, answer: str, verdict: str) -> Reply:
         channel_id=None if _admin(ctx) else ctx.channel_id,
         now=ctx.services.now(),
     )
-    return blocks_reply(
-        [
-            context(
-                f"Thanks: your verdict on this answer by `{record.model}` is recorded as *{record.verdict}*."
-            )
-        ]
-    )
+    return rated(record.model, record.verdict)
 
 
 @registry.command(
@@ -142,10 +142,7 @@ def gemma_feedback(ctx: Context, last: int | None) -> Reply:
     admin = _admin(ctx)
     records = ctx.services.store.rated_answers(last or 20, channel_id=None if admin else ctx.channel_id)
     if not records:
-        where = "" if admin else " in this channel"
-        return blocks_reply(
-            [section(f"No rated answers yet{where}: Gemma's answers carry Helpful / Not helpful buttons.")]
-        )
+        return no_ratings(in_this_channel=not admin)
     reply = blocks_reply(feedback_blocks(records, every_channel=admin))
     reply.ephemeral = admin
     return reply

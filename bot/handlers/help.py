@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from bot.commands import Param, echo, registry
 from bot.context import Context
-from bot.render import Reply, blocks_reply, section, text_reply
-from bot.views.help import command_help, settings_summary, short_help
+from bot.render import Reply
+from bot.views.help import all_help, command_help, help_reply, short_help
 
 
 @registry.command(
@@ -28,20 +28,18 @@ def show_help(ctx: Context, topic: str | None) -> Reply:
 def _help(ctx: Context, topic: str | None) -> Reply:
     reg = ctx.registry
     if topic is None:
-        return text_reply(short_help(reg, ctx.fleet, ctx.deployment))
+        return help_reply(short_help(reg, ctx.fleet, ctx.deployment))
     if topic == "all":
-        blocks = [section(reg.group_usage(group)) for group in reg.groups()]
-        blocks.append(section(settings_summary(ctx.services.settings, ctx.fleet, ctx.deployment)))
-        return blocks_reply(blocks)
+        return all_help(reg, ctx.services.settings, ctx.fleet, ctx.deployment)
     if topic:
         words = topic.split()
         if len(words) == 1 and words[0] in reg.groups():
-            return text_reply(reg.group_usage(words[0]))
+            return help_reply(reg.group_usage(words[0]))
         command = next((c for c in reg.commands() if list(c.words) == words), None)
         if command is None:
             groups = ", ".join(reg.groups())
-            return text_reply(
+            return help_reply(
                 f"No help topic `{echo(topic)}`. Topics: {groups}, or a command such as `tpu list`."
             )
-        return text_reply(command_help(command))
-    return text_reply(short_help(reg, ctx.fleet, ctx.deployment))
+        return help_reply(command_help(command))
+    return help_reply(short_help(reg, ctx.fleet, ctx.deployment))

@@ -25,10 +25,10 @@ from bot.commands import (
     zone_name,
 )
 from bot.context import Context
-from bot.followup import pending_block, watch
+from bot.followup import watch
 from bot.hints import command_line, delete_line, has_running_nodes, not_found_hint
 from bot.maintenance import planned_work
-from bot.render import Reply, blocks_reply, context, header, human_duration, section, utc
+from bot.render import Reply, human_duration, utc
 from bot.safety import (
     active_named,
     check_pins,
@@ -42,6 +42,7 @@ from bot.safety import (
 )
 from bot.tpu_requests import MODEL_FLAGS, VLLM_LOAD, CreateArgs, create_spec, default_create_args
 from bot.views.cost import create_spend_lines, per_hour, usd
+from bot.views.lifecycle import change, create_unseen, created, ensure_preview, reset_requested
 from bot.views.tpu import resource_line
 from bot.zone_plan import remembering_refusals, zone_warnings
 from ops import cost
@@ -146,7 +147,7 @@ def _preview_create(ctx: Context, **kw: object) -> Reply:
     if running:
         names = ", ".join(f"`{qr.name}` ({qr.state}, `{qr.zone}`)" for qr in running)
         lines.append(f":warning: *Already running* {names}: with `--allow-second` a second one bills too.")
-    reply = blocks_reply([section("\n".join(lines))])
+    reply = change("\n".join(lines))
     reply.plan = pins_text([pin_of(None, spec.zone, spec.name)])
     return reply
 
@@ -180,35 +181,13 @@ def tpu_create(ctx: Context, **kw: object) -> Reply:
         settings = ctx.services.settings
         every = human_duration(timedelta(seconds=settings.reconcile_interval_s))
         watch_for = human_duration(timedelta(seconds=settings.ambiguous_create_watch_s))
-        reply = blocks_reply(
-            [
-                section(f":warning: The create of `{spec.name}` answered: {outcome.ambiguous.message}"),
-                pending_block(
-                    outcome.request_id,
-                    f"`{spec.name}` in `{spec.zone}` was not there when read back, so it may still be made. "
-                    f"If it appears it carries this request's label `{outcome.request_id}` and is kept "
-                    f"(nothing else is touched); the bot looks every {every} for {watch_for} and says here "
-                    "what it found",
-                ),
-                context(f"Look with `/tpu describe {spec.name} --zone {spec.zone}` in a minute."),
-            ]
+        reply = create_unseen(
+            spec.name, spec.zone, outcome.ambiguous.message, outcome.request_id, every, watch_for
         )
         watch(ctx, reply)
         return reply
     qr = tpu.get_queued_resource(spec.name, [spec.zone])
-    note = (
-        f"\n_The create answered {outcome.ambiguous.message}; read back, it carries this request's label._"
-        if outcome.ambiguous is not None
-        else ""
-    )
-    return blocks_reply(
-        [
-            section(
-                f":white_check_mark: Created queued resource `{spec.name}`.\n" + resource_line(qr, now) + note
-            ),
-            context(f"Follow it with `/tpu describe {spec.name}`; vLLM needs {VLLM_LOAD} after ACTIVE."),
-        ]
-    )
+    return created(qr, now, outcome.ambiguous.message if outcome.ambiguous is not None else None)
 
 
 def _primary_work(ctx: Context, name: str, reason: str) -> AbstractContextManager[None]:
@@ -272,7 +251,7 @@ def _preview_delete(
     text = f"*Delete* {what}:\n{resource_line(qr, now)}{_burn_line(ctx, qr)}"
     if qr.nodes:
         text += f"\n{_goes_down(ctx, qr, 'for good: getting it back is a new create')}"
-    reply = blocks_reply([section(text)])
+    reply = change(text)
     reply.plan = pins_text([pin_of(qr)])
     return reply
 
@@ -313,9 +292,7 @@ def tpu_delete(
     try:
         tpu.get_queued_resource(qr.name, [qr.zone])
     except NotFound:
-        return blocks_reply(
-            [section(f":white_check_mark: Deleted queued resource `{qr.name}` in `{qr.zone}`.")]
-        )
+        return change(f":white_check_mark: Deleted queued resource `{qr.name}` in `{qr.zone}`.")
     raise OpsError(f"{qr.name} still exists after the delete operation finished", "check /tpu describe")
 
 
@@ -377,7 +354,7 @@ def _preview_reset(ctx: Context, name: str, zone: str | None) -> Reply:
     text += "\n" + _goes_down(
         ctx, qr, f"until it is provisioned again (capacity permitting) plus {VLLM_LOAD} to load the model"
     )
-    reply = blocks_reply([section(text)])
+    reply = change(text)
     reply.plan = pins_text([pin_of(qr)])
     return reply
 
@@ -401,9 +378,7 @@ def tpu_reset(ctx: Context, name: str, zone: str | None) -> Reply:
         operation = tpu.reset_queued_resource(qr.name, qr.zone)
         tpu.wait_operation(operation, timeout_s=OPERATION_TIMEOUT_S, cancel=ctx.cancelled)
     qr = tpu.get_queued_resource(qr.name, [qr.zone])
-    return blocks_reply(
-        [section(":white_check_mark: Reset requested.\n" + resource_line(qr, ctx.services.now()))]
-    )
+    return reset_requested(qr, ctx.services.now())
 
 
 def _node_zone(ctx: Context, node: str, zone: str | None, verb: str) -> str:
@@ -454,7 +429,7 @@ def _node_command(verb: str) -> None:
                 f"\n:warning: *Goes down* vLLM on `{node}` until `/tpu start {node}`, then {VLLM_LOAD} to "
                 "load the model again."
             )
-        reply = blocks_reply([section(text)])
+        reply = change(text)
         reply.plan = pins_text([_node_pin(info)])
         return reply
 
@@ -465,7 +440,7 @@ def _node_command(verb: str) -> None:
         operation = tpu.start_node(where, node) if verb == "start" else tpu.stop_node(where, node)
         tpu.wait_operation(operation, timeout_s=OPERATION_TIMEOUT_S, cancel=ctx.cancelled)
         info = tpu.get_node(where, node)
-        return blocks_reply([section(f":white_check_mark: Node `{node}` is {info.state}.")])
+        return change(f":white_check_mark: Node `{node}` is {info.state}.")
 
     registry.command(
         f"tpu {verb}",
@@ -510,34 +485,10 @@ def _fingerprint(delete: list[QueuedResourceInfo], create: bool) -> str:
 def _preview_ensure(ctx: Context, name: str | None) -> Reply:
     primary = name or ctx.services.settings.tpu_primary
     delete, create, others = _ensure_plan(ctx, primary)
-    now = ctx.services.now()
-    blocks = [header(f"Ensure {primary}")]
-    if delete:
-        blocks.append(section("*Delete* (FAILED or SUSPENDED queued resources hold quota until deleted):"))
-        blocks += [section(resource_line(qr, now)) for qr in delete]
-    if create:
-        zone = ctx.services.settings.tpu_zones[0]
-        blocks.append(
-            section(f"*Create* `{primary}` in `{zone}` with the default settings (flex-start, 4 h).")
-        )
-    if others:
-        names = ", ".join(f"`{qr.name}` ({qr.state})" for qr in others)
-        blocks.append(
-            context(f"Left alone (not the primary, still live; delete explicitly if redundant): {names}")
-        )
-    if not delete and not create:  # an answer, not a refusal: nothing to confirm
-        reply = blocks_reply(
-            [
-                section(
-                    f":white_check_mark: Nothing to do: `{primary}` is live and nothing is FAILED or "
-                    "SUSPENDED."
-                )
-            ]
-        )
-        reply.nothing_to_confirm = True
-        return reply
-    reply = blocks_reply(blocks)
-    reply.plan = _fingerprint(delete, create)
+    create_zone = ctx.services.settings.tpu_zones[0] if create else None
+    reply = ensure_preview(primary, delete, create_zone, others, ctx.services.now())
+    if not reply.nothing_to_confirm:
+        reply.plan = _fingerprint(delete, create)
     return reply
 
 
@@ -573,4 +524,4 @@ def tpu_ensure(ctx: Context, name: str | None) -> Reply:
                 done.append(f"asked to create `{primary}` ({spec.zone}), not seen yet: check /tpu describe")
             else:
                 done.append(f"created `{primary}` ({spec.zone})")
-    return blocks_reply([section(":white_check_mark: " + "; ".join(done) + ".")])
+    return change(":white_check_mark: " + "; ".join(done) + ".")

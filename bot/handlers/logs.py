@@ -10,15 +10,15 @@ from bot.authorship import rules_only, written_by
 from bot.commands import ChatTool, Param, int_range, one_of, registry, resource_name, window
 from bot.context import Context
 from bot.diagnosis import analysis_diagnosis, deployment_of, serving_now
-from bot.render import Attachment, Reply, blocks_reply, code, context, header, section, split_sections, utc
-from bot.views.findings import diagnosis_text
+from bot.render import Reply
+from bot.views.logs import Errors, LogAnalysis, entries_listing, log_analysis
 from llm.client import ChosenModel, first_answer
-from llm.logsum import Analysis, LogSummary, TemplateSummary, analyze
+from llm.logsum import Analysis, LogSummary, analyze
 from llm.logwindow import mine_window
 from ops import cloudlogs
 from ops.diagnosis.engine import Diagnosis
 from ops.diagnosis.families import Deployment
-from ops.diagnosis.placement import ServingNow, is_fatal, place, present, template_note
+from ops.diagnosis.placement import ServingNow, place, present
 
 # LogSeverity names (https://cloud.google.com/logging/docs/reference/v2/rest/v2/LogEntry#logseverity)
 SEVERITIES = ("DEFAULT", "DEBUG", "INFO", "NOTICE", "WARNING", "ERROR", "CRITICAL", "ALERT", "EMERGENCY")
@@ -69,19 +69,7 @@ def logs(
         extra=filter,
         now=ctx.services.now(),
     )
-    entries = ctx.services.log_entries(query, limit or 30)
-    if not entries:
-        return blocks_reply([section(f"No log entries match `{query}`.")])
-    lines = [
-        f"{e.timestamp:%m-%d %H:%M:%S} {e.severity[:4]:<4} {e.node_id or '-'} {_first_line(e.message)}"
-        for e in entries
-    ]
-    # Every line is kept: split into sections here; what exceeds one message goes whole into a file.
-    listing = [section(part) for part in split_sections(code("\n".join(lines)))]
-    reply = blocks_reply(
-        [section(f"*{len(entries)} entries*, newest first"), *listing, context(f"`{query}`")]
-    )
-    return reply
+    return entries_listing(ctx.services.log_entries(query, limit or 30), query)
 
 
 @registry.command(
@@ -110,89 +98,38 @@ def logs_analyze(ctx: Context, since: timedelta | None, node: str | None) -> Rep
         deadline_s=settings.logs_read_deadline_s,
         api_endpoint=settings.google_api_endpoint,
     )
-    sampled = report.sample_fraction < 1.0
-    size = f"{summary.total_entries:,} entries"
-    if sampled:
-        size = f"~{size} (estimated)"
-    blocks = [header(f"Log analysis: last {span}, {size}")]
-    if sampled:
-        blocks.append(
-            context(
-                f"Every error read ({report.error_entries:,}); the rest sampled at "
-                f"{report.sample_fraction:.2%} with `sample(insertId, ...)`, counts scaled up. "
-                f"{report.reads} reads of Cloud Logging's {settings.logging_reads_per_min} a minute."
-            )
-        )
-    if report.partial:
-        blocks.append(
-            section(
-                ":warning: *Partial:* not read: "
-                + "; ".join(report.missing)
-                + ". Try a shorter `--since` or `--node`, or again in a minute."
-            )
-        )
     if summary.error_entries == 0:
-        blocks.append(
-            section(f":white_check_mark: No errors in the window ({summary.total_entries:,} entries).")
+        errors = None
+    else:
+        errors = _errors(ctx, summary, span)
+    return log_analysis(
+        LogAnalysis(
+            span, report, summary.total_entries, summary.error_entries, settings.logging_reads_per_min, errors
         )
-        return blocks_reply(blocks)
+    )
+
+
+def _errors(ctx: Context, summary: LogSummary, span: timedelta) -> Errors:
+    """Ask the models, then place the findings against what serves now."""
     now = serving_now(ctx.services)
     result, chosen, failures = _ask_models(ctx, summary, deployment_of(ctx.services), now)
     placed = place(result.findings, result.templates, now)
     current_templates = present(result.templates, now)
     # what may describe the running container first, then the labelled earlier/other kinds
     ranked = current_templates + tuple(t for t in result.templates if t not in current_templates)
-    kinds = [_kind_line(t, now) for t in ranked[:5]]
-    blocks.append(section("*Top error kinds*\n" + "\n".join(kinds)))
     # key lines only from what may describe the running container; the rest is shown as earlier/other
     current = replace(result, templates=current_templates, findings=placed.current)
-    shown = diagnosis_text(analysis_diagnosis(current, span=span, ended_at=now.stopped_at))
-    if shown:
-        blocks.append(section(shown))
-    elif now.started_at is not None:
-        blocks.append(
-            section(
-                f"No error in the window is placed on the running container (up since {utc(now.started_at)});"
-                " what follows is earlier or from another process."
-            )
-        )
-    if placed.earlier:
-        heading = "Earlier failures, before the current container started: not the present state"
-        blocks.append(section(diagnosis_text(Diagnosis(placed.earlier, ()), heading=heading)))
-    if placed.other:
-        heading = "Failures of another process or node: not the serving container"
-        blocks.append(section(diagnosis_text(Diagnosis(placed.other, ()), heading=heading)))
-    if now.missing:
-        blocks.append(context("Not placed against the serving container: " + "; ".join(now.missing)))
-    notes = [f"{result.included_templates} templates in the prompt"] if chosen else []
-    if chosen is not None and result.model_analysis:
-        blocks.append(section("*Gemma's analysis*\n" + result.model_analysis[:2800]))
-        blocks.append(context(written_by(chosen)))
-        budget = f"prompt {result.prompt_tokens or '-'} of {result.budget_tokens or '-'} budget tokens"
-        notes += [budget, chosen.context.describe()]
-    else:
-        blocks.append(section(rules_only(failures, settings)))
-    if result.note and chosen is not None:
-        notes.append(result.note)
-    if notes:
-        blocks.append(context(" · ".join(notes)))
-    reply = blocks_reply(blocks)
-    table = "\n".join(
-        f"{t.count}\t{t.severity}\t{t.first_seen:%F %T}\t{t.last_seen:%F %T}\t{t.template}"
-        for t in result.templates
+    return Errors(
+        analysis=result,
+        now=now,
+        ranked=ranked,
+        current=analysis_diagnosis(current, span=span, ended_at=now.stopped_at),
+        earlier=Diagnosis(placed.earlier, ()),
+        other=Diagnosis(placed.other, ()),
+        author=written_by(chosen) if chosen is not None else "",
+        model_context=chosen.context.describe() if chosen is not None else "",
+        rules_only=rules_only(failures, ctx.services.settings) if chosen is None else "",
     )
-    reply.files.append(Attachment("log-templates.tsv", table, "All log templates"))
-    return reply
-
-
-def _kind_line(t: TemplateSummary, now: ServingNow) -> str:
-    """One top error kind: count, severity, template, times, its folded traceback lines, and when it does
-    not describe the present, why (`ops.diagnosis.placement.template_note`)."""
-    line = f"• *{t.count:,}× {t.severity}* `{t.template[:150]}`\n  {utc(t.first_seen)} → {utc(t.last_seen)}"
-    if t.traceback_lines:
-        line += f" (+{t.traceback_lines:,} traceback lines)"
-    note = template_note(t, now, fatal=is_fatal(t))
-    return line + (f"\n  _{note}_" if note else "")
 
 
 def _ask_models(
@@ -241,7 +178,3 @@ def _serving_text(now: ServingNow) -> str:
     if now.max_model_len:
         parts.append(f"it serves max_model_len {now.max_model_len}")
     return "; ".join(parts)
-
-
-def _first_line(message: str, limit: int = 160) -> str:
-    return (message.splitlines() or [""])[0][:limit]

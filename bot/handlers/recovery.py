@@ -11,8 +11,8 @@ from bot.commands import Param, Role, registry, resource_name, zone_name
 from bot.context import Context
 from bot.hints import not_found_hint
 from bot.recovery import projected_usd, recover, recovery_request
-from bot.render import Reply, blocks_reply, section
-from bot.views.tpu import resource_line
+from bot.render import Reply
+from bot.views.recovery import RecoveryPreview, recovered, recovery_preview
 from bot.zone_plan import zone_warnings
 from ops.alerts import identity
 from ops.errors import BadInput, NotFound, OpsError
@@ -40,22 +40,15 @@ def _dead(ctx: Context, name: str | None, zone: str | None) -> tuple[QueuedResou
 
 def _preview_recover(ctx: Context, name: str | None, zone: str | None, search: bool) -> Reply:
     qr, reason = _dead(ctx, name, zone)
-    zones = ", ".join(f"`{z}`" for z in ctx.services.settings.tpu_zones)
-    then = (
-        f"then *search for capacity* in {zones} (flex-start), keeping the first zone that becomes ACTIVE"
-        if search
-        else f"then *create it again* in `{qr.zone}` ({qr.accelerator_type}, {qr.provisioning_model})"
-    )
     model, hours = recovery_request(qr, search=search)
+    usd: float | None = None
+    unpriced = ""
+    missing: list[str] = []
     try:
         usd, plan = projected_usd(qr, search=search)
+        missing = list(plan.missing)
     except BadInput as exc:
-        spend = f"\n*Projected spend* unknown: {exc.message}"
-    else:
-        where = f"`{qr.zone}` prices" if search else f"`{qr.zone}`"
-        spend = f"\n*Projected spend* {model}, up to ${usd:,.2f} ({hours:g} h at {where})" + "".join(
-            f"\n_{text}_" for text in plan.missing
-        )
+        unpriced = exc.message
     warnings = (
         []
         if search
@@ -67,9 +60,20 @@ def _preview_recover(ctx: Context, name: str | None, zone: str | None, search: b
             f"`/tpu recover {qr.name} --search` (flex-start) or `/tpu create` in",
         )
     )
-    now = ctx.services.now()
-    text = f"*Recover* ({reason}): *delete* it, {then}:\n{resource_line(qr, now)}{spend}"
-    reply = blocks_reply([section("\n".join([text, *warnings]))])
+    preview = RecoveryPreview(
+        qr,
+        reason,
+        search,
+        list(ctx.services.settings.tpu_zones),
+        model,
+        hours,
+        usd,
+        unpriced,
+        missing,
+        warnings,
+        ctx.services.now(),
+    )
+    reply = recovery_preview(preview)
     reply.plan = f"{identity(qr)}|{reason}|{search}"
     return reply
 
@@ -89,12 +93,4 @@ def tpu_recover(ctx: Context, name: str | None, zone: str | None, search: bool) 
     qr, reason = _dead(ctx, name, zone)
     if f"{identity(qr)}|{reason}|{search}" != ctx.confirmed_plan:
         raise OpsError(f"`{qr.name}` changed since the confirmation", f"run /tpu recover {qr.name} again")
-    done = recover(ctx, qr, search=search)
-    return blocks_reply(
-        [
-            section(
-                f":white_check_mark: Recovery: {done}. vLLM needs about 10 minutes to load; "
-                "this thread hears when it serves."
-            )
-        ]
-    )
+    return recovered(recover(ctx, qr, search=search))

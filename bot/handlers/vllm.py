@@ -10,17 +10,19 @@ from bot.commands import ChatTool, Param, registry, window
 from bot.context import Context
 from bot.diagnosis import deployment_of
 from bot.identity import identify
-from bot.render import Attachment, Reply, blocks_reply, context, header, human_duration, section, utc
+from bot.render import Reply, human_duration, utc
 from bot.serving import explained_when_starting
-from bot.views.findings import diagnosis_text, identity_line
-from bot.views.metrics import chart_reply, metrics_lines, ms
+from bot.views.findings import identity_line
+from bot.views.metrics import chart_reply, ms
+from bot.views.vllm import endpoint_found, metrics, served_models, server_info
+from bot.views.vllm import health as health_view
 from ops.alerts import AlertLedger
 from ops.charts import Event, metrics_chart_png
 from ops.diagnosis.engine import diagnose
 from ops.errors import BackendTimeout, BadInput, OpsError
 from ops.history import RETENTION, History, series
 from ops.metrics import MetricsSummary, summarize
-from ops.vllm import ServerIdentity, ServingSample, VllmClient, serving_problem
+from ops.vllm import ServingSample, VllmClient, serving_problem
 
 
 @registry.command("vllm health", "vLLM /health plus a one-token chat completion, with latencies")
@@ -53,18 +55,8 @@ def vllm_health(ctx: Context) -> Reply:
         lines.insert(0, f":red_circle: *{wedged}*")
     if identity.other:  # every answer above came from something else
         lines.insert(0, identity_line(identity))
-    blocks = [section("\n".join(lines))]
-    if wedged:
-        blocks.append(section(diagnosis_text(diagnose(wedged, deployment_of(ctx.services)))))
-    blocks.append(context(f"Endpoint `{endpoint.url}` ({endpoint.source})" + _checked(identity)))
-    return blocks_reply(blocks)
-
-
-def _checked(identity: ServerIdentity) -> str:
-    """What the identity check compared, for the context line ("" when it could not be made)."""
-    if identity.verdict != "same":
-        return ""
-    return " · answered by the deployment's container (checked: " + ", ".join(identity.checked) + ")"
+    diagnosis = diagnose(wedged, deployment_of(ctx.services)) if wedged else None
+    return health_view(lines, diagnosis, endpoint, identity)
 
 
 def _probe(ctx: Context) -> tuple[str, bool | None]:
@@ -93,7 +85,7 @@ def _scrape(client: VllmClient) -> MetricsSummary | None:
 @registry.command("vllm endpoint", "The vLLM URL in use and how it was found")
 def vllm_endpoint(ctx: Context) -> Reply:
     endpoint = ctx.services.endpoints.resolve()
-    return blocks_reply([section(f"vLLM endpoint `{endpoint.url}`\n_Found from: {endpoint.source}_")])
+    return endpoint_found(endpoint)
 
 
 @registry.command("vllm models", "Models the server serves, with max_model_len")
@@ -101,16 +93,7 @@ def vllm_models(ctx: Context) -> Reply:
     client, endpoint = ctx.services.vllm()
     with client, explained_when_starting(ctx):
         models = client.models()
-    if not models:
-        return blocks_reply([section(f"`{endpoint.url}` serves no models.")])
-    lines = []
-    for m in models:
-        extra = f", adapter of `{m.parent}`" if m.parent else ""
-        root = f", root `{m.root}`" if m.root and m.root != m.id else ""
-        lines.append(f"• `{m.id}`: max_model_len {m.max_model_len or '-'}{root}{extra}")
-    return blocks_reply(
-        [section("*Served models*\n" + "\n".join(lines)), context(f"Endpoint `{endpoint.url}`")]
-    )
+    return served_models(endpoint, models)
 
 
 @registry.command("vllm info", "vLLM version and the served model's max_model_len")
@@ -119,9 +102,7 @@ def vllm_info(ctx: Context) -> Reply:
     with client, explained_when_starting(ctx):
         version = client.version()
         models = client.models()
-    model_lines = [f"• `{m.id}`: max_model_len {m.max_model_len or '-'}" for m in models] or ["• (none)"]
-    text = f"*vLLM* {version} at `{endpoint.url}`\n" + "\n".join(model_lines)
-    return blocks_reply([section(text)])
+    return server_info(endpoint, version, models)
 
 
 @registry.command(
@@ -144,20 +125,7 @@ def vllm_metrics(ctx: Context, raw: bool, chart: timedelta | None) -> Reply:
     client, endpoint = ctx.services.vllm()
     with client, explained_when_starting(ctx):
         text = client.metrics_text()
-    summary = summarize(text)
-    models = ", ".join(f"`{m}`" for m in summary.models) or "unknown model"
-    reply = blocks_reply(
-        [
-            header("vLLM metrics"),
-            section("\n".join(metrics_lines(summary))),
-            context(f"{models} at `{endpoint.url}` · counters since server start"),
-        ]
-    )
-    if raw:
-        # The scrape is kilobytes long: attached only, never pasted into the channel as well.
-        reply.blocks.append(context(f"Raw `/metrics` scrape attached ({len(text.splitlines()):,} lines)."))
-        reply.files.append(Attachment("metrics.txt", text, "Raw /metrics"))
-    return reply
+    return metrics(endpoint, summarize(text), text if raw else None)
 
 
 def _alert_events(ctx: Context, since: timedelta) -> list[Event]:

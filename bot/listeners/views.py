@@ -10,8 +10,9 @@ from typing import Any
 
 from slack_bolt import Ack, App
 
-from bot.handlers.admin import SECRET_FORM_ID, store_token, token_problem
+from bot.handlers.admin import store_token, token_problem
 from bot.runner import Origin, Runner
+from bot.views.admin import SECRET_FORM_ID
 
 
 def register(app: App, runner: Runner) -> None:

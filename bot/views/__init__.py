@@ -1,11 +1,17 @@
 """Rendering of the bot's results as Slack text and blocks, one module per kind of thing shown.
 
 Handlers gather data (the ops types, or a view's input dataclass) and call a view; views compute nothing
-from backends. `bot.render` keeps the Slack primitives (Reply, blocks, limits, mentions, links, escaping).
+from backends. Blocks are slack_sdk's block models (`slack_sdk.models.blocks`), through `bot.render`'s
+primitives (Reply, blocks, mentions, links, escaping); Slack's limits are in `bot.slack_limits`. No module
+under `bot/handlers` builds blocks (tests/unit/test_handlers_gather.py).
 
 - `tpu`: queued-resource lines, /tpu describe, the /tpu status dashboard.
 - `metrics`: vLLM metrics lines, latencies, the metrics-history chart reply.
 - `cost`: money, price estimates and their sources, a preview's spend lines.
 - `findings`: the diagnosis (known failures, fixes, key lines) as every command and alert shows it.
 - `help`: the command list and the active settings.
+- `admin`: the audit trail and the Hugging Face token form.
+- `recovery`: a recovery's preview and result.
+- `gemma`, `chat`: Gemma's answers, their stats and ratings; grounded chat answers.
+- `logs`: the log entries listing and the log analysis.
 """

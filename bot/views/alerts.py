@@ -6,13 +6,27 @@ carry names, zones, states, times and USD figures only: never tokens, secrets or
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from bot.render import Block, context, section, utc
-from ops.alerts import Alert
+from bot.render import (
+    Block,
+    Reply,
+    blocks_reply,
+    channel_link,
+    context,
+    header,
+    human_duration,
+    mention,
+    section,
+    utc,
+)
+from ops.alert_outbox import HeldAlert
+from ops.alerts import Alert, LedgerRow
 from ops.cost import burn
 from ops.durations import minutes_text
 from ops.errors import OpsError
+from ops.maintenance import Window
 from ops.tpu_model import QueuedResourceInfo
 
 # Alerts about serving point at the metrics chart of their window (`/vllm metrics --chart`).
@@ -167,3 +181,88 @@ def serving_down(primary: str, state: str) -> str:
 def state_blocks(summary: str, now: datetime, deployment: str | None) -> list[Block]:
     """The blocks of a state message (updated in place on each transition)."""
     return [section(summary), context(named(deployment, f"updated {utc(now)} · transitions in the thread"))]
+
+
+# Ledger statuses in plain words (ops.alerts.AlertLedger.claim).
+_STATUS_WORDS = {
+    "sent": "posted",
+    "suppressed": "suppressed while muted",
+    "superseded": "skipped for a more urgent one",
+    "sending": "being posted",
+    "undelivered": "held back while Slack refused the channel",
+}
+_SHOWN = 30  # the newest open and held alerts listed
+
+
+@dataclass(frozen=True)
+class AlertsOverview:
+    """What `/alerts` shows, as gathered by the handler.
+
+    Attributes:
+        shown: open alerts of resources that still exist, oldest first; hidden: those left out (gone).
+        mutes: subject -> (muted until, Slack user id of who muted it). window: an open maintenance window.
+        counts: ledger keys per status. refused: why alerts cannot reach their channel, one line each.
+        held: alerts held back while Slack refused the channel; titles: their ledger text by key.
+        note: a warning when the resources could not all be checked ("" when none). now: the moment read.
+    """
+
+    shown: list[LedgerRow]
+    hidden: int
+    mutes: dict[str, tuple[datetime, str]]
+    window: Window | None
+    counts: dict[str, int]
+    refused: list[str]
+    held: list[HeldAlert]
+    titles: dict[str, str]
+    note: str
+    now: datetime
+
+
+def alerts_overview(o: AlertsOverview) -> Reply:
+    """`/alerts`: why alerts cannot reach their channel, the open alerts, the undelivered ones, the mutes
+    and maintenance hold, and how many alerts the ledger recorded, by status."""
+    lines = [f"• {r.text} _({human_duration(o.now - r.at)} ago, `{r.kind}`)_" for r in o.shown[-_SHOWN:]]
+    if o.hidden:
+        lines.append(f"_{o.hidden} alert(s) of queued resources that no longer exist are not shown._")
+    mute_lines = [
+        f"• `{name}` until {utc(until)} (by {mention(by)})" for name, (until, by) in sorted(o.mutes.items())
+    ]
+    if o.window is not None:
+        mute_lines.append(
+            f"• health alerts held: `{o.window.reason}` by {mention(o.window.opened_by)} until vLLM serves "
+            f"(at most until {utc(o.window.deadline)})"
+        )
+    recorded = ", ".join(f"{n} {_STATUS_WORDS.get(status, status)}" for status, n in sorted(o.counts.items()))
+    held_lines = [
+        f"• {o.titles.get(h.key) or h.text} _(held since {utc(h.at)} for {channel_link(h.channel)})_"
+        for h in o.held[-_SHOWN:]
+    ]
+    refused = [section(line) for line in o.refused]
+    blocks = [
+        header("Alerts"),
+        *refused,
+        section("*Open*\n" + ("\n".join(lines) or "none")),
+        *([section("*Undelivered* (Slack refused the channel)\n" + "\n".join(held_lines))] if o.held else []),
+        section("*Muted*\n" + ("\n".join(mute_lines) or "none")),
+        context(f"Alerts so far: {recorded}." if recorded else "No alert has been raised yet."),
+    ]
+    if o.note:
+        blocks.insert(len(refused) + 2, context(o.note))
+    return blocks_reply(blocks)
+
+
+def muted(name: str, until: datetime, by: str) -> Reply:
+    """`/alerts mute`: subject `name` muted until `until` by the Slack user `by`."""
+    return blocks_reply([section(f":mute: Alerts of `{name}` muted until {utc(until)} by {mention(by)}.")])
+
+
+def unmuted(name: str, removed: bool) -> Reply:
+    """`/alerts unmute`: the mute of `name` removed, or that there was none."""
+    return blocks_reply(
+        [section(f":bell: Alerts of `{name}` unmuted." if removed else f"`{name}` was not muted.")]
+    )
+
+
+def test_posted(channel: str) -> Reply:
+    """`/alerts test`: the test alert was posted to `channel` (a Slack channel id)."""
+    return blocks_reply([section(f":white_check_mark: Test alert posted to {channel_link(channel)}.")])

@@ -15,11 +15,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from slack_sdk.models.blocks import ActionsBlock, ButtonElement, PlainTextObject
+
 from bot.chat.asks import Suggestion
 from bot.chat.instructions import Found
 from bot.chat.recent import Outcome
 from bot.chat.subjects import Subjects
-from bot.render import Attachment, Block, Reply, blocks_reply, context, section, split_sections
+from bot.render import Attachment, Block, Reply, as_block, blocks_reply, context, section, split_sections
 from bot.views.findings import diagnosis_text
 from llm.claims import Checked
 from llm.grounding import Fact
@@ -57,29 +59,34 @@ class Shown:
 class Answer:
     """A model's answer: its checked text, who wrote it, what the check against the facts removed or why
     it withheld the answer (`llm.claims.Checked`), notes (tools looked at, tools refused), and its
-    Helpful / Not helpful buttons."""
+    stored id, which its Helpful / Not helpful buttons carry ("" when it was not stored)."""
 
     text: str
     byline: str
     checked: Checked | None = None
     notes: tuple[str, ...] = ()
-    feedback: Block | None = None
+    answer_id: str = ""
 
 
 def suggestion_button(command: str) -> Block:
     """A button that runs the suggested command through the normal role check and confirmation."""
-    return {
-        "type": "actions",
-        "block_id": "suggestion",
-        "elements": [
-            {
-                "type": "button",
-                "action_id": "run_suggested",
-                "text": {"type": "plain_text", "text": f"Review {command}"[:75]},
-                "value": command,
-            }
-        ],
-    }
+    button = ButtonElement(
+        action_id="run_suggested", text=PlainTextObject(text=f"Review {command}"[:75]), value=command
+    )
+    return as_block(ActionsBlock(block_id="suggestion", elements=[button]))
+
+
+def feedback_buttons(answer_id: str) -> Block:
+    """Helpful / Not helpful buttons; a click runs `/gemma rate ID VERDICT` through the runner."""
+    buttons = [
+        ButtonElement(
+            action_id=f"rate_{verdict.replace('-', '_')}",
+            text=PlainTextObject(text=verdict.replace("-", " ").capitalize()),
+            value=f"gemma rate {answer_id} {verdict}",
+        )
+        for verdict in ("helpful", "not-helpful")
+    ]
+    return as_block(ActionsBlock(block_id="feedback", elements=buttons))
 
 
 def _answer_blocks(answer: Answer) -> tuple[list[Block], list[Attachment]]:
@@ -245,8 +252,8 @@ def chat_reply(
         *(answer.notes if answer else ()),
     ]
     blocks.append(context(" · ".join(line)))
-    if answer is not None and answer.feedback is not None:
-        blocks.append(answer.feedback)
+    if answer is not None and answer.answer_id:
+        blocks.append(feedback_buttons(answer.answer_id))
     reply = blocks_reply(blocks)
     reply.files.extend([_facts_file(facts), *files])
     return reply

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import date
 
+from bot.render import Attachment, Reply, blocks_reply, code, context, header, section
 from ops import cost
 from ops.spend import SpendPlan
 
@@ -157,3 +158,37 @@ def _price_line(plan: SpendPlan, provisioning_model: str) -> str:
     if unpriced:
         line += f"; no price known for {', '.join(unpriced)}"
     return line
+
+
+def cost_estimate(lines: list[str], burn: str) -> Reply:
+    """`/tpu cost`: the estimate's lines (`estimate_lines`) and what the fleet burns now (`burn`, mrkdwn)."""
+    return blocks_reply([header("TPU cost"), section("\n".join(lines)), section(burn)])
+
+
+def spend_report(label: str, deployment_lines: list[str], total: str, sources: str) -> Reply:
+    """`/tpu cost --today` or `--week`: one paragraph per deployment, the total, and the price sources.
+
+    Args:
+        label: the period, e.g. "today (UTC)". deployment_lines: each deployment's spend, mrkdwn.
+        total: the total line, mrkdwn. sources: the price tables used ("" when none).
+    """
+    return blocks_reply(
+        [
+            header(f"TPU spend {label}"),
+            section("\n".join(deployment_lines)),
+            section(total),
+            context(
+                "From the ACTIVE queued resources' lifetimes and the price table (see `/tpu cost`); queued "
+                "resources deleted before now are not counted." + (f" Prices: {sources}." if sources else "")
+            ),
+        ]
+    )
+
+
+def deploy_file(body: str, filename: str, secret: str) -> Reply:
+    """A generated deployment file shown as code and attached as `filename`, with a note that the Hugging
+    Face token stays in the Secret Manager secret `secret`."""
+    note = f"The Hugging Face token stays in Secret Manager (`{secret}`); nothing here contains it."
+    reply = blocks_reply([section(code(body)), context(note)])
+    reply.files.append(Attachment(filename, body, filename))
+    return reply

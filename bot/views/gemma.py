@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from bot.render import Block, channel_link, context, section, utc
+from bot.render import Block, Reply, blocks_reply, channel_link, context, section, utc
 from bot.views.metrics import ms
 from llm.claims import check_answer
 from llm.client import CUT_NOTE, StreamResult
@@ -72,3 +72,25 @@ def feedback_blocks(records: list[AnswerRecord], *, every_channel: bool = False)
     where = " (every channel; shown only to you)" if every_channel else ""
     summary = f"*{helpful} of {len(records)} ratings helpful*{where}"
     return [section(summary + "\n" + "\n".join(lines))]
+
+
+def streaming(tail: str) -> Reply:
+    """The progress message of an answer still streaming: its latest `tail` and a "generating" line."""
+    return Reply(
+        text=tail + " …", blocks=[section(tail + " …"), context(":hourglass_flowing_sand: generating…")]
+    )
+
+
+def rated(model: str, verdict: str | None) -> Reply:
+    """`/gemma rate`'s thanks: the verdict recorded on an answer by `model`."""
+    return blocks_reply(
+        [context(f"Thanks: your verdict on this answer by `{model}` is recorded as *{verdict}*.")]
+    )
+
+
+def no_ratings(in_this_channel: bool) -> Reply:
+    """`/gemma feedback` when nothing was rated yet (in this channel, or anywhere for an admin)."""
+    where = " in this channel" if in_this_channel else ""
+    return blocks_reply(
+        [section(f"No rated answers yet{where}: Gemma's answers carry Helpful / Not helpful buttons.")]
+    )

@@ -6,8 +6,20 @@ from __future__ import annotations
 from bot.commands import Command, Registry, Role
 from bot.config import Settings, masked
 from bot.deployments import Fleet
-from bot.render import channel_link
+from bot.render import Reply, blocks_reply, channel_link, section, text_reply
 from bot.version import DISTRIBUTION, bot_version
+
+
+def help_reply(markdown: str) -> Reply:
+    """A help answer: `markdown` (from the functions below) in as many sections as it needs."""
+    return text_reply(markdown)
+
+
+def all_help(reg: Registry, s: Settings, fleet: Fleet | None, deployment: str) -> Reply:
+    """`help all`: every group's usage lines, a section each, then the active settings (secrets masked)."""
+    blocks = [section(reg.group_usage(group)) for group in reg.groups()]
+    blocks.append(section(settings_summary(s, fleet, deployment)))
+    return blocks_reply(blocks)
 
 
 def command_help(command: Command) -> str:

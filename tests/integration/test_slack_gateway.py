@@ -34,7 +34,8 @@ from bot.render import (
     text_reply,
 )
 from bot.scheduler import AlertScheduler
-from bot.slack_gateway import ACTIONS_ELEMENTS_LIMIT, Destination, SlackGateway, prepare
+from bot.slack_gateway import Destination, SlackGateway, prepare
+from bot.slack_limits import ACTIONS_ELEMENTS_LIMIT
 from ops.alerts import Alert
 from ops.store import Store
 from sim.slack import Message, SlackSimulator, block_errors, unescape

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot.handlers.admin import SECRET_FORM_ID, token_modal
+from bot.views.admin import SECRET_FORM_ID, token_modal
 from sim.console import _ack_text
 from sim.demo import Demo
 from sim.host.shell import expands, lex

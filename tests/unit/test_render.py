@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 from bot.render import (
-    MESSAGE_TEXT_LIMIT,
     Reply,
     blocks_reply,
     fit,
@@ -14,6 +13,7 @@ from bot.render import (
     split_sections,
     text_reply,
 )
+from bot.slack_limits import MESSAGE_BLOCK_TEXT_LIMIT
 from sim.slack import block_errors
 
 
@@ -41,7 +41,7 @@ def test_fit_moves_overflow_to_a_file() -> None:
     reply = text_reply("\n".join("row " + "w" * 200 for _ in range(400)))
     fitted = fit(reply, filename="big.txt")
     assert len(fitted.blocks) <= 50
-    assert sum(len(b.get("text", {}).get("text", "")) for b in fitted.blocks) < MESSAGE_TEXT_LIMIT
+    assert sum(len(b.get("text", {}).get("text", "")) for b in fitted.blocks) < MESSAGE_BLOCK_TEXT_LIMIT
     assert len(fitted.text) < 4000
     assert fitted.files[-1].filename == "big.txt" and fitted.files[-1].content == reply.text
     assert block_errors(fitted.blocks) == []

@@ -1,0 +1,171 @@
+"""`/logs` and `/logs analyze` as Slack blocks: the entries listing, and the analysis (the read's size and
+sampling, the top error kinds, the findings placed against the serving container, the model's analysis)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+
+from bot.render import (
+    Attachment,
+    Block,
+    Reply,
+    blocks_reply,
+    code,
+    context,
+    header,
+    section,
+    split_sections,
+    utc,
+)
+from bot.views.findings import diagnosis_text
+from llm.logsum import Analysis, TemplateSummary
+from ops.cloudlogs import LogEntry
+from ops.diagnosis.engine import Diagnosis
+from ops.diagnosis.placement import ServingNow, is_fatal, template_note
+from ops.logreads import ReadReport
+
+ANALYSIS_CHARS = 2800  # the model's analysis shown in one section (a section holds 3,000)
+
+
+def entries_listing(entries: Sequence[LogEntry], query: str) -> Reply:
+    """`/logs`: every entry, one line each, newest first, in as many sections as needed, then the query;
+    "no entries" naming the query when there are none."""
+    if not entries:
+        return blocks_reply([section(f"No log entries match `{query}`.")])
+    lines = [
+        f"{e.timestamp:%m-%d %H:%M:%S} {e.severity[:4]:<4} {e.node_id or '-'} {_first_line(e.message)}"
+        for e in entries
+    ]
+    # Every line is kept: split into sections here; what exceeds one message goes whole into a file.
+    listing = [section(part) for part in split_sections(code("\n".join(lines)))]
+    return blocks_reply([section(f"*{len(entries)} entries*, newest first"), *listing, context(f"`{query}`")])
+
+
+@dataclass(frozen=True)
+class Errors:
+    """What `/logs analyze` found when the window has errors, as gathered by the handler.
+
+    Attributes:
+        analysis: the templates and the model's analysis (`llm.logsum.analyze`).
+        now: what serves now (`bot.diagnosis.serving_now`).
+        ranked: the templates, those that may describe the running container first.
+        current: the findings placed on the running container; earlier / other: the rest, by why.
+        author: who wrote the analysis (`bot.authorship.written_by`), "" when no model answered.
+        model_context: that model's context size (`ContextSize.describe`), "" when no model answered.
+        rules_only: why the answer is rules only (`bot.authorship.rules_only`), shown when no model answered.
+    """
+
+    analysis: Analysis
+    now: ServingNow
+    ranked: tuple[TemplateSummary, ...]
+    current: Diagnosis
+    earlier: Diagnosis
+    other: Diagnosis
+    author: str = ""
+    model_context: str = ""
+    rules_only: str = ""
+
+
+@dataclass(frozen=True)
+class LogAnalysis:
+    """`/logs analyze`'s result: the window (`span`), the read (`report`), the entries and errors mined,
+    Cloud Logging's read quota (reads a minute), and `errors` (None when the window has none)."""
+
+    span: timedelta
+    report: ReadReport
+    total_entries: int
+    error_entries: int
+    reads_per_minute: int
+    errors: Errors | None
+
+
+def log_analysis(a: LogAnalysis) -> Reply:
+    """The analysis: a header with the window and size, the sampling and any partial read, then the top
+    five error kinds, the placed findings, the model's analysis or why it is rules only, and every template
+    in an attached TSV."""
+    report = a.report
+    sampled = report.sample_fraction < 1.0
+    size = f"{a.total_entries:,} entries"
+    if sampled:
+        size = f"~{size} (estimated)"
+    blocks: list[Block] = [header(f"Log analysis: last {a.span}, {size}")]
+    if sampled:
+        blocks.append(
+            context(
+                f"Every error read ({report.error_entries:,}); the rest sampled at "
+                f"{report.sample_fraction:.2%} with `sample(insertId, ...)`, counts scaled up. "
+                f"{report.reads} reads of Cloud Logging's {a.reads_per_minute} a minute."
+            )
+        )
+    if report.partial:
+        blocks.append(
+            section(
+                ":warning: *Partial:* not read: "
+                + "; ".join(report.missing)
+                + ". Try a shorter `--since` or `--node`, or again in a minute."
+            )
+        )
+    if a.errors is None:
+        blocks.append(section(f":white_check_mark: No errors in the window ({a.total_entries:,} entries)."))
+        return blocks_reply(blocks)
+    blocks += _errors_blocks(a.errors)
+    reply = blocks_reply(blocks)
+    table = "\n".join(
+        f"{t.count}\t{t.severity}\t{t.first_seen:%F %T}\t{t.last_seen:%F %T}\t{t.template}"
+        for t in a.errors.analysis.templates
+    )
+    reply.files.append(Attachment("log-templates.tsv", table, "All log templates"))
+    return reply
+
+
+def _errors_blocks(e: Errors) -> list[Block]:
+    now = e.now
+    blocks = [section("*Top error kinds*\n" + "\n".join(_kind_line(t, now) for t in e.ranked[:5]))]
+    shown = diagnosis_text(e.current)
+    if shown:
+        blocks.append(section(shown))
+    elif now.started_at is not None:
+        blocks.append(
+            section(
+                f"No error in the window is placed on the running container (up since {utc(now.started_at)});"
+                " what follows is earlier or from another process."
+            )
+        )
+    if e.earlier.findings:
+        heading = "Earlier failures, before the current container started: not the present state"
+        blocks.append(section(diagnosis_text(e.earlier, heading=heading)))
+    if e.other.findings:
+        heading = "Failures of another process or node: not the serving container"
+        blocks.append(section(diagnosis_text(e.other, heading=heading)))
+    if now.missing:
+        blocks.append(context("Not placed against the serving container: " + "; ".join(now.missing)))
+    result = e.analysis
+    notes = [f"{result.included_templates} templates in the prompt"] if e.author else []
+    if e.author and result.model_analysis:
+        blocks.append(section("*Gemma's analysis*\n" + result.model_analysis[:ANALYSIS_CHARS]))
+        blocks.append(context(e.author))
+        budget = f"prompt {result.prompt_tokens or '-'} of {result.budget_tokens or '-'} budget tokens"
+        notes += [budget, e.model_context]
+    else:
+        blocks.append(section(e.rules_only))
+    if result.note and e.author:
+        notes.append(result.note)
+    if notes:
+        blocks.append(context(" · ".join(notes)))
+    return blocks
+
+
+def _kind_line(t: TemplateSummary, now: ServingNow) -> str:
+    """One top error kind: count, severity, template, times, its folded traceback lines, and when it does
+    not describe the present, why (`ops.diagnosis.placement.template_note`)."""
+    line = f"• *{t.count:,}× {t.severity}* `{t.template[:150]}`\n  {utc(t.first_seen)} → {utc(t.last_seen)}"
+    if t.traceback_lines:
+        line += f" (+{t.traceback_lines:,} traceback lines)"
+    note = template_note(t, now, fatal=is_fatal(t))
+    return line + (f"\n  _{note}_" if note else "")
+
+
+def _first_line(message: str, limit: int = 160) -> str:
+    return (message.splitlines() or [""])[0][:limit]
