@@ -7,13 +7,10 @@ fails shows one red line; the rest still show.
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from bot.commands import registry
 from bot.context import Context
 from bot.fleet_status import Snapshot, deployment_blocks, snapshots
 from bot.render import Block, Reply, blocks_reply, channel_link, context, divider, header, section, utc
-from ops.spend import deployment_spend, midnight
 
 
 @registry.command("fleet", "Every deployment: queued resource, vLLM health and load, cost today, alerts")
@@ -25,20 +22,20 @@ def fleet(ctx: Context) -> Reply:
     channels = ctx.fleet.channels if ctx.fleet is not None else {}
     blocks: list[Block] = [header(f"Fleet: {len(snaps)} deployment(s)")]
     for snap in snaps:
-        blocks += deployment_blocks(snap, now)
+        blocks += deployment_blocks(snap)
         bound = [channel_link(channel) for channel, name in channels.items() if name == snap.name]
         if bound:
             blocks.append(context("Bound to " + ", ".join(bound)))
         blocks.append(divider())
-    blocks.append(section(_total_line(snaps, now)))
+    blocks.append(section(_total_line(snaps)))
     blocks.append(context(utc(now)))
     return blocks_reply(blocks)
 
 
-def _total_line(snaps: list[Snapshot], now: datetime) -> str:
+def _total_line(snaps: list[Snapshot]) -> str:
     """Every deployment's cost summed: USD per hour and today (UTC), "at most" when some figure stands in
     for a missing price row; deployments that could not be listed or priced are named, never counted as $0."""
-    spends = {snap.name: deployment_spend(snap.listing, now, midnight(now)) for snap in snaps}
+    spends = {snap.name: snap.spend for snap in snaps}
     unread = [name for name, spend in spends.items() if spend.error is not None]
     unpriced = sum(len(spend.unpriced) for spend in spends.values())
     bound = "at most " if any(spend.bounded for spend in spends.values()) else ""
