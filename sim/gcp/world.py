@@ -283,6 +283,8 @@ class World:
     now: datetime = field(default_factory=lambda: datetime.now(UTC))
     op_seq: int = 0
     log_cache: dict[tuple[str, bool], list[SimLogEntry]] = field(default_factory=dict, repr=False)
+    # positions in `logs` by insertId hash bucket (sim.gcp.logging.sample_candidates), built on first use
+    log_sample_index: list[list[int]] | None = field(default=None, repr=False)
     quota_defaults: dict[str, int] = field(default_factory=dict)
     log_read_quota: int = LOG_READS_PER_MINUTE
     log_reads: deque[datetime] = field(default_factory=deque, repr=False)  # accepted entries.list calls
@@ -355,6 +357,7 @@ class World:
             self.logs.append(stored_log_entry(body, self.log_seq))
         self.logs.sort(key=_log_key)
         self.log_cache.clear()
+        self.log_sample_index = None
 
     def parent(self, zone: str) -> str:
         return f"projects/{self.project}/locations/{zone}"
