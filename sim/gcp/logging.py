@@ -15,6 +15,7 @@ import binascii
 import json
 import re
 import zlib
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -55,21 +56,45 @@ def sample_candidates(w: World, fraction: float) -> list[SimLogEntry]:
     return [w.logs[p] for p in positions]
 
 
-def _matching(w: World, filter_text: str) -> list[SimLogEntry]:
-    """The stored entries `filter_text` selects, in stored order; a trailing top-level `AND sample(...)`
-    (AND binds loosest in the Logging query language) is answered from the hash index.
+class LogScan:
+    """The entries one (filter, order) selects, found as pages need them: each page scans only until it
+    is full (and one entry past it, to know whether there is more), so a page's time is bounded by how
+    rare its matches are, never by a scan of the whole store first."""
+
+    def __init__(self, source: list[SimLogEntry], predicate: Callable[[SimLogEntry], bool], descending: bool):
+        self._source, self._predicate, self._descending = source, predicate, descending
+        self._next = 0
+        self.matched: list[SimLogEntry] = []
+
+    def upto(self, wanted: int) -> list[SimLogEntry]:
+        """At least `wanted` matches (fewer when the store holds no more), in the scan's order."""
+        source, size = self._source, len(self._source)
+        while len(self.matched) < wanted and self._next < size:
+            entry = source[size - 1 - self._next] if self._descending else source[self._next]
+            self._next += 1
+            if self._predicate(entry):
+                self.matched.append(entry)
+        return self.matched
+
+
+def _scan(w: World, filter_text: str, descending: bool) -> LogScan:
+    """A LogScan of the stored entries `filter_text` selects; a trailing top-level `AND sample(...)` (AND
+    binds loosest in the Logging query language) scans only the hash index's candidates.
 
     Raises:
         FilterError: the filter does not parse.
     """
+    predicate = parse_log_filter(filter_text)  # the whole filter's errors, as without the index
     trailing = _TRAILING_SAMPLE.match(filter_text)
-    if trailing is not None:
-        parse_log_filter(filter_text)  # the whole filter's errors, as without the index
-        fraction = float(trailing["f"])
-        predicate = parse_log_filter(trailing["rest"])
-        return [e for e in sample_candidates(w, fraction) if predicate(e)]
-    predicate = parse_log_filter(filter_text)
-    return [e for e in w.logs if predicate(e)]
+    if trailing is None:
+        return LogScan(w.logs, predicate, descending)
+    rest = parse_log_filter(trailing["rest"])
+    return LogScan(sample_candidates(w, float(trailing["f"])), rest, descending)
+
+
+def _matching(w: World, filter_text: str) -> list[SimLogEntry]:
+    """Every stored entry `filter_text` selects, in stored order (`_scan` to the end)."""
+    return _scan(w, filter_text, False).upto(len(w.logs))
 
 
 # ---- handlers (called with world.lock held)
@@ -94,17 +119,15 @@ def _list_log_entries(w: World, m: re.Match[str], query: dict[str, str], raw: by
         )
     descending = order == "timestamp desc"
     key = (filter_text, descending)
-    matched = w.log_cache.get(key)
-    if matched is None:
+    scan = w.log_cache.get(key)
+    if not isinstance(scan, LogScan):
         try:
-            matched = _matching(w, filter_text)
+            scan = _scan(w, filter_text, descending)
         except FilterError as exc:
             raise ApiError(400, f"Unparseable filter: {exc}") from None
-        if descending:
-            matched.reverse()
         if len(w.log_cache) > 64:
             w.log_cache.clear()
-        w.log_cache[key] = matched
+        w.log_cache[key] = scan
     try:
         size = int(body.get("pageSize") or LOG_PAGE_SIZE_DEFAULT)
     except (TypeError, ValueError):
@@ -121,8 +144,11 @@ def _list_log_entries(w: World, m: re.Match[str], query: dict[str, str], raw: by
             offset, token_signature = int(decoded["o"]), str(decoded["s"])
         except (ValueError, KeyError, TypeError, binascii.Error):
             raise ApiError(400, "Invalid page token.") from None
-        if token_signature != signature or not 0 <= offset <= len(matched):
+        if token_signature != signature or offset < 0:
             raise ApiError(400, "Invalid page token: the query changed.")
+    matched = scan.upto(offset + size + 1)
+    if offset > len(matched):
+        raise ApiError(400, "Invalid page token: the query changed.")
     page = matched[offset : offset + size]
     result: dict[str, Any] = {}
     if page:
