@@ -27,6 +27,7 @@ Last line: RESULT entries=1000000 reads=<r> wall_s=<s> coverage=<c> count_error=
 
 from __future__ import annotations
 
+import argparse
 import json
 import resource
 import sys
@@ -48,14 +49,20 @@ from ops.logreads import ReadQuota, read_window
 from sim.gcp import GcpSimulator
 
 TOTAL = 1_000_000
+"""Entries in the window unless `--entries N` says otherwise (the 10M case: `--entries 10000000`)."""
 START = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 PROJECT = "bench-logs"
-STREAM = {"count": TOTAL, "window": "1h", "error_share": 0.005, "error_kinds": 40, "seed": 7}
-SCENARIO = {
-    "project": PROJECT,
-    "google": {"logs": {"noise": {"count": 0}, "audit": False, "stream": STREAM}},
-    "vllm": {},
-}
+
+
+def scenario(total: int) -> dict[str, Any]:
+    stream = {"count": total, "window": "1h", "error_share": 0.005, "error_kinds": 40, "seed": 7}
+    return {
+        "project": PROJECT,
+        "google": {"logs": {"noise": {"count": 0}, "audit": False, "stream": stream}},
+        "vllm": {},
+    }
+
+
 NAIVE_BACKOFF_S = 5.0
 
 
@@ -63,9 +70,10 @@ def _fixed_clock() -> datetime:
     return START
 
 
-def make_sim() -> GcpSimulator:
-    """The simulator, its clock frozen at START: only `advance` moves it."""
-    return GcpSimulator(SCENARIO, now=_fixed_clock)
+def make_sim(total: int) -> GcpSimulator:
+    """The simulator with `total` entries in the window, its clock frozen at START (only `advance` moves
+    it)."""
+    return GcpSimulator(scenario(total), now=_fixed_clock)
 
 
 def sim_now(sim: GcpSimulator) -> float:
@@ -121,10 +129,10 @@ def naive(sim: SimProcess, query: str) -> tuple[int, int, float, float]:
     return reads, throttled, sim.call(sim_now) - sim_started, time.perf_counter() - started
 
 
-def main() -> None:
+def main(total: int) -> None:
     query = build_filter(timedelta(hours=1), project=PROJECT, now=START)
     print("starting the Google simulator (its own process) with the generated stream ...", flush=True)
-    with SimProcess(make_sim) as sim:
+    with SimProcess(make_sim, total) as sim:
         entries, truth = sim.call(error_truth)
         errors = sum(truth.values())
         print(f"window: {entries:,} entries, {errors:,} at ERROR in {len(truth)} distinct texts")
@@ -185,4 +193,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    parser = argparse.ArgumentParser(description="/logs analyze's planned read against naive paging")
+    parser.add_argument(
+        "--entries", type=int, default=TOTAL, help="entries in the window (default 1,000,000)"
+    )
+    main(parser.parse_args().entries)

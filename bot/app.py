@@ -209,12 +209,12 @@ WARM_UP_REQUESTS = 32
 def warm_up(bot: Bot, url: str | None = None) -> None:
     """Do now what would otherwise happen lazily during the first burst of commands, competing with its
     acks for the interpreter lock: start the worker processes (`bot.workers`; they import in their own
-    processes while the rest goes on here) and every thread of the listener, command and zone-listing pools,
-    each with its TPU API clients built; open the state database; with the server's `url` (HTTP mode), send
-    it WARM_UP_REQUESTS signed slash commands at once that only get a usage line (`/tpu` with an unknown
-    subcommand: acked, nothing run, nothing audited), so the whole ack path has run before Slack's first
-    request. Then wait for the worker processes and set `bot.warmed` (`/readyz` answers 503 "warming up"
-    until then: a stop right after ready finds no worker still importing)."""
+    processes while the rest goes on here), every thread of the listener and command pools and those of one
+    zone listing (`TpuOps.warm`), each with its TPU API clients built; open the state database; with the
+    server's `url` (HTTP mode), send it WARM_UP_REQUESTS signed slash commands at once that only get a usage
+    line (`/tpu` with an unknown subcommand: acked, nothing run, nothing audited), so the whole ack path has
+    run before Slack's first request. Then wait for the worker processes and set `bot.warmed` (`/readyz`
+    answers 503 "warming up" until then: a stop right after ready finds no worker still importing)."""
     started = time.monotonic()
     try:
         workers = bot.services.workers.start()
@@ -223,7 +223,7 @@ def warm_up(bot: Bot, url: str | None = None) -> None:
         bot.runner.warm()
         settings = bot.services.settings
         prestart(bot.services.fanout, FANOUT_PER_WORKER * (settings.worker_threads + settings.model_threads))
-        bot.services.tpu.warm()
+        bot.services.tpu.warm(len(settings.tpu_zones))
         _ping(bot.services)
         secret = bot.services.settings.slack_signing_secret
         if url is not None and secret is not None:

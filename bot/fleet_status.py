@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from bot.render import Block, human_duration, section, utc
@@ -20,7 +20,7 @@ from ops.alerts import AlertLedger, LedgerRow
 from ops.endpoint import Endpoint
 from ops.errors import OpsError
 from ops.metrics import MetricsSummary
-from ops.spend import deployment_spend, midnight, unreadable
+from ops.spend import DeploymentSpend, deployment_spend, midnight, unreadable
 from ops.tpu_model import QueuedResourceInfo, ZoneListing
 from ops.vllm import HealthCheck
 
@@ -34,15 +34,17 @@ __all__ = [
     "snapshots",
 ]
 
-# Sources per deployment fetched at once: the listing, then /health and /metrics once the endpoint is known,
-# and its open alerts.
-SOURCES = 4
+# Tasks per deployment on the fleet's pool at once: the listing, then /health and /metrics once the endpoint
+# is known, its open alerts, and the one that waits for them and renders the deployment's lines.
+SOURCES = 5
 OPEN_ALERTS_DAYS = 7  # as `/alerts list`
 
 
 @dataclass(frozen=True)
 class Snapshot:
-    """What `/fleet` learned of one deployment; each source is its value or the OpsError that stopped it."""
+    """What `/fleet` learned of one deployment; each source is its value or the OpsError that stopped it.
+    `spend` (today's, UTC) and `lines` (`deployment_lines`) are computed once, on the fleet's pool as soon as
+    this deployment's sources are in, not on the command thread after the slowest deployment's."""
 
     name: str
     services: Services
@@ -51,13 +53,17 @@ class Snapshot:
     health: HealthCheck | OpsError
     metrics: MetricsSummary | OpsError
     alerts: list[LedgerRow] | OpsError
+    spend: DeploymentSpend = field(default_factory=DeploymentSpend)
+    lines: tuple[str, ...] = ()
 
 
 def snapshot(
     pool: ThreadPoolExecutor, name: str, services: Services, now: datetime
 ) -> Callable[[], Snapshot]:
-    """Start fetching one deployment on `pool`; returns a function that waits for its Snapshot. Its open
-    alerts are those of its own ledger (`AlertLedger` of deployment `name`) over the last 7 days."""
+    """Start fetching one deployment on `pool`; returns a function that waits for its Snapshot (its spend
+    and lines rendered on `pool` too, as soon as its own sources are in). Its open alerts are those of its
+    own ledger (`AlertLedger` of deployment `name`) over the last 7 days. `pool` needs SOURCES threads per
+    deployment fetched at once (one task waits for others)."""
     listing_f = pool.submit(services.tpu.list_queued_resources, services.settings.tpu_zones)
     alerts_f = pool.submit(
         lambda: AlertLedger(services.store, name).open_alerts(since=now - timedelta(days=OPEN_ALERTS_DAYS))
@@ -74,13 +80,16 @@ def snapshot(
 
     health_f, metrics_f = pool.submit(health), pool.submit(metrics)
 
-    def wait() -> Snapshot:
+    def gather() -> Snapshot:
         listing, endpoint = settled(listing_f, "fleet listing"), settled(endpoint_f, "fleet endpoint")
         health, metrics = settled(health_f, "fleet /health"), settled(metrics_f, "fleet /metrics")
         alerts = settled(alerts_f, "fleet alerts")
-        return Snapshot(name, services, listing, endpoint, health, metrics, alerts)
+        spend = deployment_spend(listing, now, midnight(now))
+        snap = Snapshot(name, services, listing, endpoint, health, metrics, alerts, spend)
+        lines = (_resource_line(snap, now), _vllm_line(snap), _cost_line(snap), _alerts_line(snap))
+        return replace(snap, lines=lines)
 
-    return wait
+    return pool.submit(gather).result
 
 
 def _red(label: str, err: OpsError) -> str:
@@ -142,8 +151,8 @@ def _vllm_line(snap: Snapshot) -> str:
     return " · ".join(parts)
 
 
-def _cost_line(snap: Snapshot, now: datetime) -> str:
-    spend = deployment_spend(snap.listing, now, midnight(now))
+def _cost_line(snap: Snapshot) -> str:
+    spend = snap.spend
     if spend.error is not None:
         return "*Cost* unknown: the queued resources could not be read"
     partial = " (some zones did not answer)" if spend.zones_failed else ""
@@ -170,15 +179,15 @@ def _alerts_line(snap: Snapshot) -> str:
     return f"*Alerts* {len(mine)} open · newest: {newest.text.splitlines()[0][:150]}"
 
 
-def deployment_lines(snap: Snapshot, now: datetime) -> list[str]:
-    """One deployment's resource, vLLM, cost and alert lines (markdown)."""
-    return [_resource_line(snap, now), _vllm_line(snap), _cost_line(snap, now), _alerts_line(snap)]
+def deployment_lines(snap: Snapshot) -> list[str]:
+    """One deployment's resource, vLLM, cost and alert lines (markdown), rendered when its sources came in."""
+    return list(snap.lines)
 
 
-def deployment_blocks(snap: Snapshot, now: datetime) -> list[Block]:
+def deployment_blocks(snap: Snapshot) -> list[Block]:
     """One deployment: its name and project, then its lines (`deployment_lines`)."""
     s = snap.services.settings
-    return [section(f"*{snap.name}* · project `{s.gcp_project}`\n" + "\n".join(deployment_lines(snap, now)))]
+    return [section(f"*{snap.name}* · project `{s.gcp_project}`\n" + "\n".join(snap.lines))]
 
 
 def snapshots(deployments: dict[str, Services], now: datetime) -> list[Snapshot]:

@@ -24,7 +24,7 @@ from ops.google import CLOUD_PLATFORM_SCOPE
 from ops.secrets import SecretStore
 from ops.ssh import PublishedHostKeys, RemoteHost
 from ops.store import Store
-from ops.tpu import TpuOps
+from ops.tpu import TpuOps, pool_size
 from ops.vllm import VllmClient
 
 _API_KEY_LOCK = threading.Lock()
@@ -80,11 +80,8 @@ class Services:
             credentials=credentials,
             timeout_s=settings.google_timeout_s,
             num_retries=1,
-            # Each listing sends two calls per zone at once; leave room for every worker (of both command
-            # pools) to list together.
-            max_workers=min(
-                256, 2 * len(settings.tpu_zones) * (settings.worker_threads + settings.model_threads)
-            ),
+            # A few threads per configured zone, started when calls need them (ops.tpu.pool_size).
+            max_workers=pool_size(len(settings.tpu_zones)),
         )
         endpoints = EndpointResolver(
             settings.vllm_base_url,

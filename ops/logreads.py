@@ -7,7 +7,8 @@ would take 1,000 reads, over 16 minutes of quota. `read_window` instead:
 1. reads every entry at ERROR or worse, newest first (at most `error_pages` pages; a vLLM container line,
    which gcplogs sends without a severity, by its level: `ops.cloudlogs.severity_clause`);
 2. reads one page of the rest; if the rest fits in it, that is all;
-3. otherwise estimates the rest's size from one page of `sample(insertId, PROBE_FRACTION)` and reads a
+3. otherwise estimates the rest's size from one page of `sample(insertId, PROBE_FRACTION)` (a tenth of that
+   again while the probe overflows its page, `probe_estimate`) and reads a
    `sample(insertId, f)` of it sized to `rest_entries` (the Logging query language's sample function,
    https://cloud.google.com/logging/docs/view/logging-query-language#sample), each sampled entry standing
    for 1/f entries;
@@ -32,12 +33,17 @@ from ops.cloudlogs import LogEntry, entry_from_api, has_time_bound, severity_cla
 from ops.errors import BadInput, OpsError, QuotaExceeded
 from ops.google import map_error
 
-__all__ = ["PROBE_FRACTION", "ReadQuota", "ReadReport", "read_window"]
+__all__ = ["PROBE_FRACTION", "ReadQuota", "ReadReport", "probe_estimate", "read_window"]
 
 PAGE_SIZE = 1000
 """The most entries `entries.list` returns per call (LogEntries pageSize maximum)."""
 PROBE_FRACTION = 0.001
 """Sample fraction of the one-page probe that estimates how many entries a large window holds."""
+PROBE_REFINE = 10
+"""A probe that overflows its page (over PAGE_SIZE / PROBE_FRACTION = 1,000,000 entries) is sent again at
+a tenth of its fraction, so the estimate (and the sample sized from it) follows the window's size."""
+MAX_PROBES = 3
+"""Probe reads at most (fractions 0.001, 0.0001, 0.00001: windows up to about 100,000,000 entries)."""
 BACKOFF_FIRST_S = 2.0
 BACKOFF_MAX_S = 60.0
 
@@ -296,6 +302,24 @@ def read_window(
     return report
 
 
+def probe_estimate(found: int, overflowed: bool, fraction: float, *, last: bool) -> float | None:
+    """How many entries a window holds, from one page of `sample(insertId, fraction)`.
+
+    Args:
+        found: entries on the probe's page (at most PAGE_SIZE).
+        overflowed: the probe had a next page (more than PAGE_SIZE sampled entries).
+        fraction: the probe's sample fraction, e.g. 0.001.
+        last: no finer probe will be sent.
+
+    Returns:
+        found / fraction (at least 1 / fraction); for an overflowed probe None (send a finer one) unless
+        `last`, then the lower bound 2 x PAGE_SIZE / fraction.
+    """
+    if overflowed:
+        return 2 * PAGE_SIZE / fraction if last else None
+    return max(found, 1) / fraction
+
+
 def _read_sample(
     reader: _Reader,
     rest_filter: str,
@@ -306,10 +330,12 @@ def _read_sample(
 ) -> None:
     """Estimate the entries below ERROR from one probe page, then read a sample of about `rest_entries`.
     The sample replaces `held` (the newest page of the rest, emptied once the sample starts)."""
-    probe, more = reader.page(f"{rest_filter} AND sample(insertId, {PROBE_FRACTION})", None)
-    estimate = max(len(probe), 1) / PROBE_FRACTION
-    if more is not None:  # even the probe overflowed a page: a lower bound
-        estimate = max(estimate, 2 * PAGE_SIZE / PROBE_FRACTION)
+    probe_fraction, probes, estimate = PROBE_FRACTION, 0, None
+    while estimate is None:
+        probes += 1
+        probe, more = reader.page(f"{rest_filter} AND sample(insertId, {probe_fraction:.6g})", None)
+        estimate = probe_estimate(len(probe), more is not None, probe_fraction, last=probes >= MAX_PROBES)
+        probe_fraction /= PROBE_REFINE
     fraction = float(f"{min(1.0, rest_entries / estimate):.6g}")  # the value the query states
     report.sample_fraction = fraction
     query = rest_filter if fraction >= 1.0 else f"{rest_filter} AND sample(insertId, {fraction:.6g})"

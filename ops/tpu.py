@@ -57,7 +57,25 @@ from ops.tpu_model import (
 )
 from ops.zones import check_zone
 
-__all__ = ["TpuOps"]
+__all__ = ["CALLS_PER_ZONE", "TpuOps", "pool_size"]
+
+CALLS_PER_ZONE = 2
+"""A zone's listing is one `queuedResources.list` and one `nodes.list`, sent at once."""
+LISTINGS_AT_ONCE = 2
+"""Listings of the configured zones a pool serves at once before calls queue (e.g. /tpu status while the
+alert tick lists)."""
+POOL_FLOOR = 24
+"""Threads any pool may grow to: a `--all-zones` listing of a dozen zones sends all its calls at once."""
+POOL_CEILING = 64
+"""Threads no pool grows past, however many zones are configured; further calls wait for a free thread."""
+
+
+def pool_size(zones: int) -> int:
+    """Zone-listing threads for a deployment of `zones` configured zones: CALLS_PER_ZONE x LISTINGS_AT_ONCE
+    per zone, at least POOL_FLOOR and at most POOL_CEILING. A ThreadPoolExecutor starts a thread only when a
+    call finds none idle, so a pool holds as many threads as its busiest moment needed, never more."""
+    return max(POOL_FLOOR, min(POOL_CEILING, CALLS_PER_ZONE * LISTINGS_AT_ONCE * max(1, zones)))
+
 
 _ID = linear(r"(?i)^[a-z0-9][-a-z0-9_]*$")
 _PROJECT = linear(r"^[a-z0-9][-a-z0-9.:]*$")
@@ -85,7 +103,7 @@ class TpuOps:
         api_endpoint: base URL of the API, e.g. the simulator's "http://127.0.0.1:43121"; None for Google.
         credentials: google-auth credentials; None: anonymous with `api_endpoint`, else Application
             Default Credentials (see `ops.google`).
-        max_workers: zones fetched concurrently by `list_queued_resources`.
+        max_workers: most threads of the zone-listing pool (`pool_size`); they start when calls need them.
         timeout_s: per-HTTP-request timeout, seconds.
         num_retries: retries of HTTP 429/5xx (and connection errors, for v2alpha1) done by the client
             libraries with exponential backoff; 0 disables them.
@@ -157,16 +175,19 @@ class TpuOps:
             collection = cache[name] = getattr(locations, name)() if name else locations
         return collection
 
-    def warm(self) -> None:
-        """Start every zone-listing thread and build its client (`_collection`) now, not during a burst."""
+    def warm(self, zones: int) -> None:
+        """Start the threads of one listing of `zones` zones (CALLS_PER_ZONE each, at most max_workers) and
+        build their clients (`_collection`) now, not during a burst; the calling thread's too. Further
+        threads start when calls need them."""
         pool = self._executor()
-        barrier = threading.Barrier(self._max_workers + 1)
+        threads = min(self._max_workers, CALLS_PER_ZONE * max(1, zones))
+        barrier = threading.Barrier(threads + 1)
 
         def build() -> None:
             self.warm_thread()
             barrier.wait(60)
 
-        futures = [pool.submit(build) for _ in range(self._max_workers)]
+        futures = [pool.submit(build) for _ in range(threads)]
         barrier.wait(60)
         for future in futures:
             future.result()

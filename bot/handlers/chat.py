@@ -285,7 +285,7 @@ def _deployment_facts(ctx: Context, names: tuple[str, ...], got: Gathered) -> No
         return
     now = ctx.services.now()
     for snap in snapshots(wanted, now):
-        lines = deployment_lines(snap, now)
+        lines = deployment_lines(snap)
         fact = Fact(f"deployment {snap.name} (as /fleet shows it)", "; ".join(lines), at=now)
         got.facts.append(fact)
         got.shown.deployments.append((snap.name, lines))

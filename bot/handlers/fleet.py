@@ -7,14 +7,11 @@ fails shows one red line; the rest still show.
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from bot.commands import registry
 from bot.context import Context
 from bot.fleet_status import Snapshot, snapshots
 from bot.render import Reply
 from bot.views.fleet import fleet_view
-from ops.spend import deployment_spend, midnight
 
 
 @registry.command("fleet", "Every deployment: queued resource, vLLM health and load, cost today, alerts")
@@ -24,13 +21,13 @@ def fleet(ctx: Context) -> Reply:
     now = ctx.services.now()
     snaps = snapshots(deployments, now)
     channels = ctx.fleet.channels if ctx.fleet is not None else {}
-    return fleet_view(snaps, now, channels, _total_line(snaps, now))
+    return fleet_view(snaps, now, channels, _total_line(snaps))
 
 
-def _total_line(snaps: list[Snapshot], now: datetime) -> str:
+def _total_line(snaps: list[Snapshot]) -> str:
     """Every deployment's cost summed: USD per hour and today (UTC), "at most" when some figure stands in
     for a missing price row; deployments that could not be listed or priced are named, never counted as $0."""
-    spends = {snap.name: deployment_spend(snap.listing, now, midnight(now)) for snap in snaps}
+    spends = {snap.name: snap.spend for snap in snaps}
     unread = [name for name, spend in spends.items() if spend.error is not None]
     unpriced = sum(len(spend.unpriced) for spend in spends.values())
     bound = "at most " if any(spend.bounded for spend in spends.values()) else ""

@@ -19,7 +19,7 @@ def fleet_view(snaps: list[Snapshot], now: datetime, channels: Mapping[str, str]
     """
     blocks: list[Block] = [header(f"Fleet: {len(snaps)} deployment(s)")]
     for snap in snaps:
-        blocks += deployment_blocks(snap, now)
+        blocks += deployment_blocks(snap)
         bound = [channel_link(channel) for channel, name in channels.items() if name == snap.name]
         if bound:
             blocks.append(context("Bound to " + ", ".join(bound)))

@@ -283,7 +283,10 @@ class World:
     delete_duration: timedelta = timedelta(0)
     now: datetime = field(default_factory=lambda: datetime.now(UTC))
     op_seq: int = 0
-    log_cache: dict[tuple[str, bool], list[SimLogEntry]] = field(default_factory=dict, repr=False)
+    # (filter, descending) -> its sim.gcp.logging.LogScan, the matches found so far
+    log_cache: dict[tuple[str, bool], object] = field(default_factory=dict, repr=False)
+    # positions in `logs` by insertId hash bucket (sim.gcp.logging.sample_candidates), built on first use
+    log_sample_index: list[list[int]] | None = field(default=None, repr=False)
     quota_defaults: dict[str, int] = field(default_factory=dict)
     log_read_quota: int = LOG_READS_PER_MINUTE
     log_reads: deque[datetime] = field(default_factory=deque, repr=False)  # accepted entries.list calls
@@ -356,6 +359,7 @@ class World:
             self.logs.append(stored_log_entry(body, self.log_seq))
         self.logs.sort(key=_log_key)
         self.log_cache.clear()
+        self.log_sample_index = None
 
     def parent(self, zone: str) -> str:
         return f"projects/{self.project}/locations/{zone}"

@@ -166,3 +166,13 @@ def test_the_time_bound_guard_parses_the_filter(filter_: str, bounded: bool) -> 
 def test_fetch_refuses_a_filter_that_only_names_a_timestamp_field() -> None:
     with pytest.raises(BadInput, match="lower bound on `timestamp`"):
         next(fetch(PROJECT, "jsonPayload.timestamp_ms>0", api_endpoint="http://127.0.0.1:9"))
+
+
+@pytest.mark.parametrize("fraction", [0.0001, 0.01, 0.3, 1.0])
+def test_the_sample_index_selects_what_a_full_scan_selects(sim: GcpSimulator, fraction: float) -> None:
+    from sim.gcp.logfilter import parse_log_filter
+    from sim.gcp.logging import _matching
+
+    query = f"{WINDOW} AND severity<ERROR AND sample(insertId, {fraction})"
+    full = parse_log_filter(query)
+    assert _matching(sim.world, query) == [e for e in sim.world.logs if full(e)]
