@@ -375,6 +375,7 @@ def _alert_answers(demo: Demo) -> tuple[Answer, Answer]:
     for _ in range(demo.bot.alerts.health_failures + 1):
         demo.gcp.advance(_WINDOW_MIN * 60 + 1)
         demo.bot.alerts.tick_all()
+    demo.user.arrived()  # shown: the alert channel's posts are not the answer to the next command
     text = _alert_diagnoses(demo, start).get("vLLM")
     alert = answer_of(text) if text else Answer("", failed="no vLLM-down alert diagnosis was posted")
     notice = next((_shown(m.text, m.blocks) for m in demo.slack.messages[start:] if _STUCK in m.text), "")
@@ -410,6 +411,7 @@ def surface_answers(reports: list[dict[str, Any]]) -> dict[str, dict[str, Answer
             # turn NEW -> FAILED and posts its state alert, diagnosed in the alert's thread.
             demo.bot.alerts.tick_all()
             resource_alerts = _alert_diagnoses(demo, start)
+            demo.user.arrived()  # shown: the alerts are not the answer to the first command
             # The demo world logs its own failures in the hours before its start (sim/gcp/loggen.py): move
             # past them, so a report's windows (10 min for /logs analyze, the chat's 1 h) hold only its own.
             demo.gcp.advance(_HISTORY_S)
