@@ -263,15 +263,7 @@ class Runner:
         started = time.monotonic()
         self._audit(origin, "command", command, why)
         try:
-            ctx = Context(
-                services,
-                self._registry,
-                origin.user_id,
-                origin.channel_id,
-                fleet=self.fleet,
-                deployment=deployment,
-            )
-            outcome = job(ctx)
+            outcome = job(self._context(services, origin, deployment))
         except OpsError as exc:
             outcome = f"failed: {exc.message}"
         except Exception as exc:  # an unexpected failure is reported, never silent
@@ -532,6 +524,19 @@ class Runner:
 
         return read
 
+    def _context(self, services: Services, origin: Origin, deployment: str, **fields: Any) -> Context:
+        """The Context a job runs with: `origin`'s user and channel on `services` of `deployment`, the fleet,
+        and `fields` (the caller's role, a progress message, ...)."""
+        return Context(
+            services,
+            self._registry,
+            origin.user_id,
+            origin.channel_id,
+            fleet=self.fleet,
+            deployment=deployment,
+            **fields,
+        )
+
     def _call(self, invocation: Invocation, origin: Origin, func: object, **fields: Any) -> tuple[Reply, str]:
         """Call a handler (or a preview). Returns its reply and "" — or, when it raised an OpsError, a
         one-line error reply and the error for the audit trail."""
@@ -539,15 +544,8 @@ class Runner:
         try:
             deployment, services = self._deployment(invocation, origin)
             authorizer = self._authorizers[deployment]
-            ctx = Context(
-                services,
-                self._registry,
-                origin.user_id,
-                origin.channel_id,
-                fleet=self.fleet,
-                deployment=deployment,
-                caller_role=lambda: authorizer.role_of(origin.user_id),
-                **fields,
+            ctx = self._context(
+                services, origin, deployment, caller_role=lambda: authorizer.role_of(origin.user_id), **fields
             )
             reply: Reply = func(ctx, **invocation.args)  # type: ignore[operator]
             # Backend latency by the command's group (tpu, vllm, gemma, ...); see bot.observability.
