@@ -316,7 +316,6 @@ command of its way in, `chat` the @mention, `alert` the diagnosis in the alert's
 scheduler's notice that vLLM did not come up after `/vllm restart`."""
 _ALERTING = ("container", "create")
 """The ways in whose failure raises an alert: a container failing (vLLM down), a FAILED queued resource."""
-_NOTICE = re.compile(r"• \*([a-z0-9-]+)\*: (.*?) _Fix:_ (.*)")
 _STUCK = "start-up looks stuck"
 _WINDOW_MIN = 1
 """MAINTENANCE_TIMEOUT_MIN of the bench's world (its lowest allowed value): the maintenance window a
@@ -381,11 +380,7 @@ def _alert_answers(demo: Demo) -> tuple[Answer, Answer]:
     text = _alert_diagnoses(demo, start).get("vLLM")
     alert = answer_of(text) if text else Answer("", failed="no vLLM-down alert diagnosis was posted")
     notice = next((_shown(m.text, m.blocks) for m in demo.slack.messages[start:] if _STUCK in m.text), "")
-    found = _NOTICE.search(notice)
-    if found:
-        stuck = Answer(found.group(1), found.group(2), found.group(3))
-    else:
-        stuck = Answer("", failed="" if notice else "no start-up-stuck notice was posted")
+    stuck = answer_of(notice) if notice else Answer("", failed="no start-up-stuck notice was posted")
     return alert, stuck
 
 

@@ -15,15 +15,16 @@ from urllib.parse import urlsplit, urlunsplit
 
 from bot.alert_delivery import AlertDelivery, OncallOptions, TickResult
 from bot.context import Context
+from bot.diagnosis import container_diagnosis, deployment_of
 from bot.identity import identify
 from bot.recovery import projected_usd, recover
 from bot.render import utc
 from bot.runner import Origin, Runner
 from bot.services import Services
 from bot.views.alerts import idle_cost, span
+from bot.views.findings import diagnosis_text
 from ops import alerts as alerts_mod
 from ops.alerts import Alert, AlertLedger, qr_alert, subject_alert
-from ops.diagnosis.engine import diagnose
 from ops.errors import BackendTimeout, OpsError
 from ops.idle import IdleWatch
 from ops.maintenance import MaintenanceWindows, Window
@@ -38,6 +39,7 @@ from ops.vllm_watch import VllmCheck, VllmWatch, evaluate_vllm
 log = logging.getLogger(__name__)
 
 AUTO_RECOVER_USER = "auto-recover"  # the audit trail's user id of automatic recoveries
+STARTUP_LOG_TAIL = 400  # lines of the container's log a stuck start-up is diagnosed from, as /vllm status
 
 
 def _public_url(url: str) -> str:
@@ -138,23 +140,29 @@ class PlannedWork:
             return bool(client.health().state == "ready")
 
     def _startup_diagnosis(self) -> str:
-        """What the TPU VM says about a start-up that does not finish: the container's state and the known
-        failure signatures in its log; a failing SSH or docker gives one line saying so."""
+        """What the TPU VM says about a start-up that does not finish: the container's state, then its log
+        diagnosed as `/vllm status` diagnoses it (`bot.diagnosis.container_diagnosis`; a running container
+        also counts as a stuck start-up); a failing SSH or docker gives one line saying so."""
         try:
             container, host = self.services.container()
             with host:
                 status = container.status()
-                findings = diagnose(container.logs(tail=400)).findings if status.exists else []
+                timed = container.logs(tail=STARTUP_LOG_TAIL, timestamps=True) if status.exists else ""
+            stuck = "start-up stuck: the container runs but vLLM does not answer" if status.running else ""
+            ended = status.finished_at if status.exists and not status.running else None
+            result = container_diagnosis(
+                timed, deployment_of(self.services), ended_at=ended, now=self.services.now(), extra=stuck
+            )
         except OpsError as exc:
             return f"Diagnosis unavailable: {exc.message}" + (f" ({exc.hint})" if exc.hint else "")
         except Exception as exc:  # diagnosis is best effort: the stuck notice must still go out
             log.warning("start-up diagnosis failed: %s", type(exc).__name__)
             return f"Diagnosis unavailable: {type(exc).__name__}"
-        lines = [f"Container `{container.name}`: {status.state}, {status.restart_count} restart(s)"]
-        lines += [f"• *{f.name}*: {f.conclusion} _Fix:_ {f.fix}" for f in findings[:3]]
-        if not findings:
-            lines.append("No known failure signature in the last 400 log lines; see `/vllm logs`.")
-        return "\n".join(lines)
+        state = f"Container `{container.name}`: {status.state}, {status.restart_count} restart(s)"
+        body = diagnosis_text(result, heading="Diagnosis") or (
+            f"No known failure and no error line in the last {STARTUP_LOG_TAIL} log lines; see `/vllm logs`."
+        )
+        return f"{state}\n{body}"
 
 
 class ServingChecks:

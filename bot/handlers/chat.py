@@ -33,7 +33,7 @@ from bot.chat.recent import Outcome, outcomes, relevant
 from bot.chat.subjects import BOT, Known, Subjects, ThreadMessage, resolve
 from bot.commands import ChatTool, Command, Param, UsageError, registry
 from bot.context import Context
-from bot.diagnosis import deployment_of, resource_diagnosis, serving_now
+from bot.diagnosis import container_diagnosis, deployment_of, plain_log, resource_diagnosis, serving_now
 from bot.fleet_status import deployment_lines, snapshots
 from bot.render import Reply, human_duration
 from bot.views.chat import Answer, Shown, chat_reply
@@ -48,13 +48,15 @@ from llm.redact import redact
 from ops import cloudlogs, cost
 from ops.diagnosis.engine import Diagnosis, Finding, diagnose
 from ops.diagnosis.families import Deployment
-from ops.diagnosis.nomatch import from_templates
+from ops.diagnosis.nomatch import Template, from_templates
 from ops.diagnosis.placement import place, present, template_of
 from ops.diagnosis.zonefit import classify
 from ops.errors import BadInput, OpsError
 from ops.tpu_model import QueuedResourceInfo
 
 MAX_LOG_ENTRIES = 2000
+CONTAINER_LOG_TAIL = 400
+"""Lines of a stopped container's log read for its diagnosis, as `/vllm status` reads."""
 
 
 def read_only_tools(ctx: Context, subject: str = "") -> Mapping[str, Tool]:
@@ -231,13 +233,19 @@ def gather_facts(ctx: Context, question: str, thread: list[ThreadMessage]) -> Ga
     got.facts.append(listed)
     if missing or not resources or (others and "inventory" in subjects.topics):
         got.shown.facts.append(listed)  # what is missing now is said; a listing question sees every one
-    down = None
+    container = None
     if subjects.topics & {"logs", "serving"}:
-        container, down = _container_fact(ctx)
-        got.facts.append(container)
-        got.shown.facts.append(container)
+        container = _container_now(ctx)
+        got.facts.append(container.fact)
+        got.shown.facts.append(container.fact)
+        # The stopped container's own log is the present cause, when the question is about the resource it
+        # runs on (the primary) or no resource at all; another resource's failure is its own.
+        about_its_node = not subjects.resources or settings.tpu_primary in subjects.resources
+        if container.diagnosis is not None and about_its_node:
+            got.findings += container.diagnosis.findings
+            got.scanned.append(("the container's log", container.fact.detail))
     if "logs" in subjects.topics:
-        _error_facts(ctx, subjects, by_name, got, deployment_of(ctx.services), down)
+        _error_facts(ctx, subjects, by_name, got, deployment_of(ctx.services), container)
     if "serving" in subjects.topics:
         serving = _serving_fact(ctx)
         got.facts.append(serving)
@@ -291,28 +299,60 @@ def _deployment_facts(ctx: Context, names: tuple[str, ...], got: Gathered) -> No
         got.shown.deployments.append((snap.name, lines))
 
 
-def _container_fact(ctx: Context) -> tuple[Fact, str | None]:
-    """The vLLM container's state now (docker inspect over SSH), and when nothing runs in it, why, as a
-    phrase ("`vllm` exited at 04:55 UTC, exit code 137"); None when it runs or cannot be read."""
+@dataclass(frozen=True)
+class ContainerNow:
+    """The vLLM container as chat reads it.
+
+    Attributes:
+        fact: its state now (docker inspect over SSH), with what its log says when nothing runs in it.
+        down: when nothing runs in it, why, as a phrase ("`vllm` exited at 04:55 UTC (exit code 137)");
+            None when it runs or cannot be read.
+        diagnosis: for a stopped container, its log tail diagnosed as `/vllm status` diagnoses it
+            (`bot.diagnosis.container_diagnosis`): the present cause; None otherwise.
+        stopped_at: when a stopped container exited (docker's `State.FinishedAt`, UTC); None otherwise.
+    """
+
+    fact: Fact
+    down: str | None = None
+    diagnosis: Diagnosis | None = None
+    stopped_at: datetime | None = None
+
+
+def _container_now(ctx: Context) -> ContainerNow:
+    """The vLLM container's state now, and for one that does not run, why and what its log says."""
     now = ctx.services.now()
     try:
         container, host = ctx.services.container()
         with host:
             status = container.status()
+            stopped = status.exists and not status.running
+            timed = container.logs(tail=CONTAINER_LOG_TAIL, timestamps=True) if stopped else ""
     except OpsError as exc:
-        return Fact("vLLM container", f"could not be read now: {exc.message}", at=now), None
+        return ContainerNow(Fact("vLLM container", f"could not be read now: {exc.message}", at=now))
     name = f"`{container.name}`"
     if status.running:
         since = f" since {status.started_at:%H:%M} UTC" if status.started_at else ""
         restarts = f", {status.restart_count} restarts" if status.restart_count else ""
-        return Fact("vLLM container", f"{name} is running{since}{restarts}", at=now), None
+        return ContainerNow(Fact("vLLM container", f"{name} is running{since}{restarts}", at=now))
     if not status.exists:
         down = f"no container {name} exists on the node"
+        return ContainerNow(Fact("vLLM container", f"{down}: nothing serves from it now", at=now), down)
+    ended = f" at {status.finished_at:%H:%M} UTC" if status.finished_at else ""
+    code = f" (exit code {status.exit_code})" if status.exit_code is not None else ""
+    down = f"{name} {status.state}{ended}{code}"
+    diagnosis = container_diagnosis(
+        timed, deployment_of(ctx.services), ended_at=status.finished_at, now=now, source="container"
+    )
+    said = ", ".join(_counted(f.name for f in diagnosis.findings))
+    if said:
+        told = f"; its log shows: {said}"
+    elif diagnosis.unmatched is not None:
+        told = f"; its log: {unmatched_fact(diagnosis.unmatched)}"
     else:
-        ended = f" at {status.finished_at:%H:%M} UTC" if status.finished_at else ""
-        code = f" (exit code {status.exit_code})" if status.exit_code is not None else ""
-        down = f"{name} {status.state}{ended}{code}"
-    return Fact("vLLM container", f"{down}: nothing serves from it now", at=now), down
+        told = "; its log shows no error line"
+    text = f"{down}: nothing serves from it now{told}"
+    fact = Fact("vLLM container", text, plain_log(timed), at=now)
+    return ContainerNow(fact, down, diagnosis, status.finished_at)
 
 
 def _error_facts(
@@ -321,12 +361,17 @@ def _error_facts(
     by_name: dict[str, QueuedResourceInfo],
     got: Gathered,
     deployment: Deployment,
-    down: str | None,
+    container: ContainerNow | None,
 ) -> None:
     """ERROR entries of the subjects' nodes in the window: top templates and the known failures they match.
     Those that may describe the running container join `got.findings` (their fixes written for
     `deployment`); those of an earlier container, of another process, or logged while no container runs now
-    (`down`) are an earlier fact with their last time, not the present state (`ops.diagnosis.placement`)."""
+    (`container.down`) are an earlier fact with their last time, not the present state
+    (`ops.diagnosis.placement`), unless the stopped container's own log names the same family (then it is
+    the present cause, already among `got.findings`) or it was logged after the container stopped (then it
+    is the newest failure on the node, from another process, and goes first)."""
+    down = container.down if container is not None else None
+    told = {f.name for f in container.diagnosis.findings} if container and container.diagnosis else set()
     nodes = [n for name in subjects.resources for n in by_name[name].node_ids]
     node = nodes[0] if len(nodes) == 1 else None
     window = human_duration(subjects.window).removesuffix(" 00m")
@@ -354,14 +399,23 @@ def _error_facts(
     findings = tuple(diagnose(exemplars, deployment).findings)
     placed = place(findings, summary.templates, serving)
     current, past = list(placed.current), [*placed.earlier, *placed.other]
-    if down is not None:  # nothing runs now: every failure logged is one of before
+    if down is not None:  # nothing runs now: a failure logged is one of before, unless its log says it too
+        stopped_at = container.stopped_at if container is not None else None
+        after = [f for f in current if _logged_after(f, summary.templates, stopped_at)]
+        past = [f for f in past if f.name not in told]
         past += [
             replace(f, conclusion=f"{f.conclusion} (logged while a container ran; now {down})")
             for f in current
+            if f.name not in told and f not in after
         ]
-        current = []
+        current = [
+            replace(f, conclusion=f"{f.conclusion} (logged after {down}: another process on the node)")
+            for f in after
+        ]
         got.shown.earlier_why = f"nothing serves now: {down}"
-    got.findings += current
+        got.findings[:0] = current  # the newest failure first
+    else:
+        got.findings += current
     templates = present(summary.templates, serving) if down is None else ()
     ranked = templates + tuple(t for t in summary.templates if t not in templates)
     top = "; ".join(f"{t.count}× `{t.template[:100]}`" for t in ranked[:3])
@@ -399,6 +453,12 @@ def _error_facts(
             if kept is None or (seen is not None and (kept[1] is None or seen > kept[1])):
                 last_seen[finding.name] = (finding, seen)
         got.shown.earlier = sorted(last_seen.values(), key=lambda item: item[1] or now, reverse=True)
+
+
+def _logged_after(finding: Finding, templates: tuple[Template, ...], moment: datetime | None) -> bool:
+    """Whether the template holding a finding's evidence was last seen after `moment` (False without one)."""
+    t = template_of(finding, templates)
+    return moment is not None and t is not None and t.last_seen > moment
 
 
 def _counted(names: Iterable[str]) -> list[str]:

@@ -4,6 +4,7 @@ alerts' threads (issue "The bad day")."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -149,6 +150,17 @@ def test_every_handed_log_case_is_named_by_vllm_status_and_logs(world: Demo) -> 
         assert f"*{family}*" in logs and fix in logs, (case, logs[-1500:])
         if family == "hf-gated-repo-403":
             assert "*hf-gated-repo-401*" not in status
+
+
+def test_chat_names_the_stopped_containers_own_failure_first(world: Demo) -> None:
+    """The container exited on a failure in its log: @gemma-bot reads that log as /vllm status does and
+    names the same family first, with its fix, whatever the earlier Cloud Logging entries say."""
+    for case, family, fix in (LOG_CASES[1], LOG_CASES[6]):
+        _fail_with(world, case)
+        answer = _say(world, "@gemma-bot why did the vLLM server fail?", timeout=120)
+        first = re.search(r":rotating_light: \*([a-z0-9-]+)\*", answer)
+        assert first is not None and first.group(1) == family, (case, answer[-2000:])
+        assert fix in answer and "its log shows: " + family in answer, (case, answer[-2000:])
 
 
 def test_unknown_failure_shows_the_key_lines(world: Demo, tmp_path: Path) -> None:

@@ -293,6 +293,7 @@ def test_start_up_that_never_finishes_is_reported_stuck_then_paged(world: Demo) 
     (stuck,) = [m for m in _posts(demo, start, threads=True) if "start-up looks stuck" in m.text]
     assert "still not serving after 31 min" in stuck.text and stuck.thread_ts is not None
     assert "Container `" in stuck.render()  # the diagnosis read over SSH
+    assert "*startup-stuck*" in stuck.render()  # as /vllm status says of a running, silent start-up
     for _ in range(3):  # the window is closed: the outage is paged as usual
         demo.gcp.advance(60)
         scheduler.tick()
