@@ -85,7 +85,8 @@ def load(path: str | Path, schema: type[Schema]) -> tuple[Schema, yaml.Node | No
         return schema.model_validate(data if data is not None else {}), root
     except ValidationError as exc:
         problems = [
-            f"{path}:{line_of(root, error['loc'])}: {_where(error['loc'])}: {error['msg']}"
+            f"{path}:{line_of(root, error['loc'])}: {_where(error['loc'])}: "
+            + str(error["msg"]).removeprefix("Value error, ")  # a validator's own message says what
             for error in exc.errors()
         ]
         raise DataFileError("\n".join(problems)) from None

@@ -28,10 +28,14 @@ import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-import yaml
-
+from ops.datafile import DataFileError, line_of, load
+from ops.diagnosis.schema import (
+    QUEUED_RESOURCE_STATES,
+    CatalogueFile,
+    FamilyEntry,
+    queued_resource_states,
+)
 from ops.linear import LinearMatch, LinearPattern, PatternSet, linear
 
 __all__ = [
@@ -60,22 +64,6 @@ SEVERITIES = ("critical", "error", "warning", "info")
 whose real cause may be elsewhere (a symptom); warning: a client error or a transient condition while the
 rest is healthy; info: a hint."""
 
-_FIELDS = {
-    "name",
-    "title",
-    "severity",
-    "specificity",
-    "patterns",
-    "conclusion",
-    "fix",
-    "fix_when",
-    "runbook",
-    "suppresses",
-    "create",
-    "sources",
-    "context",
-}
-_NAME = linear(r"^[a-z0-9][a-z0-9-]{1,62}$")
 _FIELD = linear(r"\{(\w+)\}")
 _OPTIONAL = linear(r"\[([^\[\]]*)\]")
 _ACCELERATOR = linear(r"^v(\d+)([a-z]*)-(\d+)$")
@@ -400,7 +388,7 @@ def shorten(line: str, keep: tuple[int, int] | None = None, limit: int = EVIDENC
 
 
 def load_file(path: str | Path, *, origin: str | None = None) -> list[Family]:
-    """Read and check a catalogue file.
+    """Read and check a catalogue file against its schema (`ops.diagnosis.schema.CatalogueFile`).
 
     Args:
         path: a YAML file: `families:` a list of mappings (see the header of `ops/diagnosis/faults.yaml`).
@@ -410,137 +398,46 @@ def load_file(path: str | Path, *, origin: str | None = None) -> list[Family]:
         The families, in file order.
 
     Raises:
-        ValueError: one line naming the file, the family and what is wrong (unreadable file, bad YAML,
-            unknown field, missing name/patterns/conclusion/fix, bad severity, a regex that does not
-            compile). A template field that nothing fills is allowed: it shows "?" (see `fill`).
+        ops.datafile.DataFileError (a ValueError): every problem as "FILE:LINE: where: what" (unreadable
+            file, bad YAML, unknown field, missing name/patterns/conclusion/fix, bad severity, a regex that
+            does not compile as RE2, a `fix_when` key that is not a queued-resource state), or `wordings:`
+            in a team file. A template field that nothing fills is allowed: it shows "?" (see `fill`).
     """
     where = str(path)
-    try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ValueError(f"{where}: cannot read: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        raise ValueError(f"{where}: not valid YAML: {' '.join(str(exc).split())[:200]}") from None
-    if not isinstance(data, dict) or not isinstance(data.get("families"), list):
-        raise ValueError(f"{where}: expected a mapping with a `families:` list")
-    if "wordings" in data and Path(path).resolve() != BUILTIN_PATH.resolve():
-        raise ValueError(f"{where}: `wordings:` belong to the built-in catalogue; a team file adds families")
-    families = []
-    for number, item in enumerate(data["families"], 1):
-        families.append(_family(item, f"{where}: family {number}", origin or where))
-    return families
+    data, root = load(path, CatalogueFile)
+    if data.families is None:
+        raise DataFileError(f"{where}:{line_of(root, ())}: expected a `families:` list")
+    if data.wordings is not None and Path(path).resolve() != BUILTIN_PATH.resolve():
+        line = line_of(root, ("wordings",))
+        raise DataFileError(
+            f"{where}:{line}: `wordings:` belong to the built-in catalogue; a team file adds families"
+        )
+    return [_family(entry, origin or where) for entry in data.families]
 
 
-def named_entry(item: Any, where: str, fields: set[str], example: str) -> tuple[str, str]:
-    """Check one named entry of a catalogue file: a mapping with a `name` of lower-case words joined by '-'
-    and no field outside `fields`.
-
-    Args:
-        item: the entry as YAML loaded it; where: its place, e.g. "faults.yaml: family 3".
-        fields: the fields allowed; example: a valid name for the error message.
-
-    Returns:
-        (the name, `where` with the name appended) for the entry's further errors.
-
-    Raises:
-        ValueError: naming the place and what is wrong.
-    """
-    if not isinstance(item, dict):
-        raise ValueError(f"{where}: expected a mapping")
-    name = item.get("name")
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise ValueError(f"{where}: `name` must be lower-case words joined by '-', e.g. {example}")
-    where = f"{where} ({name})"
-    unknown = set(item) - fields
-    if unknown:
-        raise ValueError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
-    return name, where
-
-
-def _family(item: Any, where: str, origin: str) -> Family:
-    name, where = named_entry(item, where, _FIELDS, "my-fault")
-    for key in ("conclusion", "fix"):
-        if not isinstance(item.get(key), str) or not item[key].strip():
-            raise ValueError(f"{where}: `{key}` is required text")
-    severity = item.get("severity", "critical")
-    if severity not in SEVERITIES:
-        raise ValueError(f"{where}: `severity` must be one of {', '.join(SEVERITIES)}")
-    raw_patterns = item.get("patterns")
-    if not isinstance(raw_patterns, list) or not raw_patterns:
-        raise ValueError(f"{where}: `patterns` must be a non-empty list of regexes")
-    patterns = []
-    for raw in raw_patterns:
-        try:
-            patterns.append(linear(str(raw)))
-        except ValueError:
-            raise ValueError(
-                f"{where}: pattern {str(raw)[:60]!r} does not compile as RE2 "
-                "(no look-around or back-references)"
-            ) from None
-    create = item.get("create") or {}
-    if create and (
-        not isinstance(create, dict)
-        or create.get("kind") not in ("permanent", "transient")
-        or create.get("scope", "zone") not in ("zone", "request")
-        or not isinstance(create.get("reason"), str)
-    ):
-        raise ValueError(f"{where}: `create` needs kind permanent|transient, a reason, scope zone|request")
-    fix_when = _fix_when(item.get("fix_when"), where)
-    specificity = item.get("specificity", 10)
-    if not isinstance(specificity, int):
-        raise ValueError(f"{where}: `specificity` must be a whole number")
+def _family(entry: FamilyEntry, origin: str) -> Family:
+    fix_when = {
+        state: " ".join(text.split())
+        for key, text in entry.fix_when.items()
+        for state in queued_resource_states(key)
+    }
+    create = entry.create.model_dump() if entry.create is not None else {}
     return Family(
-        name=name,
-        title=str(item.get("title") or name),
-        severity=severity,
-        specificity=specificity,
-        patterns=tuple(patterns),
-        conclusion=" ".join(item["conclusion"].split()),
-        fix=" ".join(item["fix"].split()),
-        runbook=str(item.get("runbook") or "").strip(),
-        suppresses=tuple(str(s) for s in item.get("suppresses") or ()),
-        create={k: str(v) for k, v in create.items()},
-        sources=tuple(str(s) for s in item.get("sources") or ()),
-        context=str(item.get("context") or ""),
+        name=entry.name,
+        title=entry.title or entry.name,
+        severity=entry.severity,
+        specificity=entry.specificity,
+        patterns=tuple(linear(raw) for raw in entry.patterns),
+        conclusion=" ".join(entry.conclusion.split()),
+        fix=" ".join(entry.fix.split()),
+        runbook=entry.runbook.strip(),
+        suppresses=tuple(entry.suppresses),
+        create=create,
+        sources=tuple(entry.sources),
+        context=entry.context,
         origin=origin,
         fix_when=fix_when,
     )
-
-
-QUEUED_RESOURCE_STATES = frozenset(
-    {
-        "CREATING",
-        "ACCEPTED",
-        "PROVISIONING",
-        "FAILED",
-        "DELETING",
-        "ACTIVE",
-        "SUSPENDING",
-        "SUSPENDED",
-        "WAITING_FOR_RESOURCES",
-    }
-)
-"""QueuedResourceState values, https://cloud.google.com/tpu/docs/reference/rest/v2alpha1/projects.locations.queuedResources#state"""
-
-
-def _fix_when(raw: Any, where: str) -> dict[str, str]:
-    """`fix_when:` a mapping of "STATE" or "STATE, STATE" to a fix template, one key per state after."""
-    if raw is None:
-        return {}
-    if not isinstance(raw, dict):
-        raise ValueError(f"{where}: `fix_when` must map queued-resource states to fix text")
-    out: dict[str, str] = {}
-    for key, text in raw.items():
-        if not isinstance(text, str) or not text.strip():
-            raise ValueError(f"{where}: `fix_when` {key}: the fix must be text")
-        for state in (s.strip() for s in str(key).split(",")):
-            if state not in QUEUED_RESOURCE_STATES:
-                raise ValueError(
-                    f"{where}: `fix_when` {state!r} is not a queued-resource state "
-                    f"({', '.join(sorted(QUEUED_RESOURCE_STATES))})"
-                )
-            out[state] = " ".join(text.split())
-    return out
 
 
 _lock = threading.Lock()

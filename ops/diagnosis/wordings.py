@@ -10,11 +10,10 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import yaml
-
-from ops.diagnosis.families import BUILTIN_PATH, named_entry
+from ops.datafile import DataFileError, line_of, load
+from ops.diagnosis.families import BUILTIN_PATH
+from ops.diagnosis.schema import CatalogueFile, WordingEntry
 from ops.linear import LinearPattern, linear
 
 __all__ = ["Wording", "load_wordings", "wording", "wordings"]
@@ -39,48 +38,32 @@ class Wording:
     sources: tuple[str, ...] = ()
 
 
-_WORDING_FIELDS = {"name", "use", "patterns", "ignore_case", "sources"}
-
-
-def _wording(item: Any, where: str) -> Wording:
-    name, where = named_entry(item, where, _WORDING_FIELDS, "docker-root-cause")
-    if not isinstance(item.get("use"), str) or not item["use"].strip():
-        raise ValueError(f"{where}: `use` is required text (what reads the wording)")
-    raw = item.get("patterns")
-    if not isinstance(raw, list) or not raw or not all(isinstance(p, str) and p for p in raw):
-        raise ValueError(f"{where}: `patterns` must be a non-empty list of regexes")
-    flags = "(?i)" if item.get("ignore_case") is True else ""
-    try:
-        pattern = linear(flags + "|".join(f"(?:{p})" for p in raw))
-    except ValueError:
-        raise ValueError(
-            f"{where}: a pattern does not compile as RE2 (no look-around or back-references)"
-        ) from None
-    return Wording(
-        name, " ".join(item["use"].split()), pattern, tuple(str(x) for x in item.get("sources") or ())
-    )
+def _wording(entry: WordingEntry) -> Wording:
+    flags = "(?i)" if entry.ignore_case else ""
+    pattern = linear(flags + "|".join(f"(?:{p})" for p in entry.patterns))
+    return Wording(entry.name, " ".join(entry.use.split()), pattern, tuple(entry.sources))
 
 
 def load_wordings(path: str | Path = BUILTIN_PATH) -> dict[str, Wording]:
-    """The `wordings:` of a catalogue file (the built-in one: team files add families only).
+    """The `wordings:` of a catalogue file (the built-in one: team files add families only), checked
+    against its schema (`ops.diagnosis.schema.CatalogueFile`).
 
     Returns:
         Wordings by name.
 
     Raises:
-        ValueError: one line naming the file, the wording and what is wrong (see `Wording`); a name twice.
+        ops.datafile.DataFileError (a ValueError): every problem as "FILE:LINE: where: what" (see
+            `WordingEntry`); no `wordings:` list; a name used twice.
     """
-    where = str(path)
-    data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    raw = data.get("wordings") if isinstance(data, dict) else None
-    if not isinstance(raw, list):
-        raise ValueError(f"{where}: expected a `wordings:` list")
+    data, root = load(path, CatalogueFile)
+    if data.wordings is None:
+        raise DataFileError(f"{path}:{line_of(root, ())}: expected a `wordings:` list")
     out: dict[str, Wording] = {}
-    for number, item in enumerate(raw, 1):
-        found = _wording(item, f"{where}: wording {number}")
-        if found.name in out:
-            raise ValueError(f"{where}: wording {number}: the name {found.name} is used twice")
-        out[found.name] = found
+    for number, entry in enumerate(data.wordings):
+        if entry.name in out:
+            line = line_of(root, ("wordings", number))
+            raise DataFileError(f"{path}:{line}: wordings[{number}]: the name {entry.name} is used twice")
+        out[entry.name] = _wording(entry)
     return out
 
 

@@ -108,8 +108,8 @@ def test_suspended_says_recover_with_the_name() -> None:
     ("fix_when", "problem"),
     [
         ("{BROKEN: text}", "is not a queued-resource state"),
-        ("[a, b]", "must map queued-resource states"),
-        ("{FAILED: ''}", "the fix must be text"),
+        ("[a, b]", "fix_when: Input should be a valid dictionary"),
+        ("{FAILED: ''}", "fix_when.FAILED: String should have at least 1 character"),
     ],
 )
 def test_a_bad_fix_when_in_a_team_file_is_refused(tmp_path: Path, fix_when: str, problem: str) -> None:

@@ -261,9 +261,12 @@ def test_the_catalogue_file_is_the_builtin_one() -> None:
     ("body", "problem"),
     [
         ("wordings: [{name: x-y, use: u, patterns: ['(?<=a)b']}]", "does not compile as RE2"),
-        ("wordings: [{name: x-y, patterns: [a]}]", "`use` is required"),
-        ("wordings: [{name: x-y, use: u, patterns: []}]", "non-empty list"),
-        ("wordings: [{name: x-y, use: u, patterns: [a], colour: red}]", "unknown field(s) colour"),
+        ("wordings: [{name: x-y, patterns: [a]}]", "use: Field required"),
+        ("wordings: [{name: x-y, use: u, patterns: []}]", "patterns: List should have at least 1 item"),
+        (
+            "wordings: [{name: x-y, use: u, patterns: [a], colour: red}]",
+            "colour: Extra inputs are not permitted",
+        ),
         ("wordings: [{name: x-y, use: u, patterns: [a]}, {name: x-y, use: v, patterns: [b]}]", "used twice"),
         ("families: []", "expected a `wordings:` list"),
     ],

@@ -125,12 +125,21 @@ def test_team_file_adds_a_family_with_runbook(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ("families: nope", "expected a mapping with a `families:` list"),
+        ("families: nope", "families: Input should be a valid list"),
         ("families:\n  - {name: X, patterns: [a], conclusion: c, fix: f}", "`name` must be"),
         ("families:\n  - {name: x-y, patterns: ['('], conclusion: c, fix: f}", "does not compile"),
-        ("families:\n  - {name: x-y, patterns: [a], conclusion: c}", "`fix` is required"),
-        ("families:\n  - {name: x-y, patterns: [a], conclusion: c, fix: f, severity: bad}", "`severity`"),
-        ("families:\n  - {name: x-y, patterns: [a], conclusion: c, fix: f, colour: red}", "unknown field"),
+        (
+            "families:\n  - {name: x-y, patterns: [a], conclusion: c}",
+            "bad.yaml:2: families.0..fix: Field required",
+        ),
+        (
+            "families:\n  - {name: x-y, patterns: [a], conclusion: c, fix: f, severity: bad}",
+            "severity: Input should be",
+        ),
+        (
+            "families:\n  - {name: x-y, patterns: [a], conclusion: c, fix: f, colour: red}",
+            "colour: Extra inputs are not permitted",
+        ),
         ("families: [\n", "not valid YAML"),
     ],
 )
