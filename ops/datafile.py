@@ -13,7 +13,7 @@ from typing import TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-__all__ = ["DataFileError", "line_of", "load"]
+__all__ = ["DataFileError", "check", "line_of", "load"]
 
 Schema = TypeVar("Schema", bound=BaseModel)
 
@@ -81,11 +81,29 @@ def load(path: str | Path, schema: type[Schema]) -> tuple[Schema, yaml.Node | No
         mark = getattr(exc, "problem_mark", None)
         line = f":{mark.line + 1}" if mark is not None else ""
         raise DataFileError(f"{path}{line}: not valid YAML: {' '.join(str(exc).split())[:200]}") from None
+    return check(data if data is not None else {}, schema, path=path, root=root), root
+
+
+def check(
+    data: object, schema: type[Schema], *, path: str | Path | None = None, root: yaml.Node | None = None
+) -> Schema:
+    """Validate already parsed data against `schema`.
+
+    Args:
+        data: what YAML or JSON parsing gave.
+        schema: a pydantic model.
+        path, root: the file and its composed document, to name the line of each problem; None: the
+            problems name only where in the data they are.
+
+    Raises:
+        DataFileError: every schema violation, each as "[FILE:LINE: ]where: what" on its own line.
+    """
     try:
-        return schema.model_validate(data if data is not None else {}), root
+        return schema.model_validate(data)
     except ValidationError as exc:
         problems = [
-            f"{path}:{line_of(root, error['loc'])}: {_where(error['loc'])}: "
+            (f"{path}:{line_of(root, error['loc'])}: " if path is not None else "")
+            + f"{_where(error['loc'])}: "
             + str(error["msg"]).removeprefix("Value error, ")  # a validator's own message says what
             for error in exc.errors()
         ]

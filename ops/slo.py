@@ -42,11 +42,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ops.alert import Alert
+from ops.datafile import DataFileError, check, load
 from ops.durations import parse_duration
 from ops.linear import linear
 from ops.metrics import histogram_quantile, samples_by_name
@@ -113,61 +114,81 @@ DEFAULT_RULES: tuple[SloRule, ...] = (
 )
 
 
+class _RuleEntry(BaseModel):
+    """One `rules:` entry of a rules file (format in the module docstring)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    metric: str
+    above: float = Field(strict=True, ge=0)
+    hold: str = Field("5m", alias="for")
+    window: str = "5m"
+    severity: Literal["info", "warning", "critical"] = "warning"
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, name: str) -> str:
+        if not _NAME.match(name):
+            raise ValueError(f"name {name!r} must be 1-40 lowercase letters, digits, - or _")
+        return name
+
+    @field_validator("metric")
+    @classmethod
+    def _metric(cls, metric: str) -> str:
+        if metric not in METRICS:
+            raise ValueError(f"unknown metric {metric!r}; use one of {', '.join(METRICS)}")
+        return metric
+
+    @field_validator("hold", "window")
+    @classmethod
+    def _duration(cls, word: str) -> str:
+        parse_duration(word.strip())  # ValueError: names the word and an example
+        return word.strip()
+
+    @field_validator("window")
+    @classmethod
+    def _positive(cls, word: str) -> str:
+        if parse_duration(word) <= timedelta(0):
+            raise ValueError("window must be longer than 0s")
+        return word
+
+
+class _RulesFile(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    rules: list[_RuleEntry] = Field(min_length=1)
+
+
+def _rules(parsed: _RulesFile) -> tuple[SloRule, ...]:
+    rules: list[SloRule] = []
+    for entry in parsed.rules:
+        if entry.name in {r.name for r in rules}:
+            raise DataFileError(f"rule {entry.name}: duplicate name")
+        hold, window = parse_duration(entry.hold), parse_duration(entry.window)
+        rules.append(SloRule(entry.name, entry.metric, entry.above, hold, window, entry.severity))
+    return tuple(rules)
+
+
 def parse_rules(data: Any) -> tuple[SloRule, ...]:
-    """Validate the parsed YAML of a rules file (a mapping with a `rules` list).
+    """Validate the parsed YAML of a rules file (a mapping with a non-empty `rules` list).
 
     Raises:
-        ValueError: one line naming the rule and field at fault.
+        ops.datafile.DataFileError (a ValueError): each problem as "rules[i].field: what"; a name used
+            twice.
     """
-    if not isinstance(data, Mapping) or not isinstance(data.get("rules"), list) or not data["rules"]:
-        raise ValueError("expected a mapping with a non-empty `rules` list")
-    rules: list[SloRule] = []
-    for i, item in enumerate(data["rules"], 1):
-        where = f"rule {i}"
-        if not isinstance(item, Mapping):
-            raise ValueError(f"{where}: expected a mapping with name, metric, above")
-        unknown = set(item) - {"name", "metric", "above", "for", "window", "severity"}
-        if unknown:
-            raise ValueError(f"{where}: unknown field(s) {', '.join(sorted(map(str, unknown)))}")
-        name = str(item.get("name", ""))
-        if not _NAME.match(name):
-            raise ValueError(f"{where}: name {name!r} must be 1-40 lowercase letters, digits, - or _")
-        where = f"rule {name}"
-        metric = str(item.get("metric", ""))
-        if metric not in METRICS:
-            raise ValueError(f"{where}: unknown metric {metric!r}; use one of {', '.join(METRICS)}")
-        above = item.get("above")
-        if isinstance(above, bool) or not isinstance(above, int | float) or above < 0:
-            raise ValueError(f"{where}: `above` must be a number >= 0")
-        severity = str(item.get("severity", "warning"))
-        if severity not in SEVERITIES:
-            raise ValueError(f"{where}: severity must be one of {', '.join(SEVERITIES)}")
-        try:
-            hold = parse_duration(str(item.get("for", "5m")).strip())
-            window = parse_duration(str(item.get("window", "5m")).strip())
-        except ValueError as exc:
-            raise ValueError(f"{where}: {exc}") from None
-        if window <= timedelta(0):
-            raise ValueError(f"{where}: window must be longer than 0s")
-        if name in {r.name for r in rules}:
-            raise ValueError(f"{where}: duplicate name")
-        rules.append(SloRule(name, metric, float(above), hold, window, severity))
-    return tuple(rules)
+    return _rules(check(data, _RulesFile))
 
 
 def load_rules(path: str | Path) -> tuple[SloRule, ...]:
     """Read and validate a rules YAML file (format in the module docstring).
 
     Raises:
-        ValueError: unreadable file, not YAML, or an invalid rule (one line).
+        ops.datafile.DataFileError (a ValueError): unreadable file, not YAML, or each invalid field as
+            "FILE:LINE: rules[i].field: what"; a name used twice.
     """
-    try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ValueError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        raise ValueError(f"{path} is not YAML: {str(exc).splitlines()[0]}") from None
-    return parse_rules(data)
+    parsed, _ = load(path, _RulesFile)
+    return _rules(parsed)
 
 
 # ---- snapshots and measures ------------------------------------------------------------------------------
