@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ops.datafile import line_of
 from ops.errors import BadInput
 from ops.linear import linear
 from ops.zones import is_zone
@@ -165,10 +166,12 @@ def read_deployments(path: str | Path) -> list[Deployment]:
 
     Raises:
         ValueError: one line naming the problem: the file cannot be read, a field is missing or malformed
-            ("deployments[1] (staging).zones: ..."), a name is used twice, a channel is bound twice.
+            ("deployments[1] (staging).zones: ... (FILE:LINE)"), a name is used twice, a channel is bound
+            twice.
     """
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        text = Path(path).read_text(encoding="utf-8")
+        root, data = yaml.compose(text, Loader=yaml.SafeLoader), yaml.safe_load(text)
     except OSError as exc:
         raise ValueError(f"cannot read {path}: {exc.strerror}") from None
     except yaml.YAMLError as exc:
@@ -183,7 +186,8 @@ def read_deployments(path: str | Path) -> list[Deployment]:
             message = "unknown field"
         elif error["type"] == "string_pattern_mismatch":
             message = f"{error['input']!r} is not a valid value"
-        raise ValueError(f"{where}: {message}" if where else str(message)) from None
+        at = f" ({path}:{line_of(root, error['loc'])})"
+        raise ValueError((f"{where}: {message}" if where else str(message)) + at) from None
     seen: set[str] = set()
     bound: dict[str, str] = {}
     for deployment in parsed.deployments:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -103,6 +104,8 @@ def test_bad_deployments_file_is_one_line(tmp_path: Path, text: str, line: str) 
     message = str(caught.value)
     assert message.startswith(line)
     assert "\n" not in message
+    if ": required but not set" in line or ": unknown field" in line or "is not a valid value" in line:
+        assert re.search(r"\(\S+deployments\.yaml:\d+\)$", message), message  # the file and line
 
 
 def test_missing_file_is_one_line(tmp_path: Path) -> None:
