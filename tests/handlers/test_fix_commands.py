@@ -12,11 +12,16 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
+import yaml
 
+from ops.diagnosis.engine import diagnose
 from ops.diagnosis.families import Deployment, catalogue, figures, fill
+from ops.diagnosis.signals import ResourceState
 from sim.demo import Demo
+from tests.cases import case_text
 from tests.handlers.conftest import Handlers
 from tests.handlers.test_hints import PLACEHOLDER, REFUSED, accepted, old_suspended, suggestions
 
@@ -68,6 +73,39 @@ def as_scenario(world: Demo) -> None:
     """The default world: gemma4-old FAILED on a stockout in europe-west4-a."""
 
 
+def _case_texts() -> dict[str, list[str]]:
+    """family -> the texts of its cases in tests/fixtures/diagnose_cases.yaml (a handed file's text or the
+    case's own), in file order."""
+    table = yaml.safe_load((Path(__file__).parents[1] / "fixtures" / "diagnose_cases.yaml").read_text())
+    out: dict[str, list[str]] = {}
+    for case in table["cases"]:
+        text = case_text(case["file"]) if "file" in case else case.get("text")
+        if case.get("family") and text:
+            out.setdefault(case["family"], []).append(str(text))
+    return out
+
+
+def old_failed_deciding(family: str) -> Callable[[Demo], None]:
+    """gemma4-old FAILED with the first case text of `family` whose resource state the catalogue reads as
+    that family: the TPU API's `failedData.error` of a create that failed so."""
+    deployment = Deployment(name="gemma4-old", state="FAILED")
+    for text in _case_texts().get(family, []):
+        state = ResourceState("gemma4-old", "FAILED", " ".join(text.split()))
+        found = diagnose(state, deployment).findings
+        if found and found[0].name == family:
+            error = state.error
+            break
+    else:
+        raise AssertionError(f"no case of {family} is read as {family} in a FAILED resource's error")
+
+    def setup(world: Demo) -> None:
+        qr = world.gcp.world.queued_resources[("europe-west4-a", "gemma4-old")]
+        with world.gcp.world.lock:
+            qr.state, qr.error_code, qr.error_message = "FAILED", 9, error
+
+    return setup
+
+
 @dataclass(frozen=True)
 class World:
     """How to reach a family's state, and the command that shows its finding there."""
@@ -86,6 +124,12 @@ WORLDS: dict[tuple[str, str | None], World] = {
     ),
     ("disk-full", None): World(container_failing_with("docker-no-space-left.log"), "vllm status"),
     ("tpu-device-busy", None): World(container_failing_with("vllm-tpu-device-busy.log"), "vllm status"),
+}
+# A FAILED resource's fix, for every family that has one: gemma4-old failed with that family's error.
+WORLDS |= {
+    (family, "FAILED"): World(old_failed_deciding(family), "tpu describe gemma4-old")
+    for family, state in command_fixes()
+    if state == "FAILED" and (family, state) not in WORLDS
 }
 
 # Families whose command fix has no world here yet: not checked in their state. Each one added to WORLDS
