@@ -28,7 +28,7 @@ FROM ${BASE_IMAGE}
 COPY --from=build /opt/venv /opt/venv
 # The venv's python is a link to the base's python3: importing the bot proves it resolves in this stage too.
 RUN useradd --create-home --uid 10001 --shell /usr/sbin/nologin bot \
-    && /opt/venv/bin/python -c "import bot.app"
+    && /opt/venv/bin/python -c "import bot.slack.app"
 USER 10001
 WORKDIR /home/bot
 ENV PATH=/opt/venv/bin:$PATH PYTHONUNBUFFERED=1 BOT_MODE=http BOT_HOST=0.0.0.0 BOT_PORT=3000

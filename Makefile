@@ -55,23 +55,23 @@ lock: $(STAMP)
 	$(UV_COMPILE) --extra dev -o $(LOCK)
 
 manifest: $(STAMP)
-	$(BIN)/python -m bot.manifest > app_manifest.yaml
+	$(BIN)/python -m bot.slack.manifest > app_manifest.yaml
 
 # The reference docs generated from the code (docs/commands.md, settings.md, faults.md); a test fails if they drift.
 docs: $(STAMP)
 	$(BIN)/python -m bot.docs
 
 # A new schema revision of the state store after changing a table in the code: `make revision MSG="add x"`
-# writes ops/migrations/versions/rNNNN_add_x.py by comparing the code's tables with a scratch database
+# writes ops/store/migrations/versions/rNNNN_add_x.py by comparing the code's tables with a scratch database
 # brought to the newest revision (alembic.ini); read it and fix it before committing.
-NEXT_REVISION = $(shell printf %04d $$(( $$(ls ops/migrations/versions/r[0-9]*.py | wc -l) + 1 )))
+NEXT_REVISION = $(shell printf %04d $$(( $$(ls ops/store/migrations/versions/r[0-9]*.py | wc -l) + 1 )))
 revision: $(STAMP)
 	@test -n "$(MSG)" || { echo 'usage: make revision MSG="what the revision changes"'; exit 1; }
 	rm -f revision-scratch.db
 	$(BIN)/alembic upgrade head
 	$(BIN)/alembic revision --autogenerate --rev-id $(NEXT_REVISION) -m "$(MSG)"
 	rm -f revision-scratch.db
-	$(BIN)/ruff format ops/migrations/versions
+	$(BIN)/ruff format ops/store/migrations/versions
 
 bench: $(STAMP)
 	$(BIN)/python bench/status.py

@@ -105,8 +105,8 @@ def seed_history(database: Path, resources: int, days: int) -> int:
     alert and one last observation, of resources long gone. Returns the ledger rows written."""
     from sqlalchemy import insert
 
-    from ops.alerts import ledger_table, observations_table
-    from ops.store import Store
+    from ops.alerts.ledger import ledger_table, observations_table
+    from ops.store.state import Store
 
     store = Store(f"sqlite:///{database}")
     now = datetime.now(UTC)

@@ -6,7 +6,7 @@ A case enters the way the bot meets it (`via`):
   create      `ops.diagnosis.zonefit.classify` plus the catalogue (a queued resource's create error);
               `reason` is also checked when given
   health      the `/metrics` scrapes of the text (split at "# ---- " lines, 60 s apart) with /health 200
-              and a probe that timed out, through `ops.vllm.serving_problem`, then diagnosed
+              and a probe that timed out, through `ops.vllm.server.serving_problem`, then diagnosed
   completion  a chat completion body through `llm.hygiene.inspect_message`, then diagnosed
 A case is right when the most severe finding is the expected family (or, for `family: ""`, when there is
 no finding), every fix term appears in its fix and no `absent` term in its conclusion or fix. Otherwise it
@@ -38,8 +38,8 @@ from llm.hygiene import inspect_message  # noqa: E402
 from ops.diagnosis.engine import diagnose  # noqa: E402
 from ops.diagnosis.families import Deployment  # noqa: E402
 from ops.diagnosis.zonefit import classify  # noqa: E402
-from ops.metrics import summarize  # noqa: E402
-from ops.vllm import ServingSample, serving_problem  # noqa: E402
+from ops.vllm.metrics import summarize  # noqa: E402
+from ops.vllm.server import ServingSample, serving_problem  # noqa: E402
 from tests.cases import case_names, case_text  # noqa: E402
 
 TABLE = ROOT / "tests" / "fixtures" / "diagnose_cases.yaml"

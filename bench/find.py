@@ -30,9 +30,9 @@ import tempfile
 from datetime import timedelta
 from pathlib import Path
 
-from ops.capacity import CapacitySearch, SearchResult
-from ops.store import Store
-from ops.tpu import TpuOps
+from ops.store.state import Store
+from ops.tpu.api import TpuOps
+from ops.tpu.capacity import CapacitySearch, SearchResult
 from sim.gcp import GcpSimulator
 from sim.scenario import duration, load
 

@@ -7,7 +7,7 @@ project, a 429 beyond) and 1,000 entries a page. The quota clock is SIMULATED ti
 only moves when a reader waits (a pacing or back-off sleep advances it), so waiting for quota costs no real
 time and both readers are charged the same way.
 
-Planned (the bot's way, `ops.logreads.read_window` into `llm.logsum.TemplateStream`, in this process):
+Planned (the bot's way, `ops.gcp.logreads.read_window` into `llm.logsum.TemplateStream`, in this process):
 every error, one page of the rest, a `sample(insertId, 0.001)` probe, then a sample of about 20,000.
 Naive baseline (same run, same world): page through every entry of the window, 1,000 a call, waiting out
 each 429 (5 simulated seconds at a time); it reads and parses each page and keeps nothing (so its memory
@@ -43,9 +43,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.simproc import SimProcess
 from llm.logsum import TemplateStream
-from ops.cloudlogs import build_filter
 from ops.diagnosis.families import is_traceback_line
-from ops.logreads import ReadQuota, read_window
+from ops.gcp.cloudlogs import build_filter
+from ops.gcp.logreads import ReadQuota, read_window
 from sim.gcp import GcpSimulator
 
 TOTAL = 1_000_000

@@ -9,11 +9,12 @@ Ways in (`via` of a report):
                  `llm.logsum.analyze` does
   create         a queued resource's create error (what `/tpu describe` and the capacity search read): the
                  resource's state text (`ops.diagnosis.signals.ResourceState`) diagnosed, and
-                 `ops.diagnosis.zonefit.classify` of the error typed as `ops.google` types it (`status`: the
+                 `ops.diagnosis.zonefit.classify` of the error typed as `ops.gcp.google` types it (`status`:
+                 the
                  create call's HTTP status, or the failed operation's code) for what retrying can do
   command        a command's stderr over SSH (docker): `ops.diagnosis.engine.diagnose`, as
-                 `ops.container` does
-  slack, ssh     a Slack Web API refusal, paramiko's error: `ops.diagnosis.engine.diagnose`, as `ops.ssh`
+                 `ops.vllm.container` does
+  slack, ssh     a Slack Web API refusal, paramiko's error: `ops.diagnosis.engine.diagnose`, as `ops.vllm.ssh`
                  does
 With --surfaces the container, Cloud Logging and create reports go through the real bot in the SIMULATED
 demo world (`sim.demo.Demo`) instead, asked as on-call would ask:
@@ -71,14 +72,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from llm.logsum import summarize  # noqa: E402
-from ops.cloudlogs import LogEntry  # noqa: E402
 from ops.diagnosis.engine import diagnose  # noqa: E402
 from ops.diagnosis.families import Deployment  # noqa: E402
 from ops.diagnosis.signals import ResourceState  # noqa: E402
 from ops.diagnosis.zonefit import Classification, classify  # noqa: E402
-from ops.google import create_error, operation_error  # noqa: E402
-from ops.tpu_model import QueuedResourceInfo  # noqa: E402
-from ops.vllm_watch import VllmWatch  # noqa: E402
+from ops.gcp.cloudlogs import LogEntry  # noqa: E402
+from ops.gcp.google import create_error, operation_error  # noqa: E402
+from ops.tpu.model import QueuedResourceInfo  # noqa: E402
+from ops.vllm.watch import VllmWatch  # noqa: E402
 from sim.demo import ALERTS_CHANNEL, Demo  # noqa: E402
 from sim.scenario import load as load_scenario  # noqa: E402
 
@@ -162,7 +163,7 @@ def failed_resource(name: str, text: str) -> QueuedResourceInfo:
 
 
 def create_classification(report: dict[str, Any]) -> Classification:
-    """What the capacity search concludes from a create error: the error typed as `ops.google` types it
+    """What the capacity search concludes from a create error: the error typed as `ops.gcp.google` types it
     (an HTTP error of the create call through `create_error`, a failed operation's `code` through
     `operation_error`), then `ops.diagnosis.zonefit.classify`."""
     text = str(report["text"]).strip()

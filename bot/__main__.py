@@ -9,7 +9,7 @@ import sys
 from types import FrameType
 
 from bot.config import ConfigError, load_settings, load_slack_app_settings
-from ops.ssh import ssh_keys_entry
+from ops.vllm.ssh import ssh_keys_entry
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
@@ -57,7 +57,7 @@ def _manifest(url: str | None) -> int:
             file=sys.stderr,
         )
         return 2
-    from bot.manifest import manifest_yaml
+    from bot.slack.manifest import manifest_yaml
 
     sys.stdout.write(manifest_yaml(app.slack_request_url if app.bot_mode == "http" else None))
     return 0
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = load_settings()
     except ConfigError as exc:
         return _config_errors(exc)
-    from bot.app import serve
+    from bot.slack.app import serve
     from bot.startup import explain, google_credentials_problem
 
     no_credentials = google_credentials_problem(settings)

@@ -17,15 +17,15 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.deployments import read_deployments
-from bot.oncall_settings import CommaList, OncallSettings, split_commas
-from bot.request_url import check_request_url
+from bot.oncall.settings import CommaList, OncallSettings, split_commas
+from bot.slack.request_url import check_request_url
 from llm.redact import redact
 from ops.diagnosis.families import load_file
 from ops.errors import BadInput
 from ops.linear import linear
-from ops.remote_commands import unit_name
-from ops.ssh import load_key
-from ops.zones import is_zone
+from ops.tpu.zones import is_zone
+from ops.vllm.remote_commands import unit_name
+from ops.vllm.ssh import load_key
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL
@@ -48,7 +48,8 @@ _SLACK_PRINCIPAL = linear(r"^[UWS][A-Z0-9]{2,}$")
 
 # Values copied unchanged from .env.example ("xoxb-your-bot-token", "your-project-id", ...).
 _PLACEHOLDER = linear(r"(?i)(?:^|[-_])your[-_]|^change[-_]?me$|^<[^>]*>$")
-# Databases the state store supports (ops/store.py: SQLAlchemy Core on SQLite or PostgreSQL with psycopg 3).
+# Databases the state store supports (ops/store/state.py: SQLAlchemy Core on SQLite or PostgreSQL with psycopg
+# 3).
 SUPPORTED_DATABASES = ("sqlite", "postgresql")
 
 
@@ -263,7 +264,7 @@ class Settings(SlackAppSettings, OncallSettings):
         ge=1,
         le=3650,
         description=(
-            "A price of the table (ops/prices.yaml) read longer ago than this many days is "
+            "A price of the table (ops/cost/prices.yaml) read longer ago than this many days is "
             "flagged as old beside its date."
         ),
     )

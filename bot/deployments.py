@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ops.datafile import line_of
 from ops.errors import BadInput
 from ops.linear import linear
-from ops.zones import is_zone
+from ops.tpu.zones import is_zone
 
 if TYPE_CHECKING:
     from bot.config import Settings

@@ -1,7 +1,7 @@
 """The bot's own observability: Prometheus metrics, readiness, and logs Cloud Logging understands.
 
 Metrics live in a per-app `CollectorRegistry` (so two bots in one process, as in tests, do not share
-counters) and are served at `/metrics` by `bot.app.wsgi`:
+counters) and are served at `/metrics` by `bot.slack.app.wsgi`:
 
     tpu_chatops_commands_total{command, outcome}       finished: ok, error, denied, limited, exception
     tpu_chatops_ack_latency_seconds                    request arrival to Bolt's response on /slack/events
@@ -139,7 +139,7 @@ class Readiness:
     """What `/readyz` checks: Slack accepted the bot token (at start, or within `auth_max_age_s`; an older
     success is re-checked by calling `auth_check`), the state database answers (`db_check`), and in Socket
     Mode the websocket is connected (`connection_check` returns a problem or None). Until `warmed` is set
-    (`bot.app.warm_up`), it answers "warming up" without running any check.
+    (`bot.slack.app.warm_up`), it answers "warming up" without running any check.
 
     `/readyz` never waits on a check: each runs in at most one request at a time, and a request that finds
     one running answers with the last result at once. So a slow Slack or database cannot pile up server
@@ -159,7 +159,7 @@ class Readiness:
         connection_check: Callable[[], str | None] | None = None,
         warmed: threading.Event | None = None,
     ) -> None:
-        self._warmed = warmed  # set once the process has warmed up (`bot.app.warm_up`); None: no wait
+        self._warmed = warmed  # set once the process has warmed up (`bot.slack.app.warm_up`); None: no wait
         self._auth_check = auth_check
         self._db_check = db_check
         self._max_age = auth_max_age_s

@@ -12,20 +12,20 @@ from urllib.parse import urlsplit
 from google.auth.credentials import Credentials
 from google.oauth2 import service_account
 
+from bot.commands.workers import CpuWorkers
 from bot.config import Settings
-from bot.workers import CpuWorkers
 from llm.client import ChosenModel, GemmaClient, ModelTarget, ProbeResult, choose_models
-from ops import cloudlogs
-from ops.cloudlogs import LogEntry
-from ops.container import VllmContainer, VllmSpec
-from ops.endpoint import Endpoint, EndpointResolver
 from ops.errors import BadInput, OpsError
-from ops.google import CLOUD_PLATFORM_SCOPE
-from ops.secrets import SecretStore
-from ops.ssh import PublishedHostKeys, RemoteHost
-from ops.store import Store
-from ops.tpu import TpuOps, pool_size
-from ops.vllm import VllmClient
+from ops.gcp import cloudlogs
+from ops.gcp.cloudlogs import LogEntry
+from ops.gcp.google import CLOUD_PLATFORM_SCOPE
+from ops.gcp.secrets import SecretStore
+from ops.store.state import Store
+from ops.tpu.api import TpuOps, pool_size
+from ops.vllm.container import VllmContainer, VllmSpec
+from ops.vllm.endpoint import Endpoint, EndpointResolver
+from ops.vllm.server import VllmClient
+from ops.vllm.ssh import PublishedHostKeys, RemoteHost
 
 _API_KEY_LOCK = threading.Lock()
 FANOUT_PER_WORKER = 4
@@ -80,7 +80,7 @@ class Services:
             credentials=credentials,
             timeout_s=settings.google_timeout_s,
             num_retries=1,
-            # A few threads per configured zone, started when calls need them (ops.tpu.pool_size).
+            # A few threads per configured zone, started when calls need them (ops.tpu.api.pool_size).
             max_workers=pool_size(len(settings.tpu_zones)),
         )
         endpoints = EndpointResolver(
@@ -211,7 +211,7 @@ class Services:
         The host keys are SSH_KNOWN_HOSTS_PATH's and SSH_HOST_KEYS', and, when SSH goes to the endpoint's
         node (SSH_HOST unset), the keys that node's guest attributes publish: the endpoint is only ever a
         node of the primary (TPU_PRIMARY) or of a queued resource carrying the bot's `managed-by` label
-        (`ops.endpoint`), so a VM the bot did not make or was not told to use is never trusted that way.
+        (`ops.vllm.endpoint`), so a VM the bot did not make or was not told to use is never trusted that way.
 
         Raises:
             BadInput: no SSH key, or no trusted host key at all. What `resolve()` raises (SSH_HOST unset and
@@ -272,10 +272,10 @@ class Services:
         """Up to `limit` Cloud Logging entries of the project matching `query`, newest first.
 
         Args:
-            query: a Logging query with a time bound (`ops.cloudlogs.build_filter`).
+            query: a Logging query with a time bound (`ops.gcp.cloudlogs.build_filter`).
 
         Raises:
-            What `ops.cloudlogs.fetch` raises (BadInput for a query it refuses, OpsError for the API).
+            What `ops.gcp.cloudlogs.fetch` raises (BadInput for a query it refuses, OpsError for the API).
         """
         s = self.settings
         return list(cloudlogs.fetch(s.gcp_project, query, limit=limit, api_endpoint=s.google_api_endpoint))

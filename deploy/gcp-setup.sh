@@ -11,7 +11,7 @@
 # add-iam-policy-binding, which leaves an existing binding as it is. It prints no secret value.
 #
 # The bot's custom role holds exactly the permissions of the Google API methods the code calls, taken from
-# the table in ops/iam.py (each row names the method and the Google page giving its permission);
+# the table in ops/gcp/iam.py (each row names the method and the Google page giving its permission);
 # tests/unit/test_iam.py fails when this list and the code disagree. Permissions on one resource only
 # (a secret, the TPU VMs' service account) are granted there, with the narrowest predefined role.
 set -euo pipefail
@@ -45,7 +45,7 @@ TPU_SA="${TPU_SA_NAME}@${PROJECT}.iam.gserviceaccount.com"
 BOT_ROLE_ID="tpuChatopsBot"
 
 # The custom role of the bot's service account, granted on the project: one permission per Google API
-# method the bot calls (ops/iam.py, CALLS, grant "bot-role"). Cloud TPU has no resource-level IAM and no
+# method the bot calls (ops/gcp/iam.py, CALLS, grant "bot-role"). Cloud TPU has no resource-level IAM and no
 # tpu.queuedResources.* permissions: queued resources are authorized by tpu.nodes.*
 # (https://cloud.google.com/iam/docs/roles-permissions/tpu). roles/tpu.admin would add reimage, update,
 # performMaintenance and tag bindings, which the bot never uses.
@@ -100,7 +100,7 @@ ensure_bot_role() {
     if ! deleted=$(gcloud iam roles describe "$BOT_ROLE_ID" --project="$PROJECT" --format='value(deleted)' 2>/dev/null); then
         gcloud iam roles create "$BOT_ROLE_ID" --project="$PROJECT" --stage=GA \
             --title="tpu-chatops bot" \
-            --description="The Google API methods tpu-chatops calls (ops/iam.py)" \
+            --description="The Google API methods tpu-chatops calls (ops/gcp/iam.py)" \
             --permissions="$permissions"
         return
     fi

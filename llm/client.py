@@ -28,7 +28,7 @@ from ops.errors import (
     PermissionDenied,
     QuotaExceeded,
 )
-from ops.vllm import AUTH_HINT, BOOTING_HINT, SERVER_ERROR_HINT, TIMEOUT_HINT, error_message
+from ops.vllm.server import AUTH_HINT, BOOTING_HINT, SERVER_ERROR_HINT, TIMEOUT_HINT, error_message
 
 __all__ = [
     "DEFAULT_CONTEXT_TOKENS",

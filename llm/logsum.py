@@ -44,11 +44,11 @@ from drain3.template_miner_config import TemplateMinerConfig
 
 from llm.redact import redact
 from llm.tokens import PromptCounter
-from ops.cloudlogs import SEVERITIES, LogEntry, severity_rank
 from ops.diagnosis.engine import Finding, diagnose
 from ops.diagnosis.families import Deployment, is_exception_line, is_traceback_line
 from ops.diagnosis.wordings import wording
 from ops.errors import BackendUnavailable, BadInput, OpsError
+from ops.gcp.cloudlogs import SEVERITIES, LogEntry, severity_rank
 from ops.times import rfc3339
 
 __all__ = [
@@ -394,7 +394,7 @@ def summarize(entries: Iterable[LogEntry], *, max_exemplars: int = MAX_EXEMPLARS
     """Group log entries into Drain templates (streaming: see `TemplateStream`).
 
     Args:
-        entries: LogEntry values in any order (`ops.cloudlogs.fetch` yields newest first); an iterator is
+        entries: LogEntry values in any order (`ops.gcp.cloudlogs.fetch` yields newest first); an iterator is
             consumed one entry at a time.
         max_exemplars: 1 or 2 exemplars per template.
 
@@ -651,7 +651,7 @@ def analyze(
     """Summarize log entries and, if any is at ERROR or worse, ask the model what went wrong.
 
     Args:
-        entries: LogEntry values (e.g. from `ops.cloudlogs.fetch`).
+        entries: LogEntry values (e.g. from `ops.gcp.cloudlogs.fetch`).
         client: a `llm.client.GemmaClient` (its `stream` method is used), or None when no model can be asked:
             then only the templates and the rule-based findings are returned.
         max_model_len: the served model's context window, tokens (`max_model_len` in /v1/models, or the

@@ -1,5 +1,5 @@
 """Read a log window within the quota and mine its templates as the entries stream in, in one call that
-a worker process can run (`bot.workers`): the result is small (templates and a read report), the
+a worker process can run (`bot.commands.workers`): the result is small (templates and a read report), the
 entries are never kept."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import threading
 from dataclasses import replace
 
 from llm.logsum import LogSummary, TemplateStream
-from ops.logreads import ReadQuota, ReadReport, read_window
+from ops.gcp.logreads import ReadQuota, ReadReport, read_window
 
 __all__ = ["mine_window"]
 
@@ -32,7 +32,7 @@ def mine_window(
     api_endpoint: str | None = None,
     quota: ReadQuota | None = None,
 ) -> tuple[LogSummary, ReadReport]:
-    """`ops.logreads.read_window` into a `llm.logsum.TemplateStream`.
+    """`ops.gcp.logreads.read_window` into a `llm.logsum.TemplateStream`.
 
     Args:
         project, filter_, max_reads, deadline_s, api_endpoint: as for `read_window`.

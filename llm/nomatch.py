@@ -9,8 +9,8 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
 from llm.logsum import summarize
-from ops.cloudlogs import LogEntry
 from ops.diagnosis.nomatch import Unmatched, from_templates, line_severity
+from ops.gcp.cloudlogs import LogEntry
 
 __all__ = ["from_lines"]
 
@@ -23,7 +23,7 @@ def from_lines(
     now: datetime | None = None,
     unit: str = "",
 ) -> Unmatched | None:
-    """The unmatched view of container or journal lines (`ops.container.timed_lines`), or None when none
+    """The unmatched view of container or journal lines (`ops.vllm.container.timed_lines`), or None when none
     is an error.
 
     Each line becomes a log entry with the severity its logger gave it (`line_severity`) and its time; a

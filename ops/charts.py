@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from ops.errors import BadInput
-from ops.history import Point
+from ops.vllm.history import Point
 
 __all__ = ["Event", "metrics_chart_png"]
 
@@ -32,7 +32,7 @@ def metrics_chart_png(points: Sequence[Point], events: Sequence[Event], title: s
     panel, named in the top panel.
 
     Args:
-        points: from `ops.history.series`, oldest first.
+        points: from `ops.vllm.history.series`, oldest first.
         events: restarts, preemptions, alerts in the window.
         title: the chart's title (deployment, model, window).
 

@@ -1,7 +1,7 @@
 """Data files (YAML) checked against a pydantic schema, with errors that name the file and the line.
 
 A data file is knowledge kept as data (prices, ...): a wrong field must stop the load with a message a person
-can act on, "ops/prices.yaml:57: prices[3].region: String should match pattern ...", not a traceback.
+can act on, "ops/cost/prices.yaml:57: prices[3].region: String should match pattern ...", not a traceback.
 """
 
 from __future__ import annotations

@@ -15,11 +15,11 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from bot.app import Bot, HttpServer, build
 from bot.config import Settings
 from bot.deployments import Fleet
 from bot.services import Services
-from ops.store import Store
+from bot.slack.app import Bot, HttpServer, build
+from ops.store.state import Store
 from sim import scenario as scenarios
 from sim.console import DEMO_CHANNEL, DEMO_USER, SlackUser
 from sim.gcp import GcpSimulator

@@ -12,7 +12,7 @@ import random
 from datetime import datetime, timedelta
 from typing import Any
 
-from ops.history import Sample
+from ops.vllm.history import Sample
 from sim.scenario import duration
 
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
@@ -76,7 +76,7 @@ def simulated_samples(spec: dict[str, Any], now: datetime) -> list[Sample]:
 
 
 def seed(history: Any, deployment: str, spec: dict[str, Any], now: datetime) -> int:
-    """Store `simulated_samples(spec, now)` for `deployment` in an `ops.history.History`.
+    """Store `simulated_samples(spec, now)` for `deployment` in an `ops.vllm.history.History`.
 
     Returns:
         How many samples were stored.

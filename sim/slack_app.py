@@ -22,7 +22,7 @@ class SlackApp:
         self.request_url: str | None = None
 
     def install(self, manifest: dict[str, Any]) -> None:
-        """Create the app from a manifest (`bot.manifest.manifest`), as pasting it into Slack does: its
+        """Create the app from a manifest (`bot.slack.manifest.manifest`), as pasting it into Slack does: its
         `settings.socket_mode_enabled` and its event subscriptions' `request_url` become the app's."""
         settings = manifest["settings"]
         self.socket_mode_enabled = bool(settings.get("socket_mode_enabled"))

@@ -21,11 +21,11 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-from bot.manifest import BOT_SCOPES
+from bot.slack.manifest import BOT_SCOPES
 
 __all__ = ["DEFAULT_SCOPES", "SCOPE_OF", "Workspace"]
 
-# The app is installed with the bot scopes of its manifest (bot/manifest.py, app_manifest.yaml).
+# The app is installed with the bot scopes of its manifest (bot/slack/manifest.py, app_manifest.yaml).
 DEFAULT_SCOPES = tuple(BOT_SCOPES)
 # The bot scope each simulated method needs (each method's "Required scopes" on docs.slack.dev/reference/
 # methods); conversations.replies needs the history scope of the conversation's type (see `_needed`).

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ops.store import Store
+from ops.store.state import Store
 from sim.demo import Demo
 from tests.resources import ResourceWatch
 

@@ -10,11 +10,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import create_engine, insert, inspect, select
 
-from ops import schema
-from ops import store as store_module
-from ops.alerts import AlertLedger, ledger_table
-from ops.migrations.baseline import baseline_metadata
-from ops.store import AuditEntry, Store, audit_table
+from ops.alerts.ledger import AlertLedger, ledger_table
+from ops.store import schema
+from ops.store import state as store_module
+from ops.store.migrations.baseline import baseline_metadata
+from ops.store.state import AuditEntry, Store, audit_table
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 KEY = "us-east5-a/gemma4-qr@2026-05-01T00:00:00Z|expiry|15"

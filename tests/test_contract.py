@@ -114,7 +114,7 @@ CONTRACT: tuple[Limit, ...] = (
         "Cloud Logging: a negative pageSize is rejected; equal timestamps are ordered by insertId",
         "cloud.google.com/logging/docs/reference/v2/rest/v2/entries/list (pageSize, orderBy)",
         f"{SIM}::test_logging_ties_are_ordered_by_insert_id",
-        f"{SIM}::test_logging_regex_is_re2_and_page_size_not_negative",  # ops.cloudlogs never sends one
+        f"{SIM}::test_logging_regex_is_re2_and_page_size_not_negative",  # ops.gcp.cloudlogs never sends one
     ),
     Limit(
         "vLLM: on engine death the API server stops (connections refused, container exits) unless "

@@ -9,5 +9,5 @@ names the bot knows (no I/O, no Slack calls). `bot.handlers.chat` fetches the fa
   (commands, tool calls, "ignore the above"); it is reported and never acted on.
 - `recent`: the commands run in the conversation and how each ended, from the audit trail.
 
-May import: `bot.commands` (the registry), `ops.store` (audit entries), the standard library.
+May import: `bot.commands.registry` (the registry), `ops.store.state` (audit entries), the standard library.
 """

@@ -18,9 +18,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from bot.chat.subjects import BOT, Subjects, word_set, words_of
-from bot.commands import Registry, UsageError
+from bot.commands.registry import Registry, UsageError
 from ops.linear import linear
-from ops.zones import is_zone
+from ops.tpu.zones import is_zone
 
 __all__ = ["Ask", "Suggestion", "read_ask", "suggest"]
 

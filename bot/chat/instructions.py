@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from bot.commands import Registry
+from bot.commands.registry import Registry
 from ops.linear import LinearPattern, linear
 
 __all__ = ["DIRECTIVES", "Found", "find_instructions", "patterns"]

@@ -1,6 +1,6 @@
 """The commands run in a conversation and how each ended, read back from the audit trail.
 
-The runner writes every step of a command to the audit trail (`bot.runner.Runner._audit`): "command"
+The runner writes every step of a command to the audit trail (`bot.commands.runner.Runner._audit`): "command"
 (received), "refuse" (role or input), "confirm-requested", "confirm", "cancel", "result" ("ok" or
 "error: ..."). Grouped by run, the last step is the outcome: a follow-up question ("why did the create
 fail?") gets the failure as a fact, with its time.
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from bot.chat.subjects import words_of
-from ops.store import AuditEntry
+from ops.store.state import AuditEntry
 
 __all__ = ["Outcome", "outcomes", "relevant"]
 

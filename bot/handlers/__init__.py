@@ -1,4 +1,4 @@
-"""Command handlers. Importing this package declares every command on `bot.commands.registry`.
+"""Command handlers. Importing this package declares every command on `bot.commands.registry.registry`.
 
 Modules are imported in this order because `help` lists commands in the order they were declared.
 """

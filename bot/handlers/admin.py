@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from bot.commands import Param, Role, UsageError, int_range, registry
-from bot.context import Context
-from bot.render import Reply
+from bot.commands.context import Context
+from bot.commands.registry import Param, Role, UsageError, int_range, registry
+from bot.slack.render import Reply
 from bot.views.admin import audit, form_opened, token_modal, token_stored
 from ops.errors import BadInput
 from ops.linear import linear
-from ops.store import AuditEntry
+from ops.store.state import AuditEntry
 
 # Audit actions that are about a change whatever the command: a refusal, a confirmation asked or given, a
 # cancel. A "command"/"result" line is a change when its command changes infrastructure or writes.

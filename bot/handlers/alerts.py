@@ -3,8 +3,8 @@
 Each acts on the command's deployment (its channel, or `--deployment NAME`): its ledger's open alerts and
 counts, its alert channel for the test.
 
-A mute's subject is anything an alert is about (`ops.alerts.mute_subjects`): a queued resource or node
-name, the vLLM endpoint ("vllm" or its URL) or an alert kind (`bot.routing.KINDS`). A subject the bot
+A mute's subject is anything an alert is about (`ops.alerts.ledger.mute_subjects`): a queued resource or node
+name, the vLLM endpoint ("vllm" or its URL) or an alert kind (`bot.oncall.routing.KINDS`). A subject the bot
 does not know is refused with the list of known ones, so a typo never silences nothing.
 """
 
@@ -13,21 +13,21 @@ from __future__ import annotations
 import contextlib
 from datetime import timedelta
 
-from bot import scheduler
-from bot.alert_reach import reach_lines
-from bot.commands import Param, Role, duration, registry
-from bot.context import Context
-from bot.membership import invite_hint
-from bot.render import Reply, channel_link, human_duration
-from bot.routing import KINDS
-from bot.slack_gateway import SlackDeliveryError, refusal_of
+from bot.commands.context import Context
+from bot.commands.registry import Param, Role, duration, registry
+from bot.oncall import scheduler
+from bot.oncall.reach import reach_lines
+from bot.oncall.routing import KINDS
+from bot.slack.gateway import SlackDeliveryError, refusal_of
+from bot.slack.membership import invite_hint
+from bot.slack.render import Reply, channel_link, human_duration
 from bot.views.alerts import AlertsOverview, alerts_overview, muted, test_posted, unmuted
-from ops.alert_outbox import UNDELIVERED, AlertOutbox
-from ops.alerts import AlertLedger, identity
+from ops.alerts.ledger import AlertLedger, identity
+from ops.alerts.outbox import UNDELIVERED, AlertOutbox
+from ops.alerts.planned import MaintenanceWindows
 from ops.diagnosis.notices import refusal_finding
 from ops.errors import BadInput, OpsError
 from ops.linear import linear
-from ops.maintenance import MaintenanceWindows
 
 MAX_MUTE = timedelta(days=7)
 _SUBJECT = linear(r"^[A-Za-z0-9_.:/\[\]-]{1,100}$")
@@ -79,7 +79,7 @@ def alerts_list(ctx: Context) -> Reply:
 
 
 def _gone_resources(ctx: Context, resources: set[str]) -> tuple[set[str], str]:
-    """The queued-resource identities among `resources` ("zone/name@create", see `ops.alerts.identity`)
+    """The queued-resource identities among `resources` ("zone/name@create", see `ops.alerts.ledger.identity`)
     whose zone answered and no longer lists them; and a note when the listing failed somewhere."""
     queued = {r for r in resources if "/" in r and not r.startswith("vllm:")}
     if not queued:

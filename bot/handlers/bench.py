@@ -8,10 +8,10 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from bot.commands import Param, Role, int_range, registry
-from bot.context import Context
-from bot.render import Reply
-from bot.serving import explained_when_starting, require_serving
+from bot.commands.context import Context
+from bot.commands.registry import Param, Role, int_range, registry
+from bot.shared.serving import explained_when_starting, require_serving
+from bot.slack.render import Reply
 from bot.views.bench import (
     bench_comparison,
     bench_result,
@@ -20,10 +20,10 @@ from bot.views.bench import (
     sweep_progress,
     sweep_result,
 )
-from ops.bench import BenchResult, SweepPoint, heatmap_png, parse_bench_serve, plan_sweep, sweep_csv
-from ops.container import BenchParams
 from ops.errors import BadInput, Cancelled, OpsError
-from ops.metrics import kv_cache_capacity_tokens
+from ops.vllm.bench import BenchResult, SweepPoint, heatmap_png, parse_bench_serve, plan_sweep, sweep_csv
+from ops.vllm.container import BenchParams
+from ops.vllm.metrics import kv_cache_capacity_tokens
 
 
 def int_list(low: int, high: int) -> Callable[[str], list[int]]:

@@ -8,7 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
 
-from bot.commands import (
+from bot.commands.context import Context
+from bot.commands.registry import (
     Param,
     Role,
     accelerator_type,
@@ -18,22 +19,22 @@ from bot.commands import (
     resource_name,
     zone_name,
 )
-from bot.context import Context
-from bot.followup import watch
-from bot.hints import command_line, delete_line
-from bot.render import Reply, human_duration
-from bot.safety import active_named, check_pins, check_zones, one_operation, pin_of, pins_text
-from bot.tpu_requests import create_spec, default_create_args
+from bot.oncall.followup import watch
+from bot.shared.hints import command_line, delete_line
+from bot.shared.safety import active_named, check_pins, check_zones, one_operation, pin_of, pins_text
+from bot.shared.tpu_requests import create_spec, default_create_args
+from bot.shared.zone_plan import ZoneFacts, order_zones, quota_family, zone_facts
+from bot.slack.render import Reply, human_duration
 from bot.views.capacity import find_preview, search_progress, search_result, zones_table
 from bot.views.cost import spend_lines
 from bot.views.tpu import resource_line
-from bot.zone_plan import ZoneFacts, order_zones, quota_family, zone_facts
-from ops import cost, quotas
-from ops.capacity import CapacitySearch, SearchResult
+from ops.cost import pricing as cost
+from ops.cost.spend import plan_spend
 from ops.errors import BadInput, OpsError
-from ops.spend import plan_spend
-from ops.store import ZoneFailure
-from ops.tpu_model import PROVISIONING_MODELS
+from ops.gcp import quotas
+from ops.store.state import ZoneFailure
+from ops.tpu.capacity import CapacitySearch, SearchResult
+from ops.tpu.model import PROVISIONING_MODELS
 
 
 def zone_list(word: str) -> list[str]:

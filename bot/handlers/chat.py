@@ -26,16 +26,22 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from bot.authorship import rules_only, written_by
 from bot.chat.asks import Suggestion, read_ask, suggest
 from bot.chat.instructions import DIRECTIVES, Found, find_instructions, patterns
 from bot.chat.recent import Outcome, outcomes, relevant
 from bot.chat.subjects import BOT, Known, Subjects, ThreadMessage, resolve
-from bot.commands import ChatTool, Command, Param, UsageError, registry
-from bot.context import Context
-from bot.diagnosis import container_diagnosis, deployment_of, plain_log, resource_diagnosis, serving_now
-from bot.fleet_status import deployment_lines, snapshots
-from bot.render import Reply, human_duration
+from bot.commands.context import Context
+from bot.commands.registry import ChatTool, Command, Param, UsageError, registry
+from bot.shared.authorship import rules_only, written_by
+from bot.shared.diagnosis import (
+    container_diagnosis,
+    deployment_of,
+    plain_log,
+    resource_diagnosis,
+    serving_now,
+)
+from bot.shared.fleet_status import deployment_lines, snapshots
+from bot.slack.render import Reply, human_duration
 from bot.views.chat import Answer, Shown, chat_reply
 from bot.views.findings import unmatched_fact
 from bot.views.metrics import metrics_lines, ms
@@ -45,14 +51,15 @@ from llm.client import ChosenModel, first_answer
 from llm.grounding import Fact, estimate_tokens, facts_block
 from llm.logsum import summarize
 from llm.redact import redact
-from ops import cloudlogs, cost
+from ops.cost import pricing as cost
 from ops.diagnosis.engine import Diagnosis, Finding, diagnose
 from ops.diagnosis.families import Deployment
 from ops.diagnosis.nomatch import Template, from_templates
 from ops.diagnosis.placement import place, present, template_of
 from ops.diagnosis.zonefit import classify
 from ops.errors import BadInput, OpsError
-from ops.tpu_model import QueuedResourceInfo
+from ops.gcp import cloudlogs
+from ops.tpu.model import QueuedResourceInfo
 
 MAX_LOG_ENTRIES = 2000
 CONTAINER_LOG_TAIL = 400
@@ -308,7 +315,7 @@ class ContainerNow:
         down: when nothing runs in it, why, as a phrase ("`vllm` exited at 04:55 UTC (exit code 137)");
             None when it runs or cannot be read.
         diagnosis: for a stopped container, its log tail diagnosed as `/vllm status` diagnoses it
-            (`bot.diagnosis.container_diagnosis`): the present cause; None otherwise.
+            (`bot.shared.diagnosis.container_diagnosis`): the present cause; None otherwise.
         stopped_at: when a stopped container exited (docker's `State.FinishedAt`, UTC); None otherwise.
     """
 

@@ -1,8 +1,8 @@
 """`/vllm` commands on the TPU VM over SSH: status, logs, syslog, start, stop, restart, rm.
 
-Every remote command comes from the fixed templates of `ops.remote_commands`; each argument from Slack is
+Every remote command comes from the fixed templates of `ops.vllm.remote_commands`; each argument from Slack is
 checked here when it is parsed (so bad input gets the usage line) and again, then quoted, in
-`ops.remote_commands`.
+`ops.vllm.remote_commands`.
 """
 
 from __future__ import annotations
@@ -12,26 +12,27 @@ from contextlib import nullcontext
 from datetime import datetime
 from functools import partial
 
-from bot.commands import Param, Role, registry
-from bot.context import Context
-from bot.diagnosis import container_diagnosis, deployment_of, plain_log
-from bot.identity import identify
-from bot.maintenance import planned_work
-from bot.render import Reply, ago
-from bot.safety import check_ssh_pin, ssh_pin_text
-from bot.tpu_requests import VLLM_LOAD
+from bot.commands.context import Context
+from bot.commands.registry import Param, Role, registry
+from bot.oncall.maintenance import planned_work
+from bot.shared.diagnosis import container_diagnosis, deployment_of, plain_log
+from bot.shared.identity import identify
+from bot.shared.safety import check_ssh_pin, ssh_pin_text
+from bot.shared.tpu_requests import VLLM_LOAD
+from bot.slack.render import Reply, ago
 from bot.views.container import container_change, container_status, log_excerpt
 from bot.views.findings import identity_line
-from ops import remote_commands
-from ops.container import ContainerStatus, ReplaceOutcome, VllmContainer
 from ops.errors import OpsError, PermissionDenied
-from ops.vllm import HealthCheck, ServerIdentity
+from ops.vllm import remote_commands
+from ops.vllm.container import ContainerStatus, ReplaceOutcome, VllmContainer
+from ops.vllm.server import HealthCheck, ServerIdentity
 
 DIAGNOSE_TAIL = 400
 
 
 def _remote_kind(kind: str) -> Callable[[str], str]:
-    """An argument type checked by `ops.remote_commands.validate(kind, ...)`, the same check the SSH layer
+    """An argument type checked by `ops.vllm.remote_commands.validate(kind, ...)`, the same check the SSH
+    layer
     applies."""
     return partial(remote_commands.validate, kind)
 
@@ -248,7 +249,7 @@ def _container_command(
         target = ctx.services.ssh_target(fresh=True)
         check_ssh_pin(ctx, target, f"vllm {verb}")
         container, host = ctx.services.container(target["host"])
-        # Starting vLLM is planned downtime: health alerts wait until it serves (bot/maintenance.py).
+        # Starting vLLM is planned downtime: health alerts wait until it serves (bot/oncall/maintenance.py).
         planned = planned_work(ctx, f"vllm {verb}") if verb in ("start", "restart") else nullcontext()
         with host, planned:
             done = act(ctx, container)

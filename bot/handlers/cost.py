@@ -6,17 +6,18 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 
-from bot.commands import ChatTool, Param, accelerator_type, registry
-from bot.context import Context
-from bot.render import Reply, human_duration, utc
-from bot.sources import settled
-from bot.tpu_requests import startup_config
+from bot.commands.context import Context
+from bot.commands.registry import ChatTool, Param, accelerator_type, registry
+from bot.shared.sources import settled
+from bot.shared.tpu_requests import startup_config
+from bot.slack.render import Reply, human_duration, utc
 from bot.views.cost import cost_estimate, deploy_file, estimate_lines, per_hour, spend_report, usd
-from ops import cost, deploy
+from ops.cost import pricing as cost
+from ops.cost.spend import DeploymentSpend, deployment_spend, midnight
 from ops.errors import BadInput, OpsError
 from ops.linear import linear
-from ops.spend import DeploymentSpend, deployment_spend, midnight
-from ops.zones import region_of
+from ops.tpu.zones import region_of
+from ops.vllm import deploy
 
 _REGION = linear(r"^[a-z]+-[a-z]+\d+$")
 
@@ -137,7 +138,7 @@ def _spend_lines(name: str, spend: DeploymentSpend) -> str:
 
 def fleet_spend(ctx: Context, since: datetime, label: str) -> Reply:
     """Spend of every deployment's ACTIVE queued resources from `since` to now (USD), listed concurrently
-    (`ops.spend.deployment_spend`). Queued resources deleted before now are no longer listed by the TPU
+    (`ops.cost.spend.deployment_spend`). Queued resources deleted before now are no longer listed by the TPU
     API, so their spend is not counted; the reply says so."""
     deployments = ctx.fleet.services if ctx.fleet is not None else {ctx.deployment: ctx.services}
     now = ctx.services.now()

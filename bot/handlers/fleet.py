@@ -1,4 +1,4 @@
-"""`/fleet`: every deployment in one message (bot/deployments.py), gathered by `bot.fleet_status`.
+"""`/fleet`: every deployment in one message (bot/deployments.py), gathered by `bot.shared.fleet_status`.
 
 Each deployment's sources (queued resources, vLLM /health and /metrics, open alerts) are fetched at the
 same time as every other deployment's, so the message takes as long as its slowest source. A source that
@@ -7,10 +7,10 @@ fails shows one red line; the rest still show.
 
 from __future__ import annotations
 
-from bot.commands import registry
-from bot.context import Context
-from bot.fleet_status import Snapshot, snapshots
-from bot.render import Reply
+from bot.commands.context import Context
+from bot.commands.registry import registry
+from bot.shared.fleet_status import Snapshot, snapshots
+from bot.slack.render import Reply
 from bot.views.fleet import fleet_view
 
 

@@ -1,15 +1,16 @@
 """`/gemma ask` and `/gemma stats`: ask the served model; the answer streams into one message.
 
-The message is edited at most once a second (`bot.progress.Progress`), however fast tokens arrive. Stats come
+The message is edited at most once a second (`bot.commands.progress.Progress`), however fast tokens arrive.
+Stats come
 from the streamed `usage` chunk (`stream_options.include_usage`), never from counting chunks.
 """
 
 from __future__ import annotations
 
-from bot.commands import Param, Role, int_range, registry
-from bot.context import Context
-from bot.render import Reply, blocks_reply
-from bot.serving import explained_when_starting
+from bot.commands.context import Context
+from bot.commands.registry import Param, Role, int_range, registry
+from bot.shared.serving import explained_when_starting
+from bot.slack.render import Reply, blocks_reply
 from bot.views.gemma import (
     VERDICTS,
     answer_blocks,
@@ -21,7 +22,7 @@ from bot.views.gemma import (
 )
 from llm.client import StreamResult
 from ops.linear import linear
-from ops.store import ANSWER_ID_BYTES
+from ops.store.state import ANSWER_ID_BYTES
 
 DEFAULT_MAX_TOKENS = 512
 PREVIEW_CHARS = 2900  # the tail of a streaming answer its progress message shows (a section holds 3,000)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from bot.commands import Param, echo, registry
-from bot.context import Context
-from bot.render import Reply
+from bot.commands.context import Context
+from bot.commands.registry import Param, echo, registry
+from bot.slack.render import Reply
 from bot.views.help import all_help, command_help, help_reply, short_help
 
 

@@ -11,7 +11,8 @@ import hashlib
 from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime, timedelta
 
-from bot.commands import (
+from bot.commands.context import Context
+from bot.commands.registry import (
     Param,
     Role,
     accelerator_type,
@@ -24,12 +25,10 @@ from bot.commands import (
     timestamp,
     zone_name,
 )
-from bot.context import Context
-from bot.followup import watch
-from bot.hints import command_line, delete_line, has_running_nodes, not_found_hint
-from bot.maintenance import planned_work
-from bot.render import Reply, human_duration, utc
-from bot.safety import (
+from bot.oncall.followup import watch
+from bot.oncall.maintenance import planned_work
+from bot.shared.hints import command_line, delete_line, has_running_nodes, not_found_hint
+from bot.shared.safety import (
     active_named,
     check_pins,
     check_zones,
@@ -40,16 +39,17 @@ from bot.safety import (
     pin_of,
     pins_text,
 )
-from bot.tpu_requests import MODEL_FLAGS, VLLM_LOAD, CreateArgs, create_spec, default_create_args
+from bot.shared.tpu_requests import MODEL_FLAGS, VLLM_LOAD, CreateArgs, create_spec, default_create_args
+from bot.shared.zone_plan import remembering_refusals, zone_warnings
+from bot.slack.render import Reply, human_duration, utc
 from bot.views.cost import create_spend_lines, per_hour, usd
 from bot.views.lifecycle import change, create_unseen, created, ensure_preview, reset_requested
 from bot.views.tpu import resource_line
-from bot.zone_plan import remembering_refusals, zone_warnings
-from ops import cost
-from ops.endpoint import DEAD_NODE_STATES
+from ops.cost import pricing as cost
+from ops.cost.spend import plan_spend
 from ops.errors import AlreadyExists, BadInput, NotFound, OpsError
-from ops.spend import plan_spend
-from ops.tpu_model import NodeInfo, QueuedResourceInfo
+from ops.tpu.model import NodeInfo, QueuedResourceInfo
+from ops.vllm.endpoint import DEAD_NODE_STATES
 
 OPERATION_TIMEOUT_S = 600.0
 

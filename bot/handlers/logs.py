@@ -6,19 +6,19 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
-from bot.authorship import rules_only, written_by
-from bot.commands import ChatTool, Param, int_range, one_of, registry, resource_name, window
-from bot.context import Context
-from bot.diagnosis import analysis_diagnosis, deployment_of, serving_now
-from bot.render import Reply
+from bot.commands.context import Context
+from bot.commands.registry import ChatTool, Param, int_range, one_of, registry, resource_name, window
+from bot.shared.authorship import rules_only, written_by
+from bot.shared.diagnosis import analysis_diagnosis, deployment_of, serving_now
+from bot.slack.render import Reply
 from bot.views.logs import Errors, LogAnalysis, entries_listing, log_analysis
 from llm.client import ChosenModel, first_answer
 from llm.logsum import Analysis, LogSummary, analyze
 from llm.logwindow import mine_window
-from ops import cloudlogs
 from ops.diagnosis.engine import Diagnosis
 from ops.diagnosis.families import Deployment
 from ops.diagnosis.placement import ServingNow, place, present
+from ops.gcp import cloudlogs
 
 # LogSeverity names (https://cloud.google.com/logging/docs/reference/v2/rest/v2/LogEntry#logseverity)
 SEVERITIES = ("DEFAULT", "DEBUG", "INFO", "NOTICE", "WARNING", "ERROR", "CRITICAL", "ALERT", "EMERGENCY")
@@ -81,8 +81,9 @@ def logs(
 )
 def logs_analyze(ctx: Context, since: timedelta | None, node: str | None) -> Reply:
     """Read the window within Cloud Logging's read quota (every error, a sample of the rest when the window
-    is large: `ops.logreads`) and mine the templates as the entries stream in, both in a worker process
-    (`bot.workers`: off the threads that ack); name the known failures (no model needed); then, when there
+    is large: `ops.gcp.logreads`) and mine the templates as the entries stream in, both in a worker process
+    (`bot.commands.workers`: off the threads that ack); name the known failures (no model needed); then, when
+    there
     are errors, ask the first model that answers (primary vLLM, then LLM_FALLBACK_BASE_URL) within a token
     budget from its context size. Without a model the templates and findings are shown with "Gemma
     unavailable: rules only"; a read cut by the quota, budget or deadline still answers, labelled partial

@@ -1,23 +1,24 @@
 """`/tpu recover [NAME] [--zone Z] [--search]`: bring a dead queued resource back.
 
-Dead means SUSPENDED, FAILED, or ACTIVE with a PREEMPTED node (`ops.recovery.dead_reason`). The preview
-shows what recovery will do and what it may cost; the confirmed command runs `bot.recovery.recover`, which
+Dead means SUSPENDED, FAILED, or ACTIVE with a PREEMPTED node (`ops.tpu.recovery.dead_reason`). The preview
+shows what recovery will do and what it may cost; the confirmed command runs `bot.shared.recovery.recover`,
+which
 the alert scheduler also calls for automatic recovery (AUTO_RECOVER).
 """
 
 from __future__ import annotations
 
-from bot.commands import Param, Role, registry, resource_name, zone_name
-from bot.context import Context
-from bot.hints import not_found_hint
-from bot.recovery import projected_usd, recover, recovery_request
-from bot.render import Reply
+from bot.commands.context import Context
+from bot.commands.registry import Param, Role, registry, resource_name, zone_name
+from bot.shared.hints import not_found_hint
+from bot.shared.recovery import projected_usd, recover, recovery_request
+from bot.shared.zone_plan import zone_warnings
+from bot.slack.render import Reply
 from bot.views.recovery import RecoveryPreview, recovered, recovery_preview
-from bot.zone_plan import zone_warnings
-from ops.alerts import identity
+from ops.alerts.ledger import identity
 from ops.errors import BadInput, NotFound, OpsError
-from ops.recovery import dead_reason
-from ops.tpu_model import QueuedResourceInfo
+from ops.tpu.model import QueuedResourceInfo
+from ops.tpu.recovery import dead_reason
 
 
 def _dead(ctx: Context, name: str | None, zone: str | None) -> tuple[QueuedResourceInfo, str]:

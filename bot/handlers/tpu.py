@@ -8,20 +8,20 @@ from dataclasses import replace
 from typing import TypeVar
 from urllib.parse import urlsplit
 
-from bot.alert_reach import reach_lines
-from bot.commands import ChatTool, Param, registry, resource_name, zone_name
-from bot.context import Context
-from bot.diagnosis import deployment_of, needs_listing, resource_diagnosis
-from bot.hints import not_found_hint
-from bot.identity import identify
-from bot.render import Reply, blocks_reply
-from bot.sources import settled
+from bot.commands.context import Context
+from bot.commands.registry import ChatTool, Param, registry, resource_name, zone_name
+from bot.oncall.reach import reach_lines
+from bot.shared.diagnosis import deployment_of, needs_listing, resource_diagnosis
+from bot.shared.hints import not_found_hint
+from bot.shared.identity import identify
+from bot.shared.sources import settled
+from bot.slack.render import Reply, blocks_reply
 from bot.views.tpu import Status, describe_blocks, list_blocks, status_blocks
-from ops.endpoint import Endpoint
 from ops.errors import NotFound, OpsError
-from ops.metrics import MetricsSummary
-from ops.tpu_model import ZoneListing
-from ops.vllm import HealthCheck, ModelCard, ServerIdentity, VllmClient, serving_verdict
+from ops.tpu.model import ZoneListing
+from ops.vllm.endpoint import Endpoint
+from ops.vllm.metrics import MetricsSummary
+from ops.vllm.server import HealthCheck, ModelCard, ServerIdentity, VllmClient, serving_verdict
 
 T = TypeVar("T")
 R = TypeVar("R")

@@ -1,35 +1,35 @@
 """`/vllm` read-only commands: health, endpoint, models, info, metrics (with `--chart`, the deployment's
-metrics history as a PNG: ops/history.py, ops/charts.py)."""
+metrics history as a PNG: ops/vllm/history.py, ops/charts.py)."""
 
 from __future__ import annotations
 
 import time
 from datetime import timedelta
 
-from bot.commands import ChatTool, Param, registry, window
-from bot.context import Context
-from bot.diagnosis import deployment_of
-from bot.identity import identify
-from bot.render import Reply, human_duration, utc
-from bot.serving import explained_when_starting
+from bot.commands.context import Context
+from bot.commands.registry import ChatTool, Param, registry, window
+from bot.shared.diagnosis import deployment_of
+from bot.shared.identity import identify
+from bot.shared.serving import explained_when_starting
+from bot.slack.render import Reply, human_duration, utc
 from bot.views.findings import identity_line
 from bot.views.metrics import chart_reply, ms
 from bot.views.vllm import endpoint_found, metrics, served_models, server_info
 from bot.views.vllm import health as health_view
-from ops.alerts import AlertLedger
+from ops.alerts.ledger import AlertLedger
 from ops.charts import Event, metrics_chart_png
 from ops.diagnosis.engine import diagnose
 from ops.errors import BackendTimeout, BadInput, OpsError
-from ops.history import RETENTION, History, series
-from ops.metrics import MetricsSummary, summarize
-from ops.vllm import ServingSample, VllmClient, serving_problem
+from ops.vllm.history import RETENTION, History, series
+from ops.vllm.metrics import MetricsSummary, summarize
+from ops.vllm.server import ServingSample, VllmClient, serving_problem
 
 
 @registry.command("vllm health", "vLLM /health plus a one-token chat completion, with latencies")
 def vllm_health(ctx: Context) -> Reply:
     """Check /health, then ask the served model for one token; each step's latency is shown. A /health
     200 with requests waiting, none running, no new tokens and a probe timing out is "wedged", not
-    healthy (`ops.vllm.serving_problem`)."""
+    healthy (`ops.vllm.server.serving_problem`)."""
     client, endpoint = ctx.services.vllm()
     with client:
         health = client.health()

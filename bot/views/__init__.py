@@ -1,8 +1,8 @@
 """Rendering of the bot's results as Slack text and blocks, one module per kind of thing shown.
 
 Handlers gather data (the ops types, or a view's input dataclass) and call a view; views compute nothing
-from backends. Blocks are slack_sdk's block models (`slack_sdk.models.blocks`), through `bot.render`'s
-primitives (Reply, blocks, mentions, links, escaping); Slack's limits are in `bot.slack_limits`. No module
+from backends. Blocks are slack_sdk's block models (`slack_sdk.models.blocks`), through `bot.slack.render`'s
+primitives (Reply, blocks, mentions, links, escaping); Slack's limits are in `bot.slack.limits`. No module
 under `bot/handlers` builds blocks (tests/unit/test_handlers_gather.py).
 
 - `tpu`: queued-resource lines, /tpu describe, the /tpu status dashboard.

@@ -13,8 +13,8 @@ from slack_sdk.models.blocks import (
 )
 from slack_sdk.models.views import View
 
-from bot.render import Reply, blocks_reply, code, context, header, mention, section, utc
-from ops.store import AuditEntry
+from bot.slack.render import Reply, blocks_reply, code, context, header, mention, section, utc
+from ops.store.state import AuditEntry
 
 SECRET_FORM_ID = "hf_token_form"  # noqa: S105  (a Slack callback id, not a secret)
 TOKEN_MAX_CHARS = 200  # the form's input; Hugging Face tokens are "hf_" and at most 100 more characters

@@ -1,6 +1,7 @@
 """Alert messages: the blocks of an alert, of a queued resource's state message, and their buttons.
 
-The scheduler (bot/scheduler.py) decides what is due and where it goes; this module only renders. Messages
+The scheduler (bot/oncall/scheduler.py) decides what is due and where it goes; this module only renders.
+Messages
 carry names, zones, states, times and USD figures only: never tokens, secrets or URLs with credentials.
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from bot.render import (
+from bot.slack.render import (
     Block,
     Reply,
     blocks_reply,
@@ -21,13 +22,13 @@ from bot.render import (
     section,
     utc,
 )
-from ops.alert_outbox import HeldAlert
-from ops.alerts import Alert, LedgerRow
-from ops.cost import burn
+from ops.alerts.ledger import Alert, LedgerRow
+from ops.alerts.outbox import HeldAlert
+from ops.alerts.planned import Window
+from ops.cost.pricing import burn
 from ops.durations import minutes_text
 from ops.errors import OpsError
-from ops.maintenance import Window
-from ops.tpu_model import QueuedResourceInfo
+from ops.tpu.model import QueuedResourceInfo
 
 # Alerts about serving point at the metrics chart of their window (`/vllm metrics --chart`).
 SERVING_KINDS = frozenset({"vllm_down", "kv_cache", "preemptions", "slo", "idle", "serving"})
@@ -36,7 +37,7 @@ _ICONS = {"stale": ":wastebasket:", "vllm_down": ":red_circle:", "vllm_up": ":la
 
 def action_buttons(block_id: str, *buttons: tuple[str, str, str, str | None]) -> Block:
     """An actions block of buttons, each given as (action_id, label, value, style: "primary", "danger" or
-    None); the listeners in bot/listeners/alerts.py read the value."""
+    None); the listeners in bot/slack/listeners/alerts.py read the value."""
     elements = []
     for action_id, label, value, style in buttons:
         button = {
@@ -130,7 +131,7 @@ def alert_blocks(
     Args:
         alert: the alert; qr: its queued resource (its cost so far is shown while ACTIVE), or None.
         now: timezone-aware UTC time shown in the footer.
-        mention: the live group mention to lead with ("" for none; see `bot.routing.Router.mention`).
+        mention: the live group mention to lead with ("" for none; see `bot.oncall.routing.Router.mention`).
         deployment: the named deployment it belongs to (None for the single `default` one).
         keep_hours: the hours of the Keep button of an idle alert.
     """
@@ -183,7 +184,7 @@ def state_blocks(summary: str, now: datetime, deployment: str | None) -> list[Bl
     return [section(summary), context(named(deployment, f"updated {utc(now)} · transitions in the thread"))]
 
 
-# Ledger statuses in plain words (ops.alerts.AlertLedger.claim).
+# Ledger statuses in plain words (ops.alerts.ledger.AlertLedger.claim).
 _STATUS_WORDS = {
     "sent": "posted",
     "suppressed": "suppressed while muted",

@@ -5,10 +5,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.render import Attachment, Reply, blocks_reply, cancel_button, code, context, header, section, utc
-from ops.bench import BenchResult, SweepPoint
-from ops.container import BenchParams
-from ops.store import BenchRun
+from bot.slack.render import (
+    Attachment,
+    Reply,
+    blocks_reply,
+    cancel_button,
+    code,
+    context,
+    header,
+    section,
+    utc,
+)
+from ops.store.state import BenchRun
+from ops.vllm.bench import BenchResult, SweepPoint
+from ops.vllm.container import BenchParams
 
 
 def figure(value: float | int | None) -> str:

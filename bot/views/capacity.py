@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from bot.followup import pending_block
-from bot.render import Reply, blocks_reply, cancel_button, context, header, section
+from bot.oncall.followup import pending_block
+from bot.slack.render import Reply, blocks_reply, cancel_button, context, header, section
 
 _STATE_ICONS = {
     "ACTIVE": ":large_green_circle:",
@@ -64,7 +64,7 @@ def search_result(
     title: str, states: Mapping[str, str], outcome: str, unresolved: Mapping[str, str]
 ) -> Reply:
     """The ended search: the zones, the `outcome` in words, then one pending line per unresolved request
-    (request id -> what is not known; `bot.followup.refresh` edits it later)."""
+    (request id -> what is not known; `bot.oncall.followup.refresh` edits it later)."""
     reply = search_progress(title, states, None)
     pending = [pending_block(request_id, text) for request_id, text in unresolved.items()]
     return blocks_reply([reply.blocks[0], section(outcome), *pending, *reply.blocks[1:]])

@@ -21,12 +21,21 @@ from bot.chat.asks import Suggestion
 from bot.chat.instructions import Found
 from bot.chat.recent import Outcome
 from bot.chat.subjects import Subjects
-from bot.render import Attachment, Block, Reply, as_block, blocks_reply, context, section, split_sections
+from bot.slack.render import (
+    Attachment,
+    Block,
+    Reply,
+    as_block,
+    blocks_reply,
+    context,
+    section,
+    split_sections,
+)
 from bot.views.findings import diagnosis_text
 from llm.claims import Checked
 from llm.grounding import Fact
 from ops.diagnosis.engine import Diagnosis, Finding
-from ops.tpu_model import QueuedResourceInfo
+from ops.tpu.model import QueuedResourceInfo
 
 __all__ = ["ANSWER_SHOWN_CHARS", "Answer", "Shown", "chat_reply", "suggestion_button"]
 

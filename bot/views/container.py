@@ -3,7 +3,7 @@ disruptive verb's preview and result (start, stop, restart, rm)."""
 
 from __future__ import annotations
 
-from bot.render import Attachment, Reply, blocks_reply, code, context, section
+from bot.slack.render import Attachment, Reply, blocks_reply, code, context, section
 from bot.views.findings import diagnosis_text
 from ops.diagnosis.engine import Diagnosis
 

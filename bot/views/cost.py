@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import date
 
-from bot.render import Attachment, Reply, blocks_reply, code, context, header, section
-from ops import cost
-from ops.spend import SpendPlan
+from bot.slack.render import Attachment, Reply, blocks_reply, code, context, header, section
+from ops.cost import pricing as cost
+from ops.cost.spend import SpendPlan
 
 PRICING_PAGE = cost.PRICING_DOC
 
@@ -70,7 +70,7 @@ def estimate_lines(
     with a footnote to its source and date; a missing row says which row is missing and what stands in.
 
     Raises:
-        BadInput: a malformed type, hours or region (what `ops.cost.estimate` raises for them).
+        BadInput: a malformed type, hours or region (what `ops.cost.pricing.estimate` raises for them).
     """
     asked = cost.estimate(accelerator_type, hours, model, region)
     every = cost.estimates(accelerator_type, hours, region)

@@ -16,7 +16,7 @@ from datetime import timedelta
 from ops.diagnosis.engine import Diagnosis
 from ops.diagnosis.nomatch import Unmatched
 from ops.times import rfc3339
-from ops.vllm import ServerIdentity
+from ops.vllm.server import ServerIdentity
 
 __all__ = [
     "NO_MATCH_LEAD",

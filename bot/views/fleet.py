@@ -1,4 +1,5 @@
-"""`/fleet` as Slack blocks: a header, each deployment's lines (`bot.fleet_status.deployment_blocks`) with
+"""`/fleet` as Slack blocks: a header, each deployment's lines (`bot.shared.fleet_status.deployment_blocks`)
+with
 the channels bound to it, the total cost line, and when it was read."""
 
 from __future__ import annotations
@@ -6,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
-from bot.fleet_status import Snapshot, deployment_blocks
-from bot.render import Block, Reply, blocks_reply, channel_link, context, divider, header, section, utc
+from bot.shared.fleet_status import Snapshot, deployment_blocks
+from bot.slack.render import Block, Reply, blocks_reply, channel_link, context, divider, header, section, utc
 
 
 def fleet_view(snaps: list[Snapshot], now: datetime, channels: Mapping[str, str], total: str) -> Reply:

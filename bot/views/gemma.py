@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from bot.render import Block, Reply, blocks_reply, channel_link, context, section, utc
+from bot.slack.render import Block, Reply, blocks_reply, channel_link, context, section, utc
 from bot.views.metrics import ms
 from llm.claims import check_answer
 from llm.client import CUT_NOTE, StreamResult
 from llm.hygiene import empty_explanation, inspect_message
-from ops.store import AnswerRecord
+from ops.store.state import AnswerRecord
 
 # What a Helpful / Not helpful button records (`/gemma rate ID VERDICT`).
 VERDICTS = ("helpful", "not-helpful")

@@ -3,10 +3,10 @@ masked)."""
 
 from __future__ import annotations
 
-from bot.commands import Command, Registry, Role
+from bot.commands.registry import Command, Registry, Role
 from bot.config import Settings, masked
 from bot.deployments import Fleet
-from bot.render import Reply, blocks_reply, channel_link, section, text_reply
+from bot.slack.render import Reply, blocks_reply, channel_link, section, text_reply
 from bot.version import DISTRIBUTION, bot_version
 
 

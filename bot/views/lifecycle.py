@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from bot.followup import pending_block
-from bot.render import Block, Reply, blocks_reply, context, header, section
-from bot.tpu_requests import VLLM_LOAD
+from bot.oncall.followup import pending_block
+from bot.shared.tpu_requests import VLLM_LOAD
+from bot.slack.render import Block, Reply, blocks_reply, context, header, section
 from bot.views.tpu import resource_line
-from ops.tpu_model import QueuedResourceInfo
+from ops.tpu.model import QueuedResourceInfo
 
 
 def change(text: str) -> Reply:
@@ -19,7 +19,8 @@ def change(text: str) -> Reply:
 
 def create_unseen(name: str, zone: str, answer: str, request_id: str, every: str, watch_for: str) -> Reply:
     """A create whose `answer` was ambiguous and whose resource was not there when read back: a pending
-    line (edited by `bot.followup` when reconciliation finds it, looking every `every` for `watch_for`)."""
+    line (edited by `bot.oncall.followup` when reconciliation finds it, looking every `every` for
+    `watch_for`)."""
     return blocks_reply(
         [
             section(f":warning: The create of `{name}` answered: {answer}"),

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
-from bot.render import (
+from bot.slack.render import (
     Attachment,
     Block,
     Reply,
@@ -21,10 +21,10 @@ from bot.render import (
 )
 from bot.views.findings import diagnosis_text
 from llm.logsum import Analysis, TemplateSummary
-from ops.cloudlogs import LogEntry
 from ops.diagnosis.engine import Diagnosis
 from ops.diagnosis.placement import ServingNow, is_fatal, template_note
-from ops.logreads import ReadReport
+from ops.gcp.cloudlogs import LogEntry
+from ops.gcp.logreads import ReadReport
 
 ANALYSIS_CHARS = 2800  # the model's analysis shown in one section (a section holds 3,000)
 
@@ -49,12 +49,13 @@ class Errors:
 
     Attributes:
         analysis: the templates and the model's analysis (`llm.logsum.analyze`).
-        now: what serves now (`bot.diagnosis.serving_now`).
+        now: what serves now (`bot.shared.diagnosis.serving_now`).
         ranked: the templates, those that may describe the running container first.
         current: the findings placed on the running container; earlier / other: the rest, by why.
-        author: who wrote the analysis (`bot.authorship.written_by`), "" when no model answered.
+        author: who wrote the analysis (`bot.shared.authorship.written_by`), "" when no model answered.
         model_context: that model's context size (`ContextSize.describe`), "" when no model answered.
-        rules_only: why the answer is rules only (`bot.authorship.rules_only`), shown when no model answered.
+        rules_only: why the answer is rules only (`bot.shared.authorship.rules_only`), shown when no model
+        answered.
     """
 
     analysis: Analysis

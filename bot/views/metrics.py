@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from bot.render import Attachment, Reply, blocks_reply, context, human_duration, section
-from ops.metrics import MetricsSummary, Quantiles
+from bot.slack.render import Attachment, Reply, blocks_reply, context, human_duration, section
+from ops.vllm.metrics import MetricsSummary, Quantiles
 
 
 def ms(seconds: float | None) -> str:

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from bot.render import Reply, blocks_reply, section
+from bot.slack.render import Reply, blocks_reply, section
 from bot.views.tpu import resource_line
-from ops.tpu_model import QueuedResourceInfo
+from ops.tpu.model import QueuedResourceInfo
 
 
 @dataclass(frozen=True)
@@ -16,7 +16,7 @@ class RecoveryPreview:
     """What a recovery of `qr` will do, as gathered by the handler.
 
     Attributes:
-        qr: the dead queued resource; reason: why it is dead (`ops.recovery.dead_reason`).
+        qr: the dead queued resource; reason: why it is dead (`ops.tpu.recovery.dead_reason`).
         search: True for a capacity search over `zones`, False to create it again in its zone.
         model, hours: the provisioning model requested and the hours it may bill (None: unknown).
         usd: the projected spend in US dollars, None when it cannot be priced (`unpriced` says why).
@@ -59,7 +59,7 @@ def recovery_preview(p: RecoveryPreview) -> Reply:
 
 
 def recovered(done: str) -> Reply:
-    """The confirmed recovery's result: `done` (what `bot.recovery.recover` did) and when vLLM serves."""
+    """The confirmed recovery's result: `done` (what `bot.shared.recovery.recover` did), when vLLM serves."""
     return blocks_reply(
         [
             section(

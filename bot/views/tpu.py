@@ -8,19 +8,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from bot.diagnosis import resource_diagnosis
-from bot.render import Block, ago, context, divider, header, human_duration, section, utc
+from bot.shared.diagnosis import resource_diagnosis
+from bot.slack.render import Block, ago, context, divider, header, human_duration, section, utc
 from bot.views.findings import diagnosis_text, identity_line
 from bot.views.metrics import metrics_lines
 from ops.diagnosis.engine import Diagnosis
 from ops.diagnosis.families import Deployment
 from ops.diagnosis.notices import can_start_early, maintenance_finding
-from ops.endpoint import Endpoint
 from ops.errors import OpsError
-from ops.metrics import MetricsSummary
-from ops.tpu_maintenance import window_text
-from ops.tpu_model import NodeInfo, QueuedResourceInfo, UpcomingMaintenance, ZoneListing
-from ops.vllm import HealthCheck, ModelCard, ServerIdentity
+from ops.tpu.maintenance import window_text
+from ops.tpu.model import NodeInfo, QueuedResourceInfo, UpcomingMaintenance, ZoneListing
+from ops.vllm.endpoint import Endpoint
+from ops.vllm.metrics import MetricsSummary
+from ops.vllm.server import HealthCheck, ModelCard, ServerIdentity
 
 STATE_ICONS = {
     "ACTIVE": ":large_green_circle:",
@@ -207,7 +207,7 @@ class Status:
 
     `wedged` is the serving verdict ("" when vLLM serves or was not checked); `zones` the zones listed;
     `primary` the deployment's TPU_PRIMARY (listed first); `alert_reach` the lines saying alerts cannot
-    reach their channel (`bot.alert_reach`), shown first; `identity` who answers on the vLLM port (None:
+    reach their channel (`bot.oncall.reach`), shown first; `identity` who answers on the vLLM port (None:
     not checked).
     """
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from bot.render import Attachment, Block, Reply, blocks_reply, context, header, section
+from bot.slack.render import Attachment, Block, Reply, blocks_reply, context, header, section
 from bot.views.findings import diagnosis_text
 from bot.views.metrics import metrics_lines
 from ops.diagnosis.engine import Diagnosis
-from ops.endpoint import Endpoint
-from ops.metrics import MetricsSummary
-from ops.vllm import ModelCard, ServerIdentity
+from ops.vllm.endpoint import Endpoint
+from ops.vllm.metrics import MetricsSummary
+from ops.vllm.server import ModelCard, ServerIdentity
 
 
 def health(lines: list[str], wedged: Diagnosis | None, endpoint: Endpoint, identity: ServerIdentity) -> Reply:

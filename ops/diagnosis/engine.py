@@ -30,7 +30,9 @@ from ops.diagnosis.families import (
 from ops.diagnosis.signals import Signal, TimedLine, as_signals
 from ops.linear import linear
 
-if TYPE_CHECKING:  # ops.diagnosis.nomatch reads ops.cloudlogs, which reads ops.google, which asks this module
+if (
+    TYPE_CHECKING
+):  # ops.diagnosis.nomatch reads ops.gcp.cloudlogs, which reads ops.gcp.google, which asks this module
     from ops.diagnosis.nomatch import Unmatched
 
 __all__ = ["CONFIDENCES", "SEVERITIES", "Diagnosis", "Finding", "diagnose", "rank"]

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from ops.cloudlogs import severity_rank
 from ops.diagnosis.families import is_exception_line, is_traceback_line
+from ops.gcp.cloudlogs import severity_rank
 from ops.linear import linear
 
 __all__ = ["SOURCES", "TOP_TEMPLATES", "Template", "Unmatched", "from_templates", "line_severity"]

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from ops.diagnosis.engine import diagnose
 from ops.diagnosis.families import Deployment, catalogue, chips_of, figures, fill
 from ops.diagnosis.signals import RemoteError
-from ops.tpu_model import NodeInfo, QueuedResourceInfo, UpcomingMaintenance
+from ops.tpu.model import NodeInfo, QueuedResourceInfo, UpcomingMaintenance
 
 __all__ = ["MAINTENANCE_FAMILY", "Finding", "can_start_early", "maintenance_finding", "refusal_finding"]
 
@@ -35,7 +35,7 @@ class Finding:
 
 def refusal_finding(slack_text: str) -> Finding | None:
     """The finding for Slack's answer to a refused call, e.g. "The server responded with: {'ok': False,
-    'error': 'missing_scope', 'needed': 'chat:write', ...}" (`bot.slack_gateway.Refusal.slack_text`); None
+    'error': 'missing_scope', 'needed': 'chat:write', ...}" (`bot.slack.gateway.Refusal.slack_text`); None
     when no family knows it."""
     known = diagnose(RemoteError("slack", slack_text)).top
     return Finding(known.name, known.conclusion, known.fix) if known is not None else None

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # ops.tpu_model reads ops.google, which asks this package
-    from ops.tpu_model import QueuedResourceInfo
+if TYPE_CHECKING:  # ops.tpu.model reads ops.gcp.google, which asks this package
+    from ops.tpu.model import QueuedResourceInfo
 
 __all__ = [
     "Completion",
@@ -138,7 +138,7 @@ class ResourceState:
 
     @classmethod
     def of(cls, qr: QueuedResourceInfo, at: datetime | None = None) -> ResourceState:
-        """The signal of one listed queued resource (`ops.tpu_model.QueuedResourceInfo`)."""
+        """The signal of one listed queued resource (`ops.tpu.model.QueuedResourceInfo`)."""
         return cls(
             qr.name,
             qr.state,

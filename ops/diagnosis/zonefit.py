@@ -5,8 +5,8 @@ does not offer the type or the model, the zone does not exist, the project has n
 a transient one (stockout, quota in use, rate limit, timeout, 5xx) and from one it cannot place (unknown:
 never retried as if transient, never remembered), from the fault catalogue's `create:` families (Google's
 texts; the real ones are in sim/cases/tpu-create-*.txt) and then from the typed errors of `ops.errors` and
-status codes. The Google error mapping (`ops.google.create_error`) uses it to
-type a create error; the capacity search (`ops.capacity`) uses it to decide which zones to remember as
+status codes. The Google error mapping (`ops.gcp.google.create_error`) uses it to
+type a create error; the capacity search (`ops.tpu.capacity`) uses it to decide which zones to remember as
 not offering the request.
 """
 

@@ -4,8 +4,9 @@ Google project is contacted).
 `GcpSimulator` serves, on one 127.0.0.1 port, the subset of `tpu.googleapis.com`,
 `cloudquotas.googleapis.com`, `secretmanager.googleapis.com` and `logging.googleapis.com` that the bot
 uses, in the exact JSON shapes the client libraries expect, so the REAL clients can be pointed at it by
-changing only the endpoint (`ops.google.tpu_v2alpha1(url)`, `ops.google.tpu_v2(url)`,
-`ops.google.cloud_quotas(url)`, `ops.google.secret_manager(url)`, `ops.google.cloud_logging(url)`).
+changing only the endpoint (`ops.gcp.google.tpu_v2alpha1(url)`, `ops.gcp.google.tpu_v2(url)`,
+`ops.gcp.google.cloud_quotas(url)`, `ops.gcp.google.secret_manager(url)`,
+`ops.gcp.google.cloud_logging(url)`).
 The world comes from a scenario's `google` section (see `sim/scenarios/default.yaml`).
 
 Layout, one module per concern:

@@ -46,7 +46,7 @@ RUNTIME_MONITOR_LOG = "tpu.googleapis.com/runtime_monitor"
 CONTAINER = "container"
 """The log id `_noise_lines` gives a line of the vLLM container: written as gcplogs writes it."""
 DEFAULT_CONTAINER = {"name": "vllm-gemma4", "image": "vllm/vllm-tpu:gemma4"}
-# The labels the startup script gives the vLLM container and names in --log-opt labels= (ops/deploy.py):
+# The labels the startup script gives the vLLM container and names in --log-opt labels= (ops/vllm/deploy.py):
 # gcplogs copies them into jsonPayload.container.metadata.
 NODE_LABEL, WORKER_LABEL = "tpu_node", "tpu_worker_id"
 

@@ -1,6 +1,6 @@
 """The Cloud Logging API (logging.googleapis.com v2, entries.list) of the Google simulator, SIMULATED.
 
-    POST /v2/entries:list        reads its JSON body (the real client: `ops.google.cloud_logging(url)`)
+    POST /v2/entries:list        reads its JSON body (the real client: `ops.gcp.google.cloud_logging(url)`)
 
 Body fields: resourceNames (projects/{p} only), filter (see `sim.gcp.logfilter`), orderBy ("timestamp asc"
 default, or "timestamp desc"; ties by insertId), pageSize (default 50, at most 1000, a negative one is a

@@ -1,7 +1,7 @@
 """The Cloud Quotas API (cloudquotas.googleapis.com v1, quotaInfos) of the Google simulator, SIMULATED.
 
 Served in the shapes of the `cloudquotas_v1` protos, so the real client works against it
-(`ops.google.cloud_quotas(url)`):
+(`ops.gcp.google.cloud_quotas(url)`):
 
     GET /v1/projects/{p}/locations/global/services/{s}/quotaInfos[/{id}]   list / get
 

@@ -1,7 +1,7 @@
 """The Secret Manager API (secretmanager.googleapis.com v1) of the Google simulator, SIMULATED.
 
 Served in the shapes of the `secretmanager.v1.json` discovery document, so the real client works against
-it (`ops.google.secret_manager(url)`):
+it (`ops.gcp.google.secret_manager(url)`):
 
     POST /v1/projects/{p}/secrets?secretId={s}                     secrets.create
     GET /v1/projects/{p}/secrets/{s}                               secrets.get
@@ -19,7 +19,7 @@ import re
 import zlib
 from typing import Any
 
-from ops.secrets import crc32c
+from ops.gcp.secrets import crc32c
 from sim.gcp.api import ApiError, json_body, rfc3339
 from sim.gcp.world import Route, SimSecret, World
 

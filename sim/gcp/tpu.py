@@ -1,8 +1,8 @@
 """The Cloud TPU API (tpu.googleapis.com v2alpha1 and v2) of the Google simulator, SIMULATED.
 
 Served in the JSON shapes of the discovery documents google-api-python-client ships (`tpu.v2alpha1.json`,
-`tpu.v2.json`), so the real clients work against it (`ops.google.tpu_v2alpha1(url)`,
-`ops.google.tpu_v2(url)`):
+`tpu.v2.json`), so the real clients work against it (`ops.gcp.google.tpu_v2alpha1(url)`,
+`ops.gcp.google.tpu_v2(url)`):
 
     GET /{v2alpha1|v2}/projects/{p}/locations                      locations.list (the scenario's zones)
     GET /{v}/projects/{p}/locations/{zone}                         locations.get

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 
-from bot.scheduler import AlertScheduler
+from bot.oncall.scheduler import AlertScheduler
 from sim.demo import ALERTS_CHANNEL, Demo
 
 

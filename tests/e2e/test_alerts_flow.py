@@ -11,9 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from bot.listeners import alerts as alert_listeners
-from bot.scheduler import AlertScheduler
-from bot.slack_gateway import SlackGateway
+from bot.oncall.scheduler import AlertScheduler
+from bot.slack.gateway import SlackGateway
+from bot.slack.listeners import alerts as alert_listeners
 from sim.demo import Demo
 
 CHANNEL = "C0ALERTS01"

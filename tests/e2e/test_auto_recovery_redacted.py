@@ -11,9 +11,9 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from bot.scheduler import AlertScheduler
-from bot.slack_gateway import SlackGateway
-from ops.ownership import MANAGED_BY, MANAGED_BY_KEY
+from bot.oncall.scheduler import AlertScheduler
+from bot.slack.gateway import SlackGateway
+from ops.tpu.ownership import MANAGED_BY, MANAGED_BY_KEY
 from sim.demo import ALERTS_CHANNEL, Demo
 
 FAILED_TOKEN = "hf_aB3dE5fG7hJ9kL1mN3pQ5rS7tU9"  # a Hugging Face token's shape (llm/redact.py)

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from bot.scheduler import AlertScheduler
-from bot.slack_gateway import SlackGateway
+from bot.oncall.scheduler import AlertScheduler
+from bot.slack.gateway import SlackGateway
 from sim.demo import Demo
 from sim.scenario import load
 from tests.cases import case_text

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from bot.render import text_reply
+from bot.slack.render import text_reply
 from sim.console import DEMO_CHANNEL
 from sim.demo import Demo
 

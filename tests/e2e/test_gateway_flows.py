@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from bot.tpu_requests import startup_config
-from ops import deploy
+from bot.shared.tpu_requests import startup_config
+from ops.vllm import deploy
 from sim.demo import Demo
 from sim.slack import Message, unescape
 

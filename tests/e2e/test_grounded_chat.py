@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from bot.render import Reply, section
+from bot.slack.render import Reply, section
 from sim.console import DEMO_CHANNEL, SlackUser
 from sim.demo import Demo
 from sim.vllm import VllmSimulator

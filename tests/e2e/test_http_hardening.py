@@ -20,11 +20,11 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from bot import http_guard
-from bot.app import MAX_BODY_BYTES, socket_state
-from bot.http_guard import RefusalLog
-from bot.listeners.commands import REPLAYED
 from bot.observability import Readiness, setup_logging
+from bot.slack import http_guard
+from bot.slack.app import MAX_BODY_BYTES, socket_state
+from bot.slack.http_guard import RefusalLog
+from bot.slack.listeners.commands import REPLAYED
 from sim.demo import Demo
 
 
@@ -82,7 +82,7 @@ def test_socket_mode_readiness_reports_the_websocket() -> None:
 # ---- hostile and malformed requests (signature first, nothing slow under the logging lock) ----------------
 
 HOSTILE_BODY = json.dumps({"type": "event_callback", "text": "password: x" + " " * 60_000}).encode()
-FORGED = "\n2026-01-01 00:00:00,000 INFO bot.oncall: audit action=auto-recover command='/tpu delete x'"
+FORGED = "\n2026-01-01 00:00:00,000 INFO bot.oncall.checks: audit action=auto-recover command='/tpu delete x'"
 
 
 def _raw(demo: Demo, request: bytes) -> str:

@@ -13,8 +13,8 @@ import pytest
 import yaml
 from slack_sdk.webhook import WebhookClient
 
-from bot.render import Reply, section
-from bot.runner import Origin
+from bot.commands.runner import Origin
+from bot.slack.render import Reply, section
 from sim.console import DEMO_CHANNEL, DEMO_USER, SlackUser
 from sim.demo import ALERTS_CHANNEL, Demo
 from tests.integration.test_gcp_sim import default_scenario

@@ -20,10 +20,10 @@ import openai
 import pytest
 import yaml
 
-from bot.scheduler import AlertScheduler
-from bot.slack_gateway import SlackGateway
-from ops.idle import parse_schedule
-from ops.ownership import SEARCH_KEY, USER_KEY, created_by_bot, label_value, operation_keys
+from bot.oncall.scheduler import AlertScheduler
+from bot.slack.gateway import SlackGateway
+from ops.cost.idle import parse_schedule
+from ops.tpu.ownership import SEARCH_KEY, USER_KEY, created_by_bot, label_value, operation_keys
 from sim import scenario as scenarios
 from sim.console import DEMO_USER
 from sim.demo import ALERTS_CHANNEL, Demo

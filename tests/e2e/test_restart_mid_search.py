@@ -23,8 +23,8 @@ from typing import Any
 import httpx
 import pytest
 
-from ops.store import Store
-from ops.tpu import TpuOps
+from ops.store.state import Store
+from ops.tpu.api import TpuOps
 from sim.console import DEMO_CHANNEL, DEMO_USER, SlackUser
 from sim.gcp import GcpSimulator
 from sim.slack import SlackSimulator

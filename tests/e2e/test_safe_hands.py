@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.listeners.home import home_blocks
+from bot.slack.listeners.home import home_blocks
 from ops.errors import NotFound
-from ops.tpu_model import CreateSpec
+from ops.tpu.model import CreateSpec
 from sim.console import DEMO_USER
 from sim.demo import Demo
 

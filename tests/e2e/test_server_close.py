@@ -10,7 +10,7 @@ import threading
 import httpx
 import pytest
 
-from bot.app import HttpServer
+from bot.slack.app import HttpServer
 from sim.demo import Demo
 
 

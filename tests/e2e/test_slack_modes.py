@@ -16,7 +16,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from bot.__main__ import main
-from bot.manifest import manifest
+from bot.slack.manifest import manifest
 from sim.demo import Demo
 from sim.slack import SlackSimulator
 from tests.serve import serve_until_exit

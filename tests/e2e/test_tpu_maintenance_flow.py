@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from bot.scheduler import AlertScheduler
+from bot.oncall.scheduler import AlertScheduler
 from sim.demo import ALERTS_CHANNEL, Demo
 from sim.slack import Message
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from bot.scheduler import AlertScheduler
-from bot.slack_gateway import SlackGateway
+from bot.oncall.scheduler import AlertScheduler
+from bot.slack.gateway import SlackGateway
 from sim.console import SlackUser
 from sim.demo import ALERTS_CHANNEL, Demo
 

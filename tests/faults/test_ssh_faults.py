@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from ops.ssh import RemoteHost
+from ops.vllm.ssh import RemoteHost
 from sim.demo import Demo
 from sim.host import generate_ed25519_key
 from tests.faults.matrix import COMMANDS, check_family, queued_resources, run_cells, still_up

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from bot.runner import Origin
+from bot.commands.runner import Origin
 from sim.console import DEMO_CHANNEL, DEMO_USER
 from sim.demo import Demo
 
@@ -32,7 +32,7 @@ class Handlers:
             them, one after another.
 
         Raises:
-            bot.commands.UsageError: the line does not parse.
+            bot.commands.registry.UsageError: the line does not parse.
         """
         slack = self.world.slack
         start = len(slack.messages)

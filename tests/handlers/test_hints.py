@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bot.commands import UsageError
+from bot.commands.registry import UsageError
 from sim.demo import Demo
 from tests.handlers.conftest import Handlers
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bot.scheduler import AlertScheduler
-from bot.slack_gateway import SlackGateway
+from bot.oncall.scheduler import AlertScheduler
+from bot.slack.gateway import SlackGateway
 from bot.views.findings import NO_MATCH_LEAD
 from sim.demo import Demo
 from sim.scenario import load

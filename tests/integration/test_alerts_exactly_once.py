@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from bot.config import Settings
-from bot.scheduler import AlertScheduler
+from bot.oncall.scheduler import AlertScheduler
 from bot.services import Services
-from bot.slack_gateway import SlackGateway
-from ops.alerts import DEFAULT_THRESHOLDS, AlertLedger
-from ops.store import Store
+from bot.slack.gateway import SlackGateway
+from ops.alerts.ledger import DEFAULT_THRESHOLDS, AlertLedger
+from ops.store.state import Store
 from sim.gcp import GcpSimulator
 from sim.slack import SlackSimulator
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from ops.capacity import CapacitySearch, SearchResult
-from ops.store import Store
-from ops.tpu import TpuOps
+from ops.store.state import Store
+from ops.tpu.api import TpuOps
+from ops.tpu.capacity import CapacitySearch, SearchResult
 from sim.gcp import GcpSimulator
 
 SPEED = 600.0  # simulated seconds per real second: 1 simulated minute = 0.1 s

@@ -1,4 +1,4 @@
-"""ops.cloudlogs with the REAL google-cloud-logging REST client against the simulator's Cloud Logging
+"""ops.gcp.cloudlogs with the REAL google-cloud-logging REST client against the simulator's Cloud Logging
 (`POST /v2/entries:list`): filters, paging, newest-first order, the explicit timestamp bound, error mapping,
 and every response body against google-api-python-client's logging.v2.json discovery document."""
 
@@ -13,9 +13,9 @@ import pytest
 from googleapiclient import discovery_cache
 
 from llm.logsum import summarize
-from ops import cloudlogs
-from ops.cloudlogs import LogEntry, build_filter, entry_from_api, fetch, validate_filter
 from ops.errors import BackendUnavailable, BadInput, PermissionDenied
+from ops.gcp import cloudlogs
+from ops.gcp.cloudlogs import LogEntry, build_filter, entry_from_api, fetch, validate_filter
 from sim.gcp import GcpSimulator
 from sim.gcp.logfilter import parse_log_filter, stored_log_entry
 from tests.integration.test_discovery_contract import default_scenario, send, validate

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from llm.logwindow import mine_window
-from ops.cloudlogs import LogEntry, build_filter, fetch
 from ops.diagnosis.engine import diagnose
-from ops.logreads import ReadQuota
+from ops.gcp.cloudlogs import LogEntry, build_filter, fetch
+from ops.gcp.logreads import ReadQuota
 from sim.gcp import GcpSimulator
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)

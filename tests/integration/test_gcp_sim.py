@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 import sim.scenario as scenario_module
-from ops import google
 from ops.errors import BackendTimeout, BackendUnavailable, BadInput, NotFound, PermissionDenied, QuotaExceeded
-from ops.tpu import TpuOps
+from ops.gcp import google
+from ops.tpu.api import TpuOps
 from sim.gcp import GcpSimulator
 from sim.scenario import load
 

@@ -1,4 +1,5 @@
-"""ops.container.VllmContainer over real SSH (paramiko client, host key pinned) against the SIMULATED TPU VM
+"""ops.vllm.container.VllmContainer over real SSH (paramiko client, host key pinned) against the SIMULATED TPU
+VM
 (sim.host.HostSimulator), linked to the vLLM simulator. Replace, don't remove: the image is pulled while the
 old container serves; a refused pull touches nothing and says docker's own words; a new container that fails
 to start is removed and the old one comes back."""
@@ -11,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from ops.bench import parse_bench_serve
-from ops.container import BenchParams, VllmContainer, VllmSpec
 from ops.diagnosis.engine import diagnose
 from ops.errors import AlreadyExists, NotFound, OpsError, QuotaExceeded
-from ops.ssh import RemoteHost
-from ops.vllm import VllmClient
+from ops.vllm.bench import parse_bench_serve
+from ops.vllm.container import BenchParams, VllmContainer, VllmSpec
+from ops.vllm.server import VllmClient
+from ops.vllm.ssh import RemoteHost
 from sim import scenario
 from sim.host import HostSimulator, generate_ed25519_key
 from sim.host.shell import NOT_ALLOWED

@@ -18,13 +18,13 @@ import pytest
 
 from llm.agent import Tool, answer
 from llm.tokens import PromptCounter, estimate_chat_tokens
-from ops.alerts import evaluate, identity, observe
-from ops.container import VllmContainer
-from ops.endpoint import EndpointResolver
+from ops.alerts.ledger import evaluate, identity, observe
 from ops.errors import BadInput, NotFound, PermissionDenied
-from ops.ssh import RemoteHost
-from ops.store import Store
-from ops.tpu import TpuOps
+from ops.store.state import Store
+from ops.tpu.api import TpuOps
+from ops.vllm.container import VllmContainer
+from ops.vllm.endpoint import EndpointResolver
+from ops.vllm.ssh import RemoteHost
 from sim.gcp import GcpSimulator
 from sim.host import HostSimulator, generate_ed25519_key
 from sim.vllm import VllmSimulator

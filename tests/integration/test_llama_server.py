@@ -24,7 +24,7 @@ import pytest
 from llm.agent import SUGGEST_TOOL, Tool, answer
 from llm.client import NO_USAGE_NOTE, GemmaClient
 from llm.logsum import analyze, build_prompt, summarize
-from ops.cloudlogs import LogEntry, entry_from_api
+from ops.gcp.cloudlogs import LogEntry, entry_from_api
 from sim.gcp.loggen import generate_logs
 from tests.llama_server import LlamaServer, llama_server
 

@@ -1,6 +1,6 @@
-"""Reading a log window within Cloud Logging's read quota (`ops.logreads`) against the simulator, which
+"""Reading a log window within Cloud Logging's read quota (`ops.gcp.logreads`) against the simulator, which
 enforces the quota with Google's 429, serves `sample()`, and pages at most 1,000 entries; and the
-time-bound guard of `ops.cloudlogs`. The quota clock is the simulator's (it moves only when a reader
+time-bound guard of `ops.gcp.cloudlogs`. The quota clock is the simulator's (it moves only when a reader
 waits), so no test sleeps for real."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import pytest
 
 from llm.logsum import TemplateStream
 from llm.logwindow import mine_window
-from ops.cloudlogs import LogEntry, build_filter, fetch, has_time_bound
 from ops.errors import BadInput, QuotaExceeded
-from ops.logreads import ReadQuota, read_window
+from ops.gcp.cloudlogs import LogEntry, build_filter, fetch, has_time_bound
+from ops.gcp.logreads import ReadQuota, read_window
 from sim.gcp import GcpSimulator
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)

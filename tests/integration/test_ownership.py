@@ -14,9 +14,12 @@ from typing import Any
 
 import pytest
 
-from ops.capacity import CapacitySearch, SearchResult
 from ops.errors import NotFound
-from ops.ownership import (
+from ops.store.state import OperationBusy, Store
+from ops.tpu.api import TpuOps
+from ops.tpu.capacity import CapacitySearch, SearchResult
+from ops.tpu.model import CreateSpec
+from ops.tpu.ownership import (
     MANAGED_BY,
     REQUEST_KEY,
     SEARCH_KEY,
@@ -27,9 +30,6 @@ from ops.ownership import (
     reconcile,
     record_sending,
 )
-from ops.store import OperationBusy, Store
-from ops.tpu import TpuOps
-from ops.tpu_model import CreateSpec
 from sim.gcp import GcpSimulator
 
 ZONE = "us-east5-a"
@@ -160,7 +160,7 @@ def test_a_second_operation_on_the_same_name_is_refused(store: Store) -> None:
         with pytest.raises(OperationBusy) as refused:
             create_keys = operation_keys("p", ZONE, "gemma4-qr")
             store.acquire_operation(create_keys, "op-2", "U2", "tpu create gemma4-qr", ttl_s=60, now=now)
-        # The bot layer names the holder with a live mention (bot.safety); ops says the id.
+        # The bot layer names the holder with a live mention (bot.shared.safety); ops says the id.
         assert refused.value.holder.user_id == "U1" and "started by U1" in refused.value.message
         assert "2026-11-30 12:00 UTC" in refused.value.message
     store.acquire_operation(keys, "op-3", "U2", "tpu find gemma4-qr", ttl_s=60, now=now)
@@ -242,7 +242,7 @@ def endpoint_world(labels: dict[str, str] | None) -> dict[str, Any]:
 
 
 def test_endpoint_never_comes_from_an_unlabelled_active_resource() -> None:
-    from ops.endpoint import EndpointResolver
+    from ops.vllm.endpoint import EndpointResolver
 
     with GcpSimulator(endpoint_world(None)) as server:
         ops = TpuOps(server.project, api_endpoint=server.url, num_retries=0, timeout_s=5.0)
@@ -262,7 +262,7 @@ def test_endpoint_never_comes_from_an_unlabelled_active_resource() -> None:
 
 def test_the_emulator_refuses_labels_google_refuses(gcp: GcpSimulator, tpu: TpuOps) -> None:
     from ops.errors import BadInput
-    from ops.tpu_model import CreateSpec
+    from ops.tpu.model import CreateSpec
 
     spec = CreateSpec(
         "gemma4-x", "gemma4-x-node", ZONE, "v6e-8", "v2-alpha-tpuv6e", "spot", None, None,

@@ -1,4 +1,5 @@
-"""ops.ssh and ops.container against a REAL OpenSSH server (tests/sshd.py): host-key checking, errors,
+"""ops.vllm.ssh and ops.vllm.container against a REAL OpenSSH server (tests/sshd.py): host-key checking,
+errors,
 and shell injection.
 
 Injection tests assert on what the remote side received: the command string sshd got
@@ -17,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from ops.container import VllmContainer, VllmSpec
 from ops.errors import BackendTimeout, BackendUnavailable, BadInput, OpsError, PermissionDenied
-from ops.remote_commands import TEMPLATES
-from ops.ssh import RemoteHost
+from ops.vllm.container import VllmContainer, VllmSpec
+from ops.vllm.remote_commands import TEMPLATES
+from ops.vllm.ssh import RemoteHost
 from sim.host import generate_ed25519_key
 from tests.sshd import OpenSSHServer
 

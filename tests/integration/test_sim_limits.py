@@ -20,10 +20,10 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 from slack_sdk.webhook import WebhookClient
 
-from ops import google
 from ops.errors import BadInput, QuotaExceeded
-from ops.quotas import zone_quotas
-from ops.tpu import TpuOps
+from ops.gcp import google
+from ops.gcp.quotas import zone_quotas
+from ops.tpu.api import TpuOps
 from sim.gcp import GcpSimulator
 from sim.gcp.logentry import make_log_entry
 from sim.host import HostSimulator

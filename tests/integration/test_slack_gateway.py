@@ -17,8 +17,11 @@ from typing import Any, cast
 
 import pytest
 
-from bot.progress import Progress
-from bot.render import (
+from bot.commands.progress import Progress
+from bot.oncall.scheduler import AlertScheduler
+from bot.slack.gateway import Destination, SlackGateway, prepare
+from bot.slack.limits import ACTIONS_ELEMENTS_LIMIT
+from bot.slack.render import (
     Attachment,
     Reply,
     blocks_reply,
@@ -33,11 +36,8 @@ from bot.render import (
     section,
     text_reply,
 )
-from bot.scheduler import AlertScheduler
-from bot.slack_gateway import Destination, SlackGateway, prepare
-from bot.slack_limits import ACTIONS_ELEMENTS_LIMIT
-from ops.alerts import Alert
-from ops.store import Store
+from ops.alerts.ledger import Alert
+from ops.store.state import Store
 from sim.slack import Message, SlackSimulator, block_errors, unescape
 
 CASES = Path(__file__).resolve().parents[1] / "fixtures" / "cases"

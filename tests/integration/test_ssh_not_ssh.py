@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from ops.errors import BackendUnavailable
-from ops.ssh import RemoteHost
+from ops.vllm.ssh import RemoteHost
 from sim.host import generate_ed25519_key
 
 PINNED = "AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"  # never reached

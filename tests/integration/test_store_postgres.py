@@ -12,10 +12,10 @@ from threading import Barrier
 import pytest
 from sqlalchemy import create_engine, inspect
 
-from bot.listeners.events import SeenEvents
-from ops import schema
+from bot.slack.listeners.events import SeenEvents
 from ops.errors import NotFound
-from ops.store import AuditEntry, ConfirmationRefused, Store
+from ops.store import schema
+from ops.store.state import AuditEntry, ConfirmationRefused, Store
 from tests import postgres, schema_cases
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
@@ -193,8 +193,8 @@ def test_seen_events_share_the_store_between_replicas(url: str) -> None:
 
 def test_one_operation_per_name_across_replicas(url: str) -> None:
     """Eight requests on four replicas try to hold the same name at once: one does, seven are told who."""
-    from ops.ownership import operation_keys
-    from ops.store import OperationBusy
+    from ops.store.state import OperationBusy
+    from ops.tpu.ownership import operation_keys
 
     replicas = [Store(url) for _ in range(4)]
     try:

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 from google.cloud import cloudquotas_v1
 
-from ops import google
 from ops.errors import (
     AlreadyExists,
     BackendTimeout,
@@ -23,10 +22,11 @@ from ops.errors import (
     OpsError,
     UnsupportedInZone,
 )
-from ops.quotas import zone_quotas
-from ops.secrets import SecretStore
-from ops.tpu import TpuOps
-from ops.tpu_model import CreateSpec
+from ops.gcp import google
+from ops.gcp.quotas import zone_quotas
+from ops.gcp.secrets import SecretStore
+from ops.tpu.api import TpuOps
+from ops.tpu.model import CreateSpec
 from sim.gcp import GcpSimulator
 from sim.gcp.world import SUSPEND_DURATION
 from tests.cases import case_text

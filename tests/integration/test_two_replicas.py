@@ -2,7 +2,8 @@
 
 1. Two bots in HTTP mode behind "a load balancer" (the test posts to either): a Slack event retried with
    the same `event_id` (`X-Slack-Retry-Num`) and sent to both is answered once.
-2. Two replica PROCESSES run the alert scheduler (`bot.scheduler.AlertScheduler`) gated by the scheduler
+2. Two replica PROCESSES run the alert scheduler (`bot.oncall.scheduler.AlertScheduler`) gated by the
+scheduler
    lease (`Store.acquire_lease`): exactly one ticks; when the holder is killed (SIGKILL) the other takes
    over within one interval, and every alert reaches the Slack simulator exactly once.
 
@@ -29,7 +30,7 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from bot.app import HttpServer, build
+from bot.slack.app import HttpServer, build
 from sim.console import SlackUser
 from sim.demo import Demo
 from tests import postgres
@@ -162,7 +163,7 @@ def _wait(predicate: Any, timeout: float, what: str) -> Any:
 def test_lease_holder_killed_the_other_replica_takes_over_within_one_interval(
     world: Demo, tmp_path: Path
 ) -> None:
-    pytest.importorskip("bot.scheduler")
+    pytest.importorskip("bot.oncall.scheduler")
     first, first_out = _start_replica(world, "replica-a", tmp_path)
     second = None
     try:
@@ -212,9 +213,9 @@ def test_lease_holder_killed_the_other_replica_takes_over_within_one_interval(
 def _replica(name: str) -> int:
     """One replica: every HEARTBEAT_S take or renew the lease; while held, tick every INTERVAL_S."""
     from bot.config import Settings
-    from bot.scheduler import AlertScheduler
+    from bot.oncall.scheduler import AlertScheduler
     from bot.services import Services
-    from bot.slack_gateway import SlackGateway
+    from bot.slack.gateway import SlackGateway
 
     settings = Settings(_env_file=None, **json.loads(os.environ["TPU_CHATOPS_REPLICA_SETTINGS"]))  # type: ignore[call-arg]
     services = Services.from_settings(settings)

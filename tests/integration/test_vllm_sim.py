@@ -1,4 +1,4 @@
-"""Real clients (ops.vllm.VllmClient, llm.client.GemmaClient, the openai SDK) against the vLLM simulator."""
+"""Real clients (ops.vllm.server.VllmClient, llm.client.GemmaClient, openai) against the vLLM simulator."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 
 from llm.client import GemmaClient
 from ops.errors import BackendTimeout, BackendUnavailable, BadInput, NotFound, OpsError, PermissionDenied
-from ops.vllm import VllmClient
+from ops.vllm.server import VllmClient
 from sim import scenario
 from sim.vllm import VllmSimulator
 from sim.vllm.metrics import TTFT_BUCKETS

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import bot.handlers  # noqa: F401  (declares the commands on the registry)
-from bot.commands import UsageError, registry
+from bot.commands.registry import UsageError, registry
 
 WORDS = sorted(
     {w for c in registry.commands() for w in c.words}
@@ -93,7 +93,7 @@ def test_every_argument_type_answers_overflow_with_the_usage_line(pair: tuple, w
 
 
 def test_durations_are_bounded() -> None:
-    from bot.commands import duration
+    from bot.commands.registry import duration
     from ops.durations import MAX_DURATION
 
     assert duration("365d") == MAX_DURATION

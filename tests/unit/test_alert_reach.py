@@ -11,11 +11,11 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.slack_response import SlackResponse
 from sqlalchemy import create_engine
 
-from bot.alert_reach import problem_line
-from bot.render import to_mrkdwn
-from bot.slack_gateway import Refusal, SlackDeliveryError, refusal_of
-from ops.alert_outbox import ALL_CHANNELS, UNDELIVERED, AlertOutbox
-from ops.alerts import AlertLedger, subject_alert
+from bot.oncall.reach import problem_line
+from bot.slack.gateway import Refusal, SlackDeliveryError, refusal_of
+from bot.slack.render import to_mrkdwn
+from ops.alerts.ledger import AlertLedger, subject_alert
+from ops.alerts.outbox import ALL_CHANNELS, UNDELIVERED, AlertOutbox
 from ops.diagnosis.notices import refusal_finding
 from tests.cases import case_text
 

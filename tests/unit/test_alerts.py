@@ -1,4 +1,5 @@
-"""ops.alerts: evaluation edge cases, the vLLM watcher, the exactly-once ledger; bot.scheduler with fakes."""
+"""ops.alerts.ledger: evaluation edge cases, the vLLM watcher, the exactly-once ledger;
+bot.oncall.scheduler with fakes."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ from typing import Any, cast
 import pytest
 from sqlalchemy import event, select
 
-from bot.scheduler import AlertScheduler, parse_key
-from bot.slack_gateway import SlackGateway
-from ops.alerts import (
+from bot.oncall.scheduler import AlertScheduler, parse_key
+from bot.slack.gateway import SlackGateway
+from ops.alerts.ledger import (
     Alert,
     AlertLedger,
     Observation,
@@ -26,11 +27,11 @@ from ops.alerts import (
     qr_alert,
     subject_alert,
 )
-from ops.ownership import SEARCH_KEY
-from ops.recovery import RecoveryBudget
-from ops.store import Store
-from ops.tpu_model import NodeInfo, QueuedResourceInfo, ZoneListing
-from ops.vllm_watch import VllmCheck, VllmWatch, evaluate_vllm
+from ops.store.state import Store
+from ops.tpu.model import NodeInfo, QueuedResourceInfo, ZoneListing
+from ops.tpu.ownership import SEARCH_KEY
+from ops.tpu.recovery import RecoveryBudget
+from ops.vllm.watch import VllmCheck, VllmWatch, evaluate_vllm
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 CREATED = NOW - timedelta(hours=3)
@@ -540,7 +541,7 @@ def test_digest_once_a_day(tmp_path: Path) -> None:
 
 
 def test_posted_urls_carry_no_credentials() -> None:
-    from bot.oncall import _public_url
+    from bot.oncall.checks import _public_url
 
     assert _public_url("http://user:s3cret@10.0.0.2:8000/v?token=x") == "http://10.0.0.2:8000/v"
 
@@ -583,8 +584,8 @@ def test_a_named_deployments_recovery_budget_counts_its_own_attempts(tmp_path: P
 
 
 def test_an_alert_channel_is_bound_only_to_the_one_deployment_it_serves() -> None:
-    from bot.app import _bind_alert_channels
     from bot.deployments import Fleet
+    from bot.slack.app import _bind_alert_channels
 
     def watcher(name: str, channel: str) -> AlertScheduler:
         return cast(AlertScheduler, SimpleNamespace(deployment=name, channel=channel))

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from ops.errors import NotFound
-from ops.store import AuditEntry, Store
+from ops.store.state import AuditEntry, Store
 
 NOW = datetime(2026, 12, 2, 5, 0, tzinfo=UTC)
 

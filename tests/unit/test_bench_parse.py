@@ -1,4 +1,4 @@
-"""ops.bench: parse `vllm bench serve` output (real fixture, older format, noise), sweeps, CSV, PNG."""
+"""ops.vllm.bench: parse `vllm bench serve` output (real fixture, older format, noise), sweeps, CSV, PNG."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import matplotlib.image
 import pytest
 
-from ops.bench import BenchResult, heatmap_png, parse_bench_serve, plan_sweep, run_sweep, sweep_csv
 from ops.errors import BadInput, OpsError
+from ops.vllm.bench import BenchResult, heatmap_png, parse_bench_serve, plan_sweep, run_sweep, sweep_csv
 from sim.host.bench import bench_output
 
 CASES = Path(__file__).resolve().parents[1] / "fixtures" / "cases"
@@ -191,7 +191,7 @@ def test_heatmap_axis_labels_have_units(monkeypatch: pytest.MonkeyPatch) -> None
 def test_heatmap_title_fits_the_figure(concurrency: list[int]) -> None:
     import matplotlib.pyplot as plt
 
-    from ops.bench import _heatmap_figure
+    from ops.vllm.bench import _heatmap_figure
 
     points = run_sweep(plan_sweep(concurrency, [128, 1024], 128, 10**7), lambda point: REAL)
     fig = _heatmap_figure(points, "output_throughput")

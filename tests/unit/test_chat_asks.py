@@ -13,8 +13,8 @@ from bot.chat.asks import read_ask, suggest
 from bot.chat.instructions import DIRECTIVES, find_instructions, patterns
 from bot.chat.recent import outcomes, relevant
 from bot.chat.subjects import BOT, Known, ThreadMessage, resolve
-from bot.commands import registry
-from ops.store import AuditEntry
+from bot.commands.registry import registry
+from ops.store.state import AuditEntry
 
 KNOWN = Known(
     {"gemma4-qr": ("gemma4-qr-node",), "gemma4-old": ("gemma4-old-node",), "gemma4-standby": ()},

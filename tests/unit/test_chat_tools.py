@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import bot.handlers  # noqa: F401  (declares every command on the registry)
-from bot.commands import (
+from bot.commands.registry import (
     ChatTool,
     Command,
     Param,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 import bot.handlers  # noqa: F401  (declares every command on the registry)
-from bot.commands import registry
+from bot.commands.registry import registry
 from llm.agent import FACTS_PROMPT, SYSTEM_PROMPT
 from llm.claims import check_answer
 

@@ -21,9 +21,9 @@ from ops.errors import (
     QuotaExceeded,
     UnsupportedInZone,
 )
-from ops.google import operation_error
-from ops.secrets import crc32c
-from ops.tpu_model import CreateSpec, check_create_spec, queued_resource_body
+from ops.gcp.google import operation_error
+from ops.gcp.secrets import crc32c
+from ops.tpu.model import CreateSpec, check_create_spec, queued_resource_body
 from sim.cases import CASES
 
 # What sim/cases/README.md says the bot should conclude for each tpu-create-*.txt.

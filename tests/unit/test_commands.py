@@ -6,7 +6,7 @@ from datetime import timedelta
 import pytest
 
 import bot.handlers  # noqa: F401  (declares every command)
-from bot.commands import (
+from bot.commands.registry import (
     NotACommand,
     Param,
     Registry,
@@ -16,7 +16,7 @@ from bot.commands import (
     resource_name,
     zone_name,
 )
-from bot.commands import registry as real_registry
+from bot.commands.registry import registry as real_registry
 from bot.handlers import tpu  # noqa: F401  (declares the real commands)
 
 
@@ -126,7 +126,7 @@ def test_real_registry_groups_and_usage() -> None:
 
 def test_every_free_text_flag_is_validated_by_a_pattern() -> None:
     """Only prompts (rest=True) and the help topic take free text; every other value has a validator."""
-    from bot.commands import registry
+    from bot.commands.registry import registry
 
     unvalidated = [
         (c.name, p.name)
@@ -139,7 +139,7 @@ def test_every_free_text_flag_is_validated_by_a_pattern() -> None:
 
 @pytest.mark.parametrize("runtime", ["<!channel>", "v2 alpha", "$(reboot)", "V2-ALPHA", "a" * 64])
 def test_runtime_is_refused_unless_it_looks_like_a_runtime_version(runtime: str) -> None:
-    from bot.commands import UsageError, registry
+    from bot.commands.registry import UsageError, registry
 
     with pytest.raises(UsageError) as caught:
         registry.parse(f"tpu create x --runtime {shlex.quote(runtime)}")

@@ -8,8 +8,8 @@ import pytest
 from pydantic import SecretStr
 
 from bot.config import ConfigError, Settings, load_settings, masked
-from bot.tpu_requests import startup_config
-from ops.deploy import startup_script
+from bot.shared.tpu_requests import startup_config
+from ops.vllm.deploy import startup_script
 from tests.serve import serve_until_exit
 
 GOOD = {

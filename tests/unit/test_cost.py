@@ -1,4 +1,4 @@
-"""ops.cost: the sourced price table, chip counting, estimates and live burn arithmetic."""
+"""ops.cost.pricing: the sourced price table, chip counting, estimates and live burn arithmetic."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from ops import cost
+from ops.cost import pricing as cost
 from ops.datafile import DataFileError
 from ops.errors import BadInput
-from ops.tpu_model import NodeInfo, QueuedResourceInfo
+from ops.tpu.model import NodeInfo, QueuedResourceInfo
 
 T0 = datetime(2026, 1, 1, 10, 0, tzinfo=UTC)
 
@@ -330,7 +330,7 @@ def test_burn_needs_an_aware_now() -> None:
 def _ctx(*qrs: QueuedResourceInfo) -> Any:
     from types import SimpleNamespace
 
-    from ops.tpu_model import ZoneListing
+    from ops.tpu.model import ZoneListing
 
     now = T0 + timedelta(minutes=90)
     services = SimpleNamespace(
@@ -383,7 +383,7 @@ def test_spend_with_an_unpriceable_resource_counts_the_others_and_says_so() -> N
 
 
 def test_the_plan_and_the_burn_take_the_same_decision_from_quote() -> None:
-    from ops.spend import plan_spend
+    from ops.cost.spend import plan_spend
 
     flex = _qr(provisioning_model="flex-start")
     plan = plan_spend("v6e-8", "flex-start", ["us-east5-a"], 1, 1.0)
@@ -393,9 +393,9 @@ def test_the_plan_and_the_burn_take_the_same_decision_from_quote() -> None:
 
 
 def test_deployment_spend_counts_every_priced_resource_and_names_the_rest() -> None:
+    from ops.cost.spend import deployment_spend, midnight
     from ops.errors import OpsError
-    from ops.spend import deployment_spend, midnight
-    from ops.tpu_model import ZoneListing
+    from ops.tpu.model import ZoneListing
 
     now = T0 + timedelta(minutes=90)
     listing = ZoneListing(

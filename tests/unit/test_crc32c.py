@@ -1,6 +1,6 @@
 """CRC32C as Secret Manager's `dataCrc32c` uses it (Castagnoli polynomial)."""
 
-from ops.secrets import crc32c
+from ops.gcp.secrets import crc32c
 
 
 def test_known_vectors() -> None:

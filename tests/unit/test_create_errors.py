@@ -11,7 +11,7 @@ from googleapiclient.errors import HttpError
 
 from ops.diagnosis.zonefit import Classification, classify
 from ops.errors import QuotaExceeded, UnsupportedInZone
-from ops.google import create_error, operation_error
+from ops.gcp.google import create_error, operation_error
 
 WHAT = "TPU API v2alpha1 queuedResources.create europe-west4-a/gemma4-eu"
 

@@ -1,4 +1,5 @@
-"""ops.deploy: startup script (syntax, token hygiene, quoting, stub-tool run), gcloud command, GKE YAML."""
+"""ops.vllm.deploy: startup script (syntax, token hygiene, quoting, stub-tool run), gcloud command,
+GKE YAML."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ops.deploy import StartupConfig, gcloud_command, gke_manifest, startup_script
 from ops.errors import BadInput
+from ops.vllm.deploy import StartupConfig, gcloud_command, gke_manifest, startup_script
 
 BASH = shutil.which("bash") or "bash"
 TOKEN = "hf_FAKEtokenVALUE0123456789"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.commands import Registry, UsageError
+from bot.commands.registry import Registry, UsageError
 from bot.config import ConfigError, Settings, load_settings
 from bot.deployments import DEFAULT, Fleet, read_deployments, settings_for
 from ops.errors import BadInput
@@ -240,12 +240,12 @@ def test_each_project_uses_its_own_credentials_file(tmp_path: Path) -> None:
 def test_roles_are_checked_per_deployment(tmp_path: Path) -> None:
     """Staging lets only its own viewers read; production (no VIEWERS) lets everyone."""
     import bot.handlers  # noqa: F401  (declares the commands)
-    from bot.auth import Authorizer
-    from bot.commands import registry
-    from bot.render import to_mrkdwn
-    from bot.runner import Runner
+    from bot.commands.auth import Authorizer
+    from bot.commands.registry import registry
+    from bot.commands.runner import Runner
     from bot.services import Services
-    from bot.slack_gateway import SlackGateway
+    from bot.slack.gateway import SlackGateway
+    from bot.slack.render import to_mrkdwn
 
     text = TWO.replace("roles: {operators: [U0STAGEOP1]}", "roles: {viewers: [U0STAGEVW1]}")
     base = _settings(tmp_path, text).model_copy(
@@ -270,12 +270,12 @@ def test_roles_are_checked_per_deployment(tmp_path: Path) -> None:
 def test_planned_work_holds_only_its_own_deployments_alerts(tmp_path: Path) -> None:
     """A staging restart opens staging's maintenance window; production's alerts (same store) are not held."""
     import bot.handlers  # noqa: F401  (declares the commands)
-    from bot.commands import registry
-    from bot.context import Context
-    from bot.maintenance import planned_work
+    from bot.commands.context import Context
+    from bot.commands.registry import registry
+    from bot.oncall.maintenance import planned_work
     from bot.services import Services
-    from ops.maintenance import MaintenanceWindows
-    from ops.store import Store
+    from ops.alerts.planned import MaintenanceWindows
+    from ops.store.state import Store
 
     base = _settings(tmp_path, TWO).model_copy(update={"google_api_endpoint": "http://127.0.0.1:9"})
     store = Store(f"sqlite:///{tmp_path}/state.db")

@@ -16,10 +16,10 @@ from typing import Any, cast
 import pytest
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from bot.scheduler import DIGEST_MISFIRE_GRACE_S, AlertScheduler
-from bot.slack_gateway import SlackGateway
-from ops.store import Store
-from ops.tpu_model import ZoneListing
+from bot.oncall.scheduler import DIGEST_MISFIRE_GRACE_S, AlertScheduler
+from bot.slack.gateway import SlackGateway
+from ops.store.state import Store
+from ops.tpu.model import ZoneListing
 from sim.slack import SlackSimulator
 
 CASE = Path(__file__).resolve().parent.parent / "fixtures" / "cases" / "apscheduler-misfire.txt"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.commands import registry
+from bot.commands.registry import registry
 from bot.config import Settings
 from bot.docs import GENERATED, REGENERATE, write
 

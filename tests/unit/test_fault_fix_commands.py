@@ -9,7 +9,7 @@ import re
 import pytest
 
 import bot.handlers  # noqa: F401  (declares every command)
-from bot.commands import Command, registry
+from bot.commands.registry import Command, registry
 from ops.diagnosis.families import Deployment, catalogue, figures, fill
 
 _MENTION = re.compile(r"/(tpu|vllm|gemma|logs|alerts|fleet)((?: [a-z]+){1,2})")

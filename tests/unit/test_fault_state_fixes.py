@@ -10,7 +10,7 @@ import pytest
 from ops.diagnosis.engine import diagnose
 from ops.diagnosis.families import QUEUED_RESOURCE_STATES, Deployment, catalogue, load_file
 from ops.diagnosis.signals import ResourceState
-from ops.tpu_model import QueuedResourceInfo
+from ops.tpu.model import QueuedResourceInfo
 from tests.unit.test_alerts import qr
 
 # Several wordings of each create-error family (Google API, gcloud, Terraform), as a FAILED resource's error.

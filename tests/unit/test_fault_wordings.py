@@ -73,8 +73,11 @@ UPSTREAM = (
 
 # (file, string, why it is not a failure wording)
 ALLOWED = {
-    ("ops/capacity.py", "quota exceeded"): "the catalogue's own `create.reason` label of a classification",
-    ("ops/google.py", "quota exceeded"): "the catalogue's own `create.reason` label of a classification",
+    (
+        "ops/tpu/capacity.py",
+        "quota exceeded",
+    ): "the catalogue's own `create.reason` label of a classification",
+    ("ops/gcp/google.py", "quota exceeded"): "the catalogue's own `create.reason` label of a classification",
     ("bot/startup.py", "invalid_auth"): "a Slack Web API `error` field value the start-up check branches on",
 }
 

@@ -19,7 +19,7 @@ from ops.diagnosis.families import (
     load_file,
     use_extra_file,
 )
-from ops.vllm import WEDGED, ServingSample, serving_problem
+from ops.vllm.server import WEDGED, ServingSample, serving_problem
 from tests.cases import case_text
 
 TEAM_FILE = """

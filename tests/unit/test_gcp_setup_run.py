@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from ops import iam
+from ops.gcp import iam
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "deploy" / "gcp-setup.sh"

@@ -1,6 +1,6 @@
 """Handlers gather, views render: no module under bot/handlers/ builds Block Kit.
 
-A handler builds blocks if it imports slack_sdk's block models, imports one of `bot.render`'s block
+A handler builds blocks if it imports slack_sdk's block models, imports one of `bot.slack.render`'s block
 builders (`blocks_reply`, which only wraps the blocks a view made with their fallback text, is not one), or
 writes a dict literal whose "type" is a Block Kit block or element type
 (https://api.slack.com/reference/block-kit/blocks). Rendering lives in bot/views/.
@@ -56,9 +56,9 @@ def block_building(source: str) -> list[str]:
         elif isinstance(node, ast.ImportFrom) and node.module:
             if node.module.startswith("slack_sdk.models"):
                 found.append(f"{node.lineno}: imports from {node.module}")
-            elif node.module == "bot.render":
+            elif node.module == "bot.slack.render":
                 found += [
-                    f"{node.lineno}: imports bot.render.{a.name}"
+                    f"{node.lineno}: imports bot.slack.render.{a.name}"
                     for a in node.names
                     if a.name in RENDER_BUILDERS
                 ]
@@ -87,7 +87,7 @@ def test_the_check_sees_each_way_of_building_blocks() -> None:
     source = (
         "from slack_sdk.models.blocks import SectionBlock\n"
         "import slack_sdk.models.blocks\n"
-        "from bot.render import Reply, section\n"
+        "from bot.slack.render import Reply, section\n"
         "def f():\n"
         "    return {'type': 'actions', 'elements': [{'type': 'button'}]}\n"
         "x = {'type': 'queued_resource'}\n"
@@ -95,7 +95,7 @@ def test_the_check_sees_each_way_of_building_blocks() -> None:
     assert block_building(source) == [
         "1: imports from slack_sdk.models.blocks",
         "2: imports slack_sdk.models.blocks",
-        "3: imports bot.render.section",
+        "3: imports bot.slack.render.section",
         "5: a 'actions' dict literal",
         "5: a 'button' dict literal",
     ]

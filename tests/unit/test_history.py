@@ -10,8 +10,8 @@ import pytest
 
 from ops.charts import Event, metrics_chart_png
 from ops.errors import BadInput
-from ops.history import History, Sample, sample_of, series
-from ops.store import Store
+from ops.store.state import Store
+from ops.vllm.history import History, Sample, sample_of, series
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 BUCKETS = (0.1, 0.5, 1.0, math.inf)

@@ -1,4 +1,5 @@
-"""bot.http_guard: the signature is checked from two headers and the raw bytes before anything is parsed;
+"""bot.slack.http_guard: the signature is checked from two headers and the raw bytes before anything is
+parsed;
 malformed requests get a 4xx; refusals are logged as size and hash, never the body; /metrics access."""
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from typing import Any
 import pytest
 from slack_sdk.signature import SignatureVerifier
 
-from bot import http_guard
-from bot.http_guard import MAX_BODY_BYTES, MAX_JSON_DEPTH, RefusalLog, SlackGate, metrics_refusal
+from bot.slack import http_guard
+from bot.slack.http_guard import MAX_BODY_BYTES, MAX_JSON_DEPTH, RefusalLog, SlackGate, metrics_refusal
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 NOW = 1_800_000_000.0
@@ -116,9 +117,9 @@ def test_a_wrong_signature_is_refused_and_logged_as_size_and_hash(
 ) -> None:
     monkeypatch.setattr(http_guard, "_REFUSALS", RefusalLog())
     body = json.dumps(
-        {"text": "x\n2026-01-01 00:00:00,000 INFO bot.oncall: audit action=auto-recover"}
+        {"text": "x\n2026-01-01 00:00:00,000 INFO bot.oncall.checks: audit action=auto-recover"}
     ).encode()
-    with caplog.at_level(logging.INFO, logger="bot.http_guard"):
+    with caplog.at_level(logging.INFO, logger="bot.slack.http_guard"):
         status, _, passed = _call(_request(body, content_type="application/json", signature="v0=" + "0" * 64))
     assert status.startswith("401") and passed == []
     (record,) = caplog.records

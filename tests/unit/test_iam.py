@@ -1,9 +1,9 @@
-"""The Google API methods the code calls, the table of their permissions (ops/iam.py) and the setup script
+"""The Google API methods the code calls, the table of their permissions (ops/gcp/iam.py) and the setup script
 (deploy/gcp-setup.sh) agree: a call missing from the table, a row nothing calls, or a custom role with a
 permission too few or too many fails here.
 
 The calls are found by reading the code (its AST), not by running it: every client is built by a factory of
-ops/google.py, so the modules calling a factory are the ones that can call Google; in them a call is a
+ops/gcp/google.py, so the modules calling a factory are the ones that can call Google; in them a call is a
 method of that client's API (the GAPIC transports' RPC names, the discovery document's methods of a
 collection, the logging client's list methods and its raw `api_request`).
 """
@@ -23,14 +23,14 @@ from google.cloud.secretmanager_v1.services.secret_manager_service.transports.ba
 )
 from google.cloud.tpu_v2.services.tpu.transports.base import TpuTransport
 
-from ops import google, iam
 from ops.errors import PermissionDenied
+from ops.gcp import google, iam
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "deploy" / "gcp-setup.sh"
 PRODUCT = ("bot", "ops", "llm")
 
-# ops/google.py's client factories -> the `client` name of ops/iam.py's rows.
+# ops/gcp/google.py's client factories -> the `client` name of ops/gcp/iam.py's rows.
 FACTORIES = {
     "tpu_v2alpha1": "tpu-v2alpha1",
     "tpu_v2": "tpu-v2",
@@ -38,7 +38,7 @@ FACTORIES = {
     "secret_manager": "secretmanager",
     "cloud_logging": "logging",
 }
-# Classes and functions that build a Google client: only ops/google.py may call them.
+# Classes and functions that build a Google client: only ops/gcp/google.py may call them.
 CONSTRUCTORS = {"TpuClient", "CloudQuotasClient", "SecretManagerServiceClient", "Client"}
 
 
@@ -71,7 +71,7 @@ def _modules() -> list[Path]:
 
 
 def _factory_calls(tree: ast.AST) -> set[str]:
-    """The client kinds a module builds through ops/google.py (`google.tpu_v2(...)`, ...)."""
+    """The client kinds a module builds through ops/gcp/google.py (`google.tpu_v2(...)`, ...)."""
     kinds = set()
     for node in ast.walk(tree):
         if (
@@ -134,7 +134,7 @@ def code_calls() -> dict[tuple[str, str], list[str]]:
     discovery = _discovery_methods()
     calls: dict[tuple[str, str], list[str]] = {}
     for path in _modules():
-        if path == ROOT / "ops" / "google.py":
+        if path == ROOT / "ops" / "gcp" / "google.py":
             continue
         tree = ast.parse(path.read_text(), filename=str(path))
         for key in _calls_in(tree, _factory_calls(tree), discovery):
@@ -146,7 +146,7 @@ def test_only_ops_google_builds_google_clients() -> None:
     """A client built elsewhere would escape this scan (and the simulator's endpoint switch)."""
     builders = []
     for path in _modules():
-        if path == ROOT / "ops" / "google.py":
+        if path == ROOT / "ops" / "gcp" / "google.py":
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call):
@@ -164,7 +164,7 @@ def test_only_ops_google_builds_google_clients() -> None:
                 discovery_build = name in {"build", "build_from_document"} and google_owner
                 if discovery_build or (name in CONSTRUCTORS and (google_owner or owner is None)):
                     builders.append(f"{path.relative_to(ROOT)}:{node.lineno} {name}")
-    assert builders == [], "build Google clients in ops/google.py only: " + ", ".join(builders)
+    assert builders == [], "build Google clients in ops/gcp/google.py only: " + ", ".join(builders)
 
 
 def test_every_google_call_of_the_code_is_in_the_table_and_back() -> None:
@@ -174,11 +174,12 @@ def test_every_google_call_of_the_code_is_in_the_table_and_back() -> None:
         f"{client} {call} ({', '.join(calls[client, call])})" for client, call in calls.keys() - table
     )
     assert not missing, (
-        "Google calls missing from ops/iam.py CALLS (add each with its IAM permission and source, and the "
+        "Google calls missing from ops/gcp/iam.py CALLS (add each with its IAM permission and source, "
+        "and the "
         f"permission to deploy/gcp-setup.sh): {missing}"
     )
     unused = sorted(f"{client} {call}" for client, call in table - calls.keys())
-    assert not unused, f"ops/iam.py rows no code calls (remove them and their permission): {unused}"
+    assert not unused, f"ops/gcp/iam.py rows no code calls (remove them and their permission): {unused}"
     # The scan finds what the code is known to call (a scan finding nothing would pass the above).
     assert ("tpu-v2alpha1", "queuedResources.create") in calls
     assert ("tpu-v2", "get_node") in calls

@@ -1,4 +1,5 @@
-"""The identity verdict of `ops.vllm.server_identity` (pure): what answers on the vLLM port is the bot's
+"""The identity verdict of `ops.vllm.server.server_identity` (pure): what answers on the vLLM port is the
+bot's
 container only when every check that can be made agrees; a source that is unknown is left out, and an
 unreadable container claims nothing."""
 
@@ -6,8 +7,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from ops.container import ContainerStatus, exit_reason, served_names
-from ops.vllm import server_identity, server_start_time
+from ops.vllm.container import ContainerStatus, exit_reason, served_names
+from ops.vllm.server import server_identity, server_start_time
 
 STARTED = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
 COMMAND = ("vllm", "serve", "google/gemma-4-31B-it", "--port", "8000", "--max-model-len", "16384")

@@ -12,12 +12,12 @@ from typing import Any, cast
 import pytest
 from sqlalchemy import Column, DateTime, MetaData, String, Table, Text, create_engine
 
-from bot.maintenance import planned_work
-from bot.scheduler import AlertScheduler
-from bot.slack_gateway import SlackGateway
-from ops.maintenance import MaintenanceWindows
-from ops.store import Store
-from ops.tpu_model import ZoneListing
+from bot.oncall.maintenance import planned_work
+from bot.oncall.scheduler import AlertScheduler
+from bot.slack.gateway import SlackGateway
+from ops.alerts.planned import MaintenanceWindows
+from ops.store.state import Store
+from ops.tpu.model import ZoneListing
 from tests.unit.test_alerts import FakeSlack
 
 NOW = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)

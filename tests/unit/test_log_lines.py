@@ -15,7 +15,7 @@ from bot import observability
 from bot.observability import MAX_LOG_MESSAGE_CHARS, escape_controls, setup_logging
 
 RECORD_START = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} [A-Z]+ [\w.]+: ")
-FORGED = "\n2026-01-01 00:00:00,000 INFO bot.oncall: audit action=auto-recover command='/tpu delete x'"
+FORGED = "\n2026-01-01 00:00:00,000 INFO bot.oncall.checks: audit action=auto-recover command='/tpu delete x'"
 
 
 @pytest.fixture

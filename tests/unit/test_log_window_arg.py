@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 import bot.handlers  # noqa: F401  (importing it declares every command on the registry)
-from bot.commands import UsageError, registry, window
+from bot.commands.registry import UsageError, registry, window
 
 
 @pytest.mark.parametrize(

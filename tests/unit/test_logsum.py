@@ -21,9 +21,9 @@ from llm.agent import AgentAnswer, Tool, answer, valid_command
 from llm.client import GemmaClient
 from llm.logsum import analyze, build_prompt, estimate_tokens, prompt_budget, summarize
 from llm.tokens import PromptCounter
-from ops.cloudlogs import LogEntry, entry_from_api
 from ops.diagnosis.engine import Finding
 from ops.errors import BackendUnavailable, BadInput, OpsError
+from ops.gcp.cloudlogs import LogEntry, entry_from_api
 from sim.gcp.loggen import generate_logs
 from sim.vllm import VllmSimulator
 from sim.vllm.model import AUTO_TOOL_CHOICE_MESSAGE

@@ -15,11 +15,11 @@ import yaml
 
 import bot.handlers  # noqa: F401  (declares every command on the registry)
 from bot.__main__ import main
-from bot.commands import registry
+from bot.commands.registry import registry
 from bot.config import Settings
 from bot.docs import REGENERATE, SLASH_COMMANDS, slash_commands_py
-from bot.manifest import PLACEHOLDER_URL, manifest, manifest_yaml
-from bot.request_url import PLACEHOLDER_HOST, check_request_url
+from bot.slack.manifest import PLACEHOLDER_URL, manifest, manifest_yaml
+from bot.slack.request_url import PLACEHOLDER_HOST, check_request_url
 
 ROOT = Path(__file__).resolve().parents[2]
 URL = "https://bot.example.com/slack/events"
@@ -40,7 +40,7 @@ def test_checked_in_manifest_matches_the_registry() -> None:
 
 
 def test_slash_commands_table_matches_the_registry() -> None:
-    stale = f"bot/slash_commands.py is stale: run {REGENERATE}"
+    stale = f"bot/slack/slash_commands.py is stale: run {REGENERATE}"
     assert SLASH_COMMANDS.read_text() == slash_commands_py(), stale
 
 

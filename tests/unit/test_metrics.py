@@ -1,4 +1,5 @@
-"""ops.metrics on real vLLM scrapes (tests/fixtures/cases/vllm-metrics-real.txt) and hand-made histograms."""
+"""ops.vllm.metrics on real vLLM scrapes (tests/fixtures/cases/vllm-metrics-real.txt) and hand-made
+histograms."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ops.metrics import (
+from ops.vllm.metrics import (
     MetricsSummary,
     Quantiles,
     histogram_quantile,

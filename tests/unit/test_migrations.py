@@ -15,13 +15,19 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import create_engine, inspect
 
-from ops import alert_outbox, alerts, followups, history, maintenance, recovery, schema
-from ops import store as store_module
-from ops.migrations.baseline import baseline_metadata
-from ops.store import Store
+from ops.alerts import ledger as alerts
+from ops.alerts import outbox as alert_outbox
+from ops.alerts import planned as maintenance
+from ops.store import followups, schema
+from ops.store import state as store_module
+from ops.store.migrations.baseline import baseline_metadata
+from ops.store.state import Store
+from ops.tpu import recovery
+from ops.vllm import history
 from tests import schema_cases
 
-# Every table's definition in the code: the one `ops.store.metadata` (the modules imported for their tables).
+# Every table's definition in the code: the one `ops.store.state.metadata` (the modules imported for their
+# tables).
 MODELS = [store_module.metadata]
 assert alerts and alert_outbox and followups and history and maintenance and recovery
 
@@ -120,7 +126,7 @@ def test_the_migrations_ship_inside_the_package() -> None:
 
 
 def test_every_table_is_on_the_one_metadata() -> None:
-    # The migrations compare the database with `ops.store.metadata` alone: a second MetaData in product
+    # The migrations compare the database with `ops.store.state.metadata` alone: a second MetaData in product
     # code would hold tables that neither autogenerate nor this test sees.
     root = Path(__file__).resolve().parents[2]
     others = [
@@ -128,7 +134,8 @@ def test_every_table_is_on_the_one_metadata() -> None:
         for package in ("bot", "ops", "llm")
         for path in sorted((root / package).rglob("*.py"))
         if "MetaData(" in path.read_text()
-        and path.relative_to(root).as_posix() not in {"ops/store.py", "ops/migrations/baseline.py"}
+        and path.relative_to(root).as_posix()
+        not in {"ops/store/state.py", "ops/store/migrations/baseline.py"}
     ]
     assert others == []
     assert history.samples_table.metadata is followups.followups_table.metadata is store_module.metadata

@@ -1,5 +1,6 @@
 """The pure parts of the no-match answer: line severities, the top templates and the first error before the
-engine died (`llm.nomatch`), docker's time stamps (`ops.container.timed_lines`), and the view's next steps,
+engine died (`llm.nomatch`), docker's time stamps (`ops.vllm.container.timed_lines`), and the view's next
+steps,
 each a command line the registry parses (`bot.views.findings`)."""
 
 from __future__ import annotations
@@ -9,12 +10,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 import bot.handlers  # noqa: F401  (declares every command)
-from bot.commands import registry
+from bot.commands.registry import registry
 from bot.views.findings import NO_MATCH_LEAD, diagnosis_text, next_steps, rfc3339, unmatched_fact
 from llm.nomatch import from_lines
-from ops.container import timed_lines
 from ops.diagnosis.engine import Diagnosis
 from ops.diagnosis.nomatch import TOP_TEMPLATES, Unmatched, from_templates, line_severity
+from ops.vllm.container import timed_lines
 
 T0 = datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
 

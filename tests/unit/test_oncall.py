@@ -12,17 +12,17 @@ from typing import Any, cast
 import pytest
 
 from bot.config import ConfigError, load_settings
-from bot.render import to_mrkdwn
-from bot.routing import Router, parse_routes, severity_of
-from bot.scheduler import AlertScheduler
-from ops.alerts import Alert, mute_subjects
-from ops.idle import IdleWatch, parse_schedule
-from ops.maintenance import MaintenanceWindows
-from ops.ownership import created_by_bot
-from ops.recovery import RecoveryBudget, dead_reason
-from ops.slo import SloRule, SloWatch, Snapshot, evaluate_slo, load_rules, measure, parse_rules
-from ops.store import Store
-from ops.tpu_model import ZoneListing, queued_resource_from_api
+from bot.oncall.routing import Router, parse_routes, severity_of
+from bot.oncall.scheduler import AlertScheduler
+from bot.slack.render import to_mrkdwn
+from ops.alerts.ledger import Alert, mute_subjects
+from ops.alerts.planned import MaintenanceWindows
+from ops.cost.idle import IdleWatch, parse_schedule
+from ops.store.state import Store
+from ops.tpu.model import ZoneListing, queued_resource_from_api
+from ops.tpu.ownership import created_by_bot
+from ops.tpu.recovery import RecoveryBudget, dead_reason
+from ops.vllm.slo import SloRule, SloWatch, Snapshot, evaluate_slo, load_rules, measure, parse_rules
 from tests.unit.test_alerts import FakeSlack, FakeVllm
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

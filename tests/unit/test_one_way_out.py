@@ -1,4 +1,4 @@
-"""One way out: no module but bot/slack_gateway.py calls Slack's Web API or a response_url (AST walk).
+"""One way out: no module but bot/slack/gateway.py calls Slack's Web API or a response_url (AST walk).
 
 Fails on, anywhere in bot/, ops/ and llm/ outside the gateway: importing slack_sdk's WebClient or
 WebhookClient, calling a Web API method (`chat_postMessage`, `views_publish`, `files_upload_v2`,
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-GATEWAY = ROOT / "bot" / "slack_gateway.py"
+GATEWAY = ROOT / "bot" / "slack" / "gateway.py"
 SOURCES = sorted(
     p for package in ("bot", "ops", "llm") for p in (ROOT / package).rglob("*.py") if p != GATEWAY
 )
@@ -56,7 +56,7 @@ def violations(path: Path) -> list[str]:
 
 @pytest.mark.parametrize("path", SOURCES, ids=[str(p.relative_to(ROOT)) for p in SOURCES])
 def test_no_module_but_the_gateway_calls_slack(path: Path) -> None:
-    assert violations(path) == [], f"{path.relative_to(ROOT)} talks to Slack directly; use bot.slack_gateway"
+    assert violations(path) == [], f"{path.relative_to(ROOT)} talks to Slack directly; use bot.slack.gateway"
 
 
 def test_the_walk_catches_each_way_of_calling_slack(tmp_path: Path) -> None:

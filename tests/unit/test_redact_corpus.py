@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from llm.redact import KINDS, redact
-from ops.deploy import StartupConfig, startup_script
+from ops.vllm.deploy import StartupConfig, startup_script
 
 A36 = "aB3dE5fG7hI9jK1lM3nO5pQ7rS9tU1vW3xY5"
 HEX32 = "0123456789abcdef0123456789abcdef"

@@ -6,7 +6,7 @@ import tomllib
 from pathlib import Path
 
 import bot.handlers  # noqa: F401  (declares every command on the registry)
-from bot.commands import registry
+from bot.commands.registry import registry
 from bot.version import bot_version
 from bot.views.help import short_help
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from bot.render import (
+from bot.slack.limits import MESSAGE_BLOCK_TEXT_LIMIT
+from bot.slack.render import (
     Reply,
     blocks_reply,
     fit,
@@ -13,7 +14,6 @@ from bot.render import (
     split_sections,
     text_reply,
 )
-from bot.slack_limits import MESSAGE_BLOCK_TEXT_LIMIT
 from sim.slack import block_errors
 
 

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from bot.safety import check_pins, pins_text
+from bot.shared.safety import check_pins, pins_text
+from ops.cost.spend import plan_spend
 from ops.errors import OpsError
-from ops.ownership import label_value, made_by, ownership_labels
-from ops.spend import plan_spend
-from ops.tpu_model import QueuedResourceInfo
+from ops.tpu.model import QueuedResourceInfo
+from ops.tpu.ownership import label_value, made_by, ownership_labels
 
 
 class _Ctx:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from bot.render import channel_link, escape, link, mention, section, text_reply, to_mrkdwn, to_plain
-from bot.slack_gateway import cut_text, prepare
-from bot.slack_limits import SECTION_TEXT_LIMIT
+from bot.slack.gateway import cut_text, prepare
+from bot.slack.limits import SECTION_TEXT_LIMIT
+from bot.slack.render import channel_link, escape, link, mention, section, text_reply, to_mrkdwn, to_plain
 
 
 def test_untrusted_text_is_escaped_once_and_bot_mentions_stay_live() -> None:

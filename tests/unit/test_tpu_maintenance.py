@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from ops.alerts import LedgerRow
+from ops.alerts.ledger import LedgerRow
 from ops.diagnosis.notices import can_start_early, maintenance_finding
-from ops.tpu_maintenance import KIND, OVER_KIND, maintenance_alerts, maintenance_over
-from ops.tpu_model import NodeInfo, QueuedResourceInfo, maintenance_from_api, node_from_api
+from ops.tpu.maintenance import KIND, OVER_KIND, maintenance_alerts, maintenance_over
+from ops.tpu.model import NodeInfo, QueuedResourceInfo, maintenance_from_api, node_from_api
 
 NOW = datetime(2026, 12, 1, 0, 0, tzinfo=UTC)
 WINDOW = {

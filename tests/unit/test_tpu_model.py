@@ -1,5 +1,5 @@
-"""Unit tests of the pure mappings: API JSON -> typed values (ops.tpu_model), client errors -> OpsError
-(ops.google)."""
+"""Unit tests of the pure mappings: API JSON -> typed values (ops.tpu.model), client errors -> OpsError
+(ops.gcp.google)."""
 
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ from ops.errors import (
     PermissionDenied,
     QuotaExceeded,
 )
-from ops.google import map_error
-from ops.tpu_model import (
+from ops.gcp.google import map_error
+from ops.tpu.model import (
     NodeInfo,
     QueuedResourceInfo,
     node_from_api,

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from llm.logsum import ORPHAN_TEMPLATE, TemplateSummary, summarize
-from ops.cloudlogs import LogEntry
 from ops.diagnosis.families import catalogue, is_exception_line, is_traceback_line
+from ops.gcp.cloudlogs import LogEntry
 
 CASES = Path(__file__).resolve().parent.parent / "fixtures" / "cases"
 T0 = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""bot.workers: CPU-heavy work in worker processes, thread pools started before the first burst, and
+"""bot.commands.workers: CPU-heavy work in worker processes, thread pools started before the first burst, and
 `/readyz` saying "warming up" until the bot has warmed up."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from bot.commands.workers import NICENESS, AckGate, CpuWorkers, prestart
 from bot.observability import Readiness
-from bot.workers import NICENESS, AckGate, CpuWorkers, prestart
 
 
 def _pid_and_niceness() -> tuple[int, int]:

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from bot.shared.zone_plan import ZoneFacts, order_zones, quota_family
 from bot.views.cost import create_spend_lines, spend_lines
 from bot.views.metrics import metrics_lines
 from bot.views.tpu import listing_blocks
-from bot.zone_plan import ZoneFacts, order_zones, quota_family
-from ops.metrics import MetricsSummary
-from ops.spend import plan_spend
-from ops.store import ZoneFailure
-from ops.tpu_model import QueuedResourceInfo, ZoneListing
+from ops.cost.spend import plan_spend
+from ops.store.state import ZoneFailure
+from ops.tpu.model import QueuedResourceInfo, ZoneListing
+from ops.vllm.metrics import MetricsSummary
 
 NOW = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
 PRICES = {"asia-northeast1-b": 25.92, "europe-west4-a": 23.76, "us-east5-a": 21.60, "us-central2-b": None}

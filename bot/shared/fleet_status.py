@@ -1,0 +1,199 @@
+"""What `/fleet` and the chat know of one deployment: its sources fetched at once, and its lines.
+
+Each deployment's sources (queued resources, vLLM /health and /metrics, open alerts) are fetched at the
+same time as every other deployment's, so a fleet takes as long as its slowest source. A source that fails
+is one red line; the rest still show.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+
+from bot.services import Services
+from bot.shared.sources import settled
+from bot.slack.render import Block, human_duration, section, utc
+from bot.views.tpu import STATE_ICONS
+from ops.alerts.ledger import AlertLedger, LedgerRow
+from ops.cost.spend import DeploymentSpend, deployment_spend, midnight, unreadable
+from ops.errors import OpsError
+from ops.tpu.model import QueuedResourceInfo, ZoneListing
+from ops.vllm.endpoint import Endpoint
+from ops.vllm.metrics import MetricsSummary
+from ops.vllm.server import HealthCheck
+
+__all__ = [
+    "SOURCES",
+    "Snapshot",
+    "deployment_blocks",
+    "deployment_lines",
+    "primary_of",
+    "snapshot",
+    "snapshots",
+]
+
+# Tasks per deployment on the fleet's pool at once: the listing, then /health and /metrics once the endpoint
+# is known, its open alerts, and the one that waits for them and renders the deployment's lines.
+SOURCES = 5
+OPEN_ALERTS_DAYS = 7  # as `/alerts list`
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What `/fleet` learned of one deployment; each source is its value or the OpsError that stopped it.
+    `spend` (today's, UTC) and `lines` (`deployment_lines`) are computed once, on the fleet's pool as soon as
+    this deployment's sources are in, not on the command thread after the slowest deployment's."""
+
+    name: str
+    services: Services
+    listing: ZoneListing | OpsError
+    endpoint: Endpoint | OpsError
+    health: HealthCheck | OpsError
+    metrics: MetricsSummary | OpsError
+    alerts: list[LedgerRow] | OpsError
+    spend: DeploymentSpend = field(default_factory=DeploymentSpend)
+    lines: tuple[str, ...] = ()
+
+
+def snapshot(
+    pool: ThreadPoolExecutor, name: str, services: Services, now: datetime
+) -> Callable[[], Snapshot]:
+    """Start fetching one deployment on `pool`; returns a function that waits for its Snapshot (its spend
+    and lines rendered on `pool` too, as soon as its own sources are in). Its open alerts are those of its
+    own ledger (`AlertLedger` of deployment `name`) over the last 7 days. `pool` needs SOURCES threads per
+    deployment fetched at once (one task waits for others)."""
+    listing_f = pool.submit(services.tpu.list_queued_resources, services.settings.tpu_zones)
+    alerts_f = pool.submit(
+        lambda: AlertLedger(services.store, name).open_alerts(since=now - timedelta(days=OPEN_ALERTS_DAYS))
+    )
+    endpoint_f = pool.submit(services.endpoints.resolve, listing_f.result)
+
+    def health() -> HealthCheck:
+        with services.vllm_at(endpoint_f.result()) as client:
+            return client.health()
+
+    def metrics() -> MetricsSummary:
+        with services.vllm_at(endpoint_f.result()) as client:
+            return client.metrics()
+
+    health_f, metrics_f = pool.submit(health), pool.submit(metrics)
+
+    def gather() -> Snapshot:
+        listing, endpoint = settled(listing_f, "fleet listing"), settled(endpoint_f, "fleet endpoint")
+        health, metrics = settled(health_f, "fleet /health"), settled(metrics_f, "fleet /metrics")
+        alerts = settled(alerts_f, "fleet alerts")
+        spend = deployment_spend(listing, now, midnight(now))
+        snap = Snapshot(name, services, listing, endpoint, health, metrics, alerts, spend)
+        lines = (_resource_line(snap, now), _vllm_line(snap), _cost_line(snap), _alerts_line(snap))
+        return replace(snap, lines=lines)
+
+    return pool.submit(gather).result
+
+
+def _red(label: str, err: OpsError) -> str:
+    return f":red_circle: *{label}*: {err.message}" + (f" _({err.hint})_" if err.hint else "")
+
+
+def primary_of(listing: ZoneListing, primary: str) -> QueuedResourceInfo | None:
+    """The deployment's primary queued resource (TPU_PRIMARY), else its first ACTIVE one, else None."""
+    by_name = next((qr for qr in listing.resources if qr.name == primary), None)
+    return by_name or next((qr for qr in listing.resources if qr.state == "ACTIVE"), None)
+
+
+def _resource_line(snap: Snapshot, now: datetime) -> str:
+    if isinstance(snap.listing, OpsError):
+        return _red("Queued resources", snap.listing)
+    failed_all = unreadable(snap.listing)
+    if failed_all is not None:
+        return _red("Queued resources", failed_all)
+    s = snap.services.settings
+    qr = primary_of(snap.listing, s.tpu_primary)
+    failed = [f"`{zone}`" for zone in snap.listing.errors]
+    missing = f" · :warning: zones not answering: {', '.join(failed)}" if failed else ""
+    if qr is None:
+        return f":white_circle: primary `{s.tpu_primary}` not found in {', '.join(s.tpu_zones)}{missing}"
+    icon = STATE_ICONS.get(qr.state, ":grey_question:")
+    kind = f"{qr.accelerator_type or '?'} {qr.provisioning_model}"
+    parts = [f"{icon} `{qr.name}` {qr.state} · `{qr.zone}` · {kind}"]
+    left = qr.time_left(now)
+    if left is not None:
+        parts.append(f"{human_duration(left)} left")
+    elif qr.valid_until is not None and qr.state in ("WAITING_FOR_RESOURCES", "ACCEPTED"):
+        parts.append(f"valid until {utc(qr.valid_until)}")
+    for node in qr.nodes:
+        health = f" {node.health}" if node.health else ""
+        parts.append(f"node {STATE_ICONS.get(node.state, ':grey_question:')} {node.state}{health}")
+    if not qr.nodes and qr.state == "ACTIVE":
+        parts.append(":warning: no node")
+    return " · ".join(parts) + missing
+
+
+def _vllm_line(snap: Snapshot) -> str:
+    model = snap.services.settings.vllm_model
+    if isinstance(snap.endpoint, OpsError):
+        return f"*vLLM* `{model}` · " + _red("endpoint", snap.endpoint)
+    parts = [f"*vLLM* `{model}`"]
+    if isinstance(snap.health, OpsError):
+        parts.append(_red("/health", snap.health))
+    else:
+        icon = ":large_green_circle:" if snap.health.state == "ready" else ":red_circle:"
+        parts.append(f"{icon} {snap.health.state} ({snap.health.latency_s * 1000:.0f} ms)")
+    if isinstance(snap.metrics, OpsError):
+        parts.append(_red("metrics", snap.metrics))
+    else:
+        m = snap.metrics
+        kv = "-" if m.kv_cache_usage is None else f"{m.kv_cache_usage:.0%}"
+        running = "-" if m.running is None else f"{m.running:.0f}"
+        waiting = "-" if m.waiting is None else f"{m.waiting:.0f}"
+        parts.append(f"running {running} · waiting {waiting} · KV cache {kv}")
+    return " · ".join(parts)
+
+
+def _cost_line(snap: Snapshot) -> str:
+    spend = snap.spend
+    if spend.error is not None:
+        return "*Cost* unknown: the queued resources could not be read"
+    partial = " (some zones did not answer)" if spend.zones_failed else ""
+    if not spend.resources:
+        return f"*Cost* nothing ACTIVE: $0/h{partial}"
+    unpriced = [f"`{r.qr.name}` not priced: {r.why}" for r in spend.unpriced]
+    if len(unpriced) == len(spend.resources):  # never "$0.00/h" for a resource billing at an unknown price
+        return " · ".join([f"*Cost* unknown{partial}", *unpriced])
+    bound = "at most " if spend.bounded else ""
+    line = f"*Cost* {bound}${spend.usd_per_hour:,.2f}/h · {bound}${spend.usd:,.2f} today (UTC)"
+    if unpriced:
+        line += " (priced resources only)"
+    missing = list(dict.fromkeys(r.why for r in spend.resources if r.usd is not None and r.why))
+    return " · ".join([line + partial, *unpriced, *missing])
+
+
+def _alerts_line(snap: Snapshot) -> str:
+    if isinstance(snap.alerts, OpsError):
+        return _red("Alerts", snap.alerts)
+    mine = snap.alerts
+    if not mine:
+        return "*Alerts* none open"
+    newest = mine[-1]
+    return f"*Alerts* {len(mine)} open · newest: {newest.text.splitlines()[0][:150]}"
+
+
+def deployment_lines(snap: Snapshot) -> list[str]:
+    """One deployment's resource, vLLM, cost and alert lines (markdown), rendered when its sources came in."""
+    return list(snap.lines)
+
+
+def deployment_blocks(snap: Snapshot) -> list[Block]:
+    """One deployment: its name and project, then its lines (`deployment_lines`)."""
+    s = snap.services.settings
+    return [section(f"*{snap.name}* · project `{s.gcp_project}`\n" + "\n".join(snap.lines))]
+
+
+def snapshots(deployments: dict[str, Services], now: datetime) -> list[Snapshot]:
+    """Every deployment's Snapshot, all sources of all deployments fetched at once, in the given order."""
+    with ThreadPoolExecutor(
+        max_workers=SOURCES * max(1, len(deployments)), thread_name_prefix="fleet"
+    ) as pool:
+        waits = [snapshot(pool, name, services, now) for name, services in deployments.items()]
+        return [wait() for wait in waits]

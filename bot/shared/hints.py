@@ -1,0 +1,90 @@
+"""Command lines for hints, built from the registry and the values a command was given, so a refusal can
+name the exact command that goes on from the state just read ("the same create with --allow-second"), one
+that parses as typed and names no placeholder.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from bot.commands.context import Context
+from bot.commands.registry import Registry
+from ops.durations import duration_word
+from ops.errors import OpsError
+from ops.tpu.model import QueuedResourceInfo
+
+__all__ = ["command_line", "delete_line", "has_running_nodes", "not_found_hint"]
+
+
+def command_line(registry: Registry, name: str, values: Mapping[str, Any]) -> str:
+    """ "/NAME positional --flag value --switch" for the registered command `name` with `values`.
+
+    Args:
+        registry: the command registry.
+        name: the command's words, e.g. "tpu create".
+        values: parameter name -> value as the handler received it (None and False are left out; a
+            timedelta is written as a duration, e.g. 4h).
+
+    Returns:
+        The line with a leading slash, each value shell-quoted.
+
+    Raises:
+        KeyError: no command of that name.
+    """
+    command = next((c for c in registry.commands() if c.name == name), None)
+    if command is None:
+        raise KeyError(name)
+    words = [f"/{command.name}"]
+    for param in command.params:
+        value = values.get(param.name)
+        if value is None or value is False:
+            continue
+        text = duration_word(value) if isinstance(value, timedelta) else str(value)
+        if param.flag is None:
+            words.append(shlex.quote(text))
+        elif param.switch:
+            words.append(param.flag)
+        else:
+            words += [param.flag, shlex.quote(text)]
+    return " ".join(words)
+
+
+def has_running_nodes(qr: QueuedResourceInfo, *, nodes_read: bool = True) -> bool:
+    """Whether deleting `qr` takes nodes down (so `/tpu delete` needs --force): it has nodes and is not
+    FAILED, SUSPENDED or ACCEPTED (whose nodes, if any are listed, are already gone). With `nodes_read`
+    False (a listing that did not read the nodes) an ACTIVE or PROVISIONING resource's node spec counts."""
+    if qr.state in ("FAILED", "SUSPENDED", "ACCEPTED"):
+        return False
+    if nodes_read:
+        return bool(qr.nodes)
+    return bool(qr.nodes) or (bool(qr.node_ids) and qr.state in ("ACTIVE", "PROVISIONING", "SUSPENDING"))
+
+
+def delete_line(ctx: Context, qr: QueuedResourceInfo) -> str:
+    """The `/tpu delete` whose preview accepts `qr` as just read: its zone, and --force when it has nodes."""
+    values = {"name": qr.name, "zone": qr.zone, "force": has_running_nodes(qr, nodes_read=False)}
+    return command_line(ctx.registry, "tpu delete", values)
+
+
+def not_found_hint(ctx: Context, name: str, verb: str, looked_in: list[str]) -> str:
+    """What to run when queued resource `name` was not found in `looked_in`, from the watched zones' listing
+    read now: the same command with the zone where it is, else `/tpu list --all-zones` (every zone).
+
+    Args:
+        ctx: the command's context; name: the queued resource; verb: e.g. "delete" (`/tpu VERB NAME`).
+        looked_in: the zones searched.
+    """
+    elsewhere = [z for z in ctx.services.settings.tpu_zones if z not in looked_in]
+    if elsewhere:
+        try:
+            listing = ctx.services.tpu.list_queued_resources(elsewhere)
+        except OpsError:  # a hint is best effort: fall back to the general one
+            listing = None
+        found = next((qr for qr in listing.resources if qr.name == name), None) if listing else None
+        if found is not None:
+            line = command_line(ctx.registry, f"tpu {verb}", {"name": name, "zone": found.zone})
+            return f"it is in `{found.zone}`: `{line}`"
+    return f"no queued resource `{name}` there: `/tpu list --all-zones` lists every zone's"

@@ -1,0 +1,122 @@
+"""Is vLLM there to take a command? Commands that need a serving vLLM (benchmarks, completions, the model
+list, metrics) ask here before (or instead of) showing a tool's raw connection error: while the server
+loads they say it is starting and when it is expected to answer, from the container's start time read over
+SSH and the /health answer, the state as the bot just read it.
+
+vLLM on TPU downloads the weights and compiles before it listens: about 10 minutes for Gemma 4 31B (the
+Trillium vLLM recipe, https://github.com/AI-Hypercomputer/tpu-recipes), up to about 30 on a first compile
+(VLLM_STARTUP_STUCK_S, 1800 s by default, is when the bot calls a start-up stuck).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+
+from bot.commands.context import Context
+from bot.slack.render import utc
+from ops.errors import BackendTimeout, BackendUnavailable, OpsError
+
+__all__ = ["LOAD_TIME", "explained_when_starting", "not_serving", "require_serving"]
+
+LOAD_TIME = timedelta(minutes=10)  # the usual load and compile time on TPU (see the module docstring)
+
+
+def not_serving(ctx: Context) -> OpsError | None:
+    """Why vLLM cannot take a command now, or None when its /health is ready (or nothing can be read).
+
+    Reads /health of the deployment's endpoint; when it is not ready, the container over SSH: running for
+    less than VLLM_STARTUP_STUCK_S is "starting" with the expected time (its start + LOAD_TIME, later
+    "any minute, a first compile takes up to ..."), longer is "start-up stuck", not running is "not running"
+    with the command that starts it. A failing SSH keeps the /health answer as the reason.
+
+    Returns:
+        A BackendUnavailable whose message says the state and whose hint says what to do and when, or None.
+    """
+    services = ctx.services
+    try:
+        client, endpoint = services.vllm()
+    except OpsError as exc:
+        return exc
+    with client:
+        health = client.health()
+    if health.state in ("ready", "not-vllm"):
+        return None
+    try:
+        container, host = services.container()
+        with host:
+            status = container.status()
+    except OpsError as exc:
+        return BackendUnavailable(
+            f"vLLM at {endpoint.url} is not answering ({health.state}: {health.detail}); its container could "
+            f"not be read: {exc.message}",
+            "see /vllm status",
+            backend="vllm",
+        )
+    now = services.now()
+    name = f"`{container.name}`"
+    if not status.running:
+        return BackendUnavailable(
+            f"vLLM is not running: container {name} is {status.state}",
+            "start it with /vllm start (it then loads for about 10 minutes); /vllm status says why it "
+            "stopped",
+            backend="vllm",
+        )
+    started = status.started_at
+    if started is None:
+        return BackendUnavailable(
+            f"vLLM is starting: container {name} runs, not answering yet", "see /vllm status", backend="vllm"
+        )
+    up = now - started
+    stuck_after = timedelta(seconds=services.settings.vllm_startup_stuck_s)
+    if up > stuck_after:
+        return BackendUnavailable(
+            f"vLLM start-up looks stuck: container {name} up {_minutes(up)} without answering on its port",
+            "/vllm status and /vllm logs show why (known failures are named); /vllm restart starts it again",
+            backend="vllm",
+        )
+    expected = started + LOAD_TIME
+    when = (
+        f"expected to answer around {_clock(expected)} ({_minutes(expected - now)} from now)"
+        if expected > now
+        else f"it usually answers by now; a first compile can take until {_clock(started + stuck_after)}"
+    )
+    return BackendUnavailable(
+        f"vLLM is starting: container {name} up {_minutes(up)}, loading the model and compiling ({when})",
+        "run the command again once it answers; /vllm status follows the start-up",
+        backend="vllm",
+    )
+
+
+def require_serving(ctx: Context) -> None:
+    """Raise `not_serving`'s reason when vLLM cannot take a command now.
+
+    Raises:
+        OpsError: vLLM is starting, stuck, stopped, or has no endpoint.
+    """
+    problem = not_serving(ctx)
+    if problem is not None:
+        raise problem
+
+
+@contextmanager
+def explained_when_starting(ctx: Context) -> Iterator[None]:
+    """Run a body that talks to vLLM; if it fails to reach it (BackendUnavailable, BackendTimeout), raise
+    `not_serving`'s reason instead when there is one (starting, stuck, stopped), else the body's error."""
+    try:
+        yield
+    except (BackendUnavailable, BackendTimeout) as exc:
+        problem = not_serving(ctx)
+        if problem is None:
+            raise
+        raise problem from exc
+
+
+def _minutes(delta: timedelta) -> str:
+    minutes = max(0, round(delta.total_seconds() / 60))
+    return f"{minutes} min" if minutes < 120 else f"{minutes // 60} h {minutes % 60} min"
+
+
+def _clock(moment: datetime) -> str:
+    return utc(moment)

@@ -1,0 +1,217 @@
+"""What the zone data says before a create, a recovery or a capacity search, and the order a search tries
+zones in.
+
+The facts are the ones `/tpu zones` shows: the zone's `acceleratorTypes.list`, its preemptible TPU quota
+(Cloud Quotas API; flex-start and spot draw on it: "you need sufficient preemptible quota",
+https://cloud.google.com/tpu/docs/request-using-flex-start) and the refusals the state store remembers for
+(zone, accelerator type, provisioning model). A zone that fails on one of them is named in the preview
+with the reason and the zones that do not, before anyone confirms.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC
+
+from bot.commands.context import Context
+from ops.cost import pricing as cost
+from ops.diagnosis.zonefit import classify
+from ops.errors import BadInput, OpsError
+from ops.gcp import quotas
+from ops.store.state import ZoneFailure
+from ops.tpu.capacity import CapacitySearch
+from ops.tpu.model import CreateSpec
+
+__all__ = [
+    "PREEMPTIBLE_MODELS",
+    "STANDARD_MODELS",
+    "ZoneFacts",
+    "order_zones",
+    "quota_family",
+    "remembering_refusals",
+    "zone_facts",
+    "zone_warnings",
+]
+
+PREEMPTIBLE_MODELS = frozenset({"flex-start", "spot"})  # they draw on the preemptible quota
+# On-demand and reservations draw on the on-demand (standard) quota:
+# https://cloud.google.com/tpu/docs/consumption-options ("Quota type for Cloud TPU API").
+STANDARD_MODELS = frozenset({"on-demand", "reserved"})
+
+
+def quota_family(accelerator: str) -> str:
+    """The family in the TPU quota ids of an accelerator type or family.
+
+    Args:
+        accelerator: a type ("v6e-8", "v5litepod-4") or a family ("v6e", "v5litepod").
+
+    Returns:
+        e.g. "v6e"; "v5e" for v5litepod (its quota ids say V5E), else the type's prefix as given.
+    """
+    prefix = accelerator.split("-")[0]
+    try:
+        return cost.family_of(f"{prefix}-1")
+    except BadInput:  # a family the price table does not know keeps its own name
+        return prefix
+
+
+@dataclass(frozen=True)
+class ZoneFacts:
+    """The zone data for one accelerator type and provisioning model.
+
+    Attributes:
+        offered: zone -> whether `acceleratorTypes.list` has the type (None: the list could not be read).
+        preemptible: zone -> the preemptible quota limit (None: not listed by the Cloud Quotas API).
+        remembered: zone -> the refusal remembered in the state store for this type and model.
+        quota_error: why the quotas could not be read (then `preemptible` is empty), else None.
+        standard: zone -> the on-demand (standard) quota limit, read for on-demand and reserved requests.
+    """
+
+    offered: Mapping[str, bool | None]
+    preemptible: Mapping[str, int | None]
+    remembered: Mapping[str, ZoneFailure]
+    quota_error: OpsError | None
+    standard: Mapping[str, int | None] = field(default_factory=dict)
+
+    def blockers(
+        self, zone: str, accelerator_type: str, provisioning_model: str, *, remembered: bool = True
+    ) -> list[str]:
+        """Why a request for the type and model in `zone` will be refused, from these facts ([] if none
+        is known); `remembered=False` leaves out the refusals remembered in the store."""
+        reasons = []
+        if self.offered.get(zone) is False:
+            reasons.append(f"does not offer {accelerator_type} (acceleratorTypes.list)")
+        if provisioning_model in PREEMPTIBLE_MODELS and self.preemptible.get(zone) == 0:
+            reasons.append(
+                f"has preemptible {quota_family(accelerator_type)} quota 0 ({provisioning_model} draws on it)"
+            )
+        if provisioning_model in STANDARD_MODELS and self.standard.get(zone) == 0:
+            reasons.append(
+                f"has on-demand {quota_family(accelerator_type)} quota 0 ({provisioning_model} draws on it)"
+            )
+        failure = self.remembered.get(zone) if remembered else None
+        if failure is not None:
+            when = failure.at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+            # The stored message starts with the classification's reason ("no quota in zone: <text>").
+            reasons.append(
+                f"refused {failure.provisioning_model} {failure.accelerator_type} on {when} "
+                f"({failure.message.split(':', 1)[0]}; a remembered refusal)"
+            )
+        return reasons
+
+
+@contextmanager
+def remembering_refusals(ctx: Context, spec: CreateSpec) -> Iterator[None]:
+    """Remember, for the spec's zone, accelerator type and provisioning model, a refusal of the `with`
+    body (a create and the wait for its operation) that retrying cannot fix
+    (`ops.diagnosis.zonefit.classify`, from
+    the fault catalogue: the type or model not offered there, no quota at all), as the capacity search does;
+    `/tpu zones` and the create and find previews then show it. The error is raised on, unchanged.
+    """
+    try:
+        yield
+    except OpsError as exc:
+        verdict = classify(exc)
+        if verdict.remember:
+            ctx.services.store.remember_zone_failure(
+                spec.zone,
+                spec.accelerator_type,
+                spec.provisioning_model,
+                f"{verdict.reason}: {exc.message}"[:1000],
+                now=ctx.services.now(),
+            )
+        raise
+
+
+def zone_facts(
+    ctx: Context, zones: Sequence[str], accelerator_type: str, provisioning_model: str
+) -> ZoneFacts:
+    """Read the zone data of `zones` (accelerator types per zone in parallel, the quotas once, the store).
+
+    Degrades: a zone whose types cannot be read is unknown (None); quotas that cannot be read leave
+    `preemptible` empty and set `quota_error`. Never raises for a backend failure.
+    """
+    services = ctx.services
+    settings = services.settings
+    offered = CapacitySearch(services.tpu, services.store).offered(list(zones), accelerator_type)
+    standard_id, preemptible_id = quotas.quota_ids(quota_family(accelerator_type))
+    preemptible: dict[str, int | None] = {}
+    standard: dict[str, int | None] = {}
+    quota_error = None
+    if provisioning_model in PREEMPTIBLE_MODELS | STANDARD_MODELS:
+        try:
+            limits = quotas.zone_quotas(
+                settings.gcp_project,
+                quota_family(accelerator_type),
+                api_endpoint=settings.google_api_endpoint,
+                timeout_s=settings.google_timeout_s,
+            )
+        except OpsError as exc:
+            quota_error = exc
+        else:
+            preemptible = {zone: limits.get(zone, {}).get(preemptible_id) for zone in zones}
+            standard = {zone: limits.get(zone, {}).get(standard_id) for zone in zones}
+    remembered = services.store.zone_failures(accelerator_type, provisioning_model)
+    mine = {z: f for z, f in remembered.items() if z in zones}
+    return ZoneFacts(offered, preemptible, mine, quota_error, standard)
+
+
+def zone_warnings(
+    ctx: Context, zone: str, accelerator_type: str, provisioning_model: str, instead: str
+) -> list[str]:
+    """Preview lines for a create or recreate in `zone`: a warning per reason it will be refused, then the
+    watched zones (TPU_ZONES) where no reason is known as the alternative; [] when no reason is known.
+
+    Args:
+        ctx: the command's context.
+        zone, accelerator_type, provisioning_model: the request, e.g. "europe-west4-a", "v6e-8", "spot".
+        instead: how the command reaches another zone, e.g. "`/tpu create NAME --zone Z` with Z one of".
+    """
+    watched = list(dict.fromkeys([zone, *ctx.services.settings.tpu_zones]))
+    facts = zone_facts(ctx, watched, accelerator_type, provisioning_model)
+    reasons = facts.blockers(zone, accelerator_type, provisioning_model)
+    lines = [f":warning: `{zone}` {reason}: the request will likely be refused" for reason in reasons]
+    if reasons:
+        others = [
+            other
+            for other in watched[1:]
+            if facts.offered.get(other) and not facts.blockers(other, accelerator_type, provisioning_model)
+        ]
+        lines.append(
+            f"*Instead* {instead} " + ", ".join(f"`{z}`" for z in others)
+            if others
+            else "*Instead* no watched zone is known to take it: see `/tpu zones`"
+        )
+    if facts.quota_error is not None:
+        lines.append(f"_Preemptible quota unknown: {facts.quota_error.message}_")
+    return lines
+
+
+def order_zones(
+    zones: Sequence[str],
+    preferred: Sequence[str],
+    usd_per_hour: Mapping[str, float | None],
+    blocked: set[str],
+) -> list[str]:
+    """The order a capacity search tries zones in: cheapest first (an unpriced zone after every priced
+    one), equal prices in `preferred` order (TPU_ZONES), then by name; zones in `blocked` (the zone data
+    says they will refuse) last.
+
+    Args:
+        zones: the candidate zones (any order, no duplicates).
+        preferred: the watched zones, the operators' own order.
+        usd_per_hour: zone -> price of one accelerator with the search's model, USD/h (None: unknown).
+        blocked: zones expected to refuse (e.g. preemptible quota 0).
+
+    Returns:
+        `zones` reordered.
+    """
+    rank = {zone: index for index, zone in enumerate(preferred)}
+
+    def key(zone: str) -> tuple[bool, bool, float, int, str]:
+        price = usd_per_hour.get(zone)
+        return (zone in blocked, price is None, price or 0.0, rank.get(zone, len(rank)), zone)
+
+    return sorted(zones, key=key)

@@ -1,0 +1,735 @@
+"""The one way out to Slack: every Web API call and every `response_url` POST of the bot goes through here.
+
+Senders (the runner, progress messages, streaming edits, alerts, App Home, modals) hand the gateway a
+`Reply` and where it goes; the gateway
+
+1. redacts every text and file (`llm.redact`),
+2. escapes untrusted text: `&`, `<`, `>` become entities in every mrkdwn text and the top-level `text`, so
+   only the mentions and links the bot built itself (`bot.slack.render.mention`, `channel_link`, `link`) are
+   live
+   (docs.slack.dev/messaging/formatting-message-text#escaping),
+3. fits Slack's limits (`bot.slack.limits`) on the escaped text: characters per section, context, field and
+   header text, fields, buttons and blocks per message or view, block text per message and the fallback
+   `text`; what is cut is attached whole as a text file,
+4. falls back when delivery fails, so the user always holds the whole answer:
+   - a `response_url` Slack refuses (`expired_url` after 30 minutes, `used_url` after five uses, or any
+     other refusal) -> the same reply posted in the channel or thread (an ephemeral reply stays ephemeral);
+   - `msg_too_long`, `msg_blocks_too_long`, `invalid_blocks` -> a short message plus the full text as a file;
+   - a channel the bot cannot post in (`not_in_channel`, `channel_not_found`) -> an ephemeral message, then a
+     direct message to the user;
+   - a file the channel refuses (the same errors) -> uploaded to the user's DM with the bot (the DM's id from
+     `conversations.open`: `files.completeUploadExternal` refuses a user id), with an ephemeral note saying
+     where it went;
+   - a failed file upload -> the file's text posted in the thread in parts;
+   - a progress message's final edit that fails -> the final state posted as a new message.
+
+Refusals that sending again cannot fix (`refusal_of`: the channel archived, unknown or not joined, a scope
+the token lacks, the token itself refused) are told apart here, with the `needed` and `provided` scopes
+Slack adds to `missing_scope`, so the alert job stops sending and says why.
+
+Rate limits (HTTP 429 with Retry-After), connection errors and 5xx are retried by slack_sdk's retry handlers.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry.builtin_handlers import (
+    ConnectionErrorRetryHandler,
+    RateLimitErrorRetryHandler,
+    ServerErrorRetryHandler,
+)
+from slack_sdk.http_retry.handler import RetryHandler
+from slack_sdk.webhook import WebhookClient
+
+from bot.slack.limits import (
+    ACTIONS_ELEMENTS_LIMIT,
+    CONTEXT_ELEMENTS_LIMIT,
+    FALLBACK_TEXT_LIMIT,
+    FIELD_TEXT_LIMIT,
+    FIELDS_LIMIT,
+    HEADER_TEXT_LIMIT,
+    MESSAGE_BLOCK_TEXT_LIMIT,
+    MESSAGE_BLOCKS_LIMIT,
+    SECTION_TEXT_LIMIT,
+    VIEW_BLOCKS_LIMIT,
+)
+from bot.slack.membership import guidance, sent_to_dm
+from bot.slack.render import Attachment, Block, Reply, code, escape, text_reply, to_mrkdwn, to_plain
+from llm.redact import redact
+
+log = logging.getLogger(__name__)
+
+# The short message that replaces one Slack refused as too long.
+SHORT_TEXT_LIMIT = 1500
+# A failed upload is posted as at most this many messages of text.
+UPLOAD_FALLBACK_PARTS = 10
+
+TOO_LONG = frozenset({"msg_too_long", "msg_blocks_too_long", "invalid_blocks", "too_many_blocks"})
+# conversations.replies: 200 a page is Slack's recommendation ("no more than 200 results at a time",
+# docs.slack.dev/apis/web-api/pagination); 10 pages reach the newest end of any thread but a runaway one.
+HISTORY_PAGE_SIZE = 200
+HISTORY_PAGES = 10
+NOT_HERE = frozenset({"not_in_channel", "channel_not_found", "is_archived", "restricted_action"})
+# chat.postMessage errors that the same call cannot get past until someone changes the channel, the app's
+# scopes or the token (docs.slack.dev/reference/methods/chat.postMessage#errors). Token refusals hold for
+# every channel; the others for the channel named.
+TOKEN_REFUSALS = frozenset(
+    {"invalid_auth", "not_authed", "token_revoked", "token_expired", "account_inactive"}
+)
+CHANNEL_REFUSALS = frozenset({"is_archived", "channel_not_found", "not_in_channel", "missing_scope"})
+
+
+class SlackDeliveryError(Exception):
+    """Slack refused a call even after the fallbacks. `reason` is Slack's error code (or the exception);
+    `needed` and `provided` are the scopes Slack names with `missing_scope` ("" otherwise)."""
+
+    def __init__(self, reason: str, needed: str = "", provided: str = "") -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.needed = needed
+        self.provided = provided
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A Slack refusal that sending again cannot fix (see `refusal_of`).
+
+    Attributes:
+        code: Slack's error code, e.g. "is_archived", "missing_scope", "token_revoked".
+        needed, provided: for `missing_scope`, the scope the call needs and those the token has (comma
+            separated, as Slack sends them); "" otherwise.
+    """
+
+    code: str
+    needed: str = ""
+    provided: str = ""
+
+    @property
+    def whole_token(self) -> bool:
+        """Whether the refusal is of the token, so it holds for every channel."""
+        return self.code in TOKEN_REFUSALS
+
+    @property
+    def slack_text(self) -> str:
+        """The refusal as slack_sdk prints Slack's answer ("The server responded with: {...}"), the form
+        the fault catalogue's Slack families match."""
+        answer: dict[str, object] = {"ok": False, "error": self.code}
+        if self.needed:
+            answer["needed"] = self.needed
+        if self.provided:
+            answer["provided"] = self.provided
+        return f"The server responded with: {answer}"
+
+
+def refusal_of(exc: BaseException) -> Refusal | None:
+    """The Refusal in `exc` (a SlackApiError, or a SlackDeliveryError the gateway raised), or None when
+    `exc` is anything else (a rate limit, a 5xx, a message too long...): those pass or are retried."""
+    if isinstance(exc, SlackApiError):
+        exc = _refused(exc)
+    if not isinstance(exc, SlackDeliveryError):
+        return None
+    if exc.reason not in TOKEN_REFUSALS | CHANNEL_REFUSALS:
+        return None
+    return Refusal(exc.reason, exc.needed, exc.provided)
+
+
+@dataclass(frozen=True)
+class Destination:
+    """Where a reply goes.
+
+    Attributes:
+        channel: channel id (C.../G.../D...).
+        user: the user it answers (for an ephemeral message or a direct-message fallback).
+        thread_ts: the thread, or None for the channel itself.
+        response_url: a slash command's or click's response_url (tried first), or None.
+        replace: the response_url replaces the message the click was on.
+        ephemeral: only `user` sees it.
+    """
+
+    channel: str
+    user: str = ""
+    thread_ts: str | None = None
+    response_url: str | None = None
+    replace: bool = False
+    ephemeral: bool = False
+
+
+@dataclass
+class Prepared:
+    """A reply made ready for Slack: wire `text` and `blocks` (redacted, escaped, within the limits), the
+    `files` to upload (redacted, plain), and `full`: the whole answer as plain text (for a fallback file)."""
+
+    text: str
+    blocks: list[Block]
+    files: list[Attachment] = field(default_factory=list)
+    full: str = ""
+    filename: str = "answer.txt"
+
+    def with_full_file(self) -> list[Attachment]:
+        """The files, plus the full answer as a file unless one of them already holds it."""
+        if any(isinstance(f.content, str) and f.content == self.full for f in self.files):
+            return list(self.files)
+        return [*self.files, Attachment(self.filename, self.full, "Full answer")]
+
+
+def retry_handlers() -> list[RetryHandler]:
+    """Retries for every Slack call: connection errors, 429 (honours Retry-After), 5xx."""
+    return [
+        ConnectionErrorRetryHandler(max_retry_count=2),
+        RateLimitErrorRetryHandler(max_retry_count=5),
+        ServerErrorRetryHandler(max_retry_count=2),
+    ]
+
+
+# ---- preparing text (pure)
+
+
+def prepare(
+    reply: Reply, filename: str = "answer.txt", *, blocks_limit: int = MESSAGE_BLOCKS_LIMIT
+) -> Prepared:
+    """Redact, escape and fit `reply` for a message (or a view, with `blocks_limit=100`).
+
+    Returns:
+        A Prepared reply; when something was cut, a note says so and `files` holds the whole text.
+    """
+    full = redact(to_plain(_full_text(reply)))
+    files = [
+        Attachment(
+            f.filename, redact(to_plain(f.content)) if isinstance(f.content, str) else f.content, f.title
+        )
+        for f in reply.files
+    ]
+    blocks: list[Block] = []
+    total = 0
+    cut = False
+    for block in reply.blocks:
+        wire, was_cut = _fit_block(_wire_value(block))
+        cut = cut or was_cut
+        size = len(_block_text(wire))
+        if len(blocks) >= blocks_limit - 1 or total + size > MESSAGE_BLOCK_TEXT_LIMIT - 200:
+            cut = True
+            break
+        blocks.append(wire)
+        total += size
+    text = to_mrkdwn(redact(reply.text))
+    if len(text) > FALLBACK_TEXT_LIMIT:
+        text = cut_text(text, FALLBACK_TEXT_LIMIT - 40) + "\n… (cut: the full text is attached)"
+        if not reply.blocks:  # the text is the message itself
+            cut = True
+            blocks = [
+                {"type": "section", "text": {"type": "mrkdwn", "text": cut_text(text, SECTION_TEXT_LIMIT)}}
+            ]
+    prepared = Prepared(text=text or " ", blocks=blocks, files=files, full=full, filename=filename)
+    if cut:
+        prepared.blocks.append(_note(filename))
+        prepared.files = prepared.with_full_file()
+    return prepared
+
+
+def short_version(prepared: Prepared) -> Prepared:
+    """What to send when Slack refused `prepared` as too long: its beginning, a note, its buttons, and the
+    full text as a file."""
+    head = cut_text(to_mrkdwn(prepared.full), SHORT_TEXT_LIMIT)
+    buttons = [
+        b
+        for b in prepared.blocks
+        if b.get("type") == "actions" and len(b.get("elements", [])) <= ACTIONS_ELEMENTS_LIMIT
+    ]
+    blocks = [
+        {"type": "section", "text": {"type": "mrkdwn", "text": head or " "}},
+        *buttons[-1:],
+        _note(prepared.filename),
+    ]
+    return Prepared(
+        text=cut_text(head, SHORT_TEXT_LIMIT), blocks=blocks, files=prepared.with_full_file(),
+        full=prepared.full, filename=prepared.filename,
+    )  # fmt: skip
+
+
+def cut_text(text: str, limit: int) -> str:
+    """`text` (wire form) cut to at most `limit` characters without splitting an entity (`&lt;`) or a live
+    token (`<@U123>`), with an open code fence closed and an ellipsis when cut."""
+    if len(text) <= limit:
+        return text
+    cut = text[: max(limit - 5, 0)]
+    amp = cut.rfind("&")
+    if amp != -1 and ";" not in cut[amp:]:
+        cut = cut[:amp]
+    lt = cut.rfind("<")
+    if lt != -1 and ">" not in cut[lt:]:
+        cut = cut[:lt]
+    if cut.count("```") % 2 == 1:
+        cut += "```"
+    return cut + "…"
+
+
+def _note(filename: str) -> Block:
+    text = f":page_facing_up: Longer than Slack allows in one message; the whole answer is in `{filename}`."
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": text}]}
+
+
+def _full_text(reply: Reply) -> str:
+    """The whole answer as text: the fallback text, or the blocks' texts when they say more."""
+    from_blocks = "\n".join(t for t in (_block_text(b) for b in reply.blocks) if t)
+    return from_blocks if len(from_blocks) > len(reply.text) else reply.text
+
+
+def _wire_value(value: Any) -> Any:
+    """A block (or any part of one) with every text object redacted and escaped for its type."""
+    if isinstance(value, list):
+        return [_wire_value(item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    kind = value.get("type")
+    out = {key: _wire_value(item) for key, item in value.items() if key != "text"}
+    if "text" in value:
+        text = value["text"]
+        if not isinstance(text, str):
+            out["text"] = _wire_value(text)
+        elif kind == "plain_text":  # not parsed for mentions, but escaped as Slack asks for all text
+            out["text"] = escape(redact(to_plain(text))) or " "
+        else:  # mrkdwn text objects and `markdown` blocks
+            out["text"] = to_mrkdwn(redact(text))
+    return out
+
+
+def _fit_block(block: Block) -> tuple[Block, bool]:
+    """The block within its own limits, and whether anything was cut."""
+    cut = False
+    kind = block.get("type")
+    text = block.get("text")
+    if isinstance(text, dict) and isinstance(text.get("text"), str):
+        limit = HEADER_TEXT_LIMIT if kind == "header" else SECTION_TEXT_LIMIT
+        if len(text["text"]) > limit:
+            block = {**block, "text": {**text, "text": cut_text(text["text"], limit)}}
+            cut = True
+    if kind == "section" and block.get("fields"):
+        fields = block["fields"][:FIELDS_LIMIT]
+        cut = cut or len(block["fields"]) > FIELDS_LIMIT
+        fitted = []
+        for f in fields:
+            if len(f.get("text", "")) > FIELD_TEXT_LIMIT:
+                f = {**f, "text": cut_text(f["text"], FIELD_TEXT_LIMIT)}
+                cut = True
+            fitted.append(f)
+        block = {**block, "fields": fitted}
+    if kind == "context":
+        elements = block.get("elements", [])[:CONTEXT_ELEMENTS_LIMIT]
+        cut = cut or len(block.get("elements", [])) > CONTEXT_ELEMENTS_LIMIT
+        fitted = []
+        for e in elements:
+            if isinstance(e.get("text"), str) and len(e["text"]) > SECTION_TEXT_LIMIT:
+                e = {**e, "text": cut_text(e["text"], SECTION_TEXT_LIMIT)}
+                cut = True
+            fitted.append(e)
+        block = {**block, "elements": fitted}
+    if kind == "actions" and len(block.get("elements", [])) > ACTIONS_ELEMENTS_LIMIT:
+        block = {**block, "elements": block["elements"][:ACTIONS_ELEMENTS_LIMIT]}
+        cut = True
+    return block, cut
+
+
+def _block_text(block: Block) -> str:
+    parts: list[str] = []
+    text = block.get("text")
+    if isinstance(text, dict):
+        parts.append(str(text.get("text", "")))
+    elif isinstance(text, str):
+        parts.append(text)
+    for element in block.get("elements", []) + block.get("fields", []):
+        if isinstance(element, dict):
+            inner = element.get("text")
+            parts.append(str(inner.get("text", "")) if isinstance(inner, dict) else str(inner or ""))
+    return "".join(parts)
+
+
+def _error(exc: Exception) -> str:
+    """Slack's error code of a failed call (or the exception's type and message)."""
+    if isinstance(exc, SlackApiError):
+        return str(exc.response.get("error"))
+    return f"{type(exc).__name__}: {exc}"[:300]
+
+
+def _refused(exc: SlackApiError) -> SlackDeliveryError:
+    """The SlackDeliveryError of a Web API refusal, with the scopes of a `missing_scope`."""
+    response = exc.response
+    return SlackDeliveryError(
+        _error(exc), str(response.get("needed") or ""), str(response.get("provided") or "")
+    )
+
+
+# ---- the gateway
+
+
+class SlackGateway:
+    """Every outbound Slack call of the bot.
+
+    Args:
+        client: a slack_sdk WebClient (the bot token); `SlackGateway.connect` builds one with retries.
+    """
+
+    def __init__(self, client: WebClient) -> None:
+        self.client = client
+
+    @classmethod
+    def connect(cls, token: str, base_url: str = "https://slack.com/api/") -> SlackGateway:
+        """A gateway with its own WebClient for `token` at `base_url` (retrying 429s, 5xx, connection
+        errors)."""
+        return cls(WebClient(token=token, base_url=base_url, retry_handlers=retry_handlers()))
+
+    # ---- messages
+
+    def post(
+        self,
+        channel: str,
+        reply: Reply,
+        thread_ts: str | None = None,
+        *,
+        filename: str = "answer.txt",
+        with_files: bool = True,
+    ) -> str:
+        """Post `reply` in `channel` (in the thread `thread_ts`), with its files. Returns the message ts.
+
+        `with_files=False` (an intermediate progress state) uploads nothing.
+
+        Raises:
+            SlackDeliveryError: Slack refused the message even in its short form.
+        """
+        prepared = prepare(reply, filename)
+        ts, files = self._post(channel, prepared, thread_ts)
+        self._upload_all(files if with_files else [], Destination(channel, thread_ts=thread_ts))
+        return ts
+
+    def update(
+        self,
+        channel: str,
+        ts: str,
+        reply: Reply,
+        *,
+        thread_ts: str | None = None,
+        filename: str = "answer.txt",
+        with_files: bool = True,
+    ) -> str:
+        """Replace the message `ts` with `reply` (files go to `thread_ts`). Returns the ts now showing it:
+        `ts`,
+        or a new message's when the edit was refused and the reply was posted instead.
+
+        Raises:
+            SlackDeliveryError: neither the edit nor a new post went through.
+        """
+        prepared = prepare(reply, filename)
+        try:
+            files = self._update(channel, ts, prepared)
+        except SlackDeliveryError as exc:
+            log.warning("chat.update of %s refused (%s); posting the reply instead", ts, exc.reason)
+            new_ts, files = self._post(channel, prepared, thread_ts)
+            self._try_update(channel, ts, ":arrow_down: Finished; the result is in the next message.")
+            self._upload_all(files if with_files else [], Destination(channel, thread_ts=thread_ts))
+            return new_ts
+        self._upload_all(files if with_files else [], Destination(channel, thread_ts=thread_ts))
+        return ts
+
+    def ephemeral(self, channel: str, user: str, reply: Reply, thread_ts: str | None = None) -> None:
+        """Show `reply` to `user` only (in `channel`), falling back to a direct message.
+
+        Raises:
+            SlackDeliveryError: neither went through.
+        """
+        self.deliver_or_raise(reply, Destination(channel, user, thread_ts, ephemeral=True))
+
+    def deliver(self, reply: Reply, to: Destination, *, filename: str = "answer.txt") -> str | None:
+        """Deliver `reply` with every fallback (module docstring). Never raises: a reply that cannot be
+        delivered at all is logged. Returns the ts of the message when one was posted through the Web API."""
+        try:
+            return self.deliver_or_raise(reply, to, filename=filename)
+        except SlackDeliveryError as exc:
+            log.error("could not deliver a reply to %s (user %s): %s", to.channel, to.user, exc.reason)
+            return None
+
+    def deliver_or_raise(self, reply: Reply, to: Destination, *, filename: str = "answer.txt") -> str | None:
+        """`deliver`, raising SlackDeliveryError when every way failed."""
+        prepared = prepare(reply, filename)
+        ts, files = self._deliver(prepared, to)
+        self._upload_all(files, to)
+        return ts
+
+    def upload(self, channel: str, attachment: Attachment, thread_ts: str | None = None) -> None:
+        """Upload one file (redacted if text) to `channel`, in `thread_ts`; if the upload fails its text is
+        posted in parts instead.
+
+        Raises:
+            SlackDeliveryError: neither worked.
+        """
+        content = attachment.content
+        if isinstance(content, str):
+            attachment = Attachment(attachment.filename, redact(to_plain(content)), attachment.title)
+        self._upload_all([attachment], Destination(channel, thread_ts=thread_ts), raise_errors=True)
+
+    # ---- surfaces other than messages
+
+    def publish_home(self, user_id: str, blocks: list[Block]) -> None:
+        """Publish the App Home tab of `user_id` (`views.publish`), blocks redacted, escaped, fitted to 100.
+
+        Raises:
+            SlackDeliveryError: Slack refused it.
+        """
+        prepared = prepare(Reply(text="", blocks=blocks), blocks_limit=VIEW_BLOCKS_LIMIT)
+        try:
+            self.client.views_publish(user_id=user_id, view={"type": "home", "blocks": prepared.blocks})
+        except SlackApiError as exc:
+            raise _refused(exc) from exc
+
+    def open_modal(self, trigger_id: str, view: dict[str, Any]) -> None:
+        """Open a modal (`views.open`); its texts are redacted and escaped like a message's.
+
+        Raises:
+            SlackDeliveryError: Slack refused it (e.g. an expired trigger_id).
+        """
+        blocks = [_fit_block(_wire_value(b))[0] for b in view.get("blocks", [])][:VIEW_BLOCKS_LIMIT]
+        wire = dict(view, blocks=blocks)
+        try:
+            self.client.views_open(trigger_id=trigger_id, view=wire)
+        except SlackApiError as exc:
+            raise _refused(exc) from exc
+
+    # ---- reading
+
+    def thread_messages(self, channel: str, ts: str) -> list[dict[str, Any]]:
+        """The messages of a thread (`conversations.replies`), oldest first, as last edited; every page is
+        read (cursor pagination, up to HISTORY_PAGES) so the newest end is reached. [] when it cannot be
+        read; what was read before a failure is kept."""
+        messages: list[dict[str, Any]] = []
+        cursor = ""
+        try:
+            for _ in range(HISTORY_PAGES):
+                response = self.client.conversations_replies(
+                    channel=channel, ts=ts, limit=HISTORY_PAGE_SIZE, cursor=cursor or None
+                )
+                messages += list(response.get("messages") or [])
+                cursor = str((response.get("response_metadata") or {}).get("next_cursor") or "")
+                if not response.get("has_more") or not cursor:
+                    break
+        except Exception as exc:
+            log.warning("cannot read the thread: %s", _error(exc))
+        return messages
+
+    def usergroup_members(self, usergroup: str) -> list[str]:
+        """User ids in a user group (`usergroups.users.list`). Raises SlackApiError as the client does."""
+        return list(self.client.usergroups_users_list(usergroup=usergroup).get("users", []))
+
+    def auth_test(self) -> None:
+        """Check the bot token (`auth.test`); raises SlackApiError when refused."""
+        self.client.auth_test()
+
+    def token_refusal(self) -> Refusal | None:
+        """The Refusal of the bot token (`auth.test`), None when Slack accepts it.
+
+        Raises:
+            SlackApiError: any other failure (a rate limit or 5xx left after the retries).
+        """
+        try:
+            self.client.auth_test()
+        except SlackApiError as exc:
+            refusal = refusal_of(exc)
+            if refusal is None:
+                raise
+            return refusal
+        return None
+
+    # ---- internals
+
+    def _deliver(self, prepared: Prepared, to: Destination) -> tuple[str | None, list[Attachment]]:
+        if to.response_url:
+            try:
+                return None, self._respond(to, prepared)
+            except SlackDeliveryError as exc:
+                log.warning("response_url refused (%s); answering in the channel instead", exc.reason)
+        if not to.ephemeral:
+            try:
+                return self._post(to.channel, prepared, to.thread_ts)
+            except SlackDeliveryError as exc:
+                if exc.reason not in NOT_HERE or not to.user:
+                    raise
+                log.warning("cannot post in %s (%s); answering %s privately", to.channel, exc.reason, to.user)
+                prepared = _with_invite_notice(prepared, to.channel)
+        try:
+            return None, self._ephemeral(to, prepared)
+        except SlackDeliveryError as exc:
+            if not to.user:
+                raise
+            log.warning("ephemeral message refused (%s); sending %s a direct message", exc.reason, to.user)
+        return self._post(to.user, prepared, None)
+
+    def _respond(self, to: Destination, prepared: Prepared) -> list[Attachment]:
+        assert to.response_url is not None
+        webhook = WebhookClient(to.response_url, retry_handlers=retry_handlers())
+
+        def send(p: Prepared) -> None:
+            if to.ephemeral:
+                extra: dict[str, Any] = {"response_type": "ephemeral", "replace_original": False}
+            elif to.replace:
+                extra = {"replace_original": True}
+            else:
+                extra = {"response_type": "in_channel"}
+            try:
+                response = webhook.send(text=p.text, blocks=p.blocks, **extra)
+            except Exception as exc:
+                raise SlackDeliveryError(_error(exc)) from exc
+            if response.status_code != 200:
+                raise SlackDeliveryError(_webhook_error(response.status_code, response.body))
+
+        try:
+            send(prepared)
+            return prepared.files
+        except SlackDeliveryError as exc:
+            if exc.reason not in TOO_LONG:
+                raise
+        short = short_version(prepared)
+        send(short)
+        return short.files
+
+    def _post(self, channel: str, prepared: Prepared, thread_ts: str | None) -> tuple[str, list[Attachment]]:
+        def send(p: Prepared) -> str:
+            response = self.client.chat_postMessage(
+                channel=channel, thread_ts=thread_ts, text=p.text, blocks=p.blocks
+            )
+            return str(response.get("ts") or "")
+
+        return self._with_short_fallback(send, prepared)
+
+    def _update(self, channel: str, ts: str, prepared: Prepared) -> list[Attachment]:
+        def send(p: Prepared) -> str:
+            self.client.chat_update(channel=channel, ts=ts, text=p.text, blocks=p.blocks)
+            return ts
+
+        return self._with_short_fallback(send, prepared)[1]
+
+    def _ephemeral(self, to: Destination, prepared: Prepared) -> list[Attachment]:
+        def send(p: Prepared) -> str:
+            self.client.chat_postEphemeral(
+                channel=to.channel, user=to.user, thread_ts=to.thread_ts, text=p.text, blocks=p.blocks
+            )
+            return ""
+
+        return self._with_short_fallback(send, prepared)[1]
+
+    def _with_short_fallback(self, send: Any, prepared: Prepared) -> tuple[str, list[Attachment]]:
+        """`send(prepared)`; if Slack finds it too long, `send` the short version (its files hold the
+        rest)."""
+        try:
+            return send(prepared), prepared.files
+        except SlackApiError as exc:
+            if _error(exc) not in TOO_LONG:
+                raise _refused(exc) from exc
+            log.warning(
+                "Slack refused a message as too long (%s); sending a short one and a file", _error(exc)
+            )
+        short = short_version(prepared)
+        try:
+            return send(short), short.files
+        except SlackApiError as exc:
+            raise _refused(exc) from exc
+
+    def _try_update(self, channel: str, ts: str, text: str) -> None:
+        try:
+            self.client.chat_update(channel=channel, ts=ts, text=text, blocks=[])
+        except SlackApiError as exc:
+            log.warning("could not close message %s: %s", ts, _error(exc))
+
+    def _upload_all(self, files: list[Attachment], to: Destination, *, raise_errors: bool = False) -> None:
+        for attachment in files:
+            try:
+                self._upload_one(attachment, to)
+            except SlackDeliveryError as exc:
+                if exc.reason in NOT_HERE and to.user and self._upload_to_dm(attachment, to, exc.reason):
+                    continue
+                log.warning(
+                    "upload of %s failed (%s); posting its text instead", attachment.filename, exc.reason
+                )
+                try:
+                    self._post_in_parts(attachment, to, not_here=exc.reason in NOT_HERE)
+                except SlackDeliveryError as again:
+                    log.error("could not deliver %s: %s", attachment.filename, again.reason)
+                    if raise_errors:
+                        raise
+
+    def _upload_one(self, attachment: Attachment, to: Destination) -> None:
+        content = attachment.content
+        try:
+            self.client.files_upload_v2(
+                channel=to.channel,
+                thread_ts=to.thread_ts,
+                filename=attachment.filename,
+                title=attachment.title,
+                **({"content": content} if isinstance(content, str) else {"file": content}),
+            )
+        except Exception as exc:
+            raise SlackDeliveryError(_error(exc)) from exc
+
+    def _upload_to_dm(self, attachment: Attachment, to: Destination, error: str) -> bool:
+        """Upload a file `to.channel` refused (`error`) to the user's DM with the bot, then tell them so,
+        ephemerally where they asked (through the response_url while it works). False when the DM could
+        not be opened (`conversations.open` needs the `im:write` scope) or the upload failed there too."""
+        try:
+            dm = str(self.client.conversations_open(users=to.user)["channel"]["id"])
+            self._upload_one(attachment, Destination(dm, to.user))
+        except (SlackApiError, SlackDeliveryError, KeyError, TypeError) as exc:
+            reason = exc.reason if isinstance(exc, SlackDeliveryError) else _error(exc)
+            log.warning("could not upload %s to %s's DM either: %s", attachment.filename, to.user, reason)
+            return False
+        log.info("%s refused %s (%s); uploaded to %s's DM", to.channel, attachment.filename, error, to.user)
+        note = prepare(text_reply(sent_to_dm(to.channel, attachment.filename, error)))
+        try:
+            self._deliver(note, replace(to, replace=False, ephemeral=True))
+        except SlackDeliveryError as exc:
+            log.warning("could not say where %s went: %s", attachment.filename, exc.reason)
+        return True
+
+    def _post_in_parts(self, attachment: Attachment, to: Destination, *, not_here: bool = False) -> None:
+        """Post a file's text in parts in the thread; when the channel refused the bot (`not_here`), the parts
+        go privately to the user (through the response_url while it works), the first saying how to invite
+        the bot."""
+        content = attachment.content
+        text = content if isinstance(content, str) else f"({len(content):,} bytes of binary data not shown)"
+        size = SECTION_TEXT_LIMIT - 200
+        parts = [text[i : i + size] for i in range(0, len(text), size)] or [""]
+        shown = parts[:UPLOAD_FALLBACK_PARTS]
+        if not_here and to.user:
+            where = replace(to, replace=False, ephemeral=True)
+        else:
+            where = replace(to, response_url=None, replace=False)
+        for number, part in enumerate(shown, 1):
+            title = f"`{attachment.filename}` ({number}/{len(parts)})"
+            body = f"{title}\n{code(part)}"
+            if number == len(shown) and len(parts) > len(shown):
+                body += f"\n_{len(parts) - len(shown)} more part(s) not posted: the upload failed._"
+            message = Reply(text=body, blocks=[{"type": "section", "text": {"type": "mrkdwn", "text": body}}])
+            prepared = prepare(message)
+            if not_here and number == 1:
+                prepared = _with_invite_notice(prepared, to.channel, f"the file `{attachment.filename}`")
+            self._deliver(prepared, where)
+
+
+def _with_invite_notice(prepared: Prepared, channel: str, lost: str = "the answer") -> Prepared:
+    """`prepared` with a last block saying the channel refused the bot and how to invite it
+    (`bot.slack.membership.guidance`), for the private answer that replaces the refused post."""
+    notice = to_mrkdwn(guidance(channel, [lost]))
+    block: Block = {"type": "section", "text": {"type": "mrkdwn", "text": notice}}
+    return replace(prepared, blocks=[*prepared.blocks[: MESSAGE_BLOCKS_LIMIT - 1], block])
+
+
+def _webhook_error(status: int, body: str) -> str:
+    """The error code of a refused response_url POST: Slack answers plain text (`expired_url`) or JSON."""
+    text = (body or "").strip()
+    if text.startswith("{"):
+        try:
+            return str(json.loads(text).get("error") or f"HTTP {status}")
+        except ValueError:
+            pass
+    return text.split()[0] if text else f"HTTP {status}"

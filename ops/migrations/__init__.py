@@ -1,2 +1,0 @@
-"""The state store's schema migrations (Alembic): `env.py`, `versions/` (one module per revision) and the
-frozen baseline (`baseline.py`). `ops.schema.upgrade` runs them; `make revision MSG="..."` writes one."""
