@@ -12,7 +12,7 @@ from bot.commands.context import Context
 from bot.commands.registry import Param, Role, int_range, registry
 from bot.shared.serving import explained_when_starting, require_serving
 from bot.slack.render import Reply
-from bot.views.bench import (
+from bot.views.metrics import (
     bench_comparison,
     bench_result,
     bench_running,

@@ -1,4 +1,5 @@
-"""`/tpu zones` (quota and accelerator types per zone) and `/tpu find` (capacity search across zones)."""
+"""`/tpu zones` (quota and accelerator types per zone), `/tpu find` (capacity search across zones) and
+`/tpu recover` (a dead queued resource brought back, in its zone or through a search)."""
 
 from __future__ import annotations
 
@@ -20,21 +21,24 @@ from bot.commands.registry import (
     zone_name,
 )
 from bot.oncall.followup import watch
-from bot.shared.hints import command_line, delete_line
+from bot.shared.hints import command_line, delete_line, not_found_hint
+from bot.shared.recovery import projected_usd, recover, recovery_request
 from bot.shared.safety import active_named, check_pins, check_zones, one_operation, pin_of, pins_text
 from bot.shared.tpu_requests import create_spec, default_create_args
-from bot.shared.zone_plan import ZoneFacts, order_zones, quota_family, zone_facts
+from bot.shared.zone_plan import ZoneFacts, order_zones, quota_family, zone_facts, zone_warnings
 from bot.slack.render import Reply, human_duration
-from bot.views.capacity import find_preview, search_progress, search_result, zones_table
 from bot.views.cost import spend_lines
-from bot.views.tpu import resource_line
+from bot.views.lifecycle import RecoveryPreview, recovered, recovery_preview
+from bot.views.tpu import find_preview, resource_line, search_progress, search_result, zones_table
+from ops.alerts.ledger import identity
 from ops.cost import pricing as cost
 from ops.cost.spend import plan_spend
-from ops.errors import BadInput, OpsError
+from ops.errors import BadInput, NotFound, OpsError
 from ops.gcp import quotas
 from ops.store.state import ZoneFailure
 from ops.tpu.capacity import CapacitySearch, SearchResult
-from ops.tpu.model import PROVISIONING_MODELS
+from ops.tpu.model import PROVISIONING_MODELS, QueuedResourceInfo
+from ops.tpu.recovery import dead_reason
 
 
 def zone_list(word: str) -> list[str]:
@@ -479,3 +483,79 @@ def _unresolved(ctx: Context, name: str, result: SearchResult) -> dict[str, str]
         f"`{request_id}`); the bot looks every {every} for {watch_for} and says here what it found"
         for zone, request_id in result.unresolved.items()
     }
+
+
+def _dead(ctx: Context, name: str | None, zone: str | None) -> tuple[QueuedResourceInfo, str]:
+    settings = ctx.services.settings
+    target = name or settings.tpu_primary
+    zones = [zone] if zone else list(settings.tpu_zones)
+    try:
+        qr = ctx.services.tpu.get_queued_resource(target, zones)
+    except NotFound as exc:
+        exc.hint = not_found_hint(ctx, target, "recover", zones)
+        raise
+    reason = dead_reason(qr)
+    if reason is None:
+        raise BadInput(
+            f"nothing to recover: `{qr.name}` is {qr.state} and its nodes are not preempted",
+            f"see it with `/tpu describe {qr.name} --zone {qr.zone}`",
+        )
+    return qr, reason
+
+
+def _preview_recover(ctx: Context, name: str | None, zone: str | None, search: bool) -> Reply:
+    qr, reason = _dead(ctx, name, zone)
+    model, hours = recovery_request(qr, search=search)
+    usd: float | None = None
+    unpriced = ""
+    missing: list[str] = []
+    try:
+        usd, plan = projected_usd(qr, search=search)
+        missing = list(plan.missing)
+    except BadInput as exc:
+        unpriced = exc.message
+    warnings = (
+        []
+        if search
+        else zone_warnings(
+            ctx,
+            qr.zone,
+            qr.accelerator_type,
+            qr.provisioning_model,
+            f"`/tpu recover {qr.name} --search` (flex-start) or `/tpu create` in",
+        )
+    )
+    preview = RecoveryPreview(
+        qr,
+        reason,
+        search,
+        list(ctx.services.settings.tpu_zones),
+        model,
+        hours,
+        usd,
+        unpriced,
+        missing,
+        warnings,
+        ctx.services.now(),
+    )
+    reply = recovery_preview(preview)
+    reply.plan = f"{identity(qr)}|{reason}|{search}"
+    return reply
+
+
+@registry.command(
+    "tpu recover",
+    "Recover a dead queued resource: delete it and create it again (or search the watched zones)",
+    Param("name", "queued resource (default TPU_PRIMARY)", kind=resource_name, metavar="NAME"),
+    Param("zone", "zone (default: search TPU_ZONES)", flag="--zone", kind=zone_name, metavar="Z"),
+    Param("search", "run the capacity search over TPU_ZONES instead", flag="--search", switch=True),
+    role=Role.ADMIN,
+    changes_infra=True,
+    preview=_preview_recover,
+)
+def tpu_recover(ctx: Context, name: str | None, zone: str | None, search: bool) -> Reply:
+    """Carry out the confirmed recovery; refuse if the resource changed since the confirmation."""
+    qr, reason = _dead(ctx, name, zone)
+    if f"{identity(qr)}|{reason}|{search}" != ctx.confirmed_plan:
+        raise OpsError(f"`{qr.name}` changed since the confirmation", f"run /tpu recover {qr.name} again")
+    return recovered(recover(ctx, qr, search=search))

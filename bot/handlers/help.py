@@ -5,7 +5,7 @@ from __future__ import annotations
 from bot.commands.context import Context
 from bot.commands.registry import Param, echo, registry
 from bot.slack.render import Reply
-from bot.views.help import all_help, command_help, help_reply, short_help
+from bot.views.admin import all_help, command_help, help_reply, short_help
 
 
 @registry.command(

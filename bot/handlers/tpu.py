@@ -1,4 +1,6 @@
-"""`/tpu` read-only commands: list, describe, status. They gather the data; `bot.views.tpu` renders it."""
+"""`/tpu` read-only commands (list, describe, status) and `/fleet` (every deployment in one message, its
+sources fetched at once by `bot.shared.fleet_status`). They gather the data;
+`bot.views.tpu` and `bot.views.fleet` render it."""
 
 from __future__ import annotations
 
@@ -12,10 +14,12 @@ from bot.commands.context import Context
 from bot.commands.registry import ChatTool, Param, registry, resource_name, zone_name
 from bot.oncall.reach import reach_lines
 from bot.shared.diagnosis import deployment_of, needs_listing, resource_diagnosis
+from bot.shared.fleet_status import Snapshot, snapshots
 from bot.shared.hints import not_found_hint
 from bot.shared.identity import identify
 from bot.shared.sources import settled
 from bot.slack.render import Reply, blocks_reply
+from bot.views.fleet import fleet_view
 from bot.views.tpu import Status, describe_blocks, list_blocks, status_blocks
 from ops.errors import NotFound, OpsError
 from ops.tpu.model import ZoneListing
@@ -165,3 +169,30 @@ def _not_ready(value: T | OpsError) -> T | OpsError:
     if isinstance(value, OpsError):
         return OpsError(value.message, "its node is not READY (see /health above)", backend=value.backend)
     return value
+
+
+@registry.command("fleet", "Every deployment: queued resource, vLLM health and load, cost today, alerts")
+def fleet(ctx: Context) -> Reply:
+    """All deployments' sources fetched concurrently; each failing source is one red line."""
+    deployments = ctx.fleet.services if ctx.fleet is not None else {ctx.deployment: ctx.services}
+    now = ctx.services.now()
+    snaps = snapshots(deployments, now)
+    channels = ctx.fleet.channels if ctx.fleet is not None else {}
+    return fleet_view(snaps, now, channels, _total_line(snaps))
+
+
+def _total_line(snaps: list[Snapshot]) -> str:
+    """Every deployment's cost summed: USD per hour and today (UTC), "at most" when some figure stands in
+    for a missing price row; deployments that could not be listed or priced are named, never counted as $0."""
+    spends = {snap.name: snap.spend for snap in snaps}
+    unread = [name for name, spend in spends.items() if spend.error is not None]
+    unpriced = sum(len(spend.unpriced) for spend in spends.values())
+    bound = "at most " if any(spend.bounded for spend in spends.values()) else ""
+    rate = sum(spend.usd_per_hour for spend in spends.values())
+    today = sum(spend.usd for spend in spends.values())
+    line = f"*Total* {bound}${rate:,.2f}/h · {bound}${today:,.2f} today (UTC)"
+    if unpriced:
+        line += f" · {unpriced} resource(s) without a price not counted"
+    if unread:
+        line += " · not counted (queued resources unreadable): " + ", ".join(f"`{n}`" for n in unread)
+    return line

@@ -1,11 +1,27 @@
 """vLLM metrics as text: the summary lines of /vllm metrics, /tpu status and the chat facts, and
-latencies in milliseconds."""
+latencies in milliseconds; benchmarks as Slack blocks (a `vllm bench serve` run, the stored runs and a
+comparison of two)."""
 
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
-from bot.slack.render import Attachment, Reply, blocks_reply, context, human_duration, section
+from bot.slack.render import (
+    Attachment,
+    Reply,
+    blocks_reply,
+    cancel_button,
+    code,
+    context,
+    header,
+    human_duration,
+    section,
+    utc,
+)
+from ops.store.state import BenchRun
+from ops.vllm.bench import BenchResult, SweepPoint
+from ops.vllm.container import BenchParams
 from ops.vllm.metrics import MetricsSummary, Quantiles
 
 
@@ -85,4 +101,167 @@ def chart_reply(
         ]
     )
     reply.files.append(Attachment(name, png, "vLLM metrics history"))
+    return reply
+
+
+def figure(value: float | int | None) -> str:
+    """One number format for every benchmark figure: counts with thousands separators, measurements with
+    one decimal ("1,234", "1,234.5"); "-" when the run did not print it."""
+    if value is None:
+        return "-"
+    return f"{value:,}" if isinstance(value, int) else f"{value:,.1f}"
+
+
+#: (label, BenchResult field, unit) of each table row: one figure per row, every row labelled.
+TABLE_ROWS: tuple[tuple[str, str, str], ...] = (
+    ("Successful requests", "successful_requests", ""),
+    ("Failed requests", "failed_requests", ""),
+    ("Max concurrency", "max_concurrency", ""),
+    ("Duration", "duration_s", "s"),
+    ("Input tokens", "total_input_tokens", ""),
+    ("Generated tokens", "total_generated_tokens", ""),
+    ("Request throughput", "request_throughput", "req/s"),
+    ("Output token throughput", "output_throughput", "tok/s"),
+    ("Peak output token throughput", "peak_output_throughput", "tok/s"),
+    ("Total token throughput", "total_token_throughput", "tok/s"),
+    ("TTFT mean", "mean_ttft_ms", "ms"),
+    ("TTFT median", "median_ttft_ms", "ms"),
+    ("TTFT P99", "p99_ttft_ms", "ms"),
+    ("TPOT mean", "mean_tpot_ms", "ms"),
+    ("TPOT median", "median_tpot_ms", "ms"),
+    ("TPOT P99", "p99_tpot_ms", "ms"),
+    ("ITL mean", "mean_itl_ms", "ms"),
+    ("ITL median", "median_itl_ms", "ms"),
+    ("ITL P99", "p99_itl_ms", "ms"),
+)
+
+
+def result_table(r: BenchResult) -> str:
+    """The figures of one benchmark as a fixed-width table (milliseconds, tokens/s, requests/s)."""
+    rows = [(label, getattr(r, field_name), unit) for label, field_name, unit in TABLE_ROWS]
+    return "\n".join(f"{label:<30}{figure(value):>12} {unit}".rstrip() for label, value, unit in rows)
+
+
+def compare_table(a: dict[str, Any], b: dict[str, Any], a_id: int, b_id: int) -> str:
+    """Two stored runs' figures side by side with B's change against A, in percent ("-" where either
+    lacks the figure or A is 0)."""
+    lines = [f"{'':<30}{'run ' + str(a_id):>12}{'run ' + str(b_id):>12}{'change':>9}"]
+    for label, field_name, unit in TABLE_ROWS:
+        va, vb = a.get(field_name), b.get(field_name)
+        change = f"{(vb - va) / va:+.1%}" if va and vb is not None else "-"
+        lines.append(
+            f"{(label + (f' ({unit})' if unit else '')):<30}{figure(va):>12}{figure(vb):>12}{change:>9}"
+        )
+    return "\n".join(lines)
+
+
+def _describe(p: BenchParams) -> str:
+    tokens = f"input {p.input_len} / output {p.output_len} tokens"
+    return f"{p.num_prompts} prompts, {tokens}, concurrency {p.max_concurrency}"
+
+
+def _run_params(run: BenchRun) -> str:
+    p = run.params
+    if run.kind == "sweep":
+        return f"sweep: concurrency {p.get('concurrency')}, input length {p.get('input_len')}"
+    return (
+        f"{p.get('num_prompts')} prompts, input {p.get('input_len')} / output {p.get('output_len')} tokens, "
+        f"concurrency {p.get('max_concurrency')}"
+    )
+
+
+def _cell_state(point: SweepPoint) -> str:
+    if point.skipped:
+        return "skipped (KV)"
+    if point.result is not None and point.result.output_throughput is not None:
+        return f"{figure(point.result.output_throughput)} tok/s"
+    return f"failed: {point.reason}"
+
+
+def bench_running(params: BenchParams) -> Reply:
+    """The progress message of a benchmark while it runs."""
+    return blocks_reply([section(f":hourglass_flowing_sand: Benchmarking: {_describe(params)} …")])
+
+
+def bench_result(params: BenchParams, result: BenchResult, run_id: int, output: str) -> Reply:
+    """One benchmark's table, its parameters and stored run id, and the benchmarker's whole `output`
+    attached."""
+    reply = blocks_reply(
+        [
+            header("vllm bench serve"),
+            section(code(result_table(result))),
+            context(f"{_describe(params)} · stored as run {run_id}"),
+        ]
+    )
+    reply.files.append(Attachment("bench-serve.txt", output, "vllm bench serve output"))
+    return reply
+
+
+def bench_runs(runs: list[BenchRun]) -> Reply:
+    """`/vllm bench list`: one line per stored run, newest first (throughput and median latencies for a
+    benchmark, the grid for a sweep)."""
+    if not runs:
+        return blocks_reply([section("No benchmark runs are stored yet. Run one with `/vllm bench`.")])
+    lines = []
+    for run in runs:
+        r = run.results
+        figures = (
+            ""
+            if run.kind == "sweep"
+            else f" · {figure(r.get('output_throughput'))} tok/s · TTFT median "
+            f"{figure(r.get('median_ttft_ms'))} ms · TPOT median {figure(r.get('median_tpot_ms'))} ms"
+        )
+        lines.append(f"• *run {run.run_id}* {utc(run.at)} · {_run_params(run)}{figures}")
+    return blocks_reply(
+        [
+            header("Stored benchmark runs"),
+            section("\n".join(lines)),
+            context("Compare two with `/vllm bench compare A B`."),
+        ]
+    )
+
+
+def bench_comparison(first: BenchRun, second: BenchRun) -> Reply:
+    """`/vllm bench compare A B`: the two runs side by side, then when and how each ran."""
+    return blocks_reply(
+        [
+            header(f"Benchmark run {first.run_id} vs {second.run_id}"),
+            section(code(compare_table(first.results, second.results, first.run_id, second.run_id))),
+            context(
+                "\n".join(f"run {run.run_id}: {utc(run.at)}, {_run_params(run)}" for run in (first, second))
+            ),
+        ]
+    )
+
+
+def sweep_progress(points: list[SweepPoint], done: list[SweepPoint], index: int, operation_id: str) -> Reply:
+    """A running sweep: one line per cell (its result, running or queued) and a Cancel button."""
+    lines = []
+    for i, p in enumerate(points):
+        label = f"c={p.concurrency:<5} in={p.input_len:<6}"
+        if i < len(done):
+            state = _cell_state(done[i])
+        else:
+            state = "running…" if i == index else "queued"
+        lines.append(f"{label} {state}")
+    return blocks_reply([header("vLLM sweep"), section(code("\n".join(lines))), cancel_button(operation_id)])
+
+
+def sweep_result(done: list[SweepPoint], capacity: int, heatmap: bytes, csv: str) -> Reply:
+    """The ended sweep: cells run, skipped (beyond the KV cache of `capacity` tokens) and failed, with the
+    heatmap PNG and the CSV attached."""
+    ran = sum(1 for p in done if p.result is not None)
+    skipped = sum(1 for p in done if p.skipped)
+    reply = blocks_reply(
+        [
+            header("vLLM sweep"),
+            section(
+                f"Ran {ran} cells, skipped {skipped} (beyond the KV cache of {capacity:,} tokens), "
+                f"failed {len(done) - ran - skipped}. Output token throughput in the heatmap."
+            ),
+            context("Files: sweep-heatmap.png, sweep.csv"),
+        ]
+    )
+    reply.files.append(Attachment("sweep-heatmap.png", heatmap, "Output token throughput"))
+    reply.files.append(Attachment("sweep.csv", csv, "Sweep results"))
     return reply

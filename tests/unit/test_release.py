@@ -8,7 +8,7 @@ from pathlib import Path
 import bot.handlers  # noqa: F401  (declares every command on the registry)
 from bot.commands.registry import registry
 from bot.version import bot_version
-from bot.views.help import short_help
+from bot.views.admin import short_help
 
 ROOT = Path(__file__).resolve().parents[2]
 
