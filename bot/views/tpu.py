@@ -284,7 +284,7 @@ def _vllm_status(
     return "\n".join(lines)
 
 
-_STATE_ICONS = {
+_SEARCH_ICONS = {
     "ACTIVE": ":large_green_circle:",
     "deleted": ":wastebasket:",
     "requesting": ":arrow_right:",
@@ -300,7 +300,7 @@ _STATE_ICONS = {
 
 def _search_icon(state: str) -> str:
     """An icon for a zone's search state: its first word decides; queue states get an hourglass."""
-    return _STATE_ICONS.get(state.split(":")[0].split(" ")[0], ":hourglass:")
+    return _SEARCH_ICONS.get(state.split(":")[0].split(" ")[0], ":hourglass:")
 
 
 def zones_table(title: str, lines: list[str], quota_ids: tuple[str, str], note: str) -> Reply:
