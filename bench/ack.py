@@ -52,7 +52,7 @@ from sim.vllm import VllmSimulator
 N = 500
 CONCURRENCY = 100
 BACKEND_S = 2.0
-ANSWER_WAIT_S = 180.0
+ANSWER_WAIT_S = 300.0
 USER = "U0DEMOUSER1"
 LOG_ENTRIES = 200_000
 TOKEN = "xoxb-simulated-bench"

@@ -11,7 +11,6 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, TypeVar
 
 import httpx
@@ -258,12 +257,7 @@ class GemmaClient:
     def __enter__(self) -> GemmaClient:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def _create(self, what: str, **kwargs: Any) -> Any:

@@ -126,18 +126,36 @@ class Runner:
         self._questions: dict[str, int] = {}  # user id -> model questions running or queued
         self._questions_lock = threading.Lock()
 
-    def submit(self, invocation: Invocation, origin: Origin) -> None:
+    def submit(self, invocation: Invocation, origin: Origin, first: Callable[[], bool] | None = None) -> None:
         """Run a request after the ack: a command that asks the model on the model pool (within the
-        caller's limit of questions), any other on the main pool. Returns at once."""
+        caller's limit of questions), any other on the main pool. Returns at once.
+
+        Args:
+            invocation, origin: the parsed command and who asked where.
+            first: called on the worker before the command runs; False means the request was taken
+                already (a replica sharing the state database claimed its trigger id), so it is dropped
+                unanswered here (the replica that took it answers). None: always run.
+        """
         try:
             if invocation.command.asks_model:
-                self._submit_question(invocation, origin)
+                self._submit_question(invocation, origin, first)
             else:
-                self._pool.submit(self._queued, self._request, invocation, origin)
+                self._pool.submit(self._queued, self._if_first, first, self._request, invocation, origin)
         except RuntimeError:  # the pool is shut down: the bot is stopping
             log.warning("stopping: %r from %s not run", invocation.text, origin.user_id)
 
-    def _submit_question(self, invocation: Invocation, origin: Origin) -> None:
+    def _if_first(
+        self, first: Callable[[], bool] | None, flow: Callable[..., None], invocation: Invocation, *args: Any
+    ) -> None:
+        """`flow(invocation, *args)`, unless `first` says another replica took the request."""
+        if first is not None and not first():
+            log.info("%r was taken by another replica; not run here", invocation.text)
+            return
+        flow(invocation, *args)
+
+    def _submit_question(
+        self, invocation: Invocation, origin: Origin, first: Callable[[], bool] | None = None
+    ) -> None:
         """Queue a model question on the model pool, counted against its user until it ends (in `finally`,
         so also on an error); over the limit, the refusal is delivered from the main pool instead.
 
@@ -151,12 +169,14 @@ class Runner:
             if pending < limit:
                 self._questions[user] = pending + 1
         if pending >= limit:
-            self._pool.submit(self._queued, self._refuse_question, invocation, origin, pending)
+            self._pool.submit(
+                self._queued, self._if_first, first, self._refuse_question, invocation, origin, pending
+            )
             return
 
         def question() -> None:
             try:
-                self._queued(self._request, invocation, origin)
+                self._queued(self._if_first, first, self._request, invocation, origin)
             finally:
                 self._release_question(user)
 
@@ -584,9 +604,10 @@ class Runner:
         return replace(reply, text=f"{reply.text}\n{note}", blocks=[*reply.blocks, context(note)])
 
     def _queued(self, flow: object, *args: object) -> None:
-        """`_guard` on a pool thread, once a burst being acked is answered (bot.commands.workers.AckGate)."""
-        ACKS.wait_quiet()
-        self._guard(flow, *args)
+        """`_guard` on a pool thread, once a burst being acked is answered; its steps pause for later bursts
+        (bot.commands.workers.AckGate)."""
+        with ACKS.work():
+            self._guard(flow, *args)
 
     def _guard(self, flow: object, *args: object) -> None:
         """Run a flow; nothing escapes silently (a crash is logged and answered)."""
@@ -613,6 +634,7 @@ class Runner:
     def _audit(
         self, origin: Origin, action: str, command: str, outcome: str, duration_s: float | None = None
     ) -> None:
+        ACKS.pause()
         # Audit rows and lines never hold secrets (a `/gemma ask` prompt may quote a token).
         command, outcome = redact(command), redact(outcome)
         entry = AuditEntry(
@@ -643,6 +665,7 @@ class Runner:
         self, reply: Reply, origin: Origin, *, ephemeral: bool = False, filename: str = "answer.txt"
     ) -> None:
         """Answer where the request came from, through the gateway (every fallback: see bot.slack.gateway)."""
+        ACKS.pause()
         destination = Destination(
             channel=origin.channel_id,
             user=origin.user_id,

@@ -9,12 +9,13 @@ machine that takes seconds), so the bot warms up its own threads meanwhile (`bot
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import multiprocessing
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
@@ -146,6 +147,7 @@ class AckGate:
         self._changed = threading.Condition()
         self._inflight = 0
         self._last_leave = 0.0
+        self._work = threading.local()  # `.on`: this thread runs command work (`work`)
 
     def enter(self) -> None:
         """A Slack request arrived (its ack is being computed)."""
@@ -177,6 +179,25 @@ class AckGate:
                     return False
                 # in flight: woken by the last leave; quiet but not for long enough: the rest of quiet_s
                 self._changed.wait(min(deadline - now, quiet_s - quiet_for if self._inflight == 0 else max_s))
+
+    @contextlib.contextmanager
+    def work(self) -> Iterator[None]:
+        """Marks the calling thread as running command work for the block, after `wait_quiet`: within it,
+        `pause` yields to acks too."""
+        self.wait_quiet()
+        self._work.on = True
+        try:
+            yield
+        finally:
+            self._work.on = False
+
+    def pause(self) -> None:
+        """Between two steps of command work (before an audit row, before a reply is sent): `wait_quiet`
+        when the calling thread is in `work`, so a burst that arrives while commands run is acked first;
+        elsewhere (a listener answering a request, a scheduler) nothing, as it would wait for itself or
+        for no reason."""
+        if getattr(self._work, "on", False):
+            self.wait_quiet()
 
 
 ACKS = AckGate()

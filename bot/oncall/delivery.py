@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Literal
@@ -132,11 +132,11 @@ class OncallOptions:
         )
 
 
+@dataclass(eq=False)
 class AlertDelivery:
     """How alerts of one deployment reach Slack exactly once: claim a key in the ledger, post (or update in
     place), record. `bot.oncall.scheduler.AlertScheduler` and the on-call checks (`bot.oncall.checks`) decide
-    what is due
-    and hand each alert to `deliver`.
+    what is due and hand each alert to `deliver`.
 
     Args:
         services: the bot's backends (`settings`, `store` and what `bot.shared.diagnosis.alert_diagnosis`
@@ -151,28 +151,16 @@ class AlertDelivery:
         on_sent: called with an alert's kind after each post (the bot's `alerts_sent` counter), or None.
     """
 
-    def __init__(
-        self,
-        services: Services,
-        slack: SlackGateway,
-        channel: str,
-        ledger: AlertLedger,
-        outbox: AlertOutbox,
-        router: Router,
-        options: OncallOptions,
-        *,
-        clock: Callable[[], datetime],
-        on_sent: Callable[[str], None] | None = None,
-    ) -> None:
-        self.services = services
-        self.slack = slack
-        self.channel = channel
-        self.ledger = ledger
-        self.outbox = outbox
-        self.router = router
-        self.options = options
-        self.clock = clock
-        self.on_sent = on_sent
+    services: Services
+    slack: SlackGateway
+    channel: str
+    ledger: AlertLedger
+    outbox: AlertOutbox
+    router: Router
+    options: OncallOptions
+    _: KW_ONLY
+    clock: Callable[[], datetime]
+    on_sent: Callable[[str], None] | None = None
 
     @property
     def deployment(self) -> str:

@@ -20,8 +20,8 @@ import http
 import json
 import threading
 import weakref
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import google.auth
@@ -162,20 +162,24 @@ def close_connections(api_endpoint: str | None) -> None:
         connection.close()
 
 
-def tpu_v2(api_endpoint: str | None, credentials: Credentials | None = None) -> gapic_tpu_v2.TpuClient:
-    """A GAPIC `google.cloud.tpu_v2.TpuClient` using the REST transport.
+_Gapic = TypeVar("_Gapic")
 
-    The client lacks the flex-start fields (provisioningModel, runDuration, terminationTimestamp): the
-    v2 protos do not define them. Use `tpu_v2alpha1` to read those. The client is safe to share between
-    threads; pass `timeout=` and `retry=` per call.
+
+def rest_gapic(
+    client_class: Callable[..., _Gapic], api_endpoint: str | None, credentials: Credentials | None = None
+) -> _Gapic:
+    """A GAPIC client of `client_class` using the REST transport (`transport="rest"`).
 
     Args:
+        client_class: e.g. `google.cloud.tpu_v2.TpuClient`, `google.cloud.cloudquotas_v1.CloudQuotasClient`,
+            `google.cloud.secretmanager_v1.SecretManagerServiceClient`.
         api_endpoint: base URL with scheme, e.g. "http://127.0.0.1:43121" (the simulator; a bare
-            host:port would get https://); None for the real API.
+            host:port would get https://); None for the real API (the client's default host).
         credentials: as for `tpu_v2alpha1`.
 
     Returns:
-        `tpu_v2.TpuClient(transport="rest")`; its calls raise `google.api_core.exceptions.GoogleAPICallError`
+        The client, safe to share between threads (close it with `with client:` or
+        `client.transport.close()`); its calls raise `google.api_core.exceptions.GoogleAPICallError`
         subclasses for HTTP errors and `requests` exceptions for connection failures and timeouts.
 
     Raises:
@@ -183,52 +187,27 @@ def tpu_v2(api_endpoint: str | None, credentials: Credentials | None = None) -> 
     """
     creds = _credentials(api_endpoint, credentials)
     options = ClientOptions(api_endpoint=api_endpoint) if api_endpoint else None
-    return gapic_tpu_v2.TpuClient(transport="rest", credentials=creds, client_options=options)
+    return client_class(transport="rest", credentials=creds, client_options=options)
+
+
+def tpu_v2(api_endpoint: str | None, credentials: Credentials | None = None) -> gapic_tpu_v2.TpuClient:
+    """`rest_gapic` of `google.cloud.tpu_v2.TpuClient` (https://tpu.googleapis.com/)."""
+    return rest_gapic(gapic_tpu_v2.TpuClient, api_endpoint, credentials)
 
 
 def cloud_quotas(
     api_endpoint: str | None, credentials: Credentials | None = None
 ) -> cloudquotas_v1.CloudQuotasClient:
-    """A GAPIC `google.cloud.cloudquotas_v1.CloudQuotasClient` using the REST transport.
-
-    Args:
-        api_endpoint: base URL with scheme, e.g. "http://127.0.0.1:43121" (the simulator); None for the
-            real API (https://cloudquotas.googleapis.com/).
-        credentials: as for `tpu_v2alpha1`.
-
-    Returns:
-        `CloudQuotasClient(transport="rest")`, safe to share between threads; its calls raise
-        `google.api_core.exceptions.GoogleAPICallError` subclasses for HTTP errors.
-
-    Raises:
-        PermissionDenied: no credentials given and no Application Default Credentials found.
-    """
-    creds = _credentials(api_endpoint, credentials)
-    options = ClientOptions(api_endpoint=api_endpoint) if api_endpoint else None
-    return cloudquotas_v1.CloudQuotasClient(transport="rest", credentials=creds, client_options=options)
+    """`rest_gapic` of `google.cloud.cloudquotas_v1.CloudQuotasClient` (https://cloudquotas.googleapis.com/)."""
+    return rest_gapic(cloudquotas_v1.CloudQuotasClient, api_endpoint, credentials)
 
 
 def secret_manager(
     api_endpoint: str | None, credentials: Credentials | None = None
 ) -> secretmanager_v1.SecretManagerServiceClient:
-    """A GAPIC `google.cloud.secretmanager_v1.SecretManagerServiceClient` using the REST transport.
-
-    Args:
-        api_endpoint: base URL with scheme, e.g. "http://127.0.0.1:43121" (the simulator); None for the
-            real API (https://secretmanager.googleapis.com/).
-        credentials: as for `tpu_v2alpha1`.
-
-    Returns:
-        `SecretManagerServiceClient(transport="rest")`, safe to share between threads.
-
-    Raises:
-        PermissionDenied: no credentials given and no Application Default Credentials found.
-    """
-    creds = _credentials(api_endpoint, credentials)
-    options = ClientOptions(api_endpoint=api_endpoint) if api_endpoint else None
-    return secretmanager_v1.SecretManagerServiceClient(
-        transport="rest", credentials=creds, client_options=options
-    )
+    """`rest_gapic` of `google.cloud.secretmanager_v1.SecretManagerServiceClient`
+    (https://secretmanager.googleapis.com/)."""
+    return rest_gapic(secretmanager_v1.SecretManagerServiceClient, api_endpoint, credentials)
 
 
 def cloud_logging(

@@ -22,7 +22,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from types import TracebackType
 from typing import Any, Literal
 
 import httpx
@@ -268,12 +267,7 @@ class VllmClient:
     def __enter__(self) -> VllmClient:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     # -- endpoints -----------------------------------------------------------------------------------------

@@ -22,7 +22,6 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, NoReturn
 
 import paramiko
@@ -283,9 +282,7 @@ class RemoteHost:
     def __enter__(self) -> RemoteHost:
         return self
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     # -- commands --------------------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Several replicas sharing one PostgreSQL state store (a real throwaway cluster).
 
 1. Two bots in HTTP mode behind "a load balancer" (the test posts to either): a Slack event retried with
-   the same `event_id` (`X-Slack-Retry-Num`) and sent to both is answered once.
+   the same `event_id` (`X-Slack-Retry-Num`) and sent to both is answered once; a slash command replayed
+   to both (same `trigger_id`) is acked by both and run by one.
 2. Two replica PROCESSES run the alert scheduler (`bot.oncall.scheduler.AlertScheduler`) gated by the
 scheduler
    lease (`Store.acquire_lease`): exactly one ticks; when the holder is killed (SIGKILL) the other takes
@@ -109,6 +110,36 @@ def test_retried_event_is_handled_once_across_two_replicas(world: Demo) -> None:
             )
             assert counted == 1.0
         assert "tpu_chatops_ack_latency_seconds_count" in httpx.get(f"{server.url}/metrics").text
+    finally:
+        replica_b.close()
+        server.close()
+        second.close()
+
+
+def test_a_slash_command_replayed_to_two_replicas_runs_once(world: Demo) -> None:
+    second = build(world.settings)
+    server = HttpServer(second, "127.0.0.1", 0, threads=4)
+    threading.Thread(target=server.serve_forever, name="replica-2", daemon=True).start()
+    replica_b = SlackUser(server.url, world.signing_secret, world.slack)
+    try:
+        body = world.user.slash_body("/vllm", "endpoint", "replayed-to-both")
+        barrier = threading.Barrier(2)
+        statuses: list[int] = []
+
+        def post(user: SlackUser) -> None:
+            barrier.wait()
+            statuses.append(user.post_signed(body, "application/x-www-form-urlencoded").status_code)
+
+        threads = [threading.Thread(target=post, args=(user,)) for user in (world.user, replica_b)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=20)
+        assert statuses == [200, 200]  # each replica acks at once, before the shared store is asked
+        assert world.slack.wait_for(lambda m: m.response_id == "replayed-to-both", timeout=20) is not None
+        time.sleep(1.5)  # time for a second run to answer, were there one
+        answers = [m for m in world.slack.messages if m.response_id == "replayed-to-both"]
+        assert len(answers) == 1, [m.text for m in answers]
     finally:
         replica_b.close()
         server.close()

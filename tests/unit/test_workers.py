@@ -86,3 +86,27 @@ def test_command_work_waits_as_long_as_a_burst_lasts_then_starts() -> None:
     finally:
         stop.set()
         sender.join()
+
+
+def test_command_steps_pause_for_a_later_burst_but_nothing_else_does() -> None:
+    gate = AckGate()
+    gate.enter()  # a request in flight
+    started = time.monotonic()
+    gate.pause()  # not command work (a listener, a scheduler): no wait, it might be waiting for itself
+    assert time.monotonic() - started < 1.0
+    paused: list[float] = []
+
+    def command() -> None:
+        with gate.work():  # starts once the first request has left
+            gate.enter()  # a later burst arrives while the command runs
+            threading.Timer(0.3, gate.leave).start()
+            step = time.monotonic()
+            gate.pause()  # between two steps: waits for that burst to be acked
+            paused.append(time.monotonic() - step)
+        gate.pause()  # after its work the thread is no longer marked
+
+    worker = threading.Thread(target=command)
+    worker.start()
+    threading.Timer(0.1, gate.leave).start()
+    worker.join(timeout=30)
+    assert paused and paused[0] >= 0.3

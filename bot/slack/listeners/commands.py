@@ -5,8 +5,10 @@ ephemeral usage line); nothing else happens for it.
 
 A slash command runs once: Slack gives each invocation its own `trigger_id`, and a signed request is valid
 for five minutes, so a request replayed in that time (same body, same signature) is recognised by its
-trigger id, recorded like event ids (`bot.slack.listeners.events.SeenEvents`, in the state store), and only
-acked.
+trigger id and only acked. The ack checks the ids this process has seen (memory only: a write to the state
+database on the ack path made every ack of a burst queue for the database's write lock); the worker then
+claims the id in the state store (`bot.slack.listeners.events.SeenEvents`, like event ids) before running
+the command, so of replicas sharing the database only the first runs it.
 """
 
 from __future__ import annotations
@@ -25,18 +27,22 @@ REPLAYED = "This command was already received (same trigger_id): it runs once."
 
 
 def register(app: App, registry: Registry, runner: Runner) -> None:
-    seen = SeenEvents(store=runner.services.store, now=runner.services.now)
+    seen_here = SeenEvents()
+    claimed = SeenEvents(store=runner.services.store, now=runner.services.now)
     # Case-insensitive, like the words after it: `/TPU LIST` is `/tpu list`, not Bolt's "unhandled" hint.
     # (Bolt matches a command name with a Python `re.Pattern` only; the name is one short word.)
     for group in registry.groups():
-        listener = _listener(group, registry, runner, seen)
+        listener = _listener(group, registry, runner, seen_here, claimed)
         app.command(re.compile(f"^/{re.escape(group)}$", re.IGNORECASE))(listener)
 
 
-def _listener(group: str, registry: Registry, runner: Runner, seen: SeenEvents) -> Any:
+def _listener(
+    group: str, registry: Registry, runner: Runner, seen_here: SeenEvents, claimed: SeenEvents
+) -> Any:
     def on_command(ack: Ack, command: dict[str, Any]) -> None:
         trigger_id = command.get("trigger_id")
-        if isinstance(trigger_id, str) and trigger_id and not seen.first_time(_seen_key(trigger_id)):
+        key = _seen_key(trigger_id) if isinstance(trigger_id, str) and trigger_id else None
+        if key is not None and not seen_here.first_time(key):
             ack(text=REPLAYED)
             return
         raw = command.get("text")
@@ -54,9 +60,10 @@ def _listener(group: str, registry: Registry, runner: Runner, seen: SeenEvents) 
             trigger_id=command.get("trigger_id"),
         )
         if invocation.command.opens_form:  # views.open must beat the trigger_id's 3 s, not queue for a worker
-            runner.run_now(invocation, origin)
+            if key is None or claimed.first_time(key):
+                runner.run_now(invocation, origin)
             return
-        runner.submit(invocation, origin)
+        runner.submit(invocation, origin, first=None if key is None else lambda: claimed.first_time(key))
 
     on_command.__name__ = f"on_{group}_command"
     return on_command
