@@ -398,4 +398,8 @@ def setup_logging(
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
+    # httpx logs every request at INFO ("HTTP Request: GET ..."): a line per vLLM and Slack call, rendered and
+    # redacted like any line, is CPU under the interpreter lock (a /fleet of 50 deployments wrote 100) and
+    # says nothing the audit trail and the error lines do not. Its warnings still show, and at DEBUG all.
+    logging.getLogger("httpx").setLevel(level if level < logging.INFO else max(level, logging.WARNING))
     return handler

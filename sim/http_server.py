@@ -1,4 +1,5 @@
-"""The HTTP server of the simulators: stdlib `ThreadingHTTPServer`, quiet when a client goes away.
+"""The HTTP server of the simulators: stdlib `ThreadingHTTPServer`, quiet when a client goes away, with the
+listen backlog of the servers it stands in for.
 
 A client that closes a keep-alive connection with data unread (it gave up on a slow answer: a deadline, a
 timeout, a process stopping) resets it; the handler thread then gets `ConnectionResetError` or
@@ -18,6 +19,10 @@ class SimHttpServer(ThreadingHTTPServer):
     exception of a handler is printed as the stdlib does."""
 
     daemon_threads = True
+    # socketserver listens with a backlog of 5: a client opening 100 connections at once (a /fleet of 50
+    # deployments) lost SYNs past the fifth and retried them a second later, a delay no real backend adds.
+    # uvicorn (vLLM's server) listens with 2048 (its `--backlog` default), Google's front ends more.
+    request_queue_size = 2048
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         if isinstance(sys.exc_info()[1], ConnectionError):  # reset, broken pipe, aborted: the client left

@@ -21,8 +21,8 @@ from ops.cost.spend import DeploymentSpend, deployment_spend, midnight, unreadab
 from ops.errors import OpsError
 from ops.tpu.model import QueuedResourceInfo, ZoneListing
 from ops.vllm.endpoint import Endpoint
-from ops.vllm.metrics import MetricsSummary
-from ops.vllm.server import HealthCheck
+from ops.vllm.metrics import LOAD_FAMILIES, MetricsSummary
+from ops.vllm.server import HealthCheck, VllmClient
 
 __all__ = [
     "SOURCES",
@@ -34,8 +34,8 @@ __all__ = [
     "snapshots",
 ]
 
-# Tasks per deployment on the fleet's pool at once: the listing, then /health and /metrics once the endpoint
-# is known, its open alerts, and the one that waits for them and renders the deployment's lines.
+# Tasks per deployment on its pool at once: the listing, then /health and /metrics once the endpoint is
+# known, its open alerts, and the one that waits for them and renders the deployment's lines.
 SOURCES = 5
 OPEN_ALERTS_DAYS = 7  # as `/alerts list`
 
@@ -68,21 +68,21 @@ def snapshot(
     alerts_f = pool.submit(
         lambda: AlertLedger(services.store, name).open_alerts(since=now - timedelta(days=OPEN_ALERTS_DAYS))
     )
-    endpoint_f = pool.submit(services.endpoints.resolve, listing_f.result)
 
-    def health() -> HealthCheck:
-        with services.vllm_at(endpoint_f.result()) as client:
-            return client.health()
+    def connect() -> tuple[Endpoint, VllmClient]:  # one client for /health and /metrics, closed in gather
+        endpoint = services.endpoints.resolve(listing_f.result)
+        return endpoint, services.vllm_at(endpoint)
 
-    def metrics() -> MetricsSummary:
-        with services.vllm_at(endpoint_f.result()) as client:
-            return client.metrics()
-
-    health_f, metrics_f = pool.submit(health), pool.submit(metrics)
+    vllm_f = pool.submit(connect)
+    health_f = pool.submit(lambda: vllm_f.result()[1].health())
+    metrics_f = pool.submit(lambda: vllm_f.result()[1].metrics(LOAD_FAMILIES))  # its lines show the load only
 
     def gather() -> Snapshot:
-        listing, endpoint = settled(listing_f, "fleet listing"), settled(endpoint_f, "fleet endpoint")
+        listing, vllm = settled(listing_f, "fleet listing"), settled(vllm_f, "fleet endpoint")
         health, metrics = settled(health_f, "fleet /health"), settled(metrics_f, "fleet /metrics")
+        endpoint = vllm if isinstance(vllm, OpsError) else vllm[0]
+        if not isinstance(vllm, OpsError):
+            vllm[1].close()
         alerts = settled(alerts_f, "fleet alerts")
         spend = deployment_spend(listing, now, midnight(now))
         snap = Snapshot(name, services, listing, endpoint, health, metrics, alerts, spend)
@@ -191,9 +191,11 @@ def deployment_blocks(snap: Snapshot) -> list[Block]:
 
 
 def snapshots(deployments: dict[str, Services], now: datetime) -> list[Snapshot]:
-    """Every deployment's Snapshot, all sources of all deployments fetched at once, in the given order."""
-    with ThreadPoolExecutor(
-        max_workers=SOURCES * max(1, len(deployments)), thread_name_prefix="fleet"
-    ) as pool:
-        waits = [snapshot(pool, name, services, now) for name, services in deployments.items()]
-        return [wait() for wait in waits]
+    """Every deployment's Snapshot, all sources of all deployments fetched at once, in the given order.
+
+    Each deployment's sources run on its own fan-out pool (`Services.fanout`, FIFO, so a task waiting on an
+    earlier one never holds back a task without a thread), whose threads stay for the next command: a
+    pool made per /fleet started SOURCES threads per deployment each time, one after the other under the
+    interpreter lock (0.28 s before the 50th deployment's first request went out)."""
+    waits = [snapshot(services.fanout, name, services, now) for name, services in deployments.items()]
+    return [wait() for wait in waits]

@@ -118,13 +118,45 @@ def _engine_key(engine: str) -> tuple[int, int, str]:
     return (0, int(engine), "") if engine.isdigit() else (1, 0, engine)
 
 
-def samples_by_name(text: str) -> dict[str, list[tuple[Mapping[str, str], float]]]:
+LOAD_FAMILIES = (
+    "vllm:num_requests_running",
+    "vllm:num_requests_waiting",
+    "vllm:kv_cache_usage_perc",
+    "vllm:gpu_cache_usage_perc",
+)
+"""The gauges of a server's load (`MetricsSummary.running`, `waiting`, `kv_cache_usage`), as vLLM names
+them (https://docs.vllm.ai/en/latest/design/metrics.html); `/fleet` reads only these of each deployment."""
+
+_SERIES_SUFFIXES = ("", "_total", "_bucket", "_sum", "_count", "_created")
+
+
+def _only(text: str, families: Iterable[str]) -> str:
+    """The lines of `text` that belong to `families` (their `# HELP`/`# TYPE` lines and samples, a counter's
+    `_total` and a histogram's `_bucket`, `_sum` and `_count` included): the parser then reads a few lines,
+    not a whole scrape (a TPU server's is about a thousand lines, parsed in milliseconds of CPU)."""
+    wanted = {family + suffix for family in families for suffix in _SERIES_SUFFIXES}
+    kept = []
+    for line in text.splitlines():
+        if line.startswith("#"):
+            parts = line.split(" ", 3)
+            name = parts[2] if len(parts) > 2 and parts[1] in ("HELP", "TYPE") else ""
+        else:
+            name = line.split("{", 1)[0].split(" ", 1)[0]
+        if name in wanted:
+            kept.append(line)
+    return "\n".join(kept) + "\n"
+
+
+def samples_by_name(
+    text: str, families: Iterable[str] | None = None
+) -> dict[str, list[tuple[Mapping[str, str], float]]]:
     """The one reader of a `/metrics` text: its samples by exposed name, `_created` samples dropped.
 
     Args:
         text: Prometheus text exposition format
             (https://prometheus.io/docs/instrumenting/exposition_formats/#text-based-format), as vLLM's
             `/metrics` serves it, parsed by prometheus_client's `text_string_to_metric_families`.
+        families: read only these metric families (e.g. LOAD_FAMILIES); None: every one.
 
     Returns:
         {"vllm:prompt_tokens_total": [(labels, value), ...], ...}: a counter under its `_total` name, a
@@ -134,7 +166,7 @@ def samples_by_name(text: str) -> dict[str, list[tuple[Mapping[str, str], float]
         ValueError: the text is not Prometheus text exposition format.
     """
     by_name: dict[str, _Series] = defaultdict(list)
-    for family in text_string_to_metric_families(text):
+    for family in text_string_to_metric_families(text if families is None else _only(text, families)):
         for sample in family.samples:
             if sample.name.endswith("_created"):
                 continue
@@ -271,11 +303,12 @@ class _Reader:
         return None
 
 
-def summarize(text: str) -> MetricsSummary:
+def summarize(text: str, families: Iterable[str] | None = None) -> MetricsSummary:
     """Summarize one `/metrics` scrape of a vLLM server.
 
     Args:
         text: the body of `GET /metrics` (Prometheus text exposition format 0.0.4).
+        families: summarize only these metric families (`samples_by_name`); the other fields are None.
 
     Returns:
         A MetricsSummary; fields the scrape lacks are None (or empty). An empty text gives an all-empty
@@ -284,7 +317,7 @@ def summarize(text: str) -> MetricsSummary:
     Raises:
         ValueError: the text is not Prometheus exposition format (from prometheus-client's parser).
     """
-    samples = samples_by_name(text)
+    samples = samples_by_name(text, families)
     reader = _Reader(samples)
 
     models: set[str] = set()

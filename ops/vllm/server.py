@@ -19,7 +19,7 @@ import json
 import ssl
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -371,15 +371,15 @@ class VllmClient:
         """
         return self._get("/metrics").text
 
-    def metrics(self) -> MetricsSummary:
-        """`GET /metrics`, summarized with `ops.vllm.metrics.summarize`.
+    def metrics(self, families: Iterable[str] | None = None) -> MetricsSummary:
+        """`GET /metrics`, summarized with `ops.vllm.metrics.summarize` (only `families`, when given).
 
         Raises:
             Same as `version`; BackendUnavailable when the body is not Prometheus text format.
         """
         text = self.metrics_text()
         try:
-            return summarize(text)
+            return summarize(text, families)
         except ValueError as exc:
             raise self._malformed("/metrics") from exc
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from ops.vllm.metrics import (
+    LOAD_FAMILIES,
     MetricsSummary,
     Quantiles,
     histogram_quantile,
@@ -222,3 +223,14 @@ def test_samples_by_name_keeps_every_engine_and_drops_created() -> None:
     assert samples_by_name("") == {}
     with pytest.raises(ValueError):
         samples_by_name("vllm:x{engine=0} 1\n")
+
+
+@pytest.mark.parametrize("name", ["A", "B", "C", "4"])
+def test_the_load_alone_reads_as_the_whole_scrape_does(name: str) -> None:
+    whole, load = summarize(source(name)), summarize(source(name), LOAD_FAMILIES)
+    assert (load.running, load.waiting, load.kv_cache_usage) == (
+        whole.running,
+        whole.waiting,
+        whole.kv_cache_usage,
+    )
+    assert load.ttft is None and load.prompt_tokens is None  # the rest is not read
