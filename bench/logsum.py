@@ -8,7 +8,8 @@ only moves when a reader waits (a pacing or back-off sleep advances it), so wait
 time and both readers are charged the same way.
 
 Planned (the bot's way, `ops.gcp.logreads.read_window` into `llm.logsum.TemplateStream`, in this process):
-every error, one page of the rest, a `sample(insertId, 0.001)` probe, then a sample of about 20,000.
+every error (past 15 pages, a sample of about 5,000 of the older ones), one page of the rest, a
+`sample(insertId, 0.001)` probe, then a sample of about 20,000.
 Naive baseline (same run, same world): page through every entry of the window, 1,000 a call, waiting out
 each 429 (5 simulated seconds at a time); it reads and parses each page and keeps nothing (so its memory
 is not measured: holding the entries, as the old command did, took 246 MB per 100,000). Above
@@ -153,7 +154,9 @@ def main(total: int) -> None:
         peak_extra = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - before
         print(
             f"planned: {report.reads} reads ({report.throttled} throttled), {report.error_entries:,} errors "
-            f"read, {report.rest_read:,} of the rest at a sample fraction of {report.sample_fraction:.4g}; "
+            f"read, {report.older_errors_read:,} older ones at a sample fraction of "
+            f"{report.older_errors_fraction:.4g}, {report.rest_read:,} of the rest at "
+            f"{report.sample_fraction:.4g}; "
             f"{planned_sim_s:.0f} simulated s, {wall_s:.1f} real s; partial: {report.missing or 'no'}"
         )
         # Truth per template: each ERROR text belongs to the template Drain matches it to.

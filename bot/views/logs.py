@@ -87,16 +87,27 @@ def log_analysis(a: LogAnalysis) -> Reply:
     five error kinds, the placed findings, the model's analysis or why it is rules only, and every template
     in an attached TSV."""
     report = a.report
-    sampled = report.sample_fraction < 1.0
+    older_sampled = report.older_errors_fraction < 1.0
+    sampled = report.sample_fraction < 1.0 or older_sampled
     size = f"{a.total_entries:,} entries"
     if sampled:
         size = f"~{size} (estimated)"
     blocks: list[Block] = [header(f"Log analysis: last {a.span}, {size}")]
     if sampled:
+        errors = (
+            f"The newest {report.error_entries:,} errors read, the older ones sampled at "
+            f"{report.older_errors_fraction:.2%}"
+            if older_sampled
+            else f"Every error read ({report.error_entries:,})"
+        )
+        rest = (
+            f"the rest sampled at {report.sample_fraction:.2%}"
+            if report.sample_fraction < 1.0
+            else "the rest read"
+        )
         blocks.append(
             context(
-                f"Every error read ({report.error_entries:,}); the rest sampled at "
-                f"{report.sample_fraction:.2%} with `sample(insertId, ...)`, counts scaled up. "
+                f"{errors}; {rest}. Samples by `sample(insertId, ...)`, their counts scaled up. "
                 f"{report.reads} reads of Cloud Logging's {a.reads_per_minute} a minute."
             )
         )

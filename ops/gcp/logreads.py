@@ -5,7 +5,9 @@ page (https://cloud.google.com/logging/quotas#api-limits). Paging through a busy
 would take 1,000 reads, over 16 minutes of quota. `read_window` instead:
 
 1. reads every entry at ERROR or worse, newest first (at most `error_pages` pages; a vLLM container line,
-   which gcplogs sends without a severity, by its level: `ops.gcp.cloudlogs.severity_clause`);
+   which gcplogs sends without a severity, by its level: `ops.gcp.cloudlogs.severity_clause`); when there
+   are more, a sample of the older ones sized to `older_error_entries` (as in 3), so every error kind of the
+   window is counted, the older ones by estimate;
 2. reads one page of the rest; if the rest fits in it, that is all;
 3. otherwise estimates the rest's size from one page of `sample(insertId, PROBE_FRACTION)` (a tenth of that
    again while the probe overflows its page, `probe_estimate`) and reads a
@@ -32,6 +34,7 @@ from ops.errors import BadInput, OpsError, QuotaExceeded
 from ops.gcp import google
 from ops.gcp.cloudlogs import LogEntry, entry_from_api, has_time_bound, severity_clause
 from ops.gcp.google import map_error
+from ops.times import rfc3339
 
 __all__ = ["PROBE_FRACTION", "ReadQuota", "ReadReport", "probe_estimate", "read_window"]
 
@@ -105,8 +108,11 @@ class ReadReport:
     Attributes:
         reads: `entries.list` calls that returned entries (429s not counted; see `throttled`).
         throttled: 429 answers received (each followed by a back-off).
-        error_entries: entries at ERROR or worse read (all of them when `errors_complete`).
+        error_entries: entries at ERROR or worse read one by one, the newest (all of them when
+            `errors_complete`).
         errors_complete: every error entry of the window was read.
+        older_errors_read: error entries read from the sample of those older than the `error_entries`.
+        older_errors_fraction: that sample's fraction (1.0: no sample was needed or taken).
         rest_read: entries below ERROR read (the sample, or all of them).
         sample_fraction: the fraction of the entries below ERROR read (1.0: all).
         estimated_entries: entries in the window, estimated (exact when nothing was sampled or cut).
@@ -117,6 +123,8 @@ class ReadReport:
     throttled: int = 0
     error_entries: int = 0
     errors_complete: bool = False
+    older_errors_read: int = 0
+    older_errors_fraction: float = 1.0
     rest_read: int = 0
     sample_fraction: float = 1.0
     estimated_entries: int = 0
@@ -196,10 +204,6 @@ class _Reader:
         self.client.close()
 
 
-def _stamp(value: datetime) -> str:
-    return value.strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
 def read_window(
     project: str,
     filter_: str,
@@ -207,7 +211,8 @@ def read_window(
     *,
     quota: ReadQuota,
     max_reads: int = 50,
-    error_pages: int = 20,
+    error_pages: int = 15,
+    older_error_entries: int = 5_000,
     rest_entries: int = 20_000,
     deadline_s: float = 120.0,
     api_endpoint: str | None = None,
@@ -225,7 +230,8 @@ def read_window(
         sink: called once per entry read, in read order.
         quota: the project's `ReadQuota` (shared with other reads of the process).
         max_reads: the most `entries.list` calls (default 50 of the 60 a minute allows).
-        error_pages: the most pages of ERROR-or-worse entries (1,000 each).
+        error_pages: the most pages of ERROR-or-worse entries read one by one (1,000 each).
+        older_error_entries: about how many of the older errors to read when there are more (the sample size).
         rest_entries: about how many entries below ERROR to read (the sample size).
         deadline_s: stop reading after this many seconds of `quota.clock`.
         api_endpoint, credentials: as for `ops.gcp.cloudlogs.fetch`.
@@ -260,6 +266,7 @@ def read_window(
     errors_filter = f"{filter_} AND {at_error}"
     rest_filter = f"{filter_} AND NOT {at_error}"
     oldest_error: datetime | None = None
+    sampling_older = False  # the older errors' sample is being read (a cut there is a gap in the errors)
     held: list[LogEntry] = []  # the newest page of the rest, kept until a sample replaces it
     try:
         token: str | None = None
@@ -272,16 +279,22 @@ def read_window(
             if token is None:
                 report.errors_complete = True
                 break
-        if not report.errors_complete:
-            older = f" older than {_stamp(oldest_error)}" if oldest_error else ""
-            report.missing.append(f"errors{older} (over {error_pages * PAGE_SIZE:,}; narrow the window)")
+        if not report.errors_complete and oldest_error is not None:
+            older_filter = f'{errors_filter} AND timestamp < "{rfc3339(oldest_error, micros=True)}"'
+            sampling_older = True
+            _read_sample(
+                reader, older_filter, sink, older_error_entries, lambda f, n: _count_older(report, f, n)
+            )
+        sampling_older = False
         held, token = reader.page(rest_filter, None)
         if token is not None:
-            _read_sample(reader, rest_filter, sink, rest_entries, report, held)
+            _read_sample(
+                reader, rest_filter, sink, rest_entries, lambda f, n: _count_rest(report, held, f, n)
+            )
     except _OutOfBudget:
         stopped = "cancelled" if cancel is not None and cancel.is_set() else "read budget or deadline reached"
-        if not report.errors_complete and not report.missing:
-            report.missing.append(f"errors beyond the first {report.error_entries:,} ({stopped})")
+        if not report.errors_complete and (sampling_older or not report.older_errors_read):
+            report.missing.append(f"errors beyond the newest {report.error_entries:,}, in part ({stopped})")
         report.missing.append(f"entries below ERROR, in part or whole ({stopped})")
     finally:
         reader.close()
@@ -298,8 +311,21 @@ def read_window(
             backend="logging",
         )
     rest_estimate = report.rest_read / report.sample_fraction if report.sample_fraction else 0
-    report.estimated_entries = report.error_entries + round(rest_estimate)
+    older_estimate = report.older_errors_read / report.older_errors_fraction
+    report.estimated_entries = report.error_entries + round(older_estimate + rest_estimate)
     return report
+
+
+def _count_older(report: ReadReport, fraction: float, entries: int | None) -> None:
+    report.older_errors_fraction = fraction
+    report.older_errors_read += entries or 0
+
+
+def _count_rest(report: ReadReport, held: list[LogEntry], fraction: float, entries: int | None) -> None:
+    report.sample_fraction = fraction
+    if entries is not None:  # a page of the sample came: it replaces the newest page of the rest
+        held.clear()
+        report.rest_read += entries
 
 
 def probe_estimate(found: int, overflowed: bool, fraction: float, *, last: bool) -> float | None:
@@ -322,30 +348,29 @@ def probe_estimate(found: int, overflowed: bool, fraction: float, *, last: bool)
 
 def _read_sample(
     reader: _Reader,
-    rest_filter: str,
+    filter_: str,
     sink: Callable[[LogEntry, float], None],
-    rest_entries: int,
-    report: ReadReport,
-    held: list[LogEntry],
+    entries: int,
+    counted: Callable[[float, int | None], None],
 ) -> None:
-    """Estimate the entries below ERROR from one probe page, then read a sample of about `rest_entries`.
-    The sample replaces `held` (the newest page of the rest, emptied once the sample starts)."""
+    """Estimate how many entries `filter_` matches from one probe page, then read a sample of about
+    `entries` of them, each handed to `sink` with weight 1/f: `counted(f, None)` once f is chosen (so a
+    read cut later is scaled by it), then `counted(f, n)` before each page of n entries is handed on."""
     probe_fraction, probes, estimate = PROBE_FRACTION, 0, None
     while estimate is None:
         probes += 1
-        probe, more = reader.page(f"{rest_filter} AND sample(insertId, {probe_fraction:.6g})", None)
+        probe, more = reader.page(f"{filter_} AND sample(insertId, {probe_fraction:.6g})", None)
         estimate = probe_estimate(len(probe), more is not None, probe_fraction, last=probes >= MAX_PROBES)
         probe_fraction /= PROBE_REFINE
-    fraction = float(f"{min(1.0, rest_entries / estimate):.6g}")  # the value the query states
-    report.sample_fraction = fraction
-    query = rest_filter if fraction >= 1.0 else f"{rest_filter} AND sample(insertId, {fraction:.6g})"
+    fraction = float(f"{min(1.0, entries / estimate):.6g}")  # the value the query states
+    query = filter_ if fraction >= 1.0 else f"{filter_} AND sample(insertId, {fraction:.6g})"
     weight = 1.0 / fraction
+    counted(fraction, None)
     token: str | None = None
     while True:
-        entries, token = reader.page(query, token)
-        held.clear()
-        for entry in entries:
+        page, token = reader.page(query, token)
+        counted(fraction, len(page))
+        for entry in page:
             sink(entry, weight)
-        report.rest_read += len(entries)
         if token is None:
             return

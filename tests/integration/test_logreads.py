@@ -108,6 +108,28 @@ def test_planned_read_takes_every_error_and_a_weighted_sample(sim: GcpSimulator)
     assert abs(report.estimated_entries - ENTRIES) / ENTRIES < 0.1
 
 
+def test_errors_past_the_pages_read_one_by_one_are_sampled_not_dropped() -> None:
+    many = scenario()
+    many["google"]["logs"]["stream"] |= {"count": 30_000, "error_share": 0.1}  # 3,000 errors
+    with GcpSimulator(many, now=lambda: NOW) as sim:
+        stream = TemplateStream()
+        report = read_window(
+            PROJECT,
+            WINDOW,
+            stream.add,
+            quota=sim_quota(sim, 60),
+            api_endpoint=sim.url,
+            error_pages=1,
+            older_error_entries=500,
+            rest_entries=2000,
+        )
+    summary = stream.summary()
+    assert not report.errors_complete and not report.partial  # nothing missing: the older ones estimated
+    assert report.error_entries == 1000 and 0 < report.older_errors_fraction < 1 and report.older_errors_read
+    assert abs(summary.error_entries - 3000) / 3000 < 0.2
+    assert abs(report.estimated_entries - 30_000) / 30_000 < 0.1
+
+
 def test_reads_are_paced_under_the_quota_without_a_429() -> None:
     with GcpSimulator(scenario(reads_per_minute=3), now=lambda: NOW) as sim:
         report = read_window(
