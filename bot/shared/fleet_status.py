@@ -8,7 +8,7 @@ is one red line; the rest still show.
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
@@ -58,16 +58,21 @@ class Snapshot:
 
 
 def snapshot(
-    pool: ThreadPoolExecutor, name: str, services: Services, now: datetime
+    pool: ThreadPoolExecutor,
+    name: str,
+    services: Services,
+    now: datetime,
+    open_alerts: Future[dict[str, list[LedgerRow]]] | None = None,
 ) -> Callable[[], Snapshot]:
     """Start fetching one deployment on `pool`; returns a function that waits for its Snapshot (its spend
     and lines rendered on `pool` too, as soon as its own sources are in). Its open alerts are those of its
-    own ledger (`AlertLedger` of deployment `name`) over the last 7 days. `pool` needs SOURCES threads per
-    deployment fetched at once (one task waits for others)."""
+    own ledger (`AlertLedger` of deployment `name`) over the last 7 days, taken from `open_alerts` (every
+    deployment's of the store, read once: `AlertLedger.open_alerts_by_deployment`) when given. `pool` needs
+    SOURCES threads per deployment fetched at once (one task waits for others)."""
     listing_f = pool.submit(services.tpu.list_queued_resources, services.settings.tpu_zones)
-    alerts_f = pool.submit(
-        lambda: AlertLedger(services.store, name).open_alerts(since=now - timedelta(days=OPEN_ALERTS_DAYS))
-    )
+    if open_alerts is None:
+        open_alerts = pool.submit(_open_alerts, services, [name], now)
+    alerts_f = pool.submit(lambda: open_alerts.result()[name])
 
     def connect() -> tuple[Endpoint, VllmClient]:  # one client for /health and /metrics, closed in gather
         endpoint = services.endpoints.resolve(listing_f.result)
@@ -190,6 +195,11 @@ def deployment_blocks(snap: Snapshot) -> list[Block]:
     return [section(f"*{snap.name}* · project `{s.gcp_project}`\n" + "\n".join(snap.lines))]
 
 
+def _open_alerts(services: Services, names: list[str], now: datetime) -> dict[str, list[LedgerRow]]:
+    since = now - timedelta(days=OPEN_ALERTS_DAYS)
+    return AlertLedger.open_alerts_by_deployment(services.store, names, since=since)
+
+
 def snapshots(deployments: dict[str, Services], now: datetime) -> list[Snapshot]:
     """Every deployment's Snapshot, all sources of all deployments fetched at once, in the given order.
 
@@ -197,5 +207,15 @@ def snapshots(deployments: dict[str, Services], now: datetime) -> list[Snapshot]
     earlier one never holds back a task without a thread), whose threads stay for the next command: a
     pool made per /fleet started SOURCES threads per deployment each time, one after the other under the
     interpreter lock (0.28 s before the 50th deployment's first request went out)."""
-    waits = [snapshot(services.fanout, name, services, now) for name, services in deployments.items()]
+    sharing: dict[int, list[str]] = {}  # the deployments of each state store (usually one for all)
+    for name, services in deployments.items():
+        sharing.setdefault(id(services.store), []).append(name)
+    alerts: dict[int, Future[dict[str, list[LedgerRow]]]] = {}
+    for names in sharing.values():
+        first = deployments[names[0]]
+        alerts[id(first.store)] = first.fanout.submit(_open_alerts, first, names, now)
+    waits = [
+        snapshot(services.fanout, name, services, now, alerts[id(services.store)])
+        for name, services in deployments.items()
+    ]
     return [wait() for wait in waits]

@@ -622,6 +622,47 @@ class AlertLedger:
         rows = self.rows(since=since, status="sent", open_only=True)
         return [r for r in rows if r.kind not in NOT_OPEN_KINDS]
 
+    @staticmethod
+    def open_alerts_by_deployment(
+        store: Store | Engine, deployments: Iterable[str], *, since: datetime
+    ) -> dict[str, list[LedgerRow]]:
+        """`open_alerts(since=since)` of each deployment's ledger in `store`, the named ones in one query (a
+        fleet's 50 ledgers read one by one were 50 queries of the same rows' table).
+
+        Args:
+            store: the state store the deployments share; deployments: their names; since: aware datetime.
+
+        Returns:
+            deployment name -> its open alerts, oldest first ([] for one with none).
+        """
+        engine: Engine = store.engine if isinstance(store, Store) else store
+        names = list(dict.fromkeys(deployments))
+        out: dict[str, list[LedgerRow]] = {name: [] for name in names}
+        if DEFAULT_DEPLOYMENT in out:
+            out[DEFAULT_DEPLOYMENT] = AlertLedger(store).open_alerts(since=since)
+        scoped = [name for name in names if name != DEFAULT_DEPLOYMENT]
+        if not scoped:
+            return out
+        table = ledger_table
+        query = (
+            select(table, owners_table.c.deployment.label("owner"))
+            .join(owners_table, owners_table.c.key == table.c.key)
+            .where(
+                owners_table.c.deployment.in_(scoped),
+                table.c.status == "sent",
+                table.c.acked_by.is_(None),
+                table.c.resolved_at.is_(None),
+                table.c.at >= since,
+            )
+            .order_by(table.c.at)
+        )
+        with engine.connect() as conn:
+            for found in conn.execute(query).mappings():
+                row = _row(found)
+                if row.kind not in NOT_OPEN_KINDS:
+                    out[found["owner"]].append(row)
+        return out
+
     def acknowledge(self, key: str, user_id: str) -> LedgerRow | None:
         """Mark a sent alert acknowledged by `user_id`. Returns the row, None if the key is unknown."""
         with self.engine.begin() as conn:

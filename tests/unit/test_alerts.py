@@ -559,6 +559,12 @@ def test_a_named_deployments_ledger_is_its_own_and_the_default_one_reads_everyth
     assert [r.key for r in staging.open_alerts(since=since)] == [down.key]
     assert [r.key for r in production.open_alerts(since=since)] == [stale.key]
     assert {r.key for r in single.open_alerts(since=since)} == {down.key, stale.key}
+    # Read at once for a fleet, each deployment gets what its own ledger reads.
+    at_once = AlertLedger.open_alerts_by_deployment(
+        store, ["staging", "prod", "idle", "default"], since=since
+    )
+    for ledger in (staging, production, AlertLedger(store, "idle"), single):
+        assert at_once[ledger.deployment] == ledger.open_alerts(since=since)
     assert not production.claim(down, "sending", now=NOW)  # keys stay unique across deployments
     staging.set_value("vllm_watch", '{"failures": 2}')
     assert production.get_value("vllm_watch") is None and single.get_value("vllm_watch") is None
