@@ -34,8 +34,9 @@ __all__ = [
     "snapshots",
 ]
 
-# Tasks per deployment on its pool at once: the listing, then /health and /metrics once the endpoint is
-# known, its open alerts, and the one that waits for them and renders the deployment's lines.
+# Tasks per deployment on its pool at once: the listing, the endpoint and its client, then /health and
+# /metrics, and the one that waits for them and renders the deployment's lines (the open alerts of every
+# deployment sharing a store are one more task, on the first one's pool).
 SOURCES = 5
 OPEN_ALERTS_DAYS = 7  # as `/alerts list`
 
@@ -62,17 +63,14 @@ def snapshot(
     name: str,
     services: Services,
     now: datetime,
-    open_alerts: Future[dict[str, list[LedgerRow]]] | None = None,
+    open_alerts: Future[dict[str, list[LedgerRow]]],
 ) -> Callable[[], Snapshot]:
     """Start fetching one deployment on `pool`; returns a function that waits for its Snapshot (its spend
     and lines rendered on `pool` too, as soon as its own sources are in). Its open alerts are those of its
     own ledger (`AlertLedger` of deployment `name`) over the last 7 days, taken from `open_alerts` (every
-    deployment's of the store, read once: `AlertLedger.open_alerts_by_deployment`) when given. `pool` needs
-    SOURCES threads per deployment fetched at once (one task waits for others)."""
+    deployment's of the store, read once: `AlertLedger.open_alerts_by_deployment`). `pool` needs SOURCES
+    threads per deployment fetched at once (one task waits for others)."""
     listing_f = pool.submit(services.tpu.list_queued_resources, services.settings.tpu_zones)
-    if open_alerts is None:
-        open_alerts = pool.submit(_open_alerts, services, [name], now)
-    alerts_f = pool.submit(lambda: open_alerts.result()[name])
 
     def connect() -> tuple[Endpoint, VllmClient]:  # one client for /health and /metrics, closed in gather
         endpoint = services.endpoints.resolve(listing_f.result)
@@ -85,10 +83,14 @@ def snapshot(
     def gather() -> Snapshot:
         listing, vllm = settled(listing_f, "fleet listing"), settled(vllm_f, "fleet endpoint")
         health, metrics = settled(health_f, "fleet /health"), settled(metrics_f, "fleet /metrics")
-        endpoint = vllm if isinstance(vllm, OpsError) else vllm[0]
-        if not isinstance(vllm, OpsError):
-            vllm[1].close()
-        alerts = settled(alerts_f, "fleet alerts")
+        endpoint: Endpoint | OpsError
+        if isinstance(vllm, OpsError):
+            endpoint = vllm
+        else:
+            endpoint, client = vllm
+            client.close()
+        every = settled(open_alerts, "fleet alerts")
+        alerts = every if isinstance(every, OpsError) else every[name]
         spend = deployment_spend(listing, now, midnight(now))
         snap = Snapshot(name, services, listing, endpoint, health, metrics, alerts, spend)
         lines = (_resource_line(snap, now), _vllm_line(snap), _cost_line(snap), _alerts_line(snap))

@@ -191,7 +191,10 @@ def rest_gapic(
 
 
 def tpu_v2(api_endpoint: str | None, credentials: Credentials | None = None) -> gapic_tpu_v2.TpuClient:
-    """`rest_gapic` of `google.cloud.tpu_v2.TpuClient` (https://tpu.googleapis.com/)."""
+    """`rest_gapic` of `google.cloud.tpu_v2.TpuClient` (https://tpu.googleapis.com/).
+
+    The client lacks the flex-start fields (provisioningModel, runDuration, terminationTimestamp): the v2
+    protos do not define them. Use `tpu_v2alpha1` to read those. Pass `timeout=` and `retry=` per call."""
     return rest_gapic(gapic_tpu_v2.TpuClient, api_endpoint, credentials)
 
 

@@ -266,7 +266,7 @@ def read_window(
     errors_filter = f"{filter_} AND {at_error}"
     rest_filter = f"{filter_} AND NOT {at_error}"
     oldest_error: datetime | None = None
-    sampling_older = False  # the older errors' sample is being read (a cut there is a gap in the errors)
+    errors_covered = False  # every error read, or the newest and a sample of the rest of them
     held: list[LogEntry] = []  # the newest page of the rest, kept until a sample replaces it
     try:
         token: str | None = None
@@ -279,13 +279,17 @@ def read_window(
             if token is None:
                 report.errors_complete = True
                 break
-        if not report.errors_complete and oldest_error is not None:
-            older_filter = f'{errors_filter} AND timestamp < "{rfc3339(oldest_error, micros=True)}"'
-            sampling_older = True
+        if not report.errors_complete:
+            # Pages may come back empty with a next page: with no error read yet, all of them are "older".
+            older_filter = (
+                errors_filter
+                if oldest_error is None
+                else f'{errors_filter} AND timestamp < "{rfc3339(oldest_error, micros=True)}"'
+            )
             _read_sample(
                 reader, older_filter, sink, older_error_entries, lambda f, n: _count_older(report, f, n)
             )
-        sampling_older = False
+        errors_covered = True
         held, token = reader.page(rest_filter, None)
         if token is not None:
             _read_sample(
@@ -293,7 +297,7 @@ def read_window(
             )
     except _OutOfBudget:
         stopped = "cancelled" if cancel is not None and cancel.is_set() else "read budget or deadline reached"
-        if not report.errors_complete and (sampling_older or not report.older_errors_read):
+        if not errors_covered:
             report.missing.append(f"errors beyond the newest {report.error_entries:,}, in part ({stopped})")
         report.missing.append(f"entries below ERROR, in part or whole ({stopped})")
     finally:
