@@ -7,7 +7,7 @@ project, a 429 beyond) and 1,000 entries a page. The quota clock is SIMULATED ti
 only moves when a reader waits (a pacing or back-off sleep advances it), so waiting for quota costs no real
 time and both readers are charged the same way.
 
-Planned (the bot's way, `ops.gcp.logreads.read_window` into `llm.logsum.TemplateStream`, in this process):
+Planned (the bot's way, `ops.gcp.logplan.read_window` into `llm.logsum.TemplateStream`, in this process):
 every error (past 15 pages, a sample of about 5,000 of the older ones), one page of the rest, a
 `sample(insertId, 0.001)` probe, then a sample of about 20,000.
 Naive baseline (same run, same world): page through every entry of the window, 1,000 a call, waiting out
@@ -18,7 +18,9 @@ NAIVE_MAX_ENTRIES it is computed, not run, and says so: entries / 1,000 reads, a
 the world's generation together).
 
 Figures:
-  reads          entries.list calls of the planned read that returned entries (429s are counted apart)
+  reads          entries.list requests of the planned read that were answered (429s are counted apart),
+                 counted by the reader where the client sends them (its own next-page requests included)
+  sim_reads      entries.list requests the simulator answered during the planned read: the proof of reads
   wall_s         real seconds of the planned read and mining
   coverage       share of the error kinds holding >= 0.1% of the errors whose template the summary has
                  (message kinds: traceback frame and source lines fold into their exception's kind)
@@ -26,7 +28,8 @@ Figures:
                  template's count
   peak_extra_mb  peak RSS of this process during the planned read and mining minus its RSS before
 
-Last line: RESULT entries=1000000 reads=<r> wall_s=<s> coverage=<c> count_error=<e> peak_extra_mb=<m>
+Last line: RESULT entries=1000000 reads=<r> sim_reads=<n> wall_s=<s> coverage=<c> count_error=<e>
+peak_extra_mb=<m> (on one line)
 """
 
 from __future__ import annotations
@@ -49,8 +52,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.simproc import SimProcess
 from llm.logsum import TemplateStream
 from ops.diagnosis.families import is_traceback_line
-from ops.gcp.cloudlogs import build_filter
-from ops.gcp.logreads import ReadQuota, read_window
+from ops.gcp.cloudlogs import ReadQuota, build_filter
+from ops.gcp.logplan import read_window
 from sim.gcp import GcpSimulator
 
 TOTAL = 1_000_000
@@ -88,6 +91,10 @@ def sim_now(sim: GcpSimulator) -> float:
 
 def sim_advance(sim: GcpSimulator, seconds: float) -> None:
     sim.advance(seconds)
+
+
+def sim_reads(sim: GcpSimulator) -> int:
+    return sim.log_reads_served()
 
 
 def error_truth(sim: GcpSimulator) -> tuple[int, dict[str, int]]:
@@ -145,19 +152,21 @@ def main(total: int) -> None:
         quota = ReadQuota(60, clock=lambda: sim.call(sim_now), sleep=lambda s: sim.call(sim_advance, s))
         stream = TemplateStream()
         before = rss_mb()
-        sim_started = sim.call(sim_now)
+        sim_started, served_before = sim.call(sim_now), sim.call(sim_reads)
         started = time.perf_counter()
         report = read_window(PROJECT, query, stream.add, quota=quota, api_endpoint=sim.url, deadline_s=600)
         summary = stream.summary()
         wall_s = time.perf_counter() - started
         planned_sim_s = sim.call(sim_now) - sim_started
+        served = sim.call(sim_reads) - served_before
         peak_extra = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - before
         print(
             f"planned: {report.reads} reads ({report.throttled} throttled), {report.error_entries:,} errors "
             f"read, {report.older_errors_read:,} older ones at a sample fraction of "
             f"{report.older_errors_fraction:.4g}, {report.rest_read:,} of the rest at "
             f"{report.sample_fraction:.4g}; "
-            f"{planned_sim_s:.0f} simulated s, {wall_s:.1f} real s; partial: {report.missing or 'no'}"
+            f"{planned_sim_s:.0f} simulated s, {wall_s:.1f} real s; partial: {report.missing or 'no'}; "
+            f"the simulator answered {served} entries.list requests"
         )
         # Truth per template: each ERROR text belongs to the template Drain matches it to.
         truth_by_template: Counter[int] = Counter()
@@ -202,8 +211,8 @@ def main(total: int) -> None:
     rate = report.reads / max(planned_sim_s / 60, 1.0)
     print(f"planned reads per simulated minute: {rate:.0f} (quota 60)")
     print(
-        f"RESULT entries={entries} reads={report.reads} wall_s={wall_s:.1f} coverage={coverage:.3f} "
-        f"count_error={count_error:.3f} peak_extra_mb={peak_extra:.0f}"
+        f"RESULT entries={entries} reads={report.reads} sim_reads={served} wall_s={wall_s:.1f} "
+        f"coverage={coverage:.3f} count_error={count_error:.3f} peak_extra_mb={peak_extra:.0f}"
     )
 
 

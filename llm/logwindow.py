@@ -8,7 +8,8 @@ import threading
 from dataclasses import replace
 
 from llm.logsum import LogSummary, TemplateStream
-from ops.gcp.logreads import ReadQuota, ReadReport, read_window
+from ops.gcp.cloudlogs import ReadQuota
+from ops.gcp.logplan import ReadReport, read_window
 
 __all__ = ["mine_window"]
 
@@ -32,7 +33,7 @@ def mine_window(
     api_endpoint: str | None = None,
     quota: ReadQuota | None = None,
 ) -> tuple[LogSummary, ReadReport]:
-    """`ops.gcp.logreads.read_window` into a `llm.logsum.TemplateStream`.
+    """`ops.gcp.logplan.read_window` into a `llm.logsum.TemplateStream`.
 
     Args:
         project, filter_, max_reads, deadline_s, api_endpoint: as for `read_window`.

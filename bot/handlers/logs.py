@@ -81,7 +81,7 @@ def logs(
 )
 def logs_analyze(ctx: Context, since: timedelta | None, node: str | None) -> Reply:
     """Read the window within Cloud Logging's read quota (every error, a sample of the rest when the window
-    is large: `ops.gcp.logreads`) and mine the templates as the entries stream in, both in a worker process
+    is large: `ops.gcp.logplan`) and mine the templates as the entries stream in, both in a worker process
     (`bot.commands.workers`: off the threads that ack); name the known failures (no model needed); then, when
     there
     are errors, ask the first model that answers (primary vLLM, then LLM_FALLBACK_BASE_URL) within a token

@@ -24,7 +24,7 @@ from llm.logsum import Analysis, TemplateSummary
 from ops.diagnosis.engine import Diagnosis
 from ops.diagnosis.placement import ServingNow, is_fatal, template_note
 from ops.gcp.cloudlogs import LogEntry
-from ops.gcp.logreads import ReadReport
+from ops.gcp.logplan import ReadReport
 
 ANALYSIS_CHARS = 2800  # the model's analysis shown in one section (a section holds 3,000)
 

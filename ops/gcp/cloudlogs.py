@@ -1,4 +1,5 @@
-"""Read TPU VM logs from Cloud Logging (REST, through the real `google.cloud.logging` client).
+"""Read TPU VM logs from Cloud Logging: the bot's one reader (REST, through the real
+`google.cloud.logging` client, its public API only).
 
 TPU VMs log under the monitored resource `resource.type="tpu_worker"` with the labels `project_id`,
 `zone`, `node_id` and `worker_id` (docs/google-apis.md §4). vLLM's own output comes from its container
@@ -7,10 +8,15 @@ through Docker's gcplogs driver (the startup script, `ops.vllm.deploy`): log `gc
 `jsonPayload.container.metadata`, and no severity (docs/google-apis.md §4), so the level is read from the
 line (`container_severity`) and the severity restrictions say the same in the query (`severity_clause`).
 `build_filter` writes a Logging query for both, ALWAYS with an explicit `timestamp>="..."` bound: the
-client library appends
-`AND timestamp>="<now - 24 h>"` to any filter that lacks the word "timestamp" (§1 item 7 there), which
-would silently hide older entries. `fetch` pages through `entries.list` newest first and yields
-`LogEntry` values; Google errors become `ops.errors`.
+client library appends `AND timestamp>="<now - 24 h>"` to any filter that lacks the word "timestamp" (§1
+item 7 there), which would silently hide older entries.
+
+Every read, `fetch`'s (`/logs`, chat, the alerts) and the planned read of a large window
+(`ops.gcp.logplan.read_window`, `/logs analyze`), goes through `LogReader.page`: at most N entries taken
+(`itertools.islice`) from the generator of `Client.list_entries`, kept for the next page. That generator
+hides the page token and fetches next pages by itself, so the reader counts, paces (`ReadQuota`) and
+budgets every HTTP request where the client's session sends it; after a 429 it resumes by the query
+(`Listing.query`), not a token (docs/google-apis.md §1 item 9). Google errors become `ops.errors`.
 
 User-supplied filter text (`/vllm logs --filter ...`) is checked by `validate_filter` (printable, at most
 500 characters, balanced quotes and parentheses) and passed to the API as data inside the JSON request
@@ -20,14 +26,19 @@ body; it is never interpolated into a shell command or anything else.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from itertools import islice
 from typing import Any
 
 from google.auth.credentials import Credentials
+from google.cloud.logging import DESCENDING
 
-from ops.errors import BadInput, OpsError
+from ops.errors import BadInput, QuotaExceeded
 from ops.gcp import google
 from ops.gcp.google import map_error
 from ops.linear import linear
@@ -38,10 +49,15 @@ __all__ = [
     "CONTAINER_LOG_ID",
     "MAX_FILTER_CHARS",
     "NODE_LABEL",
+    "PAGE_SIZE",
     "RESOURCE_TYPE",
     "SEVERITIES",
     "WORKER_LABEL",
+    "Listing",
     "LogEntry",
+    "LogReader",
+    "ReadQuota",
+    "ReadStopped",
     "build_filter",
     "container_log_name",
     "container_severity",
@@ -491,6 +507,240 @@ def _from_client_entry(entry: Any) -> LogEntry:
     )
 
 
+PAGE_SIZE = 1000
+"""The most entries `entries.list` returns per call (LogEntries pageSize maximum)."""
+BACKOFF_FIRST_S = 2.0
+BACKOFF_MAX_S = 60.0
+"""A 429's back-off doubles from the first to the most (the quota error carries no Retry-After)."""
+
+
+class ReadQuota:
+    """Paces `entries.list` calls of one project: at most `per_minute` in any 60 s, and none while a 429's
+    back-off runs. Thread-safe; share one per project across the process.
+
+    Args:
+        per_minute: calls allowed per minute (Logging's default read quota: 60,
+            https://cloud.google.com/logging/quotas#api-limits).
+        clock: seconds, monotonic (default `time.monotonic`; the benchmark passes simulated time).
+        sleep: waits that many seconds (default `time.sleep`).
+    """
+
+    def __init__(
+        self,
+        per_minute: int = 60,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if per_minute < 1:
+            raise BadInput(f"per_minute must be at least 1, got {per_minute}", "", backend="logging")
+        self.per_minute, self.clock, self.sleep = per_minute, clock, sleep
+        self._calls: deque[float] = deque()  # when the calls of the last minute were sent
+        self._blocked_until = 0.0
+        self._lock = threading.Lock()
+
+    def acquire(self, deadline: float) -> bool:
+        """Wait for a free slot and take it. Returns False (nothing taken) if none frees before `deadline`
+        (a `clock` value)."""
+        while True:
+            with self._lock:
+                now = self.clock()
+                while self._calls and self._calls[0] <= now - 60:
+                    self._calls.popleft()
+                wait = max(self._blocked_until - now, 0.0)
+                if len(self._calls) >= self.per_minute:
+                    wait = max(wait, self._calls[0] + 60 - now)
+                if wait <= 0:
+                    self._calls.append(now)
+                    return True
+            if now + wait > deadline:
+                return False
+            self.sleep(wait)
+
+    def throttled(self, backoff_s: float) -> None:
+        """A 429 arrived: no call for `backoff_s` seconds."""
+        with self._lock:
+            self._blocked_until = max(self._blocked_until, self.clock() + backoff_s)
+
+
+class ReadStopped(Exception):
+    """The read budget, the deadline or a cancel came before a `LogReader`'s next request (not sent)."""
+
+
+class Listing:
+    """The entries of one Logging query, newest first, as far as a `LogReader` has read them: the client's
+    generator while it lasts, and where to resume by the query itself when it does not.
+
+    Args:
+        filter_: the query, with a time bound (`build_filter`).
+        page_size: entries per `entries.list` call, 1..PAGE_SIZE.
+        sample: read `sample(insertId, sample)` of the entries only (0 < sample < 1); None: all of them.
+
+    Attributes:
+        done: every entry of the query was read (the client's generator ended).
+    """
+
+    def __init__(self, filter_: str, page_size: int = PAGE_SIZE, sample: float | None = None) -> None:
+        self.filter_, self.page_size, self.sample = filter_, page_size, sample
+        self.done = False
+        self._oldest: datetime | None = None  # the oldest entry's timestamp read, to the microsecond
+        self._at_oldest: set[str] = set()  # the insertIds read at `_oldest`
+        self._entries: Iterator[Any] | None = None  # the client's generator, None once it ended or failed
+
+    def remaining(self, sample: float | None = None) -> Listing:
+        """A new listing of the entries of this query not read here yet (`sample` of them)."""
+        rest = Listing(self.filter_, self.page_size, sample)
+        rest._oldest, rest._at_oldest = self._oldest, set(self._at_oldest)
+        return rest
+
+    def query(self) -> str:
+        """The filter to send to read on: the query, below the microsecond after the oldest entry read
+        (the client's timestamps stop at microseconds; the entries of that microsecond already read are
+        skipped by `take`: entries of one timestamp are told apart by their insertId,
+        https://cloud.google.com/logging/docs/reference/v2/rest/v2/LogEntry), then the sample clause last,
+        e.g. '... AND timestamp<"2026-11-29T11:59:07.000124Z" AND sample(insertId, 0.01802)'."""
+        parts = [self.filter_]
+        if self._oldest is not None:
+            parts.append(f'timestamp<"{rfc3339(self._oldest + timedelta(microseconds=1), micros=True)}"')
+        if self.sample is not None:
+            parts.append(f"sample(insertId, {self.sample:.6g})")
+        return " AND ".join(parts)
+
+    def take(self, entry: LogEntry) -> bool:
+        """Note `entry` as read. False when it was already: one of the oldest microsecond's entries, sent
+        again by a query that resumes there."""
+        if self._oldest is None or entry.timestamp < self._oldest:
+            self._oldest, self._at_oldest = entry.timestamp, {entry.insert_id}
+            return True
+        if entry.insert_id in self._at_oldest:
+            return False
+        self._at_oldest.add(entry.insert_id)
+        return True
+
+
+class LogReader:
+    """Every `entries.list` request of one read (`fetch`, `ops.gcp.logplan.read_window`), through one
+    `google.cloud.logging.Client`: counted, paced, kept within a budget where it is sent (the client's
+    session calls `_before_request`), a 429 backed off and the read resumed by its query, Google's errors
+    mapped, entries parsed (`LogEntry`). Close it when done (`close`).
+
+    Args:
+        project: the project id; entries of "projects/<project>" are read.
+        quota: the project's `ReadQuota`: every request waits for a slot, a 429 is backed off and the read
+            resumed. None: nothing paced, and a 429 raises QuotaExceeded (an interactive read answers now).
+        max_reads: the most requests answered (429s apart); None for no limit.
+        deadline_s: no request after this many seconds of `quota.clock` (with a quota; default none).
+        api_endpoint: e.g. "http://127.0.0.1:43121" (the simulator); None for the real API.
+        credentials: google-auth credentials; None: anonymous for an endpoint, else ADC.
+        cancel: set it to send no further request.
+
+    Attributes:
+        requests: HTTP requests the client sent (the generator's own next pages and 429s included).
+        throttled: of them, answered 429.
+
+    Raises:
+        PermissionDenied: no credentials given and no Application Default Credentials found.
+    """
+
+    def __init__(
+        self,
+        project: str,
+        *,
+        quota: ReadQuota | None = None,
+        max_reads: int | None = None,
+        deadline_s: float = float("inf"),
+        api_endpoint: str | None = None,
+        credentials: Credentials | None = None,
+        cancel: threading.Event | None = None,
+    ) -> None:
+        self.project, self.quota, self.max_reads, self.cancel = project, quota, max_reads, cancel
+        self.deadline = quota.clock() + deadline_s if quota is not None else deadline_s
+        self.requests = self.throttled = 0
+        self._stopped = False  # a page returned what it had when the budget came: the next one raises
+        self.what = f"Cloud Logging entries.list projects/{project}"
+        self.client = google.cloud_logging(
+            project, api_endpoint, credentials, before_request=self._before_request
+        )
+
+    @property
+    def reads(self) -> int:
+        """`entries.list` requests answered (the 429s apart)."""
+        return self.requests - self.throttled
+
+    def _before_request(self) -> None:
+        """Every HTTP request of the client, before it is sent: refused (ReadStopped) past the budget, the
+        deadline or a cancel, else paced by the quota, then counted."""
+        cancelled = self.cancel is not None and self.cancel.is_set()
+        if cancelled or (self.max_reads is not None and self.reads >= self.max_reads):
+            raise ReadStopped
+        quota = self.quota
+        if quota is not None and (quota.clock() >= self.deadline or not quota.acquire(self.deadline)):
+            raise ReadStopped
+        self.requests += 1
+
+    def page(self, listing: Listing, size: int | None = None) -> list[LogEntry]:
+        """The next entries of `listing`, newest first, at most `size` (default its page size): one
+        `entries.list` request, more when the API cut a page short (the client's generator asks for the
+        next), after a 429 (backed off, the read resumed by the query) or a page only of entries read
+        before such a resume. `listing.done` tells whether more remain.
+
+        Raises:
+            ReadStopped: the budget, the deadline or the cancel came before a request, and nothing was
+                read yet (else what was read is returned, and the next call raises).
+            BadInput (400), PermissionDenied (401/403), NotFound (404), QuotaExceeded (429, without a
+            quota), BackendUnavailable (5xx, connection refused), BackendTimeout (timeouts, 504): from
+                `ops.gcp.google.map_error`.
+        """
+        if self._stopped:
+            raise ReadStopped
+        size = listing.page_size if size is None else size
+        want, got = size, []
+        backoff = BACKOFF_FIRST_S
+        while want > 0 and not listing.done:
+            if listing._entries is None:
+                listing._entries = iter(
+                    self.client.list_entries(
+                        resource_names=[f"projects/{self.project}"],
+                        filter_=listing.query(),
+                        order_by=DESCENDING,
+                        page_size=listing.page_size,
+                    )
+                )
+            asked, taken = want, 0
+            try:
+                for item in islice(listing._entries, asked):
+                    taken += 1
+                    entry = _from_client_entry(item)
+                    if listing.take(entry):
+                        got.append(entry)
+            except ReadStopped:
+                listing._entries = None
+                if not got:
+                    raise
+                self._stopped = True
+                return got
+            except Exception as exc:
+                listing._entries = None  # the generator ended with the error: resume by the query
+                error = map_error(exc, self.what, backend="logging", api="Cloud Logging")
+                if not isinstance(error, QuotaExceeded) or self.quota is None:
+                    raise error from exc
+                self.throttled += 1
+                self.quota.throttled(backoff)
+                backoff = min(BACKOFF_MAX_S, backoff * 2)
+                want -= taken
+                continue
+            want -= taken
+            if taken < asked:
+                listing.done = True
+            elif want == 0 and not got:
+                want = size
+        return got
+
+    def close(self) -> None:
+        """Close the client's HTTP session."""
+        self.client.close()
+
+
 def fetch(
     project: str,
     filter_: str,
@@ -500,10 +750,9 @@ def fetch(
     api_endpoint: str | None = None,
     credentials: Credentials | None = None,
 ) -> Iterator[LogEntry]:
-    """Read log entries matching a filter, newest first, page by page (lazily).
-
-    Uses `google.cloud.logging.Client(_use_grpc=False, client_options={"api_endpoint": ...})`
-    (`ops.gcp.google.cloud_logging`), i.e. `POST /v2/entries:list` with `orderBy: "timestamp desc"`.
+    """Read log entries matching a filter, newest first, page by page (lazily), through a `LogReader`
+    without a quota: `google.cloud.logging.Client.list_entries`, i.e. `POST /v2/entries:list` with
+    `orderBy: "timestamp desc"`.
 
     Args:
         project: the project id; entries of "projects/<project>" are read.
@@ -538,26 +787,14 @@ def fetch(
         raise BadInput(f"page_size must be 1..1000, got {page_size}", "", backend="logging")
     if limit == 0:
         return
-    what = f"Cloud Logging entries.list projects/{project}"
-    client = google.cloud_logging(project, api_endpoint, credentials)
+    listing = Listing(filter_, min(page_size, limit) if limit is not None else page_size)
+    left = limit
+    reader = LogReader(project, api_endpoint=api_endpoint, credentials=credentials)
     try:
-        entries = client.list_entries(
-            resource_names=[f"projects/{project}"],
-            filter_=filter_,
-            order_by="timestamp desc",
-            page_size=min(page_size, limit) if limit is not None else page_size,
-            max_results=limit,
-        )
-        iterator = iter(entries)
-        while True:
-            try:
-                entry = next(iterator)
-            except StopIteration:
-                return
-            except OpsError:
-                raise
-            except Exception as exc:
-                raise map_error(exc, what, backend="logging", api="Cloud Logging") from exc
-            yield _from_client_entry(entry)
+        while not listing.done and (left is None or left > 0):
+            entries = reader.page(listing, None if left is None else min(listing.page_size, left))
+            yield from entries
+            if left is not None:
+                left -= len(entries)
     finally:
-        client.close()
+        reader.close()

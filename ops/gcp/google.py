@@ -33,6 +33,7 @@ from google.api_core.client_options import ClientOptions
 from google.auth import exceptions as auth_exceptions
 from google.auth.credentials import AnonymousCredentials, Credentials
 from google.auth.exceptions import DefaultCredentialsError
+from google.auth.transport.requests import AuthorizedSession
 from google.cloud import cloudquotas_v1, secretmanager_v1
 from google.cloud import logging as cloud_logging_lib
 from google.cloud import tpu_v2 as gapic_tpu_v2
@@ -213,22 +214,63 @@ def secret_manager(
     return rest_gapic(secretmanager_v1.SecretManagerServiceClient, api_endpoint, credentials)
 
 
+_REFRESH_TIMEOUT_S = 300.0
+"""Seconds a credentials refresh may take: google-cloud-core's `_CREDENTIALS_REFRESH_TIMEOUT`, the value the
+client would give its own session (google/cloud/client/__init__.py in googleapis/python-cloud-core)."""
+
+
+class _PacedSession(AuthorizedSession):
+    """The `requests` session a `google.cloud.logging.Client` sends its HTTP requests through: google-auth's
+    `AuthorizedSession`, as the client builds for itself (google-cloud-core `Client._http`: a 300 s
+    credentials refresh timeout, the mTLS channel when GOOGLE_API_USE_CLIENT_CERTIFICATE asks for it), that
+    calls `before_request()` first on every request it sends, the retry after a 401 included. Reading
+    Cloud Logging needs it: `Client.list_entries` fetches a query's next pages by itself while its entries
+    are iterated, so a request can only be paced and counted where it is sent.
+    """
+
+    def __init__(
+        self, credentials: Credentials, before_request: Callable[[], None], *, loopback: bool
+    ) -> None:
+        super().__init__(credentials, refresh_timeout=_REFRESH_TIMEOUT_S)
+        self._before_request = before_request
+        if loopback:
+            self.trust_env = False  # never send simulator traffic through a proxy from the environment
+        else:
+            self.configure_mtls_channel()
+
+    def request(self, method: str | bytes, url: str | bytes, *args: Any, **kwargs: Any) -> requests.Response:
+        """`before_request()`, which may wait or raise (then nothing is sent), then the request."""
+        self._before_request()
+        response: requests.Response = super().request(method, url, *args, **kwargs)
+        return response
+
+
 def cloud_logging(
-    project: str, api_endpoint: str | None, credentials: Credentials | None = None
+    project: str,
+    api_endpoint: str | None,
+    credentials: Credentials | None = None,
+    *,
+    before_request: Callable[[], None],
 ) -> cloud_logging_lib.Client:
     """A hand-written `google.cloud.logging.Client` speaking REST/JSON (`_use_grpc=False`).
 
     Cloud Logging's GAPIC client is gRPC only (docs/google-apis.md §1 item 6); this REST client
     sends `POST /v2/entries:list`, which the simulator (`sim.gcp.GcpSimulator`) serves. Beware that its
     `list_entries` appends `AND timestamp>="<now - 24 h>"` to any filter without the word "timestamp"
-    (§1 item 7 there): `ops.gcp.cloudlogs.build_filter` always writes its own bound.
+    (§1 item 7 there): `ops.gcp.cloudlogs.build_filter` always writes its own bound. Its HTTP requests go
+    through a `_PacedSession` given to the constructor as `_http` (documented there as any object with
+    `requests.Session.request`'s interface, and "should be considered private", as is `_use_grpc`), which
+    calls `before_request` before each (§1 item 9 there).
 
     Args:
         project: the project id whose logs are read ("projects/<project>" is the default resource name).
         api_endpoint: base URL with scheme, e.g. "http://127.0.0.1:43121" (the simulator); None for the
             real API (https://logging.googleapis.com/).
-        credentials: as for `tpu_v2alpha1`. With a loopback endpoint and no credentials the client uses a
-            plain `requests.Session` that ignores HTTP(S)_PROXY from the environment.
+        credentials: as for `tpu_v2alpha1`. With a loopback endpoint the session ignores HTTP(S)_PROXY
+            from the environment.
+        before_request: called with no argument before every HTTP request the client sends; it may wait
+            (pacing) or raise (nothing is sent; the exception reaches the caller of the client's method,
+            or of the generator `list_entries` returned).
 
     Returns:
         The client; close it with `client.close()` (closes its HTTP session). Its calls raise
@@ -239,14 +281,10 @@ def cloud_logging(
         PermissionDenied: no credentials given and no Application Default Credentials found.
     """
     creds = _credentials(api_endpoint, credentials)
-    http: requests.Session | None = None
-    if credentials is None and _is_loopback(api_endpoint):
-        http = requests.Session()
-        http.trust_env = False  # never send simulator traffic through a proxy
     return cloud_logging_lib.Client(
         project=project,
         credentials=creds,
-        _http=http,
+        _http=_PacedSession(creds, before_request, loopback=_is_loopback(api_endpoint)),
         _use_grpc=False,
         client_options={"api_endpoint": api_endpoint} if api_endpoint else None,
     )

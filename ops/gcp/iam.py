@@ -36,9 +36,9 @@ class GoogleCall:
         client: the client the code calls it through: "tpu-v2alpha1" (google-api-python-client discovery
             resource, `ops.gcp.google.tpu_v2alpha1`), "tpu-v2" (`tpu_v2.TpuClient`), "cloudquotas"
             (`CloudQuotasClient`), "secretmanager" (`SecretManagerServiceClient`), "logging"
-            (`google.cloud.logging.Client` and its connection).
+            (`google.cloud.logging.Client`).
         call: the call in the code: "queuedResources.list" (discovery collection and verb), "get_node"
-            (a GAPIC client method), "list_entries" or "POST /entries:list" (logging).
+            (a GAPIC client method), "list_entries" (logging).
         label: how error messages name the call (the start of `what` in `ops.gcp.google.map_error`), e.g.
             "TPU API v2alpha1 queuedResources.list".
         permission: the IAM permission Google checks, e.g. "tpu.nodes.list".
@@ -189,18 +189,10 @@ CALLS: tuple[GoogleCall, ...] = (
         "bot-role",
         "https://cloud.google.com/docs/quotas/reference/rest/v1/projects.locations.services.quotaInfos/get",
     ),
-    # Cloud Logging API (ops/gcp/cloudlogs.py, ops/gcp/logreads.py): /logs and /logs analyze.
+    # Cloud Logging API (ops/gcp/cloudlogs.py, the one reader): /logs, /logs analyze, chat, the alerts.
     GoogleCall(
         "logging",
         "list_entries",
-        "Cloud Logging entries.list",
-        "logging.logEntries.list",
-        "bot-role",
-        "https://cloud.google.com/logging/docs/reference/v2/rest/v2/entries/list",
-    ),
-    GoogleCall(
-        "logging",
-        "POST /entries:list",
         "Cloud Logging entries.list",
         "logging.logEntries.list",
         "bot-role",

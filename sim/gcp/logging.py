@@ -5,7 +5,9 @@
 Body fields: resourceNames (projects/{p} only), filter (see `sim.gcp.logfilter`), orderBy ("timestamp asc"
 default, or "timestamp desc"; ties by insertId), pageSize (default 50, at most 1000, a negative one is a
 400) and pageToken (opaque, bound to the filter and order). Reads count against the per-minute quota of
-`World.log_read_quota` and are refused past it, as Cloud Logging does.
+`World.log_read_quota` and are refused past it, as Cloud Logging does; `World.log_reads_served` counts
+the answered ones. `GcpSimulator.cut_log_searches` makes the next answers end early with a nextPageToken,
+as Cloud Logging's do when a search runs out of time.
 """
 
 from __future__ import annotations
@@ -149,6 +151,13 @@ def _list_log_entries(w: World, m: re.Match[str], query: dict[str, str], raw: by
     matched = scan.upto(offset + size + 1)
     if offset > len(matched):
         raise ApiError(400, "Invalid page token: the query changed.")
+    cuts, keep = w.log_search_cuts
+    if cuts and offset + keep < len(matched):
+        # "If a value for nextPageToken appears and the entries field is empty, it means that the search
+        # found no log entries so far but it did not have time to search all the possible log entries"
+        # (entries.list, nextPageToken): a page cut short, here after `keep` entries.
+        size = min(size, keep)
+        w.log_search_cuts = (cuts - 1, keep)
     page = matched[offset : offset + size]
     result: dict[str, Any] = {}
     if page:
@@ -189,6 +198,7 @@ def _charge_log_read(w: World) -> None:
             ],
         )
     w.log_reads.append(w.now)
+    w.log_reads_served += 1
 
 
 ROUTES: list[Route] = [("POST", r"/v2/entries:list$", _list_log_entries)]

@@ -6,8 +6,8 @@ Errors use the Google envelope `{"error": {"code": 404, "message": "...", "statu
 Controls for tests: `GcpSimulator.now()`, `.advance(seconds)`, `.preempt(zone, node_id)`,
 `.publish_host_key(zone, node_id, key_type, b64)`,
 `.set_capacity(zone, spec)`, `.inject_fault(...)`, `.add_log_entry(text, severity=, at=, ...)`,
-`.log_entries()`, `.requests` and `.request_bodies` (JSON bodies sent to TPU and Logging paths; Secret
-Manager bodies are never recorded).
+`.log_entries()`, `.cut_log_searches(count, keep=)`, `.log_reads_served()`, `.requests` and
+`.request_bodies` (JSON bodies sent to TPU and Logging paths; Secret Manager bodies are never recorded).
 """
 
 from __future__ import annotations
@@ -269,6 +269,18 @@ class GcpSimulator:
                 )
             self.world.add_logs([body])
             return body
+
+    def cut_log_searches(self, count: int, *, keep: int = 0) -> None:
+        """Make the next `count` entries.list answers that have more entries to give end after `keep`
+        entries (0: none) with a nextPageToken, as Cloud Logging answers a search that ran out of time
+        (https://cloud.google.com/logging/docs/reference/v2/rest/v2/entries/list, nextPageToken)."""
+        with self.world.lock:
+            self.world.log_search_cuts = (count, keep)
+
+    def log_reads_served(self) -> int:
+        """entries.list calls answered so far (those refused with the read quota's 429 apart)."""
+        with self.world.lock:
+            return self.world.log_reads_served
 
     def log_entries(self) -> list[dict[str, Any]]:
         """Every stored LogEntry JSON body, oldest first (copies)."""

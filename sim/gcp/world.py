@@ -290,6 +290,9 @@ class World:
     quota_defaults: dict[str, int] = field(default_factory=dict)
     log_read_quota: int = LOG_READS_PER_MINUTE
     log_reads: deque[datetime] = field(default_factory=deque, repr=False)  # accepted entries.list calls
+    log_reads_served: int = 0  # entries.list calls answered since the start (429s apart)
+    # (answers left, entries each keeps): searches cut short (GcpSimulator.cut_log_searches)
+    log_search_cuts: tuple[int, int] = (0, 0)
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     @classmethod

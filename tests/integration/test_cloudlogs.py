@@ -149,6 +149,15 @@ def test_filters_severity_node_text_and_limit(sim: GcpSimulator) -> None:
     assert audit and all("CreateQueuedResource" in e.message for e in audit)
 
 
+def test_fetch_sends_no_request_past_its_limit(sim: GcpSimulator) -> None:
+    query = build_filter(timedelta(hours=6), project=PROJECT, now=NOW)
+    before = sim.log_reads_served()
+    assert len(read(sim, query, limit=30)) == 30
+    assert len(read(sim, query, limit=5, page_size=2)) == 5
+    # one page of 30, then pages of 2, 2 and 1: the library's own max_results would ask for one more page
+    assert sim.log_reads_served() - before == 1 + 3
+
+
 def test_filter_language_of_the_simulator() -> None:
     body = {
         "logName": "projects/p/logs/syslog",

@@ -13,8 +13,7 @@ import pytest
 
 from llm.logwindow import mine_window
 from ops.diagnosis.engine import diagnose
-from ops.gcp.cloudlogs import LogEntry, build_filter, fetch
-from ops.gcp.logreads import ReadQuota
+from ops.gcp.cloudlogs import LogEntry, ReadQuota, build_filter, fetch
 from sim.gcp import GcpSimulator
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)

@@ -1,7 +1,7 @@
-"""Reading a log window within Cloud Logging's read quota (`ops.gcp.logreads`) against the simulator, which
-enforces the quota with Google's 429, serves `sample()`, and pages at most 1,000 entries; and the
-time-bound guard of `ops.gcp.cloudlogs`. The quota clock is the simulator's (it moves only when a reader
-waits), so no test sleeps for real."""
+"""Reading a log window within Cloud Logging's read quota (`ops.gcp.logplan`, every read through
+`ops.gcp.cloudlogs.LogReader`) against the simulator, which enforces the quota with Google's 429, serves
+`sample()`, and pages at most 1,000 entries; and the time-bound guard of `ops.gcp.cloudlogs`. The quota
+clock is the simulator's (it moves only when a reader waits), so no test sleeps for real."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ import pytest
 from llm.logsum import TemplateStream
 from llm.logwindow import mine_window
 from ops.errors import BadInput, QuotaExceeded
-from ops.gcp.cloudlogs import LogEntry, build_filter, fetch, has_time_bound
-from ops.gcp.logreads import ReadQuota, read_window
+from ops.gcp.cloudlogs import LogEntry, ReadQuota, build_filter, fetch, has_time_bound, severity_clause
+from ops.gcp.logplan import read_window
 from sim.gcp import GcpSimulator
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -157,6 +157,64 @@ def test_a_429_is_backed_off_and_a_cut_read_returns_what_it_has_labelled_partial
     assert report.errors_complete and report.missing == [
         "entries below ERROR, in part or whole (read budget or deadline reached)"
     ]
+
+
+def list_requests(sim: GcpSimulator) -> int:
+    """entries.list requests the simulator received, the refused ones included."""
+    return sum(path.startswith("/v2/entries:list") for _, path in sim.requests)
+
+
+def test_a_429_mid_window_is_resumed_by_the_query_without_losing_or_doubling_an_entry() -> None:
+    errors_only = scenario(reads_per_minute=2)
+    errors_only["google"]["logs"]["stream"] |= {"count": 2500, "error_share": 1.0}
+    with GcpSimulator(errors_only, now=lambda: NOW) as sim:
+        # Four more errors at the very timestamp of the 2,000th newest: the second page ends among them.
+        boundary = sim.log_entries()[-2000]["timestamp"]
+        at = datetime.fromisoformat(boundary.replace("Z", "+00:00"))
+        for i in range(4):
+            sim.add_log_entry(f"RuntimeError: burst line {i}", severity="ERROR", at=at)
+        newest_first = [e["insertId"] for e in reversed(sim.log_entries())]
+        at_boundary = [i for i, e in enumerate(reversed(sim.log_entries())) if e["timestamp"] == boundary]
+        assert at_boundary[0] < 2000 <= at_boundary[-1]  # the group straddles pages 2 and 3
+        seen: list[LogEntry] = []
+        # The project allows 2 reads a minute: the client's own request for the third page is refused
+        # with 429, and after the back-off the read resumes by the query below the boundary's timestamp.
+        report = read_window(
+            PROJECT, WINDOW, lambda e, w: seen.append(e), quota=sim_quota(sim, 60), api_endpoint=sim.url
+        )
+        below = (at + timedelta(microseconds=1)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        filters = [b["filter"] for _, path, b in sim.request_bodies if path.startswith("/v2/entries:list")]
+        assert f'{WINDOW} AND {severity_clause("ERROR", PROJECT)} AND timestamp<"{below}"' in filters
+        assert report.throttled >= 1 and report.errors_complete and not report.partial
+        assert [e.insert_id for e in seen] == newest_first  # every entry once, newest first
+        assert report.reads == sim.log_reads_served() == 4  # three pages of errors, one of the rest
+        assert report.reads + report.throttled == list_requests(sim)
+
+
+def test_pages_cut_short_are_read_on_by_the_client_and_counted_where_it_sends_them() -> None:
+    with GcpSimulator(scenario(), now=lambda: NOW) as sim:
+        sim.cut_log_searches(3)  # three empty answers with a nextPageToken: the search ran out of time
+        report = read_window(
+            PROJECT,
+            WINDOW,
+            lambda e, w: None,
+            quota=sim_quota(sim, 60),
+            api_endpoint=sim.url,
+            rest_entries=2000,
+        )
+        assert report.errors_complete and report.error_entries == ERRORS and not report.partial
+        assert report.reads == sim.log_reads_served() == list_requests(sim)
+    with GcpSimulator(scenario(), now=lambda: NOW) as sim:
+        sim.cut_log_searches(5)
+        report = read_window(
+            PROJECT, WINDOW, lambda e, w: None, quota=sim_quota(sim, 60), api_endpoint=sim.url, max_reads=3
+        )
+        # The budget holds the requests the client sends by itself: the fourth is never sent.
+        assert report.reads == sim.log_reads_served() == list_requests(sim) == 3
+        assert report.error_entries == 0 and report.missing == [
+            "errors beyond the newest 0, in part (read budget or deadline reached)",
+            "entries below ERROR, in part or whole (read budget or deadline reached)",
+        ]
 
 
 def test_mine_window_returns_a_picklable_summary(sim: GcpSimulator) -> None:

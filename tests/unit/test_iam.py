@@ -183,7 +183,7 @@ def test_every_google_call_of_the_code_is_in_the_table_and_back() -> None:
     # The scan finds what the code is known to call (a scan finding nothing would pass the above).
     assert ("tpu-v2alpha1", "queuedResources.create") in calls
     assert ("tpu-v2", "get_node") in calls
-    assert ("logging", "POST /entries:list") in calls
+    assert ("logging", "list_entries") in calls
 
 
 def test_every_row_is_sourced_and_explained() -> None:

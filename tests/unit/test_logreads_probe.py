@@ -1,4 +1,4 @@
-"""How the planned log read sizes its sample (`ops.gcp.logreads.probe_estimate`): the probe's estimate follows
+"""How the planned log read sizes its sample (`ops.gcp.logplan.probe_estimate`): the probe's estimate follows
 the window's size past the 1,000,000 entries where a 0.001 probe overflows its page, so the sample read
 stays about `rest_entries` (20,000) whatever the window holds."""
 
@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from ops.gcp.logreads import PAGE_SIZE, PROBE_FRACTION, PROBE_REFINE, probe_estimate
+from ops.gcp.cloudlogs import PAGE_SIZE
+from ops.gcp.logplan import PROBE_FRACTION, PROBE_REFINE, probe_estimate
 
 
 def sample_size(window: int, rest_entries: int = 20_000, max_probes: int = 3) -> float:
