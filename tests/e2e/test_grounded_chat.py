@@ -269,6 +269,11 @@ def test_a_question_about_a_resource_without_a_node_never_gets_another_nodes_log
     # the vLLM container runs on the primary's node: shown, and said to be about it, not gemma4-old
     container = next(line for line in text.splitlines() if line.startswith("• _vLLM container_"))
     assert container.endswith("_(about `gemma4-qr`, not what the question asks about)_")
+    # in gemma4-old's alert thread, a question that names nothing is about it all the same
+    _alert_thread(world, ":red_circle: `gemma4-old` (europe-west4-a) is FAILED")
+    threaded, byline = _answer_and_byline(_say(world, "@gemma-bot what broke? any errors?"))
+    assert _tool_results(world)[-1].startswith("[logs of node `gemma4-old-node`: what the question is about]")
+    assert "gemma4-qr-node" not in threaded and "found in the facts for `gemma4-old`" in byline
 
 
 def _flat(text: str) -> str:
