@@ -5,7 +5,9 @@ against an OpenAI-compatible server (vLLM with `--enable-auto-tool-choice --tool
 any other), for at most `max_rounds` rounds of tool calls, then returns the model's text.
 
 - The tools are read-only callables the bot supplies (status, list, describe, metrics, logs, cost). Their
-  results are redacted (`llm.redact`) and cut to `MAX_TOOL_RESULT_CHARS` before the model sees them.
+  results are redacted (`llm.redact`) and cut to `MAX_TOOL_RESULT_CHARS` before the model sees them. A tool
+  may say what its result is about (`ToolResult.about`); the call keeps it (`ToolCall.about`), so the check
+  of the answer (`llm.claims`) knows which subjects each tool result describes.
 - The model never acts. `AgentAnswer.suggested_command` holds the command of the model's call of the
   built-in `suggest_command` tool (only when it parses as one of the bot's change commands); it is only
   returned, never executed, and the caller decides whether to offer it (the bot offers a change only when
@@ -20,7 +22,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from llm.client import translate_errors
@@ -39,6 +41,7 @@ __all__ = [
     "AgentAnswer",
     "Tool",
     "ToolCall",
+    "ToolResult",
     "answer",
     "valid_command",
 ]
@@ -88,13 +91,28 @@ class Tool:
         name: function name, e.g. "status" ([a-zA-Z0-9_-], at most 64 characters).
         description: what it returns, for the model.
         parameters: JSON schema of the arguments, e.g. {"type": "object", "properties": {}}.
-        func: called with the arguments as keyword arguments; returns text. It must not change anything.
+        func: called with the arguments as keyword arguments; returns text, or a `ToolResult` that also says
+            what the text is about. It must not change anything.
     """
 
     name: str
     description: str
     parameters: Mapping[str, Any]
-    func: Callable[..., str]
+    func: Callable[..., str | ToolResult]
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """A tool's text and what it is about.
+
+    Attributes:
+        text: what the model is sent (before redaction and cutting).
+        about: the subjects it describes (`llm.grounding.Scope` names: queued resources, deployments),
+            e.g. ("gemma4-old",); () for a general result.
+    """
+
+    text: str
+    about: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -106,12 +124,14 @@ class ToolCall:
         arguments: the parsed arguments ({} when they did not parse).
         result: what the model was sent back (redacted, at most MAX_TOOL_RESULT_CHARS characters).
         ok: False when the tool was unknown, the arguments were invalid or the tool raised.
+        about: what the result is about (`ToolResult.about`); () for a general result or a failed call.
     """
 
     name: str
     arguments: dict[str, Any]
     result: str
     ok: bool = True
+    about: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -273,8 +293,13 @@ def _run_tool(tools: Mapping[str, Tool], name: str, raw_arguments: str) -> ToolC
         return ToolCall(
             name, arguments, f"unknown tool {name!r}; available: {', '.join(tools) or 'none'}", False
         )
+    about: tuple[str, ...] = ()
     try:
-        result = str(tool.func(**arguments))
+        returned = tool.func(**arguments)
+        if isinstance(returned, ToolResult):
+            result, about = returned.text, tuple(returned.about)
+        else:
+            result = str(returned)
         ok = True
     except OpsError as exc:
         result, ok = f"error: {exc}", False
@@ -282,7 +307,7 @@ def _run_tool(tools: Mapping[str, Tool], name: str, raw_arguments: str) -> ToolC
         result, ok = f"invalid arguments for {name}: {exc}", False
     except Exception as exc:  # a tool's bug must not end the conversation
         result, ok = f"error: {type(exc).__name__}: {exc}", False
-    return ToolCall(name, arguments, redact(result)[:MAX_TOOL_RESULT_CHARS], ok)
+    return ToolCall(name, arguments, redact(result)[:MAX_TOOL_RESULT_CHARS], ok, about)
 
 
 def answer(
@@ -421,7 +446,7 @@ def answer(
                 room = room_tokens()
                 if room is not None and estimate_text_tokens(record.result) > room:
                     kept = _cut_to_tokens(record.result, room - estimate_text_tokens(CUT_MARK))
-                    record = ToolCall(record.name, record.arguments, kept + CUT_MARK, record.ok)
+                    record = replace(record, result=kept + CUT_MARK)
             calls.append(record)
             messages.append({"role": "tool", "tool_call_id": call.id, "content": record.result})
     if not text:

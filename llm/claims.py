@@ -11,6 +11,14 @@ A model's text is a claim, not a fact. Before it is posted, `check_answer` reads
   time, version, URL, bot command) must appear in `evidence`, the facts and tool results the model was
   given; a sentence with a claim that does not, or that gives a resource a state the facts deny
   (`llm.grounding.contradictions`), is removed and the removal is said;
+- each claim must rest on evidence about what its sentence is about (`scope`): the subjects the sentence
+  names, else those the question asks about. A sentence about `gemma4-old` whose claim is found only in
+  evidence about other subjects (another node's log line, another deployment's metrics) is removed; one
+  that names the other subject plainly is about it and may rest on its evidence. A quoted block is about
+  what the sentence before it names, else what the question asks about, whatever names its lines carry
+  (a log line names its node), and so is a sentence copied whole from the evidence, unless it starts with
+  a name (a listing's line). A sentence that tells a failure as happening now while one of its claims is
+  found only in evidence of earlier events is removed too;
 - an answer the model stopped at its token limit is marked as cut;
 - when too little survives, the whole answer is withheld, with one line saying why (the facts are shown
   either way).
@@ -22,10 +30,10 @@ other servers' templates use.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from llm.grounding import contradictions, split_after
+from llm.grounding import Evidence, Scope, contradictions, segments, split_after
 from ops.linear import LinearMatch, linear
 from ops.tpu.zones import ZONE_PATTERN
 
@@ -35,6 +43,8 @@ ECHO_WORDS = 6
 """A sentence sharing a run of this many words with the bot's instructions to the model is an echo."""
 MIN_KEPT_WORDS = 3
 """Fewer words than this left after the check: the answer is withheld."""
+QUOTE_WORDS = 4
+"""A sentence of at least this many words found whole in the evidence is a copy of it (a quote)."""
 LOOP_UNIQUE_SHARE = 0.35
 """A sentence of more than 12 words whose distinct words are under this share of its words is a loop."""
 
@@ -91,6 +101,7 @@ _BACKTICKED = linear(r"`([A-Za-z0-9][A-Za-z0-9_._:/-]{1,80})`")
 _NUMBER = linear(r"[0-9][0-9,]*(?:\.[0-9]+)?")
 _SENTENCE_END = linear(r"[.!?](?:\s+|$)|\n+")
 _WORD = linear(r"[a-z0-9]+")
+_FIRST_WORD = linear(r"[a-z0-9][a-z0-9-]*")
 
 
 @dataclass(frozen=True)
@@ -123,8 +134,13 @@ class Checked:
         removed: what was not posted, in order.
         withheld: why the whole answer was withheld, "" when it was not.
         cut: the model stopped at its token limit (the text ends where it stopped).
-        claims: claims checked and found in the evidence.
+        claims: claims checked and found in the evidence (about what their sentences are about, when a
+            scope was given).
         unverified: the claims not found, each as "`x` (a kind)".
+        quotes: quoted blocks kept, every line found in the evidence (about what they are told about).
+        about: the question's subjects the answer was held to, as Slack shows them ("`gemma4-old`"); ""
+            when it was not held to any (no scope, or a question about nothing known).
+        elsewhere: of `claims`, those of sentences that name another subject, found in evidence about it.
     """
 
     text: str
@@ -133,13 +149,23 @@ class Checked:
     cut: bool = False
     claims: int = 0
     unverified: tuple[str, ...] = ()
+    quotes: int = 0
+    about: str = ""
+    elsewhere: int = 0
 
     def summary(self) -> str:
-        """One line for the byline: "checked: 3 claims found in the facts; removed: a shell command, ...",
-        "" when nothing was checked or removed."""
+        """One line for the byline: "checked: 3 claims found in the facts for `gemma4-old`; removed: a shell
+        command, ...", "" when nothing was checked or removed. It says "checked" only for what was: claims
+        and quoted blocks found in the evidence, and for which subjects."""
         parts = []
-        if self.claims:
-            parts.append(f"checked: {self.claims} claim{'s' * (self.claims != 1)} found in the facts")
+        checked = [f"{self.claims} claim{'s' * (self.claims != 1)}"] if self.claims else []
+        checked += [f"{self.quotes} quoted block{'s' * (self.quotes != 1)}"] if self.quotes else []
+        if checked:
+            where = f" for {self.about}" if self.about else ""
+            line = f"checked: {' and '.join(checked)} found in the facts{where}"
+            if self.about and self.elsewhere:
+                line += f" ({self.elsewhere} in those about the other subjects their sentences name)"
+            parts.append(line)
         reasons = list(dict.fromkeys(r.shown for r in self.removed))
         if reasons:
             parts.append("removed: " + "; ".join(reasons))
@@ -163,7 +189,7 @@ def _numbers(text: str) -> set[float]:
 
 
 @dataclass(frozen=True)
-class _Evidence:
+class _Lookup:
     text: str
     lowered: str
     numbers: frozenset[float]
@@ -171,11 +197,14 @@ class _Evidence:
     times: frozenset[str]
 
     @classmethod
-    def of(cls, text: str) -> _Evidence:
+    def of(cls, text: str) -> _Lookup:
         times = frozenset(f"{int(h):02d}:{m}" for h, m in _TIME.findall(text))
         prices = frozenset(n for amount in _PRICE.findall(text) for n in _numbers(amount))
         flat = " ".join(text.split()).lower()  # a quote may wrap or indent differently
-        return cls(text, flat, frozenset(_numbers(text)), prices, times)
+        # a sentence's numbers are read with its times taken out ("00:38:27.143740Z" leaves 143740): so are
+        # the evidence's
+        numbers = _numbers(text) | _numbers(_TIME.sub(" ", text))
+        return cls(text, flat, frozenset(numbers), prices, times)
 
     def has(self, claim: str) -> bool:
         return claim.lower() in self.lowered
@@ -198,54 +227,115 @@ def _shell_text(text: str) -> bool:
     return bool(_SHELL_START.search(text)) or bool(_SHELL_IN_PROSE.search(text))
 
 
-def _claims(sentence: str, evidence: _Evidence, parses: Callable[[str], bool]) -> tuple[int, list[str]]:
-    """(claims found in the evidence, the claims that are not, each as "`x` (a kind)")."""
-    found = 0
-    missing: list[str] = []
+@dataclass(frozen=True)
+class _Claim:
+    """One claim of a sentence: "`x` (a kind)", and whether a text holds it (`given`: it holds without
+    evidence, as one of the bot's own commands that parses)."""
 
-    def check(ok: bool, claim: str, kind: str) -> None:
-        nonlocal found
-        if ok:
-            found += 1
-        elif f"`{claim}` ({kind})" not in missing:
-            missing.append(f"`{claim}` ({kind})")
+    label: str
+    holds: Callable[[_Lookup], bool]
+    given: bool = False
+
+
+def _claims(sentence: str, parses: Callable[[str], bool]) -> list[_Claim]:
+    """Every claim of a sentence, each once, in the order of the kinds below."""
+    claims: dict[str, _Claim] = {}
+
+    def claim(label: str, kind: str, holds: Callable[[_Lookup], bool], given: bool = False) -> None:
+        key = f"`{label}` ({kind})"
+        if key not in claims:
+            claims[key] = _Claim(key, holds, given)
+
+    def text(value: str) -> Callable[[_Lookup], bool]:
+        return lambda evidence: evidence.has(value)
+
+    def number(raw: str, percent: bool = False, price: bool = False) -> Callable[[_Lookup], bool]:
+        return lambda evidence: evidence.has_number(raw, percent=percent, price=price)
+
+    def time(moment: str) -> Callable[[_Lookup], bool]:
+        return lambda evidence: moment in evidence.times
 
     rest = sentence
     for url in _URL.findall(rest):
-        check(evidence.has(url.rstrip(".,;:")), url.rstrip(".,;:"), "a URL")
+        claim(url.rstrip(".,;:"), "a URL", text(url.rstrip(".,;:")))
     rest = _URL.sub(" ", rest)
     for match in _BOT_COMMAND.finditer(rest):
         line = match.group(1).strip()
         # a path the facts give (`/health`, `/v1/models`) is not a command
-        check(parses(line) or evidence.has(line.split()[0]), line, "not a command of this bot")
+        claim(line, "not a command of this bot", text(line.split()[0]), given=parses(line))
     for zone in _ZONE.findall(rest):
-        check(evidence.has(zone), zone, "a zone")
+        claim(zone, "a zone", text(zone))
     for region in _REGION.findall(_ZONE.sub(" ", rest)):
-        check(evidence.has(region), region, "a region")
+        claim(region, "a region", text(region))
     for accelerator in _ACCELERATOR.findall(rest):
-        check(evidence.has(accelerator), accelerator, "an accelerator type")
+        claim(accelerator, "an accelerator type", text(accelerator))
     for version in _VERSION.findall(rest):
-        check(evidence.has(version.lstrip("v")), version, "a version")
+        claim(version, "a version", text(version.lstrip("v")))
     for date in _DATE.findall(rest):
-        check(evidence.has(date), date, "a date")
+        claim(date, "a date", text(date))
     for hour, minute in _TIME.findall(rest):
-        check(f"{int(hour):02d}:{minute}" in evidence.times, f"{hour}:{minute}", "a time")
+        claim(f"{hour}:{minute}", "a time", time(f"{int(hour):02d}:{minute}"))
     plain = _TIME.sub(" ", _DATE.sub(" ", _VERSION.sub(" ", rest)))
     for amount in _PRICE.findall(plain):
-        check(evidence.has_number(amount, price=True), f"${amount}", "a price")
+        claim(f"${amount}", "a price", number(amount, price=True))
     # Names (gemma4-qr-node-2, us-east5-a, v6e-8) are checked as names below, not as numbers.
     for amount, unit in _QUANTITY.findall(_NAME.sub(" ", _PRICE.sub(" ", plain))):
         quantity = f"{amount}{unit}" if not unit[0].isalpha() else f"{amount} {unit}"
-        check(evidence.has_number(amount, percent=unit == "%"), quantity, "a number")
+        claim(quantity, "a number", number(amount, percent=unit == "%"))
     for code in _EXIT_CODE.findall(plain):
-        check(evidence.has_number(code), f"exit code {code}", "a number")
+        claim(f"exit code {code}", "a number", number(code))
     named = {*_NAME.findall(_ZONE.sub(" ", rest)), *_BACKTICKED.findall(rest)}
     for name in sorted(named):
         if _ACCELERATOR.fullmatch(name) or _ZONE.fullmatch(name) or _REGION.fullmatch(name):
             continue
         if any(ch.isdigit() for ch in name) or f"`{name}`" in rest:
-            check(evidence.has(name), name, "a name")
-    return found, missing
+            claim(name, "a name", text(name))
+    return list(claims.values())
+
+
+def _leading(line: str, scope: Scope) -> frozenset[str]:
+    """The subjects a quoted line starts with ("`gemma4-qr`: *ACTIVE* ..." of a listing), empty when its
+    first word names none (a log line starts with its time)."""
+    first = _FIRST_WORD.search(line.lower())
+    return scope.named(first.group(0)) if first else frozenset()
+
+
+def _quoted(line: str) -> _Claim:
+    """A line of a quoted block as a claim: the line itself, however the evidence wraps or indents it."""
+    flat = " ".join(line.split())
+    return _Claim(flat, lambda evidence: evidence.has(flat))
+
+
+@dataclass(frozen=True)
+class _Resting:
+    """Where a sentence's (or a quoted block's) claims were found: the subjects of the evidence that holds
+    only claims about other subjects than the sentence's (empty: none), and whether a claim is found only
+    in evidence of earlier events."""
+
+    foreign: frozenset[str]
+    only_earlier: bool
+
+
+def _resting(
+    claims: Sequence[_Claim], runs: Sequence[tuple[Evidence, _Lookup]], about: frozenset[str], scope: Scope
+) -> _Resting:
+    """Where each claim (not given) is found among the runs of evidence (`llm.grounding.segments`).
+
+    A claim rests on another subject when every run that holds it is about subjects none of which is the
+    sentence's (`about`), and none is general. A claim no single run holds (a quote across two runs) is not
+    judged."""
+    foreign: set[str] = set()
+    earlier = False
+    for claim in claims:
+        if claim.given:
+            continue
+        holders = [evidence for evidence, lookup in runs if claim.holds(lookup)]
+        if not holders:
+            continue
+        earlier = earlier or not any(e.now for e in holders)
+        if scope.asked and all(e.about and not (e.about & about) for e in holders):
+            foreign |= {s for e in holders for s in e.about}
+    return _Resting(frozenset(foreign), earlier)
 
 
 _NOW_WORDS = linear(
@@ -308,7 +398,7 @@ def _strip_template(text: str) -> tuple[str, bool]:
 
 def check_answer(
     text: str,
-    evidence: str | None,
+    evidence: str | Sequence[Evidence] | None,
     *,
     parses: Callable[[str], bool],
     prompt: str = "",
@@ -316,15 +406,17 @@ def check_answer(
     unknown_names: Iterable[str] = (),
     cut: bool = False,
     only_earlier_failures: bool = False,
+    scope: Scope | None = None,
 ) -> Checked:
     """Check a model's answer against what the bot read (see the module docstring).
 
     Args:
         text: the model's answer as the server returned it.
-        evidence: everything the model was given as data: the facts (summaries and full texts), the tool
-            results, the notes on the question's names. A claim must appear in it. None: the model was
-            given no facts (a prompt passed through as typed): only template tokens, shell commands,
-            echoes and loops are removed, and nothing is counted as checked.
+        evidence: everything the model was given as data, each text with what it is about
+            (`llm.grounding.Evidence`): the facts (summaries and full texts), the tool results, the notes on
+            the question's names, the question. A claim must appear in it. A plain string is one general
+            text. None: the model was given no facts (a prompt passed through as typed): only template
+            tokens, shell commands, echoes and loops are removed, and nothing is counted as checked.
         parses: whether a line such as "/tpu delete gemma4-old" is one of the bot's commands as typed
             (the registry's parser).
         prompt: the bot's instructions to the model (system prompt): a sentence repeating them is dropped.
@@ -335,6 +427,9 @@ def check_answer(
         only_earlier_failures: the facts hold failures that are not the present state and none that is: a
             sentence telling a failure as happening now ("the token problem is still there", "it has
             resurfaced") is removed.
+        scope: what the question is about and which subject each name stands for
+            (`llm.grounding.Scope`); each sentence and quoted block must then rest on evidence about what
+            it is about. None (or a scope that asks about nothing): no text is held to a subject.
 
     Returns:
         Checked: the text to post ("" when withheld), what was removed and why, whether it was withheld.
@@ -344,8 +439,11 @@ def check_answer(
     if templated:
         removed.append(Removal("chat-template tokens (the text after them was an invented next turn)"))
 
-    facts = _Evidence.of(evidence or "")
-    quoted: list[str] = []
+    given = [Evidence(evidence)] if isinstance(evidence, str) else list(evidence or ())
+    facts = _Lookup.of("\n".join(e.text for e in given))
+    held = scope or Scope()
+    runs = [(run, _Lookup.of(run.text)) for run in segments(given, held)]
+    quoted: list[tuple[str, list[str]]] = []
 
     def check_fence(match: LinearMatch) -> str:
         """A fenced block: the bot's commands become code spans; a quote of the facts (every line found
@@ -357,7 +455,7 @@ def check_answer(
             removed.append(Removal(_SHELL_WHY, match.group(1)))
             return "\n" + _GONE + "\n"
         if lines and (evidence is None or all(facts.has(" ".join(line.split())) for line in lines)):
-            quoted.append("```\n" + "\n".join(lines) + "\n```")
+            quoted.append(("```\n" + "\n".join(lines) + "\n```", lines))
             return "\n" + _QUOTED.format(len(quoted) - 1) + "\n"
         removed.append(Removal("a quoted block that is not in the facts", match.group(1)))
         return "\n" + _GONE + "\n"
@@ -367,23 +465,53 @@ def check_answer(
     unknown = {n.lower() for n in unknown_names if n}
     known_states = dict(states or {})
     kept: list[str] = []
+    counted: list[tuple[int, int, int]] = []  # per kept part: its claims, those about other subjects, quotes
+
+    def keep(part: str, claims: int = 0, elsewhere: int = 0, quotes: int = 0) -> None:
+        kept.append(part)
+        counted.append((claims, elsewhere, quotes))
+
+    def drop_introduction() -> None:
+        """A sentence ending in ":" whose quote or block was removed goes too."""
+        while kept and kept[-1].endswith(":"):
+            kept.pop()
+            counted.pop()
+
     seen: set[str] = set()
-    claims = 0
     unverified: list[str] = []
     sentences = _sentences(body)
     if cut and sentences and not sentences[-1].endswith((".", "!", "?", ":", "\x00")):
         removed.append(Removal("an unfinished last sentence", sentences.pop()))
+    before = ""  # the model's own sentence before a quote: what the quote is told about
     for sentence in sentences:
         if sentence == _GONE:
-            if kept and kept[-1].endswith(":"):
-                kept.pop()
+            drop_introduction()
             continue
         if sentence.startswith("\x00quoted "):
-            kept.append(quoted[int(sentence.split()[1].rstrip("\x00"))])
+            block, lines = quoted[int(sentence.split()[1].rstrip("\x00"))]
+            told = held.named(before) or held.asked  # what the sentence before the block says it is
+            foreign = frozenset(
+                subject
+                for line in lines
+                if evidence is not None
+                for subject in _resting([_quoted(line)], runs, _leading(line, held) or told, held).foreign
+            )
+            about = told
+            if foreign:
+                removed.append(Removal(_told_as(held, foreign, about, "a quoted block about"), block))
+                drop_introduction()
+                continue
+            keep(block, quotes=int(evidence is not None))
             continue
         normal = _normal(sentence)
         if not normal:
             continue
+        # A line copied from the evidence (a log line, a listing line) is a quote: the names it carries say
+        # where it came from, not what it is told about, unless it starts with one (a listing's line)
+        line = " ".join(sentence.split()).rstrip(".")
+        copied = evidence is not None and len(normal.split()) >= QUOTE_WORDS and facts.has(line)
+        if not copied:
+            before = sentence  # a sentence of the model's own: what a quote after it is told about
         if normal in seen or _loops(sentence):
             removed.append(Removal("repeated text", sentence))
             continue
@@ -401,29 +529,56 @@ def check_answer(
             removed.append(Removal(f"`{typo[0]}` names nothing the bot knows", sentence))
             continue
         if evidence is None:
-            kept.append(sentence)
+            keep(sentence)
             continue
-        found, missing = _claims(sentence, facts, parses)
+        found = _claims(sentence, parses)
+        missing = [c.label for c in found if not c.given and not c.holds(facts)]
         if missing:
             unverified += missing
             removed.append(Removal(f"{missing[0]} is not in the facts", sentence))
             continue
-        if only_earlier_failures and _tells_as_current(sentence):
+        named = (_leading(line, held) or held.named(before)) if copied else held.named(sentence)
+        about = named or held.asked
+        resting = _resting([*found, _quoted(line)] if copied else found, runs, about, held)
+        if resting.foreign:
+            removed.append(Removal(_told_as(held, resting.foreign, about, "facts about"), sentence))
+            continue
+        if (only_earlier_failures or resting.only_earlier) and _tells_as_current(sentence):
             removed.append(Removal(_EARLIER_WHY, sentence))
             continue
         denied = contradictions(sentence, known_states) if known_states else []
         if denied:
             removed.append(Removal(denied[0].removeprefix("the answer "), sentence))
             continue
-        claims += found
-        kept.append(sentence)
-    while kept and kept[-1].endswith(":"):  # what it introduced was removed
-        kept.pop()
+        keep(sentence, len(found), len(found) if named and not held.about_asked(named) else 0)
+    drop_introduction()  # what it introduced was removed
     result = _join(kept)
     withheld = _withhold_reason(result, removed)
-    if withheld:
-        return Checked("", tuple(removed), withheld, cut, claims, tuple(unverified))
-    return Checked(result, tuple(removed), "", cut, claims, tuple(unverified))
+    # only what is posted counts as checked: nothing of a withheld answer
+    claims, elsewhere, quotes = (
+        (sum(column) for column in zip(*counted, strict=True)) if counted else (0, 0, 0)
+    )
+    held_to = held.label(held.asked) if held.asked and evidence is not None else ""
+    return Checked(
+        "" if withheld else result,
+        tuple(removed),
+        withheld,
+        cut,
+        0 if withheld else claims,
+        tuple(unverified),
+        quotes=0 if withheld else quotes,
+        about=held_to,
+        elsewhere=0 if withheld else elsewhere,
+    )
+
+
+_TOLD_AS = " told as about "
+
+
+def _told_as(scope: Scope, foreign: frozenset[str], about: frozenset[str], what: str) -> str:
+    """Why text resting on other subjects' evidence was removed, e.g. "facts about `gemma4-qr` told as
+    about `gemma4-old`" (the subjects are names the facts hold; the claims themselves are not repeated)."""
+    return f"{what} {scope.label(foreign)}{_TOLD_AS}{scope.label(about)}"
 
 
 def _join(sentences: list[str]) -> str:
@@ -451,6 +606,9 @@ def _withhold_reason(kept: str, removed: list[Removal]) -> str:
     wrong = [r for r in dropped if r.why.endswith("is not in the facts") or "; it is " in r.why]
     if len(wrong) >= 2 and len(wrong) > kept_sentences:
         return f"most of it named things the facts do not hold ({_reasons(wrong)})"
+    elsewhere = [r for r in dropped if _TOLD_AS in r.why]
+    if elsewhere and len(wrong) + len(elsewhere) > kept_sentences:
+        return f"most of it told facts about other subjects as the one asked about ({_reasons(elsewhere)})"
     return ""
 
 

@@ -8,6 +8,9 @@ names the bot knows (no I/O, no Slack calls). `bot.handlers.chat` fetches the fa
 - `instructions`: text in logs, tool results or other people's messages that addresses the assistant
   (commands, tool calls, "ignore the above"); it is reported and never acted on.
 - `recent`: the commands run in the conversation and how each ended, from the audit trail.
+- `scope`: what each fact and tool result is about, what the question is about (`llm.grounding.Scope`),
+  where its vLLM, container and logs are read, and what a tool called without a subject reads.
 
-May import: `bot.commands.registry` (the registry), `ops.store.state` (audit entries), the standard library.
+May import: `bot.commands.registry` (the registry), `ops.store.state` (audit entries), `llm.grounding` (the
+scope the check of the answer holds it to), the standard library.
 """

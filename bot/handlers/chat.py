@@ -23,15 +23,17 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from bot.chat.asks import Suggestion, read_ask, suggest
 from bot.chat.instructions import DIRECTIVES, Found, find_instructions, patterns
 from bot.chat.recent import Outcome, outcomes, relevant
+from bot.chat.scope import Aim, aim_of, plan_call, scope_of
 from bot.chat.subjects import BOT, Known, Subjects, ThreadMessage, resolve
 from bot.commands.context import Context
-from bot.commands.registry import ChatTool, Command, Param, UsageError, registry
+from bot.commands.registry import ChatTool, Command, Param, UsageError, registry, resource_name
+from bot.services import Services
 from bot.shared.authorship import rules_only, written_by
 from bot.shared.diagnosis import (
     container_diagnosis,
@@ -45,10 +47,10 @@ from bot.slack.render import Reply, human_duration
 from bot.views.chat import Answer, Shown, chat_reply
 from bot.views.findings import unmatched_fact
 from bot.views.metrics import metrics_lines, ms
-from llm.agent import FACTS_PROMPT, SUGGEST_TOOL, SYSTEM_PROMPT, AgentAnswer, Tool, answer
+from llm.agent import FACTS_PROMPT, SUGGEST_TOOL, SYSTEM_PROMPT, AgentAnswer, Tool, ToolResult, answer
 from llm.claims import Checked, check_answer
 from llm.client import ChosenModel, first_answer
-from llm.grounding import Fact, estimate_tokens, facts_block
+from llm.grounding import Evidence, Fact, Scope, estimate_tokens, facts_block
 from llm.logsum import summarize
 from llm.redact import redact
 from ops.cost import pricing as cost
@@ -66,31 +68,52 @@ CONTAINER_LOG_TAIL = 400
 """Lines of a stopped container's log read for its diagnosis, as `/vllm status` reads."""
 
 
-def read_only_tools(ctx: Context, subject: str = "") -> Mapping[str, Tool]:
+def read_only_tools(ctx: Context, got: Gathered | None = None) -> Mapping[str, Tool]:
     """The chat tools: the registry's commands declared with a `ChatTool`, each schema built from the
-    command's parameters. A call becomes the command line it stands for, parsed and validated like typed
-    input, and runs through the runner as the asking user (`Context.run_command`: role checked, errors as
-    one-line answers). A `describe` called without a name gets `subject` (the queued resource the question
-    is about), so its result belongs to the resource asked about."""
+    command's parameters, its subject parameters (those of kind `resource_name`: a queued resource, a node)
+    always among them. A call becomes the command lines it stands for (`bot.chat.scope.plan_call`: what the
+    question is about unless the model names another subject), each parsed and validated like typed input
+    and run through the runner as the asking user (`Context.run_command`: role checked, errors as one-line
+    answers). Each result says what it is about (`ToolResult.about`), to the model in its first line.
+    Without `got`: the asking deployment, no subject."""
+    aim = got.aim if got is not None else Aim(ctx.deployment)
+    scope = got.scope if got is not None else Scope()
 
-    def runner(tool: ChatTool, command: Command) -> Callable[..., str]:
-        def run(**arguments: Any) -> str:
-            if "name" in tool.params and not str(arguments.get("name") or "").strip():
-                arguments = {**arguments, "name": subject}
-            try:
-                invocation = ctx.registry.parse(command.tool_line(arguments))
-            except (UsageError, ValueError) as exc:
-                return f"error: {exc}"
-            if ctx.run_command is None:
-                return f"error: `{command.name}` cannot run here (no runner)"
-            return ctx.run_command(replace(invocation, deployment=ctx.deployment)).text
+    def runner(tool: ChatTool, command: Command) -> Callable[..., ToolResult]:
+        subjects = [p.name for p in command.params if p.kind is resource_name]
+
+        def run(**arguments: Any) -> ToolResult:
+            known = got.known if got is not None else None
+            serving = command.words[0] == "vllm"
+            plan = plan_call(
+                tool.name, subjects, arguments, known=known, scope=scope, aim=aim, serving=serving
+            )
+            texts = [f"{r.header}\n{_tool_text(ctx, command, r.arguments, r.deployment)}" for r in plan.reads]
+            return ToolResult("\n".join(texts) or plan.said, plan.about)
 
         return run
 
-    return {
-        tool.name: Tool(tool.name, tool.description, command.tool_parameters(), runner(tool, command))
-        for tool, command in ctx.registry.tools()
-    }
+    tools: dict[str, Tool] = {}
+    for tool, command in ctx.registry.tools():
+        subjects = tuple(p.name for p in command.params if p.kind is resource_name)
+        unexposed = tuple(name for name in subjects if name not in tool.params)
+        exposed = replace(command, chat_tool=replace(tool, params=(*tool.params, *unexposed)))
+        asked = scope.label(aim.resources)
+        by_default = f" (without {' or '.join(subjects)}: those of {asked}, the question's)" if asked else ""
+        description = tool.description + (by_default if subjects else "")
+        tools[tool.name] = Tool(tool.name, description, exposed.tool_parameters(), runner(tool, exposed))
+    return tools
+
+
+def _tool_text(ctx: Context, command: Command, arguments: Mapping[str, Any], deployment: str) -> str:
+    """The reply text of a chat tool's command line in `deployment`, or the one-line error that stopped it."""
+    try:
+        invocation = ctx.registry.parse(command.tool_line(dict(arguments)))
+    except (UsageError, ValueError) as exc:
+        return f"error: {exc}"
+    if ctx.run_command is None:
+        return f"error: `{command.name}` cannot run here (no runner)"
+    return ctx.run_command(replace(invocation, deployment=deployment)).text
 
 
 def _qr_summary(qr: QueuedResourceInfo, now: datetime) -> str:
@@ -133,15 +156,23 @@ class Gathered:
         failed: the diagnosis of each subject queued resource in a failure state (TPU API state and error).
         nodes: the asking deployment's queued resources -> their node ids.
         scanned: (where, text) of data that may carry instructions (logs, other people's messages).
+        known: the names the question was resolved against.
+        scope: what the question is about and which subject each name stands for.
+        aim: where vLLM, its container and the logs were read, and what the tools read by default.
+        findings_about: the subjects `findings` describe (the nodes whose logs or container they came from).
     """
 
     subjects: Subjects
+    known: Known
+    scope: Scope
+    aim: Aim
     facts: list[Fact] = field(default_factory=list)
     shown: Shown = field(default_factory=Shown)
     findings: list[Finding] = field(default_factory=list)
     failed: list[tuple[QueuedResourceInfo, Diagnosis]] = field(default_factory=list)
     nodes: dict[str, tuple[str, ...]] = field(default_factory=dict)
     scanned: list[tuple[str, str]] = field(default_factory=list)
+    findings_about: tuple[str, ...] = ()
 
 
 def _listings(ctx: Context) -> tuple[list[QueuedResourceInfo], str, dict[str, list[QueuedResourceInfo]]]:
@@ -186,16 +217,22 @@ def _thread(ctx: Context) -> tuple[list[Any], list[ThreadMessage]]:
     return history, messages
 
 
+def _services_of(ctx: Context, deployment: str) -> Services:
+    """The backends of `deployment` (the asking one's when the fleet does not hold it)."""
+    fleet = ctx.fleet.services if ctx.fleet is not None else {}
+    return fleet.get(deployment, ctx.services) if deployment != ctx.deployment else ctx.services
+
+
 def gather_facts(ctx: Context, question: str, thread: list[ThreadMessage]) -> Gathered:
-    """Resolve what the question is about and fetch its read-only facts; a failing source becomes a fact
-    saying what failed (never an exception)."""
+    """Resolve what the question is about and fetch its read-only facts, each saying what it is about; a
+    failing source becomes a fact saying what failed (never an exception). vLLM, its container and the
+    logs are read where the question points (`bot.chat.scope.Aim`): a question about staging's vLLM reads
+    staging's."""
     settings = ctx.services.settings
     resources, missing, elsewhere = _listings(ctx)
     now = ctx.services.now()
-    terms = [
-        settings.vllm_model,
-        *(s.settings.vllm_model for s in (ctx.fleet.services if ctx.fleet else {}).values()),
-    ]
+    fleet = ctx.fleet.services if ctx.fleet else {}
+    terms = [settings.vllm_model, *(s.settings.vllm_model for s in fleet.values())]
     known = Known(
         {qr.name: qr.node_ids for qr in resources},
         ctx.deployment,
@@ -204,27 +241,32 @@ def gather_facts(ctx: Context, question: str, thread: list[ThreadMessage]) -> Ga
         terms,
     )
     subjects = resolve(question, thread, known)
-    got = Gathered(subjects, nodes={qr.name: qr.node_ids for qr in resources})
+    primaries = {name: s.settings.tpu_primary for name, s in fleet.items()}
+    primaries[ctx.deployment] = settings.tpu_primary
+    aim = aim_of(known, subjects, primaries)
+    got = Gathered(
+        subjects, known, scope_of(known, subjects), aim, nodes={qr.name: qr.node_ids for qr in resources}
+    )
     notes = subjects.notes()
     if notes:
         got.facts.append(Fact("names in the question", "; ".join(notes), at=now))
     _recent_facts(ctx, question, got)
     by_name = {qr.name: qr for qr in resources}
-    tools = read_only_tools(ctx, subjects.resources[0] if subjects.resources else "")
     for name in subjects.resources:
         qr = by_name[name]
         # The catalogue reads the resource's state and error (stockout, quota, preemption, node gone...).
         diagnosis = resource_diagnosis(qr, deployment_of(ctx.services, qr, resources))
         if diagnosis is not None:
             got.failed.append((qr, diagnosis))
-        fact = Fact(
-            f"describe {name}", _qr_summary(qr, now), tools["describe"].func(name=name), _states([qr]), now
-        )
+        described = _tool_text(ctx, _command(ctx, "describe"), {"name": name}, ctx.deployment)
+        fact = Fact(f"describe {name}", _qr_summary(qr, now), described, _states([qr]), now, about=(name,))
         got.facts.append(fact)
         got.shown.facts.append(fact)
     for name, deployment in subjects.elsewhere.items():
         qr = next(q for q in elsewhere[deployment] if q.name == name)
-        fact = Fact(f"{name} (deployment {deployment})", _qr_summary(qr, now), "", _states([qr]), now)
+        fact = Fact(
+            f"{name} (deployment {deployment})", _qr_summary(qr, now), "", _states([qr]), now, about=(name,)
+        )
         got.facts.append(fact)
         got.shown.facts.append(fact)
     _deployment_facts(ctx, subjects.deployments, got)
@@ -236,25 +278,27 @@ def gather_facts(ctx: Context, question: str, thread: list[ThreadMessage]) -> Ga
         "",
         _states(others),
         now,
+        about=tuple(qr.name for qr in others) or (ctx.deployment,),
     )
     got.facts.append(listed)
     if missing or not resources or (others and "inventory" in subjects.topics):
         got.shown.facts.append(listed)  # what is missing now is said; a listing question sees every one
+    target = _services_of(ctx, aim.deployment)
     container = None
     if subjects.topics & {"logs", "serving"}:
-        container = _container_now(ctx)
+        container = _container_now(target, (aim.serving or aim.deployment,))
         got.facts.append(container.fact)
         got.shown.facts.append(container.fact)
         # The stopped container's own log is the present cause, when the question is about the resource it
         # runs on (the primary) or no resource at all; another resource's failure is its own.
-        about_its_node = not subjects.resources or settings.tpu_primary in subjects.resources
-        if container.diagnosis is not None and about_its_node:
+        if container.diagnosis is not None and aim.serves_subject:
             got.findings += container.diagnosis.findings
+            got.findings_about += container.fact.about
             got.scanned.append(("the container's log", container.fact.detail))
     if "logs" in subjects.topics:
-        _error_facts(ctx, subjects, by_name, got, deployment_of(ctx.services), container)
+        _error_facts(target, subjects.window, got, deployment_of(target), container)
     if "serving" in subjects.topics:
-        serving = _serving_fact(ctx)
+        serving = _serving_fact(target, aim)
         got.facts.append(serving)
         got.shown.facts.append(serving)
     if "cost" in subjects.topics:
@@ -264,6 +308,11 @@ def gather_facts(ctx: Context, question: str, thread: list[ThreadMessage]) -> Ga
     # other people's messages are data; the asker's are the question, the bot's were checked when posted
     got.scanned += [("the thread", m.text) for m in thread if m.author not in (ctx.user_id, BOT)]
     return got
+
+
+def _command(ctx: Context, tool_name: str) -> Command:
+    """The command of the chat tool named `tool_name`."""
+    return next(command for tool, command in ctx.registry.tools() if tool.name == tool_name)
 
 
 def _recent_facts(ctx: Context, question: str, got: Gathered) -> None:
@@ -301,7 +350,9 @@ def _deployment_facts(ctx: Context, names: tuple[str, ...], got: Gathered) -> No
     now = ctx.services.now()
     for snap in snapshots(wanted, now):
         lines = deployment_lines(snap)
-        fact = Fact(f"deployment {snap.name} (as /fleet shows it)", "; ".join(lines), at=now)
+        fact = Fact(
+            f"deployment {snap.name} (as /fleet shows it)", "; ".join(lines), at=now, about=(snap.name,)
+        )
         got.facts.append(fact)
         got.shown.deployments.append((snap.name, lines))
 
@@ -325,30 +376,35 @@ class ContainerNow:
     stopped_at: datetime | None = None
 
 
-def _container_now(ctx: Context) -> ContainerNow:
-    """The vLLM container's state now, and for one that does not run, why and what its log says."""
-    now = ctx.services.now()
+def _container_now(services: Services, about: tuple[str, ...]) -> ContainerNow:
+    """The vLLM container of a deployment (`services`) now, and for one that does not run, why and what its
+    log says; its facts are `about` the queued resource it runs on."""
+    now = services.now()
     try:
-        container, host = ctx.services.container()
+        container, host = services.container()
         with host:
             status = container.status()
             stopped = status.exists and not status.running
             timed = container.logs(tail=CONTAINER_LOG_TAIL, timestamps=True) if stopped else ""
     except OpsError as exc:
-        return ContainerNow(Fact("vLLM container", f"could not be read now: {exc.message}", at=now))
+        return ContainerNow(
+            Fact("vLLM container", f"could not be read now: {exc.message}", at=now, about=about)
+        )
     name = f"`{container.name}`"
     if status.running:
         since = f" since {status.started_at:%H:%M} UTC" if status.started_at else ""
         restarts = f", {status.restart_count} restarts" if status.restart_count else ""
-        return ContainerNow(Fact("vLLM container", f"{name} is running{since}{restarts}", at=now))
+        running = f"{name} is running{since}{restarts}"
+        return ContainerNow(Fact("vLLM container", running, at=now, about=about))
     if not status.exists:
         down = f"no container {name} exists on the node"
-        return ContainerNow(Fact("vLLM container", f"{down}: nothing serves from it now", at=now), down)
+        gone = Fact("vLLM container", f"{down}: nothing serves from it now", at=now, about=about)
+        return ContainerNow(gone, down)
     ended = f" at {status.finished_at:%H:%M} UTC" if status.finished_at else ""
     code = f" (exit code {status.exit_code})" if status.exit_code is not None else ""
     down = f"{name} {status.state}{ended}{code}"
     diagnosis = container_diagnosis(
-        timed, deployment_of(ctx.services), ended_at=status.finished_at, now=now, source="container"
+        timed, deployment_of(services), ended_at=status.finished_at, now=now, source="container"
     )
     said = ", ".join(_counted(f.name for f in diagnosis.findings))
     if said:
@@ -358,51 +414,69 @@ def _container_now(ctx: Context) -> ContainerNow:
     else:
         told = "; its log shows no error line"
     text = f"{down}: nothing serves from it now{told}"
-    fact = Fact("vLLM container", text, plain_log(timed), at=now)
+    fact = Fact("vLLM container", text, plain_log(timed), at=now, about=about)
     return ContainerNow(fact, down, diagnosis, status.finished_at)
 
 
 def _error_facts(
-    ctx: Context,
-    subjects: Subjects,
-    by_name: dict[str, QueuedResourceInfo],
+    services: Services,
+    span: timedelta,
     got: Gathered,
     deployment: Deployment,
     container: ContainerNow | None,
 ) -> None:
-    """ERROR entries of the subjects' nodes in the window: top templates and the known failures they match.
+    """ERROR entries in the window of the nodes the question points at (`got.aim`, in the deployment of
+    `services`): top templates and the known failures they match. Each node is read on its own; a subject
+    without a node has no entries of its own (said so, never another node's); a question about no queued
+    resource reads every node of the deployment, and says so.
     Those that may describe the running container join `got.findings` (their fixes written for
     `deployment`); those of an earlier container, of another process, or logged while no container runs now
     (`container.down`) are an earlier fact with their last time, not the present state
     (`ops.diagnosis.placement`), unless the stopped container's own log names the same family (then it is
     the present cause, already among `got.findings`) or it was logged after the container stopped (then it
     is the newest failure on the node, from another process, and goes first)."""
+    aim = got.aim
     down = container.down if container is not None else None
     told = {f.name for f in container.diagnosis.findings} if container and container.diagnosis else set()
-    nodes = [n for name in subjects.resources for n in by_name[name].node_ids]
-    node = nodes[0] if len(nodes) == 1 else None
-    window = human_duration(subjects.window).removesuffix(" 00m")
-    source = f"errors in the last {window}" + (f" on {node}" if node else "")
-    now = ctx.services.now()
+    window = human_duration(span).removesuffix(" 00m")
+    where = f" on {', '.join(aim.nodes)}" if aim.nodes else "" if aim.resources else " on every node"
+    source = f"errors in the last {window}{where}"
+    now = services.now()
+    if aim.resources and not aim.nodes:
+        nodeless = f"{got.scope.label(aim.resources)} has no TPU node: no log entries of its own"
+        fact = Fact(source, nodeless, at=now, about=aim.about)
+        got.facts.append(fact)
+        got.shown.facts.append(fact)
+        return
     try:
-        query = cloudlogs.build_filter(
-            subjects.window, project=ctx.services.settings.gcp_project, severity="ERROR", node=node, now=now
-        )
-        entries = ctx.services.log_entries(query, MAX_LOG_ENTRIES)
+        entries = sorted(
+            (
+                entry
+                for node in aim.nodes or (None,)
+                for entry in services.log_entries(
+                    cloudlogs.build_filter(
+                        span, project=services.settings.gcp_project, severity="ERROR", node=node, now=now
+                    ),
+                    MAX_LOG_ENTRIES,
+                )
+            ),
+            key=lambda entry: entry.timestamp,
+            reverse=True,
+        )[:MAX_LOG_ENTRIES]
     except OpsError as exc:
-        unread = Fact(source, f"could not read the logs: {exc.message}", at=now)
+        unread = Fact(source, f"could not read the logs: {exc.message}", at=now, about=aim.about)
         got.facts.append(unread)
         got.shown.facts.append(unread)  # what is missing now is said
         return
     if not entries:
-        none = Fact(source, "no ERROR entries", at=now)
+        none = Fact(source, "no ERROR entries", at=now, about=aim.about)
         got.facts.append(none)
         got.shown.facts.append(none)
         return
     summary = summarize(entries)
     exemplars = "\n".join(e for t in summary.templates for e in t.exemplars).replace("\\n", "\n")
     got.scanned.append(("the logs", exemplars))
-    serving = serving_now(ctx.services)
+    serving = serving_now(services)
     findings = tuple(diagnose(exemplars, deployment).findings)
     placed = place(findings, summary.templates, serving)
     current, past = list(placed.current), [*placed.earlier, *placed.other]
@@ -423,6 +497,8 @@ def _error_facts(
         got.findings[:0] = current  # the newest failure first
     else:
         got.findings += current
+    if current:
+        got.findings_about += aim.about
     templates = present(summary.templates, serving) if down is None else ()
     ranked = templates + tuple(t for t in summary.templates if t not in templates)
     top = "; ".join(f"{t.count}× `{t.template[:100]}`" for t in ranked[:3])
@@ -433,14 +509,14 @@ def _error_facts(
     unmatched = (
         None
         if findings
-        else from_templates(ranked, source="cloud-logging", span=subjects.window, ended_at=serving.stopped_at)
+        else from_templates(ranked, source="cloud-logging", span=span, ended_at=serving.stopped_at)
     )
     if unmatched is not None:  # no family explains them: say so, with the first error and where to look
         text = f"{summary.error_entries} ERROR entries; {unmatched_fact(unmatched)}"
     detail = "\n".join(
         f"{t.count}\t{t.severity}\t{t.last_seen:%F %T}\t{t.template}" for t in summary.templates
     )
-    counted = Fact(source, text, detail, at=now)
+    counted = Fact(source, text, detail, at=now, about=aim.about)
     got.facts.append(counted)
     got.shown.facts.append(counted)  # a question about errors sees how many and which
     if past:
@@ -450,6 +526,7 @@ def _error_facts(
             "; ".join(f"{f.name}: {f.conclusion}" for f in past),
             at=last,
             now=False,
+            about=aim.about,
         )
         got.facts.append(earlier)
         last_seen: dict[str, tuple[Finding, datetime | None]] = {}
@@ -501,22 +578,27 @@ def _cost_fact(ctx: Context, resources: list[QueuedResourceInfo]) -> Fact:
     if rate:
         bound = "at most " if bounded else ""
         lines.append(f"total {bound}${spent:,.2f} so far at {bound}${rate:,.2f}/h")
-    detail = read_only_tools(ctx)["cost"].func()
-    return Fact("live burn", "; ".join(lines) or "no queued resources", detail, at=now)
+    detail = _tool_text(ctx, _command(ctx, "cost"), {}, ctx.deployment)
+    about = tuple(qr.name for qr in resources) or (ctx.deployment,)
+    return Fact("live burn", "; ".join(lines) or "no queued resources", detail, at=now, about=about)
 
 
-def _serving_fact(ctx: Context) -> Fact:
-    """vLLM health, served models and the metrics summary now; a server without /health and /metrics (any
-    OpenAI-compatible server that is not vLLM) is said to be so, not reported as an outage."""
-    now = ctx.services.now()
+def _serving_fact(services: Services, aim: Aim) -> Fact:
+    """vLLM health, served models and the metrics summary now, of the deployment of `services`, about the
+    queued resource whose node serves it; a server without /health and /metrics (any OpenAI-compatible
+    server that is not vLLM) is said to be so, not reported as an outage."""
+    now = services.now()
+    about = (aim.serving or aim.deployment,)
     try:
-        client, endpoint = ctx.services.vllm()
+        client, endpoint = services.vllm()
     except OpsError as exc:
-        return Fact("vLLM", f"no endpoint now: {exc.message}", at=now)
+        return Fact("vLLM", f"no endpoint now: {exc.message}", at=now, about=about)
+    about = (endpoint.resource,) if endpoint.resource else about
     with client:
         health = client.health()
         if health.state == "not-vllm":
-            return Fact(f"model server at {endpoint.url}", f"{health.detail}: {_probe(ctx)}", at=now)
+            probe = f"{health.detail}: {_probe(services)}"
+            return Fact(f"model server at {endpoint.url}", probe, at=now, about=about)
         parts = [
             f"/health {health.state} ({ms(health.latency_s)})"
             + ("" if health.state == "ready" else f": {health.detail}")
@@ -532,13 +614,13 @@ def _serving_fact(ctx: Context) -> Fact:
         except OpsError as exc:
             parts.append(exc.message)
             detail = ""
-    return Fact(f"vLLM at {endpoint.url}", "; ".join(parts), detail, at=now)
+    return Fact(f"vLLM at {endpoint.url}", "; ".join(parts), detail, at=now, about=about)
 
 
-def _probe(ctx: Context) -> str:
+def _probe(services: Services) -> str:
     """A one-token completion of the endpoint's model, as a health line."""
     try:
-        probe = ctx.services.probe()
+        probe = services.probe()
     except OpsError as exc:
         return f"the completion failed: {exc.message}"
     return f"`{probe.model}` answered a one-token completion in {ms(probe.latency_s)}"
@@ -551,16 +633,24 @@ def prompt_facts(got: Gathered) -> list[Fact]:
     if not known:
         return list(got.facts)
     lines = "; ".join(f"{f.name}: {f.conclusion} Fix: {f.fix}" for f in known)
-    return [Fact("known failures now (the bot's catalogue)", lines), *got.facts]
+    about = tuple(dict.fromkeys([*(qr.name for qr, _ in got.failed), *got.findings_about]))
+    return [Fact("known failures now (the bot's catalogue)", lines, about=about), *got.facts]
 
 
-def evidence_text(got: Gathered, result: AgentAnswer, question: str) -> str:
-    """Everything the model was given, as one text: what a claim in its answer must come from. The facts
-    and tool results, and the question itself (the asker's own figures, "starting for 45 minutes", may be
-    repeated; a name in it that resolves to nothing stays refused through `unknown_names`)."""
-    parts = [f"{f.source}\n{f.summary}\n{f.detail}" for f in prompt_facts(got)]
-    parts += [call.result for call in result.tool_calls_made if call.name != SUGGEST_TOOL]
-    return "\n".join([*parts, question])
+def evidence_of(got: Gathered, result: AgentAnswer, question: str) -> list[Evidence]:
+    """Everything the model was given, each text with what it is about: what a claim in its answer must
+    come from. The facts and tool results, and the question itself, as a general text (the asker's own
+    figures, "starting for 45 minutes", may be repeated; a name in it that resolves to nothing stays
+    refused through `unknown_names`)."""
+    facts = [
+        Evidence(f"{f.source}\n{f.summary}\n{f.detail}", frozenset(f.about), f.now) for f in prompt_facts(got)
+    ]
+    calls = [
+        Evidence(call.result, frozenset(call.about))
+        for call in result.tool_calls_made
+        if call.name != SUGGEST_TOOL
+    ]
+    return [*facts, *calls, Evidence(question)]
 
 
 def _ask(
@@ -574,14 +664,14 @@ def _ask(
     """
     facts = prompt_facts(got)
     failures: list[str] = []
-    tools = read_only_tools(ctx, got.subjects.resources[0] if got.subjects.resources else "")
+    tools = read_only_tools(ctx, got)
 
     def ask(chosen: ChosenModel) -> tuple[AgentAnswer, tuple[str, ...]]:
         context_tokens = chosen.context.tokens
         answer_tokens = min(ctx.services.settings.llm_answer_tokens, context_tokens // 4)
         prompt_room = context_tokens - answer_tokens - estimate_tokens(question) - 600
         history_room = sum(estimate_tokens(str(h)) for h in history)
-        block, detailed = facts_block(facts, max(prompt_room - history_room, 0) // 2)
+        block, detailed = facts_block(facts, max(prompt_room - history_room, 0) // 2, got.scope)
         result = answer(
             question,
             history,
@@ -656,13 +746,14 @@ def gemma_chat(ctx: Context, question: str) -> Reply:
         checked = (
             check_answer(
                 result.text,
-                evidence_text(got, result, question),
+                evidence_of(got, result, question),
                 parses=ctx.registry.starts_with_command,
                 prompt=SYSTEM_PROMPT + "\n" + FACTS_PROMPT,
                 states=states,
                 unknown_names=[*got.subjects.read_as, *(u.word for u in got.subjects.unresolved)],
                 cut=result.cut,
                 only_earlier_failures=bool(got.shown.earlier) and not got.findings,
+                scope=got.scope,
             )
             if result.model_wrote
             else Checked(result.text)  # the bot's own explanation of an empty answer: nothing to check
@@ -693,4 +784,5 @@ def gemma_chat(ctx: Context, question: str) -> Reply:
         refused,
         found,
         detailed if chosen is not None else None,
+        got.scope,
     )

@@ -33,7 +33,7 @@ from bot.slack.render import (
 )
 from bot.views.findings import diagnosis_text
 from llm.claims import Checked
-from llm.grounding import Fact
+from llm.grounding import Fact, Scope
 from ops.diagnosis.engine import Diagnosis, Finding
 from ops.tpu.model import QueuedResourceInfo
 
@@ -153,10 +153,14 @@ def _instruction_blocks(found: Sequence[Found]) -> list[Block]:
 
 
 def _rests_on(
-    shown: Shown, findings: Sequence[Finding], failed: Sequence[tuple[QueuedResourceInfo, Diagnosis]]
+    shown: Shown,
+    findings: Sequence[Finding],
+    failed: Sequence[tuple[QueuedResourceInfo, Diagnosis]],
+    scope: Scope,
 ) -> list[Block]:
     """The facts the answer rests on: failing subjects' state and error, the failures that describe the
-    present, the commands just run here, the deployments asked about, earlier failures, then the facts."""
+    present, the commands just run here, the deployments asked about, earlier failures, then the facts (one
+    about another subject than the question's says so)."""
     blocks: list[Block] = []
     for qr, diagnosis in failed:
         heading = f"`{qr.name}` is {qr.state}: its state and error (TPU API)"
@@ -181,9 +185,12 @@ def _rests_on(
         blocks.append(section(f"*Earlier failures: not the present state*{why}\n" + lines))
     if shown.facts:
         lines = "\n".join(
-            f"• {f.summary}"
-            if f.source.startswith(("describe", "queued"))
-            else f"• _{f.source}_: {f.summary}"
+            (
+                f"• {f.summary}"
+                if f.source.startswith(("describe", "queued"))
+                else f"• _{f.source}_: {f.summary}"
+            )
+            + _elsewhere(f, scope)
             for f in shown.facts
         )
         moment = next((f.at for f in shown.facts if f.at is not None and f.now), None)
@@ -192,12 +199,22 @@ def _rests_on(
     return blocks
 
 
-def _facts_file(facts: Sequence[Fact]) -> Attachment:
-    """Every fact: its source and time, its summary and its full text."""
+def _elsewhere(fact: Fact, scope: Scope) -> str:
+    """ " _(about `gemma4-qr`, not what the question asks about)_" for a fact about other subjects than the
+    question's, "" otherwise."""
+    about = scope.expand(fact.about)
+    if scope.about_asked(about):
+        return ""
+    return f" _(about {scope.label(about)}, not what the question asks about)_"
+
+
+def _facts_file(facts: Sequence[Fact], scope: Scope) -> Attachment:
+    """Every fact: its source, time and subjects, its summary and its full text."""
     parts = []
     for fact in facts:
-        when = fact.when()
-        head = f"## {fact.source}" + (f" ({when})" if when else "")
+        when = [fact.when()] if fact.when() else []
+        about = [f"about {scope.label(fact.about)}"] if fact.about else []
+        head = f"## {fact.source}" + (f" ({'; '.join([*when, *about])})" if when or about else "")
         parts.append("\n".join(filter(None, [head, fact.summary, fact.detail])))
     return Attachment(FACTS_FILE, "\n\n".join(parts) + "\n", "Every fact the answer was given")
 
@@ -214,6 +231,7 @@ def chat_reply(
     refused: str,
     found: Sequence[Found],
     detailed: Sequence[str] | None,
+    scope: Scope | None = None,
 ) -> Reply:
     """The chat reply (see the module docstring).
 
@@ -229,6 +247,7 @@ def chat_reply(
         refused: a note on a change the model proposed and the bot did not offer ("" for none).
         found: instructions found in data and ignored.
         detailed: the sources whose full text reached the model's prompt; None when no model was asked.
+        scope: what the question is about (a fact about something else says so); None: nothing is said.
     """
     blocks: list[Block] = []
     notes = subjects.notes()
@@ -243,7 +262,7 @@ def chat_reply(
         blocks.append(section(rules_note))
     blocks += _offer_blocks(offered, refused)
     blocks += _instruction_blocks(found)
-    blocks += _rests_on(shown, findings, failed)
+    blocks += _rests_on(shown, findings, failed, scope or Scope())
     based = [
         f.source
         + (
@@ -264,5 +283,5 @@ def chat_reply(
     if answer is not None and answer.answer_id:
         blocks.append(feedback_buttons(answer.answer_id))
     reply = blocks_reply(blocks)
-    reply.files.extend([_facts_file(facts), *files])
+    reply.files.extend([_facts_file(facts, scope or Scope()), *files])
     return reply

@@ -44,18 +44,18 @@ Scenario keys (the `vllm` section of a scenario file; defaults in `DEFAULTS`):
                       ("none", "required" and a named tool still work, as in vLLM)
 
 Controls (thread-safe, callable while serving): `set_mode("ready" | "engine-dead" | "slow" | "booting" |
-"wedged")`,
-`set_latency(seconds)`, `fail_next(path_pattern, status, count=1)`, and two that change only what /metrics
-reports (SIMULATED load, nothing waits): `set_reported_latency(seconds)` adds to the TTFT (hence the
-end-to-end latency) recorded for each request from then on, as if the engine were that much slower,
-without the test having to wait; `set_waiting(n)` shows `n` requests waiting to be scheduled.
+"wedged")`, `set_latency(seconds)`, `fail_next(path_pattern, status, count=1)`, `script_chat(turns)` (the next
+chat completions answer with these tool calls and texts, in order, instead of the keyword rules), and two that
+change only what /metrics reports (SIMULATED load, nothing waits): `set_reported_latency(seconds)` adds to the
+TTFT (hence the end-to-end latency) recorded for each request from then on, as if the engine were that much
+slower, without the test having to wait; `set_waiting(n)` shows `n` requests waiting to be scheduled.
 "booting" closes the port (connection refused, as a real `vllm serve` that is still loading weights and
-compiling) for `boot_s` seconds, then listens again in mode "ready" (docs/vllm.md §1.1: there is no
-"warming up" HTTP status).
+compiling) for `boot_s` seconds, then listens again in mode "ready" (docs/vllm.md §1.1: there is no "warming
+up" HTTP status).
 
 Layout: `server.py` (VllmSimulator: state, modes, controls, request validation, generation), `api.py` (the
-HTTP API), `model.py` (canned answers, tool calls, error texts), `tokens.py` (token counting), `metrics.py`
-(the Prometheus metrics).
+HTTP API), `model.py` (canned answers, tool calls, scripted turns, error texts), `tokens.py` (token counting),
+`metrics.py` (the Prometheus metrics).
 """
 
 from sim.vllm.server import VllmSimulator

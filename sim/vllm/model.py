@@ -1,5 +1,5 @@
 """The SIMULATED model behind the vLLM simulator: canned answers, Gemma 4's tool-call markup, keyword-driven
-tool calls, and vLLM's request errors. No model runs."""
+tool calls, scripted turns, and vLLM's request errors. No model runs."""
 
 from __future__ import annotations
 
@@ -108,6 +108,45 @@ def plan_tools(body: dict[str, Any], messages: list[Any], *, tool_calling: bool)
         "type": "function",
         "function": {"name": name, "arguments": json.dumps(tool_arguments(offered[name], question))},
     }
+
+
+_TOOL_RESULT = re.compile(r"\{tool_result(?::(\d+):(\d+))?\}")
+
+
+def scripted_turn(
+    turn: dict[str, Any], body: dict[str, Any], messages: list[Any]
+) -> tuple[dict[str, Any] | None, str]:
+    """A scripted turn of the simulated model (`VllmSimulator.script_chat`): (the tool call, "") for
+    `{"tool": NAME, "arguments": {...}}`, (None, the text) for `{"text": TEXT}`, where `{tool_result}` in
+    TEXT is the last tool message's content and `{tool_result:A:B}` its lines A to B (a Python slice).
+
+    Raises:
+        HTTPError: 400 for a scripted tool the request does not offer (vLLM's message for a named tool).
+    """
+    if "tool" in turn:
+        name = str(turn["tool"])
+        offered = {
+            str((t.get("function") or {}).get("name")) for t in body.get("tools") or [] if isinstance(t, dict)
+        }
+        if name not in offered:
+            raise HTTPError(400, f"Tool '{name}' has not been passed in `tools`.", "BadRequestError")
+        call = {"name": name, "arguments": json.dumps(turn.get("arguments") or {})}
+        return {"id": f"chatcmpl-tool-{uuid.uuid4().hex}", "type": "function", "function": call}, ""
+    last = next(
+        (
+            str(m.get("content") or "")
+            for m in reversed(messages)
+            if isinstance(m, dict) and m.get("role") == "tool"
+        ),
+        "",
+    )
+
+    def result(match: re.Match[str]) -> str:
+        if match.group(1) is None:
+            return last
+        return "\n".join(last.splitlines()[int(match.group(1)) : int(match.group(2))])
+
+    return None, _TOOL_RESULT.sub(result, str(turn.get("text", "")))
 
 
 def tool_arguments(function: dict[str, Any], question: str) -> dict[str, Any]:

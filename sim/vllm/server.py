@@ -19,7 +19,7 @@ from typing import Any
 from sim.http_server import SimHttpServer
 from sim.vllm.api import make_handler
 from sim.vllm.metrics import EngineMetrics
-from sim.vllm.model import CANNED, ENGINE_DEAD_MESSAGE, HTTPError, gemma_markup, plan_tools
+from sim.vllm.model import CANNED, ENGINE_DEAD_MESSAGE, HTTPError, gemma_markup, plan_tools, scripted_turn
 from sim.vllm.tokens import content_text, count_chat_tokens
 
 DEFAULTS: dict[str, Any] = {
@@ -73,6 +73,7 @@ class VllmSimulator:
         self._prefix_blocks: set[int] = set()
         self._stopping = threading.Event()
         self._output_fault: str | None = None
+        self._script: deque[dict[str, Any]] = deque()  # scripted turns, see `script_chat`
         self._unwedged = threading.Event()  # set unless in mode "wedged": wedged requests wait on it
         self._unwedged.set()
         self._released = threading.Event()  # cleared by `hold_chats`: chat completions wait on it
@@ -272,6 +273,19 @@ class VllmSimulator:
             raise ValueError(f"unknown output fault {fault!r}")
         self._output_fault = fault
 
+    def script_chat(self, turns: list[dict[str, Any]]) -> None:
+        """Answer the next chat completions with these turns, one each, in order, instead of the keyword
+        rules: `{"tool": NAME, "arguments": {...}}` calls that tool (it must be offered), `{"text": TEXT}`
+        answers TEXT, in which `{tool_result}` is the last tool message's content and `{tool_result:A:B}`
+        its lines A to B (a Python slice). A model that asks for what it was not asked about, or quotes it,
+        on cue; once the turns are used up, the keyword rules answer again."""
+        with self._lock:
+            self._script.extend(turns)
+
+    def _next_turn(self) -> dict[str, Any] | None:
+        with self._lock:
+            return self._script.popleft() if self._script else None
+
     def _wait_wedged(self) -> None:
         """Hold a request as a stuck engine would: queued, never scheduled, until the mode changes."""
         self.metrics.waiting.inc()
@@ -456,13 +470,18 @@ class VllmSimulator:
                 "BadRequestError",
             )
         tool_call = plan_tools(body, messages, tool_calling=bool(self.config.get("tool_calling")))
+        turn = self._next_turn()
+        scripted = scripted_turn(turn, body, messages) if turn is not None else None
         if self._mode == "engine-dead":
             raise HTTPError(500, ENGINE_DEAD_MESSAGE, "InternalServerError")
         if self._mode == "wedged":
             self._wait_wedged()
         asked = content_text(messages[-1].get("content")) if isinstance(messages[-1], dict) else ""
         answer = ["pong"] if asked.strip().lower().strip("?!.") == "ping" else list(CANNED)
-        if tool_call is not None:
+        if scripted is not None:
+            tool_call, text = scripted
+            answer = [tool_call["function"]["arguments"]] if tool_call else re.split(r"[ \t]+", text.strip())
+        elif tool_call is not None:
             answer = [tool_call["function"]["arguments"]]
         elif (
             body.get("tools")

@@ -240,3 +240,97 @@ def _say_as(user: SlackUser, line: str) -> str:
     out, answered = user.run(line, timeout=60)
     assert answered, out
     return "\n".join(out)
+
+
+def _answer_and_byline(text: str) -> tuple[str, str]:
+    """The model's part of a chat reply (above its "written by" line) and that byline."""
+    answer, _, rest = text.partition("written by")
+    return answer, rest.split("\n", 1)[0]
+
+
+def _tool_results(demo: Demo) -> list[str]:
+    """What the chat's tools returned to the model, in the order the vLLM simulator received them."""
+    messages = [m for r in demo.vllm.chat_requests for m in r["messages"]]
+    return list(dict.fromkeys(str(m["content"]) for m in messages if m.get("role") == "tool"))
+
+
+def test_a_question_about_a_resource_without_a_node_never_gets_another_nodes_logs(world: Demo) -> None:
+    """gemma4-old is FAILED with no node; the model calls the logs tool without a node: it reads
+    gemma4-old's node only, and no line of gemma4-qr-node is posted as the answer."""
+    text = _say(world, "@gemma-bot why did gemma4-old fail?")
+    answer, byline = _answer_and_byline(text)
+    assert "used tools: logs" in byline
+    [logs] = _tool_results(world)
+    assert logs.startswith("[logs of node `gemma4-old-node`: what the question is about]")
+    assert "gemma4-qr-node" not in logs and "No log entries match" in logs
+    assert "gemma4-qr-node" not in answer and " ERRO " not in answer  # no listing line of another node
+    assert "found in the facts for `gemma4-old`" in byline
+    assert "*`gemma4-old` is FAILED: its state and error (TPU API)*" in text and "tpu-stockout" in text
+    # the vLLM container runs on the primary's node: shown, and said to be about it, not gemma4-old
+    container = next(line for line in text.splitlines() if line.startswith("• _vLLM container_"))
+    assert container.endswith("_(about `gemma4-qr`, not what the question asks about)_")
+    # in gemma4-old's alert thread, a question that names nothing is about it all the same
+    _alert_thread(world, ":red_circle: `gemma4-old` (europe-west4-a) is FAILED")
+    threaded, byline = _answer_and_byline(_say(world, "@gemma-bot what broke? any errors?"))
+    assert _tool_results(world)[-1].startswith("[logs of node `gemma4-old-node`: what the question is about]")
+    assert "gemma4-qr-node" not in threaded and "found in the facts for `gemma4-old`" in byline
+
+
+def _flat(text: str) -> str:
+    """`text` with every run of whitespace as one space (the simulated model joins its words so)."""
+    return " ".join(text.split())
+
+
+def test_another_nodes_log_lines_told_as_the_subjects_are_removed_and_said(world: Demo) -> None:
+    """A model that reads gemma4-qr-node's logs by name and posts its lines as gemma4-old's failure, quoted
+    or pasted as prose: they are removed, the removal said in one line, and the byline does not call them
+    checked; the same lines told as gemma4-qr-node's stay."""
+    logs = {"tool": "logs", "arguments": {"node": "gemma4-qr-node"}}
+    # lines 4 to 6 of the tool result are log lines of gemma4-qr-node (after its label, count and fence)
+    world.vllm.script_chat(
+        [logs, {"text": "gemma4-old failed with these errors:\n```\n{tool_result:4:7}\n```"}]
+    )
+    text = _say(world, "@gemma-bot why did gemma4-old fail?")
+    answer, byline = _answer_and_byline(text)
+    [result] = _tool_results(world)
+    assert result.startswith("[logs of `gemma4-qr-node`, asked for by name: not what the question is about]")
+    quoted = [_flat(line) for line in result.splitlines()[4:7]]
+    assert all(" ERRO gemma4-qr-node " in line for line in quoted)
+    assert "gemma4-qr-node" not in answer and not any(line in _flat(text) for line in quoted)
+    assert "The model's answer was withheld" in answer
+    assert "removed: a quoted block about `gemma4-qr` told as about `gemma4-old`" in byline
+    assert "checked" not in byline
+    world.vllm.script_chat([logs, {"text": "gemma4-old failed because of this.\n{tool_result:4:6}"}])
+    pasted, byline = _answer_and_byline(_say(world, "@gemma-bot why did gemma4-old fail?"))
+    assert "gemma4-qr-node" not in pasted
+    assert "removed: facts about `gemma4-qr` told as about `gemma4-old`" in byline
+    world.vllm.script_chat(
+        [
+            logs,
+            {
+                "text": "gemma4-old is FAILED in europe-west4-a: the zone has no capacity left.\n"
+                "```\n{tool_result:4:5}\n```\n"
+                "For comparison, gemma4-qr-node logged:\n```\n{tool_result:5:6}\n```"
+            },
+        ]
+    )
+    mixed, byline = _answer_and_byline(_say(world, "@gemma-bot why did gemma4-old fail?"))
+    lines = [_flat(line) for line in _tool_results(world)[-1].splitlines()]
+    assert "gemma4-old is FAILED in europe-west4-a: the zone has no capacity left." in mixed
+    assert lines[4] not in _flat(mixed) and lines[5] in _flat(mixed)  # told as gemma4-qr-node's: kept
+    assert "removed: a quoted block about `gemma4-qr` told as about `gemma4-old`" in byline
+    assert "found in the facts for `gemma4-old`" in byline
+
+
+def test_a_question_about_another_deployment_reads_that_deployments_vllm(world: Demo) -> None:
+    """'why is staging's vLLM slow?' from production's channel: the vLLM facts and the metrics tool are
+    staging's, not production's."""
+    world.vllm.script_chat([{"tool": "metrics", "arguments": {}}, {"text": "{tool_result:0:1}"}])
+    text = _say(world, "@gemma-bot why is staging's vLLM slow?")
+    facts = _file(world, "chat-facts.txt")
+    assert "serving google/gemma-4-26B-A4B-it" in facts and "gemma-4-31B-it" not in facts
+    assert "## errors in the last 1h on gemma4-staging-node" in facts
+    [metrics] = _tool_results(world)
+    assert metrics.startswith("[metrics of deployment `staging`, vLLM on `gemma4-staging`]")
+    assert "gemma-4-26B-A4B-it" in metrics
+    assert "*Deployment staging* (as `/fleet` shows it)" in text

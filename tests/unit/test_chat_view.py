@@ -6,7 +6,7 @@ from __future__ import annotations
 from bot.chat.asks import Suggestion
 from bot.chat.subjects import Subjects
 from bot.views.chat import ANSWER_FILE, ANSWER_SHOWN_CHARS, FACTS_FILE, Answer, Shown, chat_reply
-from llm.grounding import Fact
+from llm.grounding import Fact, Scope
 
 
 def _reply(
@@ -51,3 +51,34 @@ def test_names_not_resolved_lead_and_a_refused_offer_says_why() -> None:
     assert (
         "No command offered: which queued resource?" in text and "Not acted on: `--force`: not here" in text
     )
+
+
+def test_a_fact_about_another_subject_than_the_questions_says_so() -> None:
+    scope = Scope(frozenset({"gemma4-old"}), {"gemma4-qr": frozenset({"gemma4-qr"})})
+    own = Fact("describe gemma4-old", "`gemma4-old`: *FAILED*", about=("gemma4-old",))
+    other = Fact("vLLM container", "`vllm` is running", about=("gemma4-qr",))
+    general = Fact("names in the question", "`gemma4-odl` read as `gemma4-old`")
+    facts = [own, other, general]
+    reply = chat_reply(
+        Subjects(("gemma4-old",), "question"),
+        facts,
+        Shown(facts=facts),
+        [],
+        [],
+        None,
+        "rules only",
+        None,
+        "",
+        [],
+        None,
+        scope,
+    )
+    lines = reply.text.splitlines()
+    assert "• `gemma4-old`: *FAILED*" in lines
+    assert (
+        "• _vLLM container_: `vllm` is running _(about `gemma4-qr`, not what the question asks about)_"
+        in lines
+    )
+    assert "• _names in the question_: `gemma4-odl` read as `gemma4-old`" in lines
+    facts_file = str(next(f for f in reply.files if f.filename == FACTS_FILE).content)
+    assert "## vLLM container (about `gemma4-qr`)" in facts_file

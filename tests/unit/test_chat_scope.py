@@ -1,0 +1,85 @@
+"""What a chat question points at (`bot.chat.scope`): its subjects as names stand for them, where vLLM, the
+container and the logs are read, and what a tool called without a subject reads."""
+
+from __future__ import annotations
+
+from bot.chat.scope import Aim, aim_of, plan_call, scope_of
+from bot.chat.subjects import Known, Subjects, resolve
+
+KNOWN = Known(
+    {"gemma4-qr": ["gemma4-qr-node"], "gemma4-old": ["gemma4-old-node"], "gemma4-standby": []},
+    "production",
+    "gemma4-qr",
+    {"staging": {"gemma4-staging": ["gemma4-staging-node"]}},
+)
+PRIMARIES = {"production": "gemma4-qr", "staging": "gemma4-staging"}
+
+
+def _asked(question: str) -> tuple[Subjects, Aim]:
+    subjects = resolve(question, [], KNOWN)
+    return subjects, aim_of(KNOWN, subjects, PRIMARIES)
+
+
+def test_names_stand_for_their_subjects() -> None:
+    scope = scope_of(KNOWN, resolve("why did gemma4-old fail?", [], KNOWN))
+    assert scope.asked == {"gemma4-old"}
+    assert scope.named("logs of gemma4-qr-node") == {"gemma4-qr"}
+    assert scope.named("staging's vLLM") == {"staging", "gemma4-staging"}
+    assert scope.label({"staging", "gemma4-staging", "gemma4-old"}) == "`gemma4-old`, `staging`"
+
+
+def test_a_question_naming_nothing_is_about_the_channels_whole_deployment() -> None:
+    scope = scope_of(KNOWN, resolve("any errors in the logs?", [], KNOWN))
+    assert scope.asked == {"production", "gemma4-qr", "gemma4-old", "gemma4-standby"}
+
+
+def test_a_deployment_named_alone_points_at_its_primary_in_its_own_deployment() -> None:
+    subjects, aim = _asked("why is staging's vLLM slow?")
+    assert aim == Aim(
+        "staging", ("gemma4-staging",), ("gemma4-staging-node",), "gemma4-staging", ("gemma4-staging",)
+    )
+    assert scope_of(KNOWN, subjects).asked == {"staging", "gemma4-staging"}
+    assert _asked("what about gemma4-staging-node?")[1].deployment == "staging"
+
+
+def test_the_logs_tool_reads_the_subjects_nodes_one_by_one() -> None:
+    subjects, aim = _asked("why did gemma4-old fail?")
+    plan = plan_call("logs", ["node"], {"since": "2h"}, known=KNOWN, scope=scope_of(KNOWN, subjects), aim=aim)
+    assert [(dict(r.arguments), r.deployment) for r in plan.reads] == [
+        ({"since": "2h", "node": "gemma4-old-node"}, "production")
+    ]
+    assert plan.reads[0].header == "[logs of node `gemma4-old-node`: what the question is about]"
+    assert plan.about == ("gemma4-old",)
+
+
+def test_a_subject_without_a_node_gets_no_other_nodes_logs() -> None:
+    subjects, aim = _asked("why is gemma4-standby stuck?")
+    plan = plan_call("logs", ["node"], {}, known=KNOWN, scope=scope_of(KNOWN, subjects), aim=aim)
+    assert plan.reads == () and plan.about == ("gemma4-standby",)
+    assert plan.said.startswith("`gemma4-standby` has no TPU node, so no logs of its own")
+
+
+def test_another_subject_asked_for_by_name_is_read_in_its_deployment_and_labelled() -> None:
+    subjects, aim = _asked("why did gemma4-old fail?")
+    scope = scope_of(KNOWN, subjects)
+    other = plan_call("logs", ["node"], {"node": "gemma4-staging-node"}, known=KNOWN, scope=scope, aim=aim)
+    assert [r.deployment for r in other.reads] == ["staging"] and other.about == ("gemma4-staging",)
+    assert other.reads[0].header.endswith("asked for by name: not what the question is about]")
+    own = plan_call("describe", ["name"], {"name": "gemma4-old"}, known=KNOWN, scope=scope, aim=aim)
+    assert own.reads[0].header == "[describe of `gemma4-old`]" and own.about == ("gemma4-old",)
+
+
+def test_describe_without_a_name_describes_the_subject() -> None:
+    subjects, aim = _asked("what broke on gemma4-old")
+    plan = plan_call("describe", ["name"], {}, known=KNOWN, scope=scope_of(KNOWN, subjects), aim=aim)
+    assert dict(plan.reads[0].arguments) == {"name": "gemma4-old"} and plan.about == ("gemma4-old",)
+
+
+def test_tools_without_a_subject_read_the_deployment_pointed_at() -> None:
+    subjects, aim = _asked("why is staging's vLLM slow?")
+    scope = scope_of(KNOWN, subjects)
+    metrics = plan_call("metrics", [], {}, known=KNOWN, scope=scope, aim=aim, serving=True)
+    assert metrics.reads[0].deployment == "staging" and metrics.about == ("gemma4-staging",)
+    assert metrics.reads[0].header == "[metrics of deployment `staging`, vLLM on `gemma4-staging`]"
+    status = plan_call("status", [], {}, known=KNOWN, scope=scope, aim=aim)
+    assert status.about == ("staging",) and status.reads[0].header == "[status of deployment `staging`]"
