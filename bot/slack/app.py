@@ -45,8 +45,6 @@ from bot.services import FANOUT_PER_WORKER, Services
 from bot.slack import listeners
 from bot.slack.gateway import SlackGateway
 from bot.slack.http_guard import MAX_BODY_BYTES, SlackGate, WsgiApp, metrics_refusal, plain
-from bot.slack.listeners import alerts as alert_listeners
-from bot.slack.listeners import home
 from bot.version import DISTRIBUTION, bot_version
 from ops.diagnosis import families as faults
 from ops.store.state import Store
@@ -115,8 +113,7 @@ def build(settings: Settings, services: Services | None = None, fleet: Fleet | N
         client=slack.client,
         signing_secret=signing_secret,
         request_verification_enabled=settings.bot_mode == "http",
-        # Unhandled requests go to bot.slack.listeners.unhandled.on_error, not Bolt's WARNING with a code
-        # hint.
+        # Unhandled requests go to bot.slack.listeners.on_error, not Bolt's WARNING with a code hint.
         raise_error_for_unhandled_request=True,
         # Listeners only parse and ack; a pool wider than Bolt's default 5 keeps acks fast in bursts.
         listener_executor=listener_pool,
@@ -129,11 +126,8 @@ def build(settings: Settings, services: Services | None = None, fleet: Fleet | N
     runner = Runner(
         services, registry, slack, Authorizer(services.settings, slack), metrics=metrics, fleet=fleet
     )
-    listeners.register(app, registry, runner)
     alerts = _alert_schedulers(runner, slack, metrics)
-    if alerts is not None:
-        alert_listeners.register(app, runner, alerts)
-    home.register(app, registry, runner, alerts)
+    listeners.register(app, registry, runner, alerts)
     reconciling = reconcile.start(runner)
     return Bot(
         app=app,

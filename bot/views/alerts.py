@@ -37,7 +37,7 @@ _ICONS = {"stale": ":wastebasket:", "vllm_down": ":red_circle:", "vllm_up": ":la
 
 def action_buttons(block_id: str, *buttons: tuple[str, str, str, str | None]) -> Block:
     """An actions block of buttons, each given as (action_id, label, value, style: "primary", "danger" or
-    None); the listeners in bot/slack/listeners/alerts.py read the value."""
+    None); the alert buttons' listeners in bot/slack/listeners.py read the value."""
     elements = []
     for action_id, label, value, style in buttons:
         button = {

@@ -24,7 +24,7 @@ from bot.observability import Readiness, setup_logging
 from bot.slack import http_guard
 from bot.slack.app import MAX_BODY_BYTES, socket_state
 from bot.slack.http_guard import RefusalLog
-from bot.slack.listeners.commands import REPLAYED
+from bot.slack.listeners import REPLAYED
 from sim.demo import Demo
 
 

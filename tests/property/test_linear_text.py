@@ -54,8 +54,9 @@ MATCHING = {"compile", "search", "match", "fullmatch", "findall", "finditer", "s
 
 # Python `re` left in the product, each with why it cannot backtrack badly or why it must stay `re`.
 PYTHON_RE: dict[str, str] = {
-    "bot/slack/listeners/commands.py": "Bolt matches a command name by `re.Pattern` only: `^/tpu$`, one word",
-    "bot/slack/listeners/unhandled.py": "Bolt matches a command name by `re.Pattern` only: `^/`, one char",
+    "bot/slack/listeners.py": (
+        "Bolt matches a command name by `re.Pattern` only: `^/tpu$` (one word) and `^/` (one char)"
+    ),
     "llm/tokens.py": (
         "single characters or at most four letters per alternative, each position tried once; the Unicode "
         "classes (`[^\\W\\d_]`) are spelled differently in RE2"
