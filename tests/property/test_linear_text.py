@@ -38,7 +38,7 @@ from bot.chat.asks import read_ask
 from bot.chat.instructions import DIRECTIVES, find_instructions, patterns
 from bot.chat.subjects import Known, resolve
 from bot.commands.registry import normalize, registry
-from bot.slack.http_guard import Refused, _check_shape
+from bot.slack.app import Refused, _check_shape
 from bot.slack.render import escape, split_sections, to_mrkdwn
 from llm import logsum
 from llm.grounding import contradictions
