@@ -37,9 +37,8 @@ from waitress import wasyncore
 from waitress.server import create_server
 
 import bot.handlers  # noqa: F401  (importing it declares every command on the registry)
-from bot.commands.auth import Authorizer
 from bot.commands.registry import Registry, registry
-from bot.commands.runner import Runner
+from bot.commands.runner import Authorizer, Runner
 from bot.commands.workers import ACKS, prestart
 from bot.config import Settings
 from bot.deployments import Fleet

@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pytest
 
-from bot.commands.auth import Authorizer
+from bot.commands.runner import Authorizer
 from bot.oncall import scheduler
 from bot.slack.listeners import home_blocks
 from ops.errors import NotFound
