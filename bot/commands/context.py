@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.commands.registry import Invocation, Registry, Role
-from bot.deployments import DEFAULT, Fleet
-from bot.services import Services
+from bot.services import DEFAULT, Fleet, Services
 from bot.slack.gateway import Destination, SlackDeliveryError, SlackGateway
 from bot.slack.membership import NOT_MEMBER_ERRORS
 from bot.slack.render import Reply, fit

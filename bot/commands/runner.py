@@ -34,9 +34,8 @@ from bot.commands.context import Context, Progress
 from bot.commands.registry import Command, Invocation, Registry, Role, UsageError
 from bot.commands.workers import ACKS, prestart
 from bot.config import Settings
-from bot.deployments import DEFAULT, Fleet
 from bot.observability import Metrics
-from bot.services import Services
+from bot.services import DEFAULT, Fleet, Services
 from bot.slack.gateway import Destination, SlackGateway
 from bot.slack.membership import guidance
 from bot.slack.render import (

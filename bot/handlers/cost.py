@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 
 from bot.commands.context import Context
 from bot.commands.registry import ChatTool, Param, accelerator_type, registry
-from bot.shared.sources import settled
+from bot.services import settled
 from bot.shared.tpu_requests import startup_config
 from bot.slack.render import Reply, human_duration, utc
 from bot.views.cost import cost_estimate, deploy_file, estimate_lines, per_hour, spend_report, usd

@@ -13,11 +13,10 @@ from urllib.parse import urlsplit
 from bot.commands.context import Context
 from bot.commands.registry import ChatTool, Param, registry, resource_name, zone_name
 from bot.oncall.reach import reach_lines
+from bot.services import identify, settled
 from bot.shared.diagnosis import deployment_of, needs_listing, resource_diagnosis
 from bot.shared.fleet_status import Snapshot, snapshots
 from bot.shared.hints import not_found_hint
-from bot.shared.identity import identify
-from bot.shared.sources import settled
 from bot.slack.render import Reply, blocks_reply
 from bot.views.fleet import fleet_view
 from bot.views.tpu import Status, describe_blocks, list_blocks, status_blocks

@@ -13,8 +13,8 @@ from functools import partial
 from bot.commands.context import Context
 from bot.commands.registry import ChatTool, Param, Role, registry, window
 from bot.oncall.maintenance import planned_work
+from bot.services import identify
 from bot.shared.diagnosis import container_diagnosis, deployment_of, plain_log
-from bot.shared.identity import identify
 from bot.shared.safety import check_ssh_pin, ssh_pin_text
 from bot.shared.serving import explained_when_starting
 from bot.shared.tpu_requests import VLLM_LOAD

@@ -12,8 +12,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from bot.services import Services
-from bot.shared.sources import settled
+from bot.services import Services, settled
 from bot.slack.render import Block, human_duration, section, utc
 from bot.views.tpu import STATE_ICONS
 from ops.alerts.ledger import AlertLedger, LedgerRow

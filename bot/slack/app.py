@@ -41,12 +41,11 @@ from bot.commands.registry import Registry, registry
 from bot.commands.runner import Authorizer, Runner
 from bot.commands.workers import ACKS, prestart
 from bot.config import Settings
-from bot.deployments import Fleet
 from bot.observability import Metrics, Readiness, trace_from_headers, use_trace
 from bot.oncall import reconcile
 from bot.oncall.sampler import HistorySampler
 from bot.oncall.scheduler import AlertScheduler, OncallOptions
-from bot.services import FANOUT_PER_WORKER, Services
+from bot.services import FANOUT_PER_WORKER, Fleet, Services
 from bot.slack import listeners
 from bot.slack.gateway import SlackGateway
 from bot.version import DISTRIBUTION, bot_version

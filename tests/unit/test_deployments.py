@@ -9,7 +9,8 @@ import pytest
 
 from bot.commands.registry import Registry, UsageError
 from bot.config import ConfigError, Settings, load_settings
-from bot.deployments import DEFAULT, Fleet, read_deployments, settings_for
+from bot.deployments import read_deployments, settings_for
+from bot.services import DEFAULT, Fleet
 from ops.errors import BadInput
 
 GOOD_ENV = {
