@@ -29,8 +29,9 @@ from ops.gcp.secrets import SecretStore
 from ops.store.state import Store
 from ops.tpu.api import TpuOps, pool_size
 from ops.vllm.container import ContainerStatus, VllmContainer, VllmSpec, exit_reason
-from ops.vllm.endpoint import Endpoint, EndpointResolver
 from ops.vllm.server import (
+    Endpoint,
+    EndpointResolver,
     HealthCheck,
     ModelCard,
     ServerIdentity,
@@ -230,7 +231,8 @@ class Services:
         The host keys are SSH_KNOWN_HOSTS_PATH's and SSH_HOST_KEYS', and, when SSH goes to the endpoint's
         node (SSH_HOST unset), the keys that node's guest attributes publish: the endpoint is only ever a
         node of the primary (TPU_PRIMARY) or of a queued resource carrying the bot's `managed-by` label
-        (`ops.vllm.endpoint`), so a VM the bot did not make or was not told to use is never trusted that way.
+        (`ops.vllm.server.EndpointResolver`), so a VM the bot did not make or was not told to use is never
+        trusted that way.
 
         Raises:
             BadInput: no SSH key, or no trusted host key at all. What `resolve()` raises (SSH_HOST unset and

@@ -22,9 +22,15 @@ from bot.views.fleet import fleet_view
 from bot.views.tpu import Status, describe_blocks, list_blocks, status_blocks
 from ops.errors import NotFound, OpsError
 from ops.tpu.model import ZoneListing
-from ops.vllm.endpoint import Endpoint
 from ops.vllm.metrics import MetricsSummary
-from ops.vllm.server import HealthCheck, ModelCard, ServerIdentity, VllmClient, serving_verdict
+from ops.vllm.server import (
+    Endpoint,
+    HealthCheck,
+    ModelCard,
+    ServerIdentity,
+    VllmClient,
+    serving_verdict,
+)
 
 T = TypeVar("T")
 R = TypeVar("R")

@@ -258,4 +258,4 @@ def serving_now(services: Services) -> ServingNow:
     return ServingNow(started_at, restarts, node, max_model_len, tuple(missing), stopped_at)
 
 
-_ENDPOINT_NODE = linear(r"\bnode (\S+) of ")  # `ops.vllm.endpoint.Endpoint.source` of a discovered endpoint
+_ENDPOINT_NODE = linear(r"\bnode (\S+) of ")  # `ops.vllm.server.Endpoint.source` of a discovered endpoint

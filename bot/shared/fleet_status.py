@@ -19,9 +19,8 @@ from ops.alerts.ledger import AlertLedger, LedgerRow
 from ops.cost.spend import DeploymentSpend, deployment_spend, midnight, unreadable
 from ops.errors import OpsError
 from ops.tpu.model import QueuedResourceInfo, ZoneListing
-from ops.vllm.endpoint import Endpoint
 from ops.vllm.metrics import LOAD_FAMILIES, MetricsSummary
-from ops.vllm.server import HealthCheck, VllmClient
+from ops.vllm.server import Endpoint, HealthCheck, VllmClient
 
 __all__ = [
     "SOURCES",

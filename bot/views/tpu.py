@@ -32,9 +32,8 @@ from ops.diagnosis.notices import can_start_early, maintenance_finding
 from ops.errors import OpsError
 from ops.tpu.maintenance import window_text
 from ops.tpu.model import NodeInfo, QueuedResourceInfo, UpcomingMaintenance, ZoneListing
-from ops.vllm.endpoint import Endpoint
 from ops.vllm.metrics import MetricsSummary
-from ops.vllm.server import HealthCheck, ModelCard, ServerIdentity
+from ops.vllm.server import Endpoint, HealthCheck, ModelCard, ServerIdentity
 
 STATE_ICONS = {
     "ACTIVE": ":large_green_circle:",
