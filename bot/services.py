@@ -24,7 +24,7 @@ from llm.client import ChosenModel, GemmaClient, ModelTarget, ProbeResult, choos
 from ops.errors import BadInput, OpsError
 from ops.gcp import cloudlogs
 from ops.gcp.cloudlogs import LogEntry
-from ops.gcp.google import CLOUD_PLATFORM_SCOPE
+from ops.gcp.iam import CLOUD_PLATFORM_SCOPE
 from ops.gcp.secrets import SecretStore
 from ops.store.state import Store
 from ops.tpu.api import TpuOps, pool_size

@@ -56,9 +56,9 @@ from ops.errors import (
     UnsupportedInZone,
 )
 from ops.gcp import iam
+from ops.gcp.iam import CLOUD_PLATFORM_SCOPE
 from ops.linear import linear
 
-CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 DEFAULT_TIMEOUT_S = 60.0
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 

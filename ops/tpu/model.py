@@ -18,7 +18,7 @@ from ops.errors import (
     BadInput,
     OpsError,
 )
-from ops.gcp.google import CLOUD_PLATFORM_SCOPE
+from ops.gcp.iam import CLOUD_PLATFORM_SCOPE
 from ops.linear import linear
 from ops.times import parse_rfc3339
 from ops.tpu.zones import check_zone
