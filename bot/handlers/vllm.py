@@ -35,7 +35,7 @@ from ops.alerts.ledger import AlertLedger
 from ops.charts import Event, metrics_chart_png
 from ops.diagnosis.engine import diagnose
 from ops.errors import BackendTimeout, BadInput, OpsError, PermissionDenied
-from ops.vllm import remote_commands
+from ops.vllm import ssh
 from ops.vllm.container import ContainerStatus, ReplaceOutcome, VllmContainer
 from ops.vllm.history import RETENTION, History, series
 from ops.vllm.metrics import MetricsSummary, summarize
@@ -175,10 +175,9 @@ DIAGNOSE_TAIL = 400
 
 
 def _remote_kind(kind: str) -> Callable[[str], str]:
-    """An argument type checked by `ops.vllm.remote_commands.validate(kind, ...)`, the same check the SSH
-    layer
+    """An argument type checked by `ops.vllm.ssh.validate(kind, ...)`, the same check the SSH layer
     applies."""
-    return partial(remote_commands.validate, kind)
+    return partial(ssh.validate, kind)
 
 
 def _health(ctx: Context) -> HealthCheck | OpsError:
@@ -295,7 +294,7 @@ def vllm_logs(ctx: Context, tail: str | None, since: str | None, grep: str | Non
         "unit",
         "systemd unit (default docker.service; others than SYSLOG_UNITS need the admin role)",
         flag="--unit",
-        kind=remote_commands.unit_name,
+        kind=ssh.unit_name,
         metavar="U",
     ),
     Param("tail", "lines (default 200)", flag="--tail", kind=_remote_kind("tail"), metavar="N"),

@@ -42,8 +42,7 @@ __all__ = [
     "serving_now",
 ]
 
-# The flags `ops.vllm.remote_commands`' docker run template starts vLLM with (besides the model, sizes and
-# port).
+# The flags `ops.vllm.ssh`'s docker run template starts vLLM with (besides the model, sizes and port).
 VLLM_FLAGS = ("--enable-auto-tool-choice", "--tool-call-parser gemma4", "--reasoning-parser gemma4")
 _HOLDS_QUOTA = ("FAILED", "SUSPENDED")
 _ERROR_SEVERITIES = ("ERROR", "CRITICAL", "ALERT", "EMERGENCY")

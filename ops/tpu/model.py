@@ -1,5 +1,6 @@
 """Typed view of Cloud TPU queued resources (QRs) and nodes: the value types, their parsing from the
-v2alpha1 REST API's JSON, and the body of a queued-resource create request.
+v2alpha1 REST API's JSON, and the body of a queued-resource create request with the bot's line in the node's
+`ssh-keys` metadata (`ssh_keys_entry`, from the bot's key file: `load_key`).
 
 Pure data and mapping, no network: `ops.tpu.api.TpuOps` calls the API and returns these values. The v2alpha1
 JSON is read (not the google-cloud-tpu protos) because only v2alpha1 defines the flex-start fields
@@ -13,6 +14,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+import paramiko
+from paramiko.pkey import UnknownKeyType
+
 from ops.durations import parse_protobuf_duration, protobuf_duration
 from ops.errors import (
     BadInput,
@@ -25,6 +29,7 @@ from ops.tpu.zones import check_zone
 
 __all__ = [
     "FLEX_START_MAX_RUN",
+    "KEY_COMMENT",
     "PROVISIONING_MODELS",
     "CreateSpec",
     "NodeInfo",
@@ -33,12 +38,14 @@ __all__ = [
     "ZoneListing",
     "ZoneNodes",
     "check_create_spec",
+    "load_key",
     "maintenance_from_api",
     "node_from_api",
     "parse_time",
     "provisioning_model_label",
     "queued_resource_body",
     "queued_resource_from_api",
+    "ssh_keys_entry",
     "termination_time_of",
     "valid_until_of",
     "zone_of",
@@ -233,7 +240,7 @@ class CreateSpec:
         startup_script: node metadata "startup-script" ("" for none).
         ssh_keys: node metadata "ssh-keys", one "USER:TYPE BASE64 COMMENT" line per key ("" for none): the
             guest agent makes USER on the VM and authorizes the key
-            (https://cloud.google.com/compute/docs/connect/add-ssh-keys); see `ops.vllm.ssh.ssh_keys_entry`.
+            (https://cloud.google.com/compute/docs/connect/add-ssh-keys); see `ssh_keys_entry`.
         labels: node labels (the queued resource itself has none).
         service_account: the node's service account email (scope cloud-platform); None: the default one.
     """
@@ -335,6 +342,74 @@ def queued_resource_body(spec: CreateSpec, project: str) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------------
 # Pure mapping from API JSON
 # --------------------------------------------------------------------------------------------------
+
+
+# --------------------------------------------------------------------------------------------------
+# The bot's key in a node's `ssh-keys` metadata
+# --------------------------------------------------------------------------------------------------
+
+KEY_COMMENT = "tpu-chatops"
+"""The comment of the bot's public key in a node's `ssh-keys` metadata (and so in its authorized_keys)."""
+
+
+def load_key(key_path: str) -> paramiko.PKey:
+    """Read the bot's private SSH key (OpenSSH or PEM; Ed25519, ECDSA or RSA), unencrypted.
+
+    Args:
+        key_path: the file (SSH_KEY_PATH).
+
+    Returns:
+        The paramiko key; its public part is `get_name()` and `get_base64()`.
+
+    Raises:
+        BadInput: the file cannot be read, is encrypted, or is not a private key (the message names the
+            file, never its content).
+    """
+    encrypted = BadInput(
+        f"the SSH key {key_path} is encrypted with a passphrase",
+        "give the bot a key without a passphrase (ssh-keygen -t ed25519 -N '' ...; see docs/ssh.md)",
+    )
+    try:
+        return paramiko.PKey.from_path(key_path)
+    except paramiko.PasswordRequiredException:
+        raise encrypted from None
+    except TypeError as exc:  # cryptography: "Key is password-protected, but password was not provided."
+        if "password" in str(exc).lower():
+            raise encrypted from None
+        raise BadInput(
+            f"{key_path} is not an SSH private key paramiko can read",
+            "make one with `ssh-keygen -t ed25519 -N '' -C tpu-chatops -f tpu-chatops` (docs/ssh.md)",
+        ) from None
+    except OSError as exc:
+        raise BadInput(
+            f"cannot read the SSH key {key_path}: {exc.strerror or exc}",
+            "check SSH_KEY_PATH and that the secret is mounted there (docs/ssh.md)",
+        ) from None
+    except (paramiko.SSHException, UnknownKeyType, ValueError):
+        raise BadInput(
+            f"{key_path} is not an SSH private key paramiko can read",
+            "make one with `ssh-keygen -t ed25519 -N '' -C tpu-chatops -f tpu-chatops` (docs/ssh.md)",
+        ) from None
+
+
+def ssh_keys_entry(key_path: str, user: str) -> str:
+    """The bot's line for a VM's `ssh-keys` metadata: "USER:TYPE BASE64 tpu-chatops".
+
+    The guest agent creates USER on the VM from it and authorizes the key (format "USERNAME:KEY_VALUE",
+    https://cloud.google.com/compute/docs/connect/add-ssh-keys). Only the public part of the key is used.
+
+    Args:
+        key_path: the bot's private key (SSH_KEY_PATH).
+        user: the login user (SSH_USER), e.g. "tpu-chatops".
+
+    Returns:
+        e.g. "tpu-chatops:ssh-ed25519 AAAAC3Nz... tpu-chatops".
+
+    Raises:
+        BadInput: as `load_key`.
+    """
+    key = load_key(key_path)
+    return f"{user}:{key.get_name()} {key.get_base64()} {KEY_COMMENT}"
 
 
 def parse_time(value: Any) -> datetime | None:
