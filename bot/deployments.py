@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ops.datafile import line_of
 from ops.linear import linear
-from ops.tpu.zones import is_zone
+from ops.tpu.model import is_zone
 
 if TYPE_CHECKING:  # bot.config reads the file with `read_deployments` when it validates DEPLOYMENTS_FILE
     from bot.config import Settings

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from llm.grounding import contradictions, split_after
 from ops.linear import LinearMatch, linear
-from ops.tpu.zones import ZONE_PATTERN
+from ops.tpu.model import ZONE_PATTERN
 
 __all__ = ["Checked", "Removal", "check_answer"]
 

@@ -22,7 +22,7 @@ from typing import Any
 from ops.durations import DURATION_PATTERN, parse_duration
 from ops.errors import BadInput
 from ops.linear import LinearPattern, linear
-from ops.tpu.zones import ZONE_EXAMPLE, ZONE_PATTERN, is_zone
+from ops.tpu.model import ZONE_EXAMPLE, ZONE_PATTERN, is_zone
 
 
 class Role(IntEnum):

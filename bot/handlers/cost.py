@@ -16,7 +16,7 @@ from ops.cost import pricing as cost
 from ops.cost.spend import DeploymentSpend, deployment_spend, midnight
 from ops.errors import BadInput, OpsError
 from ops.linear import linear
-from ops.tpu.zones import region_of
+from ops.tpu.model import region_of
 from ops.vllm import deploy
 
 _REGION = linear(r"^[a-z]+-[a-z]+\d+$")

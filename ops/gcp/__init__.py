@@ -1,5 +1,5 @@
 """Google Cloud around the TPUs: where every client is built and its errors mapped (`google`), Cloud Logging
 reads within the read quota (`cloudlogs`, `logreads`), Secret Manager, the Cloud Quotas API, and the IAM
 permission of every method the bot calls. It may import the pure helpers of `ops` (errors, times, zones
-through `ops.tpu.zones`) and `ops.diagnosis`; never `bot` or `llm`.
+through `ops.tpu.model`) and `ops.diagnosis`; never `bot` or `llm`.
 """

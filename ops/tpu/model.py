@@ -1,6 +1,7 @@
 """Typed view of Cloud TPU queued resources (QRs) and nodes: the value types, their parsing from the
 v2alpha1 REST API's JSON, and the body of a queued-resource create request with the bot's line in the node's
-`ssh-keys` metadata (`ssh_keys_entry`, from the bot's key file: `load_key`).
+`ssh-keys` metadata (`ssh_keys_entry`, from the bot's key file: `load_key`); and the one rule of zone and
+region names (`is_zone`, `check_zone`, `region_of`), which every module checks a zone against.
 
 Pure data and mapping, no network: `ops.tpu.api.TpuOps` calls the API and returns these values. The v2alpha1
 JSON is read (not the google-cloud-tpu protos) because only v2alpha1 defines the flex-start fields
@@ -25,12 +26,14 @@ from ops.errors import (
 from ops.gcp.iam import CLOUD_PLATFORM_SCOPE
 from ops.linear import linear
 from ops.times import parse_rfc3339
-from ops.tpu.zones import check_zone
 
 __all__ = [
     "FLEX_START_MAX_RUN",
     "KEY_COMMENT",
     "PROVISIONING_MODELS",
+    "REGION_PATTERN",
+    "ZONE_EXAMPLE",
+    "ZONE_PATTERN",
     "CreateSpec",
     "NodeInfo",
     "QueuedResourceInfo",
@@ -38,6 +41,9 @@ __all__ = [
     "ZoneListing",
     "ZoneNodes",
     "check_create_spec",
+    "check_zone",
+    "is_region",
+    "is_zone",
     "load_key",
     "maintenance_from_api",
     "node_from_api",
@@ -45,6 +51,7 @@ __all__ = [
     "provisioning_model_label",
     "queued_resource_body",
     "queued_resource_from_api",
+    "region_of",
     "ssh_keys_entry",
     "termination_time_of",
     "valid_until_of",
@@ -60,6 +67,68 @@ _ACCELERATOR = linear(r"^v\d+[a-z]*-\d+$")
 PROVISIONING_MODELS = ("flex-start", "spot", "on-demand", "reserved")
 # Flex-start may run up to 7 days (https://cloud.google.com/tpu/docs/request-using-flex-start).
 FLEX_START_MAX_RUN = timedelta(days=7)
+
+
+# --------------------------------------------------------------------------------------------------
+# Zone and region names
+# --------------------------------------------------------------------------------------------------
+# The one rule every module checks a zone against. A zone id is `<region>-<letter>`, a region
+# `<area>-<location><digits>`: "us-east5-a" is a zone of the region "us-east5"
+# (https://cloud.google.com/compute/docs/regions-zones#identifying_a_region_or_zone). The rule is the id's
+# shape, not a list: a zone Google adds later passes, and the API says whether it exists.
+
+REGION_PATTERN = r"[a-z]+-[a-z]+[0-9]+"
+"""A region id without anchors ("us-east5"), to embed in a larger pattern."""
+
+ZONE_PATTERN = rf"{REGION_PATTERN}-[a-z]"
+"""A zone id without anchors ("us-east5-a"), to embed in a larger pattern."""
+
+ZONE_EXAMPLE = "us-east5-a"
+"""The zone the error messages give as an example."""
+
+_ZONE = linear(rf"^(?P<region>{REGION_PATTERN})-[a-z]$")
+_REGION = linear(rf"^{REGION_PATTERN}$")
+
+
+def is_zone(word: object) -> bool:
+    """Whether `word` is a string shaped like a zone id ("us-east5-a"); False for anything else."""
+    return isinstance(word, str) and _ZONE.match(word) is not None
+
+
+def is_region(word: object) -> bool:
+    """Whether `word` is a string shaped like a region id ("us-east5"); False for a zone or anything else."""
+    return isinstance(word, str) and _REGION.match(word) is not None
+
+
+def check_zone(zone: object, *, backend: str = "") -> str:
+    """`zone` itself when it is shaped like a zone id.
+
+    Args:
+        zone: the zone to check, e.g. "us-east5-a".
+        backend: the backend named on the error ("tpu", "logging"), "" for none.
+
+    Returns:
+        `zone` unchanged.
+
+    Raises:
+        BadInput: `zone` is not a string of the form <area>-<location><digits>-<letter>.
+    """
+    if not is_zone(zone):
+        raise BadInput(f"{zone!r} is not a zone", f"use a zone such as {ZONE_EXAMPLE}", backend=backend)
+    assert isinstance(zone, str)
+    return zone
+
+
+def region_of(zone: str) -> str:
+    """The region of a zone: "us-east5-a" -> "us-east5" (surrounding spaces ignored).
+
+    Raises:
+        BadInput: `zone` is not of the form <area>-<location><digits>-<letter>.
+    """
+    match = _ZONE.match(zone.strip()) if isinstance(zone, str) else None
+    if not match:
+        raise BadInput(f"malformed zone {zone!r}", f"expected e.g. {ZONE_EXAMPLE}")
+    return str(match.group("region"))
 
 
 # --------------------------------------------------------------------------------------------------

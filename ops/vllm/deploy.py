@@ -23,8 +23,7 @@ from ops.errors import BadInput
 from ops.gcp.cloudlogs import CONTAINER_LOG_ID, NODE_LABEL, WORKER_LABEL
 from ops.linear import LinearPattern, linear
 from ops.times import rfc3339
-from ops.tpu.model import FLEX_START_MAX_RUN, PROVISIONING_MODELS
-from ops.tpu.zones import check_zone
+from ops.tpu.model import FLEX_START_MAX_RUN, PROVISIONING_MODELS, check_zone
 
 __all__ = [
     "FLEX_START_MAX_RUN",
