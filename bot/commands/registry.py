@@ -19,9 +19,9 @@ from datetime import UTC, datetime, timedelta
 from enum import IntEnum
 from typing import Any
 
-from ops.durations import DURATION_PATTERN, parse_duration
 from ops.errors import BadInput
 from ops.linear import LinearPattern, linear
+from ops.times import DURATION_PATTERN, parse_duration
 from ops.tpu.model import ZONE_EXAMPLE, ZONE_PATTERN, is_zone
 
 
@@ -160,7 +160,7 @@ def one_of(*choices: str) -> OneOf:
 
 
 def duration(word: str) -> timedelta:
-    """An argument type: a duration such as 30s, 10m, 4h or 2d (`ops.durations.parse_duration`).
+    """An argument type: a duration such as 30s, 10m, 4h or 2d (`ops.times.parse_duration`).
 
     Raises:
         ValueError: not a number and a unit, or longer than MAX_DURATION (365d).

@@ -44,7 +44,7 @@ from ops.alerts import ledger as alerts_mod
 from ops.alerts.ledger import Alert, AlertLedger, mute_subjects
 from ops.alerts.outbox import ALL_CHANNELS, UNDELIVERED, AlertOutbox, DeliveryProblem
 from ops.cost.idle import Schedule, parse_schedule
-from ops.durations import parse_duration
+from ops.times import parse_duration
 from ops.tpu.model import QueuedResourceInfo
 from ops.tpu.recovery import dead_reason
 from ops.vllm.slo import DEFAULT_RULES, SloRule, load_rules

@@ -26,8 +26,8 @@ from ops.alerts.ledger import Alert, LedgerRow
 from ops.alerts.outbox import HeldAlert
 from ops.alerts.planned import Window
 from ops.cost.pricing import burn
-from ops.durations import minutes_text
 from ops.errors import OpsError
+from ops.times import minutes_text
 from ops.tpu.model import QueuedResourceInfo
 
 # Alerts about serving point at the metrics chart of their window (`/vllm metrics --chart`).

@@ -18,14 +18,13 @@ from typing import Any
 import paramiko
 from paramiko.pkey import UnknownKeyType
 
-from ops.durations import parse_protobuf_duration, protobuf_duration
 from ops.errors import (
     BadInput,
     OpsError,
 )
 from ops.gcp.iam import CLOUD_PLATFORM_SCOPE
 from ops.linear import linear
-from ops.times import parse_rfc3339
+from ops.times import parse_protobuf_duration, parse_rfc3339, protobuf_duration
 
 __all__ = [
     "FLEX_START_MAX_RUN",
