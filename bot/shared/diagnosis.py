@@ -21,11 +21,10 @@ from llm.logsum import Analysis
 from llm.nomatch import from_lines
 from llm.redact import redact
 from ops.alerts.ledger import Alert
-from ops.diagnosis.engine import Diagnosis, diagnose
+from ops.diagnosis.engine import Diagnosis, LogLines, ResourceState, diagnose
 from ops.diagnosis.families import Deployment, catalogue, key_lines
 from ops.diagnosis.nomatch import from_templates
 from ops.diagnosis.placement import ServingNow
-from ops.diagnosis.signals import LogLines, ResourceState
 from ops.errors import OpsError
 from ops.linear import linear
 from ops.tpu.model import QueuedResourceInfo

@@ -11,9 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from ops.diagnosis.engine import diagnose
+from ops.diagnosis.engine import RemoteError, diagnose
 from ops.diagnosis.families import Deployment, catalogue, chips_of, figures, fill
-from ops.diagnosis.signals import RemoteError
 from ops.tpu.model import NodeInfo, QueuedResourceInfo, UpcomingMaintenance
 
 __all__ = ["MAINTENANCE_FAMILY", "Finding", "can_start_early", "maintenance_finding", "refusal_finding"]

@@ -39,8 +39,7 @@ from google.cloud import tpu_v2 as gapic_tpu_v2
 from googleapiclient import discovery, discovery_cache
 from googleapiclient.errors import HttpError
 
-from ops.diagnosis.engine import diagnose
-from ops.diagnosis.signals import CreateError
+from ops.diagnosis.engine import CreateError, diagnose
 from ops.diagnosis.zonefit import classify
 from ops.errors import (
     AlreadyExists,

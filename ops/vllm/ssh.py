@@ -32,8 +32,7 @@ from typing import Any, NoReturn
 import paramiko
 from paramiko.pkey import UnknownKeyType
 
-from ops.diagnosis.engine import diagnose
-from ops.diagnosis.signals import RemoteError
+from ops.diagnosis.engine import RemoteError, diagnose
 from ops.errors import BackendTimeout, BackendUnavailable, BadInput, OpsError, PermissionDenied
 from ops.linear import LinearPattern, linear
 

@@ -17,9 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ops.diagnosis.engine import diagnose
+from ops.diagnosis.engine import ResourceState, diagnose
 from ops.diagnosis.families import Deployment, catalogue, figures, fill
-from ops.diagnosis.signals import ResourceState
 from sim.demo import Demo
 from tests.cases import case_text
 from tests.handlers.conftest import Handlers

@@ -22,8 +22,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from bot.config import Settings
 from bot.services import Services
-from ops.diagnosis.engine import diagnose
-from ops.diagnosis.signals import RemoteError
+from ops.diagnosis.engine import RemoteError, diagnose
 from ops.errors import NotFound, PermissionDenied
 from ops.tpu.api import TpuOps
 from ops.tpu.model import CreateSpec, load_key, ssh_keys_entry

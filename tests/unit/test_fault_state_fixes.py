@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ops.diagnosis.engine import diagnose
+from ops.diagnosis.engine import ResourceState, diagnose
 from ops.diagnosis.families import QUEUED_RESOURCE_STATES, Deployment, catalogue, load_file
-from ops.diagnosis.signals import ResourceState
 from ops.tpu.model import QueuedResourceInfo
 from tests.unit.test_alerts import qr
 
