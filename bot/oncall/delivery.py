@@ -366,7 +366,7 @@ class AlertDelivery:
 
     def refused(self, refusal: Refusal, channel: str) -> DeliveryProblem:
         """Record that Slack refused `channel` (every channel, for a refused token); logged as an error the
-        first time, the surfaces (`bot.oncall.reach`) show it until it is cleared."""
+        first time, the surfaces (`bot.shared.diagnosis.refusal_lines`) show it until it is cleared."""
         where = ALL_CHANNELS if refusal.whole_token else channel
         problem = self.outbox.record(
             where, refusal.code, now=self.clock(), needed=refusal.needed, provided=refusal.provided

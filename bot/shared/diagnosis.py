@@ -1,6 +1,7 @@
 """The diagnosis of a queued resource, a log analysis or an alert, the same in every command and alert: each
 asks the engine (`ops.diagnosis.engine.diagnose`) with the signals it read, and `bot.views.findings` shows
-the result.
+the result. Likewise the cause and fix of a Slack refusal that keeps alerts from their channel, in the one
+line `/tpu status`, `/alerts list` and App Home show (`refusal_lines`).
 
 Also builds the `ops.diagnosis.families.Deployment` a fix is written for (model, image, accelerator type,
 tensor parallel size, max_model_len and flags of the configured vLLM; the FAILED/SUSPENDED queued
@@ -15,15 +16,19 @@ from datetime import datetime, timedelta
 
 from bot.services import Services
 from bot.shared.authorship import rules_only
+from bot.slack.gateway import Refusal
+from bot.views.alerts import refusal_line
 from bot.views.findings import diagnosis_text
 from llm.client import ChosenModel, first_answer
 from llm.logsum import Analysis
 from llm.nomatch import from_lines
 from llm.redact import redact
 from ops.alerts.ledger import Alert
+from ops.alerts.outbox import AlertOutbox
 from ops.diagnosis.engine import Diagnosis, LogLines, ResourceState, diagnose
 from ops.diagnosis.families import Deployment, catalogue, key_lines
 from ops.diagnosis.nomatch import from_templates
+from ops.diagnosis.notices import refusal_finding
 from ops.diagnosis.placement import ServingNow
 from ops.errors import OpsError
 from ops.linear import linear
@@ -37,6 +42,7 @@ __all__ = [
     "deployment_of",
     "needs_listing",
     "plain_log",
+    "refusal_lines",
     "resource_diagnosis",
     "serving_now",
 ]
@@ -257,3 +263,17 @@ def serving_now(services: Services) -> ServingNow:
 
 
 _ENDPOINT_NODE = linear(r"\bnode (\S+) of ")  # `ops.vllm.server.Endpoint.source` of a discovered endpoint
+
+
+def refusal_lines(outbox: AlertOutbox) -> list[str]:
+    """The line of each refusal recorded in `outbox` ([] while alerts get through): the fault catalogue's
+    cause and fix for Slack's answer (`ops.diagnosis.notices.refusal_finding` of the gateway's
+    `Refusal.slack_text`), and the alerts held back meanwhile (`bot.views.alerts.refusal_line`). The refusals
+    are recorded by the alert job (`bot.oncall.delivery`); this only reads them, so every surface, on any
+    replica, says the same."""
+    return [
+        refusal_line(
+            problem, held, refusal_finding(Refusal(problem.code, problem.needed, problem.provided).slack_text)
+        )
+        for problem, held in outbox.refusals()
+    ]

@@ -220,8 +220,8 @@ class Status:
 
     `wedged` is the serving verdict ("" when vLLM serves or was not checked); `zones` the zones listed;
     `primary` the deployment's TPU_PRIMARY (listed first); `alert_reach` the lines saying alerts cannot
-    reach their channel (`bot.oncall.reach`), shown first; `identity` who answers on the vLLM port (None:
-    not checked).
+    reach their channel (`bot.shared.diagnosis.refusal_lines`), shown first; `identity` who answers on the
+    vLLM port (None: not checked).
     """
 
     listing: ZoneListing | OpsError
