@@ -73,7 +73,7 @@ sys.path.insert(0, str(ROOT))
 
 from llm.logsum import summarize  # noqa: E402
 from ops.diagnosis.engine import ResourceState, diagnose  # noqa: E402
-from ops.diagnosis.families import Deployment  # noqa: E402
+from ops.diagnosis.families import FixFacts  # noqa: E402
 from ops.diagnosis.zonefit import Classification, classify  # noqa: E402
 from ops.gcp.cloudlogs import LogEntry  # noqa: E402
 from ops.gcp.google import create_error, operation_error  # noqa: E402
@@ -84,7 +84,7 @@ from sim.scenario import load as load_scenario  # noqa: E402
 
 CORPUS = ROOT / "tests" / "fixtures" / "reports" / "public.yaml"
 VERDICTS = ("right", "half", "wrong", "missed")
-DEPLOYMENT = Deployment(
+DEPLOYMENT = FixFacts(
     model="google/gemma-4-31B-it",
     image="vllm/vllm-tpu:gemma4",
     accelerator_type="v6e-8",

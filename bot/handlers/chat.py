@@ -53,7 +53,7 @@ from llm.logsum import summarize
 from llm.redact import redact
 from ops.cost import pricing as cost
 from ops.diagnosis.engine import Diagnosis, Finding, diagnose
-from ops.diagnosis.families import Deployment
+from ops.diagnosis.families import FixFacts
 from ops.diagnosis.nomatch import Template, from_templates
 from ops.diagnosis.placement import place, present, template_of
 from ops.diagnosis.zonefit import classify
@@ -367,7 +367,7 @@ def _error_facts(
     subjects: Subjects,
     by_name: dict[str, QueuedResourceInfo],
     got: Gathered,
-    deployment: Deployment,
+    deployment: FixFacts,
     container: ContainerNow | None,
 ) -> None:
     """ERROR entries of the subjects' nodes in the window: top templates and the known failures they match.

@@ -27,7 +27,7 @@ from bot.slack.render import (
 from bot.views.findings import diagnosis_text, identity_line
 from bot.views.metrics import metrics_lines
 from ops.diagnosis.engine import Diagnosis
-from ops.diagnosis.families import Deployment
+from ops.diagnosis.families import FixFacts
 from ops.diagnosis.notices import can_start_early, maintenance_finding
 from ops.errors import OpsError
 from ops.tpu.maintenance import window_text
@@ -81,7 +81,7 @@ def resource_line(qr: QueuedResourceInfo, now: datetime, *, primary: bool = Fals
         parts.append(f":warning: {qr.error}")
     if qr.preempted:
         parts.append(preempted_line(qr))
-    diagnosis = resource_diagnosis(qr, Deployment())
+    diagnosis = resource_diagnosis(qr, FixFacts())
     if diagnosis and diagnosis.findings and qr.state != "FAILED" and not qr.preempted:  # shown above
         parts.append(f":warning: {diagnosis.findings[0].conclusion}")
     return "\n".join(parts)

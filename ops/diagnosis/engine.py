@@ -1,11 +1,11 @@
-"""The engine's one entry, `diagnose(signals, deployment)`: every signal (log lines of any container or
-system source, a create error, a queued resource's state, a /metrics sample, a completion, a Slack or SSH
-refusal: the `Signal` types below) matched at once against the fault catalogue (`ops.diagnosis.families`,
-the built-in `ops/diagnosis/faults.yaml` plus a team's `FAULT_CATALOGUE_FILE`), ranked by its one ranker
-(`rank`), each finding's fix filled for the live deployment and its evidence kept with its source and time;
-with the few lines that carry the cause (root exception, caused-by chain, first error of the burst), shown
-whether or not a family matched. The expected conclusion of every real case is in sim/cases/README.md and
-tests/fixtures/cases/README.md, and scored by bench/diagnose.py.
+"""The engine's one entry, `diagnose(signals, facts)`: every signal (log lines of any container or system
+source, a create error, a queued resource's state, a /metrics sample, a completion, a Slack or SSH refusal:
+the `Signal` types below) matched at once against the fault catalogue (`ops.diagnosis.families`, the
+built-in `ops/diagnosis/faults.yaml` plus a team's `FAULT_CATALOGUE_FILE`), ranked by its one ranker
+(`rank`), each finding's fix filled with the live facts (`FixFacts`) and its evidence kept with its source
+and time; with the few lines that carry the cause (root exception, caused-by chain, first error of the
+burst), shown whether or not a family matched. The expected conclusion of every real case is in
+sim/cases/README.md and tests/fixtures/cases/README.md, and scored by bench/diagnose.py.
 
 The signals are typed by where they come from. Each is a sequence of lines with their source and, when
 known, their time, so a finding's evidence says which signal and which moment decided it. They are pure data,
@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING
 from ops.diagnosis.families import (
     SEVERITIES,
     Catalogue,
-    Deployment,
     Family,
+    FixFacts,
     Match,
     catalogue,
     figures,
@@ -231,7 +231,7 @@ class Finding:
     Attributes:
         name: the catalogue family, e.g. "kv-cache-insufficient".
         conclusion: what is wrong, one sentence with the figures extracted from the text.
-        fix: what to do, written for the deployment when one was given.
+        fix: what to do, written with the live facts when they were given.
         severity: one of SEVERITIES.
         evidence: the first line that matched (stripped, at most 400 characters).
         count: how many lines matched this family with the same figures.
@@ -304,7 +304,7 @@ def rank(matches: Iterable[Match]) -> list[Match]:
 
 def diagnose(
     signals: str | Signal | Iterable[Signal],
-    deployment: Deployment | None = None,
+    facts: FixFacts | None = None,
     *,
     faults: Catalogue | None = None,
 ) -> Diagnosis:
@@ -314,7 +314,8 @@ def diagnose(
         signals: one signal, several (the `Signal` types), or a plain text (one signal of source
             "text"); lines are matched one by one, all signals together (a family may suppress another
             found in any of them).
-        deployment: the live deployment the fixes are written for; None: generic fixes.
+        facts: the live facts the fixes are written with (what the deployment concerned serves and where);
+            None: generic fixes.
         faults: the catalogue; None: `ops.diagnosis.families.catalogue()` (built-in plus the team file).
 
     Returns:
@@ -329,26 +330,26 @@ def diagnose(
     text = "\n".join(lines)
     keys = tuple(key_lines(text))
     findings = tuple(
-        _finding(m, deployment, lines, timed, keys) for m in rank((faults or catalogue()).match(text))
+        _finding(m, facts, lines, timed, keys) for m in rank((faults or catalogue()).match(text))
     )
     return Diagnosis(findings, keys)
 
 
 def _finding(
     match: Match,
-    deployment: Deployment | None,
+    facts: FixFacts | None,
     lines: list[str],
     timed: list[tuple[str, TimedLine]],
     keys: tuple[str, ...],
 ) -> Finding:
     family = match.family
     source, (at, _) = timed[match.first] if match.first < len(timed) else ("text", (None, ""))
-    values = figures(match.values, deployment)
+    values = figures(match.values, facts)
     related = _engine_core_context(lines, match.last, family) if family.context == "engine-core" else ()
     return Finding(
         name=family.name,
         conclusion=fill(family.conclusion, values),
-        fix=fill(family.fix_for(deployment.state if deployment else None), values),
+        fix=fill(family.fix_for(facts.state if facts else None), values),
         severity=family.severity,
         evidence=match.evidence,
         count=match.count,
