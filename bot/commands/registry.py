@@ -258,6 +258,20 @@ class Param:
         return schema
 
 
+# The arguments several commands take, declared once so that each reads and is documented the same way.
+QUEUED_RESOURCE = Param("name", "queued resource name", kind=resource_name, required=True, metavar="NAME")
+"""The queued resource a command acts on (`tpu describe`, `tpu create`, `tpu delete`, `tpu reset`)."""
+SEARCHED_ZONE = Param("zone", "zone (default: search TPU_ZONES)", flag="--zone", kind=zone_name, metavar="Z")
+"""Where the queued resource or node named is; without it every watched zone is searched for it."""
+ACCELERATOR_TYPE = Param(
+    "type_",
+    "accelerator type (default TPU_ACCELERATOR_TYPE)",
+    flag="--type",
+    kind=accelerator_type,
+    metavar="T",
+)
+"""The accelerator type to create, search capacity for or price (`tpu create`, `tpu find`, `tpu cost`)."""
+
 _TOOL_NAME = linear(r"^[a-zA-Z0-9_-]{1,64}$")
 
 

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 
 from bot.commands.context import Context
-from bot.commands.registry import ChatTool, Param, accelerator_type, registry
+from bot.commands.registry import ACCELERATOR_TYPE, ChatTool, Param, registry
 from bot.services import settled
 from bot.shared.tpu_requests import startup_config
 from bot.slack.render import Reply, human_duration, utc
@@ -50,13 +50,7 @@ def hours_value(word: str) -> float:
 @registry.command(
     "tpu cost",
     "Cost estimate from the price table, and the live burn of running queued resources",
-    Param(
-        "type_",
-        "accelerator type (default TPU_ACCELERATOR_TYPE)",
-        flag="--type",
-        kind=accelerator_type,
-        metavar="T",
-    ),
+    ACCELERATOR_TYPE,
     Param("hours", "hours to estimate (default 1)", flag="--hours", kind=hours_value, metavar="N"),
     Param(
         "model",

@@ -11,7 +11,7 @@ from typing import TypeVar
 from urllib.parse import urlsplit
 
 from bot.commands.context import Context
-from bot.commands.registry import ChatTool, Param, registry, resource_name, zone_name
+from bot.commands.registry import QUEUED_RESOURCE, ChatTool, Param, registry, zone_name
 from bot.services import identify, settled
 from bot.shared.diagnosis import deployment_of, needs_listing, refusal_lines, resource_diagnosis
 from bot.shared.fleet_status import Snapshot, snapshots
@@ -56,7 +56,7 @@ def tpu_list(ctx: Context, zone: str | None, all_zones: bool) -> Reply:
 @registry.command(
     "tpu describe",
     "Everything about one queued resource: state data, nodes, health, runtime",
-    Param("name", "queued resource name", kind=resource_name, required=True, metavar="NAME"),
+    QUEUED_RESOURCE,
     Param("zone", "zone to look in (default: the watched zones)", flag="--zone", kind=zone_name, metavar="Z"),
     Param("all_zones", "search every zone of the project", flag="--all-zones", switch=True),
     exclusive=(("zone", "all_zones"),),

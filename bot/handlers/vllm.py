@@ -180,6 +180,9 @@ def _remote_kind(kind: str) -> Callable[[str], str]:
     return partial(ssh.validate, kind)
 
 
+_TAIL = Param("tail", "lines (default 200)", flag="--tail", kind=_remote_kind("tail"), metavar="N")
+
+
 def _health(ctx: Context) -> HealthCheck | OpsError:
     try:
         client, _ = ctx.services.vllm()
@@ -267,7 +270,7 @@ def vllm_status(ctx: Context) -> Reply:
 @registry.command(
     "vllm logs",
     "The container's log: last lines here, the whole output as a file, known failures named",
-    Param("tail", "lines (default 200)", flag="--tail", kind=_remote_kind("tail"), metavar="N"),
+    _TAIL,
     Param("since", "only newer than D, e.g. 10m", flag="--since", kind=_remote_kind("since"), metavar="D"),
     Param(
         "grep",
@@ -297,7 +300,7 @@ def vllm_logs(ctx: Context, tail: str | None, since: str | None, grep: str | Non
         kind=ssh.unit_name,
         metavar="U",
     ),
-    Param("tail", "lines (default 200)", flag="--tail", kind=_remote_kind("tail"), metavar="N"),
+    _TAIL,
 )
 def vllm_syslog(ctx: Context, unit: str | None, tail: str | None) -> Reply:
     """The journal of `unit`. A unit outside SYSLOG_UNITS is for admins only: a journal may hold what
