@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from llm.hygiene import inspect_message  # noqa: E402
 from ops.diagnosis.engine import diagnose  # noqa: E402
-from ops.diagnosis.families import Deployment  # noqa: E402
+from ops.diagnosis.families import FixFacts  # noqa: E402
 from ops.diagnosis.zonefit import classify  # noqa: E402
 from ops.vllm.metrics import summarize  # noqa: E402
 from ops.vllm.server import ServingSample, serving_problem  # noqa: E402
@@ -62,10 +62,10 @@ class Outcome:
         return self.verdict == "right"
 
 
-def load_table(path: Path = TABLE) -> tuple[Deployment, list[dict[str, Any]]]:
+def load_table(path: Path = TABLE) -> tuple[FixFacts, list[dict[str, Any]]]:
     """The table's default deployment and its cases."""
     data = yaml.safe_load(path.read_text())
-    return Deployment(**_deployment(data.get("deployment") or {})), list(data["cases"])
+    return FixFacts(**_deployment(data.get("deployment") or {})), list(data["cases"])
 
 
 def _deployment(raw: dict[str, Any]) -> dict[str, Any]:
@@ -101,10 +101,10 @@ def _completion_text(text: str) -> str:
     return "the model returned an empty completion" if check.empty else check.text
 
 
-def run_case(case: dict[str, Any], default: Deployment) -> Outcome:
+def run_case(case: dict[str, Any], default: FixFacts) -> Outcome:
     """Diagnose one case the way the bot meets it and check the expectation."""
     label = case.get("file") or case.get("label") or str(case.get("text", ""))[:60]
-    deployment = Deployment(**_deployment(case["deployment"])) if "deployment" in case else default
+    deployment = FixFacts(**_deployment(case["deployment"])) if "deployment" in case else default
     text = text_of(case)
     via = case.get("via", "log")
     if via == "health":

@@ -8,7 +8,7 @@ Ways in (`via` of a report):
                  log summarizer's templates (`llm.logsum.summarize`), their exemplars diagnosed as
                  `llm.logsum.analyze` does
   create         a queued resource's create error (what `/tpu describe` and the capacity search read): the
-                 resource's state text (`ops.diagnosis.signals.ResourceState`) diagnosed, and
+                 resource's state text (`ops.diagnosis.engine.ResourceState`) diagnosed, and
                  `ops.diagnosis.zonefit.classify` of the error typed as `ops.gcp.google` types it (`status`:
                  the
                  create call's HTTP status, or the failed operation's code) for what retrying can do
@@ -72,9 +72,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from llm.logsum import summarize  # noqa: E402
-from ops.diagnosis.engine import diagnose  # noqa: E402
-from ops.diagnosis.families import Deployment  # noqa: E402
-from ops.diagnosis.signals import ResourceState  # noqa: E402
+from ops.diagnosis.engine import ResourceState, diagnose  # noqa: E402
+from ops.diagnosis.families import FixFacts  # noqa: E402
 from ops.diagnosis.zonefit import Classification, classify  # noqa: E402
 from ops.gcp.cloudlogs import LogEntry  # noqa: E402
 from ops.gcp.google import create_error, operation_error  # noqa: E402
@@ -85,7 +84,7 @@ from sim.scenario import load as load_scenario  # noqa: E402
 
 CORPUS = ROOT / "tests" / "fixtures" / "reports" / "public.yaml"
 VERDICTS = ("right", "half", "wrong", "missed")
-DEPLOYMENT = Deployment(
+DEPLOYMENT = FixFacts(
     model="google/gemma-4-31B-it",
     image="vllm/vllm-tpu:gemma4",
     accelerator_type="v6e-8",

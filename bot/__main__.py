@@ -9,7 +9,7 @@ import sys
 from types import FrameType
 
 from bot.config import ConfigError, load_settings, load_slack_app_settings
-from ops.vllm.ssh import ssh_keys_entry
+from ops.tpu.model import ssh_keys_entry
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:

@@ -23,9 +23,8 @@ from llm.redact import redact
 from ops.diagnosis.families import load_file
 from ops.errors import BadInput
 from ops.linear import linear
-from ops.tpu.zones import is_zone
-from ops.vllm.remote_commands import unit_name
-from ops.vllm.ssh import load_key
+from ops.tpu.model import is_zone, load_key
+from ops.vllm.ssh import unit_name
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL

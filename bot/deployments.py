@@ -1,4 +1,4 @@
-"""Deployments as configuration: several Gemma deployments, each with its project, zones and channels.
+"""The deployments file: several Gemma deployments, each with its project, zones and channels.
 
 `DEPLOYMENTS_FILE` names a YAML file:
 
@@ -21,13 +21,15 @@
 A key a deployment does not set takes the environment's value (the single-deployment settings), so shared
 things such as the SSH key are given once. Without the file, the environment alone is one deployment named
 `default`. In a bound channel every command acts on that channel's deployment; elsewhere `--deployment NAME`
-chooses, and a command that changes infrastructure is refused when the choice would be a guess.
+chooses, and a command that changes infrastructure is refused when the choice would be a guess
+(`bot.services.Fleet`, which builds each deployment's backends from its settings).
+
+This module is the file's format only, read when the settings are validated (`bot.config`), so it imports
+no backend: `python -m bot manifest` loads the settings without the clients `bot.services` builds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,17 +37,14 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ops.datafile import line_of
-from ops.errors import BadInput
 from ops.linear import linear
-from ops.tpu.zones import is_zone
+from ops.tpu.model import is_zone
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # bot.config reads the file with `read_deployments` when it validates DEPLOYMENTS_FILE
     from bot.config import Settings
-    from bot.services import Services
 
-__all__ = ["DEFAULT", "Deployment", "DeploymentsFile", "Fleet", "read_deployments", "settings_for"]
+__all__ = ["Deployment", "DeploymentsFile", "read_deployments", "settings_for"]
 
-DEFAULT = "default"
 _CHANNEL = r"^[CG][A-Z0-9]{2,}$"
 _PRINCIPAL = r"^[UWS][A-Z0-9]{2,}$"
 _CHANNEL_RULE, _PRINCIPAL_RULE = linear(_CHANNEL), linear(_PRINCIPAL)
@@ -221,75 +220,3 @@ def settings_for(base: Settings, deployment: Deployment) -> Settings:
     if deployment.roles is not None:
         update.update(deployment.roles.model_dump(exclude_none=True))
     return base.model_copy(update=update)
-
-
-@dataclass
-class Fleet:
-    """The bot's deployments, their backends and the channels bound to them.
-
-    Args:
-        services: deployment name -> its Services, in configuration order (the first is the one a
-            read-only command uses when nothing chooses).
-        channels: channel id -> deployment name.
-    """
-
-    services: dict[str, Services]
-    channels: dict[str, str] = field(default_factory=dict)
-
-    @classmethod
-    def from_settings(cls, settings: Settings, build: Callable[[Settings], Services]) -> Fleet:
-        """One deployment `default` from the environment, or the deployments of DEPLOYMENTS_FILE.
-
-        Args:
-            settings: the environment's settings (already validated, file included).
-            build: makes the Services of one deployment's Settings (e.g. `Services.from_settings`).
-        """
-        if not settings.deployments_file:
-            return cls({DEFAULT: build(settings)})
-        services: dict[str, Services] = {}
-        channels: dict[str, str] = {}
-        for deployment in read_deployments(settings.deployments_file):
-            services[deployment.name] = build(settings_for(settings, deployment))
-            channels.update(dict.fromkeys(deployment.channels, deployment.name))
-        return cls(services, channels)
-
-    @property
-    def names(self) -> list[str]:
-        """Deployment names in configuration order."""
-        return list(self.services)
-
-    @property
-    def first(self) -> Services:
-        """The first deployment's Services."""
-        return next(iter(self.services.values()))
-
-    def bound(self, channel_id: str) -> str | None:
-        """The deployment bound to `channel_id`, or None."""
-        return self.channels.get(channel_id)
-
-    def choose(self, name: str | None, channel_id: str, *, changes: bool) -> tuple[str, Services]:
-        """The deployment a command acts on: `--deployment NAME`, else the channel's, else the only one.
-
-        With several deployments and neither, a read-only command gets the first one; a command that
-        `changes` infrastructure is refused (a guess could touch the wrong project).
-
-        Returns:
-            (deployment name, its Services).
-
-        Raises:
-            BadInput: an unknown name, or an ambiguous change; the message lists the deployments.
-        """
-        listing = ", ".join(f"`{n}`" for n in self.services)
-        if name is not None:
-            if name not in self.services:
-                raise BadInput(f"unknown deployment `{name}`", f"deployments: {listing}")
-            return name, self.services[name]
-        bound = self.bound(channel_id)
-        if bound is not None:
-            return bound, self.services[bound]
-        if len(self.services) == 1 or not changes:
-            return next(iter(self.services.items()))
-        raise BadInput(
-            "this changes infrastructure and this channel is bound to no deployment: which one?",
-            f"add `--deployment NAME`, one of {listing}, or run it in a bound channel",
-        )

@@ -1,12 +1,17 @@
-"""The backends a command may use, built once from Settings (so tests and the demo only change endpoints)."""
+"""A deployment at run time: the backends a command may use, built once from its Settings (`Services`; tests
+and the demo only change endpoints), every deployment of the bot and the channels bound to them (`Fleet`,
+from DEPLOYMENTS_FILE, whose format is `bot.deployments`), who answers on its vLLM port (`identify`), and a
+source of a reply fetched concurrently on its fan-out pool (`settled`)."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 from google.auth.credentials import Credentials
@@ -14,19 +19,34 @@ from google.oauth2 import service_account
 
 from bot.commands.workers import CpuWorkers
 from bot.config import Settings
+from bot.deployments import read_deployments, settings_for
 from llm.client import ChosenModel, GemmaClient, ModelTarget, ProbeResult, choose_models
 from ops.errors import BadInput, OpsError
 from ops.gcp import cloudlogs
 from ops.gcp.cloudlogs import LogEntry
-from ops.gcp.google import CLOUD_PLATFORM_SCOPE
+from ops.gcp.iam import CLOUD_PLATFORM_SCOPE
 from ops.gcp.secrets import SecretStore
 from ops.store.state import Store
 from ops.tpu.api import TpuOps, pool_size
-from ops.vllm.container import VllmContainer, VllmSpec
-from ops.vllm.endpoint import Endpoint, EndpointResolver
-from ops.vllm.server import VllmClient
+from ops.vllm.container import ContainerStatus, VllmContainer, VllmSpec, exit_reason
+from ops.vllm.server import (
+    Endpoint,
+    EndpointResolver,
+    HealthCheck,
+    ModelCard,
+    ServerIdentity,
+    VllmClient,
+    server_identity,
+    server_start_time,
+)
 from ops.vllm.ssh import PublishedHostKeys, RemoteHost
 
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+DEFAULT = "default"
+"""The name of the one deployment the environment makes when no DEPLOYMENTS_FILE is set."""
 _API_KEY_LOCK = threading.Lock()
 FANOUT_PER_WORKER = 4
 """Fan-out threads per command worker thread (/tpu status runs 4 sources at once)."""
@@ -211,7 +231,8 @@ class Services:
         The host keys are SSH_KNOWN_HOSTS_PATH's and SSH_HOST_KEYS', and, when SSH goes to the endpoint's
         node (SSH_HOST unset), the keys that node's guest attributes publish: the endpoint is only ever a
         node of the primary (TPU_PRIMARY) or of a queued resource carrying the bot's `managed-by` label
-        (`ops.vllm.endpoint`), so a VM the bot did not make or was not told to use is never trusted that way.
+        (`ops.vllm.server.EndpointResolver`), so a VM the bot did not make or was not told to use is never
+        trusted that way.
 
         Raises:
             BadInput: no SSH key, or no trusted host key at all. What `resolve()` raises (SSH_HOST unset and
@@ -297,3 +318,176 @@ class Services:
             if self._secret_api_key is None:
                 self._secret_api_key = self.secrets.access(secret).strip()
             return self._secret_api_key
+
+
+@dataclass
+class Fleet:
+    """The bot's deployments, their backends and the channels bound to them.
+
+    Args:
+        services: deployment name -> its Services, in configuration order (the first is the one a
+            read-only command uses when nothing chooses).
+        channels: channel id -> deployment name.
+    """
+
+    services: dict[str, Services]
+    channels: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, build: Callable[[Settings], Services]) -> Fleet:
+        """One deployment `default` from the environment, or the deployments of DEPLOYMENTS_FILE.
+
+        Args:
+            settings: the environment's settings (already validated, file included).
+            build: makes the Services of one deployment's Settings (e.g. `Services.from_settings`).
+        """
+        if not settings.deployments_file:
+            return cls({DEFAULT: build(settings)})
+        services: dict[str, Services] = {}
+        channels: dict[str, str] = {}
+        for deployment in read_deployments(settings.deployments_file):
+            services[deployment.name] = build(settings_for(settings, deployment))
+            channels.update(dict.fromkeys(deployment.channels, deployment.name))
+        return cls(services, channels)
+
+    @property
+    def names(self) -> list[str]:
+        """Deployment names in configuration order."""
+        return list(self.services)
+
+    @property
+    def first(self) -> Services:
+        """The first deployment's Services."""
+        return next(iter(self.services.values()))
+
+    def bound(self, channel_id: str) -> str | None:
+        """The deployment bound to `channel_id`, or None."""
+        return self.channels.get(channel_id)
+
+    def bound_channels(self) -> dict[str, list[str]]:
+        """Each deployment's name -> the channels bound to it, in configuration order (what help shows)."""
+        return {name: [c for c, owner in self.channels.items() if owner == name] for name in self.services}
+
+    def choose(self, name: str | None, channel_id: str, *, changes: bool) -> tuple[str, Services]:
+        """The deployment a command acts on: `--deployment NAME`, else the channel's, else the only one.
+
+        With several deployments and neither, a read-only command gets the first one; a command that
+        `changes` infrastructure is refused (a guess could touch the wrong project).
+
+        Returns:
+            (deployment name, its Services).
+
+        Raises:
+            BadInput: an unknown name, or an ambiguous change; the message lists the deployments.
+        """
+        listing = ", ".join(f"`{n}`" for n in self.services)
+        if name is not None:
+            if name not in self.services:
+                raise BadInput(f"unknown deployment `{name}`", f"deployments: {listing}")
+            return name, self.services[name]
+        bound = self.bound(channel_id)
+        if bound is not None:
+            return bound, self.services[bound]
+        if len(self.services) == 1 or not changes:
+            return next(iter(self.services.items()))
+        raise BadInput(
+            "this changes infrastructure and this channel is bound to no deployment: which one?",
+            f"add `--deployment NAME`, one of {listing}, or run it in a bound channel",
+        )
+
+
+def settled(future: Future[T], what: str = "source") -> T | OpsError:
+    """A source fetched concurrently for a reply (`/tpu status`, `/fleet`, `/tpu cost --today`): the future's
+    value, or the OpsError it raised, so one failing source is one red line and the rest of the reply still
+    shows; any other exception is logged (as "`what` failed") and becomes a generic OpsError pointing at the
+    logs. Waits for the future."""
+    try:
+        return future.result()
+    except OpsError as exc:
+        return exc
+    except Exception:
+        log.exception("%s failed", what)
+        return OpsError("internal error while fetching this source", "see the bot's logs")
+
+
+def answered(health: HealthCheck | OpsError) -> bool:
+    """Whether something answered on the port (`/health` got an HTTP status, whatever it was)."""
+    return isinstance(health, HealthCheck) and health.status is not None
+
+
+def identify(
+    services: Services,
+    client: VllmClient,
+    endpoint: Endpoint,
+    health: HealthCheck | OpsError,
+    *,
+    container: ContainerStatus | None = None,
+    log: str | None = None,
+    models: list[ModelCard] | OpsError | None = None,
+    metrics_text: str | None = None,
+) -> ServerIdentity:
+    """Who answers on the vLLM port: the identity verdict of the server at `endpoint`, from the facts
+    `ops.vllm.server.server_identity` compares, gathered for one deployment (the container over SSH,
+    `/v1/models` and `/metrics` over HTTP), for `/vllm status`, `/vllm health`, `/tpu status` and the vLLM
+    watcher. A source that cannot be read leaves its check out; an unreadable container makes the verdict
+    "unknown", never "same".
+
+    Args:
+        services: the deployment's backends (SSH to its TPU VM).
+        client: a vLLM client of `endpoint`.
+        health: its `/health` answer (nothing answered: the verdict is "silent", nothing else is read).
+        container, log: the container's docker state and log when the caller already read them (else read
+            here, the log only for a container that is not running).
+        models, metrics_text: `/v1/models` and `/metrics` when the caller already read them.
+
+    Returns:
+        ServerIdentity; "unknown" with a note when the container cannot be read (no SSH configured, the
+        SSH host is not the endpoint's host, or SSH failed).
+    """
+    url = urlsplit(endpoint.url)
+    port = url.port
+    if not answered(health):
+        return server_identity(container, answered=False, port=port)
+    if isinstance(health, HealthCheck) and health.state == "not-vllm":
+        return server_identity(
+            None, answered=True, port=port, note="not a vLLM server: no container to compare"
+        )
+    ssh_host = services.settings.ssh_host
+    if ssh_host and ssh_host != url.hostname:
+        note = f"SSH_HOST {ssh_host} is not the endpoint's host {url.hostname}"
+        return server_identity(None, answered=True, port=port, note=note)
+    try:
+        if container is None:
+            box, host = services.container()
+            with host:
+                container = box.status()
+                if container.exists and not container.running:
+                    log = box.logs(tail=200)
+    except OpsError as exc:
+        return server_identity(None, answered=True, port=port, note=f"the container: {exc.message}")
+    return server_identity(
+        container,
+        answered=True,
+        port=port,
+        served=_served(client, models),
+        server_started=_started(client, metrics_text),
+        exit_reason=exit_reason(log or "") if not container.running else "",
+    )
+
+
+def _served(client: VllmClient, models: list[ModelCard] | OpsError | None) -> tuple[str, ...]:
+    if models is None:
+        try:
+            models = client.models()
+        except OpsError:
+            return ()
+    return () if isinstance(models, OpsError) else tuple(card.id for card in models)
+
+
+def _started(client: VllmClient, metrics_text: str | None) -> datetime | None:
+    if metrics_text is None:
+        try:
+            metrics_text = client.metrics_text()
+        except OpsError:
+            return None
+    return server_start_time(metrics_text)

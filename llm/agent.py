@@ -31,7 +31,7 @@ from llm.redact import redact
 from llm.tokens import TEMPLATE_OVERHEAD_TOKENS, PromptCounter, estimate_chat_tokens, estimate_text_tokens
 from ops.errors import BadInput, OpsError
 from ops.linear import LinearPattern, linear
-from ops.tpu.zones import ZONE_PATTERN
+from ops.tpu.model import ZONE_PATTERN
 
 log = logging.getLogger(__name__)
 

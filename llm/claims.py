@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from llm.grounding import Evidence, Scope, contradictions, segments, split_after
 from ops.linear import LinearMatch, linear
-from ops.tpu.zones import ZONE_PATTERN
+from ops.tpu.model import ZONE_PATTERN
 
 __all__ = ["Checked", "Removal", "check_answer"]
 

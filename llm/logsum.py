@@ -45,7 +45,7 @@ from drain3.template_miner_config import TemplateMinerConfig
 from llm.redact import redact
 from llm.tokens import PromptCounter
 from ops.diagnosis.engine import Finding, diagnose
-from ops.diagnosis.families import Deployment, is_exception_line, is_traceback_line
+from ops.diagnosis.families import FixFacts, is_exception_line, is_traceback_line
 from ops.diagnosis.wordings import wording
 from ops.errors import BackendUnavailable, BadInput, OpsError
 from ops.gcp.cloudlogs import SEVERITIES, LogEntry, severity_rank
@@ -645,7 +645,7 @@ def analyze(
     budget_tokens: int | None = None,
     temperature: float | None = 0.2,
     counter: PromptCounter | None = None,
-    deployment: Deployment | None = None,
+    facts: FixFacts | None = None,
     serving: str = "",
 ) -> Analysis:
     """Summarize log entries and, if any is at ERROR or worse, ask the model what went wrong.
@@ -666,7 +666,7 @@ def analyze(
             /tokenize); when the count leaves less than `answer_tokens` within `max_model_len`, the prompt
             is rebuilt with the budget scaled down before anything is sent (up to FIT_ROUNDS times). The
             character estimate alone undercounts digit- and punctuation-heavy logs.
-        deployment: the live deployment the findings' fixes are written for (None: generic fixes).
+        facts: the live facts the findings' fixes are written with (None: generic fixes).
         serving: what serves now, for the prompt (see `build_prompt`).
 
     Returns:
@@ -682,7 +682,7 @@ def analyze(
     """
     summary = summary if summary is not None else summarize(entries)
     exemplars = "\n".join(e for t in summary.templates for e in t.exemplars)
-    findings = tuple(diagnose(exemplars.replace("\\n", "\n"), deployment).findings)
+    findings = tuple(diagnose(exemplars.replace("\\n", "\n"), facts).findings)
     base: dict[str, Any] = {
         "templates": summary.templates,
         "total_entries": summary.total_entries,

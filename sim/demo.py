@@ -16,8 +16,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from bot.config import Settings
-from bot.deployments import Fleet
-from bot.services import Services
+from bot.services import Fleet, Services
 from bot.slack.app import Bot, HttpServer, build
 from ops.store.state import Store
 from sim import scenario as scenarios

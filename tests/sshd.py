@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 SSHD = "/usr/sbin/sshd"
 
 # A fake program (bash, to start fast): appends one record to $ARGV_LOG: fields ended by \x1f (arguments
-# are printable, validated by ops.vllm.remote_commands), the record by \x1e: "HF=1" or "HF=0" (HF_TOKEN set in
+# are printable, validated by ops.vllm.ssh), the record by \x1e: "HF=1" or "HF=0" (HF_TOKEN set in
 # its
 # environment), its name, then its arguments. Then it behaves per program (grep: the real one; docker logs:
 # prints container.log; gcloud: prints a fake token). The fake docker keeps its containers as files in

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from bot.chat.subjects import BOT, Subjects, word_set, words_of
 from bot.commands.registry import Registry, UsageError
 from ops.linear import linear
-from ops.tpu.zones import is_zone
+from ops.tpu.model import is_zone
 
 __all__ = ["Ask", "Suggestion", "read_ask", "suggest"]
 

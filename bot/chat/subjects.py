@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
 from ops.linear import linear
-from ops.tpu.zones import is_region, is_zone
+from ops.tpu.model import is_region, is_zone
 
 __all__ = [
     "BOT",

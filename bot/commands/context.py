@@ -1,18 +1,23 @@
-"""What a command handler receives besides its arguments."""
+"""What a command handler receives besides its arguments: its `Context` (who asked, where, the backends),
+and the `Progress` message a long command updates in place. The runner builds both for each command."""
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.commands.progress import Progress
 from bot.commands.registry import Invocation, Registry, Role
-from bot.deployments import DEFAULT, Fleet
-from bot.services import Services
-from bot.slack.render import Reply
+from bot.services import DEFAULT, Fleet, Services
+from bot.slack.gateway import Destination, SlackDeliveryError, SlackGateway
+from bot.slack.membership import NOT_MEMBER_ERRORS
+from bot.slack.render import Reply, fit
 from ops.store.state import AuditEntry
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -49,3 +54,107 @@ class Context:
     run_command: Callable[[Invocation], Reply] | None = None
     recent_commands: Callable[[], list[AuditEntry]] | None = None
     caller_role: Callable[[], Role | None] | None = None
+
+
+class Progress:
+    """One Slack message updated in place while a long command runs (capacity search, create, benchmarks).
+
+    The first update posts the message (`chat.postMessage`); later ones edit it (`chat.update`), at most one
+    edit per `min_interval_s` so a fast loop cannot cause a rate-limit storm (chat.postMessage allows about
+    one message per second per channel: docs.slack.dev/apis/web-api/rate-limits). Skipped intermediate
+    states are dropped; `finish` always writes the last one, through the gateway's fallbacks (a short message
+    and a file when the edit is too long, a new message when the edit is refused), so the message never stays
+    on "pending".
+
+    Args:
+        slack: the bot's SlackGateway.
+        channel_id, thread_ts: where to post (thread_ts None: the channel itself).
+        min_interval_s: the smallest time between two edits, seconds.
+    """
+
+    def __init__(
+        self,
+        slack: SlackGateway,
+        channel_id: str,
+        thread_ts: str | None,
+        *,
+        min_interval_s: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._slack = slack
+        self._channel = channel_id
+        self._thread_ts = thread_ts
+        self._min_interval_s = min_interval_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._last_edit = float("-inf")
+        self.ts: str | None = None
+        self.refused: str | None = None  # Slack's error when the bot is not in the channel (no more edits)
+        self._finished: list[Callable[[str | None], None]] = []
+
+    @property
+    def channel_id(self) -> str:
+        return self._channel
+
+    @property
+    def thread_ts(self) -> str | None:
+        return self._thread_ts
+
+    def when_finished(self, callback: Callable[[str | None], None]) -> None:
+        """Call `callback(ts)` once `finish` has written the final reply: the ts of the message showing it,
+        or None when it went another way (an ephemeral or direct message, not editable). Its exceptions are
+        logged."""
+        self._finished.append(callback)
+
+    def due(self) -> bool:
+        """Whether `update` would write now (no edit within `min_interval_s`, the channel not refusing):
+        a caller can skip building a reply that would be dropped."""
+        if self.refused:
+            return False
+        return self.ts is None or self._clock() - self._last_edit >= self._min_interval_s
+
+    def update(self, reply: Reply) -> None:
+        """Show `reply` now, or drop it if the last edit was under `min_interval_s` ago."""
+        with self._lock:
+            if self.refused or (
+                self.ts is not None and self._clock() - self._last_edit < self._min_interval_s
+            ):
+                return
+            try:
+                self._write(reply)
+            except SlackDeliveryError as exc:
+                self.refused = exc.reason if exc.reason in NOT_MEMBER_ERRORS else None
+                log.warning("progress message not updated: %s", exc.reason)
+
+    def finish(self, reply: Reply, *, user_id: str = "", filename: str = "answer.txt") -> None:
+        """Show the final `reply` (always written, with its files): an edit of the progress message, or a new
+        message, or (for `user_id`) an ephemeral or direct message when the channel refuses both."""
+        with self._lock:
+            shown: str | None = None
+            try:
+                self._write(reply, filename=filename, final=True)
+                shown = self.ts
+            except SlackDeliveryError as exc:
+                log.warning(
+                    "progress message not finished (%s); delivering the result another way", exc.reason
+                )
+                self._slack.deliver(
+                    reply, Destination(self._channel, user_id, self._thread_ts), filename=filename
+                )
+        for callback in self._finished:
+            try:
+                callback(shown)
+            except Exception:  # what runs after the answer must not take the answer back
+                log.exception("progress: a finish callback failed")
+
+    def _write(self, reply: Reply, *, filename: str = "answer.txt", final: bool = False) -> None:
+        reply = fit(reply, filename) if final else reply
+        if self.ts is None:
+            self.ts = self._slack.post(
+                self._channel, reply, self._thread_ts, filename=filename, with_files=final
+            )
+        else:
+            self.ts = self._slack.update(
+                self._channel, self.ts, reply, thread_ts=self._thread_ts, filename=filename, with_files=final
+            )
+        self._last_edit = self._clock()

@@ -19,10 +19,10 @@ from datetime import UTC, datetime, timedelta
 from enum import IntEnum
 from typing import Any
 
-from ops.durations import DURATION_PATTERN, parse_duration
 from ops.errors import BadInput
 from ops.linear import LinearPattern, linear
-from ops.tpu.zones import ZONE_EXAMPLE, ZONE_PATTERN, is_zone
+from ops.times import DURATION_PATTERN, parse_duration
+from ops.tpu.model import ZONE_EXAMPLE, ZONE_PATTERN, is_zone
 
 
 class Role(IntEnum):
@@ -160,7 +160,7 @@ def one_of(*choices: str) -> OneOf:
 
 
 def duration(word: str) -> timedelta:
-    """An argument type: a duration such as 30s, 10m, 4h or 2d (`ops.durations.parse_duration`).
+    """An argument type: a duration such as 30s, 10m, 4h or 2d (`ops.times.parse_duration`).
 
     Raises:
         ValueError: not a number and a unit, or longer than MAX_DURATION (365d).
@@ -257,6 +257,20 @@ class Param:
         schema["description"] = self.help
         return schema
 
+
+# The arguments several commands take, declared once so that each reads and is documented the same way.
+QUEUED_RESOURCE = Param("name", "queued resource name", kind=resource_name, required=True, metavar="NAME")
+"""The queued resource a command acts on (`tpu describe`, `tpu create`, `tpu delete`, `tpu reset`)."""
+SEARCHED_ZONE = Param("zone", "zone (default: search TPU_ZONES)", flag="--zone", kind=zone_name, metavar="Z")
+"""Where the queued resource or node named is; without it every watched zone is searched for it."""
+ACCELERATOR_TYPE = Param(
+    "type_",
+    "accelerator type (default TPU_ACCELERATOR_TYPE)",
+    flag="--type",
+    kind=accelerator_type,
+    metavar="T",
+)
+"""The accelerator type to create, search capacity for or price (`tpu create`, `tpu find`, `tpu cost`)."""
 
 _TOOL_NAME = linear(r"^[a-zA-Z0-9_-]{1,64}$")
 

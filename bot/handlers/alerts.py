@@ -16,8 +16,8 @@ from datetime import timedelta
 from bot.commands.context import Context
 from bot.commands.registry import Param, Role, duration, registry
 from bot.oncall import scheduler
-from bot.oncall.reach import reach_lines
 from bot.oncall.routing import KINDS
+from bot.shared.diagnosis import refusal_lines
 from bot.slack.gateway import SlackDeliveryError, refusal_of
 from bot.slack.membership import invite_hint
 from bot.slack.render import Reply, channel_link, human_duration
@@ -68,8 +68,8 @@ def alerts_list(ctx: Context) -> Reply:
     gone, note = _gone_resources(ctx, {r.resource for r in open_rows})
     shown = [r for r in open_rows if r.resource not in gone]
     window = MaintenanceWindows(ctx.services.store).current(ctx.deployment)
-    refused = reach_lines(ctx.services.store, ctx.deployment)
-    held = AlertOutbox(ctx.services.store, ctx.deployment).held()
+    outbox = AlertOutbox(ctx.services.store, ctx.deployment)
+    refused, held = refusal_lines(outbox), outbox.held()
     titles = {r.key: r.text for r in ledger.rows(status=UNDELIVERED)}
     hidden = len(open_rows) - len(shown)
     overview = AlertsOverview(

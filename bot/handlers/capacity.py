@@ -11,6 +11,8 @@ from datetime import timedelta
 
 from bot.commands.context import Context
 from bot.commands.registry import (
+    ACCELERATOR_TYPE,
+    SEARCHED_ZONE,
     Param,
     Role,
     accelerator_type,
@@ -175,13 +177,7 @@ def tpu_zones(ctx: Context, type_: str | None, model: str | None = None, all_mod
 
 _FIND_PARAMS = (
     Param("name", "queued resource name (default TPU_PRIMARY)", kind=resource_name, metavar="NAME"),
-    Param(
-        "type_",
-        "accelerator type (default TPU_ACCELERATOR_TYPE)",
-        flag="--type",
-        kind=accelerator_type,
-        metavar="T",
-    ),
+    ACCELERATOR_TYPE,
     Param(
         "zones",
         "zones to try, comma-separated (default: every zone offering the type)",
@@ -547,7 +543,7 @@ def _preview_recover(ctx: Context, name: str | None, zone: str | None, search: b
     "tpu recover",
     "Recover a dead queued resource: delete it and create it again (or search the watched zones)",
     Param("name", "queued resource (default TPU_PRIMARY)", kind=resource_name, metavar="NAME"),
-    Param("zone", "zone (default: search TPU_ZONES)", flag="--zone", kind=zone_name, metavar="Z"),
+    SEARCHED_ZONE,
     Param("search", "run the capacity search over TPU_ZONES instead", flag="--search", switch=True),
     role=Role.ADMIN,
     changes_infra=True,

@@ -55,7 +55,7 @@ from llm.logsum import summarize
 from llm.redact import redact
 from ops.cost import pricing as cost
 from ops.diagnosis.engine import Diagnosis, Finding, diagnose
-from ops.diagnosis.families import Deployment
+from ops.diagnosis.families import FixFacts
 from ops.diagnosis.nomatch import Template, from_templates
 from ops.diagnosis.placement import place, present, template_of
 from ops.diagnosis.zonefit import classify
@@ -422,7 +422,7 @@ def _error_facts(
     services: Services,
     span: timedelta,
     got: Gathered,
-    deployment: Deployment,
+    deployment: FixFacts,
     container: ContainerNow | None,
 ) -> None:
     """ERROR entries in the window of the nodes the question points at (`got.aim`, in the deployment of

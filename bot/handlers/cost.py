@@ -7,8 +7,8 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 
 from bot.commands.context import Context
-from bot.commands.registry import ChatTool, Param, accelerator_type, registry
-from bot.shared.sources import settled
+from bot.commands.registry import ACCELERATOR_TYPE, ChatTool, Param, registry
+from bot.services import settled
 from bot.shared.tpu_requests import startup_config
 from bot.slack.render import Reply, human_duration, utc
 from bot.views.cost import cost_estimate, deploy_file, estimate_lines, per_hour, spend_report, usd
@@ -16,7 +16,7 @@ from ops.cost import pricing as cost
 from ops.cost.spend import DeploymentSpend, deployment_spend, midnight
 from ops.errors import BadInput, OpsError
 from ops.linear import linear
-from ops.tpu.zones import region_of
+from ops.tpu.model import region_of
 from ops.vllm import deploy
 
 _REGION = linear(r"^[a-z]+-[a-z]+\d+$")
@@ -50,13 +50,7 @@ def hours_value(word: str) -> float:
 @registry.command(
     "tpu cost",
     "Cost estimate from the price table, and the live burn of running queued resources",
-    Param(
-        "type_",
-        "accelerator type (default TPU_ACCELERATOR_TYPE)",
-        flag="--type",
-        kind=accelerator_type,
-        metavar="T",
-    ),
+    ACCELERATOR_TYPE,
     Param("hours", "hours to estimate (default 1)", flag="--hours", kind=hours_value, metavar="N"),
     Param(
         "model",

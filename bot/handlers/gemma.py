@@ -1,6 +1,6 @@
 """`/gemma ask` and `/gemma stats`: ask the served model; the answer streams into one message.
 
-The message is edited at most once a second (`bot.commands.progress.Progress`), however fast tokens arrive.
+The message is edited at most once a second (`bot.commands.context.Progress`), however fast tokens arrive.
 Stats come
 from the streamed `usage` chunk (`stream_options.include_usage`), never from counting chunks.
 """

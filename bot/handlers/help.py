@@ -27,10 +27,11 @@ def show_help(ctx: Context, topic: str | None) -> Reply:
 
 def _help(ctx: Context, topic: str | None) -> Reply:
     reg = ctx.registry
+    deployments = ctx.fleet.bound_channels() if ctx.fleet is not None else None
     if topic is None:
-        return help_reply(short_help(reg, ctx.fleet, ctx.deployment))
+        return help_reply(short_help(reg, deployments, ctx.deployment))
     if topic == "all":
-        return all_help(reg, ctx.services.settings, ctx.fleet, ctx.deployment)
+        return all_help(reg, ctx.services.settings, deployments, ctx.deployment)
     if topic:
         words = topic.split()
         if len(words) == 1 and words[0] in reg.groups():
@@ -42,4 +43,4 @@ def _help(ctx: Context, topic: str | None) -> Reply:
                 f"No help topic `{echo(topic)}`. Topics: {groups}, or a command such as `tpu list`."
             )
         return help_reply(command_help(command))
-    return help_reply(short_help(reg, ctx.fleet, ctx.deployment))
+    return help_reply(short_help(reg, deployments, ctx.deployment))

@@ -13,9 +13,11 @@ from datetime import datetime, timedelta
 
 from bot.commands.context import Context
 from bot.commands.registry import (
+    ACCELERATOR_TYPE,
+    QUEUED_RESOURCE,
+    SEARCHED_ZONE,
     Param,
     Role,
-    accelerator_type,
     duration,
     int_range,
     model_id,
@@ -49,19 +51,13 @@ from ops.cost import pricing as cost
 from ops.cost.spend import plan_spend
 from ops.errors import AlreadyExists, BadInput, NotFound, OpsError
 from ops.tpu.model import NodeInfo, QueuedResourceInfo
-from ops.vllm.endpoint import DEAD_NODE_STATES
+from ops.vllm.server import DEAD_NODE_STATES
 
 OPERATION_TIMEOUT_S = 600.0
 
 _CREATE_PARAMS = (
-    Param("name", "queued resource name", kind=resource_name, required=True, metavar="NAME"),
-    Param(
-        "type_",
-        "accelerator type (default TPU_ACCELERATOR_TYPE)",
-        flag="--type",
-        kind=accelerator_type,
-        metavar="T",
-    ),
+    QUEUED_RESOURCE,
+    ACCELERATOR_TYPE,
     Param("zone", "zone (default: the first of TPU_ZONES)", flag="--zone", kind=zone_name, metavar="Z"),
     Param("flex_start", "flex-start (the default): runs up to --max-run", flag="--flex-start", switch=True),
     Param(
@@ -218,10 +214,7 @@ def _burn_line(ctx: Context, qr: QueuedResourceInfo) -> str:
     return f"\n*Spent so far* {bound}{usd(spend.usd_so_far)} at {bound}{per_hour(spend.usd_per_hour)}{note}"
 
 
-_NAME_ZONE = (
-    Param("name", "queued resource name", kind=resource_name, required=True, metavar="NAME"),
-    Param("zone", "zone (default: search TPU_ZONES)", flag="--zone", kind=zone_name, metavar="Z"),
-)
+_NAME_ZONE = (QUEUED_RESOURCE, SEARCHED_ZONE)
 
 
 def _check_created(qr: QueuedResourceInfo, created: datetime | None) -> None:
@@ -446,7 +439,7 @@ def _node_command(verb: str) -> None:
         f"tpu {verb}",
         f"{verb.capitalize()} a TPU node",
         Param("node", "node id", kind=resource_name, required=True, metavar="NODE"),
-        Param("zone", "zone (default: search TPU_ZONES)", flag="--zone", kind=zone_name, metavar="Z"),
+        SEARCHED_ZONE,
         role=Role.OPERATOR,
         changes_infra=True,
         preview=preview,

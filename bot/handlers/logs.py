@@ -16,7 +16,7 @@ from llm.client import ChosenModel, first_answer
 from llm.logsum import Analysis, LogSummary, analyze
 from llm.logwindow import mine_window
 from ops.diagnosis.engine import Diagnosis
-from ops.diagnosis.families import Deployment
+from ops.diagnosis.families import FixFacts
 from ops.diagnosis.placement import ServingNow, place, present
 from ops.gcp import cloudlogs
 
@@ -134,11 +134,11 @@ def _errors(ctx: Context, summary: LogSummary, span: timedelta) -> Errors:
 
 
 def _ask_models(
-    ctx: Context, summary: LogSummary, deployment: Deployment, now: ServingNow
+    ctx: Context, summary: LogSummary, facts: FixFacts, now: ServingNow
 ) -> tuple[Analysis, ChosenModel | None, list[str]]:
     """Analyze with the first model that answers; a model whose request fails hands over to the next. Each
     model's prompt is counted with its own server's tokenizer (vLLM /tokenize), else the conservative
-    estimate; the findings' fixes are written for `deployment`; `now` (what serves) goes in the prompt.
+    estimate; the findings' fixes are written with `facts`; `now` (what serves) goes in the prompt.
 
     Returns:
         (the analysis, the model that wrote `model_analysis` or None, why each model could not be used).
@@ -153,7 +153,7 @@ def _ask_models(
             summary=summary,
             answer_tokens=min(ctx.services.settings.llm_answer_tokens, chosen.context.tokens // 4),
             counter=chosen.counter(),
-            deployment=deployment,
+            facts=facts,
             serving=_serving_text(now),
         )
 
@@ -162,7 +162,7 @@ def _ask_models(
 
     first = first_answer(ctx.services.models(failures), ask, failures, unusable=unusable)
     if first is None:
-        return analyze((), None, 0, summary=summary, deployment=deployment), None, failures
+        return analyze((), None, 0, summary=summary, facts=facts), None, failures
     return first[0], first[1], failures
 
 

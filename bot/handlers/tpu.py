@@ -11,21 +11,26 @@ from typing import TypeVar
 from urllib.parse import urlsplit
 
 from bot.commands.context import Context
-from bot.commands.registry import ChatTool, Param, registry, resource_name, zone_name
-from bot.oncall.reach import reach_lines
-from bot.shared.diagnosis import deployment_of, needs_listing, resource_diagnosis
+from bot.commands.registry import QUEUED_RESOURCE, ChatTool, Param, registry, zone_name
+from bot.services import identify, settled
+from bot.shared.diagnosis import deployment_of, needs_listing, refusal_lines, resource_diagnosis
 from bot.shared.fleet_status import Snapshot, snapshots
 from bot.shared.hints import not_found_hint
-from bot.shared.identity import identify
-from bot.shared.sources import settled
 from bot.slack.render import Reply, blocks_reply
 from bot.views.fleet import fleet_view
 from bot.views.tpu import Status, describe_blocks, list_blocks, status_blocks
+from ops.alerts.outbox import AlertOutbox
 from ops.errors import NotFound, OpsError
 from ops.tpu.model import ZoneListing
-from ops.vllm.endpoint import Endpoint
 from ops.vllm.metrics import MetricsSummary
-from ops.vllm.server import HealthCheck, ModelCard, ServerIdentity, VllmClient, serving_verdict
+from ops.vllm.server import (
+    Endpoint,
+    HealthCheck,
+    ModelCard,
+    ServerIdentity,
+    VllmClient,
+    serving_verdict,
+)
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -51,7 +56,7 @@ def tpu_list(ctx: Context, zone: str | None, all_zones: bool) -> Reply:
 @registry.command(
     "tpu describe",
     "Everything about one queued resource: state data, nodes, health, runtime",
-    Param("name", "queued resource name", kind=resource_name, required=True, metavar="NAME"),
+    QUEUED_RESOURCE,
     Param("zone", "zone to look in (default: the watched zones)", flag="--zone", kind=zone_name, metavar="Z"),
     Param("all_zones", "search every zone of the project", flag="--all-zones", switch=True),
     exclusive=(("zone", "all_zones"),),
@@ -138,7 +143,7 @@ def tpu_status(ctx: Context) -> Reply:
     status = Status(
         listing, services.settings.tpu_zones, endpoint, health, models, metrics,
         wedged, services.settings.gcp_project, services.now(), services.settings.tpu_primary,
-        tuple(reach_lines(services.store, ctx.deployment)),
+        tuple(refusal_lines(AlertOutbox(services.store, ctx.deployment))),
         identity if isinstance(identity, ServerIdentity) else None,
     )  # fmt: skip
     return blocks_reply(status_blocks(status))

@@ -13,8 +13,8 @@ from functools import partial
 from bot.commands.context import Context
 from bot.commands.registry import ChatTool, Param, Role, registry, window
 from bot.oncall.maintenance import planned_work
+from bot.services import identify
 from bot.shared.diagnosis import container_diagnosis, deployment_of, plain_log
-from bot.shared.identity import identify
 from bot.shared.safety import check_ssh_pin, ssh_pin_text
 from bot.shared.serving import explained_when_starting
 from bot.shared.tpu_requests import VLLM_LOAD
@@ -35,7 +35,7 @@ from ops.alerts.ledger import AlertLedger
 from ops.charts import Event, metrics_chart_png
 from ops.diagnosis.engine import diagnose
 from ops.errors import BackendTimeout, BadInput, OpsError, PermissionDenied
-from ops.vllm import remote_commands
+from ops.vllm import ssh
 from ops.vllm.container import ContainerStatus, ReplaceOutcome, VllmContainer
 from ops.vllm.history import RETENTION, History, series
 from ops.vllm.metrics import MetricsSummary, summarize
@@ -175,10 +175,12 @@ DIAGNOSE_TAIL = 400
 
 
 def _remote_kind(kind: str) -> Callable[[str], str]:
-    """An argument type checked by `ops.vllm.remote_commands.validate(kind, ...)`, the same check the SSH
-    layer
+    """An argument type checked by `ops.vllm.ssh.validate(kind, ...)`, the same check the SSH layer
     applies."""
-    return partial(remote_commands.validate, kind)
+    return partial(ssh.validate, kind)
+
+
+_TAIL = Param("tail", "lines (default 200)", flag="--tail", kind=_remote_kind("tail"), metavar="N")
 
 
 def _health(ctx: Context) -> HealthCheck | OpsError:
@@ -268,7 +270,7 @@ def vllm_status(ctx: Context) -> Reply:
 @registry.command(
     "vllm logs",
     "The container's log: last lines here, the whole output as a file, known failures named",
-    Param("tail", "lines (default 200)", flag="--tail", kind=_remote_kind("tail"), metavar="N"),
+    _TAIL,
     Param("since", "only newer than D, e.g. 10m", flag="--since", kind=_remote_kind("since"), metavar="D"),
     Param(
         "grep",
@@ -295,10 +297,10 @@ def vllm_logs(ctx: Context, tail: str | None, since: str | None, grep: str | Non
         "unit",
         "systemd unit (default docker.service; others than SYSLOG_UNITS need the admin role)",
         flag="--unit",
-        kind=remote_commands.unit_name,
+        kind=ssh.unit_name,
         metavar="U",
     ),
-    Param("tail", "lines (default 200)", flag="--tail", kind=_remote_kind("tail"), metavar="N"),
+    _TAIL,
 )
 def vllm_syslog(ctx: Context, unit: str | None, tail: str | None) -> Reply:
     """The journal of `unit`. A unit outside SYSLOG_UNITS is for admins only: a journal may hold what

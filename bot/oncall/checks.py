@@ -16,9 +16,8 @@ from urllib.parse import urlsplit, urlunsplit
 from bot.commands.context import Context
 from bot.commands.runner import Origin, Runner
 from bot.oncall.delivery import AlertDelivery, OncallOptions, TickResult
-from bot.services import Services
+from bot.services import Services, identify
 from bot.shared.diagnosis import container_diagnosis, deployment_of
-from bot.shared.identity import identify
 from bot.shared.recovery import projected_usd, recover
 from bot.slack.render import utc
 from bot.views.alerts import idle_cost, span

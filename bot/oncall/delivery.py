@@ -44,7 +44,7 @@ from ops.alerts import ledger as alerts_mod
 from ops.alerts.ledger import Alert, AlertLedger, mute_subjects
 from ops.alerts.outbox import ALL_CHANNELS, UNDELIVERED, AlertOutbox, DeliveryProblem
 from ops.cost.idle import Schedule, parse_schedule
-from ops.durations import parse_duration
+from ops.times import parse_duration
 from ops.tpu.model import QueuedResourceInfo
 from ops.tpu.recovery import dead_reason
 from ops.vllm.slo import DEFAULT_RULES, SloRule, load_rules
@@ -366,7 +366,7 @@ class AlertDelivery:
 
     def refused(self, refusal: Refusal, channel: str) -> DeliveryProblem:
         """Record that Slack refused `channel` (every channel, for a refused token); logged as an error the
-        first time, the surfaces (`bot.oncall.reach`) show it until it is cleared."""
+        first time, the surfaces (`bot.shared.diagnosis.refusal_lines`) show it until it is cleared."""
         where = ALL_CHANNELS if refusal.whole_token else channel
         problem = self.outbox.record(
             where, refusal.code, now=self.clock(), needed=refusal.needed, provided=refusal.provided

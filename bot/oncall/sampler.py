@@ -12,8 +12,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
-from bot.deployments import Fleet
-from bot.services import Services
+from bot.services import Fleet, Services
 from ops.errors import OpsError
 from ops.vllm.history import History, sample_of
 

@@ -35,9 +35,9 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from bot.commands.runner import Runner
 from bot.oncall.checks import AutoRecovery, PlannedWork, ServingChecks
 from bot.oncall.delivery import AlertDelivery, OncallOptions, RefusedChannels, TickResult
-from bot.oncall.reach import reach_lines
 from bot.oncall.routing import Router
 from bot.services import Services
+from bot.shared.diagnosis import refusal_lines
 from bot.slack.gateway import SlackGateway, refusal_of
 from bot.slack.render import Reply, human_duration, mention, section, utc
 from ops.alerts import ledger as alerts_mod
@@ -407,10 +407,10 @@ class AlertScheduler:
         return ts
 
     def open_summary(self, now: datetime) -> list[str]:
-        """The refusals that keep alerts from their channel (`bot.oncall.reach`), then one line per open
-        alert of the last 7 days (for App Home)."""
+        """The refusals that keep alerts from their channel (`bot.shared.diagnosis.refusal_lines`), then one
+        line per open alert of the last 7 days (for App Home)."""
         return [
-            *reach_lines(self.services.store, self.deployment),
+            *refusal_lines(AlertOutbox(self.services.store, self.deployment)),
             *(
                 f"• {r.text} _({human_duration(now - r.at)} ago, `{r.kind}`)_"
                 for r in self.ledger.open_alerts(since=now - timedelta(days=7))

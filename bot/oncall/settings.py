@@ -14,7 +14,7 @@ from pydantic_settings import BaseSettings, NoDecode
 
 from bot.oncall.routing import parse_routes
 from ops.cost.idle import parse_schedule
-from ops.durations import parse_duration
+from ops.times import parse_duration
 from ops.vllm.slo import load_rules
 
 CommaList = Annotated[list[str], NoDecode]

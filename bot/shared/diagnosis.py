@@ -1,8 +1,9 @@
 """The diagnosis of a queued resource, a log analysis or an alert, the same in every command and alert: each
 asks the engine (`ops.diagnosis.engine.diagnose`) with the signals it read, and `bot.views.findings` shows
-the result.
+the result. Likewise the cause and fix of a Slack refusal that keeps alerts from their channel, in the one
+line `/tpu status`, `/alerts list` and App Home show (`refusal_lines`).
 
-Also builds the `ops.diagnosis.families.Deployment` a fix is written for (model, image, accelerator type,
+Also builds the `ops.diagnosis.families.FixFacts` a fix is written with (model, image, accelerator type,
 tensor parallel size, max_model_len and flags of the configured vLLM; the FAILED/SUSPENDED queued
 resources that hold quota).
 """
@@ -15,17 +16,20 @@ from datetime import datetime, timedelta
 
 from bot.services import Services
 from bot.shared.authorship import rules_only
+from bot.slack.gateway import Refusal
+from bot.views.alerts import refusal_line
 from bot.views.findings import diagnosis_text
 from llm.client import ChosenModel, first_answer
 from llm.logsum import Analysis
 from llm.nomatch import from_lines
 from llm.redact import redact
 from ops.alerts.ledger import Alert
-from ops.diagnosis.engine import Diagnosis, diagnose
-from ops.diagnosis.families import Deployment, catalogue, key_lines
+from ops.alerts.outbox import AlertOutbox
+from ops.diagnosis.engine import Diagnosis, LogLines, ResourceState, diagnose
+from ops.diagnosis.families import FixFacts, catalogue, key_lines
 from ops.diagnosis.nomatch import from_templates
+from ops.diagnosis.notices import refusal_finding
 from ops.diagnosis.placement import ServingNow
-from ops.diagnosis.signals import LogLines, ResourceState
 from ops.errors import OpsError
 from ops.linear import linear
 from ops.tpu.model import QueuedResourceInfo
@@ -38,12 +42,12 @@ __all__ = [
     "deployment_of",
     "needs_listing",
     "plain_log",
+    "refusal_lines",
     "resource_diagnosis",
     "serving_now",
 ]
 
-# The flags `ops.vllm.remote_commands`' docker run template starts vLLM with (besides the model, sizes and
-# port).
+# The flags `ops.vllm.ssh`'s docker run template starts vLLM with (besides the model, sizes and port).
 VLLM_FLAGS = ("--enable-auto-tool-choice", "--tool-call-parser gemma4", "--reasoning-parser gemma4")
 _HOLDS_QUOTA = ("FAILED", "SUSPENDED")
 _ERROR_SEVERITIES = ("ERROR", "CRITICAL", "ALERT", "EMERGENCY")
@@ -51,8 +55,8 @@ _ERROR_SEVERITIES = ("ERROR", "CRITICAL", "ALERT", "EMERGENCY")
 
 def deployment_of(
     services: Services, qr: QueuedResourceInfo | None = None, listed: Iterable[QueuedResourceInfo] = ()
-) -> Deployment:
-    """The deployment fixes are written for.
+) -> FixFacts:
+    """The live facts of the deployment (or the queued resource concerned) that fixes are written with.
 
     Args:
         services: the bot's services (settings and the vLLM spec).
@@ -62,7 +66,7 @@ def deployment_of(
     """
     spec = services.vllm_spec()
     stale = tuple(f"{r.name} ({r.zone}, {r.state})" for r in listed if r.state in _HOLDS_QUOTA)
-    return Deployment(
+    return FixFacts(
         model=spec.model,
         image=spec.image,
         accelerator_type=(qr.accelerator_type if qr and qr.accelerator_type else None)
@@ -77,10 +81,10 @@ def deployment_of(
     )
 
 
-def resource_diagnosis(qr: QueuedResourceInfo, deployment: Deployment) -> Diagnosis | None:
+def resource_diagnosis(qr: QueuedResourceInfo, facts: FixFacts) -> Diagnosis | None:
     """The diagnosis of a queued resource in a failure state (FAILED, SUSPENDING, SUSPENDED, a node
-    PREEMPTED or gone), or None when its state is not a failure."""
-    result = diagnose(ResourceState.of(qr), deployment)
+    PREEMPTED or gone), its fixes written with `facts`, or None when its state is not a failure."""
+    result = diagnose(ResourceState.of(qr), facts)
     return result if result.findings or (qr.state == "FAILED" and result.key_lines) else None
 
 
@@ -111,7 +115,7 @@ def plain_log(raw: str) -> str:
 
 def container_diagnosis(
     raw: str,
-    deployment: Deployment,
+    facts: FixFacts,
     *,
     ended_at: datetime | None = None,
     now: datetime | None = None,
@@ -126,7 +130,7 @@ def container_diagnosis(
 
     Args:
         raw: the log, each line optionally starting with docker's RFC 3339 time.
-        deployment: what the fixes are written for.
+        facts: the live facts the fixes are written with (`deployment_of`).
         ended_at: when the container exited (docker's `State.FinishedAt`), None when it runs.
         now: when the log was read (the next step widens from the earliest line to it).
         extra: text diagnosed with the log ("" for none).
@@ -136,7 +140,7 @@ def container_diagnosis(
     signals = [LogLines(source, tuple(lines))]
     if extra:
         signals.append(LogLines.of_text(extra, source="state", at=now))
-    result = diagnose(signals, deployment)
+    result = diagnose(signals, facts)
     if result.findings:
         return result
     unmatched = from_lines(lines, source=source, ended_at=ended_at, now=now, unit=unit)
@@ -258,4 +262,18 @@ def serving_now(services: Services) -> ServingNow:
     return ServingNow(started_at, restarts, node, max_model_len, tuple(missing), stopped_at)
 
 
-_ENDPOINT_NODE = linear(r"\bnode (\S+) of ")  # `ops.vllm.endpoint.Endpoint.source` of a discovered endpoint
+_ENDPOINT_NODE = linear(r"\bnode (\S+) of ")  # `ops.vllm.server.Endpoint.source` of a discovered endpoint
+
+
+def refusal_lines(outbox: AlertOutbox) -> list[str]:
+    """The line of each refusal recorded in `outbox` ([] while alerts get through): the fault catalogue's
+    cause and fix for Slack's answer (`ops.diagnosis.notices.refusal_finding` of the gateway's
+    `Refusal.slack_text`), and the alerts held back meanwhile (`bot.views.alerts.refusal_line`). The refusals
+    are recorded by the alert job (`bot.oncall.delivery`); this only reads them, so every surface, on any
+    replica, says the same."""
+    return [
+        refusal_line(
+            problem, held, refusal_finding(Refusal(problem.code, problem.needed, problem.provided).slack_text)
+        )
+        for problem, held in outbox.refusals()
+    ]

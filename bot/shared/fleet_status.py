@@ -12,17 +12,15 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from bot.services import Services
-from bot.shared.sources import settled
+from bot.services import Services, settled
 from bot.slack.render import Block, human_duration, section, utc
 from bot.views.tpu import STATE_ICONS
 from ops.alerts.ledger import AlertLedger, LedgerRow
 from ops.cost.spend import DeploymentSpend, deployment_spend, midnight, unreadable
 from ops.errors import OpsError
 from ops.tpu.model import QueuedResourceInfo, ZoneListing
-from ops.vllm.endpoint import Endpoint
 from ops.vllm.metrics import LOAD_FAMILIES, MetricsSummary
-from ops.vllm.server import HealthCheck, VllmClient
+from ops.vllm.server import Endpoint, HealthCheck, VllmClient
 
 __all__ = [
     "SOURCES",

@@ -12,8 +12,8 @@ from typing import Any
 
 from bot.commands.context import Context
 from bot.commands.registry import Registry
-from ops.durations import duration_word
 from ops.errors import OpsError
+from ops.times import duration_word
 from ops.tpu.model import QueuedResourceInfo
 
 __all__ = ["command_line", "delete_line", "has_running_nodes", "not_found_hint"]

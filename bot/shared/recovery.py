@@ -25,9 +25,8 @@ from ops.cost import pricing as cost
 from ops.cost.spend import SpendPlan, plan_spend
 from ops.errors import BadInput, OpsError
 from ops.tpu.capacity import CapacitySearch
-from ops.tpu.model import QueuedResourceInfo
+from ops.tpu.model import QueuedResourceInfo, region_of
 from ops.tpu.recovery import exposure_hours
-from ops.tpu.zones import region_of
 
 OPERATION_TIMEOUT_S = 600.0
 SEARCH_VALID_UNTIL = timedelta(minutes=15)  # how long recovery's capacity search waits in each zone

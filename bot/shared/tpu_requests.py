@@ -12,10 +12,9 @@ from bot.commands.context import Context
 from bot.config import Settings
 from bot.slack.render import human_duration
 from ops.errors import BadInput
-from ops.tpu.model import FLEX_START_MAX_RUN, CreateSpec
+from ops.tpu.model import FLEX_START_MAX_RUN, CreateSpec, ssh_keys_entry
 from ops.tpu.ownership import MANAGED_BY, MANAGED_BY_KEY
 from ops.vllm import deploy
-from ops.vllm.ssh import ssh_keys_entry
 
 # How long vLLM takes to serve again once its TPU VM is up: download and compile the model. The figure the
 # bot has always shown after a create; docs/deploy.md describes the startup script's steps.
@@ -58,7 +57,7 @@ def create_spec(ctx: Context, args: CreateArgs) -> tuple[CreateSpec, deploy.Star
 
     Raises:
         BadInput: --max-run over flex-start's 7-day limit, or given for another provisioning model; the
-            SSH key cannot be read (`ops.vllm.ssh.load_key`).
+            SSH key cannot be read (`ops.tpu.model.load_key`).
     """
     settings = ctx.services.settings
     max_run = args.max_run

@@ -4,6 +4,7 @@ masked)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from slack_sdk.models.blocks import (
@@ -17,7 +18,6 @@ from slack_sdk.models.views import View
 
 from bot.commands.registry import Command, Registry, Role
 from bot.config import Settings, masked
-from bot.deployments import Fleet
 from bot.slack.render import (
     Reply,
     blocks_reply,
@@ -104,10 +104,14 @@ def help_reply(markdown: str) -> Reply:
     return text_reply(markdown)
 
 
-def all_help(reg: Registry, s: Settings, fleet: Fleet | None, deployment: str) -> Reply:
-    """`help all`: every group's usage lines, a section each, then the active settings (secrets masked)."""
+def all_help(
+    reg: Registry, s: Settings, deployments: Mapping[str, Sequence[str]] | None, deployment: str
+) -> Reply:
+    """`help all`: every group's usage lines, a section each, then the active settings (secrets masked).
+    `deployments`: each deployment's name -> the channels bound to it, in configuration order
+    (`bot.services.Fleet.bound_channels`; None: a single deployment); `deployment`: the one answering."""
     blocks = [section(reg.group_usage(group)) for group in reg.groups()]
-    blocks.append(section(settings_summary(s, fleet, deployment)))
+    blocks.append(section(settings_summary(s, deployments, deployment)))
     return blocks_reply(blocks)
 
 
@@ -120,25 +124,25 @@ def command_help(command: Command) -> str:
     return "\n".join(lines)
 
 
-def short_help(reg: Registry, fleet: Fleet | None, deployment: str) -> str:
-    """One line per command group with its verbs, how to ask for more, the deployments (when several), and
-    the bot's version."""
+def short_help(reg: Registry, deployments: Mapping[str, Sequence[str]] | None, deployment: str) -> str:
+    """One line per command group with its verbs, how to ask for more, the deployments (when several, as in
+    `all_help`), and the bot's version."""
     lines = ["*Commands* (type `/tpu list` or mention me with the same words, e.g. `@gemma-bot tpu list`):"]
     for group in reg.groups():
         verbs = [" ".join(c.words[1:]) or "[options]" for c in reg.commands(group)]
         lines.append(f"• `/{group}` {', '.join(verbs)}")
     lines.append("`help tpu` lists a group, `help tpu create` explains a command, `help all` shows all.")
     footer = f"_{DISTRIBUTION} {bot_version()}_"
-    return "\n".join([*lines, *_deployments_line(fleet, deployment), footer])
+    return "\n".join([*lines, *_deployments_line(deployments, deployment), footer])
 
 
-def _deployments_line(fleet: Fleet | None, deployment: str) -> list[str]:
+def _deployments_line(deployments: Mapping[str, Sequence[str]] | None, deployment: str) -> list[str]:
     """With several deployments: each one and its bound channels, and how to choose one elsewhere."""
-    if fleet is None or len(fleet.services) < 2:
+    if deployments is None or len(deployments) < 2:
         return []
     names = []
-    for name in fleet.names:
-        bound = " ".join(channel_link(channel) for channel, owner in fleet.channels.items() if owner == name)
+    for name, channels in deployments.items():
+        bound = " ".join(channel_link(channel) for channel in channels)
         names.append(f"`{name}`" + (f" ({bound})" if bound else ""))
     return [
         f"*Deployments* {', '.join(names)}: a bound channel acts on its own; elsewhere add "
@@ -146,12 +150,13 @@ def _deployments_line(fleet: Fleet | None, deployment: str) -> list[str]:
     ]
 
 
-def settings_summary(s: Settings, fleet: Fleet | None, deployment: str) -> str:
-    """The active settings, every secret masked (`bot.config.masked`), after the deployments line."""
+def settings_summary(s: Settings, deployments: Mapping[str, Sequence[str]] | None, deployment: str) -> str:
+    """The active settings, every secret masked (`bot.config.masked`), after the deployments line (as in
+    `all_help`)."""
     endpoint = s.vllm_base_url or f"discovered from the ACTIVE queued resource's node, port {s.vllm_port}"
     return "\n".join(
         [
-            *_deployments_line(fleet, deployment),
+            *_deployments_line(deployments, deployment),
             "*Active settings*",
             f"• project `{s.gcp_project}`, zones `{', '.join(s.tpu_zones)}`",
             f"• default accelerator `{s.tpu_accelerator_type}`, runtime `{s.tpu_runtime_version}`",

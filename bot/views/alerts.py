@@ -1,4 +1,5 @@
-"""Alert messages: the blocks of an alert, of a queued resource's state message, and their buttons.
+"""Alert messages: the blocks of an alert, of a queued resource's state message, and their buttons; the line
+every surface shows while Slack refuses the alert channel.
 
 The scheduler (bot/oncall/scheduler.py) decides what is due and where it goes; this module only renders.
 Messages
@@ -23,11 +24,12 @@ from bot.slack.render import (
     utc,
 )
 from ops.alerts.ledger import Alert, LedgerRow
-from ops.alerts.outbox import HeldAlert
+from ops.alerts.outbox import ALL_CHANNELS, DeliveryProblem, HeldAlert
 from ops.alerts.planned import Window
 from ops.cost.pricing import burn
-from ops.durations import minutes_text
+from ops.diagnosis.notices import Finding
 from ops.errors import OpsError
+from ops.times import minutes_text
 from ops.tpu.model import QueuedResourceInfo
 
 # Alerts about serving point at the metrics chart of their window (`/vllm metrics --chart`).
@@ -37,7 +39,7 @@ _ICONS = {"stale": ":wastebasket:", "vllm_down": ":red_circle:", "vllm_up": ":la
 
 def action_buttons(block_id: str, *buttons: tuple[str, str, str, str | None]) -> Block:
     """An actions block of buttons, each given as (action_id, label, value, style: "primary", "danger" or
-    None); the listeners in bot/slack/listeners/alerts.py read the value."""
+    None); the alert buttons' listeners in bot/slack/listeners.py read the value."""
     elements = []
     for action_id, label, value, style in buttons:
         button = {
@@ -267,3 +269,14 @@ def unmuted(name: str, removed: bool) -> Reply:
 def test_posted(channel: str) -> Reply:
     """`/alerts test`: the test alert was posted to `channel` (a Slack channel id)."""
     return blocks_reply([section(f":white_check_mark: Test alert posted to {channel_link(channel)}.")])
+
+
+def refusal_line(problem: DeliveryProblem, held: int, finding: Finding | None) -> str:
+    """One mrkdwn line while Slack refuses a deployment's alert channel (or its token): where alerts cannot
+    go since when, the fault catalogue's cause and fix (`finding`; None: Slack's code alone), and how many
+    alerts are held back meanwhile."""
+    where = "any channel" if problem.channel == ALL_CHANNELS else channel_link(problem.channel)
+    cause = finding.cause if finding else f"Slack answers `{problem.code}`"
+    fix = f" *Fix:* {finding.fix}." if finding else ""
+    kept = f" {held} alert(s) held back, posted once it works." if held else ""
+    return f":warning: *Alerts cannot reach {where}* since {utc(problem.since)}: {cause}.{fix}{kept}"

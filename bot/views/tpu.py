@@ -27,14 +27,13 @@ from bot.slack.render import (
 from bot.views.findings import diagnosis_text, identity_line
 from bot.views.metrics import metrics_lines
 from ops.diagnosis.engine import Diagnosis
-from ops.diagnosis.families import Deployment
+from ops.diagnosis.families import FixFacts
 from ops.diagnosis.notices import can_start_early, maintenance_finding
 from ops.errors import OpsError
 from ops.tpu.maintenance import window_text
 from ops.tpu.model import NodeInfo, QueuedResourceInfo, UpcomingMaintenance, ZoneListing
-from ops.vllm.endpoint import Endpoint
 from ops.vllm.metrics import MetricsSummary
-from ops.vllm.server import HealthCheck, ModelCard, ServerIdentity
+from ops.vllm.server import Endpoint, HealthCheck, ModelCard, ServerIdentity
 
 STATE_ICONS = {
     "ACTIVE": ":large_green_circle:",
@@ -82,7 +81,7 @@ def resource_line(qr: QueuedResourceInfo, now: datetime, *, primary: bool = Fals
         parts.append(f":warning: {qr.error}")
     if qr.preempted:
         parts.append(preempted_line(qr))
-    diagnosis = resource_diagnosis(qr, Deployment())
+    diagnosis = resource_diagnosis(qr, FixFacts())
     if diagnosis and diagnosis.findings and qr.state != "FAILED" and not qr.preempted:  # shown above
         parts.append(f":warning: {diagnosis.findings[0].conclusion}")
     return "\n".join(parts)
@@ -221,8 +220,8 @@ class Status:
 
     `wedged` is the serving verdict ("" when vLLM serves or was not checked); `zones` the zones listed;
     `primary` the deployment's TPU_PRIMARY (listed first); `alert_reach` the lines saying alerts cannot
-    reach their channel (`bot.oncall.reach`), shown first; `identity` who answers on the vLLM port (None:
-    not checked).
+    reach their channel (`bot.shared.diagnosis.refusal_lines`), shown first; `identity` who answers on the
+    vLLM port (None: not checked).
     """
 
     listing: ZoneListing | OpsError

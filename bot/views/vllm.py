@@ -7,9 +7,8 @@ from bot.slack.render import Attachment, Block, Reply, blocks_reply, code, conte
 from bot.views.findings import diagnosis_text
 from bot.views.metrics import metrics_lines
 from ops.diagnosis.engine import Diagnosis
-from ops.vllm.endpoint import Endpoint
 from ops.vllm.metrics import MetricsSummary
-from ops.vllm.server import ModelCard, ServerIdentity
+from ops.vllm.server import Endpoint, ModelCard, ServerIdentity
 
 
 def health(lines: list[str], wedged: Diagnosis | None, endpoint: Endpoint, identity: ServerIdentity) -> Reply:

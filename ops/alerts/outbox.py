@@ -124,6 +124,12 @@ class AlertOutbox:
         with self.engine.connect() as conn:
             return [_problem(row) for row in conn.execute(query).mappings().all()]
 
+    def refusals(self) -> list[tuple[DeliveryProblem, int]]:
+        """Every recorded problem of the deployment, oldest first, with how many alerts are held back for its
+        channel meanwhile ([] while alerts get through): what `/tpu status`, `/alerts list` and App Home
+        say about whether alerts reach their channel, the same on any replica."""
+        return [(problem, len(self.held(problem.channel))) for problem in self.problems()]
+
     def problem(self, channel: str) -> DeliveryProblem | None:
         """The problem that stops delivery to `channel`: the token's (channel "*") first, else the
         channel's own; None when nothing is recorded."""

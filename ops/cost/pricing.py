@@ -27,8 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ops.datafile import DataFileError, line_of, load
 from ops.errors import BadInput
 from ops.linear import linear
-from ops.tpu.model import QueuedResourceInfo
-from ops.tpu.zones import REGION_PATTERN, is_region, is_zone, region_of
+from ops.tpu.model import REGION_PATTERN, QueuedResourceInfo, is_region, is_zone, region_of
 
 __all__ = [
     "CEILING",

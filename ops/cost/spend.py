@@ -17,8 +17,7 @@ from datetime import datetime
 
 from ops.cost import pricing as cost
 from ops.errors import BadInput, OpsError
-from ops.tpu.model import QueuedResourceInfo, ZoneListing
-from ops.tpu.zones import region_of
+from ops.tpu.model import QueuedResourceInfo, ZoneListing, region_of
 
 __all__ = [
     "DeploymentSpend",

@@ -1,16 +1,21 @@
-"""The engine's one entry, `diagnose(signals, deployment)`: every signal (log lines of any container or
-system source, a create error, a queued resource's state, a /metrics sample, a completion, a Slack or SSH
-refusal: `ops.diagnosis.signals`) matched at once against the fault catalogue (`ops.diagnosis.families`,
-the built-in `ops/diagnosis/faults.yaml` plus a team's `FAULT_CATALOGUE_FILE`), ranked by its one ranker
-(`rank`), each finding's fix filled for the live deployment and its evidence kept with its source and time;
-with the few lines that carry the cause (root exception, caused-by chain, first error of the burst), shown
-whether or not a family matched. The expected conclusion of every real case is in sim/cases/README.md and
-tests/fixtures/cases/README.md, and scored by bench/diagnose.py.
+"""The engine's one entry, `diagnose(signals, facts)`: every signal (log lines of any container or system
+source, a create error, a queued resource's state, a /metrics sample, a completion, a Slack or SSH refusal:
+the `Signal` types below) matched at once against the fault catalogue (`ops.diagnosis.families`, the
+built-in `ops/diagnosis/faults.yaml` plus a team's `FAULT_CATALOGUE_FILE`), ranked by its one ranker
+(`rank`), each finding's fix filled with the live facts (`FixFacts`) and its evidence kept with its source
+and time; with the few lines that carry the cause (root exception, caused-by chain, first error of the
+burst), shown whether or not a family matched. The expected conclusion of every real case is in
+sim/cases/README.md and tests/fixtures/cases/README.md, and scored by bench/diagnose.py.
+
+The signals are typed by where they come from. Each is a sequence of lines with their source and, when
+known, their time, so a finding's evidence says which signal and which moment decided it. They are pure data,
+no I/O: the callers read them (docker over SSH, Cloud Logging, the TPU API, vLLM's /metrics, a completion,
+Slack's or the SSH server's answer) and hand them over.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -18,8 +23,8 @@ from typing import TYPE_CHECKING
 from ops.diagnosis.families import (
     SEVERITIES,
     Catalogue,
-    Deployment,
     Family,
+    FixFacts,
     Match,
     catalogue,
     figures,
@@ -27,15 +32,187 @@ from ops.diagnosis.families import (
     key_lines,
     shorten,
 )
-from ops.diagnosis.signals import Signal, TimedLine, as_signals
 from ops.linear import linear
+from ops.tpu.model import QueuedResourceInfo
 
 if (
     TYPE_CHECKING
 ):  # ops.diagnosis.nomatch reads ops.gcp.cloudlogs, which reads ops.gcp.google, which asks this module
     from ops.diagnosis.nomatch import Unmatched
 
-__all__ = ["CONFIDENCES", "SEVERITIES", "Diagnosis", "Finding", "diagnose", "rank"]
+__all__ = [
+    "CONFIDENCES",
+    "SEVERITIES",
+    "Completion",
+    "CreateError",
+    "Diagnosis",
+    "Finding",
+    "LogLines",
+    "MetricsSample",
+    "RemoteError",
+    "ResourceState",
+    "Signal",
+    "TimedLine",
+    "as_signals",
+    "diagnose",
+    "rank",
+    "resource_state_text",
+]
+
+# -- the signals ------------------------------------------------------------------------------------------
+
+TimedLine = tuple[datetime | None, str]
+"""(time or None, text) of one line: docker's `--timestamps` time, a log entry's `timestamp`."""
+
+
+@dataclass(frozen=True)
+class LogLines:
+    """Log lines from one container or system source on the VM, in log order.
+
+    Attributes:
+        source: where they were read, e.g. "container" (the vLLM container's `docker logs`),
+            "cloud-logging", "journal" (a systemd unit: docker, the startup script), "system" (the VM's
+            host events), or "text" for a text of unknown origin.
+        lines: (time or None, text) each.
+    """
+
+    source: str
+    lines: tuple[TimedLine, ...]
+
+    @classmethod
+    def of_text(cls, text: str, source: str = "text", at: datetime | None = None) -> LogLines:
+        """Lines of a plain text, each with the time `at` (None: unknown)."""
+        return cls(source, tuple((at, line) for line in text.splitlines()))
+
+    def timed_lines(self) -> Sequence[TimedLine]:
+        """The lines, as given."""
+        return self.lines
+
+
+@dataclass(frozen=True)
+class _Text:
+    text: str
+    at: datetime | None = None
+
+    def timed_lines(self) -> Sequence[TimedLine]:
+        """The text's lines, each with the signal's time."""
+        return [(self.at, line) for line in self.text.splitlines()]
+
+
+@dataclass(frozen=True)
+class CreateError(_Text):
+    """A create (or delete, reset, start) refused by the TPU API: its status and message as one text, e.g.
+    "HTTP 429: Quota 'TPUV6EPreemptiblePodPerProjectPerZoneForTPUAPI' exceeded. Limit: 0.0 ..."."""
+
+    source = "tpu-api"
+
+
+@dataclass(frozen=True)
+class MetricsSample(_Text):
+    """A sample of vLLM's Prometheus `/metrics` text (https://docs.vllm.ai/en/latest/usage/metrics.html)."""
+
+    source = "metrics"
+
+
+@dataclass(frozen=True)
+class Completion(_Text):
+    """The text of a chat completion the served model returned (e.g. tool-call markup left unparsed)."""
+
+    source = "completion"
+
+
+@dataclass(frozen=True)
+class RemoteError:
+    """A refusal from Slack (its Web API answer as text, e.g. "... 'error': 'channel_not_found' ...") or
+    from SSH (the client's or the remote command's error text).
+
+    Attributes:
+        service: "slack" or "ssh" (the evidence's source).
+        text: the refusal.
+        at: when it was returned, None when unknown.
+    """
+
+    service: str
+    text: str
+    at: datetime | None = None
+
+    @property
+    def source(self) -> str:
+        """The service, as the evidence's source."""
+        return self.service
+
+    def timed_lines(self) -> Sequence[TimedLine]:
+        """The refusal's lines, each with its time."""
+        return [(self.at, line) for line in self.text.splitlines()]
+
+
+@dataclass(frozen=True)
+class ResourceState:
+    """A queued resource's state as the TPU API returns it: its state, a FAILED one's error, each node
+    and its state, and the node ids of its spec (one missing under an ACTIVE resource is gone).
+
+    Attributes:
+        name, state: the queued resource and its `QueuedResourceState` name.
+        error: a FAILED one's `failedData.error.message` ("" for none).
+        nodes: (node id, node state) of each node that exists.
+        node_ids: the node ids of its spec.
+        at: when the state was read, None when unknown.
+    """
+
+    name: str
+    state: str
+    error: str = ""
+    nodes: tuple[tuple[str, str], ...] = ()
+    node_ids: tuple[str, ...] = ()
+    at: datetime | None = None
+
+    source = "tpu-api"
+
+    @classmethod
+    def of(cls, qr: QueuedResourceInfo, at: datetime | None = None) -> ResourceState:
+        """The signal of one listed queued resource (`ops.tpu.model.QueuedResourceInfo`)."""
+        return cls(
+            qr.name,
+            qr.state,
+            qr.error or "",
+            tuple((node.name, node.state) for node in qr.nodes),
+            tuple(qr.node_ids),
+            at,
+        )
+
+    def timed_lines(self) -> Sequence[TimedLine]:
+        """The state as the catalogue's families read it (`resource_state_text`), each line timed `at`."""
+        return [(self.at, line) for line in resource_state_text(self).splitlines()]
+
+
+def resource_state_text(state: ResourceState) -> str:
+    """What the catalogue reads about a queued resource: "queued resource NAME state: STATE", a FAILED
+    one's error, "node ID STATE" for each node, and "node ID is gone" for a node of the spec that no longer
+    exists while the resource is ACTIVE."""
+    lines = [f"queued resource {state.name} state: {state.state}"]
+    if state.error:
+        lines.append(state.error)
+    present = {name for name, _ in state.nodes}
+    lines += [f"node {name} {node_state}" for name, node_state in state.nodes]
+    if state.state == "ACTIVE":
+        lines += [f"node {node_id} is gone" for node_id in state.node_ids if node_id not in present]
+    return "\n".join(lines)
+
+
+Signal = LogLines | CreateError | MetricsSample | Completion | RemoteError | ResourceState
+"""Any input of the engine."""
+
+
+def as_signals(signals: str | Signal | Iterable[Signal]) -> list[Signal]:
+    """A list of signals from one signal, several, or a plain text (one `LogLines` of source "text")."""
+    if isinstance(signals, str):
+        return [LogLines.of_text(signals)]
+    if isinstance(signals, LogLines | CreateError | MetricsSample | Completion | RemoteError | ResourceState):
+        return [signals]
+    return list(signals)
+
+
+# -- the findings -----------------------------------------------------------------------------------------
 
 CONFIDENCES = ("high", "medium")
 """A finding's confidence: "high" when its deciding line is one of the lines that carry the cause (an
@@ -54,7 +231,7 @@ class Finding:
     Attributes:
         name: the catalogue family, e.g. "kv-cache-insufficient".
         conclusion: what is wrong, one sentence with the figures extracted from the text.
-        fix: what to do, written for the deployment when one was given.
+        fix: what to do, written with the live facts when they were given.
         severity: one of SEVERITIES.
         evidence: the first line that matched (stripped, at most 400 characters).
         count: how many lines matched this family with the same figures.
@@ -127,17 +304,18 @@ def rank(matches: Iterable[Match]) -> list[Match]:
 
 def diagnose(
     signals: str | Signal | Iterable[Signal],
-    deployment: Deployment | None = None,
+    facts: FixFacts | None = None,
     *,
     faults: Catalogue | None = None,
 ) -> Diagnosis:
     """Diagnose signals: the engine's one entry, for every surface.
 
     Args:
-        signals: one signal, several (`ops.diagnosis.signals`), or a plain text (one signal of source
+        signals: one signal, several (the `Signal` types), or a plain text (one signal of source
             "text"); lines are matched one by one, all signals together (a family may suppress another
             found in any of them).
-        deployment: the live deployment the fixes are written for; None: generic fixes.
+        facts: the live facts the fixes are written with (what the deployment concerned serves and where);
+            None: generic fixes.
         faults: the catalogue; None: `ops.diagnosis.families.catalogue()` (built-in plus the team file).
 
     Returns:
@@ -152,26 +330,26 @@ def diagnose(
     text = "\n".join(lines)
     keys = tuple(key_lines(text))
     findings = tuple(
-        _finding(m, deployment, lines, timed, keys) for m in rank((faults or catalogue()).match(text))
+        _finding(m, facts, lines, timed, keys) for m in rank((faults or catalogue()).match(text))
     )
     return Diagnosis(findings, keys)
 
 
 def _finding(
     match: Match,
-    deployment: Deployment | None,
+    facts: FixFacts | None,
     lines: list[str],
     timed: list[tuple[str, TimedLine]],
     keys: tuple[str, ...],
 ) -> Finding:
     family = match.family
     source, (at, _) = timed[match.first] if match.first < len(timed) else ("text", (None, ""))
-    values = figures(match.values, deployment)
+    values = figures(match.values, facts)
     related = _engine_core_context(lines, match.last, family) if family.context == "engine-core" else ()
     return Finding(
         name=family.name,
         conclusion=fill(family.conclusion, values),
-        fix=fill(family.fix_for(deployment.state if deployment else None), values),
+        fix=fill(family.fix_for(facts.state if facts else None), values),
         severity=family.severity,
         evidence=match.evidence,
         count=match.count,

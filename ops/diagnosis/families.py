@@ -4,7 +4,7 @@ extraction.
 A family (see the header of `ops/diagnosis/faults.yaml` for the file format) has several wordings (regexes
 from vLLM, tpu-inference, torch_xla, JAX, Docker, Hugging Face and Google texts), a severity, the figures its
 named groups extract, a conclusion and a fix written as templates filled from the figures and from the live
-`Deployment` (model, accelerator type and chips, tensor parallel size, `max_model_len`, vLLM flags), an
+`FixFacts` (model, accelerator type and chips, tensor parallel size, `max_model_len`, vLLM flags), an
 optional runbook, and for create errors of queued resources a classification (permanent for the zone or
 transient). Teams add their own families in a file of the same format (`FAULT_CATALOGUE_FILE`, see
 `use_extra_file`); matching uses both.
@@ -43,8 +43,8 @@ __all__ = [
     "QUEUED_RESOURCE_STATES",
     "SEVERITIES",
     "Catalogue",
-    "Deployment",
     "Family",
+    "FixFacts",
     "Match",
     "catalogue",
     "chips_of",
@@ -84,7 +84,7 @@ class Family:
         patterns: the wordings, compiled.
         conclusion, fix: templates (see `fill`).
         fix_when: fix templates for a queued resource in a given state (e.g. "FAILED": delete or recover
-            it), which replace `fix` when the deployment's `state` is one of them (see `fix_for`).
+            it), which replace `fix` when the facts' `state` is one of them (see `fix_for`, `FixFacts.state`).
         runbook: the team's own text for this family ("" for none); shown and given to the model.
         suppresses: families dropped when this one is found in the same text.
         create: for create errors: {"kind": "permanent"|"transient", "reason": template, "scope":
@@ -117,9 +117,10 @@ class Family:
 
 
 @dataclass(frozen=True)
-class Deployment:
-    """The live deployment a fix is written for. Every field is optional: a missing one drops the parts of
-    a fix template that need it.
+class FixFacts:
+    """The live facts a fix is written with: what the deployment concerned serves and where, read when the
+    finding is made, that a family's fix template is filled from (`figures`, `fill`). Every field is
+    optional: a missing one drops the parts of a fix template that need it.
 
     Attributes:
         model: served model, e.g. "google/gemma-4-31B-it".
@@ -147,7 +148,7 @@ class Deployment:
     state: str | None = None
 
     def values(self) -> dict[str, str]:
-        """The template fields this deployment provides, plus derived sizes (see `fill`)."""
+        """The template fields these facts provide, plus derived sizes (see `fill`)."""
         out: dict[str, str] = {}
         if self.model:
             out["model"] = self.model
@@ -199,12 +200,12 @@ def _round_down(value: int, step: int) -> int:
     return value - value % step
 
 
-def figures(extracted: Mapping[str, str], deployment: Deployment | None = None) -> dict[str, str]:
-    """The values a template is filled with: the deployment's, then the figures extracted from the text
+def figures(extracted: Mapping[str, str], facts: FixFacts | None = None) -> dict[str, str]:
+    """The values a template is filled with: the live `facts`, then the figures extracted from the text
     (which win), then derived sizes: `fit_max_model_len` (an estimate vLLM printed, rounded down to 256
     tokens, else the model's derived limit), `tp_choices` (sizes that divide the attention heads and fit
     the chips), and a provisioning model in the bot's words ("flex-start", "spot", "on-demand")."""
-    values = {**(deployment.values() if deployment else {}), **extracted}
+    values = {**(facts.values() if facts else {}), **extracted}
     _derive(values)
     return values
 
@@ -241,7 +242,7 @@ def fill(template: str, values: Mapping[str, str]) -> str:
     """Fill a conclusion or fix template.
 
     `{name}` is replaced by `values[name]`; a `[...]` segment is kept (without the brackets) only when
-    every field in it has a value, so "[now {current_max_model_len}]" disappears without a deployment.
+    every field in it has a value, so "[now {current_max_model_len}]" disappears without the live facts.
     A field outside brackets with no value becomes "?".
     """
 

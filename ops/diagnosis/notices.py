@@ -11,9 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from ops.diagnosis.engine import diagnose
-from ops.diagnosis.families import Deployment, catalogue, chips_of, figures, fill
-from ops.diagnosis.signals import RemoteError
+from ops.diagnosis.engine import RemoteError, diagnose
+from ops.diagnosis.families import FixFacts, catalogue, chips_of, figures, fill
 from ops.tpu.model import NodeInfo, QueuedResourceInfo, UpcomingMaintenance
 
 __all__ = ["MAINTENANCE_FAMILY", "Finding", "can_start_early", "maintenance_finding", "refusal_finding"]
@@ -69,10 +68,10 @@ def maintenance_finding(qr: QueuedResourceInfo, node: NodeInfo) -> Finding | Non
         extracted["window_end"] = _utc(maintenance.window_end)
     if can_start_early(node, maintenance):
         extracted["node"] = node.name
-    deployment = Deployment(
+    facts = FixFacts(
         accelerator_type=node.accelerator_type or qr.accelerator_type, zone=qr.zone, name=qr.name
     )
-    values = figures({k: v for k, v in extracted.items() if v}, deployment)
+    values = figures({k: v for k, v in extracted.items() if v}, facts)
     return Finding(family.name, fill(family.conclusion, values), fill(family.fix, values))
 
 

@@ -43,7 +43,7 @@ from ops.gcp import google
 from ops.gcp.google import map_error
 from ops.linear import linear
 from ops.times import parse_rfc3339, rfc3339
-from ops.tpu.zones import check_zone
+from ops.tpu.model import check_zone
 
 __all__ = [
     "CONTAINER_LOG_ID",

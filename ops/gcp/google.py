@@ -40,8 +40,7 @@ from google.cloud import tpu_v2 as gapic_tpu_v2
 from googleapiclient import discovery, discovery_cache
 from googleapiclient.errors import HttpError
 
-from ops.diagnosis.engine import diagnose
-from ops.diagnosis.signals import CreateError
+from ops.diagnosis.engine import CreateError, diagnose
 from ops.diagnosis.zonefit import classify
 from ops.errors import (
     AlreadyExists,
@@ -57,9 +56,9 @@ from ops.errors import (
     UnsupportedInZone,
 )
 from ops.gcp import iam
+from ops.gcp.iam import CLOUD_PLATFORM_SCOPE
 from ops.linear import linear
 
-CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 DEFAULT_TIMEOUT_S = 60.0
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 

@@ -18,10 +18,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["BOT_ROLE_ID", "CALLS", "GoogleCall", "bot_role_permissions", "permissions_for"]
+__all__ = [
+    "BOT_ROLE_ID",
+    "CALLS",
+    "CLOUD_PLATFORM_SCOPE",
+    "GoogleCall",
+    "bot_role_permissions",
+    "permissions_for",
+]
 
 BOT_ROLE_ID = "tpuChatopsBot"
 """The custom role `deploy/gcp-setup.sh` creates in the project (projects/PROJECT/roles/tpuChatopsBot)."""
+
+CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+"""The one OAuth scope the bot's credentials, and the service account of a node it creates, ask for: what
+they may do is then the IAM permissions above, as Google recommends
+(https://cloud.google.com/compute/docs/access/service-accounts#scopes_best_practice)."""
 
 Grant = Literal["bot-role", "secret-accessor", "secret-version-adder", "service-account-user", "not-granted"]
 

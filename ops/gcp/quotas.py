@@ -15,7 +15,7 @@ from google.cloud import cloudquotas_v1
 from ops.errors import BadInput, NotFound, OpsError
 from ops.gcp import google
 from ops.gcp.google import map_error
-from ops.tpu.zones import is_zone
+from ops.tpu.model import is_zone
 
 __all__ = ["QUOTA_SERVICE", "quota_ids", "zone_quotas"]
 

@@ -50,12 +50,12 @@ from ops.tpu.model import (
     ZoneListing,
     ZoneNodes,
     check_create_spec,
+    check_zone,
     node_from_api,
     queued_resource_body,
     queued_resource_from_api,
     zone_of,
 )
-from ops.tpu.zones import check_zone
 
 __all__ = ["CALLS_PER_ZONE", "TpuOps", "pool_size"]
 

@@ -20,8 +20,7 @@ from datetime import datetime, timedelta
 
 from ops.alerts.ledger import Alert, LedgerRow, identity, qr_alert, subject_alert
 from ops.diagnosis.notices import can_start_early, maintenance_finding
-from ops.durations import minutes_text
-from ops.times import iso_utc
+from ops.times import iso_utc, minutes_text
 from ops.tpu.model import NodeInfo, QueuedResourceInfo, UpcomingMaintenance
 
 __all__ = ["DEFAULT_LEAD", "KIND", "OVER_KIND", "maintenance_alerts", "maintenance_over", "window_text"]

@@ -1,5 +1,7 @@
 """Typed view of Cloud TPU queued resources (QRs) and nodes: the value types, their parsing from the
-v2alpha1 REST API's JSON, and the body of a queued-resource create request.
+v2alpha1 REST API's JSON, and the body of a queued-resource create request with the bot's line in the node's
+`ssh-keys` metadata (`ssh_keys_entry`, from the bot's key file: `load_key`); and the one rule of zone and
+region names (`is_zone`, `check_zone`, `region_of`), which every module checks a zone against.
 
 Pure data and mapping, no network: `ops.tpu.api.TpuOps` calls the API and returns these values. The v2alpha1
 JSON is read (not the google-cloud-tpu protos) because only v2alpha1 defines the flex-start fields
@@ -13,19 +15,24 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from ops.durations import parse_protobuf_duration, protobuf_duration
+import paramiko
+from paramiko.pkey import UnknownKeyType
+
 from ops.errors import (
     BadInput,
     OpsError,
 )
-from ops.gcp.google import CLOUD_PLATFORM_SCOPE
+from ops.gcp.iam import CLOUD_PLATFORM_SCOPE
 from ops.linear import linear
-from ops.times import parse_rfc3339
-from ops.tpu.zones import check_zone
+from ops.times import parse_protobuf_duration, parse_rfc3339, protobuf_duration
 
 __all__ = [
     "FLEX_START_MAX_RUN",
+    "KEY_COMMENT",
     "PROVISIONING_MODELS",
+    "REGION_PATTERN",
+    "ZONE_EXAMPLE",
+    "ZONE_PATTERN",
     "CreateSpec",
     "NodeInfo",
     "QueuedResourceInfo",
@@ -33,12 +40,18 @@ __all__ = [
     "ZoneListing",
     "ZoneNodes",
     "check_create_spec",
+    "check_zone",
+    "is_region",
+    "is_zone",
+    "load_key",
     "maintenance_from_api",
     "node_from_api",
     "parse_time",
     "provisioning_model_label",
     "queued_resource_body",
     "queued_resource_from_api",
+    "region_of",
+    "ssh_keys_entry",
     "termination_time_of",
     "valid_until_of",
     "zone_of",
@@ -53,6 +66,68 @@ _ACCELERATOR = linear(r"^v\d+[a-z]*-\d+$")
 PROVISIONING_MODELS = ("flex-start", "spot", "on-demand", "reserved")
 # Flex-start may run up to 7 days (https://cloud.google.com/tpu/docs/request-using-flex-start).
 FLEX_START_MAX_RUN = timedelta(days=7)
+
+
+# --------------------------------------------------------------------------------------------------
+# Zone and region names
+# --------------------------------------------------------------------------------------------------
+# The one rule every module checks a zone against. A zone id is `<region>-<letter>`, a region
+# `<area>-<location><digits>`: "us-east5-a" is a zone of the region "us-east5"
+# (https://cloud.google.com/compute/docs/regions-zones#identifying_a_region_or_zone). The rule is the id's
+# shape, not a list: a zone Google adds later passes, and the API says whether it exists.
+
+REGION_PATTERN = r"[a-z]+-[a-z]+[0-9]+"
+"""A region id without anchors ("us-east5"), to embed in a larger pattern."""
+
+ZONE_PATTERN = rf"{REGION_PATTERN}-[a-z]"
+"""A zone id without anchors ("us-east5-a"), to embed in a larger pattern."""
+
+ZONE_EXAMPLE = "us-east5-a"
+"""The zone the error messages give as an example."""
+
+_ZONE = linear(rf"^(?P<region>{REGION_PATTERN})-[a-z]$")
+_REGION = linear(rf"^{REGION_PATTERN}$")
+
+
+def is_zone(word: object) -> bool:
+    """Whether `word` is a string shaped like a zone id ("us-east5-a"); False for anything else."""
+    return isinstance(word, str) and _ZONE.match(word) is not None
+
+
+def is_region(word: object) -> bool:
+    """Whether `word` is a string shaped like a region id ("us-east5"); False for a zone or anything else."""
+    return isinstance(word, str) and _REGION.match(word) is not None
+
+
+def check_zone(zone: object, *, backend: str = "") -> str:
+    """`zone` itself when it is shaped like a zone id.
+
+    Args:
+        zone: the zone to check, e.g. "us-east5-a".
+        backend: the backend named on the error ("tpu", "logging"), "" for none.
+
+    Returns:
+        `zone` unchanged.
+
+    Raises:
+        BadInput: `zone` is not a string of the form <area>-<location><digits>-<letter>.
+    """
+    if not is_zone(zone):
+        raise BadInput(f"{zone!r} is not a zone", f"use a zone such as {ZONE_EXAMPLE}", backend=backend)
+    assert isinstance(zone, str)
+    return zone
+
+
+def region_of(zone: str) -> str:
+    """The region of a zone: "us-east5-a" -> "us-east5" (surrounding spaces ignored).
+
+    Raises:
+        BadInput: `zone` is not of the form <area>-<location><digits>-<letter>.
+    """
+    match = _ZONE.match(zone.strip()) if isinstance(zone, str) else None
+    if not match:
+        raise BadInput(f"malformed zone {zone!r}", f"expected e.g. {ZONE_EXAMPLE}")
+    return str(match.group("region"))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -233,7 +308,7 @@ class CreateSpec:
         startup_script: node metadata "startup-script" ("" for none).
         ssh_keys: node metadata "ssh-keys", one "USER:TYPE BASE64 COMMENT" line per key ("" for none): the
             guest agent makes USER on the VM and authorizes the key
-            (https://cloud.google.com/compute/docs/connect/add-ssh-keys); see `ops.vllm.ssh.ssh_keys_entry`.
+            (https://cloud.google.com/compute/docs/connect/add-ssh-keys); see `ssh_keys_entry`.
         labels: node labels (the queued resource itself has none).
         service_account: the node's service account email (scope cloud-platform); None: the default one.
     """
@@ -335,6 +410,74 @@ def queued_resource_body(spec: CreateSpec, project: str) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------------
 # Pure mapping from API JSON
 # --------------------------------------------------------------------------------------------------
+
+
+# --------------------------------------------------------------------------------------------------
+# The bot's key in a node's `ssh-keys` metadata
+# --------------------------------------------------------------------------------------------------
+
+KEY_COMMENT = "tpu-chatops"
+"""The comment of the bot's public key in a node's `ssh-keys` metadata (and so in its authorized_keys)."""
+
+
+def load_key(key_path: str) -> paramiko.PKey:
+    """Read the bot's private SSH key (OpenSSH or PEM; Ed25519, ECDSA or RSA), unencrypted.
+
+    Args:
+        key_path: the file (SSH_KEY_PATH).
+
+    Returns:
+        The paramiko key; its public part is `get_name()` and `get_base64()`.
+
+    Raises:
+        BadInput: the file cannot be read, is encrypted, or is not a private key (the message names the
+            file, never its content).
+    """
+    encrypted = BadInput(
+        f"the SSH key {key_path} is encrypted with a passphrase",
+        "give the bot a key without a passphrase (ssh-keygen -t ed25519 -N '' ...; see docs/ssh.md)",
+    )
+    try:
+        return paramiko.PKey.from_path(key_path)
+    except paramiko.PasswordRequiredException:
+        raise encrypted from None
+    except TypeError as exc:  # cryptography: "Key is password-protected, but password was not provided."
+        if "password" in str(exc).lower():
+            raise encrypted from None
+        raise BadInput(
+            f"{key_path} is not an SSH private key paramiko can read",
+            "make one with `ssh-keygen -t ed25519 -N '' -C tpu-chatops -f tpu-chatops` (docs/ssh.md)",
+        ) from None
+    except OSError as exc:
+        raise BadInput(
+            f"cannot read the SSH key {key_path}: {exc.strerror or exc}",
+            "check SSH_KEY_PATH and that the secret is mounted there (docs/ssh.md)",
+        ) from None
+    except (paramiko.SSHException, UnknownKeyType, ValueError):
+        raise BadInput(
+            f"{key_path} is not an SSH private key paramiko can read",
+            "make one with `ssh-keygen -t ed25519 -N '' -C tpu-chatops -f tpu-chatops` (docs/ssh.md)",
+        ) from None
+
+
+def ssh_keys_entry(key_path: str, user: str) -> str:
+    """The bot's line for a VM's `ssh-keys` metadata: "USER:TYPE BASE64 tpu-chatops".
+
+    The guest agent creates USER on the VM from it and authorizes the key (format "USERNAME:KEY_VALUE",
+    https://cloud.google.com/compute/docs/connect/add-ssh-keys). Only the public part of the key is used.
+
+    Args:
+        key_path: the bot's private key (SSH_KEY_PATH).
+        user: the login user (SSH_USER), e.g. "tpu-chatops".
+
+    Returns:
+        e.g. "tpu-chatops:ssh-ed25519 AAAAC3Nz... tpu-chatops".
+
+    Raises:
+        BadInput: as `load_key`.
+    """
+    key = load_key(key_path)
+    return f"{user}:{key.get_name()} {key.get_base64()} {KEY_COMMENT}"
 
 
 def parse_time(value: Any) -> datetime | None:

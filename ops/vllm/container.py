@@ -1,6 +1,6 @@
 """The vLLM container on the TPU VM: status/start/stop/restart/rm/logs/syslog/bench, over SSH.
 
-`VllmContainer` is the facade the bot uses. It runs only the templates of `ops.vllm.remote_commands` through
+`VllmContainer` is the facade the bot uses. It runs only the templates of `ops.vllm.ssh.TEMPLATES` through
 `ops.vllm.ssh.RemoteHost` (docker run flags from docs/vllm.md §4.1, an explicit `vllm serve` command as §4.2
 explains). A restart replaces, it does not remove first (`replace`, docs/vllm.md §4.3): the image is
 checked and pulled while the old container still serves; only then is the old one stopped (one process may
@@ -28,8 +28,7 @@ from ops.errors import (
 )
 from ops.linear import linear
 from ops.times import parse_rfc3339
-from ops.vllm.remote_commands import validate
-from ops.vllm.ssh import CommandResult, RemoteHost
+from ops.vllm.ssh import CommandResult, RemoteHost, validate
 
 __all__ = [
     "BenchParams",

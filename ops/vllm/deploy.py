@@ -23,8 +23,8 @@ from ops.errors import BadInput
 from ops.gcp.cloudlogs import CONTAINER_LOG_ID, NODE_LABEL, WORKER_LABEL
 from ops.linear import LinearPattern, linear
 from ops.times import rfc3339
-from ops.tpu.model import FLEX_START_MAX_RUN, PROVISIONING_MODELS
-from ops.tpu.zones import check_zone
+from ops.tpu.model import FLEX_START_MAX_RUN, PROVISIONING_MODELS, RESOURCE_ID, check_zone
+from ops.vllm.ssh import KINDS
 
 __all__ = [
     "FLEX_START_MAX_RUN",
@@ -35,32 +35,22 @@ __all__ = [
     "startup_script",
 ]
 
-# Hugging Face repo id "owner/name"; the first character of each part must be alphanumeric so that a value
-# can never be read as an option.
-_MODEL = linear(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
-# Docker image reference: [registry[:port]/]path[:tag][@sha256:digest] (distribution/reference grammar,
-# simplified: lowercase path components, tag up to 128 characters).
-_IMAGE = linear(
-    r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*"
-    r"(?::[0-9]+)?/)?"
-    r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
-    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?$"
-)
-# Secret Manager secret id: letters, digits, '-' and '_', at most 255 characters.
-_SECRET = linear(r"^[A-Za-z0-9_-]{1,255}$")
-# Docker container name.
-_CONTAINER = linear(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
-# GCP project id (same rule as bot.config).
-_PROJECT = linear(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
-# Queued-resource / node id: RFC 1035 label.
-_RESOURCE_ID = linear(r"^[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?$")
-_ACCEL = linear(r"^v[0-9][a-z0-9]*-[0-9]+$")
-_RUNTIME = linear(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-_PATH = linear(r"^[A-Za-z0-9_./-]+$")
-# Kubernetes DNS-1123 label (Deployment, Service, container names) and subdomain (Secret name).
-_K8S_LABEL = linear(r"^[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?$")
-_K8S_SUBDOMAIN = linear(r"^[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?$")
-_K8S_KEY = linear(r"^[-._A-Za-z0-9]{1,253}$")
+# The model id, image, secret ids and container name go into the same `docker run` as the bot's own
+# `/vllm start` (`ops.vllm.ssh.TEMPLATES`), so they are checked by the same rules (`ops.vllm.ssh.KINDS`,
+# `_valid`); queued resource and node ids by the TPU's (`ops.tpu.model.RESOURCE_ID`). The artefacts' other
+# values: what each must look like, and the example the refusal gives (`_check`).
+_RULES: dict[str, tuple[LinearPattern, str]] = {
+    "GCP project id": (linear(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$"), "my-project"),  # the rule of bot.config
+    "queued resource id": (RESOURCE_ID, "vllm-gemma4-qr"),
+    "node id": (RESOURCE_ID, "vllm-gemma4-qr-node"),
+    "accelerator type": (linear(r"^v[0-9][a-z0-9]*-[0-9]+$"), "v6e-8"),
+    "runtime version": (linear(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"), "v2-alpha-tpuv6e"),
+    "startup script path": (linear(r"^[A-Za-z0-9_./-]+$"), "startup.sh"),
+    # Kubernetes DNS-1123 label (Deployment, Service, container names) and subdomain (Secret name).
+    "Kubernetes name (container_name)": (linear(r"^[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?$"), "vllm-gemma4"),
+    "Kubernetes Secret name": (linear(r"^[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?$"), "hf-token"),
+    "Kubernetes Secret key": (linear(r"^[-._A-Za-z0-9]{1,253}$"), "hf_api_token"),
+}
 
 
 # Single-host GKE TPU slices: accelerator type -> (gke-tpu-accelerator label, gke-tpu-topology, chips).
@@ -77,7 +67,21 @@ _GKE_SLICES: dict[str, tuple[str, str, int]] = {
 }
 
 
-def _check(value: Any, pattern: LinearPattern, what: str, example: str) -> str:
+def _valid(value: Any, kind: str, what: str) -> str:
+    """`value` when it passes the rule of its kind of value on the TPU VM (`ops.vllm.ssh.KINDS`).
+
+    Raises:
+        BadInput: `what` and the value, with the kind's rule as the hint.
+    """
+    try:
+        return KINDS[kind](value)
+    except ValueError as exc:
+        raise BadInput(f"invalid {what}: {value!r}", f"expected {exc}") from None
+
+
+def _check(value: Any, what: str) -> str:
+    """`value` when it follows the rule of `what` in `_RULES`; else BadInput with that rule's example."""
+    pattern, example = _RULES[what]
     if not isinstance(value, str) or not pattern.fullmatch(value):
         raise BadInput(f"invalid {what}: {value!r}", f"expected e.g. {example}")
     return value
@@ -95,8 +99,8 @@ class StartupConfig:
 
     Attributes:
         project: GCP project id holding the Secret Manager secret (required), e.g. "my-project".
-        model: Hugging Face repo id, `owner/name` of [A-Za-z0-9._-].
-        image: docker image reference (docs/vllm.md §4.1: `vllm/vllm-tpu:gemma4`).
+        model: Hugging Face model id, "org/name" or "name" (`ops.vllm.ssh.KINDS["model"]`).
+        image: docker image reference (docs/vllm.md §4.1: `vllm/vllm-tpu:gemma4`; `KINDS["image"]`).
         tensor_parallel_size: vLLM `--tensor-parallel-size`, 1..256 (8 for v6e-8, docs/vllm.md §4.1).
         max_model_len: vLLM `--max-model-len` in tokens, 1..1048576 (16384 in the recipes).
         port: HTTP port of the OpenAI-compatible server, 1..65535.
@@ -122,16 +126,16 @@ class StartupConfig:
     api_key_secret: str | None = None
 
     def __post_init__(self) -> None:
-        _check(self.project, _PROJECT, "GCP project id", "my-project")
-        _check(self.model, _MODEL, "model id", "google/gemma-4-31B-it")
-        _check(self.image, _IMAGE, "image reference", "vllm/vllm-tpu:gemma4")
+        _check(self.project, "GCP project id")
+        _valid(self.model, "model", "model id")
+        _valid(self.image, "image", "image reference")
         _int(self.tensor_parallel_size, "tensor parallel size", 1, 256)
         _int(self.max_model_len, "max model length", 1, 1 << 20)
         _int(self.port, "port", 1, 65535)
-        _check(self.hf_token_secret, _SECRET, "secret name", "hf-token")
-        _check(self.container_name, _CONTAINER, "container name", "vllm-gemma4")
+        _valid(self.hf_token_secret, "secret", "secret name")
+        _valid(self.container_name, "container", "container name")
         if self.api_key_secret is not None:
-            _check(self.api_key_secret, _SECRET, "API key secret name", "vllm-api-key")
+            _valid(self.api_key_secret, "secret", "API key secret name")
 
     def vllm_argv(self) -> list[str]:
         """The explicit server command, as argv: `vllm serve MODEL --tensor-parallel-size N ...`.
@@ -391,14 +395,14 @@ def gcloud_command(
     Raises:
         BadInput: any argument is invalid, or max_run_duration is missing for flex-start / given otherwise.
     """
-    _check(name, _RESOURCE_ID, "queued resource id", "vllm-gemma4-qr")
+    _check(name, "queued resource id")
     node = node_id if node_id is not None else f"{name}-node"
-    _check(node, _RESOURCE_ID, "node id", "vllm-gemma4-qr-node")
+    _check(node, "node id")
     check_zone(zone)
-    _check(project, _PROJECT, "GCP project id", "my-project")
-    _check(accelerator_type, _ACCEL, "accelerator type", "v6e-8")
-    _check(runtime_version, _RUNTIME, "runtime version", "v2-alpha-tpuv6e")
-    _check(startup_script_file, _PATH, "startup script path", "startup.sh")
+    _check(project, "GCP project id")
+    _check(accelerator_type, "accelerator type")
+    _check(runtime_version, "runtime version")
+    _check(startup_script_file, "startup script path")
     if provisioning_model not in PROVISIONING_MODELS:
         raise BadInput(
             f"unknown provisioning model {provisioning_model!r}", f"known: {', '.join(PROVISIONING_MODELS)}"
@@ -480,9 +484,9 @@ def gke_manifest(cfg: StartupConfig, accelerator_type: str, *, hf_token_key: str
             f"no single-host GKE TPU slice for {accelerator_type!r}", f"supported: {', '.join(_GKE_SLICES)}"
         )
     accelerator, topology, n_chips = shape
-    app = _check(cfg.container_name, _K8S_LABEL, "Kubernetes name (container_name)", "vllm-gemma4")
-    secret = _check(cfg.hf_token_secret, _K8S_SUBDOMAIN, "Kubernetes Secret name", "hf-token")
-    _check(hf_token_key, _K8S_KEY, "Kubernetes Secret key", "hf_api_token")
+    app = _check(cfg.container_name, "Kubernetes name (container_name)")
+    secret = _check(cfg.hf_token_secret, "Kubernetes Secret name")
+    _check(hf_token_key, "Kubernetes Secret key")
     argv = cfg.vllm_argv()
     deployment: dict[str, Any] = {
         "apiVersion": "apps/v1",

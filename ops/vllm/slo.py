@@ -48,9 +48,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ops.alerts.alert import Alert
 from ops.datafile import DataFileError, check, load
-from ops.durations import parse_duration
 from ops.linear import linear
-from ops.times import from_rfc3339, rfc3339
+from ops.times import from_rfc3339, parse_duration, rfc3339
 from ops.vllm.metrics import histogram_quantile, samples_by_name
 
 __all__ = [

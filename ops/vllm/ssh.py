@@ -1,4 +1,4 @@
-"""SSH to the TPU VM (paramiko) with host-key checking: the transport that runs the allowed commands.
+"""SSH to the TPU VM (paramiko) with host-key checking, and the only commands the bot runs there.
 
 Security model:
 - Host keys are checked against a known_hosts file, keys pinned in settings, and, for a VM the bot may trust
@@ -8,8 +8,12 @@ Security model:
   `AutoAddPolicy`) with `PermissionDenied` naming the host, the node and the SHA256 fingerprint the server
   offered. For one key type, guest attributes win over a pinned key, and a pinned key over known_hosts: a
   VM the bot recreated is re-learned from its new guest attributes.
-- Only the command templates of `ops.vllm.remote_commands.TEMPLATES` can run, rendered by
-  `ops.vllm.remote_commands.render` (every argument validated by its kind, then `shlex.quote`d).
+- Only the command templates of `TEMPLATES` can run (`RemoteHost.run` renders through `RemoteHost.render`):
+  every argument is validated by its kind (`KINDS`), then `shlex.quote`d, so shell metacharacters from Slack
+  reach the remote program as one literal argument. The Hugging Face token never passes through the bot:
+  `docker_run_vllm` reads it ON THE VM from Secret Manager (`gcloud secrets versions access latest
+  --secret=NAME`) and hands it to docker through the environment (`-e HF_TOKEN` without a value), so it is
+  not in any argv either. Docker run flags: docs/vllm.md §4.1 and §4.2.
 - No private key material appears in messages or logs (only public fingerprints).
 """
 
@@ -18,6 +22,7 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
+import shlex
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -27,18 +32,20 @@ from typing import Any, NoReturn
 import paramiko
 from paramiko.pkey import UnknownKeyType
 
-from ops.diagnosis.engine import diagnose
-from ops.diagnosis.signals import RemoteError
-from ops.errors import (
-    BackendTimeout,
-    BackendUnavailable,
-    BadInput,
-    OpsError,
-    PermissionDenied,
-)
-from ops.vllm.remote_commands import render
+from ops.diagnosis.engine import RemoteError, diagnose
+from ops.errors import BackendTimeout, BackendUnavailable, BadInput, OpsError, PermissionDenied
+from ops.linear import LinearPattern, linear
 
-__all__ = ["KEY_COMMENT", "CommandResult", "PublishedHostKeys", "RemoteHost", "load_key", "ssh_keys_entry"]
+__all__ = [
+    "KINDS",
+    "TEMPLATES",
+    "CommandResult",
+    "CommandTemplate",
+    "PublishedHostKeys",
+    "RemoteHost",
+    "unit_name",
+    "validate",
+]
 
 log = logging.getLogger(__name__)
 
@@ -62,73 +69,6 @@ class CommandResult:
     stderr: str
     duration_s: float
     truncated: bool = False
-
-
-# The comment of the bot's public key in the VM's `ssh-keys` metadata (and so in authorized_keys).
-KEY_COMMENT = "tpu-chatops"
-
-
-# -- the bot's own key --------------------------------------------------------------------------------------
-
-
-def load_key(key_path: str) -> paramiko.PKey:
-    """Read the bot's private SSH key (OpenSSH or PEM; Ed25519, ECDSA or RSA), unencrypted.
-
-    Args:
-        key_path: the file (SSH_KEY_PATH).
-
-    Returns:
-        The paramiko key; its public part is `get_name()` and `get_base64()`.
-
-    Raises:
-        BadInput: the file cannot be read, is encrypted, or is not a private key (the message names the
-            file, never its content).
-    """
-    encrypted = BadInput(
-        f"the SSH key {key_path} is encrypted with a passphrase",
-        "give the bot a key without a passphrase (ssh-keygen -t ed25519 -N '' ...; see docs/ssh.md)",
-    )
-    try:
-        return paramiko.PKey.from_path(key_path)
-    except paramiko.PasswordRequiredException:
-        raise encrypted from None
-    except TypeError as exc:  # cryptography: "Key is password-protected, but password was not provided."
-        if "password" in str(exc).lower():
-            raise encrypted from None
-        raise BadInput(
-            f"{key_path} is not an SSH private key paramiko can read",
-            "make one with `ssh-keygen -t ed25519 -N '' -C tpu-chatops -f tpu-chatops` (docs/ssh.md)",
-        ) from None
-    except OSError as exc:
-        raise BadInput(
-            f"cannot read the SSH key {key_path}: {exc.strerror or exc}",
-            "check SSH_KEY_PATH and that the secret is mounted there (docs/ssh.md)",
-        ) from None
-    except (paramiko.SSHException, UnknownKeyType, ValueError):
-        raise BadInput(
-            f"{key_path} is not an SSH private key paramiko can read",
-            "make one with `ssh-keygen -t ed25519 -N '' -C tpu-chatops -f tpu-chatops` (docs/ssh.md)",
-        ) from None
-
-
-def ssh_keys_entry(key_path: str, user: str) -> str:
-    """The bot's line for a VM's `ssh-keys` metadata: "USER:TYPE BASE64 tpu-chatops".
-
-    The guest agent creates USER on the VM from it and authorizes the key (format "USERNAME:KEY_VALUE",
-    https://cloud.google.com/compute/docs/connect/add-ssh-keys). Only the public part of the key is used.
-
-    Args:
-        key_path: the bot's private key (SSH_KEY_PATH).
-        user: the login user (SSH_USER), e.g. "tpu-chatops".
-
-    Returns:
-        e.g. "tpu-chatops:ssh-ed25519 AAAAC3Nz... tpu-chatops".
-
-    Raises:
-        BadInput: as `load_key`.
-    """
-    key = load_key(key_path)
-    return f"{user}:{key.get_name()} {key.get_base64()} {KEY_COMMENT}"
 
 
 # -- host keys ----------------------------------------------------------------------------------------------
@@ -189,11 +129,250 @@ class _RejectUnknownHostKey(paramiko.RejectPolicy):
         )
 
 
+# -- argument kinds ------------------------------------------------------------------------------------------
+
+_CONTAINER = linear(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$")  # docker's own container-name rule
+_UNIT = linear(r"^[a-zA-Z0-9][a-zA-Z0-9:_.@-]{0,254}$")  # systemd unit names (no "\" escapes)
+# Go durations, as docker --since takes them: hours, minutes, seconds in that order, at least one.
+_DURATION = linear(r"^(?:\d{1,4}h(?:\d{1,5}m)?(?:\d{1,6}s)?|\d{1,5}m(?:\d{1,6}s)?|\d{1,6}s)$")
+# Docker image reference: [registry[:port]/]path[:tag][@sha256:digest] (distribution/reference grammar,
+# simplified; registry host may have upper case, the path may not).
+_IMAGE = linear(
+    r"^(?:[a-zA-Z0-9](?:[a-zA-Z0-9.-]*[a-zA-Z0-9])?(?::[0-9]{1,5})?/)?"
+    r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$"
+)
+# Hugging Face model id: "org/name" or "name" (huggingface_hub's repo-id rule, without "--" and "..").
+_MODEL = linear(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}(?:/[A-Za-z0-9][A-Za-z0-9_.-]{0,95})?$")
+_SECRET = linear(r"^[A-Za-z0-9_-]{1,255}$")  # Secret Manager secret id
+_GREP_MAX = 200
+_DIGITS = linear(r"\d{1,9}")
+
+
+def _int_kind(low: int, high: int) -> Callable[[Any], str]:
+    def check(value: Any) -> str:
+        if isinstance(value, str) and _DIGITS.fullmatch(value):
+            value = int(value)
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+            raise ValueError(f"an integer from {low} to {high}")
+        return str(value)
+
+    return check
+
+
+def _regex_kind(pattern: LinearPattern, rule: str) -> Callable[[Any], str]:
+    def check(value: Any) -> str:
+        if not isinstance(value, str) or not pattern.fullmatch(value) or "--" in value or ".." in value:
+            raise ValueError(rule)
+        return value
+
+    return check
+
+
+def _container_kind(value: Any) -> str:
+    if not isinstance(value, str) or not _CONTAINER.fullmatch(value):
+        raise ValueError("a container name: letters, digits, _ . - (not first), at most 128 characters")
+    return value
+
+
+def _grep_kind(value: Any) -> str:
+    if not isinstance(value, str) or not value or len(value) > _GREP_MAX or not value.isprintable():
+        raise ValueError(f"printable text on one line, 1 to {_GREP_MAX} characters")
+    return value
+
+
+def _duration_kind(value: Any) -> str:
+    if not isinstance(value, str) or not value or not _DURATION.fullmatch(value):
+        raise ValueError('a duration such as "30s", "10m", "2h" or "1h30m"')
+    return value
+
+
+KINDS: dict[str, Callable[[Any], str]] = {
+    "container": _container_kind,
+    "unit": _regex_kind(_UNIT, "a systemd unit name such as docker.service"),
+    "tail": _int_kind(1, 10_000),
+    "since": _duration_kind,
+    "text": _grep_kind,
+    "image": _regex_kind(_IMAGE, "a docker image reference such as vllm/vllm-tpu:gemma4"),
+    "model": _regex_kind(_MODEL, "a Hugging Face model id such as google/gemma-4-31B-it"),
+    "secret": _regex_kind(_SECRET, "a Secret Manager secret id: letters, digits, _ and -"),
+    "tensor_parallel_size": _int_kind(1, 64),
+    "max_model_len": _int_kind(1, 1_048_576),
+    "port": _int_kind(1, 65_535),
+    "stop_timeout_s": _int_kind(0, 600),
+    "num_prompts": _int_kind(1, 100_000),
+    "token_len": _int_kind(1, 262_144),
+    "concurrency": _int_kind(1, 4_096),
+}
+"""Argument kinds: name -> validator returning the canonical string, or raising ValueError(rule)."""
+
+
+def validate(kind: str, value: Any) -> str:
+    """Validate one template argument by its kind.
+
+    Args:
+        kind: a key of `KINDS` ("container", "unit", "tail", "since", "text", "image", "model", "secret",
+            "tensor_parallel_size", "max_model_len", "port", "stop_timeout_s", "num_prompts", "token_len",
+            "concurrency").
+        value: the raw value (ints may be given as digit strings).
+
+    Returns:
+        The canonical string form, not yet shell-quoted.
+
+    Raises:
+        BadInput: the value does not match the kind's rule (the message says the rule).
+    """
+    try:
+        return KINDS[kind](value)
+    except ValueError as exc:
+        shown = repr(value)
+        shown = shown if len(shown) <= 80 else shown[:77] + "..."
+        raise BadInput(
+            f"invalid {kind} {shown}: expected {exc}", "fix the value and retry", backend="ssh"
+        ) from None
+
+
+# systemd's unit types (systemd.unit(5)); a name without one of them is a service.
+_UNIT_TYPES = (
+    ".service", ".socket", ".target", ".timer", ".mount", ".automount", ".path", ".slice", ".scope", ".swap",
+    ".device",
+)  # fmt: skip
+
+
+def unit_name(text: str) -> str:
+    """The systemd unit `journalctl -u` reads for `text`: validated (kind "unit"), with ".service" added
+    when it names no unit type, as systemd does for a bare name ("docker" is docker.service; journalctl(1),
+    `--unit`).
+
+    Raises:
+        BadInput: not a unit name.
+    """
+    name = validate("unit", text)
+    return name if name.endswith(_UNIT_TYPES) else name + ".service"
+
+
+@dataclass(frozen=True)
+class CommandTemplate:
+    """One allowed remote command.
+
+    Attributes:
+        text: the command with `{arg}` placeholders (filled with quoted values) and `{SUDO}` (filled with
+            "sudo -n " when the host is configured with `sudo=True`, else ""); `{SUDO_ENV}` is the same but
+            keeps HF_TOKEN in the environment (`sudo -n --preserve-env=HF_TOKEN `), `{SUDO_ENV_KEY}` keeps
+            HF_TOKEN and VLLM_API_KEY.
+        args: placeholder name -> kind (a key of `KINDS`).
+    """
+
+    text: str
+    args: Mapping[str, str]
+
+
+_LOGS = "{SUDO}docker logs --tail {tail}"
+# Starting vLLM. Flags: docs/vllm.md §4.1 (recipe docker run) and §4.2 (explicit `vllm serve` command, safe
+# with or without the image's entrypoint.sh); tool/reasoning parsers: docs/vllm.md §1.6. The Hugging Face
+# token is read on the VM (exit 3: the secret could not be read).
+_READ_HF_TOKEN = (  # a command that reads the secret on the VM, not a secret
+    'HF_TOKEN="$(gcloud secrets versions access latest --secret={secret})" || exit 3; export HF_TOKEN; '  # noqa: S105
+)
+_DOCKER_RUN = "docker run -d --name {container} --privileged --net=host --shm-size 16G -v /dev/shm:/dev/shm "
+_VLLM_SERVE = (
+    "vllm serve {model} --tensor-parallel-size {tensor_parallel_size} --max-model-len {max_model_len} "
+    "--host 0.0.0.0 --port {port} --enable-auto-tool-choice --tool-call-parser gemma4 "
+    "--reasoning-parser gemma4 --disable_chunked_mm_input"
+)
+_VLLM_RUN_ARGS = {
+    "secret": "secret",
+    "container": "container",
+    "image": "image",
+    "model": "model",
+    "tensor_parallel_size": "tensor_parallel_size",
+    "max_model_len": "max_model_len",
+    "port": "port",
+}
+TEMPLATES: dict[str, CommandTemplate] = {
+    "docker_inspect": CommandTemplate(
+        "{SUDO}docker inspect --type container -- {container}", {"container": "container"}
+    ),
+    "docker_logs": CommandTemplate(
+        _LOGS + " -- {container} 2>&1", {"tail": "tail", "container": "container"}
+    ),
+    "docker_logs_since": CommandTemplate(
+        _LOGS + " --since {since} -- {container} 2>&1",
+        {"tail": "tail", "since": "since", "container": "container"},
+    ),
+    # --timestamps: each line starts with its RFC 3339 time (nanoseconds), which the diagnosis reads
+    # (https://docs.docker.com/reference/cli/docker/container/logs/)
+    "docker_logs_timed": CommandTemplate(
+        _LOGS + " --timestamps -- {container} 2>&1", {"tail": "tail", "container": "container"}
+    ),
+    "docker_logs_since_timed": CommandTemplate(
+        _LOGS + " --since {since} --timestamps -- {container} 2>&1",
+        {"tail": "tail", "since": "since", "container": "container"},
+    ),
+    "docker_logs_grep": CommandTemplate(
+        _LOGS + " -- {container} 2>&1 | grep -F -e {text}",
+        {"tail": "tail", "container": "container", "text": "text"},
+    ),
+    "docker_logs_since_grep": CommandTemplate(
+        _LOGS + " --since {since} -- {container} 2>&1 | grep -F -e {text}",
+        {"tail": "tail", "since": "since", "container": "container", "text": "text"},
+    ),
+    "docker_start": CommandTemplate("{SUDO}docker start -- {container}", {"container": "container"}),
+    "docker_stop": CommandTemplate(
+        "{SUDO}docker stop --time {stop_timeout_s} -- {container}",
+        {"stop_timeout_s": "stop_timeout_s", "container": "container"},
+    ),
+    "docker_rm_force": CommandTemplate("{SUDO}docker rm -f -- {container}", {"container": "container"}),
+    # Replacing the container keeps the old one until the new one runs
+    # (ops.vllm.container.VllmContainer.replace):
+    # the image is looked up (`docker image inspect`, exit 1 "No such image") and pulled first, the old
+    # container renamed aside and renamed back if the new one fails.
+    "docker_image_inspect": CommandTemplate("{SUDO}docker image inspect -- {image}", {"image": "image"}),
+    "docker_pull": CommandTemplate("{SUDO}docker pull -- {image}", {"image": "image"}),
+    "docker_rename": CommandTemplate(
+        "{SUDO}docker rename -- {container} {new_name}", {"container": "container", "new_name": "container"}
+    ),
+    "docker_run_vllm": CommandTemplate(
+        _READ_HF_TOKEN + "{SUDO_ENV}" + _DOCKER_RUN + "-e HF_TOKEN -- {image} " + _VLLM_SERVE, _VLLM_RUN_ARGS
+    ),
+    # The same, also reading the vLLM API key on the VM (exit 4: that secret could not be read); vLLM takes
+    # it from VLLM_API_KEY (vllm/envs.py), so it is in no argv.
+    "docker_run_vllm_api_key": CommandTemplate(
+        _READ_HF_TOKEN
+        + 'VLLM_API_KEY="$(gcloud secrets versions access latest --secret={api_key_secret})" || exit 4; '
+        + "export VLLM_API_KEY; {SUDO_ENV_KEY}"
+        + _DOCKER_RUN
+        + "-e HF_TOKEN -e VLLM_API_KEY -- {image} "
+        + _VLLM_SERVE,
+        {**_VLLM_RUN_ARGS, "api_key_secret": "secret"},
+    ),
+    "journalctl": CommandTemplate(
+        "{SUDO}journalctl -u {unit} -n {tail} --no-pager", {"unit": "unit", "tail": "tail"}
+    ),
+    # docs/vllm.md §3.1 (the tpu-recipes Trillium README runs this inside the container).
+    "vllm_bench_serve": CommandTemplate(
+        "{SUDO}docker exec -- {container} vllm bench serve --backend vllm --model {model} "
+        "--dataset-name random --num-prompts {num_prompts} --random-input-len {input_len} "
+        "--random-output-len {output_len} --max-concurrency {max_concurrency} --port {port}",
+        {
+            "container": "container",
+            "model": "model",
+            "num_prompts": "num_prompts",
+            "input_len": "token_len",
+            "output_len": "token_len",
+            "max_concurrency": "concurrency",
+            "port": "port",
+        },
+    ),
+}
+"""The only commands `RemoteHost.run` will send."""
+
+
 # -- the SSH host -------------------------------------------------------------------------------------------
 
 
 class RemoteHost:
-    """An SSH connection to one host that can run only the commands in `ops.vllm.remote_commands.TEMPLATES`.
+    """An SSH connection to one host that can run only the commands in `TEMPLATES`.
 
     The connection is opened lazily on the first `run`, reused, and reopened if it dropped. Thread-safe.
 
@@ -288,27 +467,42 @@ class RemoteHost:
     # -- commands --------------------------------------------------------------------------------------------
 
     def render(self, template_name: str, **args: Any) -> str:
-        """The exact command string `run` would send (for audit logs and tests).
+        """The exact command string `run` sends (also for checking arguments before anything is sent).
 
         Args:
-            template_name: a key of `ops.vllm.remote_commands.TEMPLATES`.
-            **args: exactly the template's arguments.
+            template_name: a key of `TEMPLATES`.
+            **args: exactly the template's arguments (see `KINDS`).
 
         Returns:
-            The command, every argument validated and `shlex.quote`d.
+            The command, every argument validated and `shlex.quote`d; `{SUDO}`, `{SUDO_ENV}` and
+            `{SUDO_ENV_KEY}` filled with a `sudo -n` prefix when the host is configured with `sudo`, else "".
 
         Raises:
             BadInput: unknown template, missing or extra arguments, or an invalid argument.
         """
-        return render(template_name, args, sudo=self.sudo)
+        template = TEMPLATES.get(template_name)
+        if template is None:
+            raise BadInput(f"unknown remote command {template_name!r}", "use one of: " + ", ".join(TEMPLATES))
+        missing = sorted(set(template.args) - set(args))
+        extra = sorted(set(args) - set(template.args))
+        if missing or extra:
+            raise BadInput(
+                f"remote command {template_name}: missing {missing or 'none'}, unexpected {extra or 'none'}",
+                "this is a bug in the caller",
+            )
+        values = {name: shlex.quote(validate(kind, args[name])) for name, kind in template.args.items()}
+        values["SUDO"] = "sudo -n " if self.sudo else ""
+        values["SUDO_ENV"] = "sudo -n --preserve-env=HF_TOKEN " if self.sudo else ""
+        values["SUDO_ENV_KEY"] = "sudo -n --preserve-env=HF_TOKEN,VLLM_API_KEY " if self.sudo else ""
+        return template.text.format(**values)
 
     def run(self, template_name: str, /, *, timeout_s: float | None = None, **args: Any) -> CommandResult:
         """Run one allowed command on the host.
 
         Args:
-            template_name: a key of `ops.vllm.remote_commands.TEMPLATES`.
+            template_name: a key of `TEMPLATES`.
             timeout_s: seconds the command may take; None uses `command_timeout_s`.
-            **args: the template's arguments (see `ops.vllm.remote_commands`).
+            **args: the template's arguments (see `KINDS`).
 
         Returns:
             CommandResult. A non-zero exit status is returned, not raised.

@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from ops.alerts.ledger import Alert, subject_alert
-from ops.durations import minutes_text
-from ops.times import from_rfc3339, iso_utc
+from ops.times import from_rfc3339, iso_utc, minutes_text
 from ops.vllm.server import WEDGED, ServingSample, serving_problem
 
 __all__ = ["VllmCheck", "VllmWatch", "evaluate_vllm"]

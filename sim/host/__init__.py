@@ -1,7 +1,7 @@
 """A SIMULATED TPU VM reachable over SSH (a paramiko server on 127.0.0.1): for the demo and the tests.
 
 Nothing here runs docker, a TPU or vLLM. The simulator answers the command shapes that the templates of
-`ops.vllm.remote_commands` send (parsed with a small shell-word lexer and `shlex`), keeps a state machine of
+`ops.vllm.ssh.TEMPLATES` send (parsed with a small shell-word lexer and `shlex`), keeps a state machine of
 docker containers (absent / created / running / exited / restarting), and replays real failure logs from
 sim/cases/ (package data) when a scenario says a container fails. Anything else gets exit 127
 "command not allowed in simulator". Every command string received is recorded in `commands`.

@@ -13,7 +13,7 @@ import pytest
 
 from bot.oncall.scheduler import AlertScheduler
 from bot.slack.gateway import SlackGateway
-from bot.slack.listeners import alerts as alert_listeners
+from bot.slack.listeners import register_alert_buttons
 from sim.demo import Demo
 
 CHANNEL = "C0ALERTS01"
@@ -28,7 +28,7 @@ def world() -> Iterator[tuple[Demo, AlertScheduler]]:
         scheduler = AlertScheduler.build(
             services, client, CHANNEL, clock=demo.gcp.now, vllm_checks=False, deployment="production"
         )
-        alert_listeners.register(demo.bot.app, demo.bot.runner, scheduler)
+        register_alert_buttons(demo.bot.app, demo.bot.registry, demo.bot.runner, scheduler)
         yield demo, scheduler
 
 

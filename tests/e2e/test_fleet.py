@@ -9,9 +9,9 @@ from datetime import timedelta
 
 import pytest
 
-from bot.commands.auth import Authorizer
+from bot.commands.runner import Authorizer
 from bot.oncall import scheduler
-from bot.slack.listeners.home import home_blocks
+from bot.slack.listeners import home_blocks
 from ops.errors import NotFound
 from sim.console import DEMO_USER
 from sim.demo import ALERTS_CHANNEL, Demo

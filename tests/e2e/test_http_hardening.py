@@ -21,10 +21,9 @@ import httpx
 import pytest
 
 from bot.observability import Readiness, setup_logging
-from bot.slack import http_guard
-from bot.slack.app import MAX_BODY_BYTES, socket_state
-from bot.slack.http_guard import RefusalLog
-from bot.slack.listeners.commands import REPLAYED
+from bot.slack import app as slack_app
+from bot.slack.app import MAX_BODY_BYTES, RefusalLog, socket_state
+from bot.slack.listeners import REPLAYED
 from sim.demo import Demo
 
 
@@ -154,7 +153,7 @@ def test_get_and_a_chunked_signed_request(demo: Demo) -> None:
 def test_an_unsigned_body_is_never_logged_and_log_lines_cannot_be_forged(
     demo: Demo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(http_guard, "_REFUSALS", RefusalLog())  # this refusal is logged, not counted
+    monkeypatch.setattr(slack_app, "_REFUSALS", RefusalLog())  # this refusal is logged, not counted
     stream = io.StringIO()
     root = logging.getLogger()
     saved = (list(root.handlers), root.level)

@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 
 from ops.errors import NotFound
-from ops.vllm.ssh import ssh_keys_entry
+from ops.tpu.model import ssh_keys_entry
 from sim.console import DEMO_USER
 from sim.demo import Demo
 

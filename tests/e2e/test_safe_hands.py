@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.slack.listeners.home import home_blocks
+from bot.slack.listeners import home_blocks
 from ops.errors import NotFound
 from ops.tpu.model import CreateSpec
 from sim.console import DEMO_USER

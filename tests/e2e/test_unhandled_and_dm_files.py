@@ -26,7 +26,7 @@ def test_unknown_slash_command_gets_one_short_line(demo: Demo, caplog: pytest.Lo
     out, answered = demo.user.run("/foo bar")
     assert answered and out == ["[HTTP 200] `/foo` is not a command of this bot; try `/tpu help`."]
     assert any(
-        r.name == "bot.slack.listeners.unhandled" and r.levelno == logging.INFO and "/foo" in r.getMessage()
+        r.name == "bot.slack.listeners" and r.levelno == logging.INFO and "/foo" in r.getMessage()
         for r in caplog.records
     )
     assert not any("@app." in r.getMessage() for r in caplog.records)
@@ -40,7 +40,7 @@ def test_an_unhandled_event_is_one_info_line(demo: Demo, caplog: pytest.LogCaptu
     body["event"] = {"type": "reaction_added", "user": DEMO_USER, "reaction": "eyes"}
     response = demo.user.post_signed(json.dumps(body), "application/json")
     assert response.status_code == 404
-    lines = [r for r in caplog.records if r.name == "bot.slack.listeners.unhandled"]
+    lines = [r for r in caplog.records if r.name == "bot.slack.listeners"]
     assert [r.levelno for r in lines] == [logging.INFO] and "reaction_added" in lines[0].getMessage()
     assert not any(r.levelno >= logging.WARNING and r.name.startswith("slack_bolt") for r in caplog.records)
 

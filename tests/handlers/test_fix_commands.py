@@ -17,9 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ops.diagnosis.engine import diagnose
-from ops.diagnosis.families import Deployment, catalogue, figures, fill
-from ops.diagnosis.signals import ResourceState
+from ops.diagnosis.engine import ResourceState, diagnose
+from ops.diagnosis.families import FixFacts, catalogue, figures, fill
 from sim.demo import Demo
 from tests.cases import case_text
 from tests.handlers.conftest import Handlers
@@ -34,7 +33,7 @@ def command_fixes() -> list[tuple[str, str | None]]:
     out = []
     for family in catalogue().families:
         for state in (None, *family.fix_when):
-            sample = Deployment(name="gemma4-qr", zone="us-east5-a", accelerator_type="v6e-8", state=state)
+            sample = FixFacts(name="gemma4-qr", zone="us-east5-a", accelerator_type="v6e-8", state=state)
             if _COMMAND.search(fill(family.fix_for(state), figures({}, sample))):
                 out.append((family.name, state))
     return out
@@ -88,7 +87,7 @@ def _case_texts() -> dict[str, list[str]]:
 def old_failed_deciding(family: str) -> Callable[[Demo], None]:
     """gemma4-old FAILED with the first case text of `family` whose resource state the catalogue reads as
     that family: the TPU API's `failedData.error` of a create that failed so."""
-    deployment = Deployment(name="gemma4-old", state="FAILED")
+    deployment = FixFacts(name="gemma4-old", state="FAILED")
     for text in _case_texts().get(family, []):
         state = ResourceState("gemma4-old", "FAILED", " ".join(text.split()))
         found = diagnose(state, deployment).findings

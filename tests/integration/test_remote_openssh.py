@@ -20,8 +20,7 @@ import pytest
 
 from ops.errors import BackendTimeout, BackendUnavailable, BadInput, OpsError, PermissionDenied
 from ops.vllm.container import VllmContainer, VllmSpec
-from ops.vllm.remote_commands import TEMPLATES
-from ops.vllm.ssh import RemoteHost
+from ops.vllm.ssh import TEMPLATES, RemoteHost
 from sim.host import generate_ed25519_key
 from tests.sshd import OpenSSHServer
 

@@ -17,7 +17,7 @@ from typing import Any, cast
 
 import pytest
 
-from bot.commands.progress import Progress
+from bot.commands.context import Progress
 from bot.oncall.scheduler import AlertScheduler
 from bot.slack.gateway import Destination, SlackGateway, prepare
 from bot.slack.limits import ACTIONS_ELEMENTS_LIMIT

@@ -22,13 +22,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from bot.config import Settings
 from bot.services import Services
-from ops.diagnosis.engine import diagnose
-from ops.diagnosis.signals import RemoteError
+from ops.diagnosis.engine import RemoteError, diagnose
 from ops.errors import NotFound, PermissionDenied
 from ops.tpu.api import TpuOps
-from ops.tpu.model import CreateSpec
+from ops.tpu.model import CreateSpec, load_key, ssh_keys_entry
 from ops.tpu.ownership import new_request_id, ownership_labels
-from ops.vllm.ssh import load_key, ssh_keys_entry
 from sim.gcp import GcpSimulator
 from sim.host import generate_ed25519_key
 from tests.sshd import OpenSSHServer, require_sshd

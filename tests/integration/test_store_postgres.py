@@ -12,7 +12,7 @@ from threading import Barrier
 import pytest
 from sqlalchemy import create_engine, inspect
 
-from bot.slack.listeners.events import SeenEvents
+from bot.slack.listeners import SeenEvents
 from ops.errors import NotFound
 from ops.store import schema
 from ops.store.state import AuditEntry, ConfirmationRefused, Store

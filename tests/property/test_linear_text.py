@@ -38,7 +38,7 @@ from bot.chat.asks import read_ask
 from bot.chat.instructions import DIRECTIVES, find_instructions, patterns
 from bot.chat.subjects import Known, resolve
 from bot.commands.registry import normalize, registry
-from bot.slack.http_guard import Refused, _check_shape
+from bot.slack.app import Refused, _check_shape
 from bot.slack.render import escape, split_sections, to_mrkdwn
 from llm import logsum
 from llm.grounding import contradictions
@@ -54,8 +54,9 @@ MATCHING = {"compile", "search", "match", "fullmatch", "findall", "finditer", "s
 
 # Python `re` left in the product, each with why it cannot backtrack badly or why it must stay `re`.
 PYTHON_RE: dict[str, str] = {
-    "bot/slack/listeners/commands.py": "Bolt matches a command name by `re.Pattern` only: `^/tpu$`, one word",
-    "bot/slack/listeners/unhandled.py": "Bolt matches a command name by `re.Pattern` only: `^/`, one char",
+    "bot/slack/listeners.py": (
+        "Bolt matches a command name by `re.Pattern` only: `^/tpu$` (one word) and `^/` (one char)"
+    ),
     "llm/tokens.py": (
         "single characters or at most four letters per alternative, each position tried once; the Unicode "
         "classes (`[^\\W\\d_]`) are spelled differently in RE2"

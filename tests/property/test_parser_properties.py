@@ -94,7 +94,7 @@ def test_every_argument_type_answers_overflow_with_the_usage_line(pair: tuple, w
 
 def test_durations_are_bounded() -> None:
     from bot.commands.registry import duration
-    from ops.durations import MAX_DURATION
+    from ops.times import MAX_DURATION
 
     assert duration("365d") == MAX_DURATION
     for word in ("366d", "99999999999999999999d", "9" * 5000 + "s"):

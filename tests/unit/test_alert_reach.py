@@ -11,7 +11,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.slack_response import SlackResponse
 from sqlalchemy import create_engine
 
-from bot.oncall.reach import problem_line
+from bot.shared.diagnosis import refusal_lines
 from bot.slack.gateway import Refusal, SlackDeliveryError, refusal_of
 from bot.slack.render import to_mrkdwn
 from ops.alerts.ledger import AlertLedger, subject_alert
@@ -90,13 +90,20 @@ def test_the_handed_slack_answers_are_the_same_families(case: str, family: str) 
 
 def test_the_line_names_the_channel_the_cause_the_fix_and_what_is_held() -> None:
     outbox = AlertOutbox(create_engine("sqlite://"), "production")
-    problem = outbox.record("C0ALERTS01", "is_archived", now=NOW)
-    line = to_mrkdwn(problem_line(problem, held=2))
+    assert refusal_lines(outbox) == []
+    outbox.record("C0ALERTS01", "is_archived", now=NOW)
+    for key in ("first", "second"):
+        outbox.hold(key, "C0ALERTS01", "vLLM is down", [], now=NOW)
+    (line,) = [to_mrkdwn(each) for each in refusal_lines(outbox)]
     assert "Alerts cannot reach <#C0ALERTS01>" in line and "archived" in line
     assert "unarchive the channel" in line and "ALERT_CHANNEL" in line
     assert "2 alert(s) held back" in line
-    token = outbox.record(ALL_CHANNELS, "token_revoked", now=NOW)
-    assert "any channel" in problem_line(token) and "SLACK_BOT_TOKEN" in problem_line(token)
+    outbox.clear("C0ALERTS01")
+    outbox.delivered("first", "C0ALERTS01", "1.000001")
+    outbox.delivered("second", "C0ALERTS01", "1.000002")
+    outbox.record(ALL_CHANNELS, "token_revoked", now=NOW)
+    (token,) = refusal_lines(outbox)
+    assert "any channel" in token and "SLACK_BOT_TOKEN" in token and "held back" not in token
 
 
 def test_the_outbox_keeps_refusals_per_deployment_and_channel() -> None:

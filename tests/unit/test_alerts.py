@@ -590,7 +590,7 @@ def test_a_named_deployments_recovery_budget_counts_its_own_attempts(tmp_path: P
 
 
 def test_an_alert_channel_is_bound_only_to_the_one_deployment_it_serves() -> None:
-    from bot.deployments import Fleet
+    from bot.services import Fleet
     from bot.slack.app import _bind_alert_channels
 
     def watcher(name: str, channel: str) -> AlertScheduler:

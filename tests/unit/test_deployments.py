@@ -9,7 +9,8 @@ import pytest
 
 from bot.commands.registry import Registry, UsageError
 from bot.config import ConfigError, Settings, load_settings
-from bot.deployments import DEFAULT, Fleet, read_deployments, settings_for
+from bot.deployments import read_deployments, settings_for
+from bot.services import DEFAULT, Fleet
 from ops.errors import BadInput
 
 GOOD_ENV = {
@@ -240,9 +241,8 @@ def test_each_project_uses_its_own_credentials_file(tmp_path: Path) -> None:
 def test_roles_are_checked_per_deployment(tmp_path: Path) -> None:
     """Staging lets only its own viewers read; production (no VIEWERS) lets everyone."""
     import bot.handlers  # noqa: F401  (declares the commands)
-    from bot.commands.auth import Authorizer
     from bot.commands.registry import registry
-    from bot.commands.runner import Runner
+    from bot.commands.runner import Authorizer, Runner
     from bot.services import Services
     from bot.slack.gateway import SlackGateway
     from bot.slack.render import to_mrkdwn

@@ -173,7 +173,7 @@ def test_long_lines_are_cut_in_evidence() -> None:
 def test_one_entry_reads_every_signal_and_keeps_the_evidence_source_and_time() -> None:
     from datetime import UTC, datetime
 
-    from ops.diagnosis.signals import CreateError, LogLines, RemoteError, ResourceState
+    from ops.diagnosis.engine import CreateError, LogLines, RemoteError, ResourceState
 
     at = datetime(2026, 12, 3, 9, 27, 6, tzinfo=UTC)
     log = LogLines("container", ((at, "INFO 12-03 09:27:05 [api_server.py:1] starting"),))

@@ -1,4 +1,4 @@
-"""The one duration parser and its formatters (ops/durations.py): each form, its bounds and round trips."""
+"""The one duration parser and its formatters (ops/times.py): each form, its bounds and round trips."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from ops.durations import (
+from ops.times import (
     MAX_DURATION,
     duration_word,
     minutes_text,

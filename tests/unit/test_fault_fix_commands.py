@@ -10,7 +10,7 @@ import pytest
 
 import bot.handlers  # noqa: F401  (declares every command)
 from bot.commands.registry import Command, registry
-from ops.diagnosis.families import Deployment, catalogue, figures, fill
+from ops.diagnosis.families import FixFacts, catalogue, figures, fill
 
 _MENTION = re.compile(r"/(tpu|vllm|gemma|logs|alerts|fleet)((?: [a-z]+){1,2})")
 # A command mention ends at punctuation or at the words that join two commands in a fix.
@@ -22,7 +22,7 @@ def _fixes() -> list[tuple[str, str]]:
     out = []
     for family in catalogue().families:
         for state in (None, *family.fix_when):
-            deployment = Deployment(
+            deployment = FixFacts(
                 model="google/gemma-4-31B-it",
                 accelerator_type="v6e-8",
                 tensor_parallel_size=8,

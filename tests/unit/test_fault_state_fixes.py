@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ops.diagnosis.engine import diagnose
-from ops.diagnosis.families import QUEUED_RESOURCE_STATES, Deployment, catalogue, load_file
-from ops.diagnosis.signals import ResourceState
+from ops.diagnosis.engine import ResourceState, diagnose
+from ops.diagnosis.families import QUEUED_RESOURCE_STATES, FixFacts, catalogue, load_file
 from ops.tpu.model import QueuedResourceInfo
 from tests.unit.test_alerts import qr
 
@@ -48,7 +47,7 @@ WAITING_WORDS = ("keeps waiting", "valid-until", "or wait")
 @pytest.mark.parametrize(("family", "error"), WORDINGS)
 @pytest.mark.parametrize("state", ["FAILED", "SUSPENDED"])
 def test_a_dead_resource_gets_delete_or_recover_with_its_command(family: str, error: str, state: str) -> None:
-    findings = diagnose(error, Deployment(name="gemma4-old", zone="europe-west4-a", state=state)).findings
+    findings = diagnose(error, FixFacts(name="gemma4-old", zone="europe-west4-a", state=state)).findings
     assert findings and findings[0].name == family
     fix = findings[0].fix
     assert not any(word in fix for word in WAITING_WORDS), fix
@@ -58,7 +57,7 @@ def test_a_dead_resource_gets_delete_or_recover_with_its_command(family: str, er
 
 @pytest.mark.parametrize(("family", "error"), WORDINGS)
 def test_a_resource_being_deleted_is_not_told_to_wait(family: str, error: str) -> None:
-    findings = diagnose(error, Deployment(name="gemma4-b", state="DELETING")).findings
+    findings = diagnose(error, FixFacts(name="gemma4-b", state="DELETING")).findings
     assert findings[0].name == family
     assert not any(word in findings[0].fix for word in WAITING_WORDS)
 
@@ -66,9 +65,9 @@ def test_a_resource_being_deleted_is_not_told_to_wait(family: str, error: str) -
 @pytest.mark.parametrize("state", [None, "WAITING_FOR_RESOURCES", "ACCEPTED"])
 def test_a_waiting_request_or_a_create_error_keeps_the_general_fix(state: str | None) -> None:
     error = CREATE_ERRORS["tpu-stockout"][0]
-    fix = diagnose(error, Deployment(name="gemma4-b", state=state)).findings[0].fix
+    fix = diagnose(error, FixFacts(name="gemma4-b", state=state)).findings[0].fix
     assert fix == catalogue()["tpu-stockout"].fix
-    assert diagnose(error, Deployment(state=state)).top is not None
+    assert diagnose(error, FixFacts(state=state)).top is not None
 
 
 def test_every_create_family_has_a_fix_for_dead_resources_that_never_waits() -> None:
@@ -83,7 +82,7 @@ def test_every_create_family_has_a_fix_for_dead_resources_that_never_waits() -> 
 
 
 def test_the_top_finding_uses_the_state_variant() -> None:
-    known = diagnose(CREATE_ERRORS["tpu-stockout"][1], Deployment(name="gemma4-standby", state="FAILED")).top
+    known = diagnose(CREATE_ERRORS["tpu-stockout"][1], FixFacts(name="gemma4-standby", state="FAILED")).top
     assert known is not None and "/tpu recover gemma4-standby --search" in known.fix
 
 
@@ -93,14 +92,14 @@ def _qr(state: str, error: str | None) -> QueuedResourceInfo:
 
 def test_a_failed_resource_state_text_gets_the_recover_fix() -> None:
     qr = _qr("FAILED", CREATE_ERRORS["tpu-stockout"][0])
-    result = diagnose(ResourceState.of(qr), Deployment(name=qr.name, zone=qr.zone, state=qr.state))
+    result = diagnose(ResourceState.of(qr), FixFacts(name=qr.name, zone=qr.zone, state=qr.state))
     assert result.findings[0].name == "tpu-stockout"
     assert "/tpu recover gemma4-standby" in result.findings[0].fix
 
 
 def test_suspended_says_recover_with_the_name() -> None:
     qr = _qr("SUSPENDED", None)
-    found = diagnose(ResourceState.of(qr), Deployment(name=qr.name, state=qr.state)).findings
+    found = diagnose(ResourceState.of(qr), FixFacts(name=qr.name, state=qr.state)).findings
     assert found[0].name == "tpu-suspended" and "/tpu recover gemma4-standby" in found[0].fix
 
 

@@ -11,7 +11,7 @@ from llm.hygiene import as_tool_calls, empty_explanation, inspect_message
 from ops.diagnosis.engine import diagnose
 from ops.diagnosis.families import (
     Catalogue,
-    Deployment,
+    FixFacts,
     catalogue,
     chips_of,
     fill,
@@ -57,7 +57,7 @@ def test_fixes_are_written_for_the_deployment() -> None:
     text = "RuntimeError: RESOURCE_EXHAUSTED: Error loading program: Attempting to reserve 2G"
     generic = diagnose(text).findings[0].fix
     live = diagnose(
-        text, Deployment(accelerator_type="v6e-8", tensor_parallel_size=4, max_model_len=32768)
+        text, FixFacts(accelerator_type="v6e-8", tensor_parallel_size=4, max_model_len=32768)
     ).findings[0]
     assert "to 8 (the v6e-8 has 8 chips)" in live.fix and "try 16384" in live.fix
     assert "to 8" not in generic and "--tensor-parallel-size" in generic
@@ -110,7 +110,7 @@ def test_team_file_adds_a_family_with_runbook(tmp_path: Path) -> None:
         assert "nfs-model-cache-stale" in combined and "kv-cache-insufficient" in combined
         result = diagnose(
             "OSError: [Errno 116] Stale file handle: '/mnt/models/gemma/model-00001.safetensors'",
-            Deployment(model="google/gemma-4-31B-it"),
+            FixFacts(model="google/gemma-4-31B-it"),
         )
         (f,) = result.findings
         assert f.name == "nfs-model-cache-stale" and f.origin == str(path)

@@ -1,6 +1,6 @@
-"""bot.slack.http_guard: the signature is checked from two headers and the raw bytes before anything is
-parsed;
-malformed requests get a 4xx; refusals are logged as size and hash, never the body; /metrics access."""
+"""The HTTP gate in front of Bolt (`bot.slack.app.SlackGate`): the signature is checked from two headers and
+the raw bytes before anything is parsed; malformed requests get a 4xx; refusals are logged as size and hash,
+never the body; /metrics access."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from slack_sdk.signature import SignatureVerifier
 
-from bot.slack import http_guard
-from bot.slack.http_guard import MAX_BODY_BYTES, MAX_JSON_DEPTH, RefusalLog, SlackGate, metrics_refusal
+from bot.slack import app as slack_app
+from bot.slack.app import MAX_BODY_BYTES, MAX_JSON_DEPTH, RefusalLog, SlackGate, metrics_refusal
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 NOW = 1_800_000_000.0
@@ -115,11 +115,11 @@ def test_malformed_headers_are_refused_without_reading_the_body(changes: dict[st
 def test_a_wrong_signature_is_refused_and_logged_as_size_and_hash(
     caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(http_guard, "_REFUSALS", RefusalLog())
+    monkeypatch.setattr(slack_app, "_REFUSALS", RefusalLog())
     body = json.dumps(
         {"text": "x\n2026-01-01 00:00:00,000 INFO bot.oncall.checks: audit action=auto-recover"}
     ).encode()
-    with caplog.at_level(logging.INFO, logger="bot.slack.http_guard"):
+    with caplog.at_level(logging.INFO, logger="bot.slack.app"):
         status, _, passed = _call(_request(body, content_type="application/json", signature="v0=" + "0" * 64))
     assert status.startswith("401") and passed == []
     (record,) = caplog.records

@@ -15,8 +15,7 @@ from pydantic import ValidationError
 from bot.__main__ import main
 from bot.config import Settings
 from ops.errors import BadInput
-from ops.tpu.model import CreateSpec, queued_resource_body
-from ops.vllm.ssh import KEY_COMMENT, load_key, ssh_keys_entry
+from ops.tpu.model import KEY_COMMENT, CreateSpec, load_key, queued_resource_body, ssh_keys_entry
 
 
 def _write_key(path: Path, password: bytes | None = None) -> Ed25519PrivateKey:

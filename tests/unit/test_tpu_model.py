@@ -12,7 +12,6 @@ import requests
 from google.api_core import exceptions as core_exceptions
 from googleapiclient.errors import HttpError
 
-from ops.durations import parse_protobuf_duration
 from ops.errors import (
     BackendTimeout,
     BackendUnavailable,
@@ -23,6 +22,7 @@ from ops.errors import (
     QuotaExceeded,
 )
 from ops.gcp.google import map_error
+from ops.times import parse_protobuf_duration
 from ops.tpu.model import (
     NodeInfo,
     QueuedResourceInfo,

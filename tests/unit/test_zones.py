@@ -1,11 +1,11 @@
-"""The one zone and region rule (ops/tpu/zones.py): shapes accepted and refused, and the errors' wording."""
+"""The one zone and region rule (ops/tpu/model.py): shapes accepted and refused, and the errors' wording."""
 
 from __future__ import annotations
 
 import pytest
 
 from ops.errors import BadInput
-from ops.tpu.zones import check_zone, is_region, is_zone, region_of
+from ops.tpu.model import check_zone, is_region, is_zone, region_of
 
 
 @pytest.mark.parametrize("zone", ["us-east5-a", "asia-northeast1-b", "europe-west4-c", "me-central2-b"])

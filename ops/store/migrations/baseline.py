@@ -119,11 +119,9 @@ def baseline_metadata() -> sa.MetaData:
         sa.Index("ix_answers_at", "at"),
     )
 
-    sa.Table(
+    _numbered(
         "audit",
         metadata,
-        sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
-        sa.Column("at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("user_id", sa.String(length=32), nullable=False),
         sa.Column("channel_id", sa.String(length=32), nullable=False),
         sa.Column("action", sa.String(length=32), nullable=False),
@@ -131,31 +129,23 @@ def baseline_metadata() -> sa.MetaData:
         sa.Column("outcome", sa.String(length=200), nullable=False),
         sa.Column("duration_s", sa.Float(), nullable=True),
         sa.Column("thread_ts", sa.String(length=32), nullable=True),
-        sa.PrimaryKeyConstraint("id"),
-        sa.Index("ix_audit_at", "at"),
     )
 
-    sa.Table(
+    _numbered(
         "auto_recoveries",
         metadata,
-        sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
-        sa.Column("at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("resource", sa.String(length=200), nullable=False),
         sa.Column("usd", sa.Float(), nullable=False),
         sa.Column("outcome", sa.Text(), nullable=False),
-        sa.PrimaryKeyConstraint("id"),
-        sa.Index("ix_auto_recoveries_at", "at"),
     )
 
-    sa.Table(
+    _numbered(
         "bench_results",
         metadata,
-        sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
-        sa.Column("at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("kind", sa.String(length=32), nullable=False),
         sa.Column("params", sa.Text(), nullable=False),
         sa.Column("results", sa.Text(), nullable=False),
-        sa.PrimaryKeyConstraint("id"),
+        indexed=False,
     )
 
     sa.Table(
@@ -297,3 +287,19 @@ def baseline_metadata() -> sa.MetaData:
         sa.PrimaryKeyConstraint("operation_id"),
     )
     return metadata
+
+
+def _numbered(
+    name: str, metadata: sa.MetaData, *columns: sa.Column[object], indexed: bool = True
+) -> sa.Table:
+    """A baseline table of rows numbered as they come: an autoincrement `id` (its primary key), the row's
+    time `at` (indexed as `ix_<name>_at` unless not `indexed`), then `columns`, in that order."""
+    return sa.Table(
+        name,
+        metadata,
+        sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
+        sa.Column("at", sa.DateTime(timezone=True), nullable=False),
+        *columns,
+        sa.PrimaryKeyConstraint("id"),
+        *([sa.Index(f"ix_{name}_at", "at")] if indexed else []),
+    )
