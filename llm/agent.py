@@ -25,10 +25,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from llm.client import translate_errors
+from llm.client import (
+    TEMPLATE_OVERHEAD_TOKENS,
+    PromptCounter,
+    estimate_chat_tokens,
+    estimate_text_tokens,
+    translate_errors,
+)
 from llm.hygiene import as_tool_calls, empty_explanation, inspect_message, parser_missing_note
 from llm.redact import redact
-from llm.tokens import TEMPLATE_OVERHEAD_TOKENS, PromptCounter, estimate_chat_tokens, estimate_text_tokens
 from ops.errors import BadInput, OpsError
 from ops.linear import LinearPattern, linear
 from ops.tpu.model import ZONE_PATTERN
@@ -337,11 +342,11 @@ def answer(
         max_rounds: the most requests that may return tool calls; then one last request without tools.
         max_tokens: max_tokens of each request, tokens.
         temperature: sampling temperature, or None for the server default.
-        counter: counts the prompt as the served model does (`llm.tokens.PromptCounter`); with it, the
+        counter: counts the prompt as the served model does (`llm.client.PromptCounter`); with it, the
             oldest thread messages are dropped until the prompt leaves `max_tokens` within the model's
             `max_model_len` (from /tokenize, else `context_tokens`, else /v1/models), and tool results are
             measured with it. None: the history is only capped by MAX_HISTORY_MESSAGES and tool results are
-            measured with the conservative estimate (`llm.tokens.estimate_chat_tokens`).
+            measured with the conservative estimate (`llm.client.estimate_chat_tokens`).
         facts: facts the bot fetched for this question (`llm.grounding.facts_block`), put in the system
             message so that a model that calls no tool still has them; "" for none.
         context_tokens: the server's context window, tokens (`llm.client.ContextSize`); tool results are

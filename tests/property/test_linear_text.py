@@ -57,9 +57,9 @@ PYTHON_RE: dict[str, str] = {
     "bot/slack/listeners.py": (
         "Bolt matches a command name by `re.Pattern` only: `^/tpu$` (one word) and `^/` (one char)"
     ),
-    "llm/tokens.py": (
-        "single characters or at most four letters per alternative, each position tried once; the Unicode "
-        "classes (`[^\\W\\d_]`) are spelled differently in RE2"
+    "llm/client.py": (
+        "the token estimate's pieces (`_PIECE`): single characters or at most four letters per alternative, "
+        "each position tried once; the Unicode classes (`[^\\W\\d_]`) are spelled differently in RE2"
     ),
 }
 # Patterns a library compiles with Python `re` from strings we give it.
