@@ -41,8 +41,8 @@ from bot.commands.registry import normalize, registry
 from bot.slack.app import Refused, _check_shape
 from bot.slack.render import escape, split_sections, to_mrkdwn
 from llm import logsum
+from llm.agent import inspect_message
 from llm.grounding import contradictions
-from llm.hygiene import inspect_message
 from llm.redact import redact
 from ops.diagnosis import families as faults
 from ops.gcp.cloudlogs import LogEntry
