@@ -34,8 +34,7 @@ import bot
 import bot.handlers
 import llm
 import ops
-from bot.chat.asks import read_ask
-from bot.chat.instructions import DIRECTIVES, find_instructions, patterns
+from bot.chat.asks import DIRECTIVES, find_instructions, patterns, read_ask
 from bot.chat.subjects import Known, resolve
 from bot.commands.registry import normalize, registry
 from bot.slack.app import Refused, _check_shape
