@@ -62,10 +62,9 @@ from llm.grounding import Evidence, Fact, Scope, estimate_tokens, facts_block
 from llm.logsum import summarize
 from llm.redact import redact
 from ops.cost import pricing as cost
-from ops.diagnosis.engine import Diagnosis, Finding, diagnose
+from ops.diagnosis.engine import Diagnosis, Finding, diagnose, place, present, template_of
 from ops.diagnosis.families import FixFacts
 from ops.diagnosis.nomatch import Template, from_templates
-from ops.diagnosis.placement import place, present, template_of
 from ops.diagnosis.zonefit import classify
 from ops.errors import BadInput, OpsError
 from ops.gcp import cloudlogs
@@ -440,7 +439,7 @@ def _error_facts(
     Those that may describe the running container join `got.findings` (their fixes written for
     `deployment`); those of an earlier container, of another process, or logged while no container runs now
     (`container.down`) are an earlier fact with their last time, not the present state
-    (`ops.diagnosis.placement`), unless the stopped container's own log names the same family (then it is
+    (`ops.diagnosis.engine.place`), unless the stopped container's own log names the same family (then it is
     the present cause, already among `got.findings`) or it was logged after the container stopped (then it
     is the newest failure on the node, from another process, and goes first)."""
     aim = got.aim

@@ -15,9 +15,8 @@ from bot.views.logs import Errors, LogAnalysis, entries_listing, log_analysis
 from llm.client import ChosenModel, first_answer
 from llm.logsum import Analysis, LogSummary, analyze
 from llm.logwindow import mine_window
-from ops.diagnosis.engine import Diagnosis
+from ops.diagnosis.engine import Diagnosis, ServingNow, place, present
 from ops.diagnosis.families import FixFacts
-from ops.diagnosis.placement import ServingNow, place, present
 from ops.gcp import cloudlogs
 
 # LogSeverity names (https://cloud.google.com/logging/docs/reference/v2/rest/v2/LogEntry#logseverity)

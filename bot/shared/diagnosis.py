@@ -25,11 +25,10 @@ from llm.nomatch import from_lines
 from llm.redact import redact
 from ops.alerts.ledger import Alert
 from ops.alerts.outbox import AlertOutbox
-from ops.diagnosis.engine import Diagnosis, LogLines, ResourceState, diagnose
+from ops.diagnosis.engine import Diagnosis, LogLines, ResourceState, ServingNow, diagnose
 from ops.diagnosis.families import FixFacts, catalogue, key_lines
 from ops.diagnosis.nomatch import from_templates
 from ops.diagnosis.notices import refusal_finding
-from ops.diagnosis.placement import ServingNow
 from ops.errors import OpsError
 from ops.linear import linear
 from ops.tpu.model import QueuedResourceInfo
@@ -232,9 +231,9 @@ def _model_reading(services: Services, diagnosis: str) -> str:
 
 
 def serving_now(services: Services) -> ServingNow:
-    """What serves now, to place log errors against (`ops.diagnosis.placement`): the running vLLM container's
-    start and restart count (docker inspect over SSH), the node of the vLLM endpoint and the served
-    max_model_len (/v1/models), and when a stopped container exited; what cannot be read is named in
+    """What serves now, to place log errors against (`ops.diagnosis.engine.place`): the running vLLM
+    container's start and restart count (docker inspect over SSH), the node of the vLLM endpoint and the
+    served max_model_len (/v1/models), and when a stopped container exited; what cannot be read is named in
     `missing`, never raised."""
     missing: list[str] = []
     started_at, restarts, stopped_at = None, 0, None
