@@ -42,13 +42,14 @@ from bot.chat.subjects import BOT, Aim, Known, Subjects, ThreadMessage, aim_of, 
 from bot.commands.context import Context
 from bot.commands.registry import ChatTool, Command, Param, UsageError, registry, resource_name
 from bot.services import Services
-from bot.shared.authorship import rules_only, written_by
 from bot.shared.diagnosis import (
     container_diagnosis,
     deployment_of,
     plain_log,
     resource_diagnosis,
+    rules_only,
     serving_now,
+    written_by,
 )
 from bot.shared.fleet_status import deployment_lines, snapshots
 from bot.slack.render import Reply, human_duration

@@ -8,8 +8,7 @@ from datetime import timedelta
 
 from bot.commands.context import Context
 from bot.commands.registry import ChatTool, Param, int_range, one_of, registry, resource_name, window
-from bot.shared.authorship import rules_only, written_by
-from bot.shared.diagnosis import analysis_diagnosis, deployment_of, serving_now
+from bot.shared.diagnosis import analysis_diagnosis, deployment_of, rules_only, serving_now, written_by
 from bot.slack.render import Reply
 from bot.views.logs import Errors, LogAnalysis, entries_listing, log_analysis
 from llm.client import ChosenModel, first_answer

@@ -51,9 +51,9 @@ class Errors:
         now: what serves now (`bot.shared.diagnosis.serving_now`).
         ranked: the templates, those that may describe the running container first.
         current: the findings placed on the running container; earlier / other: the rest, by why.
-        author: who wrote the analysis (`bot.shared.authorship.written_by`), "" when no model answered.
+        author: who wrote the analysis (`bot.shared.diagnosis.written_by`), "" when no model answered.
         model_context: that model's context size (`ContextSize.describe`), "" when no model answered.
-        rules_only: why the answer is rules only (`bot.shared.authorship.rules_only`), shown when no model
+        rules_only: why the answer is rules only (`bot.shared.diagnosis.rules_only`), shown when no model
         answered.
     """
 
