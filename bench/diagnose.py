@@ -7,7 +7,7 @@ A case enters the way the bot meets it (`via`):
               `reason` is also checked when given
   health      the `/metrics` scrapes of the text (split at "# ---- " lines, 60 s apart) with /health 200
               and a probe that timed out, through `ops.vllm.server.serving_problem`, then diagnosed
-  completion  a chat completion body through `llm.hygiene.inspect_message`, then diagnosed
+  completion  a chat completion body through `llm.agent.inspect_message`, then diagnosed
 A case is right when the most severe finding is the expected family (or, for `family: ""`, when there is
 no finding), every fix term appears in its fix and no `absent` term in its conclusion or fix. Otherwise it
 is one of:
@@ -34,7 +34,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from llm.hygiene import inspect_message  # noqa: E402
+from llm.agent import inspect_message  # noqa: E402
 from ops.diagnosis.engine import diagnose  # noqa: E402
 from ops.diagnosis.families import FixFacts  # noqa: E402
 from ops.diagnosis.zonefit import classify  # noqa: E402

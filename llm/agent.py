@@ -15,6 +15,15 @@ any other), for at most `max_rounds` rounds of tool calls, then returns the mode
 - When the server rejects tools (HTTP 400 `"auto" tool choice requires --enable-auto-tool-choice ...`),
   the question is answered without tools.
 - Thread history (earlier messages, oldest first) goes in as context, redacted.
+- Each message the model returns is read for what it really holds before anything reaches Slack
+  (`inspect_message`). Gemma 4 writes a tool call as markup,
+  `<|tool_call>call:NAME{key:<|"|>text<|"|>,n:3}<tool_call|>`; vLLM's `gemma4` tool parser
+  (`--enable-auto-tool-choice --tool-call-parser gemma4`) turns it into `tool_calls`. Without the parser, or
+  on a vLLM version without it, the markup stays in `content`: such calls are found (the read-only ones are
+  run, `as_tool_calls`), the markup is stripped from the text, and an empty completion (neither text nor
+  tool calls) is explained (`empty_explanation`). Formats: the Gemma 4 model card's function-calling section
+  (https://ai.google.dev/gemma/docs/core/prompt-formatting-gemma4) and vLLM's tool calling docs
+  (https://docs.vllm.ai/en/latest/features/tool_calling.html).
 """
 
 from __future__ import annotations
@@ -25,10 +34,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from llm.client import translate_errors
-from llm.hygiene import as_tool_calls, empty_explanation, inspect_message, parser_missing_note
+from llm.client import (
+    TEMPLATE_OVERHEAD_TOKENS,
+    PromptCounter,
+    estimate_chat_tokens,
+    estimate_text_tokens,
+    translate_errors,
+)
 from llm.redact import redact
-from llm.tokens import TEMPLATE_OVERHEAD_TOKENS, PromptCounter, estimate_chat_tokens, estimate_text_tokens
 from ops.errors import BadInput, OpsError
 from ops.linear import LinearPattern, linear
 from ops.tpu.model import ZONE_PATTERN
@@ -39,10 +52,16 @@ __all__ = [
     "CHANGE_COMMANDS",
     "SUGGEST_TOOL",
     "AgentAnswer",
+    "MarkupCall",
+    "MessageCheck",
     "Tool",
     "ToolCall",
     "ToolResult",
     "answer",
+    "as_tool_calls",
+    "empty_explanation",
+    "inspect_message",
+    "parser_missing_note",
     "valid_command",
 ]
 
@@ -165,6 +184,147 @@ def valid_command(text: str) -> str | None:
     if not command.startswith("/"):
         command = "/" + command
     return command if any(p.match(command) for p in CHANGE_COMMANDS) else None
+
+
+# -- what a model message holds (`inspect_message`) -------------------------------------------------------
+
+_CALL = linear(r"(?s)<\|tool_call>\s*call:(?P<name>[\w.-]+)\s*(?P<args>\{.*?)?\s*(?:<tool_call\|>|$)")
+_ANY_MARKUP = linear(r"(?s)<\|tool_call>.*?(?:<tool_call\|>|$)|<\|tool_response>.*?(?:<tool_response\|>|$)")
+_STRING_DELIMITER = '<|"|>'
+_BARE_KEY = linear(r"([{,]\s*)([A-Za-z_][\w-]*)\s*:")
+
+
+@dataclass(frozen=True)
+class MarkupCall:
+    """A tool call found as Gemma 4 markup in a message's content.
+
+    Attributes:
+        name: the tool named, e.g. "metrics".
+        arguments: the arguments read from the markup ({} when there are none or they cannot be read).
+        readable: False when arguments were present but could not be read.
+    """
+
+    name: str
+    arguments: dict[str, Any]
+    readable: bool = True
+
+
+@dataclass(frozen=True)
+class MessageCheck:
+    """What one assistant message holds.
+
+    Attributes:
+        text: the content with any tool-call markup removed, stripped ("" when nothing is left).
+        markup_calls: tool calls left as markup in the content, in order.
+        empty: True when the message has no text, no tool calls and no markup calls.
+    """
+
+    text: str
+    markup_calls: tuple[MarkupCall, ...]
+    empty: bool
+
+
+def _arguments(raw: str | None) -> tuple[dict[str, Any], bool]:
+    if not raw or raw.strip() in ("{}", ""):
+        return {}, True
+    quoted = _BARE_KEY.sub(r'\1"\2":', raw.replace(_STRING_DELIMITER, '"'))
+    try:
+        value = json.loads(quoted)
+    except ValueError:
+        return {}, False
+    return (value, True) if isinstance(value, dict) else ({}, False)
+
+
+def inspect_message(content: str | None, tool_calls: Any = None) -> MessageCheck:
+    """Read an assistant message's content and tool calls.
+
+    Args:
+        content: `message.content` (None allowed).
+        tool_calls: `message.tool_calls` (None or a list); only its emptiness matters here.
+
+    Returns:
+        A MessageCheck; `text` never contains tool-call markup.
+    """
+    text = content or ""
+    calls = []
+    for match in _CALL.finditer(text):
+        arguments, readable = _arguments(match.group("args"))
+        calls.append(MarkupCall(match.group("name"), arguments, readable))
+    clean = _ANY_MARKUP.sub("", text).strip()
+    empty = not clean and not calls and not list(tool_calls or [])
+    return MessageCheck(clean, tuple(calls), empty)
+
+
+def empty_explanation(
+    model: str, finish_reason: str | None = None, completion_tokens: int | None = None
+) -> str:
+    """What to tell the user when the model returned nothing (never a bare "(no answer)").
+
+    Args:
+        model: the model that answered.
+        finish_reason: the choice's finish_reason, if any ("length" means max_tokens ran out).
+        completion_tokens: `usage.completion_tokens`, if the server reported it.
+    """
+    spent = f" after {completion_tokens} tokens" if completion_tokens else ""
+    if finish_reason == "length":
+        return (
+            f"`{model}` returned no answer{spent}: it ran out of max_tokens before writing one. Ask again "
+            "with a narrower question."
+        )
+    return (
+        f"`{model}` returned an empty completion{spent}: no text and no tool call. The server's parsers "
+        "likely swallowed it: check that vLLM runs with `--tool-call-parser gemma4 --enable-auto-tool-choice`"
+        " (and `--reasoning-parser gemma4`) on a version that has them. Ask again meanwhile."
+    )
+
+
+def parser_missing_note(names: list[str]) -> str:
+    """The note for tool calls left as markup that the bot did not run (unknown or not read-only tools)."""
+    listed = ", ".join(f"`{n}`" for n in names) or "a tool"
+    return (
+        f"The model asked for {listed} but the call came back as Gemma 4 markup: the vLLM server's tool "
+        "parser is not set. Start it with `--enable-auto-tool-choice --tool-call-parser gemma4` "
+        "(/vllm restart does)."
+    )
+
+
+@dataclass(frozen=True)
+class _SdkFunction:
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class _SdkToolCall:
+    id: str
+    function: _SdkFunction
+    type: str = "function"
+
+
+def as_tool_calls(
+    check: MessageCheck, allowed: set[str], *, first_id: int = 0
+) -> tuple[list[Any], list[str]]:
+    """Markup calls the agent may run, shaped like the OpenAI SDK's `message.tool_calls` items (`id`,
+    `function.name`, `function.arguments` as JSON), and the names it must not run (unknown tools, tools not
+    in `allowed`, arguments that cannot be read).
+
+    Args:
+        check: from `inspect_message`.
+        allowed: names of the read-only tools (and the command-suggestion tool, which runs nothing).
+        first_id: a number for the first call's id ("markup-<n>"), unique within the conversation.
+    """
+    runnable: list[Any] = []
+    refused: list[str] = []
+    for offset, call in enumerate(check.markup_calls):
+        if call.name in allowed and call.readable:
+            arguments = json.dumps(call.arguments)
+            runnable.append(_SdkToolCall(f"markup-{first_id + offset}", _SdkFunction(call.name, arguments)))
+        else:
+            refused.append(call.name)
+    return runnable, refused
+
+
+# -- the tool loop ----------------------------------------------------------------------------------------
 
 
 def _tool_spec(tool: Tool) -> dict[str, Any]:
@@ -337,11 +497,11 @@ def answer(
         max_rounds: the most requests that may return tool calls; then one last request without tools.
         max_tokens: max_tokens of each request, tokens.
         temperature: sampling temperature, or None for the server default.
-        counter: counts the prompt as the served model does (`llm.tokens.PromptCounter`); with it, the
+        counter: counts the prompt as the served model does (`llm.client.PromptCounter`); with it, the
             oldest thread messages are dropped until the prompt leaves `max_tokens` within the model's
             `max_model_len` (from /tokenize, else `context_tokens`, else /v1/models), and tool results are
             measured with it. None: the history is only capped by MAX_HISTORY_MESSAGES and tool results are
-            measured with the conservative estimate (`llm.tokens.estimate_chat_tokens`).
+            measured with the conservative estimate (`llm.client.estimate_chat_tokens`).
         facts: facts the bot fetched for this question (`llm.grounding.facts_block`), put in the system
             message so that a model that calls no tool still has them; "" for none.
         context_tokens: the server's context window, tokens (`llm.client.ContextSize`); tool results are

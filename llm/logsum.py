@@ -42,8 +42,8 @@ from drain3 import TemplateMiner
 from drain3.masking import MaskingInstruction
 from drain3.template_miner_config import TemplateMinerConfig
 
+from llm.client import PromptCounter
 from llm.redact import redact
-from llm.tokens import PromptCounter
 from ops.diagnosis.engine import Finding, diagnose
 from ops.diagnosis.families import FixFacts, is_exception_line, is_traceback_line
 from ops.diagnosis.wordings import wording
@@ -662,7 +662,7 @@ def analyze(
         budget_tokens: the first attempt's prompt budget, tokens; None derives it with
             `prompt_budget(max_model_len, answer_tokens)`.
         temperature: sampling temperature, or None for the server default.
-        counter: counts the built prompt as the served model does (`llm.tokens.PromptCounter`, vLLM's
+        counter: counts the built prompt as the served model does (`llm.client.PromptCounter`, vLLM's
             /tokenize); when the count leaves less than `answer_tokens` within `max_model_len`, the prompt
             is rebuilt with the budget scaled down before anything is sent (up to FIT_ROUNDS times). The
             character estimate alone undercounts digit- and punctuation-heavy logs.

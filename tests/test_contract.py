@@ -132,7 +132,7 @@ CONTRACT: tuple[Limit, ...] = (
     ),
     Limit(
         "vLLM: without /tokenize the bot's estimate is never below the tokenizer",
-        "llm/tokens.py (estimate_chat_tokens)",
+        "llm/client.py (estimate_chat_tokens)",
         f"{SIM}::test_vllm_tokenize_counts_template_and_tools",
         f"{OPS}::test_estimate_is_never_below_the_tokenizer",
     ),

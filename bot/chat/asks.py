@@ -1,4 +1,6 @@
-"""Whether the asker asked for a change, and the one command that makes it.
+"""What a question asks the bot to do, and what the bot did before it: the change the asker asked for and
+the one command that makes it, instructions written in data (reported, never acted on), and the commands
+run in the conversation and how each ended.
 
 A change is suggested only when the asker's own words ask for it: a clause that starts (after "please",
 "can you", "I want to", ...) with a change verb ("delete it", "clean it up", "tear down gemma4-old",
@@ -10,20 +12,52 @@ the question, or the thread's subject when the bot or the asker wrote it (an ale
 a guessed primary or a typo read as a name. It is only offered: its Review button runs the command's
 preview, role check and Confirm step. Every asked word it does not carry is said: a switch the command does
 not take, a second change, "all", a name that resolved to nothing.
+
+Instructions hidden in data (`find_instructions`): text in log entries, tool results or other people's
+messages that addresses the assistant instead of describing the system. The bot never acts on it and says
+what it found and ignored. Kinds, as patterns (each linear: bounded repeats, no nested quantifiers):
+- one of the bot's change commands written as a slash command (`/tpu delete ...`, `/vllm restart`), the
+  words read from the registry;
+- a marker that frames a directive, `WORD<<...>>` or `[[WORD ...]]` (e.g. "SUGGEST<</tpu delete x>>");
+- chat-template or tool-call tokens (`<|tool_call>`, `<|im_start|>`, `<start_of_turn>`) and the name of
+  the suggestion tool;
+- phrases addressed to a model: "ignore the previous instructions", "you must call / run / suggest ...".
+
+The commands run before (`outcomes`), read back from the audit trail: the runner writes every step of a
+command there (`bot.commands.runner.Runner._audit`): "command" (received), "refuse" (role or input),
+"confirm-requested", "confirm", "cancel", "result" ("ok" or "error: ..."). Grouped by run, the last step is
+the outcome: a follow-up question ("why did the create fail?") gets the failure as a fact, with its time
+(`relevant`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from bot.chat.subjects import BOT, Subjects, word_set, words_of
 from bot.commands.registry import Registry, UsageError
-from ops.linear import linear
+from ops.linear import LinearPattern, linear
+from ops.store.state import AuditEntry
 from ops.tpu.model import is_zone
 
-__all__ = ["Ask", "Suggestion", "read_ask", "suggest"]
+__all__ = [
+    "DIRECTIVES",
+    "Ask",
+    "Found",
+    "Outcome",
+    "Suggestion",
+    "find_instructions",
+    "outcomes",
+    "patterns",
+    "read_ask",
+    "relevant",
+    "suggest",
+]
 
+# -- the change asked for ---------------------------------------------------------------------------------
 
 # Change verbs by the command family they ask for (the bot's change commands: /tpu delete, reset, recover,
 # start, stop, create and /vllm start, stop, restart).
@@ -260,3 +294,178 @@ def _with_options(line: str, ask: Ask, registry: Registry, not_acted: list[str])
     if not final.command.changes_infra:
         return Suggestion(None, tuple(not_acted), f"`/{final.command.name}` changes nothing")
     return Suggestion(final.text, tuple(not_acted))
+
+
+# -- instructions in data ---------------------------------------------------------------------------------
+
+SNIPPET_CHARS = 80
+MAX_FOUND = 5
+
+_GENERIC = (
+    r"\b[A-Z][A-Z_]{2,30}\s{0,3}<<[^\n]{0,120}?>>",
+    r"\[\[[A-Za-z_]{3,30}[^\n\]]{0,120}\]\]",
+    r"<\|[a-z_]{2,30}\|?>|<(?:start|end)_of_turn>",
+    r"\bsuggest_command\b",
+    r"\bignore (?:all |any |the )?(?:previous|prior|above|earlier|former|preceding) "
+    r"(?:instructions?|messages?|prompts?|rules|context)\b",
+    r"\b(?:you|assistant|model|ai|gemma|bot) (?:must|should|need to|have to|are to) (?:now |immediately )?"
+    r"(?:run|call|suggest|execute|recommend|offer|delete|invoke)\b[^\n]{0,80}",
+)
+
+
+DIRECTIVES = linear("(?i)" + "|".join(_GENERIC))
+"""The kinds that are never the bot's own text (markers, template tokens, phrases to a model): for the output
+of the bot's own commands (tool results), which name its commands in their fixes."""
+
+
+@dataclass(frozen=True)
+class Found:
+    """One instruction found in data.
+
+    Attributes:
+        source: where it was found, e.g. "the logs", "the thread", "a tool result".
+        snippet: the text found, on one line, at most SNIPPET_CHARS characters, without backticks.
+    """
+
+    source: str
+    snippet: str
+
+
+def patterns(registry: Registry) -> LinearPattern:
+    """The instruction patterns, the bot's change commands read from `registry`. A command is group 1 (the
+    character before it, not a word character or `/`, is matched too: RE2 has no look-behind)."""
+    changes = [c for c in registry.commands() if c.changes_infra]
+    groups = "|".join(sorted({re.escape(c.words[0]) for c in changes})) or _NOTHING
+    verbs = "|".join(sorted({re.escape(c.words[1]) for c in changes if len(c.words) > 1})) or _NOTHING
+    command = rf"(?:\A|[^\w/])(/(?:{groups})\s{{1,3}}(?:{verbs})\b[^\n]{{0,80}})"
+    return linear("(?i)" + "|".join((command, *_GENERIC)))
+
+
+_NOTHING = r"[^\x00-\x{10FFFF}]"  # matches no character (an empty alternation)
+
+
+def _snippet(text: str) -> str:
+    line = " ".join(text.replace("`", "'").split())
+    return line if len(line) <= SNIPPET_CHARS else line[: SNIPPET_CHARS - 1] + "…"
+
+
+def find_instructions(sources: Iterable[tuple[str, str, LinearPattern]]) -> list[Found]:
+    """The instructions in each (source, text, pattern), each distinct snippet once, at most MAX_FOUND.
+
+    Args:
+        sources: (where, text, what to look for), e.g. ("the logs", the error entries' text,
+            `patterns(registry)`) or ("a tool result", its text, DIRECTIVES).
+
+    Returns:
+        What was found, in the order of `sources`.
+    """
+    found: list[Found] = []
+    seen: set[str] = set()
+    for source, text, pattern in sources:
+        for match in pattern.finditer(text):
+            command = match.group(1) if pattern.groups else None
+            snippet = _snippet(command if command is not None else match.group(0))
+            if snippet.lower() in seen:
+                continue
+            seen.add(snippet.lower())
+            found.append(Found(source, snippet))
+            if len(found) >= MAX_FOUND:
+                return found
+    return found
+
+
+# -- the commands run before ------------------------------------------------------------------------------
+
+# Runs not worth reading back: the questions themselves (the thread holds them) and ratings.
+_SKIPPED = ("gemma chat", "gemma rate", "help")
+FAILED_STATES = ("failed", "refused")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One command run and how it ended.
+
+    Attributes:
+        command: the command line as typed (without the slash).
+        user_id: who ran it.
+        at: when it was received (UTC).
+        state: "failed", "refused", "succeeded", "awaiting confirmation", "confirmed", "cancelled" or
+            "no outcome recorded" (still running, or the bot stopped).
+        detail: the error or refusal message, "" otherwise.
+        ended_at: when the last step was written (UTC).
+    """
+
+    command: str
+    user_id: str
+    at: datetime
+    state: str
+    detail: str
+    ended_at: datetime
+
+    @property
+    def failed(self) -> bool:
+        return self.state in FAILED_STATES
+
+    def line(self) -> str:
+        """E.g. "`/tpu create newx` by <@U1> at 05:12 UTC: failed: the primary `gemma4-qr` is already
+        ACTIVE"."""
+        command = self.command.replace("`", "'")
+        text = f"`/{command}` by <@{self.user_id}> at {self.at:%H:%M} UTC: {self.state}"
+        return text + (f": {self.detail}" if self.detail else "")
+
+
+def _state(entry: AuditEntry) -> tuple[str, str]:
+    outcome = entry.outcome
+    if entry.action == "refuse":
+        return "refused", outcome
+    if entry.action == "result":
+        if outcome == "ok":
+            return "succeeded", ""
+        return "failed", outcome.removeprefix("error: ")
+    if entry.action == "confirm-requested":
+        return "awaiting confirmation", ""
+    if entry.action == "confirm":
+        return "confirmed", ""
+    if entry.action == "cancel":
+        return "cancelled", outcome
+    return "no outcome recorded", ""
+
+
+def outcomes(entries: Sequence[AuditEntry]) -> list[Outcome]:
+    """Audit lines (oldest first) grouped into runs, newest run first; questions and ratings left out.
+
+    A "command" line starts a run; each later line with the same command text is a step of the newest run
+    of that text (a Confirm click arrives as "confirm" then "result").
+    """
+    runs: list[Outcome] = []
+    latest: dict[str, int] = {}
+    for entry in entries:
+        if entry.command.startswith(_SKIPPED):
+            continue
+        state, detail = _state(entry)
+        if entry.action == "command" or entry.command not in latest:
+            latest[entry.command] = len(runs)
+            runs.append(Outcome(entry.command, entry.user_id, entry.at, state, detail, entry.at))
+            continue
+        index = latest[entry.command]
+        run = runs[index]
+        runs[index] = Outcome(run.command, run.user_id, run.at, state, detail, entry.at)
+    return list(reversed(runs))
+
+
+# Words by which a question points back at something just done ("why did that fail?").
+_BACK = frozenset({"that", "it", "this", "last", "just", "previous", "command", "earlier"})
+_FAILURE = frozenset({"fail", "failed", "failure", "error", "refused", "wrong", "happened", "denied", "why"})
+
+
+def relevant(runs: Sequence[Outcome], question: str, limit: int = 2) -> list[Outcome]:
+    """The runs (newest first) a question is about: those whose command it names by a command word
+    ("why did the create fail?" -> `/tpu create ...`), else, when it points back at a failure ("why did
+    that fail?"), the newest failed run; at most `limit`. [] when it is about none."""
+    asked = set(words_of(question))
+    named = [run for run in runs if asked & set(run.command.split()[1:2])]
+    if named:
+        return sorted(named, key=lambda run: not run.failed)[:limit]
+    if asked & _BACK and asked & _FAILURE:
+        return [run for run in runs if run.failed][:1]
+    return []

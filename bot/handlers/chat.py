@@ -14,7 +14,7 @@ an attached file, a long answer continues in one, and nothing is cut without say
 The tools are the read-only commands declared with a `ChatTool` on the registry, run through the runner as
 the asking user. The model never acts: a change is offered (a Review button, then the usual role check and
 Confirm) only when the asker's own words ask for it (`bot.chat.asks`); instructions found in logs, tool
-results or other people's messages are reported and ignored (`bot.chat.instructions`).
+results or other people's messages are reported and ignored (`bot.chat.asks.find_instructions`).
 """
 
 from __future__ import annotations
@@ -26,21 +26,30 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from bot.chat.asks import Suggestion, read_ask, suggest
-from bot.chat.instructions import DIRECTIVES, Found, find_instructions, patterns
-from bot.chat.recent import Outcome, outcomes, relevant
-from bot.chat.scope import Aim, aim_of, plan_call, scope_of
-from bot.chat.subjects import BOT, Known, Subjects, ThreadMessage, resolve
+from bot.chat.asks import (
+    DIRECTIVES,
+    Found,
+    Outcome,
+    Suggestion,
+    find_instructions,
+    outcomes,
+    patterns,
+    read_ask,
+    relevant,
+    suggest,
+)
+from bot.chat.subjects import BOT, Aim, Known, Subjects, ThreadMessage, aim_of, plan_call, resolve, scope_of
 from bot.commands.context import Context
 from bot.commands.registry import ChatTool, Command, Param, UsageError, registry, resource_name
 from bot.services import Services
-from bot.shared.authorship import rules_only, written_by
 from bot.shared.diagnosis import (
     container_diagnosis,
     deployment_of,
     plain_log,
     resource_diagnosis,
+    rules_only,
     serving_now,
+    written_by,
 )
 from bot.shared.fleet_status import deployment_lines, snapshots
 from bot.slack.render import Reply, human_duration
@@ -54,10 +63,9 @@ from llm.grounding import Evidence, Fact, Scope, estimate_tokens, facts_block
 from llm.logsum import summarize
 from llm.redact import redact
 from ops.cost import pricing as cost
-from ops.diagnosis.engine import Diagnosis, Finding, diagnose
+from ops.diagnosis.engine import Diagnosis, Finding, diagnose, place, present, template_of
 from ops.diagnosis.families import FixFacts
 from ops.diagnosis.nomatch import Template, from_templates
-from ops.diagnosis.placement import place, present, template_of
 from ops.diagnosis.zonefit import classify
 from ops.errors import BadInput, OpsError
 from ops.gcp import cloudlogs
@@ -71,7 +79,7 @@ CONTAINER_LOG_TAIL = 400
 def read_only_tools(ctx: Context, got: Gathered | None = None) -> Mapping[str, Tool]:
     """The chat tools: the registry's commands declared with a `ChatTool`, each schema built from the
     command's parameters, its subject parameters (those of kind `resource_name`: a queued resource, a node)
-    always among them. A call becomes the command lines it stands for (`bot.chat.scope.plan_call`: what the
+    always among them. A call becomes the command lines it stands for (`bot.chat.subjects.plan_call`: what the
     question is about unless the model names another subject), each parsed and validated like typed input
     and run through the runner as the asking user (`Context.run_command`: role checked, errors as one-line
     answers). Each result says what it is about (`ToolResult.about`), to the model in its first line.
@@ -226,7 +234,7 @@ def _services_of(ctx: Context, deployment: str) -> Services:
 def gather_facts(ctx: Context, question: str, thread: list[ThreadMessage]) -> Gathered:
     """Resolve what the question is about and fetch its read-only facts, each saying what it is about; a
     failing source becomes a fact saying what failed (never an exception). vLLM, its container and the
-    logs are read where the question points (`bot.chat.scope.Aim`): a question about staging's vLLM reads
+    logs are read where the question points (`bot.chat.subjects.Aim`): a question about staging's vLLM reads
     staging's."""
     settings = ctx.services.settings
     resources, missing, elsewhere = _listings(ctx)
@@ -432,7 +440,7 @@ def _error_facts(
     Those that may describe the running container join `got.findings` (their fixes written for
     `deployment`); those of an earlier container, of another process, or logged while no container runs now
     (`container.down`) are an earlier fact with their last time, not the present state
-    (`ops.diagnosis.placement`), unless the stopped container's own log names the same family (then it is
+    (`ops.diagnosis.engine.place`), unless the stopped container's own log names the same family (then it is
     the present cause, already among `got.findings`) or it was logged after the container stopped (then it
     is the newest failure on the node, from another process, and goes first)."""
     aim = got.aim

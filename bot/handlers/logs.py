@@ -8,16 +8,14 @@ from datetime import timedelta
 
 from bot.commands.context import Context
 from bot.commands.registry import ChatTool, Param, int_range, one_of, registry, resource_name, window
-from bot.shared.authorship import rules_only, written_by
-from bot.shared.diagnosis import analysis_diagnosis, deployment_of, serving_now
+from bot.shared.diagnosis import analysis_diagnosis, deployment_of, rules_only, serving_now, written_by
 from bot.slack.render import Reply
 from bot.views.logs import Errors, LogAnalysis, entries_listing, log_analysis
 from llm.client import ChosenModel, first_answer
 from llm.logsum import Analysis, LogSummary, analyze
 from llm.logwindow import mine_window
-from ops.diagnosis.engine import Diagnosis
+from ops.diagnosis.engine import Diagnosis, ServingNow, place, present
 from ops.diagnosis.families import FixFacts
-from ops.diagnosis.placement import ServingNow, place, present
 from ops.gcp import cloudlogs
 
 # LogSeverity names (https://cloud.google.com/logging/docs/reference/v2/rest/v2/LogEntry#logseverity)

@@ -6,16 +6,20 @@ line `/tpu status`, `/alerts list` and App Home show (`refusal_lines`).
 Also builds the `ops.diagnosis.families.FixFacts` a fix is written with (model, image, accelerator type,
 tensor parallel size, max_model_len and flags of the configured vLLM; the FAILED/SUSPENDED queued
 resources that hold quota).
+
+And says who wrote what. The rule-based part of an answer (templates, known failures, fetched facts) needs
+no model and is always shown; the part a model added carries the line naming it (`written_by`), and when no
+model could be asked the "rules only" note says why (`rules_only`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
+from bot.config import Settings
 from bot.services import Services
-from bot.shared.authorship import rules_only
 from bot.slack.gateway import Refusal
 from bot.views.alerts import refusal_line
 from bot.views.findings import diagnosis_text
@@ -25,17 +29,17 @@ from llm.nomatch import from_lines
 from llm.redact import redact
 from ops.alerts.ledger import Alert
 from ops.alerts.outbox import AlertOutbox
-from ops.diagnosis.engine import Diagnosis, LogLines, ResourceState, diagnose
+from ops.diagnosis.engine import Diagnosis, LogLines, ResourceState, ServingNow, diagnose
 from ops.diagnosis.families import FixFacts, catalogue, key_lines
 from ops.diagnosis.nomatch import from_templates
 from ops.diagnosis.notices import refusal_finding
-from ops.diagnosis.placement import ServingNow
 from ops.errors import OpsError
 from ops.linear import linear
 from ops.tpu.model import QueuedResourceInfo
 from ops.vllm.container import timed_lines
 
 __all__ = [
+    "RULES_ONLY",
     "alert_diagnosis",
     "analysis_diagnosis",
     "container_diagnosis",
@@ -44,7 +48,9 @@ __all__ = [
     "plain_log",
     "refusal_lines",
     "resource_diagnosis",
+    "rules_only",
     "serving_now",
+    "written_by",
 ]
 
 # The flags `ops.vllm.ssh`'s docker run template starts vLLM with (besides the model, sizes and port).
@@ -205,6 +211,31 @@ def alert_diagnosis(services: Services, alert: Alert, qr: QueuedResourceInfo | N
     return "\n".join(parts)
 
 
+RULES_ONLY = "Gemma unavailable: rules only"
+
+
+def written_by(chosen: ChosenModel) -> str:
+    """E.g. "written by `google/gemma-4-31B-it` (primary endpoint)"; a fallback's server is named too."""
+    where = f" at `{chosen.client.base_url}`" if chosen.role != "primary endpoint" else ""
+    return f"written by {chosen.label()}{where}"
+
+
+def rules_only(failures: Sequence[str], settings: Settings) -> str:
+    """The note shown instead of a model's text: RULES_ONLY, then why each server could not be used.
+
+    Args:
+        failures: one line per server tried (from `Services.models`) or per failed request.
+        settings: to say when no fallback server is configured.
+
+    Returns:
+        Markdown, one paragraph.
+    """
+    reasons = list(failures)
+    if not settings.llm_fallback_base_url:
+        reasons.append("no fallback server (set LLM_FALLBACK_BASE_URL to any OpenAI-compatible server)")
+    return f":warning: *{RULES_ONLY}*" + (": " + "; ".join(reasons) if reasons else "")
+
+
 def _model_reading(services: Services, diagnosis: str) -> str:
     """The short reading of a diagnosis by the first model that answers (the primary vLLM, else
     LLM_FALLBACK_BASE_URL), labelled with the model, or why there is none ("rules only")."""
@@ -232,9 +263,9 @@ def _model_reading(services: Services, diagnosis: str) -> str:
 
 
 def serving_now(services: Services) -> ServingNow:
-    """What serves now, to place log errors against (`ops.diagnosis.placement`): the running vLLM container's
-    start and restart count (docker inspect over SSH), the node of the vLLM endpoint and the served
-    max_model_len (/v1/models), and when a stopped container exited; what cannot be read is named in
+    """What serves now, to place log errors against (`ops.diagnosis.engine.place`): the running vLLM
+    container's start and restart count (docker inspect over SSH), the node of the vLLM endpoint and the
+    served max_model_len (/v1/models), and when a stopped container exited; what cannot be read is named in
     `missing`, never raised."""
     missing: list[str] = []
     started_at, restarts, stopped_at = None, 0, None

@@ -17,9 +17,7 @@ from datetime import datetime
 
 from slack_sdk.models.blocks import ActionsBlock, ButtonElement, PlainTextObject
 
-from bot.chat.asks import Suggestion
-from bot.chat.instructions import Found
-from bot.chat.recent import Outcome
+from bot.chat.asks import Found, Outcome, Suggestion
 from bot.chat.subjects import Subjects
 from bot.slack.render import (
     Attachment,

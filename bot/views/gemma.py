@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 from bot.slack.render import Block, Reply, blocks_reply, channel_link, context, section, utc
 from bot.views.metrics import ms
+from llm.agent import empty_explanation, inspect_message
 from llm.claims import check_answer
 from llm.client import CUT_NOTE, StreamResult
-from llm.hygiene import empty_explanation, inspect_message
 from ops.store.state import AnswerRecord
 
 # What a Helpful / Not helpful button records (`/gemma rate ID VERDICT`).

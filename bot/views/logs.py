@@ -21,8 +21,7 @@ from bot.slack.render import (
 )
 from bot.views.findings import diagnosis_text
 from llm.logsum import Analysis, TemplateSummary
-from ops.diagnosis.engine import Diagnosis
-from ops.diagnosis.placement import ServingNow, is_fatal, template_note
+from ops.diagnosis.engine import Diagnosis, ServingNow, is_fatal, template_note
 from ops.gcp.cloudlogs import LogEntry
 from ops.gcp.logplan import ReadReport
 
@@ -52,9 +51,9 @@ class Errors:
         now: what serves now (`bot.shared.diagnosis.serving_now`).
         ranked: the templates, those that may describe the running container first.
         current: the findings placed on the running container; earlier / other: the rest, by why.
-        author: who wrote the analysis (`bot.shared.authorship.written_by`), "" when no model answered.
+        author: who wrote the analysis (`bot.shared.diagnosis.written_by`), "" when no model answered.
         model_context: that model's context size (`ContextSize.describe`), "" when no model answered.
-        rules_only: why the answer is rules only (`bot.shared.authorship.rules_only`), shown when no model
+        rules_only: why the answer is rules only (`bot.shared.diagnosis.rules_only`), shown when no model
         answered.
     """
 
@@ -171,7 +170,7 @@ def _errors_blocks(e: Errors) -> list[Block]:
 
 def _kind_line(t: TemplateSummary, now: ServingNow) -> str:
     """One top error kind: count, severity, template, times, its folded traceback lines, and when it does
-    not describe the present, why (`ops.diagnosis.placement.template_note`)."""
+    not describe the present, why (`ops.diagnosis.engine.template_note`)."""
     line = f"• *{t.count:,}× {t.severity}* `{t.template[:150]}`\n  {utc(t.first_seen)} → {utc(t.last_seen)}"
     if t.traceback_lines:
         line += f" (+{t.traceback_lines:,} traceback lines)"

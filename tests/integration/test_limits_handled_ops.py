@@ -17,7 +17,7 @@ import openai
 import pytest
 
 from llm.agent import Tool, answer
-from llm.tokens import PromptCounter, estimate_chat_tokens
+from llm.client import PromptCounter, estimate_chat_tokens
 from ops.alerts.ledger import evaluate, identity, observe
 from ops.errors import BadInput, NotFound, PermissionDenied
 from ops.store.state import Store

@@ -34,15 +34,14 @@ import bot
 import bot.handlers
 import llm
 import ops
-from bot.chat.asks import read_ask
-from bot.chat.instructions import DIRECTIVES, find_instructions, patterns
+from bot.chat.asks import DIRECTIVES, find_instructions, patterns, read_ask
 from bot.chat.subjects import Known, resolve
 from bot.commands.registry import normalize, registry
 from bot.slack.app import Refused, _check_shape
 from bot.slack.render import escape, split_sections, to_mrkdwn
 from llm import logsum
+from llm.agent import inspect_message
 from llm.grounding import contradictions
-from llm.hygiene import inspect_message
 from llm.redact import redact
 from ops.diagnosis import families as faults
 from ops.gcp.cloudlogs import LogEntry
@@ -57,9 +56,9 @@ PYTHON_RE: dict[str, str] = {
     "bot/slack/listeners.py": (
         "Bolt matches a command name by `re.Pattern` only: `^/tpu$` (one word) and `^/` (one char)"
     ),
-    "llm/tokens.py": (
-        "single characters or at most four letters per alternative, each position tried once; the Unicode "
-        "classes (`[^\\W\\d_]`) are spelled differently in RE2"
+    "llm/client.py": (
+        "the token estimate's pieces (`_PIECE`): single characters or at most four letters per alternative, "
+        "each position tried once; the Unicode classes (`[^\\W\\d_]`) are spelled differently in RE2"
     ),
 }
 # Patterns a library compiles with Python `re` from strings we give it.

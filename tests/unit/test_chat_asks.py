@@ -9,9 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 import bot.handlers  # noqa: F401  (declares every command on the registry)
-from bot.chat.asks import read_ask, suggest
-from bot.chat.instructions import DIRECTIVES, find_instructions, patterns
-from bot.chat.recent import outcomes, relevant
+from bot.chat.asks import DIRECTIVES, find_instructions, outcomes, patterns, read_ask, relevant, suggest
 from bot.chat.subjects import BOT, Known, ThreadMessage, resolve
 from bot.commands.registry import registry
 from ops.store.state import AuditEntry

@@ -1,10 +1,10 @@
-"""What a chat question points at (`bot.chat.scope`): its subjects as names stand for them, where vLLM, the
-container and the logs are read, and what a tool called without a subject reads."""
+"""What a chat question points at (`bot.chat.subjects`: `scope_of`, `aim_of`, `plan_call`): its subjects as
+names stand for them, where vLLM, the container and the logs are read, and what a tool called without a
+subject reads."""
 
 from __future__ import annotations
 
-from bot.chat.scope import Aim, aim_of, plan_call, scope_of
-from bot.chat.subjects import Known, Subjects, resolve
+from bot.chat.subjects import Aim, Known, Subjects, aim_of, plan_call, resolve, scope_of
 
 KNOWN = Known(
     {"gemma4-qr": ["gemma4-qr-node"], "gemma4-old": ["gemma4-old-node"], "gemma4-standby": []},

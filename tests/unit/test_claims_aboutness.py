@@ -10,8 +10,7 @@ from __future__ import annotations
 import pytest
 
 import bot.handlers  # noqa: F401  (declares every command on the registry)
-from bot.chat.scope import scope_of
-from bot.chat.subjects import Known, Subjects
+from bot.chat.subjects import Known, Subjects, scope_of
 from bot.commands.registry import registry
 from llm.agent import FACTS_PROMPT, SYSTEM_PROMPT
 from llm.claims import Checked, check_answer

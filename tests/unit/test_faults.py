@@ -1,5 +1,5 @@
-"""ops.diagnosis.families (catalogue loading, specificity, templates, key lines), llm.hygiene and the serving
-verdict."""
+"""ops.diagnosis.families (catalogue loading, specificity, templates, key lines), llm.agent's reading of a
+model message and the serving verdict."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from llm.hygiene import as_tool_calls, empty_explanation, inspect_message
+from llm.agent import as_tool_calls, empty_explanation, inspect_message
 from ops.diagnosis.engine import diagnose
 from ops.diagnosis.families import (
     Catalogue,

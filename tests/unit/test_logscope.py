@@ -6,8 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from llm.logsum import TemplateSummary
-from ops.diagnosis.engine import diagnose
-from ops.diagnosis.placement import ServingNow, is_fatal, place, present, template_note
+from ops.diagnosis.engine import ServingNow, diagnose, is_fatal, place, present, template_note
 
 STARTED = datetime(2026, 12, 1, 2, 15, tzinfo=UTC)
 KV = (

@@ -18,9 +18,8 @@ import pytest
 
 from llm import agent, logsum
 from llm.agent import AgentAnswer, Tool, answer, valid_command
-from llm.client import GemmaClient
+from llm.client import GemmaClient, PromptCounter
 from llm.logsum import analyze, build_prompt, estimate_tokens, prompt_budget, summarize
-from llm.tokens import PromptCounter
 from ops.diagnosis.engine import Finding
 from ops.errors import BackendUnavailable, BadInput, OpsError
 from ops.gcp.cloudlogs import LogEntry, entry_from_api
