@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from bot.slack.gateway import Destination, SlackDeliveryError, SlackGateway
 from bot.slack.membership import NOT_MEMBER_ERRORS
-from bot.slack.render import Reply, fit
+from bot.slack.render import Reply
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,6 @@ class Progress:
                 log.exception("progress: a finish callback failed")
 
     def _write(self, reply: Reply, *, filename: str = "answer.txt", final: bool = False) -> None:
-        reply = fit(reply, filename) if final else reply
         if self.ts is None:
             self.ts = self._slack.post(
                 self._channel, reply, self._thread_ts, filename=filename, with_files=final
