@@ -2,12 +2,13 @@
 
 Each deployment's sources (queued resources, vLLM /health and /metrics, open alerts) are fetched at the
 same time as every other deployment's, so a fleet takes as long as its slowest source. A source that fails
-is one red line; the rest still show.
+is one red line; the rest still show. Deployments that read the TPU API the same way (project, API endpoint
+and credentials) share each zone's listing: a zone is listed once per fleet, whichever deployments watch it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -34,9 +35,10 @@ __all__ = [
     "snapshots",
 ]
 
-# Tasks per deployment on its pool at once: the listing, the endpoint and its client, then /health and
-# /metrics, and the one that waits for them and renders the deployment's lines (the open alerts of every
-# deployment sharing a store are one more task, on the first one's pool).
+# Tasks per deployment on its pool at once: the listing (its zones' shared listings put together), the
+# endpoint and its client, then /health and /metrics, and the one that waits for them and renders the
+# deployment's lines (each zone's listing is one more task, on the pool of the first deployment watching it,
+# and the open alerts of every deployment sharing a store one more, on the first one's pool).
 SOURCES = 5
 OPEN_ALERTS_DAYS = 7  # as `/alerts list`
 
@@ -64,17 +66,23 @@ def snapshot(
     services: Services,
     now: datetime,
     open_alerts: Future[dict[str, list[LedgerRow]]],
+    zones: list[Future[ZoneListing]],
 ) -> Callable[[], Snapshot]:
     """Start fetching one deployment on `pool`; returns a function that waits for its Snapshot (its spend
     and lines rendered on `pool` too, as soon as its own sources are in). Its open alerts are those of its
     own ledger (`AlertLedger` of deployment `name`) over the last 7 days, taken from `open_alerts` (every
-    deployment's of the store, read once: `AlertLedger.open_alerts_by_deployment`). `pool` needs SOURCES
-    threads per deployment fetched at once (one task waits for others)."""
-    listing_f = pool.submit(services.tpu.list_queued_resources, services.settings.tpu_zones)
+    deployment's of the store, read once: `AlertLedger.open_alerts_by_deployment`). `zones`: the listings
+    of its zones (`TpuOps.list_queued_resources` of one zone each, maybe shared with other deployments),
+    put together as its listing. `pool` needs SOURCES threads per deployment fetched at once (one task
+    waits for others)."""
+    if len(zones) == 1:
+        listing_f = zones[0]
+    else:
+        listing_f = pool.submit(lambda: _joined([zone.result() for zone in zones]))
 
-    def connect() -> tuple[Endpoint, VllmClient]:  # one client for /health and /metrics, closed in gather
+    def connect() -> tuple[Endpoint, VllmClient]:  # one client for /health and /metrics, kept for the next
         endpoint = services.endpoints.resolve(listing_f.result)
-        return endpoint, services.vllm_at(endpoint)
+        return endpoint, services.vllm_kept(endpoint)
 
     vllm_f = pool.submit(connect)
     health_f = pool.submit(lambda: vllm_f.result()[1].health())
@@ -83,12 +91,7 @@ def snapshot(
     def gather() -> Snapshot:
         listing, vllm = settled(listing_f, "fleet listing"), settled(vllm_f, "fleet endpoint")
         health, metrics = settled(health_f, "fleet /health"), settled(metrics_f, "fleet /metrics")
-        endpoint: Endpoint | OpsError
-        if isinstance(vllm, OpsError):
-            endpoint = vllm
-        else:
-            endpoint, client = vllm
-            client.close()
+        endpoint = vllm if isinstance(vllm, OpsError) else vllm[0]
         every = settled(open_alerts, "fleet alerts")
         alerts = every if isinstance(every, OpsError) else every[name]
         spend = deployment_spend(listing, now, midnight(now))
@@ -97,6 +100,21 @@ def snapshot(
         return replace(snap, lines=lines)
 
     return pool.submit(gather).result
+
+
+def _joined(listings: list[ZoneListing]) -> ZoneListing:
+    """Listings of single zones as one, as `TpuOps.list_queued_resources` of those zones returns it."""
+    resources = sorted(
+        (qr for listing in listings for qr in listing.resources), key=lambda qr: (qr.zone, qr.name)
+    )
+    return ZoneListing(tuple(resources), {z: e for listing in listings for z, e in listing.errors.items()})
+
+
+def _reader(services: Services) -> Hashable:
+    """What a deployment's TPU API reads depend on besides the zone: two deployments with the same reader
+    get the same answer from a zone."""
+    s = services.settings
+    return (s.gcp_project, s.google_api_endpoint, s.google_credentials_file)
 
 
 def _red(label: str, err: OpsError) -> str:
@@ -208,7 +226,11 @@ def snapshots(deployments: dict[str, Services], now: datetime) -> list[Snapshot]
     Each deployment's sources run on its own fan-out pool (`Services.fanout`, FIFO, so a task waiting on an
     earlier one never holds back a task without a thread), whose threads stay for the next command: a
     pool made per /fleet started SOURCES threads per deployment each time, one after the other under the
-    interpreter lock (0.28 s before the 50th deployment's first request went out)."""
+    interpreter lock (0.28 s before the 50th deployment's first request went out).
+
+    Every zone is listed first, once per reader (`_reader`: the deployments of one project with the same
+    credentials share it), before any vLLM call, so no listing waits behind other deployments' vLLM tasks:
+    submitted deployment by deployment, the last of 50 left 0.12 s after the first (on a loaded machine)."""
     sharing: dict[int, list[str]] = {}  # the deployments of each state store (usually one for all)
     for name, services in deployments.items():
         sharing.setdefault(id(services.store), []).append(name)
@@ -216,8 +238,17 @@ def snapshots(deployments: dict[str, Services], now: datetime) -> list[Snapshot]
     for names in sharing.values():
         first = deployments[names[0]]
         alerts[id(first.store)] = first.fanout.submit(_open_alerts, first, names, now)
+    listed: dict[tuple[Hashable, str], Future[ZoneListing]] = {}
+    for services in deployments.values():
+        for zone in dict.fromkeys(services.settings.tpu_zones):
+            if (_reader(services), zone) not in listed:
+                listing = services.fanout.submit(services.tpu.list_queued_resources, [zone])
+                listed[(_reader(services), zone)] = listing
     waits = [
-        snapshot(services.fanout, name, services, now, alerts[id(services.store)])
+        snapshot(
+            services.fanout, name, services, now, alerts[id(services.store)],
+            [listed[(_reader(services), zone)] for zone in dict.fromkeys(services.settings.tpu_zones)],
+        )
         for name, services in deployments.items()
-    ]
+    ]  # fmt: skip
     return [wait() for wait in waits]
