@@ -8,10 +8,12 @@ and credentials) share each zone's listing: a zone is listed once per fleet, whi
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Hashable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from typing import Any, TypeVar
 
 from bot.services import Services
 from bot.shared.sources import settled
@@ -35,11 +37,12 @@ __all__ = [
     "snapshots",
 ]
 
-# Tasks per deployment on its pool at once: the listing (its zones' shared listings put together), the
-# endpoint and its client, then /health and /metrics, and the one that waits for them and renders the
-# deployment's lines (each zone's listing is one more task, on the pool of the first deployment watching it,
-# and the open alerts of every deployment sharing a store one more, on the first one's pool).
-SOURCES = 5
+T = TypeVar("T")
+
+# Tasks per deployment on its pool at once: /health and /metrics (each zone's listing is one more, on the
+# pool of the first deployment watching it, and the open alerts of every deployment sharing a store one
+# more, on the first one's pool; its lines are rendered by whichever of those threads finishes last).
+SOURCES = 2
 OPEN_ALERTS_DAYS = 7  # as `/alerts list`
 
 
@@ -67,31 +70,33 @@ def snapshot(
     now: datetime,
     open_alerts: Future[dict[str, list[LedgerRow]]],
     zones: list[Future[ZoneListing]],
-) -> Callable[[], Snapshot]:
-    """Start fetching one deployment on `pool`; returns a function that waits for its Snapshot (its spend
-    and lines rendered on `pool` too, as soon as its own sources are in). Its open alerts are those of its
-    own ledger (`AlertLedger` of deployment `name`) over the last 7 days, taken from `open_alerts` (every
-    deployment's of the store, read once: `AlertLedger.open_alerts_by_deployment`). `zones`: the listings
-    of its zones (`TpuOps.list_queued_resources` of one zone each, maybe shared with other deployments),
-    put together as its listing. `pool` needs SOURCES threads per deployment fetched at once (one task
-    waits for others)."""
-    if len(zones) == 1:
-        listing_f = zones[0]
-    else:
-        listing_f = pool.submit(lambda: _joined([zone.result() for zone in zones]))
+) -> Future[Snapshot]:
+    """Start fetching one deployment: its /health and /metrics on `pool`; returns the future of its
+    Snapshot, whose spend and lines are rendered by the thread that brings its last source in (no thread
+    waits for them). Its open alerts are those of its own ledger (`AlertLedger` of deployment `name`) over
+    the last 7 days, taken from `open_alerts` (every deployment's of the store, read once:
+    `AlertLedger.open_alerts_by_deployment`). `zones`: the listings of its zones
+    (`TpuOps.list_queued_resources` of one zone each, maybe shared with other deployments), put together as
+    its listing. `pool` needs SOURCES threads per deployment fetched at once, and one per zone it lists."""
+    listing_f = (
+        zones[0] if len(zones) == 1 else _when_all(zones, lambda: _joined([z.result() for z in zones]))
+    )
 
-    def connect() -> tuple[Endpoint, VllmClient]:  # one client for /health and /metrics, kept for the next
+    def client() -> tuple[Endpoint, VllmClient]:  # the endpoint cached by the resolver, or from the listing
         endpoint = services.endpoints.resolve(listing_f.result)
         return endpoint, services.vllm_kept(endpoint)
 
-    vllm_f = pool.submit(connect)
-    health_f = pool.submit(lambda: vllm_f.result()[1].health())
-    metrics_f = pool.submit(lambda: vllm_f.result()[1].metrics(LOAD_FAMILIES))  # its lines show the load only
+    def health() -> tuple[Endpoint, HealthCheck]:  # /health never raises: a failure here is the endpoint's
+        endpoint, vllm = client()
+        return endpoint, vllm.health()
+
+    health_f = pool.submit(health)
+    metrics_f = pool.submit(lambda: client()[1].metrics(LOAD_FAMILIES))  # its lines show the load only
 
     def gather() -> Snapshot:
-        listing, vllm = settled(listing_f, "fleet listing"), settled(vllm_f, "fleet endpoint")
-        health, metrics = settled(health_f, "fleet /health"), settled(metrics_f, "fleet /metrics")
-        endpoint = vllm if isinstance(vllm, OpsError) else vllm[0]
+        listing, checked = settled(listing_f, "fleet listing"), settled(health_f, "fleet endpoint")
+        endpoint, health = (checked, checked) if isinstance(checked, OpsError) else checked
+        metrics = settled(metrics_f, "fleet /metrics")
         every = settled(open_alerts, "fleet alerts")
         alerts = every if isinstance(every, OpsError) else every[name]
         spend = deployment_spend(listing, now, midnight(now))
@@ -99,7 +104,30 @@ def snapshot(
         lines = (_resource_line(snap, now), _vllm_line(snap), _cost_line(snap), _alerts_line(snap))
         return replace(snap, lines=lines)
 
-    return pool.submit(gather).result
+    return _when_all([listing_f, health_f, metrics_f, open_alerts], gather)
+
+
+def _when_all(futures: list[Future[Any]], then: Callable[[], T]) -> Future[T]:
+    """The future of `then()`, called by the thread that completes the last of `futures` (or this one, when
+    they are all done): a thread blocked on each future would be woken once per future, each wake-up a
+    turn of the interpreter lock."""
+    done: Future[T] = Future()
+    left = [len(futures)]
+    lock = threading.Lock()
+
+    def one_done(_: Future[Any]) -> None:
+        with lock:
+            left[0] -= 1
+            if left[0]:
+                return
+        try:
+            done.set_result(then())
+        except Exception as exc:  # `then` is the caller's: its failure is the future's
+            done.set_exception(exc)
+
+    for future in futures:
+        future.add_done_callback(one_done)
+    return done
 
 
 def _joined(listings: list[ZoneListing]) -> ZoneListing:
@@ -251,4 +279,4 @@ def snapshots(deployments: dict[str, Services], now: datetime) -> list[Snapshot]
         )
         for name, services in deployments.items()
     ]  # fmt: skip
-    return [wait() for wait in waits]
+    return [wait.result() for wait in waits]
