@@ -8,7 +8,10 @@ deployments) pointed at them, and this process is the load generator posting sig
 World: 10 zones, each answering its TPU API calls after its own delay (0.10 s to 0.37 s, 0.03 s apart);
 50 deployments, deployment N with one ACTIVE queued resource in zone N mod 10 as its primary; one vLLM
 server answering every call after 0.2 s. Each command is timed end to end, from the signed slash command
-to its final answer arriving at the Slack simulator; the bot's CPU is read from /proc/PID/stat around it.
+to its final answer arriving at the Slack simulator; the bot's CPU (its worker processes' included) and
+the simulators' are read from /proc/PID/stat around it. All deployments are in one project, so the five
+deployments of a zone share its listing (one `queuedResources.list` and `nodes.list` per zone); each
+deployment reads its own /health and /metrics.
 
 Baseline (same run): `/tpu status --deployment dep-NN` of one deployment per zone; the slowest of their
 medians is the floor a concurrent `/fleet` can reach. `/tpu list --all-zones` is reported beside it.
@@ -161,12 +164,24 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds of process `pid` and of its running children (the bot's worker processes: work moved
+    there is still the bot's), from /proc/PID/task/TID/children (proc(5))."""
+    children = {
+        int(child)
+        for task in Path(f"/proc/{pid}/task").iterdir()
+        for child in (task / "children").read_text().split()
+    }
+    return cpu_s(pid) + sum(cpu_s(child) for child in children if Path(f"/proc/{child}").exists())
+
+
 class Commands:
     """Signed slash commands to the bot; each timed until its final answer reaches the Slack simulator."""
 
-    def __init__(self, url: str, secret: str, slack: SimProcess, pid: int) -> None:
-        self.url, self.secret, self.slack, self.pid = url, secret, slack, pid
+    def __init__(self, url: str, secret: str, slack: SimProcess, pid: int, sims: list[int]) -> None:
+        self.url, self.secret, self.slack, self.pid, self.sims = url, secret, slack, pid, sims
         self.sent = 0
+        self.sims_cpu_s = 0.0  # the simulators' CPU seconds during the last command
 
     def run(self, command: str, text: str) -> tuple[float, float, str]:
         """Returns (seconds, bot CPU seconds, answer text)."""
@@ -174,7 +189,8 @@ class Commands:
         response_id = f"fleet{self.sent}"
         body = slash_body(self.slack.url, text, response_id)
         body = body.replace("command=%2Ftpu", f"command=%2F{command}")
-        cpu_before, started = cpu_s(self.pid), time.perf_counter()
+        sims_before = sum(cpu_s(pid) for pid in self.sims)
+        cpu_before, started = tree_cpu_s(self.pid), time.perf_counter()
         response = httpx.post(
             f"{self.url}/slack/events",
             content=body,
@@ -185,7 +201,9 @@ class Commands:
             if time.perf_counter() - started > 60:
                 raise SystemExit(f"no answer to /{command} {text}")
             time.sleep(0.005)
-        return time.perf_counter() - started, cpu_s(self.pid) - cpu_before, text_out
+        seconds, cpu = time.perf_counter() - started, tree_cpu_s(self.pid) - cpu_before
+        self.sims_cpu_s = sum(cpu_s(pid) for pid in self.sims) - sims_before
+        return seconds, cpu, text_out
 
 
 def run_fleet(commands: Commands, slack: SimProcess) -> tuple[float, float]:
@@ -255,9 +273,9 @@ def main() -> None:
         try:
             url = f"http://127.0.0.1:{port}"
             wait_ready(url, bot, log, timeout_s=300)
-            commands = Commands(url, secret, slack, bot.pid)
+            commands = Commands(url, secret, slack, bot.pid, [gcp.pid, vllm.pid, slack.pid])
             per_zone = {zone: Figures() for zone in ZONES}
-            fleet, listed = Figures(), Figures()
+            fleet, listed, sims = Figures(), Figures(), []
             started_load = load()
             for round_ in range(ROUNDS + 1):  # the first round warms up and is not counted
                 counted = round_ > 0
@@ -268,6 +286,7 @@ def main() -> None:
                 one = run_fleet(commands, slack)
                 if counted:
                     fleet.add(one)
+                    sims.append(commands.sims_cpu_s)
             for round_ in range(ROUNDS + 1):
                 every_zone = commands.run("tpu", "list --all-zones")
                 if round_ > 0:
@@ -283,6 +302,10 @@ def main() -> None:
     print(
         f"  ratio to the slowest /tpu status: median {fleet.median_s / slowest:.2f} "
         f"(lowest-highest {min(fleet.seconds) / slowest:.2f}-{max(fleet.seconds) / slowest:.2f})"
+    )
+    print(
+        f"  the simulators' CPU during each /fleet (they share the {os.cpu_count()} cores): median "
+        f"{statistics.median(sims):.3f} s ({min(sims):.3f}-{max(sims):.3f})"
     )
     print(f"/tpu list --all-zones ({len(ZONES)} zones) {listed.line()}")
     print(f"{started_load} at the start, {ended_load} at the end ({os.cpu_count()} cores)")
