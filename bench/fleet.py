@@ -8,10 +8,20 @@ deployments) pointed at them, and this process is the load generator posting sig
 World: 10 zones, each answering its TPU API calls after its own delay (0.10 s to 0.37 s, 0.03 s apart);
 50 deployments, deployment N with one ACTIVE queued resource in zone N mod 10 as its primary; one vLLM
 server answering every call after 0.2 s. Each command is timed end to end, from the signed slash command
-to its final answer arriving at the Slack simulator; the bot's CPU is read from /proc/PID/stat around it.
+to its final answer arriving at the Slack simulator; the bot's CPU (its worker processes' included) and
+the simulators' are read from /proc/PID/stat around it. All deployments are in one project, so the five
+deployments of a zone share its listing (one `queuedResources.list` and `nodes.list` per zone); each
+deployment reads its own /health and /metrics.
 
 Baseline (same run): `/tpu status --deployment dep-NN` of one deployment per zone; the slowest of their
 medians is the floor a concurrent `/fleet` can reach. `/tpu list --all-zones` is reported beside it.
+The commands run in ROUNDS rounds after a warm-up one, each round every zone's `/tpu status` and then
+`/fleet`, so a change in the machine's load falls on both sides of the ratio; each figure is printed as
+its median and its spread (lowest-highest), with the load average at the start and the end.
+
+Every `/fleet` is checked: its answer arrives with exactly one `fleet.txt` (Slack holds about 24 of the
+50 deployments in one message; the bot uploads the whole answer before the message that names it) and
+the two together show all 50 primaries; anything else stops the bench with what was received.
 
 Run: `.venv/bin/python bench/fleet.py` (about 1 minute). Last line:
 RESULT fleet_s=<median /fleet> slowest_status_s=<baseline> ratio=<fleet / baseline> fleet_cpu_s=<bot CPU
@@ -56,7 +66,7 @@ ZONES = (
 ZONE_DELAY_S = {zone: 0.10 + 0.03 * index for index, zone in enumerate(ZONES)}
 VLLM_DELAY_S = 0.2
 DEPLOYMENTS = 50
-RUNS = 5
+ROUNDS = 7
 TOKEN = "xoxb-simulated-bench"
 CHANNEL = "C0DEMOCHAN1"
 
@@ -138,16 +148,6 @@ def files_named(sim: SlackSimulator, filename: str) -> list[str]:
     return [m.content.decode() for m in list(sim.messages) if m.filename == filename]
 
 
-def wait_file(slack: SimProcess, filename: str, seen: int) -> str:
-    """The content of the first file named `filename` after the `seen` already uploaded (at most 30 s)."""
-    deadline = time.monotonic() + 30
-    while len(files := slack.call(files_named, filename)) <= seen:
-        if time.monotonic() > deadline:
-            return ""
-        time.sleep(0.05)
-    return files[seen]
-
-
 def deployments_file(folder: str) -> str:
     path = Path(folder, "deployments.yaml")
     deployments = [
@@ -164,12 +164,24 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds of process `pid` and of its running children (the bot's worker processes: work moved
+    there is still the bot's), from /proc/PID/task/TID/children (proc(5))."""
+    children = {
+        int(child)
+        for task in Path(f"/proc/{pid}/task").iterdir()
+        for child in (task / "children").read_text().split()
+    }
+    return cpu_s(pid) + sum(cpu_s(child) for child in children if Path(f"/proc/{child}").exists())
+
+
 class Commands:
     """Signed slash commands to the bot; each timed until its final answer reaches the Slack simulator."""
 
-    def __init__(self, url: str, secret: str, slack: SimProcess, pid: int) -> None:
-        self.url, self.secret, self.slack, self.pid = url, secret, slack, pid
+    def __init__(self, url: str, secret: str, slack: SimProcess, pid: int, sims: list[int]) -> None:
+        self.url, self.secret, self.slack, self.pid, self.sims = url, secret, slack, pid, sims
         self.sent = 0
+        self.sims_cpu_s = 0.0  # the simulators' CPU seconds during the last command
 
     def run(self, command: str, text: str) -> tuple[float, float, str]:
         """Returns (seconds, bot CPU seconds, answer text)."""
@@ -177,7 +189,8 @@ class Commands:
         response_id = f"fleet{self.sent}"
         body = slash_body(self.slack.url, text, response_id)
         body = body.replace("command=%2Ftpu", f"command=%2F{command}")
-        cpu_before, started = cpu_s(self.pid), time.perf_counter()
+        sims_before = sum(cpu_s(pid) for pid in self.sims)
+        cpu_before, started = tree_cpu_s(self.pid), time.perf_counter()
         response = httpx.post(
             f"{self.url}/slack/events",
             content=body,
@@ -188,14 +201,56 @@ class Commands:
             if time.perf_counter() - started > 60:
                 raise SystemExit(f"no answer to /{command} {text}")
             time.sleep(0.005)
-        return time.perf_counter() - started, cpu_s(self.pid) - cpu_before, text_out
+        seconds, cpu = time.perf_counter() - started, tree_cpu_s(self.pid) - cpu_before
+        self.sims_cpu_s = sum(cpu_s(pid) for pid in self.sims) - sims_before
+        return seconds, cpu, text_out
 
 
-def median_of(commands: Commands, command: str, text: str) -> tuple[float, float]:
-    """Median seconds and median bot CPU seconds of RUNS runs (after one warm-up run)."""
-    commands.run(command, text)
-    runs = [commands.run(command, text) for _ in range(RUNS)]
-    return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
+def run_fleet(commands: Commands, slack: SimProcess) -> tuple[float, float]:
+    """One `/fleet`, checked: (seconds, bot CPU seconds). Its whole answer is uploaded before the message
+    that names it, so once the message is in, exactly one new `fleet.txt` must be there too."""
+    seen = len(slack.call(files_named, "fleet.txt"))
+    seconds, cpu, text = commands.run("fleet", "")
+    files = slack.call(files_named, "fleet.txt")[seen:]
+    shown = "\n".join([text, *files])
+    listed = sum(1 for index in range(DEPLOYMENTS) if f"{name_of(index)}-qr" in shown)
+    if len(files) != 1 or listed != DEPLOYMENTS:
+        raise SystemExit(
+            f"/fleet showed {listed} of {DEPLOYMENTS} primaries with {len(files)} fleet.txt file(s) "
+            f"at its answer:\n{text[-3000:]}"
+        )
+    return seconds, cpu
+
+
+class Figures:
+    """Seconds and bot CPU seconds of the runs of one command."""
+
+    def __init__(self) -> None:
+        self.seconds: list[float] = []
+        self.cpu: list[float] = []
+
+    def add(self, run: tuple[float, float]) -> None:
+        self.seconds.append(run[0])
+        self.cpu.append(run[1])
+
+    @property
+    def median_s(self) -> float:
+        return statistics.median(self.seconds)
+
+    @property
+    def median_cpu(self) -> float:
+        return statistics.median(self.cpu)
+
+    def line(self) -> str:
+        """Median and spread (lowest-highest) of the wall and CPU seconds."""
+        return (
+            f"{self.median_s:6.3f} s ({min(self.seconds):.3f}-{max(self.seconds):.3f})  "
+            f"bot CPU {self.median_cpu:.3f} s ({min(self.cpu):.3f}-{max(self.cpu):.3f})"
+        )
+
+
+def load() -> str:
+    return "load average " + " ".join(f"{value:.2f}" for value in os.getloadavg())
 
 
 def main() -> None:
@@ -218,29 +273,46 @@ def main() -> None:
         try:
             url = f"http://127.0.0.1:{port}"
             wait_ready(url, bot, log, timeout_s=300)
-            commands = Commands(url, secret, slack, bot.pid)
-            per_zone = {}
-            for index, zone in enumerate(ZONES):
-                per_zone[zone] = median_of(commands, "tpu", f"status --deployment {name_of(index)}")
-            fleet_s, fleet_cpu = median_of(commands, "fleet", "")
-            seen = len(slack.call(files_named, "fleet.txt"))
-            _, _, fleet_text = commands.run("fleet", "")
-            fleet_text += wait_file(slack, "fleet.txt", seen)
-            list_s, list_cpu = median_of(commands, "tpu", "list --all-zones")
+            commands = Commands(url, secret, slack, bot.pid, [gcp.pid, vllm.pid, slack.pid])
+            per_zone = {zone: Figures() for zone in ZONES}
+            fleet, listed, sims = Figures(), Figures(), []
+            started_load = load()
+            for round_ in range(ROUNDS + 1):  # the first round warms up and is not counted
+                counted = round_ > 0
+                for index, zone in enumerate(ZONES):
+                    status = commands.run("tpu", f"status --deployment {name_of(index)}")
+                    if counted:
+                        per_zone[zone].add(status[:2])
+                one = run_fleet(commands, slack)
+                if counted:
+                    fleet.add(one)
+                    sims.append(commands.sims_cpu_s)
+            for round_ in range(ROUNDS + 1):
+                every_zone = commands.run("tpu", "list --all-zones")
+                if round_ > 0:
+                    listed.add(every_zone[:2])
+            ended_load = load()
         finally:
             stop(bot)
-    for zone, (seconds, cpu) in per_zone.items():
-        print(f"/tpu status of a deployment in {zone:<21} {seconds:6.3f} s  bot CPU {cpu:.3f} s")
-    slowest = max(seconds for seconds, _ in per_zone.values())
-    listed = sum(1 for index in range(DEPLOYMENTS) if f"{name_of(index)}-qr" in fleet_text)
-    shown = f"{DEPLOYMENTS} deployments, {listed} primaries shown"
-    print(f"/fleet ({shown}) {fleet_s:.3f} s  bot CPU {fleet_cpu:.3f} s")
-    print(f"/tpu list --all-zones ({len(ZONES)} zones) {list_s:.3f} s  bot CPU {list_cpu:.3f} s")
-    if listed != DEPLOYMENTS:
-        raise SystemExit(f"/fleet showed {listed} of {DEPLOYMENTS} primaries:\n{fleet_text[-3000:]}")
+    print(f"{ROUNDS} rounds after a warm-up; each figure: median (lowest-highest)")
+    for zone, figures in per_zone.items():
+        print(f"/tpu status of a deployment in {zone:<21} {figures.line()}")
+    slowest = max(figures.median_s for figures in per_zone.values())
+    print(f"/fleet ({DEPLOYMENTS} deployments, every primary shown, one fleet.txt each) {fleet.line()}")
     print(
-        f"RESULT fleet_s={fleet_s:.3f} slowest_status_s={slowest:.3f} ratio={fleet_s / slowest:.2f} "
-        f"fleet_cpu_s={fleet_cpu:.3f} list_all_zones_s={list_s:.3f}"
+        f"  ratio to the slowest /tpu status: median {fleet.median_s / slowest:.2f} "
+        f"(lowest-highest {min(fleet.seconds) / slowest:.2f}-{max(fleet.seconds) / slowest:.2f})"
+    )
+    print(
+        f"  the simulators' CPU during each /fleet (they share the {os.cpu_count()} cores): median "
+        f"{statistics.median(sims):.3f} s ({min(sims):.3f}-{max(sims):.3f})"
+    )
+    print(f"/tpu list --all-zones ({len(ZONES)} zones) {listed.line()}")
+    print(f"{started_load} at the start, {ended_load} at the end ({os.cpu_count()} cores)")
+    print(
+        f"RESULT fleet_s={fleet.median_s:.3f} slowest_status_s={slowest:.3f} "
+        f"ratio={fleet.median_s / slowest:.2f} fleet_cpu_s={fleet.median_cpu:.3f} "
+        f"list_all_zones_s={listed.median_s:.3f}"
     )
 
 

@@ -46,7 +46,8 @@ class SimProcess:
         self._process = context.Process(target=_serve, args=(child, factory, args), daemon=True)
         self._process.start()
         self.url: str = self._conn.recv()
-        self.pid = self._process.pid
+        assert self._process.pid is not None  # started above
+        self.pid: int = self._process.pid
 
     def call(self, function: Callable[..., Any], *args: Any) -> Any:
         """`function(simulator, *args)` in the simulator's process; returns its (pickled) result."""

@@ -14,7 +14,7 @@ from bot.commands.registry import Invocation, Registry, Role
 from bot.services import DEFAULT, Fleet, Services
 from bot.slack.gateway import Destination, SlackDeliveryError, SlackGateway
 from bot.slack.membership import NOT_MEMBER_ERRORS
-from bot.slack.render import Reply, fit
+from bot.slack.render import Reply
 from ops.store.state import AuditEntry
 
 log = logging.getLogger(__name__)
@@ -148,7 +148,6 @@ class Progress:
                 log.exception("progress: a finish callback failed")
 
     def _write(self, reply: Reply, *, filename: str = "answer.txt", final: bool = False) -> None:
-        reply = fit(reply, filename) if final else reply
         if self.ts is None:
             self.ts = self._slack.post(
                 self._channel, reply, self._thread_ts, filename=filename, with_files=final

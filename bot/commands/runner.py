@@ -43,7 +43,6 @@ from bot.slack.render import (
     confirm_buttons,
     context,
     error_reply,
-    fit,
     human_duration,
     mention,
     section,
@@ -561,7 +560,6 @@ class Runner:
         if progress.refused:  # the channel refused the bot: the answer says what was lost and how to fix it
             notice = section(guidance(origin.channel_id, ["progress updates"]))
             reply = replace(reply, blocks=[*reply.blocks, notice])
-        reply = fit(reply, filename=filename)
         if progress.ts is not None:
             progress.finish(reply, user_id=origin.user_id, filename=filename)
         else:

@@ -15,6 +15,9 @@ Senders (the runner, progress messages, streaming edits, alerts, App Home, modal
    - a `response_url` Slack refuses (`expired_url` after 30 minutes, `used_url` after five uses, or any
      other refusal) -> the same reply posted in the channel or thread (an ephemeral reply stays ephemeral);
    - `msg_too_long`, `msg_blocks_too_long`, `invalid_blocks` -> a short message plus the full text as a file;
+   - a reply's files are uploaded before the message that goes with them, so a note about the whole answer's
+     file says what became of it: in the channel, in the user's DM, or that the upload failed and its text
+     follows in parts (never that a file is there before its upload succeeded);
    - a channel the bot cannot post in (`not_in_channel`, `channel_not_found`) -> an ephemeral message, then a
      direct message to the user;
    - a file the channel refuses (the same errors) -> uploaded to the user's DM with the bot (the DM's id from
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -163,13 +167,16 @@ class Destination:
 @dataclass
 class Prepared:
     """A reply made ready for Slack: wire `text` and `blocks` (redacted, escaped, within the limits), the
-    `files` to upload (redacted, plain), and `full`: the whole answer as plain text (for a fallback file)."""
+    `files` to upload (redacted, plain), and `full`: the whole answer as plain text (for a fallback file).
+    `cut`: Slack's limits cut the blocks, so one of `files` holds `full` and a last block, added once that
+    file's upload is done (`_Files.noted`), says where the whole answer is."""
 
     text: str
     blocks: list[Block]
     files: list[Attachment] = field(default_factory=list)
     full: str = ""
     filename: str = "answer.txt"
+    cut: bool = False
 
     def with_full_file(self) -> list[Attachment]:
         """The files, plus the full answer as a file unless one of them already holds it."""
@@ -227,28 +234,24 @@ def prepare(
             ]
     prepared = Prepared(text=text or " ", blocks=blocks, files=files, full=full, filename=filename)
     if cut:
-        prepared.blocks.append(_note(filename))
+        prepared.cut = True
         prepared.files = prepared.with_full_file()
     return prepared
 
 
 def short_version(prepared: Prepared) -> Prepared:
-    """What to send when Slack refused `prepared` as too long: its beginning, a note, its buttons, and the
-    full text as a file."""
+    """What to send when Slack refused `prepared` as too long: its beginning, its buttons, and the full text
+    as a file (the note saying where it is comes with the upload's outcome: `_Files.noted`)."""
     head = cut_text(to_mrkdwn(prepared.full), SHORT_TEXT_LIMIT)
     buttons = [
         b
         for b in prepared.blocks
         if b.get("type") == "actions" and len(b.get("elements", [])) <= ACTIONS_ELEMENTS_LIMIT
     ]
-    blocks = [
-        {"type": "section", "text": {"type": "mrkdwn", "text": head or " "}},
-        *buttons[-1:],
-        _note(prepared.filename),
-    ]
+    blocks = [{"type": "section", "text": {"type": "mrkdwn", "text": head or " "}}, *buttons[-1:]]
     return Prepared(
         text=cut_text(head, SHORT_TEXT_LIMIT), blocks=blocks, files=prepared.with_full_file(),
-        full=prepared.full, filename=prepared.filename,
+        full=prepared.full, filename=prepared.filename, cut=True,
     )  # fmt: skip
 
 
@@ -269,8 +272,7 @@ def cut_text(text: str, limit: int) -> str:
     return cut + "…"
 
 
-def _note(filename: str) -> Block:
-    text = f":page_facing_up: Longer than Slack allows in one message; the whole answer is in `{filename}`."
+def _note(text: str) -> Block:
     return {"type": "context", "elements": [{"type": "mrkdwn", "text": text}]}
 
 
@@ -394,16 +396,17 @@ class SlackGateway:
         filename: str = "answer.txt",
         with_files: bool = True,
     ) -> str:
-        """Post `reply` in `channel` (in the thread `thread_ts`), with its files. Returns the message ts.
+        """Post `reply` in `channel` (in the thread `thread_ts`), its files uploaded first. Returns the
+        message ts.
 
         `with_files=False` (an intermediate progress state) uploads nothing.
 
         Raises:
             SlackDeliveryError: Slack refused the message even in its short form.
         """
-        prepared = prepare(reply, filename)
-        ts, files = self._post(channel, prepared, thread_ts)
-        self._upload_all(files if with_files else [], Destination(channel, thread_ts=thread_ts))
+        files = _Files(self, Destination(channel, thread_ts=thread_ts), attach=with_files)
+        ts = self._post(channel, prepare(reply, filename), thread_ts, files)
+        files.post_failed()
         return ts
 
     def update(
@@ -416,23 +419,23 @@ class SlackGateway:
         filename: str = "answer.txt",
         with_files: bool = True,
     ) -> str:
-        """Replace the message `ts` with `reply` (files go to `thread_ts`). Returns the ts now showing it:
-        `ts`,
-        or a new message's when the edit was refused and the reply was posted instead.
+        """Replace the message `ts` with `reply` (its files uploaded first, to `thread_ts`). Returns the ts
+        now showing it: `ts`, or a new message's when the edit was refused and the reply was posted instead.
 
         Raises:
             SlackDeliveryError: neither the edit nor a new post went through.
         """
         prepared = prepare(reply, filename)
+        files = _Files(self, Destination(channel, thread_ts=thread_ts), attach=with_files)
         try:
-            files = self._update(channel, ts, prepared)
+            self._update(channel, ts, prepared, files)
         except SlackDeliveryError as exc:
             log.warning("chat.update of %s refused (%s); posting the reply instead", ts, exc.reason)
-            new_ts, files = self._post(channel, prepared, thread_ts)
+            new_ts = self._post(channel, prepared, thread_ts, files)
             self._try_update(channel, ts, ":arrow_down: Finished; the result is in the next message.")
-            self._upload_all(files if with_files else [], Destination(channel, thread_ts=thread_ts))
+            files.post_failed()
             return new_ts
-        self._upload_all(files if with_files else [], Destination(channel, thread_ts=thread_ts))
+        files.post_failed()
         return ts
 
     def ephemeral(self, channel: str, user: str, reply: Reply, thread_ts: str | None = None) -> None:
@@ -454,9 +457,9 @@ class SlackGateway:
 
     def deliver_or_raise(self, reply: Reply, to: Destination, *, filename: str = "answer.txt") -> str | None:
         """`deliver`, raising SlackDeliveryError when every way failed."""
-        prepared = prepare(reply, filename)
-        ts, files = self._deliver(prepared, to)
-        self._upload_all(files, to)
+        files = _Files(self, to)
+        ts = self._deliver(prepare(reply, filename), to, files)
+        files.post_failed()
         return ts
 
     def upload(self, channel: str, attachment: Attachment, thread_ts: str | None = None) -> None:
@@ -469,7 +472,9 @@ class SlackGateway:
         content = attachment.content
         if isinstance(content, str):
             attachment = Attachment(attachment.filename, redact(to_plain(content)), attachment.title)
-        self._upload_all([attachment], Destination(channel, thread_ts=thread_ts), raise_errors=True)
+        files = _Files(self, Destination(channel, thread_ts=thread_ts))
+        files.upload([attachment])
+        files.post_failed(raise_errors=True)
 
     # ---- surfaces other than messages
 
@@ -544,29 +549,32 @@ class SlackGateway:
 
     # ---- internals
 
-    def _deliver(self, prepared: Prepared, to: Destination) -> tuple[str | None, list[Attachment]]:
+    def _deliver(self, prepared: Prepared, to: Destination, files: _Files) -> str | None:
+        """Send `prepared` the first way that works; returns the message ts of a Web API post."""
         if to.response_url:
             try:
-                return None, self._respond(to, prepared)
+                self._respond(to, prepared, files)
+                return None
             except SlackDeliveryError as exc:
                 log.warning("response_url refused (%s); answering in the channel instead", exc.reason)
         if not to.ephemeral:
             try:
-                return self._post(to.channel, prepared, to.thread_ts)
+                return self._post(to.channel, prepared, to.thread_ts, files)
             except SlackDeliveryError as exc:
                 if exc.reason not in NOT_HERE or not to.user:
                     raise
                 log.warning("cannot post in %s (%s); answering %s privately", to.channel, exc.reason, to.user)
                 prepared = _with_invite_notice(prepared, to.channel)
         try:
-            return None, self._ephemeral(to, prepared)
+            self._ephemeral(to, prepared, files)
+            return None
         except SlackDeliveryError as exc:
             if not to.user:
                 raise
             log.warning("ephemeral message refused (%s); sending %s a direct message", exc.reason, to.user)
-        return self._post(to.user, prepared, None)
+        return self._post(to.user, prepared, None, files)
 
-    def _respond(self, to: Destination, prepared: Prepared) -> list[Attachment]:
+    def _respond(self, to: Destination, prepared: Prepared, files: _Files) -> None:
         assert to.response_url is not None
         webhook = WebhookClient(to.response_url, retry_handlers=retry_handlers())
 
@@ -584,46 +592,48 @@ class SlackGateway:
             if response.status_code != 200:
                 raise SlackDeliveryError(_webhook_error(response.status_code, response.body))
 
+        files.upload(prepared.files)
         try:
-            send(prepared)
-            return prepared.files
+            send(files.noted(prepared))
+            return
         except SlackDeliveryError as exc:
             if exc.reason not in TOO_LONG:
                 raise
         short = short_version(prepared)
-        send(short)
-        return short.files
+        files.upload(short.files)
+        send(files.noted(short))
 
-    def _post(self, channel: str, prepared: Prepared, thread_ts: str | None) -> tuple[str, list[Attachment]]:
+    def _post(self, channel: str, prepared: Prepared, thread_ts: str | None, files: _Files) -> str:
         def send(p: Prepared) -> str:
             response = self.client.chat_postMessage(
                 channel=channel, thread_ts=thread_ts, text=p.text, blocks=p.blocks
             )
             return str(response.get("ts") or "")
 
-        return self._with_short_fallback(send, prepared)
+        return self._with_short_fallback(send, prepared, files)
 
-    def _update(self, channel: str, ts: str, prepared: Prepared) -> list[Attachment]:
+    def _update(self, channel: str, ts: str, prepared: Prepared, files: _Files) -> None:
         def send(p: Prepared) -> str:
             self.client.chat_update(channel=channel, ts=ts, text=p.text, blocks=p.blocks)
             return ts
 
-        return self._with_short_fallback(send, prepared)[1]
+        self._with_short_fallback(send, prepared, files)
 
-    def _ephemeral(self, to: Destination, prepared: Prepared) -> list[Attachment]:
+    def _ephemeral(self, to: Destination, prepared: Prepared, files: _Files) -> None:
         def send(p: Prepared) -> str:
             self.client.chat_postEphemeral(
                 channel=to.channel, user=to.user, thread_ts=to.thread_ts, text=p.text, blocks=p.blocks
             )
             return ""
 
-        return self._with_short_fallback(send, prepared)[1]
+        self._with_short_fallback(send, prepared, files)
 
-    def _with_short_fallback(self, send: Any, prepared: Prepared) -> tuple[str, list[Attachment]]:
-        """`send(prepared)`; if Slack finds it too long, `send` the short version (its files hold the
-        rest)."""
+    def _with_short_fallback(self, send: Callable[[Prepared], str], prepared: Prepared, files: _Files) -> str:
+        """Upload `prepared`'s files, then `send(prepared)` with its note; if Slack finds it too long, `send`
+        the short version (its file, uploaded first, holds the rest)."""
+        files.upload(prepared.files)
         try:
-            return send(prepared), prepared.files
+            return send(files.noted(prepared))
         except SlackApiError as exc:
             if _error(exc) not in TOO_LONG:
                 raise _refused(exc) from exc
@@ -631,8 +641,9 @@ class SlackGateway:
                 "Slack refused a message as too long (%s); sending a short one and a file", _error(exc)
             )
         short = short_version(prepared)
+        files.upload(short.files)
         try:
-            return send(short), short.files
+            return send(files.noted(short))
         except SlackApiError as exc:
             raise _refused(exc) from exc
 
@@ -641,23 +652,6 @@ class SlackGateway:
             self.client.chat_update(channel=channel, ts=ts, text=text, blocks=[])
         except SlackApiError as exc:
             log.warning("could not close message %s: %s", ts, _error(exc))
-
-    def _upload_all(self, files: list[Attachment], to: Destination, *, raise_errors: bool = False) -> None:
-        for attachment in files:
-            try:
-                self._upload_one(attachment, to)
-            except SlackDeliveryError as exc:
-                if exc.reason in NOT_HERE and to.user and self._upload_to_dm(attachment, to, exc.reason):
-                    continue
-                log.warning(
-                    "upload of %s failed (%s); posting its text instead", attachment.filename, exc.reason
-                )
-                try:
-                    self._post_in_parts(attachment, to, not_here=exc.reason in NOT_HERE)
-                except SlackDeliveryError as again:
-                    log.error("could not deliver %s: %s", attachment.filename, again.reason)
-                    if raise_errors:
-                        raise
 
     def _upload_one(self, attachment: Attachment, to: Destination) -> None:
         content = attachment.content
@@ -686,7 +680,7 @@ class SlackGateway:
         log.info("%s refused %s (%s); uploaded to %s's DM", to.channel, attachment.filename, error, to.user)
         note = prepare(text_reply(sent_to_dm(to.channel, attachment.filename, error)))
         try:
-            self._deliver(note, replace(to, replace=False, ephemeral=True))
+            self._deliver(note, replace(to, replace=False, ephemeral=True), _Files(self, to))
         except SlackDeliveryError as exc:
             log.warning("could not say where %s went: %s", attachment.filename, exc.reason)
         return True
@@ -713,7 +707,72 @@ class SlackGateway:
             prepared = prepare(message)
             if not_here and number == 1:
                 prepared = _with_invite_notice(prepared, to.channel, f"the file `{attachment.filename}`")
-            self._deliver(prepared, where)
+            self._deliver(prepared, where, _Files(self, where))
+
+
+class _Files:
+    """The files of one delivery, uploaded before the message that goes with them (each once, whichever
+    way the message then goes), so the note of a cut message says what became of the whole answer's file.
+
+    Args:
+        gateway: the gateway uploading. to: where the files go (its channel and thread; its user for the
+            DM fallback). attach: False for an intermediate progress state, which uploads nothing.
+    """
+
+    def __init__(self, gateway: SlackGateway, to: Destination, *, attach: bool = True) -> None:
+        self._gateway, self._to, self._attach = gateway, to, attach
+        self._done: dict[
+            Attachment, tuple[str, str]
+        ] = {}  # file -> ("here" | "dm" | "" failed, Slack's error)
+
+    def upload(self, attachments: list[Attachment]) -> None:
+        """Upload each of `attachments` not uploaded yet: to the channel, else (refused there) the user's
+        DM; a failure is kept for `noted` and `post_failed`."""
+        for attachment in [a for a in attachments if self._attach and a not in self._done]:
+            try:
+                self._gateway._upload_one(attachment, self._to)
+                self._done[attachment] = ("here", "")
+            except SlackDeliveryError as exc:
+                to_dm = exc.reason in NOT_HERE and self._to.user
+                if to_dm and self._gateway._upload_to_dm(attachment, self._to, exc.reason):
+                    self._done[attachment] = ("dm", exc.reason)
+                else:
+                    log.warning("upload of %s failed (%s)", attachment.filename, exc.reason)
+                    self._done[attachment] = ("", exc.reason)
+
+    def noted(self, prepared: Prepared) -> Prepared:
+        """`prepared` with, when it was cut, a last block saying where the whole answer is: the file as
+        uploaded, or that its upload failed and its text follows in parts (with `attach` False, only that
+        it was cut)."""
+        if not prepared.cut:
+            return prepared
+        whole = next((f for f in prepared.files if f.content == prepared.full), None)
+        name = f"`{whole.filename}`" if whole else ""
+        where, error = self._done.get(whole, ("-", "")) if whole else ("-", "")
+        outcome = {
+            "-": "cut here.",
+            "here": f"the whole answer is in {name}.",
+            "dm": f"the whole answer is in {name}, in our direct messages (refused here: `{error}`).",
+            "": f"the upload of the whole answer as {name} failed (Slack: `{error}`): it follows in parts.",
+        }[where]
+        text = f":page_facing_up: Longer than Slack allows in one message; {outcome}"
+        return replace(prepared, blocks=[*prepared.blocks, _note(text)])
+
+    def post_failed(self, *, raise_errors: bool = False) -> None:
+        """Post the text of every file whose upload failed in parts, after the message that says so.
+
+        Raises:
+            SlackDeliveryError: with `raise_errors`, when the parts could not be posted either.
+        """
+        for attachment, (where, error) in self._done.items():
+            if where:
+                continue
+            try:
+                self._gateway._post_in_parts(attachment, self._to, not_here=error in NOT_HERE)
+            except SlackDeliveryError as again:
+                log.error("could not deliver %s: %s", attachment.filename, again.reason)
+                if raise_errors:
+                    raise
 
 
 def _with_invite_notice(prepared: Prepared, channel: str, lost: str = "the answer") -> Prepared:

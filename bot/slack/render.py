@@ -1,8 +1,8 @@
 """Slack primitives: a Reply (Block Kit blocks plus a plain-text fallback) within Slack's limits, blocks,
 buttons, times for people, and the only live mentions and links. What each command shows is in `bot.views`.
 
-Slack's limits are in `bot.slack.limits`. Output that does not fit is cut with a note and the whole text is
-attached as a file, never sent as an oversized message.
+Slack's limits are in `bot.slack.limits`. Output that does not fit is cut by the Slack gateway
+(`bot.slack.gateway.prepare`), the whole text uploaded as a file, never sent as an oversized message.
 """
 
 from __future__ import annotations
@@ -27,10 +27,7 @@ from slack_sdk.models.blocks import Block as SdkBlock
 
 from bot.slack.limits import (
     CONFIRM_TEXT_LIMIT,
-    FALLBACK_TEXT_LIMIT,
     HEADER_TEXT_LIMIT,
-    MESSAGE_BLOCK_TEXT_LIMIT,
-    MESSAGE_BLOCKS_LIMIT,
     SECTION_TEXT_LIMIT,
 )
 from ops.linear import LinearMatch, linear
@@ -75,8 +72,8 @@ def as_block(model: SdkBlock) -> Block:
     (https://slack.dev/python-slack-sdk/api-docs/slack_sdk/models/blocks/).
 
     Serialized without slack_sdk's length checks: a section or context may hold more than Slack's 3,000
-    characters until `fit` (and the Slack gateway, on the escaped text) cut it and attach the whole text as
-    a file, so nothing is lost to an exception or silently.
+    characters until the Slack gateway cuts it (on the escaped text) and uploads the whole text as a file, so
+    nothing is lost to an exception or silently.
     """
     return model.get_non_null_attributes()
 
@@ -87,8 +84,8 @@ def header(text: str) -> Block:
 
 
 def section(markdown: str) -> Block:
-    """A mrkdwn section holding all of `markdown`: text over the 3,000-character limit is cut by `fit` (and
-    by the Slack gateway), which then attach the whole text as a file, so nothing is lost silently."""
+    """A mrkdwn section holding all of `markdown`: text over the 3,000-character limit is cut by the Slack
+    gateway, which uploads the whole text as a file, so nothing is lost silently."""
     return as_block(SectionBlock(text=MarkdownTextObject(text=markdown)))
 
 
@@ -151,60 +148,6 @@ def _flush_if_needed(
         return current, in_code
     chunks.append(current.rstrip("\n") + ("\n```" if in_code else ""))
     return ("```\n" if in_code else ""), in_code
-
-
-def fit(reply: Reply, filename: str = "output.txt") -> Reply:
-    """Make a reply acceptable to Slack: at most 50 blocks and ~12,000 characters of block text, and a
-    fallback text under ~4,000 characters. What is cut goes whole into an attached text file.
-
-    Returns:
-        The same reply if it fits, else a shortened copy with the full text attached.
-    """
-    total = 0
-    kept: list[Block] = []
-    cut = False
-    for block in reply.blocks:
-        block, was_cut = _within_limits(block)
-        cut = cut or was_cut
-        size = len(_block_text(block))
-        if len(kept) >= MESSAGE_BLOCKS_LIMIT - 1 or total + size > MESSAGE_BLOCK_TEXT_LIMIT - 200:
-            cut = True
-            break
-        kept.append(block)
-        total += size
-    text = reply.text
-    if len(text) > FALLBACK_TEXT_LIMIT:
-        text = text[: FALLBACK_TEXT_LIMIT - 40] + "\n… (cut: full text attached)"
-        cut = True
-    if not cut:
-        return reply
-    kept.append(
-        context(f":page_facing_up: Output was longer than Slack allows; the full text is in `{filename}`.")
-    )
-    files = [*reply.files, Attachment(filename, reply.text, "Full output")]
-    return Reply(text=text, blocks=kept, files=files, ephemeral=reply.ephemeral)
-
-
-def _within_limits(block: Block) -> tuple[Block, bool]:
-    """A section's or context's text cut to the section limit (code fences closed), and whether it was cut."""
-    text = block.get("text")
-    if (
-        block.get("type") == "section"
-        and isinstance(text, dict)
-        and len(text.get("text", "")) > SECTION_TEXT_LIMIT
-    ):
-        chunk = split_sections(str(text["text"]), SECTION_TEXT_LIMIT - 10)[0]
-        return {**block, "text": {**text, "text": chunk + "\n…"}}, True
-    if block.get("type") == "context":
-        elements = [
-            {**e, "text": _cut(str(e["text"]), SECTION_TEXT_LIMIT)}
-            if len(str(e.get("text", ""))) > SECTION_TEXT_LIMIT
-            else e
-            for e in block.get("elements", [])
-        ]
-        if elements != block.get("elements"):
-            return {**block, "elements": elements}, True
-    return block, False
 
 
 def _block_text(block: Block) -> str:

@@ -13,6 +13,7 @@ minutes before the deadline.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -55,15 +56,17 @@ NOT_OPEN_KINDS = frozenset(
     {"state", "vllm_up", "test", "slo_ok", "serving", "recovery", "digest", "lapsed", "maintenance_over"}
 )
 
-KNOWN_CHUNK = 500
-"""Keys per `IN (...)` list: under SQLite's default limit of host parameters (999 before SQLite 3.32,
-https://www.sqlite.org/limits.html#max_variable_number)."""
+KEYS_PER_READ = {"sqlite": 500, "postgresql": 50}
+"""Keys per `IN (...)` list. SQLite searches the primary key for each, and 500 stay under its host parameter
+limit (999 before 3.32, https://www.sqlite.org/limits.html#max_variable_number); PostgreSQL planned 200 keys
+against 30 days of 1,000 resources' alerts as a sequential scan (history read every tick), 50 by index."""
 
 
-def _chunks(items: Sequence[str]) -> Iterator[Sequence[str]]:
-    """`items` in runs of at most KNOWN_CHUNK, one `IN (...)` list each."""
-    for start in range(0, len(items), KNOWN_CHUNK):
-        yield items[start : start + KNOWN_CHUNK]
+def _chunks(items: Sequence[str], engine: Engine) -> Iterator[Sequence[str]]:
+    """`items` in runs of at most KEYS_PER_READ keys of `engine`'s database, one `IN (...)` list each."""
+    size = KEYS_PER_READ.get(engine.dialect.name, min(KEYS_PER_READ.values()))
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
 
 
 ledger_table = Table(
@@ -79,8 +82,10 @@ ledger_table = Table(
     Column("ts", String(32), nullable=True),
     Column("acked_by", String(32), nullable=True),
     Column("resolved_at", DateTime(timezone=True), nullable=True),
-    # The tick's reads: the sent alerts since a time (`rows`, `open_alerts`); revision 0002.
+    # The tick's reads: the rows of a status since a time (`rows`: the alerts held back); revision 0002.
     Index("ix_alert_ledger_status_at", "status", "at"),
+    # The open alerts (`open_alerts`), not reading the resolved or acknowledged (most of history); 0003.
+    Index("ix_alert_ledger_open", "status", "acked_by", "resolved_at", "at"),
 )
 
 mutes_table = Table(
@@ -500,11 +505,12 @@ class AlertLedger:
 
     def known(self, keys: Iterable[str]) -> set[str]:
         """The subset of `keys` (`Alert.key`s, superseded threshold keys) recorded already, any status and
-        deployment, in one read per 500 keys: a tick claims only new keys, not one failing insert per key."""
+        deployment, in one read per KEYS_PER_READ keys: a tick claims only new keys, not one failing insert
+        per key."""
         wanted = sorted(set(keys))
         found: set[str] = set()
         with self.engine.connect() as conn:
-            for chunk in _chunks(wanted):
+            for chunk in _chunks(wanted, self.engine):
                 found.update(
                     conn.execute(select(ledger_table.c.key).where(ledger_table.c.key.in_(chunk))).scalars()
                 )
@@ -544,10 +550,10 @@ class AlertLedger:
             gone = [
                 resource for resource in old_seen if resource.startswith(prefixes) and resource not in alive
             ]
-            for chunk in _chunks(keys):
+            for chunk in _chunks(keys, self.engine):
                 conn.execute(delete(ledger_table).where(ledger_table.c.key.in_(chunk)))
                 conn.execute(delete(owners_table).where(owners_table.c.key.in_(chunk)))
-            for chunk in _chunks(gone):
+            for chunk in _chunks(gone, self.engine):
                 conn.execute(delete(observations_table).where(observations_table.c.resource.in_(chunk)))
         return len(keys), len(gone)
 
@@ -600,9 +606,11 @@ class AlertLedger:
         query = select(ledger_table).order_by(ledger_table.c.at)
         if open_only:
             query = query.where(ledger_table.c.acked_by.is_(None), ledger_table.c.resolved_at.is_(None))
-        if self.scoped:
-            mine = select(owners_table.c.key).where(owners_table.c.deployment == self.deployment)
-            query = query.where(ledger_table.c.key.in_(mine))
+        if self.scoped:  # each row found checked against its owner, not a list of every key it owns
+            mine = select(owners_table.c.key).where(
+                owners_table.c.key == ledger_table.c.key, owners_table.c.deployment == self.deployment
+            )
+            query = query.where(mine.exists())
         if since is not None:
             query = query.where(ledger_table.c.at >= since)
         if status is not None:
@@ -701,7 +709,7 @@ class AlertLedger:
     # ---- observations (state changes) and watcher state
     def observations(self, of: Iterable[str] | None = None) -> dict[str, Observation]:
         """identity -> last Observation, of every resource observed or only of the identities `of` (one read
-        per 500 of them: a tick reads the fleet it listed, not the history of resources gone)."""
+        per KEYS_PER_READ of them: a tick reads the fleet it listed, not the history of resources gone)."""
         table = observations_table
         with self.engine.connect() as conn:
             if of is None:
@@ -709,7 +717,7 @@ class AlertLedger:
             else:
                 wanted = sorted(set(of))
                 rows = []
-                for chunk in _chunks(wanted):
+                for chunk in _chunks(wanted, self.engine):
                     rows += conn.execute(select(table).where(table.c.resource.in_(chunk))).mappings().all()
         return {r["resource"]: Observation(r["state"], json.loads(r["nodes"] or "{}")) for r in rows}
 
@@ -752,9 +760,10 @@ class AlertLedger:
             return
         table = observations_table
         with self.engine.begin() as conn:
-            known = set(
-                conn.execute(select(table.c.resource).where(table.c.resource.in_(list(seen)))).scalars()
-            )
+            known: set[str] = set()
+            for chunk in _chunks(sorted(seen), self.engine):
+                query = select(table.c.resource).where(table.c.resource.in_(chunk))
+                known.update(conn.execute(query).scalars())
             for resource, obs in seen.items():
                 values: dict[str, Any] = {"state": obs.state, "nodes": json.dumps(dict(obs.nodes)), "at": now}
                 if resource in known:
@@ -778,11 +787,10 @@ class AlertLedger:
 
     def watch_since(self, now: datetime) -> datetime:
         """When alerting of this ledger's deployment first ran on this store (set to `now` on the first
-        call; atomic)."""
-        try:
-            with self.engine.begin() as conn:
+        call; atomic). Read first: every tick asks, and an insert that fails on the key costs a write."""
+        text = self.get_value("watch_since")
+        if text is None:
+            with contextlib.suppress(IntegrityError), self.engine.begin() as conn:
                 conn.execute(insert(kv_table).values(name=self._kv_name("watch_since"), value=iso_utc(now)))
-        except IntegrityError:
-            pass
-        text = self.get_value("watch_since") or iso_utc(now)
+            text = self.get_value("watch_since") or iso_utc(now)
         return from_rfc3339(text)

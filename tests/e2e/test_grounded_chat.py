@@ -140,7 +140,8 @@ def _alert_thread(demo: Demo, text: str) -> str:
 
 def test_a_typo_keeps_the_subject_and_an_unknown_name_is_said(demo: Demo) -> None:
     typo = _say(demo, "@gemma-bot why did gemma4-odl fail?")
-    assert typo.startswith("[HTTP 200]\n:mag: `gemma4-odl` read as `gemma4-old`")
+    answer = [line for line in typo.splitlines()[1:] if not line.startswith("[file ")]  # facts uploaded first
+    assert answer[0].startswith(":mag: `gemma4-odl` read as `gemma4-old`")
     assert "*`gemma4-old` is FAILED: its state and error (TPU API)*" in typo
     assert "describe gemma4-old" in typo and "describe gemma4-qr" not in typo
     unknown = _say(demo, "@gemma-bot what about gemma4-nope?")

@@ -111,7 +111,8 @@ def new_user(demo: Demo) -> SlackUser:
 
 
 def _final(message: Message) -> bool:
-    return not message.in_progress and message.kind != "user"
+    """The answer itself: no progress state, no message of the user, no file (a reply's files go up first)."""
+    return not message.in_progress and message.kind not in ("user", "file")
 
 
 def send(

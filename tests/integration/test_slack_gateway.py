@@ -356,3 +356,76 @@ def test_too_many_elements_are_never_sent(slack: SlackSimulator, gateway: SlackG
     assert not block_errors(prepared.blocks)
     gateway.post(CHANNEL, Reply(text="choose", blocks=[section("choose"), buttons]))
     assert not block_errors(slack.messages[-1].blocks)
+
+
+# ---- a cut answer's file: said only once uploaded
+
+
+def _cut_answer() -> Reply:
+    """An answer over Slack's block text limit: cut, its whole text a file."""
+    return blocks_reply([section(f"deployment {i:02d} " + "x" * 400) for i in range(50)])
+
+
+def _notes(message: Message) -> str:
+    return "\n".join(
+        str(e.get("text"))
+        for b in message.blocks
+        if b.get("type") == "context"
+        for e in b.get("elements", [])
+    )
+
+
+@pytest.mark.parametrize("sender", ["post", "response_url", "progress"])
+def test_a_cut_answer_names_its_file_only_after_the_upload(
+    slack: SlackSimulator, gateway: SlackGateway, sender: str
+) -> None:
+    start = len(slack.messages)
+    send = SENDERS[sender]
+    send(gateway, slack, _cut_answer())
+    messages = slack.messages[start:]
+    files = [i for i, m in enumerate(messages) if m.kind == "file"]
+    (answer,) = [i for i, m in enumerate(messages) if "the whole answer is in `answer.txt`" in _notes(m)]
+    assert len(files) == 1, "one file holds the whole answer"
+    assert files[0] < answer, "the note named the file before its upload was done"
+    assert "deployment 49" in messages[files[0]].content.decode()
+
+
+def test_a_cut_answer_whose_upload_failed_says_so_and_its_text_follows(
+    slack: SlackSimulator, gateway: SlackGateway
+) -> None:
+    start = len(slack.messages)
+    slack.fail_next("files.getUploadURLExternal", error="not_allowed_token_type", status=200)
+    gateway.post(CHANNEL, _cut_answer())
+    messages = slack.messages[start:]
+    answer, *parts = messages
+    assert "upload of the whole answer as `answer.txt` failed (Slack: `not_allowed_token_type`)" in (
+        _notes(answer)
+    )
+    assert "it follows in parts" in _notes(answer) and len(parts) > 1
+    assert not any(m.kind == "file" for m in messages)
+    assert not any("the whole answer is in" in m.render() for m in messages)
+    assert "deployment 49 " in unescape(parts[-1].text)
+
+
+def test_an_intermediate_progress_state_that_is_cut_names_no_file(
+    slack: SlackSimulator, gateway: SlackGateway
+) -> None:
+    start = len(slack.messages)
+    Progress(gateway, CHANNEL, None, min_interval_s=0).update(_cut_answer())
+    (message,) = slack.messages[start:]
+    assert "Longer than Slack allows in one message; cut here." in _notes(message)
+
+
+def test_a_cut_answer_whose_file_the_channel_refused_says_it_went_to_the_dm(
+    slack: SlackSimulator, gateway: SlackGateway
+) -> None:
+    start = len(slack.messages)
+    slack.fail_next("files.completeUploadExternal", error="not_in_channel", status=200)
+    gateway.deliver(_cut_answer(), Destination(CHANNEL, USER))
+    messages = slack.messages[start:]
+    (file,) = [m for m in messages if m.kind == "file"]
+    (answer,) = [m for m in messages if m.kind == "post"]
+    assert file.channel == slack.dms[USER] and messages.index(file) < messages.index(answer)
+    assert "the whole answer is in `answer.txt`, in our direct messages (refused here: `not_in_channel`)" in (
+        _notes(answer)
+    )

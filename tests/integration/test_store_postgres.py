@@ -271,3 +271,51 @@ def test_replicas_starting_at_once_upgrade_one_after_another(
     store = Store(url)
     schema_cases.at_head(store)
     store.close()
+
+
+def test_the_alert_ticks_reads_search_indexes_on_postgresql(store: Store) -> None:
+    """With 30 days of history of 1,000 resources gone (30,000 resolved alerts, their owners and last
+    observations), the reads of a steady tick of a named deployment are index searches keyed by what it
+    evaluates, as PostgreSQL's planner chooses them on the table statistics (ANALYZE)."""
+    from sqlalchemy import event, insert, text
+
+    from ops.alerts.ledger import AlertLedger, ledger_table, observations_table, owners_table
+
+    now = datetime.now(UTC)
+    with store.engine.begin() as conn:
+        for day in range(1, 31):
+            at = now - timedelta(days=day)
+            gone = [f"us-east5-a/gone-{day}-{index}@x" for index in range(1000)]
+            conn.execute(
+                insert(ledger_table),
+                [{"key": f"{r}|expiry|60", "kind": "expiry", "resource": r, "status": "sent", "at": at,
+                  "text": "", "resolved_at": at} for r in gone],
+            )  # fmt: skip
+            conn.execute(
+                insert(owners_table), [{"key": f"{r}|expiry|60", "deployment": "staging"} for r in gone]
+            )
+            conn.execute(
+                insert(observations_table), [{"resource": r, "state": "ACTIVE", "at": at} for r in gone]
+            )
+        conn.execute(text("ANALYZE"))
+    ledger = AlertLedger(store, "staging")
+    listed = [f"us-east5-a/live-{index}@x" for index in range(1000)]
+    executed: list[tuple[str, object]] = []
+
+    def record(conn: object, cursor: object, statement: str, parameters: object, *args: object) -> None:
+        executed.append((statement, parameters))
+
+    event.listen(store.engine, "before_cursor_execute", record)
+    try:
+        ledger.observations(listed)
+        ledger.known(f"{resource}|expiry|60" for resource in listed)
+        ledger.open_alerts(since=now - timedelta(days=7))
+        AlertLedger.open_alerts_by_deployment(store, ["staging", "production"], since=now - timedelta(days=7))
+    finally:
+        event.remove(store.engine, "before_cursor_execute", record)
+    with store.engine.connect() as conn:
+        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        for sql, params in executed:
+            cursor.execute(f"EXPLAIN {sql}", params)
+            plan = "\n".join(str(row[0]) for row in cursor.fetchall())
+            assert "Seq Scan" not in plan, (sql[:200], plan)

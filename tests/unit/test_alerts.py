@@ -605,3 +605,75 @@ def test_an_alert_channel_is_bound_only_to_the_one_deployment_it_serves() -> Non
     single = Fleet({"default": cast(Any, object())})
     _bind_alert_channels(single, [watcher("default", "C0ALERTS01")])
     assert single.channels == {}  # one deployment: nothing to choose, nothing changes
+
+
+HISTORY_TABLES = ("alert_ledger", "alert_observations", "alert_owners")
+
+
+def _seed_gone(store: Store, deployment: str, days: int = 30, per_day: int = 50) -> None:
+    """`days` of history of resources long gone: per day, `per_day` alerts sent and resolved (owned by
+    `deployment` when it is named) and their last observations."""
+    from sqlalchemy import insert
+
+    from ops.alerts.ledger import ledger_table, observations_table, owners_table
+
+    ledger, owners, seen = [], [], []
+    for day in range(1, days + 1):
+        at = NOW - timedelta(days=day)
+        for index in range(per_day):
+            resource = f"us-east5-a/gone-{day}-{index}@{at:%Y%m%dT%H%M%S}"
+            key = f"{resource}|expiry|60"
+            ledger.append(
+                {"key": key, "kind": "expiry", "resource": resource, "status": "sent", "at": at, "text": "",
+                 "resolved_at": at + timedelta(hours=1)}
+            )  # fmt: skip
+            owners.append({"key": key, "deployment": deployment})
+            seen.append({"resource": resource, "state": "ACTIVE", "nodes": "{}", "at": at})
+    with store.engine.begin() as conn:
+        conn.execute(insert(ledger_table), ledger)
+        conn.execute(insert(observations_table), seen)
+        if deployment != "default":
+            conn.execute(insert(owners_table), owners)
+
+
+@pytest.mark.parametrize("deployment", ["default", "staging"])
+def test_a_steady_tick_reads_no_row_of_history_it_does_not_evaluate(tmp_path: Path, deployment: str) -> None:
+    """Every statement of a steady tick searches an index keyed by what it evaluates (the listed
+    resources, their alert keys, the open alerts): none scans the ledger, the observations or the owners,
+    and none lists every key a deployment ever owned (SQLite's EXPLAIN QUERY PLAN)."""
+    store = Store(f"sqlite:///{tmp_path / 'state.db'}")
+    _seed_gone(store, deployment)
+    listing = ZoneListing((qr(left=timedelta(minutes=40), nodes=(node(),)),))
+    services = SimpleNamespace(
+        tpu=SimpleNamespace(list_queued_resources=lambda zones: listing),
+        store=store,
+        settings=SimpleNamespace(tpu_zones=["us-east5-a"]),
+        now=lambda: NOW,
+    )
+    scheduler = AlertScheduler.build(
+        cast(Any, services), SlackGateway(cast(Any, FakeSlack())), "C0ALERTS", clock=lambda: NOW,
+        vllm_checks=False, deployment=deployment,
+    )  # fmt: skip
+    assert scheduler.tick().sent == 1  # the 60-minute countdown; the hourly prune runs on this first tick
+    executed: list[tuple[str, Any]] = []
+
+    def record(conn: Any, cursor: Any, statement: str, parameters: Any, *args: Any) -> None:
+        executed.append((statement, parameters))
+
+    event.listen(store.engine, "before_cursor_execute", record)
+    try:
+        assert scheduler.tick().duplicate == 1
+    finally:
+        event.remove(store.engine, "before_cursor_execute", record)
+    reads = [(sql, params) for sql, params in executed if sql.lstrip().upper().startswith("SELECT")]
+    assert any("alert_ledger" in sql for sql, _ in reads)
+    with store.engine.connect() as conn:
+        raw = conn.connection.driver_connection
+        assert raw is not None
+        for sql, params in reads:
+            plan = [str(row[-1]) for row in raw.execute(f"EXPLAIN QUERY PLAN {sql}", params).fetchall()]
+            scans = [step for step in plan if step.startswith("SCAN") and step.split()[1] in HISTORY_TABLES]
+            assert not scans and not any(step.startswith("LIST SUBQUERY") for step in plan), (sql, plan)
+            if "acked_by IS NULL" in sql:  # the open alerts: by the index that leaves resolved ones out
+                assert any("ix_alert_ledger_open" in step for step in plan), plan
+    store.close()

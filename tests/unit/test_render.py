@@ -4,16 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from bot.slack.limits import MESSAGE_BLOCK_TEXT_LIMIT
-from bot.slack.render import (
-    Reply,
-    blocks_reply,
-    fit,
-    human_duration,
-    section,
-    split_sections,
-    text_reply,
-)
+from bot.slack.render import human_duration, section, split_sections
 from sim.slack import block_errors
 
 
@@ -35,27 +26,6 @@ def test_code_fences_are_closed_and_reopened_at_splits() -> None:
 def test_a_single_huge_line_is_split() -> None:
     chunks = split_sections("z" * 10000)
     assert all(len(c) <= 3000 for c in chunks) and sum(len(c) for c in chunks) >= 10000
-
-
-def test_fit_moves_overflow_to_a_file() -> None:
-    reply = text_reply("\n".join("row " + "w" * 200 for _ in range(400)))
-    fitted = fit(reply, filename="big.txt")
-    assert len(fitted.blocks) <= 50
-    assert sum(len(b.get("text", {}).get("text", "")) for b in fitted.blocks) < MESSAGE_BLOCK_TEXT_LIMIT
-    assert len(fitted.text) < 4000
-    assert fitted.files[-1].filename == "big.txt" and fitted.files[-1].content == reply.text
-    assert block_errors(fitted.blocks) == []
-
-
-def test_fit_keeps_small_replies_unchanged() -> None:
-    reply = blocks_reply([section("hello")])
-    assert fit(reply) is reply
-    assert reply.text == "hello"
-
-
-def test_too_many_blocks_are_cut() -> None:
-    reply = Reply(text="t", blocks=[section(str(i)) for i in range(80)])
-    assert len(fit(reply).blocks) <= 50
 
 
 def test_human_duration() -> None:

@@ -5,8 +5,18 @@ from __future__ import annotations
 import pytest
 
 from bot.slack.gateway import cut_text, prepare
-from bot.slack.limits import SECTION_TEXT_LIMIT
-from bot.slack.render import channel_link, escape, link, mention, section, text_reply, to_mrkdwn, to_plain
+from bot.slack.limits import MESSAGE_BLOCKS_LIMIT, SECTION_TEXT_LIMIT
+from bot.slack.render import (
+    Reply,
+    channel_link,
+    escape,
+    link,
+    mention,
+    section,
+    text_reply,
+    to_mrkdwn,
+    to_plain,
+)
 
 
 def test_untrusted_text_is_escaped_once_and_bot_mentions_stay_live() -> None:
@@ -53,5 +63,13 @@ def test_a_long_section_is_cut_and_the_whole_text_attached() -> None:
     assert sum(len(b.get("text", {}).get("text", "")) for b in prepared.blocks) <= 12000
     (attached,) = [f for f in prepared.files if f.filename == "logs.txt"]
     assert attached.content == text  # plain and whole: files are not parsed by Slack
+    assert prepared.cut  # the note saying where the whole text is comes with its upload's outcome
     one = prepare(text_reply("x"))
-    assert one.files == [] and one.blocks == [section("x")]
+    assert one.files == [] and one.blocks == [section("x")] and not one.cut
+
+
+def test_too_many_blocks_are_cut_leaving_room_for_the_note() -> None:
+    prepared = prepare(Reply(text="t", blocks=[section(str(i)) for i in range(80)]), "many.txt")
+    assert len(prepared.blocks) == MESSAGE_BLOCKS_LIMIT - 1 and prepared.cut
+    (attached,) = prepared.files
+    assert attached.filename == "many.txt" and attached.content.endswith("78\n79")
