@@ -13,6 +13,8 @@ This module loads no Google client: `ops.vllm.ssh`, which `python -m bot manifes
 
 from __future__ import annotations
 
+from ops.linear import linear
+
 __all__ = [
     "GCPLOGS_ARGS",
     "GCPLOGS_OPTIONS",
@@ -21,6 +23,7 @@ __all__ = [
     "UNKNOWN_NODE",
     "VLLM_SERVE",
     "VLLM_SERVE_ARGS",
+    "tpu_env_values",
 ]
 
 RUN_FLAGS = ("--privileged", "--net=host", "--shm-size", "16G", "-v", "/dev/shm:/dev/shm")  # noqa: S108
@@ -71,3 +74,24 @@ TPU_ENV_READ = (
 attribute: it is not a TPU VM."""
 UNKNOWN_NODE = "unknown"
 """The node label of a container whose VM names no TPU node in its tpu-env attribute."""
+
+_TPU_ENV_LINE = linear(r"^([A-Z][A-Z0-9_]*): '([^']*)'$")
+
+
+def tpu_env_values(text: str) -> dict[str, str]:
+    """The values of a `tpu-env` attribute's text (`TPU_ENV_READ`'s output), the first of each key, as
+    the startup script's `sed -n "s/^NODE_ID: '\\(.*\\)'$/\\1/p" | head -n 1` reads them.
+
+    Args:
+        text: e.g. "ACCELERATOR_TYPE: 'v6e-8'\\nNODE_ID: 'gemma4-qr-node'\\nWORKER_ID: '0'\\n".
+
+    Returns:
+        e.g. {"ACCELERATOR_TYPE": "v6e-8", "NODE_ID": "gemma4-qr-node", "WORKER_ID": "0"}; lines of
+        another shape are skipped. The values are not checked: check them by their kind before use.
+    """
+    values: dict[str, str] = {}
+    for line in text.splitlines():
+        found = _TPU_ENV_LINE.fullmatch(line)
+        if found is not None:
+            values.setdefault(found[1], found[2])
+    return values
