@@ -301,6 +301,7 @@ class Services:
             port=s.vllm_port,
             hf_token_secret=s.hf_token_secret,
             api_key_secret=s.vllm_api_key_secret,
+            project=s.gcp_project,
         )
 
     def log_entries(self, query: str, limit: int) -> list[LogEntry]:

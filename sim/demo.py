@@ -85,6 +85,7 @@ class Demo:
         self.gcp = GcpSimulator(self.scenario, speed=speed)
         self.vllm = VllmSimulator(self.scenario["vllm"])
         self.host = HostSimulator(self.scenario.get("host"), vllm=self.vllm)
+        self.host.link_cloud_logging(self.gcp)  # what a container run with gcplogs prints reaches /logs
         # The bot was invited to the demo channel, the alert channel and staging's channel; any other
         # channel is not joined.
         joined = [DEMO_CHANNEL, ALERTS_CHANNEL]

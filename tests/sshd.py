@@ -33,8 +33,9 @@ SSHD = "/usr/sbin/sshd"
 # are printable, validated by ops.vllm.ssh), the record by \x1e: "HF=1" or "HF=0" (HF_TOKEN set in
 # its
 # environment), its name, then its arguments. Then it behaves per program (grep: the real one; docker logs:
-# prints container.log; gcloud: prints a fake token). The fake docker keeps its containers as files in
-# containers/ (`vllm` exists at first; run, rm, rename change them) and answers like docker's CLI: "No such
+# prints container.log; gcloud: prints a fake token; curl: the TPU VM's tpu-env attribute). The fake docker
+# keeps its containers as files in containers/ (`vllm` exists at first; run, rm, rename change them) and
+# answers like docker's CLI: "No such
 # container", "No such image" (only vllm/vllm-tpu:gemma4 is on the VM), and a pull of a tag named
 # "does-not-exist" refused with "manifest unknown" (exit 1).
 _FAKE = r"""#!/bin/bash
@@ -71,6 +72,7 @@ case "$name $1" in
   "docker "*) echo "$last" ;;
   "journalctl "*) echo "-- No entries --" ;;
   "gcloud "*) echo hf_FAKE_TOKEN_FOR_TESTS ;;
+  "curl "*) printf "ACCELERATOR_TYPE: 'v6e-8'\nNODE_ID: 'gemma4-qr-node'\nWORKER_ID: '0'\n" ;;
 esac
 """
 
@@ -148,7 +150,7 @@ class OpenSSHServer:
         self._write(self.root / "authorized_keys", client_public + "\n", 0o600)
         self._write(self.root / "wrapper.sh", _WRAPPER.format(root=self.root), 0o755)
         (self.root / "bin").mkdir()
-        for name in ("docker", "grep", "journalctl", "gcloud"):
+        for name in ("docker", "grep", "journalctl", "gcloud", "curl"):
             self._write(self.root / "bin" / name, _FAKE, 0o755)
         self._write(self.root / "container.log", "", 0o644)
         (self.root / "containers").mkdir()

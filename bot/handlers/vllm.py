@@ -26,6 +26,7 @@ from bot.views.vllm import (
     container_status,
     endpoint_found,
     log_excerpt,
+    log_route_line,
     metrics,
     served_models,
     server_info,
@@ -402,6 +403,11 @@ def _container_command(
             status = container.status()
         ctx.services.endpoints.forget()
         state = _describe(status, _health(ctx), ctx.services.now())
+        # The container this command ran, if any, and if it is the one now under the name.
+        ran = not isinstance(done, ReplaceOutcome) or done.replaced
+        logging = log_route_line(container.log_route if ran else None)
+        if logging:
+            state += "\n" + logging
         if isinstance(done, ReplaceOutcome):
             return container_change(_replaced(done, container.name, host.host) + "\n" + state)
         return container_change(f":white_check_mark: `{verb}` done.\n" + state)

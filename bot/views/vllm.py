@@ -7,6 +7,9 @@ from bot.slack.render import Attachment, Block, Reply, blocks_reply, code, conte
 from bot.views.findings import diagnosis_text
 from bot.views.metrics import metrics_lines
 from ops.diagnosis.engine import Diagnosis
+from ops.gcp.cloudlogs import NODE_LABEL
+from ops.vllm.container import LogRoute
+from ops.vllm.dockerrun import UNKNOWN_NODE
 from ops.vllm.metrics import MetricsSummary
 from ops.vllm.server import Endpoint, ModelCard, ServerIdentity
 
@@ -101,6 +104,29 @@ def log_excerpt(title: str, text: str, filename: str, diagnosis: Diagnosis) -> R
         reply.files.append(Attachment(filename, text, title.replace("`", "")))
         reply.blocks.append(context(f"The whole output is attached as `{filename}`."))
     return reply
+
+
+def log_route_line(route: LogRoute | None) -> str:
+    """The one line a container the bot ran needs about its output: Docker refused the gcplogs driver (it
+    will not reach Cloud Logging: why, and the role to grant, as deploy/gcp-setup.sh grants it), or the VM
+    named no TPU node for its entries' label; "" when its output reaches Cloud Logging as the startup
+    script's does, or no container was run (None)."""
+    if route is None:
+        return ""
+    if route.refused is not None:
+        return (
+            ":warning: Its output will not reach Cloud Logging: Docker refused the gcplogs log driver "
+            f"(`{route.refused}`). Grant the VM's service account `roles/logging.logWriter` on "
+            f"`{route.project}` (deploy/gcp-setup.sh does), then `/vllm restart`; until then `/logs`, "
+            "`/logs analyze` and log alerts do not see it, `/vllm logs` does."
+        )
+    if route.node == UNKNOWN_NODE:
+        return (
+            f":warning: Its Cloud Logging entries are labelled `{NODE_LABEL}={UNKNOWN_NODE}`: the VM's "
+            "`tpu-env` metadata names no TPU node, so `/logs --node` and the diagnosis of a node do not find "
+            "them."
+        )
+    return ""
 
 
 def container_change(text: str) -> Reply:

@@ -1,10 +1,11 @@
 """The vLLM container on the TPU VM: status/start/stop/restart/rm/logs/syslog/bench, over SSH.
 
 `VllmContainer` is the facade the bot uses. It runs only the templates of `ops.vllm.ssh.TEMPLATES` through
-`ops.vllm.ssh.RemoteHost` (docker run flags from docs/vllm.md §4.1, an explicit `vllm serve` command as §4.2
-explains). A restart replaces, it does not remove first (`replace`, docs/vllm.md §4.3): the image is
-checked and pulled while the old container still serves; only then is the old one stopped (one process may
-own the TPU) and renamed aside, and it comes back if the new one fails to start.
+`ops.vllm.ssh.RemoteHost` (the startup script's docker run flags, command and log options:
+`ops.vllm.dockerrun`). A restart replaces, it does not remove first (`replace`, docs/vllm.md §4.3): the image
+is checked and pulled while the old container still serves; only then is the old one stopped (one process
+may own the TPU) and renamed aside, and it comes back if the new one fails to start. A container the bot
+runs sends its output to Cloud Logging as the startup script's does (`LogRoute`, docs/vllm.md §4.4).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -21,18 +22,22 @@ from ops.diagnosis.wordings import wording
 from ops.errors import (
     AlreadyExists,
     BackendUnavailable,
+    BadInput,
     NotFound,
     OpsError,
     PermissionDenied,
     QuotaExceeded,
 )
+from ops.gcp.cloudlogs import NODE_LABEL, WORKER_LABEL
 from ops.linear import linear
 from ops.times import parse_rfc3339
+from ops.vllm.dockerrun import UNKNOWN_NODE, tpu_env_values
 from ops.vllm.ssh import CommandResult, RemoteHost, validate
 
 __all__ = [
     "BenchParams",
     "ContainerStatus",
+    "LogRoute",
     "ReplaceOutcome",
     "VllmContainer",
     "VllmSpec",
@@ -59,6 +64,9 @@ class VllmSpec:
         port: the port vLLM listens on (host network).
         hf_token_secret: Secret Manager secret holding the Hugging Face token, read on the VM.
         api_key_secret: Secret Manager secret holding the vLLM API key, read on the VM (None: no key).
+        project: the GCP project whose Cloud Logging gets the container's output through Docker's gcplogs
+            driver (the deployment's GCP_PROJECT, as the startup script's `--log-opt gcp-project`); None:
+            Docker's default log driver, the output reaches `docker logs` only.
     """
 
     image: str = "vllm/vllm-tpu:gemma4"
@@ -68,6 +76,32 @@ class VllmSpec:
     port: int = 8000
     hf_token_secret: str = "hf-token"  # noqa: S105 - the secret's name, not a secret
     api_key_secret: str | None = None
+    project: str | None = None
+
+
+@dataclass(frozen=True)
+class LogRoute:
+    """Where the output of a container the bot ran goes (`VllmContainer.log_route`).
+
+    Attributes:
+        project: the project whose Cloud Logging it was sent to (log `gcplogs-docker-driver`).
+        node, worker: the labels its entries carry (`tpu_node`, `tpu_worker_id`): the TPU node and worker
+            the VM's tpu-env metadata attribute names; node `UNKNOWN_NODE` when it names none (not a TPU
+            VM), as the startup script labels it then.
+        refused: None when Docker's gcplogs driver took the output; else docker's error line for the
+            refused driver: the container runs with Docker's default driver and its output reaches
+            `docker logs` only, not Cloud Logging.
+    """
+
+    project: str
+    node: str
+    worker: int
+    refused: str | None = None
+
+    @property
+    def cloud_logging(self) -> bool:
+        """The output reaches Cloud Logging."""
+        return self.refused is None
 
 
 @dataclass(frozen=True)
@@ -222,6 +256,10 @@ class VllmContainer:
             name the startup script gives the container it runs.
         stop_timeout_s: seconds docker waits for vLLM to exit before SIGKILL on stop.
         bench_timeout_s: seconds a `vllm bench serve` may run.
+
+    Attributes:
+        log_route: where the output of the container this object last ran (`docker run`: `start` of a
+            missing container, `replace`) goes; None before a run, or for a spec without a project.
     """
 
     def __init__(
@@ -236,6 +274,7 @@ class VllmContainer:
         self.name = validate("container", name)
         self.stop_timeout_s = stop_timeout_s
         self.bench_timeout_s = bench_timeout_s
+        self.log_route: LogRoute | None = None
 
     def __repr__(self) -> str:
         return f"VllmContainer({self.name!r} on {self.remote.display})"
@@ -530,19 +569,28 @@ class VllmContainer:
     # -- helpers ---------------------------------------------------------------------------------------------
 
     def _run(self, spec: VllmSpec) -> None:
-        keyed = {"api_key_secret": spec.api_key_secret} if spec.api_key_secret else {}
-        result = self.remote.run(
-            "docker_run_vllm_api_key" if keyed else "docker_run_vllm",
-            secret=spec.hf_token_secret,
-            container=self.name,
-            image=spec.image,
-            model=spec.model,
-            tensor_parallel_size=spec.tensor_parallel_size,
-            max_model_len=spec.max_model_len,
-            port=spec.port,
-            timeout_s=max(self.remote.command_timeout_s, 900.0),  # a first run pulls a large image
-            **keyed,
-        )
+        """`docker run` the container; with a project, with Docker's gcplogs driver, as the startup script
+        does (`ops.vllm.deploy`), else with Docker's default driver. Sets `log_route`.
+
+        Docker refuses the gcplogs driver when the VM's service account may not write logs (the driver
+        fails to start, leaving the container "created") or is older than 20.10 (`cache-disabled` is an
+        unknown option); the container is then run again without the log options, as the startup script
+        does, and `log_route.refused` says why: serving never depends on logging. A run whose retry fails too
+        failed for another reason, which the retry's error says.
+
+        Raises:
+            BadInput (invalid spec), NotFound / PermissionDenied (a secret the VM cannot read), the errors of
+            `RemoteHost.run` and of `_check`.
+        """
+        self.log_route = None
+        route = self._labels(spec.project) if spec.project is not None else None
+        result = self._run_template(spec, route)
+        if route is not None and result.exit_status not in (0, 3, 4):
+            if self.status().state == "created":  # made by this run, whose log driver did not start
+                self.rm()
+            refused = docker_error_line(result.stderr or result.stdout) or f"exit {result.exit_status}"
+            result = self._run_template(spec, None)
+            route = replace(route, refused=refused)
         if result.exit_status in (3, 4):
             text = result.stderr
             secret = spec.hf_token_secret if result.exit_status == 3 else str(spec.api_key_secret)
@@ -559,6 +607,55 @@ class VllmContainer:
                 raise PermissionDenied(message + ": permission denied", hint, backend="ssh")
             raise OpsError(message + f": {docker_error_line(text)}", hint, backend="ssh")
         self._check(result, "run")
+        self.log_route = route
+
+    def _labels(self, project: str) -> LogRoute:
+        """The route of a container's output to `project`'s Cloud Logging, labelled with the TPU node and
+        worker the VM's tpu-env metadata attribute names, read on the VM.
+
+        That attribute is where the startup script reads the labels of the container it runs, so a
+        container the bot runs carries the same labels, and `/logs --node`, the diagnosis and the alerts
+        find it as they find the startup script's. The node the bot connects to is not used: with SSH_HOST
+        set it knows none, and no API field says which worker of a slice answers on an address; the VM says
+        both. A value that is not a node id (or a worker number) is labelled as the startup script labels
+        it: `UNKNOWN_NODE` (worker 0).
+
+        Raises:
+            BadInput: `project` is not a project id. The errors of `RemoteHost.run`.
+        """
+        validate("project", project)
+        read = self.remote.run("tpu_env")
+        values = tpu_env_values(read.stdout) if read.exit_status == 0 else {}
+        try:
+            node = validate("node", values.get("NODE_ID"))
+        except BadInput:
+            node = UNKNOWN_NODE
+        try:
+            worker = int(validate("worker", values.get("WORKER_ID")))
+        except BadInput:
+            worker = 0
+        return LogRoute(project, node, worker)
+
+    def _run_template(self, spec: VllmSpec, route: LogRoute | None) -> CommandResult:
+        """The `docker run` of `spec`: with the gcplogs options and `route`'s labels, or without (None)."""
+        keyed: dict[str, Any] = {"api_key_secret": spec.api_key_secret} if spec.api_key_secret else {}
+        name = "docker_run_vllm" + ("_api_key" if keyed else "")
+        if route is not None:  # the placeholders of ops.vllm.dockerrun.GCPLOGS_OPTIONS
+            name += "_gcplogs"
+            keyed |= {"project": route.project, "node_label": NODE_LABEL, "worker_label": WORKER_LABEL}
+            keyed |= {"node": route.node, "worker": route.worker}
+        return self.remote.run(
+            name,
+            secret=spec.hf_token_secret,
+            container=self.name,
+            image=spec.image,
+            model=spec.model,
+            tensor_parallel_size=spec.tensor_parallel_size,
+            max_model_len=spec.max_model_len,
+            port=spec.port,
+            timeout_s=max(self.remote.command_timeout_s, 900.0),  # a first run pulls a large image
+            **keyed,
+        )
 
     def _not_found(self) -> NotFound:
         return NotFound(

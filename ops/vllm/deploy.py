@@ -24,6 +24,7 @@ from ops.gcp.cloudlogs import CONTAINER_LOG_ID, NODE_LABEL, WORKER_LABEL
 from ops.linear import LinearPattern, linear
 from ops.times import rfc3339
 from ops.tpu.model import FLEX_START_MAX_RUN, PROVISIONING_MODELS, RESOURCE_ID, check_zone
+from ops.vllm.dockerrun import GCPLOGS_OPTIONS, RUN_FLAGS, TPU_ENV_READ, UNKNOWN_NODE, VLLM_SERVE
 from ops.vllm.ssh import KINDS
 
 __all__ = [
@@ -35,12 +36,11 @@ __all__ = [
     "startup_script",
 ]
 
-# The model id, image, secret ids and container name go into the same `docker run` as the bot's own
-# `/vllm start` (`ops.vllm.ssh.TEMPLATES`), so they are checked by the same rules (`ops.vllm.ssh.KINDS`,
-# `_valid`); queued resource and node ids by the TPU's (`ops.tpu.model.RESOURCE_ID`). The artefacts' other
-# values: what each must look like, and the example the refusal gives (`_check`).
+# The project, model id, image, secret ids and container name go into the same `docker run` as the bot's
+# own `/vllm start` (`ops.vllm.dockerrun`, `ops.vllm.ssh.TEMPLATES`), so they are checked by the same rules
+# (`ops.vllm.ssh.KINDS`, `_valid`); queued resource and node ids by the TPU's (`ops.tpu.model.RESOURCE_ID`).
+# The artefacts' other values: what each must look like, and the example the refusal gives (`_check`).
 _RULES: dict[str, tuple[LinearPattern, str]] = {
-    "GCP project id": (linear(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$"), "my-project"),  # the rule of bot.config
     "queued resource id": (RESOURCE_ID, "vllm-gemma4-qr"),
     "node id": (RESOURCE_ID, "vllm-gemma4-qr-node"),
     "accelerator type": (linear(r"^v[0-9][a-z0-9]*-[0-9]+$"), "v6e-8"),
@@ -126,7 +126,7 @@ class StartupConfig:
     api_key_secret: str | None = None
 
     def __post_init__(self) -> None:
-        _check(self.project, "GCP project id")
+        _valid(self.project, "project", "GCP project id")
         _valid(self.model, "model", "model id")
         _valid(self.image, "image", "image reference")
         _int(self.tensor_parallel_size, "tensor parallel size", 1, 256)
@@ -138,30 +138,20 @@ class StartupConfig:
             _valid(self.api_key_secret, "secret", "API key secret name")
 
     def vllm_argv(self) -> list[str]:
-        """The explicit server command, as argv: `vllm serve MODEL --tensor-parallel-size N ...`.
+        """The explicit server command, as argv: `vllm serve MODEL --tensor-parallel-size N ...`
+        (`ops.vllm.dockerrun.VLLM_SERVE`, the bot's own `/vllm start` runs the same).
 
         An explicit command works whether or not the image has the entrypoint.sh ENTRYPOINT
         (docs/vllm.md §4.2).
         """
-        return [
-            "vllm",
-            "serve",
-            self.model,
-            "--tensor-parallel-size",
-            str(self.tensor_parallel_size),
-            "--max-model-len",
-            str(self.max_model_len),
-            "--host",
-            "0.0.0.0",
-            "--port",
-            str(self.port),
-            "--enable-auto-tool-choice",
-            "--tool-call-parser",
-            "gemma4",
-            "--reasoning-parser",
-            "gemma4",
-            "--disable_chunked_mm_input",
-        ]
+        values = {
+            "model": self.model,
+            "tensor_parallel_size": self.tensor_parallel_size,
+            "max_model_len": self.max_model_len,
+            "port": self.port,
+        }
+        # each value stays one word, whatever it holds
+        return [word.format(**values) for word in VLLM_SERVE.split()]
 
 
 def _q(value: str) -> str:
@@ -201,7 +191,8 @@ def startup_script(cfg: StartupConfig) -> str:
     image (retrying 3 times, for registry rate limits), runs `docker rm -f` on a stale container (only one
     process may own the TPU, docs/vllm.md §4.3), then `docker run -d --name C --privileged --net=host
     --shm-size 16G -v /dev/shm:/dev/shm --log-driver gcplogs ... --env HF_TOKEN IMAGE vllm serve ...`
-    (docs/vllm.md §4.1, §4.2).
+    (docs/vllm.md §4.1, §4.2): the flags, command and log options of `ops.vllm.dockerrun`, which the bot's
+    own `docker run` (/vllm start, /vllm restart) uses too.
 
     vLLM's output goes to Cloud Logging by construction: Docker's gcplogs driver writes every line to the
     log `gcplogs-docker-driver` of the project (`--log-opt gcp-project=P`), with the container labels
@@ -252,10 +243,7 @@ def startup_script(cfg: StartupConfig) -> str:
         )
     )
     argv = cfg.vllm_argv()
-    head = [
-        ["docker", "run", "-d", "--name", cfg.container_name],
-        ["--privileged", "--net=host", "--shm-size", "16G", "-v", "/dev/shm:/dev/shm"],  # noqa: S108
-    ]
+    head = [["docker", "run", "-d", "--name", cfg.container_name], list(RUN_FLAGS)]
     tail = [
         ["--env", "HF_TOKEN", "--env", "VLLM_API_KEY"] if cfg.api_key_secret else ["--env", "HF_TOKEN"],
         [cfg.image],
@@ -266,12 +254,16 @@ def startup_script(cfg: StartupConfig) -> str:
         takes_value = len(flags) > 1 and not flags[1].startswith("--")
         tail.append(flags[: 2 if takes_value else 1])
         flags = flags[2 if takes_value else 1 :]
-    logging = [
-        shlex.join(["--log-driver", "gcplogs", "--log-opt", f"gcp-project={cfg.project}"]),
-        shlex.join(["--log-opt", f"labels={NODE_LABEL},{WORKER_LABEL}", "--log-opt", "cache-disabled=false"]),
-        # Checked against strict patterns above, and double-quoted: expanded, never split or globbed.
-        f'--label "{NODE_LABEL}=$node_id" --label "{WORKER_LABEL}=$worker_id"',
-    ]
+    # The bot's own docker run's options (ops.vllm.dockerrun); the node and worker are the shell variables
+    # below, checked against the kinds' patterns and double-quoted: expanded, never split or globbed.
+    driver, _, labels = GCPLOGS_OPTIONS.format(
+        project=_q(cfg.project),
+        node_label=NODE_LABEL,
+        worker_label=WORKER_LABEL,
+        node='"$node_id"',
+        worker='"$worker_id"',
+    ).partition(" --label ")
+    logging = [driver, "--label " + labels]
     joined = [shlex.join(line) for line in head], [shlex.join(line) for line in tail]
     serve = " \\\n    ".join([*joined[0], *logging, *joined[1]])
     serve_plain = " \\\n    ".join([*joined[0], *joined[1]])
@@ -306,13 +298,13 @@ docker rm -f {name} >/dev/null 2>&1 || true
 
 # vLLM's output goes to Cloud Logging through Docker's gcplogs driver (log {CONTAINER_LOG_ID}), labelled
 # with this TPU node and worker as the TPU runtime publishes them (metadata attribute tpu-env).
-tpu_env="$(curl -sf --max-time 10 -H 'Metadata-Flavor: Google' \\
-  'http://metadata.google.internal/computeMetadata/v1/instance/attributes/tpu-env')" || tpu_env=""
+tpu_env="$({TPU_ENV_READ})" || tpu_env=""
 node_id="$(printf '%s\\n' "$tpu_env" | sed -n "s/^NODE_ID: '\\(.*\\)'$/\\1/p" | head -n 1)"
 worker_id="$(printf '%s\\n' "$tpu_env" | sed -n "s/^WORKER_ID: '\\(.*\\)'$/\\1/p" | head -n 1)"
-if ! [[ "$node_id" =~ ^[a-z]([-a-z0-9]{{0,61}}[a-z0-9])?$ ]]; then
-  log "no TPU node id in the tpu-env metadata: vLLM's Cloud Logging entries are labelled {NODE_LABEL}=unknown"
-  node_id=unknown
+if ! [[ "$node_id" =~ {RESOURCE_ID.pattern} ]]; then
+  log "no TPU node id in the tpu-env metadata: vLLM's Cloud Logging entries are labelled" \\
+    "{NODE_LABEL}={UNKNOWN_NODE}"
+  node_id={UNKNOWN_NODE}
 fi
 if ! [[ "$worker_id" =~ ^[0-9]{{1,4}}$ ]]; then
   worker_id=0
@@ -399,7 +391,7 @@ def gcloud_command(
     node = node_id if node_id is not None else f"{name}-node"
     _check(node, "node id")
     check_zone(zone)
-    _check(project, "GCP project id")
+    _valid(project, "project", "GCP project id")
     _check(accelerator_type, "accelerator type")
     _check(runtime_version, "runtime version")
     _check(startup_script_file, "startup script path")

@@ -13,7 +13,7 @@ Security model:
   reach the remote program as one literal argument. The Hugging Face token never passes through the bot:
   `docker_run_vllm` reads it ON THE VM from Secret Manager (`gcloud secrets versions access latest
   --secret=NAME`) and hands it to docker through the environment (`-e HF_TOKEN` without a value), so it is
-  not in any argv either. Docker run flags: docs/vllm.md §4.1 and §4.2.
+  not in any argv either. Docker run flags, command and log options: `ops.vllm.dockerrun` (docs/vllm.md §4).
 - No private key material appears in messages or logs (only public fingerprints).
 """
 
@@ -35,6 +35,15 @@ from paramiko.pkey import UnknownKeyType
 from ops.diagnosis.engine import RemoteError, diagnose
 from ops.errors import BackendTimeout, BackendUnavailable, BadInput, OpsError, PermissionDenied
 from ops.linear import LinearPattern, linear
+from ops.tpu.model import RESOURCE_ID
+from ops.vllm.dockerrun import (
+    GCPLOGS_ARGS,
+    GCPLOGS_OPTIONS,
+    RUN_FLAGS,
+    TPU_ENV_READ,
+    VLLM_SERVE,
+    VLLM_SERVE_ARGS,
+)
 
 __all__ = [
     "KINDS",
@@ -145,6 +154,8 @@ _IMAGE = linear(
 # Hugging Face model id: "org/name" or "name" (huggingface_hub's repo-id rule, without "--" and "..").
 _MODEL = linear(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}(?:/[A-Za-z0-9][A-Za-z0-9_.-]{0,95})?$")
 _SECRET = linear(r"^[A-Za-z0-9_-]{1,255}$")  # Secret Manager secret id
+_PROJECT = linear(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")  # GCP project id (the rule of bot.config)
+_LABEL = linear(r"^[a-z][a-z0-9_.-]{0,127}$")  # a docker label key of the bot's own, e.g. tpu_node
 _GREP_MAX = 200
 _DIGITS = linear(r"\d{1,9}")
 
@@ -160,9 +171,13 @@ def _int_kind(low: int, high: int) -> Callable[[Any], str]:
     return check
 
 
-def _regex_kind(pattern: LinearPattern, rule: str) -> Callable[[Any], str]:
+def _regex_kind(pattern: LinearPattern, rule: str, *, runs: bool = False) -> Callable[[Any], str]:
+    """Strings matching `pattern`, without "--" and ".." unless `runs` allows them."""
+
     def check(value: Any) -> str:
-        if not isinstance(value, str) or not pattern.fullmatch(value) or "--" in value or ".." in value:
+        if not isinstance(value, str) or not pattern.fullmatch(value):
+            raise ValueError(rule)
+        if not runs and ("--" in value or ".." in value):
             raise ValueError(rule)
         return value
 
@@ -203,6 +218,10 @@ KINDS: dict[str, Callable[[Any], str]] = {
     "num_prompts": _int_kind(1, 100_000),
     "token_len": _int_kind(1, 262_144),
     "concurrency": _int_kind(1, 4_096),
+    "project": _regex_kind(_PROJECT, "a GCP project id such as my-project", runs=True),
+    "node": _regex_kind(RESOURCE_ID, "a TPU node id such as gemma4-qr-node", runs=True),
+    "worker": _int_kind(0, 9_999),
+    "label": _regex_kind(_LABEL, "a docker label key such as tpu_node"),
 }
 """Argument kinds: name -> validator returning the canonical string, or raising ValueError(rule)."""
 
@@ -211,9 +230,7 @@ def validate(kind: str, value: Any) -> str:
     """Validate one template argument by its kind.
 
     Args:
-        kind: a key of `KINDS` ("container", "unit", "tail", "since", "text", "image", "model", "secret",
-            "tensor_parallel_size", "max_model_len", "port", "stop_timeout_s", "num_prompts", "token_len",
-            "concurrency").
+        kind: a key of `KINDS`, e.g. "container", "tail", "image", "model", "project", "node".
         value: the raw value (ints may be given as digit strings).
 
     Returns:
@@ -268,27 +285,28 @@ class CommandTemplate:
 
 
 _LOGS = "{SUDO}docker logs --tail {tail}"
-# Starting vLLM. Flags: docs/vllm.md §4.1 (recipe docker run) and §4.2 (explicit `vllm serve` command, safe
-# with or without the image's entrypoint.sh); tool/reasoning parsers: docs/vllm.md §1.6. The Hugging Face
-# token is read on the VM (exit 3: the secret could not be read).
-_READ_HF_TOKEN = (  # a command that reads the secret on the VM, not a secret
-    'HF_TOKEN="$(gcloud secrets versions access latest --secret={secret})" || exit 3; export HF_TOKEN; '  # noqa: S105
+# Starting vLLM: the flags, command and log options of `ops.vllm.dockerrun` (the startup script's too). The
+# Hugging Face token is read on the VM (exit 3: the secret could not be read), the vLLM API key too (exit 4);
+# vLLM takes the key from VLLM_API_KEY (vllm/envs.py), so neither is in any argv.
+_READ_HF_TOKEN = 'HF_TOKEN="$(gcloud secrets versions access latest --secret={secret})" || exit 3; '  # noqa: S105
+_READ_API_KEY = (
+    'VLLM_API_KEY="$(gcloud secrets versions access latest --secret={api_key_secret})" || exit 4; '
 )
-_DOCKER_RUN = "docker run -d --name {container} --privileged --net=host --shm-size 16G -v /dev/shm:/dev/shm "
-_VLLM_SERVE = (
-    "vllm serve {model} --tensor-parallel-size {tensor_parallel_size} --max-model-len {max_model_len} "
-    "--host 0.0.0.0 --port {port} --enable-auto-tool-choice --tool-call-parser gemma4 "
-    "--reasoning-parser gemma4 --disable_chunked_mm_input"
-)
-_VLLM_RUN_ARGS = {
-    "secret": "secret",
-    "container": "container",
-    "image": "image",
-    "model": "model",
-    "tensor_parallel_size": "tensor_parallel_size",
-    "max_model_len": "max_model_len",
-    "port": "port",
-}
+_DOCKER_RUN = "docker run -d --name {container} " + " ".join(RUN_FLAGS) + " "
+
+
+def _vllm_run(*, api_key: bool, gcplogs: bool) -> CommandTemplate:
+    """The `docker run` of the vLLM container: with the vLLM API key or not, with the gcplogs driver's
+    options (`ops.vllm.dockerrun.GCPLOGS_OPTIONS`) or Docker's default log driver."""
+    text = _READ_HF_TOKEN + "export HF_TOKEN; "
+    text += _READ_API_KEY + "export VLLM_API_KEY; {SUDO_ENV_KEY}" if api_key else "{SUDO_ENV}"
+    text += _DOCKER_RUN + (GCPLOGS_OPTIONS + " " if gcplogs else "")
+    text += "-e HF_TOKEN " + ("-e VLLM_API_KEY " if api_key else "") + "-- {image} " + VLLM_SERVE
+    args = {"secret": "secret", "container": "container", "image": "image", **VLLM_SERVE_ARGS}
+    args |= ({"api_key_secret": "secret"} if api_key else {}) | (GCPLOGS_ARGS if gcplogs else {})
+    return CommandTemplate(text, args)
+
+
 TEMPLATES: dict[str, CommandTemplate] = {
     "docker_inspect": CommandTemplate(
         "{SUDO}docker inspect --type container -- {container}", {"container": "container"}
@@ -332,20 +350,12 @@ TEMPLATES: dict[str, CommandTemplate] = {
     "docker_rename": CommandTemplate(
         "{SUDO}docker rename -- {container} {new_name}", {"container": "container", "new_name": "container"}
     ),
-    "docker_run_vllm": CommandTemplate(
-        _READ_HF_TOKEN + "{SUDO_ENV}" + _DOCKER_RUN + "-e HF_TOKEN -- {image} " + _VLLM_SERVE, _VLLM_RUN_ARGS
-    ),
-    # The same, also reading the vLLM API key on the VM (exit 4: that secret could not be read); vLLM takes
-    # it from VLLM_API_KEY (vllm/envs.py), so it is in no argv.
-    "docker_run_vllm_api_key": CommandTemplate(
-        _READ_HF_TOKEN
-        + 'VLLM_API_KEY="$(gcloud secrets versions access latest --secret={api_key_secret})" || exit 4; '
-        + "export VLLM_API_KEY; {SUDO_ENV_KEY}"
-        + _DOCKER_RUN
-        + "-e HF_TOKEN -e VLLM_API_KEY -- {image} "
-        + _VLLM_SERVE,
-        {**_VLLM_RUN_ARGS, "api_key_secret": "secret"},
-    ),
+    "docker_run_vllm": _vllm_run(api_key=False, gcplogs=False),
+    "docker_run_vllm_api_key": _vllm_run(api_key=True, gcplogs=False),
+    "docker_run_vllm_gcplogs": _vllm_run(api_key=False, gcplogs=True),
+    "docker_run_vllm_api_key_gcplogs": _vllm_run(api_key=True, gcplogs=True),
+    # The TPU node and worker this VM is, as its tpu-env metadata attribute says (the gcplogs labels).
+    "tpu_env": CommandTemplate(TPU_ENV_READ, {}),
     "journalctl": CommandTemplate(
         "{SUDO}journalctl -u {unit} -n {tail} --no-pager", {"unit": "unit", "tail": "tail"}
     ),

@@ -16,7 +16,7 @@ import json
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler
@@ -24,7 +24,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from sim.gcp.api import ApiError, error_envelope, json_or_text
-from sim.gcp.logentry import log_entry_json, make_log_entry
+from sim.gcp.logentry import log_entry_json, make_container_entry, make_log_entry
 from sim.gcp.loggen import DEFAULT_CONTAINER, container_line
 from sim.gcp.logging import ROUTES as LOGGING_ROUTES
 from sim.gcp.quotas import ROUTES as QUOTAS_ROUTES
@@ -134,6 +134,7 @@ class GcpSimulator:
         self.requests: list[tuple[str, str]] = []  # (method, path with query) of every request seen
         # (method, path, parsed JSON body) of every TPU request with a body; Secret Manager never recorded.
         self.request_bodies: list[tuple[str, str, Any]] = []
+        self._log_readers: list[Callable[[], None]] = []  # called before each entries.list (on_log_read)
 
     # ---- simulated time and controls
     def now(self) -> datetime:
@@ -270,6 +271,48 @@ class GcpSimulator:
             self.world.add_logs([body])
             return body
 
+    def write_container_lines(
+        self,
+        lines: Sequence[tuple[datetime, str]],
+        *,
+        container: dict[str, Any],
+        zone: str,
+        instance_name: str,
+        labels: dict[str, str],
+    ) -> None:
+        """Store lines a container printed through Docker's gcplogs driver on a TPU VM linked to this
+        project (`sim.host.HostSimulator.link_cloud_logging`): one entry per line, stamped with the line's
+        own time, in the shape of the scenario's container lines (`sim.gcp.logentry.make_container_entry`).
+
+        Args:
+            lines: (aware time, text) each.
+            container: {"name", "image", "created"} of the container, as its logger started.
+            zone, instance_name: the VM's, as its metadata server gives them.
+            labels: the container labels its `--log-opt labels=` names, e.g. {"tpu_node": "gemma4-qr-node"}.
+        """
+        with self.world.lock:
+            bodies = []
+            for when, text in lines:
+                self.world.log_seq += 1
+                bodies.append(
+                    make_container_entry(
+                        self.project,
+                        when,
+                        text,
+                        container=container,
+                        zone=zone,
+                        instance_name=instance_name,
+                        labels=labels,
+                        insert_id=f"sim{self.world.log_seq:010d}",
+                    )
+                )
+            self.world.add_logs(bodies)
+
+    def on_log_read(self, callback: Callable[[], None]) -> None:
+        """Call `callback` before answering each entries.list, outside the world's lock (a linked VM prints
+        what is due then, which may write entries here)."""
+        self._log_readers.append(callback)
+
     def cut_log_searches(self, count: int, *, keep: int = 0) -> None:
         """Make the next `count` entries.list answers that have more entries to give end after `keep`
         entries (0: none) with a nextPageToken, as Cloud Logging answers a search that ran out of time
@@ -387,6 +430,9 @@ class GcpSimulator:
         split = urlsplit(raw_path)
         path = unquote(split.path)
         query = {k: v[-1] for k, v in parse_qs(split.query).items()}
+        if path.endswith("/entries:list"):
+            for reader in list(self._log_readers):
+                reader()
         fault = self._take_fault(method, path)
         if fault is not None and not fault.after and not fault.drop:
             answer = self._fault_answer(fault)

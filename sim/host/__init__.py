@@ -15,15 +15,19 @@ everywhere):
     docker image inspect -- IMAGE          docker pull -- IMAGE
     HF_TOKEN="$(gcloud secrets versions access latest --secret=S)" || exit 3; export HF_TOKEN;
         [VLLM_API_KEY="$(gcloud ... --secret=K)" || exit 4; export VLLM_API_KEY;]
-        docker run -d --name NAME [--privileged --net=host --shm-size X -v A:B -e VAR ...] -- IMAGE
-            vllm serve MODEL ...
-    (a container given VLLM_API_KEY makes the linked vLLM simulator require that key, like `--api-key`)
+        docker run -d --name NAME [--privileged --net=host --shm-size X -v A:B -e VAR ...]
+            [--log-driver gcplogs --log-opt KEY=VALUE ... --label KEY=VALUE ...] -- IMAGE vllm serve MODEL ...
+    (a container given VLLM_API_KEY makes the linked vLLM simulator require that key, like `--api-key`;
+    a container run with gcplogs and `--log-opt gcp-project=P` sends every line it prints to the linked
+    Cloud Logging of P, labelled with the container labels `--log-opt labels=` names)
+    curl -sf --max-time 10 -H 'Metadata-Flavor: Google' http://metadata.google.internal/computeMetadata/v1/
+        instance/attributes/tpu-env        (the VM's NODE_ID, WORKER_ID and ZONE; exit 22 without a node)
     docker exec -- NAME vllm bench serve --model M --num-prompts N --random-input-len L
         --random-output-len L --max-concurrency C ...
     journalctl -u UNIT -n N --no-pager
 
 Scenario keys (the `host` section; defaults in `DEFAULTS`):
-    hostname           VM hostname shown in journal lines
+    hostname           VM hostname shown in journal lines (and the instance name of its gcplogs entries)
     user               the one SSH user accepted (public keys are added with `authorize`)
     boot_s             seconds a started healthy vLLM container takes to print `Application startup complete.`
                        and, when a VllmSimulator is linked, to stop refusing connections (real: ~10 minutes)
@@ -46,6 +50,11 @@ Scenario keys (the `host` section; defaults in `DEFAULTS`):
     containers         list of {name, image, state, started, finished, exit_code, restart_count, model,
                        max_model_len, tensor_parallel_size, port, failing_log}; times relative to now ("-45m")
     journal            unit -> list of extra journal lines
+    node_id, worker_id the TPU node and worker this VM is, in its tpu-env metadata attribute (node_id null:
+                       not a TPU VM, no such attribute)
+    zone               the VM's zone (tpu-env, and the gcplogs entries' resource)
+    log_writer         true (default): the VM's service account may write Cloud Logging; false: Docker's
+                       gcplogs driver fails to start (a run leaves its container "created", exit 125)
 
 Real limits enforced (each with its source in the code):
     - `docker start` / `docker restart` reset the container's RestartCount to 0 (moby: daemon/start.go calls
@@ -59,15 +68,20 @@ Real limits enforced (each with its source in the code):
       (the container's main process is the API server); its `/metrics` start time is the container's start.
     - `docker run` exits 125 on an error of the daemon itself, e.g. an image it cannot pull
       (docs.docker.com/engine/containers/run/#exit-status); `docker pull` and `docker image inspect` exit 1.
+    - a log option the gcplogs driver does not take is refused when the container is created; the driver
+      itself starts with the container, and fails without Cloud Logging access (moby
+      daemon/logger/gcplogs/gcplogging.go): the container stays "created". `docker logs` reads a gcplogs
+      container through Docker's local copy (dual logging).
 
 More scenario keys:
     docker_group       true (default): the SSH user is in the docker group; false: only sudo reaches docker
     sudo               "nopasswd" (default, as on Google's images for OS Login admins) or "password"
 
 Controls (thread-safe): `authorize(pkey)`, `set_run_failing_log(case)`, `set_pull_rate_limited(flag)`,
-`set_disk_full(flag)`, `set_stale_server(flag)`,
-`crash(name, case)`, `container_state(name)`, `commands`, `set_reject_auth(flag)`,
-`set_command_delay(seconds)`; `stop()` then `start()` refuses connections meanwhile (same port).
+`set_disk_full(flag)`, `set_stale_server(flag)`, `set_log_writer(flag)`, `link_cloud_logging(gcp)`,
+`crash(name, case)`, `container_state(name)`, `commands`, `docker_runs` (each `docker run`'s arguments),
+`set_reject_auth(flag)`, `set_command_delay(seconds)`; `stop()` then `start()` refuses connections meanwhile
+(same port).
 
 Layout: `server.py` (HostSimulator: SSH server, command interpreter, controls), `shell.py` (the shell-word
 lexer and command-line structure), `docker.py` (DockerEngine: containers, images, docker subcommands),

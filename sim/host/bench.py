@@ -68,16 +68,14 @@ def bench_serve(
     now = datetime.now(UTC)
     running = min(concurrency, n)
     usage = min(100.0, 100 * running * (input_len + output_len) / int(config["kv_capacity_tokens"]))
-    c.logs.append(
-        (
-            now,
-            f"(APIServer pid=1) INFO {log_stamp(now)} [loggers.py:127] Engine 000: Avg prompt throughput: "
-            f"{running * input_len / 5:.1f} tokens/s, Avg generation throughput: "
-            f"{running * 40:.1f} tokens/s, Running: {running} reqs, Waiting: {max(0, n - running)} reqs, "
-            f"GPU KV cache usage: {usage:.1f}%, "
-            "Prefix cache hit rate: 0.0%",
-        )
+    stats = (
+        f"(APIServer pid=1) INFO {log_stamp(now)} [loggers.py:127] Engine 000: Avg prompt throughput: "
+        f"{running * input_len / 5:.1f} tokens/s, Avg generation throughput: "
+        f"{running * 40:.1f} tokens/s, Running: {running} reqs, Waiting: {max(0, n - running)} reqs, "
+        f"GPU KV cache usage: {usage:.1f}%, "
+        "Prefix cache hit rate: 0.0%"
     )
+    c.write([(now, stats)])
     progress = f"100%|██████████| {n}/{n} [00:42<00:00,  {n / 42:.2f}it/s]\n"
     return 0, text, progress
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import secrets
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -89,7 +90,9 @@ def docker_time(when: datetime | None) -> str:
 
 @dataclass
 class Container:
-    """One docker container of the simulated VM (the fields `docker inspect` shows, its logs, its timers)."""
+    """One docker container of the simulated VM (the fields `docker inspect` shows, its logs, its timers,
+    its log driver). `log_sink` receives every line it prints (`write`) when its log driver sends them
+    somewhere: gcplogs, to a linked Cloud Logging (`sim.host.docker.DockerEngine`)."""
 
     name: str
     image: str
@@ -112,6 +115,18 @@ class Container:
     pending: list[tuple[float, datetime, str]] = field(default_factory=list)
     fail_at: float | None = None
     ready_at: float | None = None  # monotonic time when startup completes (healthy containers)
+    log_driver: str = "json-file"  # docker run --log-driver
+    log_opts: dict[str, str] = field(default_factory=dict)  # docker run --log-opt KEY=VALUE
+    labels: dict[str, str] = field(default_factory=dict)  # docker run --label KEY=VALUE
+    log_sink: Callable[[list[tuple[datetime, str]]], None] | None = None
+
+    def write(self, lines: Iterable[tuple[datetime, str]]) -> None:
+        """The container prints `lines` ((time, text) each): kept for `docker logs` (with gcplogs, Docker's
+        local copy: dual logging) and handed to `log_sink`."""
+        printed = list(lines)
+        self.logs.extend(printed)
+        if printed and self.log_sink is not None:
+            self.log_sink(printed)
 
     @property
     def running(self) -> bool:

@@ -3,7 +3,10 @@
 rm|rename|run|exec|pull|image inspect` subcommands the bot sends. A failing container replays a real
 failure log from `sim.cases`. A process outside docker may hold the vLLM port (`stale_server`): the
 linked container, started, exits at once with vLLM's bind error, while that process (the linked
-VllmSimulator) goes on answering. Nothing here runs docker, a TPU or vLLM.
+VllmSimulator) goes on answering. A container run with Docker's gcplogs log driver sends every line it prints
+to the linked Cloud Logging of its `gcp-project` (a GcpSimulator), as the driver does, unless the VM's service
+account may not write logs (`log_writer: false`): then the driver fails to start. Nothing here runs docker, a
+TPU or vLLM.
 """
 
 from __future__ import annotations
@@ -13,17 +16,46 @@ import re
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from sim import scenario as scenarios
 from sim.cases import missing_case_line, read_case
+from sim.gcp import GcpSimulator
 from sim.host.bench import bench_serve
 from sim.host.container import Container, docker_time, healthy_startup_lines, is_traceback
 from sim.host.images import DEFAULT_REGISTRY, Images
 from sim.host.shell import NotAllowed
 from sim.vllm import VllmSimulator
+
+# The log options Docker's gcplogs driver takes (moby daemon/logger/gcplogs/gcplogging.go, ValidateLogOpts),
+# and those of the local copy any driver takes from Docker Engine 20.10 (dual logging,
+# https://docs.docker.com/engine/logging/dual-logging/).
+GCPLOGS_OPTS = {
+    "gcp-project",
+    "labels",
+    "labels-regex",
+    "env",
+    "env-regex",
+    "gcp-log-cmd",
+    "gcp-meta-zone",
+    "gcp-meta-name",
+    "gcp-meta-id",
+}
+CACHE_OPTS = {"cache-disabled", "cache-max-size", "cache-max-file", "cache-compress"}
+# The driver's Ping (an entries.write) refused, as Cloud Logging refuses a caller without
+# logging.logEntries.create (roles/logging.logWriter); moby wraps it when the container's logger starts
+# (daemon/container: "failed to initialize logging driver", gcplogging.go: "unable to connect or
+# authenticate with Google Cloud Logging").
+GCPLOGS_DENIED = (
+    "failed to initialize logging driver: unable to connect or authenticate with Google Cloud Logging: rpc "
+    "error: code = PermissionDenied desc = Permission 'logging.logEntries.create' denied on resource (or it "
+    "may not exist)."
+)
+# docker run options that may be given more than once.
+_REPEATED = {"-e", "--env", "--log-opt", "--label", "-l"}
 
 
 class DockerEngine:
@@ -57,6 +89,9 @@ class DockerEngine:
         self.images.rate_limited = bool(config["pull_rate_limited"])
         self.images.disk_full = bool(config.get("disk_full"))
         self.stale_server = bool(config.get("stale_server"))
+        self.log_writer = bool(config["log_writer"])
+        self.cloud_logging: dict[str, GcpSimulator] = {}  # project -> its Cloud Logging, for gcplogs
+        self.runs: list[list[str]] = []  # the arguments of every `docker run`, after `run`
         if vllm is not None:
             vllm.on_exit.append(self._vllm_exited)
         for spec in config["containers"] or []:
@@ -77,7 +112,7 @@ class DockerEngine:
         lines = (
             case_file.read_text().splitlines() if isinstance(case_file, Path) else self._case_lines(case_file)
         )
-        container.logs.extend((now, line) for line in lines)
+        container.write((now, line) for line in lines)
         self._exit(container, 1)
 
     def state_of(self, name: str) -> str:
@@ -115,8 +150,11 @@ class DockerEngine:
         return handlers[sub](args)
 
     @staticmethod
-    def _options(args: list[str], with_value: set[str], flags: set[str]) -> tuple[dict[str, str], list[str]]:
-        """Parse docker-style options up to `--` or the first positional argument."""
+    def _options(
+        args: list[str], with_value: set[str], flags: set[str], repeated: dict[str, list[str]] | None = None
+    ) -> tuple[dict[str, str], list[str]]:
+        """Parse docker-style options up to `--` or the first positional argument; the values of an option
+        given more than once (`_REPEATED`) are collected in `repeated`, in order."""
         opts: dict[str, str] = {}
         i = 0
         while i < len(args):
@@ -132,8 +170,9 @@ class DockerEngine:
                         raise NotAllowed(f"docker option {name} without a value")
                     i += 1
                     value = args[i]
-                repeated = name in ("-e", "--env") and name in opts
-                opts[name] = f"{opts[name]},{value}" if repeated else value  # -e may repeat
+                if repeated is not None and name in _REPEATED:
+                    repeated.setdefault(name, []).append(value)
+                opts[name] = value
             elif name in flags and not eq:
                 opts[name] = ""
             else:
@@ -179,8 +218,13 @@ class DockerEngine:
             "Image": "sha256:" + secrets.token_hex(32),
             "Name": "/" + c.name,
             "RestartCount": c.restart_count,
-            "HostConfig": {"Privileged": True, "NetworkMode": "host", "ShmSize": 16 * 1024**3},
-            "Config": {"Image": c.image, "Cmd": c.command},
+            "HostConfig": {
+                "Privileged": True,
+                "NetworkMode": "host",
+                "ShmSize": 16 * 1024**3,
+                "LogConfig": {"Type": c.log_driver, "Config": dict(c.log_opts)},
+            },
+            "Config": {"Image": c.image, "Cmd": c.command, "Labels": dict(c.labels)},
         }
         return 0, json.dumps([item], indent=4) + "\n", ""
 
@@ -219,6 +263,10 @@ class DockerEngine:
                 f"Error: failed to start containers: {name}\n",
             )
         if not c.running:
+            refused = self._logger_refusal(c)
+            if refused:
+                failed = f"Error: failed to start containers: {name}\n"
+                return 1, "", f"Error response from daemon: {refused}\n{failed}"
             c.restart_count = 0  # as docker restart (moby daemon/start.go)
             self._boot(c)
         return 0, name + "\n", ""
@@ -229,7 +277,7 @@ class DockerEngine:
         if c is None:
             return self._no_such(name)
         if c.running:
-            c.logs.append((datetime.now(UTC), "(APIServer pid=1) INFO:     Shutting down"))
+            c.write([(datetime.now(UTC), "(APIServer pid=1) INFO:     Shutting down")])
             self._exit(c, 0)
         return 0, name + "\n", ""
 
@@ -299,15 +347,23 @@ class DockerEngine:
         return self.images.inspect(rest[0])
 
     def _run_cmd(self, args: list[str], env: dict[str, str]) -> tuple[int, str, str]:
+        repeated: dict[str, list[str]] = {}
         opts, rest = self._options(
             args,
-            {"--name", "--net", "--network", "--shm-size", "-v", "--volume", "-e", "--env"},
+            {"--name", "--net", "--network", "--shm-size", "-v", "--volume", "--log-driver", *_REPEATED},
             {"-d", "--detach", "--privileged", "--rm", "-t", "-i"},
+            repeated,
         )
         if not rest:
             raise NotAllowed("docker run without an image")
+        self.runs.append(list(args))
         image, command = rest[0], rest[1:]
         name = opts.get("--name") or f"sim_{secrets.token_hex(3)}"
+        driver = opts.get("--log-driver", "json-file")
+        log_opts = dict(opt.partition("=")[::2] for opt in repeated.get("--log-opt", []))
+        invalid = self._log_opts_refusal(driver, log_opts)
+        if invalid:  # checked when the container is created: none is
+            return 125, "", f"docker: Error response from daemon: {invalid}.\nSee 'docker run --help'.\n"
         if name in self.containers:
             existing = self.containers[name]
             return (
@@ -321,7 +377,9 @@ class DockerEngine:
             refused = self.images.run_pull(image)
             if refused is not None:
                 return refused[0], "", refused[1]
-        c = Container(name=name, image=image, command=command)
+        labels = repeated.get("--label", []) + repeated.get("-l", [])
+        c = Container(name=name, image=image, command=command, log_driver=driver, log_opts=log_opts)
+        c.labels = dict(label.partition("=")[::2] for label in labels)
         if command[:2] == ["vllm", "serve"] and len(command) > 2:
             c.model = command[2]
             flags = {
@@ -330,15 +388,52 @@ class DockerEngine:
             c.max_model_len = int(flags.get("--max-model-len", c.max_model_len))
             c.tensor_parallel_size = int(flags.get("--tensor-parallel-size", c.tensor_parallel_size))
             c.port = int(flags.get("--port", c.port))
-        passed = set((opts.get("-e", "") + "," + opts.get("--env", "")).split(","))
+        passed = set(repeated.get("-e", []) + repeated.get("--env", []))
         c.has_token = bool(env.get("HF_TOKEN")) and "HF_TOKEN" in passed
         c.api_key = env.get("VLLM_API_KEY") if "VLLM_API_KEY" in passed else None
         if self.vllm is not None and name == self.config["linked_container"]:
             self.vllm.config["api_key"] = c.api_key  # vLLM serves with --api-key from VLLM_API_KEY
         c.failing_log = self.run_failing_log
         self.containers[name] = c
+        logger = self._logger_refusal(c)
+        if logger:  # created (the CLI prints its id), then its logger fails as it starts: it stays "created"
+            return 125, c.id + "\n", f"docker: Error response from daemon: {logger}\n"
         self._boot(c)
         return 0, c.id + "\n", ""
+
+    @staticmethod
+    def _log_opts_refusal(driver: str, log_opts: dict[str, str]) -> str:
+        """Why the daemon refuses the log options of a container it is asked to create ("" when none)."""
+        if driver != "gcplogs" and (driver != "json-file" or log_opts):
+            raise NotAllowed(f"docker run --log-driver {driver} with options {sorted(log_opts)}")
+        unknown = sorted(set(log_opts) - GCPLOGS_OPTS - CACHE_OPTS)
+        return f'"{unknown[0]}" is not a valid option for the gcplogs driver' if unknown else ""
+
+    def _logger_refusal(self, c: Container) -> str:
+        """Why the container's log driver cannot start ("" when it can): gcplogs on a VM whose service
+        account may not write logs."""
+        return GCPLOGS_DENIED if c.log_driver == "gcplogs" and not self.log_writer else ""
+
+    def _log_sink(self, c: Container) -> Callable[[list[tuple[datetime, str]]], None] | None:
+        """Where the container's log driver sends what it prints, from its start: for gcplogs, the linked
+        Cloud Logging of its `gcp-project` (None without one: the lines leave the VM for a project no
+        simulator serves). The entries carry the labels `--log-opt labels=` names, the container's name,
+        image and creation time, and this VM's zone and instance name (gcplogging.go, from the metadata
+        server)."""
+        cloud = self.cloud_logging.get(c.log_opts.get("gcp-project", ""))
+        if c.log_driver != "gcplogs" or cloud is None:
+            return None
+        named = [key for key in c.log_opts.get("labels", "").split(",") if key in c.labels]
+        metadata = {key: c.labels[key] for key in named}
+        container = {"name": c.name, "image": c.image, "created": c.created}
+        zone, instance = str(self.config["zone"]), str(self.config["hostname"])
+
+        def send(lines: list[tuple[datetime, str]]) -> None:
+            cloud.write_container_lines(
+                lines, container=container, zone=zone, instance_name=instance, labels=metadata
+            )
+
+        return send
 
     def _exec_cmd(self, args: list[str]) -> tuple[int, str, str]:
         _, rest = self._options(args, set(), {"-i", "-t"})
@@ -430,7 +525,8 @@ class DockerEngine:
         elif not c.has_token:
             failing = "vllm-hf-gated-repo-401.log"
         early = [(t, line) for t, line in lines if t == now]
-        c.logs.extend(early)
+        c.log_sink = self._log_sink(c)  # the logger starts with the container
+        c.write(early)
         link = self.vllm is not None and c.name == self.config["linked_container"]
         if failing:
             delay = float(self.config["fail_after_s"])
@@ -468,8 +564,12 @@ class DockerEngine:
             if c is None or not c.running:
                 return
             now = datetime.now(UTC)
-            c.logs.append((now, "(APIServer pid=1) ERROR: EngineCore encountered an issue. Shutting down."))
-            c.logs.append((now, "(APIServer pid=1) INFO:     Shutting down"))
+            c.write(
+                [
+                    (now, "(APIServer pid=1) ERROR: EngineCore encountered an issue. Shutting down."),
+                    (now, "(APIServer pid=1) INFO:     Shutting down"),
+                ]
+            )
             self._exit(c, 1)
 
     def refresh(self, c: Container) -> None:
@@ -478,9 +578,9 @@ class DockerEngine:
         due = [item for item in c.pending if item[0] <= mono]
         if due:
             c.pending = [item for item in c.pending if item[0] > mono]
-            c.logs.extend((when, line) for _, when, line in due)
+            c.write((when, line) for _, when, line in due)
         if c.fail_at is not None and mono >= c.fail_at and c.running:
-            c.logs.extend((when, line) for _, when, line in c.pending)
+            c.write((when, line) for _, when, line in c.pending)
             self._exit(c, 1)
 
     def _ready(self, c: Container) -> bool:

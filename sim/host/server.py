@@ -25,6 +25,7 @@ from paramiko.common import (
     OPEN_SUCCEEDED,
 )
 
+from sim.gcp import GcpSimulator
 from sim.host.docker import DockerEngine
 from sim.host.shell import NOT_ALLOWED, NotAllowed, ShellExit, Tok, expands, lex, simple_command, split_at
 from sim.vllm import VllmSimulator
@@ -53,7 +54,16 @@ DEFAULTS: dict[str, Any] = {
     "journal": {},
     "docker_group": True,
     "sudo": "nopasswd",
+    "node_id": "gemma4-qr-node",
+    "worker_id": 0,
+    "zone": "us-east5-a",
+    "log_writer": True,
 }
+
+# The TPU VM's tpu-env instance metadata attribute, as `curl -sf --max-time 10 -H 'Metadata-Flavor: Google'`
+# asks the metadata server for it (the startup script and the bot read it: ops.vllm.dockerrun.TPU_ENV_READ).
+METADATA_HEADER = "Metadata-Flavor: Google"
+TPU_ENV_URL = "http://metadata.google.internal/computeMetadata/v1/instance/attributes/tpu-env"
 
 # The Docker CLI's error when the user may not open the daemon socket (docs.docker.com/engine/install/
 # linux-postinstall, "Manage Docker as a non-root user").
@@ -232,6 +242,33 @@ class HostSimulator:
         with self._lock:
             self._command_delay_s = max(0.0, float(seconds))
 
+    def set_log_writer(self, flag: bool) -> None:
+        """False: the VM's service account may not write Cloud Logging (no roles/logging.logWriter), so
+        Docker's gcplogs driver cannot start: `docker run --log-driver gcplogs` leaves its container
+        "created" and exits 125 with the driver's error."""
+        with self._lock:
+            self.docker.log_writer = flag
+
+    def link_cloud_logging(self, cloud: GcpSimulator) -> None:
+        """Send the lines of containers run with Docker's gcplogs driver and `--log-opt gcp-project=` this
+        simulator's project to its Cloud Logging, as the driver does (`GcpSimulator.write_container_lines`).
+        The VM prints due lines lazily (on its next command); the simulator asks for them before each
+        entries.list it answers, so a read finds what the container printed by then."""
+        with self._lock:
+            self.docker.cloud_logging[cloud.project] = cloud
+        cloud.on_log_read(self._print_due)
+
+    def _print_due(self) -> None:
+        with self._lock:
+            for container in self.docker.containers.values():
+                self.docker.refresh(container)
+
+    @property
+    def docker_runs(self) -> list[list[str]]:
+        """The arguments of every `docker run` the VM received (after `run`), oldest first."""
+        with self._lock:
+            return [list(args) for args in self.docker.runs]
+
     def container_state(self, name: str) -> str:
         """The container's state ("absent", "created", "running", "exited", "restarting")."""
         with self._lock:
@@ -379,6 +416,8 @@ class HostSimulator:
             return self.docker.run(args[1], args[2:], kept)
         if args[0] == "journalctl":
             return self._journalctl(args[1:])
+        if args[0] == "curl":
+            return self._tpu_env(args[1:])
         if args[0] == "grep":
             return self._grep(args[1:], stdin)
         raise NotAllowed(args[0])
@@ -401,6 +440,18 @@ class HostSimulator:
         else:
             env[variable] = "hf_SIMULATED" + secrets.token_hex(8)
         return 0, "", ""
+
+    def _tpu_env(self, args: list[str]) -> tuple[int, str, str]:
+        """`curl -sf --max-time 10 -H 'Metadata-Flavor: Google' TPU_ENV_URL`: the TPU runtime's lines
+        (`KEY: 'value'`); a VM without a node id has no such attribute: HTTP 404, which `-f` makes exit 22
+        and `-s` keeps silent (curl(1), EXIT CODES)."""
+        if args != ["-sf", "--max-time", "10", "-H", METADATA_HEADER, TPU_ENV_URL]:
+            raise NotAllowed("curl (only the metadata server's tpu-env attribute)")
+        node = self.config["node_id"]
+        if not node:
+            return 22, "", ""
+        fields = {"NODE_ID": node, "WORKER_ID": self.config["worker_id"], "ZONE": self.config["zone"]}
+        return 0, "".join(f"{key}: '{value}'\n" for key, value in fields.items()), ""
 
     def _grep(self, args: list[str], stdin: str) -> tuple[int, str, str]:
         if len(args) != 3 or args[:2] != ["-F", "-e"]:

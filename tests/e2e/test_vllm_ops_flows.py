@@ -56,6 +56,55 @@ def test_restart_is_confirmed_and_reports_starting_not_down(world: Demo) -> None
     assert "serving" in _say(world, "/vllm status")
 
 
+# A line of the vLLM container's start-up that no entry of the demo's Cloud Logging holds before a restart.
+_STARTUP_LINE = "Automatically detected platform tpu."
+_LOGS_OF_THE_NODE = (
+    f"/logs --node gemma4-qr-node --since 10m --filter 'jsonPayload.message:\"{_STARTUP_LINE}\"'"
+)
+
+
+def test_restart_sends_the_new_containers_output_to_cloud_logging(world: Demo) -> None:
+    """The container `/vllm restart` runs logs to Cloud Logging as the startup script's does: Docker's
+    gcplogs driver, the deployment's project, the VM's node and worker labels; `/logs --node` finds it."""
+    assert "No log entries match" in _say(world, _LOGS_OF_THE_NODE)
+    _say(world, "/vllm restart")
+    done = _say(world, "click Confirm")
+    assert "`restart` done" in done and "Cloud Logging" not in done  # no warning: nothing to say
+    run = world.host.docker_runs[-1]
+    options = [
+        (word, run[i + 1])
+        for i, word in enumerate(run[:-1])
+        if word in ("--log-driver", "--log-opt", "--label")
+    ]
+    assert options == [
+        ("--log-driver", "gcplogs"),
+        ("--log-opt", "gcp-project=demo-project"),
+        ("--log-opt", "labels=tpu_node,tpu_worker_id"),
+        ("--log-opt", "cache-disabled=false"),
+        ("--label", "tpu_node=gemma4-qr-node"),
+        ("--label", "tpu_worker_id=0"),
+    ]
+    found = _say(world, _LOGS_OF_THE_NODE)
+    assert "entries*, newest first" in found and "gemma4-qr-node" in found and _STARTUP_LINE in found
+    assert _STARTUP_LINE in _say(world, "/vllm logs --tail 200")  # docker logs still reads it
+
+
+def test_restart_where_docker_refuses_gcplogs_says_so_in_one_line(world: Demo) -> None:
+    """The VM's service account may not write logs: the new container still runs, with Docker's default
+    driver, and the reply says in one line that its output will not reach Cloud Logging, and what to grant."""
+    world.host.set_log_writer(False)
+    _say(world, "/vllm restart")
+    done = _say(world, "click Confirm")
+    assert "`restart` done: a new `vllm` runs" in done and "starting" in done
+    (warning,) = [line for line in done.splitlines() if "Cloud Logging" in line]
+    assert warning.startswith(":warning: Its output will not reach Cloud Logging")
+    assert "failed to initialize logging driver" in warning
+    assert "roles/logging.logWriter" in warning and "demo-project" in warning
+    assert "--log-driver" not in world.host.docker_runs[-1]
+    _wait_ready(world)
+    assert "No log entries match" in _say(world, _LOGS_OF_THE_NODE)
+
+
 def test_failed_container_is_diagnosed(world: Demo) -> None:
     world.host.crash(world.settings.vllm_container, "vllm-kv-cache-insufficient.log")
     status = _say(world, "/vllm status")

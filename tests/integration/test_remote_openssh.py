@@ -20,6 +20,7 @@ import pytest
 
 from ops.errors import BackendTimeout, BackendUnavailable, BadInput, OpsError, PermissionDenied
 from ops.vllm.container import VllmContainer, VllmSpec
+from ops.vllm.dockerrun import TPU_ENV_READ
 from ops.vllm.ssh import TEMPLATES, RemoteHost
 from sim.host import generate_ed25519_key
 from tests.sshd import OpenSSHServer
@@ -320,6 +321,28 @@ def test_docker_run_gets_literal_flags_and_the_token_only_on_the_vm(
     # ...and never through the bot: not in any command string or argv
     assert all("hf_FAKE_TOKEN" not in r for r in received)
     assert all("hf_FAKE_TOKEN" not in " ".join(a) for a in argvs)
+
+
+def test_docker_run_with_the_gcplogs_driver_gets_its_options_as_literal_words(
+    sshd: OpenSSHServer, remote: RemoteHost
+) -> None:
+    """With a project, the bot reads the VM's tpu-env attribute, then runs the container with the gcplogs
+    driver, the project and the node and worker it read: each one word through real bash."""
+    container = VllmContainer(remote, "vllm")
+    before = len(sshd.calls())
+    outcome = container.restart(VllmSpec(project="demo-project", port=8001), settle_s=0)
+    assert outcome.replaced
+    calls = sshd.calls()[before:]
+    assert [c.argv for c in calls if c.argv[0] == "curl"] == [shlex.split(TPU_ENV_READ)]
+    run = next(c for c in calls if c.argv[:2] == ["docker", "run"])
+    assert run.argv[: run.argv.index("-e")] == [
+        "docker", "run", "-d", "--name", "vllm", "--privileged", "--net=host", "--shm-size", "16G",
+        "-v", "/dev/shm:/dev/shm", "--log-driver", "gcplogs", "--log-opt", "gcp-project=demo-project",
+        "--log-opt", "labels=tpu_node,tpu_worker_id", "--log-opt", "cache-disabled=false",
+        "--label", "tpu_node=gemma4-qr-node", "--label", "tpu_worker_id=0",
+    ]  # fmt: skip
+    assert run.hf_token is True
+    assert container.log_route is not None and container.log_route.cloud_logging
 
 
 def test_restart_to_a_tag_that_does_not_exist_stops_nothing_and_shows_dockers_error(

@@ -14,7 +14,11 @@ import pytest
 import yaml
 
 from ops.errors import BadInput
+from ops.gcp.cloudlogs import NODE_LABEL, WORKER_LABEL
 from ops.vllm.deploy import StartupConfig, gcloud_command, gke_manifest, startup_script
+from ops.vllm.dockerrun import TPU_ENV_READ
+from ops.vllm.ssh import TEMPLATES, RemoteHost
+from sim.host import generate_ed25519_key
 
 BASH = shutil.which("bash") or "bash"
 TOKEN = "hf_FAKEtokenVALUE0123456789"
@@ -76,7 +80,8 @@ def test_startup_script_content() -> None:
     for installer in ("apt-get", "apt ", "pip ", "pip3", "wget", "snap", "| sh", "| bash"):
         assert installer not in script
     assert [line for line in script.splitlines() if "curl " in line] == [
-        "tpu_env=\"$(curl -sf --max-time 10 -H 'Metadata-Flavor: Google' \\"
+        "tpu_env=\"$(curl -sf --max-time 10 -H 'Metadata-Flavor: Google' "
+        'http://metadata.google.internal/computeMetadata/v1/instance/attributes/tpu-env)" || tpu_env=""'
     ]
     assert script.count("metadata.google.internal") == 1
     # Token hygiene of the log driver: no option copies the environment (HF_TOKEN) or the command into
@@ -84,6 +89,50 @@ def test_startup_script_content() -> None:
     options = re.findall(r"--log-opt (\S+?)=", script)
     assert set(options) == {"gcp-project", "labels", "cache-disabled"}
     assert "env-regex" not in script and "gcp-log-cmd" not in script
+
+
+def test_the_startup_script_and_the_bots_docker_run_are_one_run() -> None:
+    """The container the bot runs (/vllm start, /vllm restart) is the startup script's: the same flags, log
+    driver, log options, label names, image and command (ops.vllm.dockerrun), every value of the bot's
+    checked and quoted by its kind. The labels' values differ only in where they come from: the script's
+    shell variables and the values the bot read from the same tpu-env attribute."""
+    key = generate_ed25519_key()
+    remote = RemoteHost("127.0.0.1", user="u", pkey=key, pinned_host_keys={key.get_name(): key.get_base64()})
+    command = remote.render(
+        "docker_run_vllm_gcplogs",
+        secret="hf-token",
+        container="vllm-gemma4",
+        image="vllm/vllm-tpu:gemma4",
+        model="google/gemma-4-31B-it",
+        tensor_parallel_size=8,
+        max_model_len=16384,
+        port=8000,
+        project="demo-project",
+        node_label=NODE_LABEL,
+        worker_label=WORKER_LABEL,
+        node="gemma4-qr-node",
+        worker=0,
+    )
+    bot = shlex.split(command[command.index("docker run") :])
+    script = startup_script(_cfg())
+    ran = shlex.split(script[script.index("docker run") :].split("\nstatus=")[0].replace("\\\n", " "))
+    bot_labels = {
+        "tpu_node=gemma4-qr-node": "tpu_node=$node_id",
+        "tpu_worker_id=0": "tpu_worker_id=$worker_id",
+    }
+    # the bot's `-e HF_TOKEN --` is the script's `--env HF_TOKEN`: both take the token from the environment
+    assert [bot_labels.get(word, "--env" if word == "-e" else word) for word in bot if word != "--"] == ran
+    assert (
+        _options(bot, "--log-opt")
+        == _options(ran, "--log-opt")
+        == [
+            "gcp-project=demo-project",
+            "labels=tpu_node,tpu_worker_id",
+            "cache-disabled=false",
+        ]
+    )
+    # the node and worker come from the same metadata attribute, read the same way
+    assert TEMPLATES["tpu_env"].text == TPU_ENV_READ and f'tpu_env="$({TPU_ENV_READ})"' in script
 
 
 def test_startup_script_never_handles_the_token_value(monkeypatch: pytest.MonkeyPatch) -> None:
