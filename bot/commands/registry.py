@@ -218,6 +218,12 @@ _KIND_SCHEMAS: dict[Callable[[str], Any], dict[str, Any]] = {
 # ---- declarations ----
 
 
+def _flag_of(name: str) -> str:
+    """The option flag of an argument name: "--" + the name without a trailing "_" (kept only to avoid a
+    Python keyword or builtin), "_" written "-"."""
+    return "--" + name.rstrip("_").replace("_", "-")
+
+
 @dataclass(frozen=True)
 class Param:
     """One argument of a command.
@@ -236,6 +242,17 @@ class Param:
     switch: bool = False
     metavar: str = "X"
     rest: bool = False
+
+    @classmethod
+    def option(cls, name: str, help: str, kind: Callable[[str], Any], metavar: str, **more: Any) -> Param:
+        """An option that takes a value, its flag named after the argument: "type_" is `--type`, "last_seen"
+        `--last-seen`. `kind` and `more` (default, required) are as for the class; returns the Param."""
+        return cls(name, help, flag=_flag_of(name), kind=kind, metavar=metavar, **more)
+
+    @classmethod
+    def toggle(cls, name: str, help: str) -> Param:
+        """A switch (no value; True when given), its flag named after the argument as for `option`."""
+        return cls(name, help, flag=_flag_of(name), switch=True)
 
     def usage(self) -> str:
         if self.flag is None:
@@ -261,14 +278,10 @@ class Param:
 # The arguments several commands take, declared once so that each reads and is documented the same way.
 QUEUED_RESOURCE = Param("name", "queued resource name", kind=resource_name, required=True, metavar="NAME")
 """The queued resource a command acts on (`tpu describe`, `tpu create`, `tpu delete`, `tpu reset`)."""
-SEARCHED_ZONE = Param("zone", "zone (default: search TPU_ZONES)", flag="--zone", kind=zone_name, metavar="Z")
+SEARCHED_ZONE = Param.option("zone", "zone (default: search TPU_ZONES)", zone_name, "Z")
 """Where the queued resource or node named is; without it every watched zone is searched for it."""
-ACCELERATOR_TYPE = Param(
-    "type_",
-    "accelerator type (default TPU_ACCELERATOR_TYPE)",
-    flag="--type",
-    kind=accelerator_type,
-    metavar="T",
+ACCELERATOR_TYPE = Param.option(
+    "type_", "accelerator type (default TPU_ACCELERATOR_TYPE)", accelerator_type, "T"
 )
 """The accelerator type to create, search capacity for or price (`tpu create`, `tpu find`, `tpu cost`)."""
 

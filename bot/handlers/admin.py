@@ -32,8 +32,8 @@ def is_change(entry: AuditEntry) -> bool:
 @registry.command(
     "tpu audit",
     "The audit trail: changes by default (create, delete, restart, confirm, refusal); --reads adds reads",
-    Param("last", "how many entries (default 20)", flag="--last", kind=int_range(1, 500), metavar="N"),
-    Param("reads", "also the read-only commands (status, list, ...)", flag="--reads", switch=True),
+    Param.option("last", "how many entries (default 20)", int_range(1, 500), "N"),
+    Param.toggle("reads", "also the read-only commands (status, list, ...)"),
     role=Role.ADMIN,
 )
 def tpu_audit(ctx: Context, last: int | None, reads: bool = False) -> Reply:

@@ -40,16 +40,8 @@ def int_list(low: int, high: int) -> Callable[[str], list[int]]:
 
 
 _SIZE_PARAMS = (
-    Param(
-        "prompts", "requests to send (default 100)", flag="--prompts", kind=int_range(1, 10000), metavar="N"
-    ),
-    Param(
-        "output_len",
-        "output tokens per request (default 128)",
-        flag="--output-len",
-        kind=int_range(1, 32768),
-        metavar="L",
-    ),
+    Param.option("prompts", "requests to send (default 100)", int_range(1, 10000), "N"),
+    Param.option("output_len", "output tokens per request (default 128)", int_range(1, 32768), "L"),
 )
 
 
@@ -71,20 +63,8 @@ def _params(
     "vllm bench",
     "Run vllm bench serve in the container; show and store TTFT, TPOT, ITL and throughput",
     *_SIZE_PARAMS,
-    Param(
-        "input_len",
-        "prompt tokens per request (default 1024)",
-        flag="--input-len",
-        kind=int_range(1, 262144),
-        metavar="L",
-    ),
-    Param(
-        "concurrency",
-        "requests in flight (default 16)",
-        flag="--concurrency",
-        kind=int_range(1, 4096),
-        metavar="C",
-    ),
+    Param.option("input_len", "prompt tokens per request (default 1024)", int_range(1, 262144), "L"),
+    Param.option("concurrency", "requests in flight (default 16)", int_range(1, 4096), "C"),
     role=Role.OPERATOR,
 )
 def vllm_bench(
@@ -109,7 +89,7 @@ def _figures(result: BenchResult) -> dict[str, Any]:
 @registry.command(
     "vllm bench list",
     "Stored benchmark runs, newest first: id, time, parameters, throughput and median latencies",
-    Param("last", "how many (default 10)", flag="--last", kind=int_range(1, 100), metavar="N"),
+    Param.option("last", "how many (default 10)", int_range(1, 100), "N"),
 )
 def vllm_bench_list(ctx: Context, last: int | None) -> Reply:
     runs = ctx.services.store.bench_runs(last or 10)
@@ -135,21 +115,9 @@ def vllm_bench_compare(ctx: Context, a: int, b: int) -> Reply:
 @registry.command(
     "vllm sweep",
     "Benchmark a grid of concurrency x input length; skips cells beyond the KV cache; heatmap and CSV",
-    Param(
-        "concurrency",
-        "comma-separated, e.g. 1,8,64",
-        flag="--concurrency",
-        kind=int_list(1, 4096),
-        required=True,
-        metavar="C,C",
-    ),
-    Param(
-        "input_len",
-        "comma-separated tokens, e.g. 128,1024,4096",
-        flag="--input-len",
-        kind=int_list(1, 262144),
-        required=True,
-        metavar="L,L",
+    Param.option("concurrency", "comma-separated, e.g. 1,8,64", int_list(1, 4096), "C,C", required=True),
+    Param.option(
+        "input_len", "comma-separated tokens, e.g. 128,1024,4096", int_list(1, 262144), "L,L", required=True
     ),
     *_SIZE_PARAMS,
     role=Role.OPERATOR,

@@ -72,21 +72,14 @@ def provisioning_model(word: str) -> str:
     "tpu zones",
     "Zones with TPU quota (Cloud Quotas API), the accelerator types each offers, and whether a request "
     "of the provisioning model fits there, with the reason for each zone that will refuse",
-    Param(
-        "type_",
-        "family (v6e) or type (v6e-8); default TPU_ACCELERATOR_TYPE",
-        flag="--type",
-        kind=family,
-        metavar="T",
-    ),
-    Param(
+    Param.option("type_", "family (v6e) or type (v6e-8); default TPU_ACCELERATOR_TYPE", family, "T"),
+    Param.option(
         "model",
         "provisioning model to check the fit for (default flex-start, as /tpu create)",
-        flag="--model",
-        kind=provisioning_model,
-        metavar="M",
+        provisioning_model,
+        "M",
     ),
-    Param("all_models", "the fit for every provisioning model", flag="--all-models", switch=True),
+    Param.toggle("all_models", "the fit for every provisioning model"),
     exclusive=(("model", "all_models"),),
 )
 def tpu_zones(ctx: Context, type_: str | None, model: str | None = None, all_models: bool = False) -> Reply:
@@ -178,33 +171,18 @@ def tpu_zones(ctx: Context, type_: str | None, model: str | None = None, all_mod
 _FIND_PARAMS = (
     Param("name", "queued resource name (default TPU_PRIMARY)", kind=resource_name, metavar="NAME"),
     ACCELERATOR_TYPE,
-    Param(
-        "zones",
-        "zones to try, comma-separated (default: every zone offering the type)",
-        flag="--zones",
-        kind=zone_list,
-        metavar="a,b",
+    Param.option(
+        "zones", "zones to try, comma-separated (default: every zone offering the type)", zone_list, "a,b"
     ),
-    Param(
-        "parallel",
-        "request in up to K zones at once (default CAPACITY_PARALLEL)",
-        flag="--parallel",
-        kind=int_range(1, 16),
-        metavar="K",
+    Param.option(
+        "parallel", "request in up to K zones at once (default CAPACITY_PARALLEL)", int_range(1, 16), "K"
     ),
-    Param("retry_all", "also retry zones remembered as not offering it", flag="--retry-all", switch=True),
-    Param(
-        "valid_until",
-        "how long each zone's request may wait for capacity (default 1h)",
-        flag="--valid-until",
-        kind=duration,
-        metavar="D",
+    Param.toggle("retry_all", "also retry zones remembered as not offering it"),
+    Param.option(
+        "valid_until", "how long each zone's request may wait for capacity (default 1h)", duration, "D"
     ),
-    Param(
-        "allow_second",
-        "go on although the name or the primary is already ACTIVE (a second one bills too)",
-        flag="--allow-second",
-        switch=True,
+    Param.toggle(
+        "allow_second", "go on although the name or the primary is already ACTIVE (a second one bills too)"
     ),
 )
 
@@ -544,7 +522,7 @@ def _preview_recover(ctx: Context, name: str | None, zone: str | None, search: b
     "Recover a dead queued resource: delete it and create it again (or search the watched zones)",
     Param("name", "queued resource (default TPU_PRIMARY)", kind=resource_name, metavar="NAME"),
     SEARCHED_ZONE,
-    Param("search", "run the capacity search over TPU_ZONES instead", flag="--search", switch=True),
+    Param.toggle("search", "run the capacity search over TPU_ZONES instead"),
     role=Role.ADMIN,
     changes_infra=True,
     preview=_preview_recover,

@@ -51,24 +51,17 @@ def hours_value(word: str) -> float:
     "tpu cost",
     "Cost estimate from the price table, and the live burn of running queued resources",
     ACCELERATOR_TYPE,
-    Param("hours", "hours to estimate (default 1)", flag="--hours", kind=hours_value, metavar="N"),
-    Param(
+    Param.option("hours", "hours to estimate (default 1)", hours_value, "N"),
+    Param.option(
         "model",
         f"flex-start, spot, on-demand, 1y or 3y (default {cost.DEFAULT_MODEL}, as /tpu create); every "
         "model's figure is shown after it",
-        flag="--model",
-        kind=pricing_model,
-        metavar="M",
+        pricing_model,
+        "M",
     ),
-    Param(
-        "region",
-        "region (default: that of the first watched zone)",
-        flag="--region",
-        kind=region_name,
-        metavar="R",
-    ),
-    Param("today", "spend of every deployment since 00:00 UTC", flag="--today", switch=True),
-    Param("week", "spend of every deployment over the last 7 days", flag="--week", switch=True),
+    Param.option("region", "region (default: that of the first watched zone)", region_name, "R"),
+    Param.toggle("today", "spend of every deployment since 00:00 UTC"),
+    Param.toggle("week", "spend of every deployment over the last 7 days"),
     exclusive=(("today", "week"),),
     chat_tool=ChatTool("cost", "Cost estimate and the live burn of running queued resources"),
 )

@@ -28,12 +28,8 @@ DEFAULT_MAX_TOKENS = 512
 PREVIEW_CHARS = 2900  # the tail of a streaming answer its progress message shows (a section holds 3,000)
 
 _PARAMS = (
-    Param(
-        "max_tokens",
-        f"most tokens to generate (default {DEFAULT_MAX_TOKENS})",
-        flag="--max-tokens",
-        kind=int_range(1, 8192),
-        metavar="N",
+    Param.option(
+        "max_tokens", f"most tokens to generate (default {DEFAULT_MAX_TOKENS})", int_range(1, 8192), "N"
     ),
     Param("prompt", "what to ask", required=True, rest=True, metavar="PROMPT"),
 )
@@ -135,7 +131,7 @@ def gemma_rate(ctx: Context, answer: str, verdict: str) -> Reply:
     "gemma feedback",
     "Rated Gemma answers of this channel (an admin sees every channel's, privately): verdict, question, "
     "the model and the facts and tools it was given",
-    Param("last", "how many (default 20)", flag="--last", kind=int_range(1, 200), metavar="N"),
+    Param.option("last", "how many (default 20)", int_range(1, 200), "N"),
 )
 def gemma_feedback(ctx: Context, last: int | None) -> Reply:
     """A viewer sees the ratings of answers given in this channel; an admin sees every channel's, in a reply

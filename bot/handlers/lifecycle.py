@@ -58,37 +58,18 @@ OPERATION_TIMEOUT_S = 600.0
 _CREATE_PARAMS = (
     QUEUED_RESOURCE,
     ACCELERATOR_TYPE,
-    Param("zone", "zone (default: the first of TPU_ZONES)", flag="--zone", kind=zone_name, metavar="Z"),
-    Param("flex_start", "flex-start (the default): runs up to --max-run", flag="--flex-start", switch=True),
-    Param(
-        "max_run",
-        "flex-start max run duration (default 4h, at most 7d)",
-        flag="--max-run",
-        kind=duration,
-        metavar="D",
-    ),
-    Param("spot", "spot: cheaper, may be preempted", flag="--spot", switch=True),
-    Param("on_demand", "on-demand (standard)", flag="--on-demand", switch=True),
-    Param("reserved", "from the project's reservation", flag="--reserved", switch=True),
-    Param(
-        "valid_until", "give up if not provisioned within D", flag="--valid-until", kind=duration, metavar="D"
-    ),
-    Param("runtime", "TPU runtime version", flag="--runtime", kind=runtime_version, metavar="R"),
-    Param("model", "model to serve", flag="--model", kind=model_id, metavar="M"),
-    Param("tp", "tensor parallel size", flag="--tp", kind=int_range(1, 256), metavar="N"),
-    Param(
-        "max_model_len",
-        "vLLM --max-model-len, tokens",
-        flag="--max-model-len",
-        kind=int_range(256, 1 << 20),
-        metavar="L",
-    ),
-    Param(
-        "allow_second",
-        "go on although the primary is already ACTIVE (a second one bills too)",
-        flag="--allow-second",
-        switch=True,
-    ),
+    Param.option("zone", "zone (default: the first of TPU_ZONES)", zone_name, "Z"),
+    Param.toggle("flex_start", "flex-start (the default): runs up to --max-run"),
+    Param.option("max_run", "flex-start max run duration (default 4h, at most 7d)", duration, "D"),
+    Param.toggle("spot", "spot: cheaper, may be preempted"),
+    Param.toggle("on_demand", "on-demand (standard)"),
+    Param.toggle("reserved", "from the project's reservation"),
+    Param.option("valid_until", "give up if not provisioned within D", duration, "D"),
+    Param.option("runtime", "TPU runtime version", runtime_version, "R"),
+    Param.option("model", "model to serve", model_id, "M"),
+    Param.option("tp", "tensor parallel size", int_range(1, 256), "N"),
+    Param.option("max_model_len", "vLLM --max-model-len, tokens", int_range(256, 1 << 20), "L"),
+    Param.toggle("allow_second", "go on although the primary is already ACTIVE (a second one bills too)"),
 )
 
 
@@ -261,13 +242,9 @@ def _goes_down(ctx: Context, qr: QueuedResourceInfo, how_long: str) -> str:
     "tpu delete",
     "Delete a queued resource (and with --force its nodes)",
     *_NAME_ZONE,
-    Param("force", "also delete running nodes", flag="--force", switch=True),
-    Param(
-        "created",
-        "only if its create time is T (pins the resource an alert was about)",
-        flag="--created",
-        kind=timestamp,
-        metavar="T",
+    Param.toggle("force", "also delete running nodes"),
+    Param.option(
+        "created", "only if its create time is T (pins the resource an alert was about)", timestamp, "T"
     ),
     role=Role.ADMIN,
     changes_infra=True,

@@ -22,30 +22,23 @@ from ops.gcp import cloudlogs
 SEVERITIES = ("DEFAULT", "DEBUG", "INFO", "NOTICE", "WARNING", "ERROR", "CRITICAL", "ALERT", "EMERGENCY")
 
 
-_SINCE = Param("since", "how far back, above 0 (default 1h)", flag="--since", kind=window, metavar="D")
-_NODE = Param("node", "only this TPU node", flag="--node", kind=resource_name, metavar="NAME")
+_SINCE = Param.option("since", "how far back, above 0 (default 1h)", window, "D")
+_NODE = Param.option("node", "only this TPU node", resource_name, "NAME")
 
 
 @registry.command(
     "logs",
     "Cloud Logging entries of the TPU VMs, newest first",
     _SINCE,
-    Param(
-        "severity",
-        "minimum severity (default: all)",
-        flag="--severity",
-        kind=one_of(*SEVERITIES),
-        metavar="S",
-    ),
+    Param.option("severity", "minimum severity (default: all)", one_of(*SEVERITIES), "S"),
     _NODE,
-    Param(
+    Param.option(
         "filter",
         "extra Logging query, e.g. 'jsonPayload.message:\"OOM\"' (vLLM's lines) or '\"OOM\"'",
-        flag="--filter",
-        kind=cloudlogs.validate_filter,
-        metavar="F",
+        cloudlogs.validate_filter,
+        "F",
     ),
-    Param("limit", "entries (default 30)", flag="--limit", kind=int_range(1, 1000), metavar="N"),
+    Param.option("limit", "entries (default 30)", int_range(1, 1000), "N"),
     chat_tool=ChatTool(
         "logs", "Recent ERROR log entries of the TPU VMs", params=("since",), preset={"severity": "ERROR"}
     ),

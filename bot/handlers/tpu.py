@@ -39,8 +39,8 @@ R = TypeVar("R")
 @registry.command(
     "tpu list",
     "Queued resources and their nodes in the watched zones",
-    Param("zone", "only this zone", flag="--zone", kind=zone_name, metavar="Z"),
-    Param("all_zones", "every zone of the project", flag="--all-zones", switch=True),
+    Param.option("zone", "only this zone", zone_name, "Z"),
+    Param.toggle("all_zones", "every zone of the project"),
     exclusive=(("zone", "all_zones"),),
     chat_tool=ChatTool("list", "Queued resources and nodes in the watched zones"),
 )
@@ -57,8 +57,8 @@ def tpu_list(ctx: Context, zone: str | None, all_zones: bool) -> Reply:
     "tpu describe",
     "Everything about one queued resource: state data, nodes, health, runtime",
     QUEUED_RESOURCE,
-    Param("zone", "zone to look in (default: the watched zones)", flag="--zone", kind=zone_name, metavar="Z"),
-    Param("all_zones", "search every zone of the project", flag="--all-zones", switch=True),
+    Param.option("zone", "zone to look in (default: the watched zones)", zone_name, "Z"),
+    Param.toggle("all_zones", "search every zone of the project"),
     exclusive=(("zone", "all_zones"),),
     chat_tool=ChatTool("describe", "Everything about one queued resource", params=("name",)),
 )

@@ -126,14 +126,8 @@ def vllm_info(ctx: Context) -> Reply:
 @registry.command(
     "vllm metrics",
     "Summary of vLLM's Prometheus metrics: load, KV cache, prefix cache, TTFT/ITL/TPOT/E2E",
-    Param("raw", "also attach the raw /metrics text", flag="--raw", switch=True),
-    Param(
-        "chart",
-        "attach a PNG of the last SPAN of history, above 0, e.g. 6h",
-        flag="--chart",
-        kind=window,
-        metavar="SPAN",
-    ),
+    Param.toggle("raw", "also attach the raw /metrics text"),
+    Param.option("chart", "attach a PNG of the last SPAN of history, above 0, e.g. 6h", window, "SPAN"),
     exclusive=(("raw", "chart"),),
     chat_tool=ChatTool("metrics", "vLLM metrics summary: load, KV cache, prefix cache, latencies"),
 )
@@ -181,7 +175,7 @@ def _remote_kind(kind: str) -> Callable[[str], str]:
     return partial(ssh.validate, kind)
 
 
-_TAIL = Param("tail", "lines (default 200)", flag="--tail", kind=_remote_kind("tail"), metavar="N")
+_TAIL = Param.option("tail", "lines (default 200)", _remote_kind("tail"), "N")
 
 
 def _health(ctx: Context) -> HealthCheck | OpsError:
@@ -272,14 +266,8 @@ def vllm_status(ctx: Context) -> Reply:
     "vllm logs",
     "The container's log: last lines here, the whole output as a file, known failures named",
     _TAIL,
-    Param("since", "only newer than D, e.g. 10m", flag="--since", kind=_remote_kind("since"), metavar="D"),
-    Param(
-        "grep",
-        "only lines containing TEXT (quote spaces)",
-        flag="--grep",
-        kind=_remote_kind("text"),
-        metavar="TEXT",
-    ),
+    Param.option("since", "only newer than D, e.g. 10m", _remote_kind("since"), "D"),
+    Param.option("grep", "only lines containing TEXT (quote spaces)", _remote_kind("text"), "TEXT"),
 )
 def vllm_logs(ctx: Context, tail: str | None, since: str | None, grep: str | None) -> Reply:
     container, host = ctx.services.container()
@@ -294,12 +282,11 @@ def vllm_logs(ctx: Context, tail: str | None, since: str | None, grep: str | Non
 @registry.command(
     "vllm syslog",
     "The TPU VM's system journal for a unit (default docker.service; SYSLOG_UNITS, admins: any)",
-    Param(
+    Param.option(
         "unit",
         "systemd unit (default docker.service; others than SYSLOG_UNITS need the admin role)",
-        flag="--unit",
-        kind=ssh.unit_name,
-        metavar="U",
+        ssh.unit_name,
+        "U",
     ),
     _TAIL,
 )
