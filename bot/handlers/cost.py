@@ -37,13 +37,13 @@ def pricing_model(word: str) -> str:
 
 
 def hours_value(word: str) -> float:
-    """A positive number of hours, at most a year."""
+    """A number of hours above 0 and at most a year (8,760 h); raises ValueError naming the bounds."""
     try:
         hours = float(word)
     except ValueError:
         raise ValueError(f"{word!r} is not a number of hours") from None
     if not 0 < hours <= 8760:
-        raise ValueError(f"{word!r} hours is out of range (0 to 8760)")
+        raise ValueError(f"{word!r}: give more than 0 hours and at most 8760 (a year)")
     return hours
 
 

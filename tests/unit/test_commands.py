@@ -205,3 +205,19 @@ def test_command_words_and_options_are_case_insensitive(typed: str, expected: st
 def test_arguments_keep_their_case() -> None:
     invocation = real_registry.parse("GEMMA ASK Is Gemma-4-31B-it on TPU v6e")
     assert invocation.args["prompt"] == "Is Gemma-4-31B-it on TPU v6e"
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("tpu cost --hours 0", "more than 0 hours and at most 8760"),
+        ("tpu cost --hours 9000", "more than 0 hours and at most 8760"),
+        ("tpu cost --hours -1", "more than 0 hours and at most 8760"),
+        ("tpu cost --hours soon", "is not a number of hours"),
+        ("gemma feedback --last 0", "from 1 to"),
+    ],
+)
+def test_a_value_out_of_range_is_told_the_bounds_it_breaks(text: str, problem: str) -> None:
+    with pytest.raises(UsageError) as caught:
+        real_registry.parse(text)
+    assert problem in caught.value.problem
