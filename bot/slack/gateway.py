@@ -64,7 +64,17 @@ from bot.slack.limits import (
     VIEW_BLOCKS_LIMIT,
 )
 from bot.slack.membership import guidance, sent_to_dm
-from bot.slack.render import Attachment, Block, Reply, code, escape, text_reply, to_mrkdwn, to_plain
+from bot.slack.render import (
+    Attachment,
+    Block,
+    Reply,
+    closing_marks,
+    code,
+    escape,
+    text_reply,
+    to_mrkdwn,
+    to_plain,
+)
 from llm.redact import redact
 
 log = logging.getLogger(__name__)
@@ -257,19 +267,21 @@ def short_version(prepared: Prepared) -> Prepared:
 
 def cut_text(text: str, limit: int) -> str:
     """`text` (wire form) cut to at most `limit` characters without splitting an entity (`&lt;`) or a live
-    token (`<@U123>`), with an open code fence closed and an ellipsis when cut."""
+    token (`<@U123>`), with an ellipsis when cut and what was left open closed after it: a code fence, an
+    inline code span, bold, italic or strike (`closing_marks`)."""
     if len(text) <= limit:
         return text
-    cut = text[: max(limit - 5, 0)]
+    cut = text[: max(limit - 12, 0)]
     amp = cut.rfind("&")
     if amp != -1 and ";" not in cut[amp:]:
         cut = cut[:amp]
     lt = cut.rfind("<")
     if lt != -1 and ">" not in cut[lt:]:
         cut = cut[:lt]
-    if cut.count("```") % 2 == 1:
-        cut += "```"
-    return cut + "…"
+    marks = closing_marks(cut)
+    if marks and marks != "```":  # a closing mark must follow a character, not a space
+        cut = cut.rstrip()
+    return cut + "…" + marks
 
 
 def _note(text: str) -> Block:

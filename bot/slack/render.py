@@ -108,6 +108,47 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+_EMPHASIS = (
+    "*_~"  # bold, italic, strike: https://api.slack.com/reference/surfaces/formatting#basic-formatting
+)
+
+
+def closing_marks(text: str) -> str:
+    """The mrkdwn that closes what is left open at the end of `text`, innermost first: a code fence alone
+    ("```"), else an inline code span ("`") and the bold, italic or strike marks opened at a word start.
+
+    A cut (`bot.slack.gateway.cut_text`) appends these so that the rest of the message is
+    not read as code or emphasis. Emphasis does not span lines in Slack, so a newline forgets it; a mark
+    inside a word (`max_model_len`) or before a space opens nothing.
+    """
+    fence = code_span = False
+    emphasis: list[str] = []
+    i = 0
+    while i < len(text):
+        if text.startswith("```", i) and not code_span:
+            fence, i = not fence, i + 3
+            continue
+        char = text[i]
+        before = text[i - 1] if i else " "
+        after = text[i + 1] if i + 1 < len(text) else " "
+        if fence:
+            pass
+        elif char == "`":
+            code_span = not code_span
+        elif code_span:
+            pass
+        elif char == "\n":
+            emphasis.clear()
+        elif char in _EMPHASIS and char in emphasis and not before.isspace():
+            del emphasis[emphasis.index(char) :]
+        elif char in _EMPHASIS and (before.isspace() or before in "([{\"'") and not after.isspace():
+            emphasis.append(char)
+        i += 1
+    if fence:
+        return "```"
+    return ("`" if code_span else "") + "".join(reversed(emphasis))
+
+
 def error_reply(message: str, hint: str = "") -> Reply:
     """A one-line failure: what failed, then what to try."""
     text = f":x: {message}" + (f"\n_{hint}_" if hint else "")
@@ -128,8 +169,10 @@ def split_sections(markdown: str, limit: int = SECTION_TEXT_LIMIT) -> list[str]:
     current = ""
     in_code = False
     for line in markdown.split("\n"):
-        while len(line) > limit - 8:
-            head, line = line[: limit - 8], line[limit - 8 :]
+        while len(line) > limit - 16:
+            head, line = line[: limit - 16], line[limit - 16 :]
+            if not in_code and (head.count("`") - 3 * head.count("```")) % 2:
+                head, line = head + "`", "`" + line  # a code span open at the split: closed, opened again
             current, in_code = _flush_if_needed(chunks, current, head, in_code, limit)
             current += head + "\n"
         current, in_code = _flush_if_needed(chunks, current, line, in_code, limit)

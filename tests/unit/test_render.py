@@ -34,3 +34,12 @@ def test_human_duration() -> None:
     assert human_duration(timedelta(seconds=45)) == "45s"
     assert human_duration(timedelta(minutes=-12)) == "-12m"
     assert human_duration(None) == "-"
+
+
+def test_a_code_span_split_across_sections_is_closed_and_reopened() -> None:
+    from bot.slack.render import closing_marks
+
+    chunks = split_sections("`" + "w" * 7000 + "`")
+    assert len(chunks) == 3
+    assert all(closing_marks(chunk) == "" for chunk in chunks)
+    assert all(chunk.startswith("`") and chunk.endswith("`") for chunk in chunks)

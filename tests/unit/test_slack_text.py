@@ -73,3 +73,31 @@ def test_too_many_blocks_are_cut_leaving_room_for_the_note() -> None:
     assert len(prepared.blocks) == MESSAGE_BLOCKS_LIMIT - 1 and prepared.cut
     (attached,) = prepared.files
     assert attached.filename == "many.txt" and attached.content.endswith("78\n79")
+
+
+@pytest.mark.parametrize(
+    ("text", "closed"),
+    [
+        ("see `RuntimeError: Unable to initialize backend 'tpu': FAILED_PRECONDITION` " * 4, "`"),
+        ("*Projected spend* flex-start, *up to $103.68 over four hours in " + "x" * 80, "*"),
+        ("_note: the search covers " + "y " * 60, "_"),
+        ("*bold and `code with max_model_len=16384 " + "z" * 80, "`*"),
+        ("```" + "log line\n" * 30, "```"),
+    ],
+)
+def test_a_cut_never_leaves_a_code_span_emphasis_or_fence_open(text: str, closed: str) -> None:
+    from bot.slack.render import closing_marks
+
+    cut = cut_text(text, 60)
+    assert len(cut) <= 60 and cut.endswith("…" + closed)
+    assert closing_marks(cut) == ""
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["max_model_len and tensor_parallel_size", "5 * 3 = 15", "a ~ b", "`x` and *y* and _z_", "*a*\n*b"],
+)
+def test_marks_that_open_nothing_are_not_closed(text: str) -> None:
+    from bot.slack.render import closing_marks
+
+    assert closing_marks(text) == ("*" if text.endswith("*b") else "")
