@@ -64,17 +64,7 @@ from bot.slack.limits import (
     VIEW_BLOCKS_LIMIT,
 )
 from bot.slack.membership import guidance, sent_to_dm
-from bot.slack.render import (
-    Attachment,
-    Block,
-    Reply,
-    closing_marks,
-    code,
-    escape,
-    text_reply,
-    to_mrkdwn,
-    to_plain,
-)
+from bot.slack.render import Attachment, Block, Reply, code, cut_text, escape, text_reply, to_mrkdwn, to_plain
 from llm.redact import redact
 
 log = logging.getLogger(__name__)
@@ -263,25 +253,6 @@ def short_version(prepared: Prepared) -> Prepared:
         text=cut_text(head, SHORT_TEXT_LIMIT), blocks=blocks, files=prepared.with_full_file(),
         full=prepared.full, filename=prepared.filename, cut=True,
     )  # fmt: skip
-
-
-def cut_text(text: str, limit: int) -> str:
-    """`text` (wire form) cut to at most `limit` characters without splitting an entity (`&lt;`) or a live
-    token (`<@U123>`), with an ellipsis when cut and what was left open closed after it: a code fence, an
-    inline code span, bold, italic or strike (`closing_marks`)."""
-    if len(text) <= limit:
-        return text
-    cut = text[: max(limit - 12, 0)]
-    amp = cut.rfind("&")
-    if amp != -1 and ";" not in cut[amp:]:
-        cut = cut[:amp]
-    lt = cut.rfind("<")
-    if lt != -1 and ">" not in cut[lt:]:
-        cut = cut[:lt]
-    marks = closing_marks(cut)
-    if marks and marks != "```":  # a closing mark must follow a character, not a space
-        cut = cut.rstrip()
-    return cut + "…" + marks
 
 
 def _note(text: str) -> Block:

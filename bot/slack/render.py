@@ -2,7 +2,8 @@
 buttons, times for people, and the only live mentions and links. What each command shows is in `bot.views`.
 
 Slack's limits are in `bot.slack.limits`. Output that does not fit is cut by the Slack gateway
-(`bot.slack.gateway.prepare`), the whole text uploaded as a file, never sent as an oversized message.
+(`bot.slack.gateway.prepare`, with `cut_text`), the whole text uploaded as a file, never sent as an oversized
+message.
 """
 
 from __future__ import annotations
@@ -117,7 +118,7 @@ def closing_marks(text: str) -> str:
     """The mrkdwn that closes what is left open at the end of `text`, innermost first: a code fence alone
     ("```"), else an inline code span ("`") and the bold, italic or strike marks opened at a word start.
 
-    A cut (`bot.slack.gateway.cut_text`) appends these so that the rest of the message is
+    A cut (`cut_text`) appends these so that the rest of the message is
     not read as code or emphasis. Emphasis does not span lines in Slack, so a newline forgets it; a mark
     inside a word (`max_model_len`) or before a space opens nothing.
     """
@@ -147,6 +148,25 @@ def closing_marks(text: str) -> str:
     if fence:
         return "```"
     return ("`" if code_span else "") + "".join(reversed(emphasis))
+
+
+def cut_text(text: str, limit: int) -> str:
+    """`text` (wire form) cut to at most `limit` characters without splitting an entity (`&lt;`) or a live
+    token (`<@U123>`), with an ellipsis when cut and what was left open closed after it: a code fence, an
+    inline code span, bold, italic or strike (`closing_marks`)."""
+    if len(text) <= limit:
+        return text
+    cut = text[: max(limit - 12, 0)]
+    amp = cut.rfind("&")
+    if amp != -1 and ";" not in cut[amp:]:
+        cut = cut[:amp]
+    lt = cut.rfind("<")
+    if lt != -1 and ">" not in cut[lt:]:
+        cut = cut[:lt]
+    marks = closing_marks(cut)
+    if marks and marks != "```":  # a closing mark must follow a character, not a space
+        cut = cut.rstrip()
+    return cut + "…" + marks
 
 
 def error_reply(message: str, hint: str = "") -> Reply:

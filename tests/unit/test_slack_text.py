@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from bot.slack.gateway import cut_text, prepare
+from bot.slack.gateway import prepare
 from bot.slack.limits import MESSAGE_BLOCKS_LIMIT, SECTION_TEXT_LIMIT
 from bot.slack.render import (
     Reply,
     channel_link,
+    closing_marks,
+    cut_text,
     escape,
     link,
     mention,
@@ -86,8 +88,6 @@ def test_too_many_blocks_are_cut_leaving_room_for_the_note() -> None:
     ],
 )
 def test_a_cut_never_leaves_a_code_span_emphasis_or_fence_open(text: str, closed: str) -> None:
-    from bot.slack.render import closing_marks
-
     cut = cut_text(text, 60)
     assert len(cut) <= 60 and cut.endswith("…" + closed)
     assert closing_marks(cut) == ""
@@ -98,6 +98,4 @@ def test_a_cut_never_leaves_a_code_span_emphasis_or_fence_open(text: str, closed
     ["max_model_len and tensor_parallel_size", "5 * 3 = 15", "a ~ b", "`x` and *y* and _z_", "*a*\n*b"],
 )
 def test_marks_that_open_nothing_are_not_closed(text: str) -> None:
-    from bot.slack.render import closing_marks
-
     assert closing_marks(text) == ("*" if text.endswith("*b") else "")
