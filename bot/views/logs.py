@@ -33,8 +33,10 @@ def entries_listing(entries: Sequence[LogEntry], query: str) -> Reply:
     "no entries" naming the query when there are none."""
     if not entries:
         return blocks_reply([section(f"No log entries match `{query}`.")])
+    # The severity in full (WARNING, not WARN), padded to the longest of Cloud Logging's, EMERGENCY:
+    # https://cloud.google.com/logging/docs/reference/v2/rest/v2/LogEntry#logseverity
     lines = [
-        f"{e.timestamp:%m-%d %H:%M:%S} {e.severity[:4]:<4} {e.node_id or '-'} {_first_line(e.message)}"
+        f"{e.timestamp:%m-%d %H:%M:%S} {e.severity:<9} {e.node_id or '-'} {_first_line(e.message)}"
         for e in entries
     ]
     # Every line is kept: split into sections here; what exceeds one message goes whole into a file.

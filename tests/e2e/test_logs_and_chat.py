@@ -17,6 +17,7 @@ def test_logs_carry_an_explicit_time_bound_and_are_newest_first(world: Demo) -> 
     text = _say(world, "/logs --since 2h --severity ERROR --limit 5")
     assert "*5 entries*, newest first" in text
     assert 'timestamp>="' in text and "severity>=ERROR" in text
+    assert " ERROR " in text and " ERRO " not in text  # Cloud Logging's severity names, whole
     bodies = [body for method, path, body in world.gcp.request_bodies if path.startswith("/v2/entries:list")]
     assert bodies and 'timestamp>="' in bodies[-1]["filter"]
 
