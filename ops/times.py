@@ -55,6 +55,13 @@ def iso_utc(moment: datetime | None) -> str:
     return "-" if moment is None else rfc3339(moment)
 
 
+def shown_time(text: str) -> str:
+    """A time the bot stored as text (a confirmation's pin: `datetime.isoformat()`, to the microsecond) as
+    people read it: `rfc3339` to the second; "?" for an empty one; the text itself when it is not a time."""
+    moment = parse_rfc3339(text) if text else None
+    return rfc3339(moment) if moment else (text or "?")
+
+
 @lru_cache(maxsize=16_384)
 def parse_rfc3339(text: str) -> datetime | None:
     """An RFC 3339 timestamp as an aware UTC datetime; None when `text` is not one.

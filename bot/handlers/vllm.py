@@ -36,6 +36,7 @@ from ops.alerts.ledger import AlertLedger
 from ops.charts import Event, metrics_chart_png
 from ops.diagnosis.engine import diagnose
 from ops.errors import BackendTimeout, BadInput, OpsError, PermissionDenied
+from ops.times import shown_time
 from ops.vllm import ssh
 from ops.vllm.container import ContainerStatus, ReplaceOutcome, VllmContainer
 from ops.vllm.history import RETENTION, History, series
@@ -323,7 +324,7 @@ def _vm(target: dict[str, str]) -> str:
     if not target.get("node"):
         return ""
     of = f" of `{target['resource']}`" if target.get("resource") else ""
-    created = f", created {target['created']}" if target.get("created") else ""
+    created = f", created {shown_time(target['created'])}" if target.get("created") else ""
     return f" (node `{target['node']}`{of}{created})"
 
 

@@ -15,6 +15,7 @@ from bot.commands.context import Context
 from bot.slack.render import mention
 from ops.errors import BackendTimeout, BackendUnavailable, BadInput, NotFound, OpsError
 from ops.store.state import OperationBusy
+from ops.times import shown_time
 from ops.tpu.model import CreateSpec, QueuedResourceInfo
 from ops.tpu.ownership import (
     CreateOutcome,
@@ -123,13 +124,13 @@ def check_pins(ctx: Context, current: list[dict[str, str]], command: str) -> Non
     for before, now in zip(pinned, current, strict=False):
         where = f"`{before['name']}` in `{before['zone']}`"
         if before["state"] == "absent" and now["state"] != "absent":
-            changes.append(f"{where} now exists ({now['state']}, created {now['created'] or '?'})")
+            changes.append(f"{where} now exists ({now['state']}, created {shown_time(now['created'])})")
         elif before["state"] != "absent" and now["state"] == "absent":
             changes.append(f"{where} no longer exists")
         elif before["created"] != now["created"]:
             changes.append(
-                f"{where} was recreated (created {before['created'] or '?'} when previewed, "
-                f"now {now['created'] or '?'})"
+                f"{where} was recreated (created {shown_time(before['created'])} when previewed, "
+                f"now {shown_time(now['created'])})"
             )
         elif before["state"] != now["state"] and not _moved_on(before["state"], now["state"]):
             changes.append(f"{where} went from {before['state']} to {now['state']}")
@@ -167,8 +168,8 @@ def check_ssh_pin(ctx: Context, current: dict[str, str], command: str) -> None:
         )
     elif pinned.get("created") != current.get("created"):
         changes.append(
-            f"node `{current.get('node')}` was recreated (created {pinned.get('created') or '?'} when "
-            f"previewed, now {current.get('created') or '?'})"
+            f"node `{current.get('node')}` was recreated (created {shown_time(pinned.get('created', ''))} "
+            f"when previewed, now {shown_time(current.get('created', ''))})"
         )
     if pinned.get("host") != current.get("host"):
         changes.append(f"its address changed from `{pinned.get('host')}` to `{current.get('host')}`")

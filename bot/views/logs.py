@@ -15,6 +15,7 @@ from bot.slack.render import (
     code,
     context,
     header,
+    human_duration,
     section,
     split_sections,
     utc,
@@ -93,7 +94,9 @@ def log_analysis(a: LogAnalysis) -> Reply:
     size = f"{a.total_entries:,} entries"
     if sampled:
         size = f"~{size} (estimated)"
-    blocks: list[Block] = [header(f"Log analysis: last {a.span}, {size}")]
+    blocks: list[Block] = [
+        header(f"Log analysis: last {human_duration(a.span).removesuffix(' 00m')}, {size}")
+    ]
     if sampled:
         errors = (
             f"The newest {report.error_entries:,} errors read, the older ones sampled at "

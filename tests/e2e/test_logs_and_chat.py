@@ -25,6 +25,7 @@ def test_logs_carry_an_explicit_time_bound_and_are_newest_first(world: Demo) -> 
 def test_analyze_names_the_real_failures_among_noise(world: Demo) -> None:
     text = _say(world, "/logs analyze --since 1h", timeout=60)
     assert "*Top error kinds*" in text and "*Gemma's analysis*" in text
+    assert "Log analysis: last 1h," in text  # a duration as the bot writes them, not Python's 1:00:00
     for finding in (
         "kv-cache-insufficient",
         "tpu-device-busy",

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from ops.times import from_rfc3339, iso_utc, parse_rfc3339, rfc3339
+from ops.times import from_rfc3339, iso_utc, parse_rfc3339, rfc3339, shown_time
 
 _MOMENT = datetime(2026, 12, 3, 9, 27, 6, 250_000, tzinfo=UTC)
 
@@ -51,3 +51,16 @@ def test_from_rfc3339_refuses_what_is_not_a_stamp() -> None:
     assert from_rfc3339(rfc3339(_MOMENT)) == _MOMENT.replace(microsecond=0)
     with pytest.raises(ValueError, match="'soon' is not an RFC 3339 time"):
         from_rfc3339("soon")
+
+
+@pytest.mark.parametrize(
+    ("stored", "shown"),
+    [
+        ("2026-12-06T02:44:56.422336+00:00", "2026-12-06T02:44:56Z"),
+        ("2026-12-06T03:44:56+01:00", "2026-12-06T02:44:56Z"),
+        ("", "?"),
+        ("not a time", "not a time"),
+    ],
+)
+def test_a_stored_time_is_shown_to_the_second_in_utc(stored: str, shown: str) -> None:
+    assert shown_time(stored) == shown
