@@ -28,7 +28,7 @@ from bot.shared.recovery import projected_usd, recover, recovery_request
 from bot.shared.safety import active_named, check_pins, check_zones, one_operation, pin_of, pins_text
 from bot.shared.tpu_requests import create_spec, default_create_args
 from bot.shared.zone_plan import ZoneFacts, order_zones, quota_family, zone_facts, zone_warnings
-from bot.slack.render import Reply, human_duration
+from bot.slack.render import Reply, human_duration, plural
 from bot.views.cost import spend_lines
 from bot.views.lifecycle import RecoveryPreview, recovered, recovery_preview
 from bot.views.tpu import find_preview, resource_line, search_progress, search_result, zones_table
@@ -316,8 +316,8 @@ def _preview_find(
         )
     lines = [
         f"*Find capacity* for `{plan.name}`: {plan.accelerator}, flex-start (max run "
-        f"{human_duration(spec.max_run_duration)}), {spend.at_once} zone(s) at a time, each request valid "
-        f"for {human_duration(valid_until or timedelta(hours=1))}",
+        f"{human_duration(spec.max_run_duration)}), {plural(spend.at_once, 'zone')} at a time, each request "
+        f"valid for {human_duration(valid_until or timedelta(hours=1))}",
         f"*Zones tried, in order* ({plan.order}) " + ", ".join(f"`{z}`" for z in plan.tried),
         *spend_lines(spend, "flex-start"),
         f"Every request is named `{plan.name}` (a name is unique per zone); the first zone that becomes "
@@ -439,8 +439,8 @@ def _outcome(ctx: Context, result: SearchResult) -> str:
         outcome += f"\n:shield: {note}"
     if result.leftovers:
         outcome += (
-            f"\n:warning: {result.leftovers} request(s) could not be verified deleted: see the zones above; "
-            "the bot deletes them when it can and says so here."
+            f"\n:warning: {plural(result.leftovers, 'request')} could not be verified deleted: see the zones "
+            "above; the bot deletes them when it can and says so here."
         )
     return outcome
 

@@ -10,7 +10,7 @@ from bot.commands.context import Context
 from bot.commands.registry import ACCELERATOR_TYPE, ChatTool, Param, registry
 from bot.services import settled
 from bot.shared.tpu_requests import startup_config
-from bot.slack.render import Reply, human_duration, utc
+from bot.slack.render import Reply, human_duration, plural, utc
 from bot.views.cost import cost_estimate, deploy_file, estimate_lines, per_hour, spend_report, usd
 from ops.cost import pricing as cost
 from ops.cost.spend import DeploymentSpend, deployment_spend, midnight
@@ -142,7 +142,7 @@ def fleet_spend(ctx: Context, since: datetime, label: str) -> Reply:
     priced = sum(len(spend.resources) for spend in spends.values()) - unpriced
     bound = "at most " if any(spend.bounded for spend in spends.values()) else ""
     if unpriced and not priced:  # never "$0.00" for resources billing at an unknown price
-        total = f"*Total* unknown since {utc(since)}: {unpriced} resource(s) not priced, none priced"
+        total = f"*Total* unknown since {utc(since)}: {plural(unpriced, 'resource')} not priced, none priced"
     else:
         total = f"*Total* {bound}{usd(sum(spend.usd for spend in spends.values()))} since {utc(since)}" + (
             " (priced resources only: see the ones not priced above)" if unpriced else ""

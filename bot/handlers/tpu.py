@@ -16,7 +16,7 @@ from bot.services import identify, settled
 from bot.shared.diagnosis import deployment_of, needs_listing, refusal_lines, resource_diagnosis
 from bot.shared.fleet_status import Snapshot, snapshots
 from bot.shared.hints import not_found_hint
-from bot.slack.render import Reply, blocks_reply
+from bot.slack.render import Reply, blocks_reply, plural
 from bot.views.fleet import fleet_view
 from bot.views.tpu import Status, describe_blocks, list_blocks, status_blocks
 from ops.alerts.outbox import AlertOutbox
@@ -197,7 +197,7 @@ def _total_line(snaps: list[Snapshot]) -> str:
     today = sum(spend.usd for spend in spends.values())
     line = f"*Total* {bound}${rate:,.2f}/h · {bound}${today:,.2f} today (UTC)"
     if unpriced:
-        line += f" · {unpriced} resource(s) without a price not counted"
+        line += f" · {plural(unpriced, 'resource')} without a price not counted"
     if unread:
         line += " · not counted (queued resources unreadable): " + ", ".join(f"`{n}`" for n in unread)
     return line

@@ -19,7 +19,7 @@ from bot.oncall.delivery import AlertDelivery, OncallOptions, TickResult
 from bot.services import Services, identify
 from bot.shared.diagnosis import container_diagnosis, deployment_of
 from bot.shared.recovery import projected_usd, recover
-from bot.slack.render import utc
+from bot.slack.render import plural, utc
 from bot.views.alerts import idle_cost, span
 from bot.views.findings import diagnosis_text
 from ops.alerts import ledger as alerts_mod
@@ -159,7 +159,7 @@ class PlannedWork:
         except Exception as exc:  # diagnosis is best effort: the stuck notice must still go out
             log.warning("start-up diagnosis failed: %s", type(exc).__name__)
             return f"Diagnosis unavailable: {type(exc).__name__}"
-        state = f"Container `{container.name}`: {status.state}, {status.restart_count} restart(s)"
+        state = f"Container `{container.name}`: {status.state}, {plural(status.restart_count, 'restart')}"
         body = diagnosis_text(result, heading="Diagnosis") or (
             f"No known failure and no error line in the last {STARTUP_LOG_TAIL} log lines; see `/vllm logs`."
         )

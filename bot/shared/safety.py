@@ -217,7 +217,8 @@ def check_zones(ctx: Context, zones: list[str], accelerator_type: str) -> None:
     unknown = [zone for zone in zones if zone not in known]
     if unknown:
         raise BadInput(
-            f"unknown zone(s) for TPUs in project {ctx.services.settings.gcp_project}: {', '.join(unknown)}",
+            f"unknown {'zone' if len(unknown) == 1 else 'zones'} for TPUs in project "
+            f"{ctx.services.settings.gcp_project}: {', '.join(unknown)}",
             "see the zones with /tpu zones",
         )
     missing = []

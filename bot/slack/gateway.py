@@ -64,7 +64,18 @@ from bot.slack.limits import (
     VIEW_BLOCKS_LIMIT,
 )
 from bot.slack.membership import guidance, sent_to_dm
-from bot.slack.render import Attachment, Block, Reply, code, cut_text, escape, text_reply, to_mrkdwn, to_plain
+from bot.slack.render import (
+    Attachment,
+    Block,
+    Reply,
+    code,
+    cut_text,
+    escape,
+    plural,
+    text_reply,
+    to_mrkdwn,
+    to_plain,
+)
 from llm.redact import redact
 
 log = logging.getLogger(__name__)
@@ -685,7 +696,7 @@ class SlackGateway:
             title = f"`{attachment.filename}` ({number}/{len(parts)})"
             body = f"{title}\n{code(part)}"
             if number == len(shown) and len(parts) > len(shown):
-                body += f"\n_{len(parts) - len(shown)} more part(s) not posted: the upload failed._"
+                body += f"\n_{plural(len(parts) - len(shown), 'more part')} not posted: the upload failed._"
             message = Reply(text=body, blocks=[{"type": "section", "text": {"type": "mrkdwn", "text": body}}])
             prepared = prepare(message)
             if not_here and number == 1:

@@ -251,6 +251,12 @@ def human_duration(delta: timedelta | None) -> str:
     return f"{sign}{secs}s"
 
 
+def plural(count: int, noun: str, many: str = "") -> str:
+    """`count` and its noun in the right number: "1 zone", "2 zones", "0 zones"; `many` gives an irregular
+    plural ("2 entries" from `plural(2, "entry", "entries")`)."""
+    return f"{count} {noun if count == 1 else many or noun + 's'}"
+
+
 def utc(moment: datetime | None) -> str:
     """'2026-11-29 14:05 UTC', or '-' when unknown."""
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC") if moment else "-"

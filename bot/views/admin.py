@@ -26,6 +26,7 @@ from bot.slack.render import (
     context,
     header,
     mention,
+    plural,
     section,
     text_reply,
     utc,
@@ -47,7 +48,7 @@ def audit(entries: list[AuditEntry], *, reads: bool, scanned: int) -> Reply:
     """
     if not entries:
         what = "The audit trail is empty." if reads or not scanned else "No change in the audit trail yet"
-        more = "" if reads or not scanned else f" ({scanned} read line(s): `/tpu audit --reads`)."
+        more = "" if reads or not scanned else f" ({plural(scanned, 'read line')}: `/tpu audit --reads`)."
         return blocks_reply([section(what + more)])
     lines = [
         f"{utc(e.at)} {e.user_id:<11} {e.channel_id:<11} {e.action:<17} /{e.command} -> {e.outcome}"

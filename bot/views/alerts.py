@@ -20,6 +20,7 @@ from bot.slack.render import (
     header,
     human_duration,
     mention,
+    plural,
     section,
     utc,
 )
@@ -162,7 +163,7 @@ def resolved_blocks(title: str) -> list[Block]:
 
 
 def state_summary(alert: Alert, qr: QueuedResourceInfo | None) -> str:
-    """The first line(s) of a queued resource's state message: its name, zone and state, the error of a
+    """The first lines of a queued resource's state message: its name, zone and state, the error of a
     FAILED one and who initiated a SUSPENDED one."""
     state = qr.state if qr else alert.state
     summary = f":satellite: *`{alert.name}`* ({alert.zone}): *{state}*"
@@ -226,7 +227,7 @@ def alerts_overview(o: AlertsOverview) -> Reply:
     and maintenance hold, and how many alerts the ledger recorded, by status."""
     lines = [f"• {r.text} _({human_duration(o.now - r.at)} ago, `{r.kind}`)_" for r in o.shown[-_SHOWN:]]
     if o.hidden:
-        lines.append(f"_{o.hidden} alert(s) of queued resources that no longer exist are not shown._")
+        lines.append(f"_{plural(o.hidden, 'alert')} of queued resources that no longer exist are not shown._")
     mute_lines = [
         f"• `{name}` until {utc(until)} (by {mention(by)})" for name, (until, by) in sorted(o.mutes.items())
     ]
@@ -278,5 +279,5 @@ def refusal_line(problem: DeliveryProblem, held: int, finding: Finding | None) -
     where = "any channel" if problem.channel == ALL_CHANNELS else channel_link(problem.channel)
     cause = finding.cause if finding else f"Slack answers `{problem.code}`"
     fix = f" *Fix:* {finding.fix}." if finding else ""
-    kept = f" {held} alert(s) held back, posted once it works." if held else ""
+    kept = f" {plural(held, 'alert')} held back, posted once it works." if held else ""
     return f":warning: *Alerts cannot reach {where}* since {utc(problem.since)}: {cause}.{fix}{kept}"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import date
 
-from bot.slack.render import Attachment, Reply, blocks_reply, code, context, header, section
+from bot.slack.render import Attachment, Reply, blocks_reply, code, context, header, plural, section
 from ops.cost import pricing as cost
 from ops.cost.spend import SpendPlan
 
@@ -103,12 +103,14 @@ def spend_lines(plan: SpendPlan, provisioning_model: str) -> list[str]:
     the worst case, and what stands in for each missing price row."""
     lines = [_price_line(plan, provisioning_model)]
     lines.append(
-        f"*At most {plan.at_once} request(s) at once*; waiting requests cost nothing, each ACTIVE one bills"
+        f"*At most {plural(plan.at_once, 'request')} at once*; waiting requests cost nothing, each ACTIVE "
+        "one bills"
     )
     if plan.at_once > 1 and plan.worst_case_usd_per_hour is not None:
+        every = "both" if plan.at_once == 2 else f"all {plan.at_once}"
         lines.append(
-            f"*Before the first winner* at most ${plan.worst_case_usd_per_hour:,.2f}/h, if all "
-            f"{plan.at_once} turn ACTIVE together (the others are then deleted and checked gone)"
+            f"*Before the first winner* at most ${plan.worst_case_usd_per_hour:,.2f}/h, if {every} turn "
+            "ACTIVE together (the others are then deleted and checked gone)"
         )
     if plan.worst_case_usd is not None and plan.winner_usd is not None and plan.run_hours is not None:
         lines.append(

@@ -8,7 +8,18 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from bot.shared.fleet_status import Snapshot, deployment_blocks
-from bot.slack.render import Block, Reply, blocks_reply, channel_link, context, divider, header, section, utc
+from bot.slack.render import (
+    Block,
+    Reply,
+    blocks_reply,
+    channel_link,
+    context,
+    divider,
+    header,
+    plural,
+    section,
+    utc,
+)
 
 
 def fleet_view(snaps: list[Snapshot], now: datetime, channels: Mapping[str, str], total: str) -> Reply:
@@ -18,7 +29,7 @@ def fleet_view(snaps: list[Snapshot], now: datetime, channels: Mapping[str, str]
         snaps: one snapshot per deployment. now: when they were read.
         channels: Slack channel id -> the deployment bound to it. total: the cost total line (mrkdwn).
     """
-    blocks: list[Block] = [header(f"Fleet: {len(snaps)} deployment(s)")]
+    blocks: list[Block] = [header(f"Fleet: {plural(len(snaps), 'deployment')}")]
     for snap in snaps:
         blocks += deployment_blocks(snap)
         bound = [channel_link(channel) for channel, name in channels.items() if name == snap.name]

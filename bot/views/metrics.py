@@ -16,6 +16,7 @@ from bot.slack.render import (
     context,
     header,
     human_duration,
+    plural,
     section,
     utc,
 )
@@ -90,7 +91,7 @@ def chart_reply(
     in all, restarts included) and the chart `png` attached as `name`."""
     summary = (
         f"*vLLM metrics history* of `{deployment}` (`{model}`), last {human_duration(span)}: "
-        f"{samples} samples, {restarts} restart(s), {events - restarts} alert(s) marked."
+        f"{samples} samples, {plural(restarts, 'restart')}, {plural(events - restarts, 'alert')} marked."
     )
     reply = blocks_reply(
         [

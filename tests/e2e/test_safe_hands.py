@@ -80,7 +80,7 @@ def test_find_preview_refuses_a_second_primary_then_shows_the_whole_cost(world: 
     # flex-start has no price row: each zone's on-demand row is the ceiling, and the preview says which
     assert "*Zones tried, in order*" in preview and "`us-east5-a` at most $21.60/h" in preview
     assert "no flex-start row for v6e in us-east5; used instead: the on-demand row" in preview
-    assert "*At most 3 request(s) at once*" in preview
+    assert "*At most 3 requests at once*" in preview
     assert "*Before the first winner* at most $77.76/h" in preview  # 3 x the top price, $25.92
     assert "*worst case* 3 ACTIVE at once for the whole max run: $311.04" in preview  # 3 x 4 h x $25.92
     assert "*Already running* `gemma4-qr`" in preview and "[Confirm" in preview
@@ -88,7 +88,7 @@ def test_find_preview_refuses_a_second_primary_then_shows_the_whole_cost(world: 
 
 def test_unknown_zones_and_types_are_refused_in_the_preview(world: Demo) -> None:
     zone = _say(world, "/tpu find gemma4-z --zones mars-east1-a")
-    assert "unknown zone(s)" in zone and "mars-east1-a" in zone and "[Confirm" not in zone
+    assert "unknown zone for TPUs" in zone and "mars-east1-a" in zone and "[Confirm" not in zone
     kind = _say(world, "/tpu create gemma4-z --zone us-east5-a --type v6e-7 --allow-second")
     assert "v6e-7 is not offered in us-east5-a" in kind and "/tpu zones --type v6e-7" in kind
     none = _say(world, "/tpu find gemma4-z --type v9z-8 --allow-second")
@@ -279,7 +279,7 @@ def test_the_vllm_api_key_comes_from_secret_manager_is_sent_and_survives_a_resta
 
 def test_default_find_tries_the_cheapest_zones_first_in_parallel_and_keeps_the_name(world: Demo) -> None:
     preview = _say(world, "/tpu find gemma4-b --allow-second")
-    assert "3 zone(s) at a time" in preview  # CAPACITY_PARALLEL, not one zone at a time
+    assert "3 zones at a time" in preview  # CAPACITY_PARALLEL, not one zone at a time
     order = preview.split("*Zones tried, in order* ", 1)[1].splitlines()[0]
     assert order.startswith(
         "(cheapest first, equal prices in TPU_ZONES order, zones expected to refuse last)"
@@ -303,7 +303,7 @@ def test_create_and_recover_previews_warn_about_a_zone_that_will_refuse(world: D
     assert "[Confirm" in create
     assert ":warning: `europe-west4-a` has preemptible v6e quota 0 (flex-start draws on it)" in create
     assert "*Instead* `/tpu create gemma4-c --zone Z` with Z one of `us-east5-a`" in create
-    assert "request(s) at once" not in create and "the one kept" not in create  # a create's own words
+    assert "*At most" not in create and "the one kept" not in create  # a create's own words
     assert "*Spend* up to $" in create
     recover = _say(world, "/tpu recover gemma4-old")
     assert ":warning: `europe-west4-a` has preemptible v6e quota 0 (spot draws on it)" in recover

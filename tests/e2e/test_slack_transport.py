@@ -162,6 +162,6 @@ def test_app_home_shows_the_dashboard_and_open_alerts(demo: Demo) -> None:
     view = demo.slack.home_views[demo.user.user_id]
     text = json.dumps(view)
     # The demo has two deployments, so Home shows the fleet (one deployment: the `/tpu status` dashboard).
-    assert view["type"] == "home" and "Fleet: 2 deployment(s)" in text and "Open alerts" in text
+    assert view["type"] == "home" and "Fleet: 2 deployments" in text and "Open alerts" in text
     assert "*production*" in text and "*staging*" in text
     assert len(view["blocks"]) <= 100

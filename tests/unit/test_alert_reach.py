@@ -97,7 +97,7 @@ def test_the_line_names_the_channel_the_cause_the_fix_and_what_is_held() -> None
     (line,) = [to_mrkdwn(each) for each in refusal_lines(outbox)]
     assert "Alerts cannot reach <#C0ALERTS01>" in line and "archived" in line
     assert "unarchive the channel" in line and "ALERT_CHANNEL" in line
-    assert "2 alert(s) held back" in line
+    assert "2 alerts held back" in line
     outbox.clear("C0ALERTS01")
     outbox.delivered("first", "C0ALERTS01", "1.000001")
     outbox.delivered("second", "C0ALERTS01", "1.000002")

@@ -43,3 +43,28 @@ def test_a_code_span_split_across_sections_is_closed_and_reopened() -> None:
     assert len(chunks) == 3
     assert all(closing_marks(chunk) == "" for chunk in chunks)
     assert all(chunk.startswith("`") and chunk.endswith("`") for chunk in chunks)
+
+
+def test_a_count_takes_its_noun_in_the_right_number() -> None:
+    from bot.slack.render import plural
+
+    assert [plural(n, "zone") for n in (0, 1, 2)] == ["0 zones", "1 zone", "2 zones"]
+    assert plural(2, "entry", "entries") == "2 entries"
+
+
+def test_no_user_text_hedges_its_plural_with_s_in_brackets() -> None:
+    """ "2 zone(s)": a count is known when the text is written, so its noun is written in the right number
+    (`bot.slack.render.plural`)."""
+    from pathlib import Path
+
+    from ops.linear import linear
+
+    hedged = linear(r"[a-z]\(s\)")
+    offenders = [
+        f"{path}:{number}"
+        for root in ("bot", "ops", "llm")
+        for path in sorted(Path(root).rglob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if hedged.search(line) and '"' in line and "http(s)" not in line and "name(s)" not in line
+    ]
+    assert offenders == []

@@ -69,14 +69,14 @@ def test_quota_family() -> None:
 def test_single_create_preview_does_not_use_the_search_s_words() -> None:
     plan = plan_spend("v6e-8", "flex-start", ["us-east5-a"], 1, 4.0)
     text = "\n".join(create_spend_lines(plan, "flex-start"))
-    assert "request(s) at once" not in text and "the one kept" not in text and "worst case" not in text
+    assert "*At most" not in text and "the one kept" not in text and "worst case" not in text
     assert "*Spend* up to $" in text and "4 h max run" in text
     search = "\n".join(
         spend_lines(
             plan_spend("v6e-8", "flex-start", ["us-east5-a", "asia-northeast1-b"], 2, 4.0), "flex-start"
         )
     )
-    assert "*At most 2 request(s) at once*" in search and "the one kept" in search
+    assert "*At most 2 requests at once*" in search and "the one kept" in search
     spot = "\n".join(create_spend_lines(plan_spend("v6e-8", "spot", ["us-east5-a"], 1, None), "spot"))
     assert "no fixed end" in spot and "until deleted" in spot
 
