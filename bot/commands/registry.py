@@ -545,9 +545,16 @@ class Registry:
             if len(tokens) == 1 or tokens[1] in _HELP_WORDS:
                 return self._help(" ".join([tokens[0], *tokens[2:3]]))
             commands = [c for c in self.commands(tokens[0]) if len(c.words) > 1]
-            hint = _did_you_mean(tokens[1], [f"/{c.name}" for c in commands], *(c.words[1] for c in commands))
-            unknown = UsageError if hint else NotACommand
-            raise unknown(f"unknown command `{tokens[0]} {tokens[1]}`{hint}", self.group_usage(tokens[0]))
+            close = _closest(tokens[1], [c.words[1] for c in commands])
+            if not close:
+                raise NotACommand(f"unknown command `{tokens[0]} {tokens[1]}`", self.group_usage(tokens[0]))
+            # A typo is shown the usage of what it may have meant, not the whole group's.
+            meant = [c for word in close for c in commands if c.words[1] == word]
+            hint = "; did you mean " + " or ".join(dict.fromkeys(f"`/{tokens[0]} {w}`" for w in close)) + "?"
+            usage = "\n".join(
+                [*(f"• `{c.usage()}`: {c.summary}" for c in meant), self._help_pointer(tokens[0])]
+            )
+            raise UsageError(f"unknown command `{tokens[0]} {tokens[1]}`{hint}", usage)
         rest = tokens[len(command.words) :]
         if any(word in _HELP_WORDS for word in rest):
             return replace(self._help(command.name), deployment=deployment)
@@ -589,6 +596,9 @@ class Registry:
                 return command
         return None
 
+    def _help_pointer(self, group: str) -> str:
+        return f"`/{group} help` lists every `/{group}` command."
+
     def _general_usage(self) -> str:
         groups = ", ".join(f"`/{g}`" for g in self.groups())
         return f"Commands: {groups}. Type `/tpu help` or `@gemma-bot help` for the list."
@@ -610,11 +620,16 @@ def _fold_case(tokens: list[str], command_words: set[str]) -> list[str]:
     return folded
 
 
+def _closest(typed: str, names: list[str]) -> list[str]:
+    """The (at most 3) distinct `names` closest to what was typed, by difflib's ratio of at least 0.6."""
+    return difflib.get_close_matches(typed.lower(), list(dict.fromkeys(names)), n=3, cutoff=0.6)
+
+
 def _did_you_mean(typed: str, shown: list[str], *names: str) -> str:
-    """ "; did you mean `/tpu list`?" for the known names closest to what was typed (difflib's ratio, at
-    least 0.6), or "" when none is close. `shown[i]` is how `names[i]` (default: `shown[i]`) is displayed."""
+    """ "; did you mean `/tpu list`?" for the known names closest to what was typed (`_closest`), or ""
+    when none is close. `shown[i]` is how `names[i]` (default: `shown[i]`) is displayed."""
     keys = list(names) if names else shown
-    close = difflib.get_close_matches(typed.lower(), keys, n=3, cutoff=0.6)
+    close = _closest(typed, keys)
     if not close:
         return ""
     return "; did you mean " + " or ".join(f"`{shown[keys.index(name)]}`" for name in close) + "?"

@@ -264,7 +264,7 @@ def test_a_question_about_a_resource_without_a_node_never_gets_another_nodes_log
     [logs] = _tool_results(world)
     assert logs.startswith("[logs of node `gemma4-old-node`: what the question is about]")
     assert "gemma4-qr-node" not in logs and "No log entries match" in logs
-    assert "gemma4-qr-node" not in answer and " ERRO " not in answer  # no listing line of another node
+    assert "gemma4-qr-node" not in answer and " ERROR " not in answer  # no listing line of another node
     assert "found in the facts for `gemma4-old`" in byline
     assert "*`gemma4-old` is FAILED: its state and error (TPU API)*" in text and "tpu-stockout" in text
     # the vLLM container runs on the primary's node: shown, and said to be about it, not gemma4-old
@@ -296,7 +296,7 @@ def test_another_nodes_log_lines_told_as_the_subjects_are_removed_and_said(world
     [result] = _tool_results(world)
     assert result.startswith("[logs of `gemma4-qr-node`, asked for by name: not what the question is about]")
     quoted = [_flat(line) for line in result.splitlines()[4:7]]
-    assert all(" ERRO gemma4-qr-node " in line for line in quoted)
+    assert all(" ERROR gemma4-qr-node " in line for line in quoted)
     assert "gemma4-qr-node" not in answer and not any(line in _flat(text) for line in quoted)
     assert "The model's answer was withheld" in answer
     assert "removed: a quoted block about `gemma4-qr` told as about `gemma4-old`" in byline

@@ -221,3 +221,14 @@ def test_a_value_out_of_range_is_told_the_bounds_it_breaks(text: str, problem: s
     with pytest.raises(UsageError) as caught:
         real_registry.parse(text)
     assert problem in caught.value.problem
+
+
+def test_a_typo_is_shown_the_usage_of_what_it_may_have_meant_not_the_whole_group() -> None:
+    with pytest.raises(UsageError) as caught:
+        real_registry.parse("tpu lsit")
+    assert "did you mean `/tpu list`?" in caught.value.problem
+    assert caught.value.usage.splitlines() == [
+        f"• `{real_registry.parse('tpu list').command.usage()}`: "
+        f"{real_registry.parse('tpu list').command.summary}",
+        "`/tpu help` lists every `/tpu` command.",
+    ]
