@@ -574,18 +574,24 @@ class VllmContainer:
 
         Docker refuses the gcplogs driver when the VM's service account may not write logs (the driver
         fails to start, leaving the container "created") or is older than 20.10 (`cache-disabled` is an
-        unknown option); the container is then run again without the log options, as the startup script
-        does, and `log_route.refused` says why: serving never depends on logging. A run whose retry fails too
-        failed for another reason, which the retry's error says.
+        unknown option): the daemon says so (the catalogue's wording `docker-log-driver-refused`, from moby's
+        own messages). Only then is the container run again without the log options, as the startup script
+        does, and `log_route.refused` says why: serving never depends on logging. A run that failed for
+        another reason is that reason: a pull the registry rate-limited (the image missing on the VM) is
+        tried once more as it was, with the log options, since the registry may let the next one through;
+        any other failure (a tag that does not exist, a denied pull, a full disk) is reported as
+        `_check` diagnoses it, since running without the log options would fail the same way.
 
         Raises:
             BadInput (invalid spec), NotFound / PermissionDenied (a secret the VM cannot read), the errors of
-            `RemoteHost.run` and of `_check`.
+            `RemoteHost.run` and of `_check` (QuotaExceeded for a pull still rate-limited).
         """
         self.log_route = None
         route = self._labels(spec.project) if spec.project is not None else None
         result = self._run_template(spec, route)
-        if route is not None and result.exit_status not in (0, 3, 4):
+        if result.exit_status not in (0, 3, 4) and _rate_limited(result):
+            result = self._run_template(spec, route)
+        if route is not None and result.exit_status not in (0, 3, 4) and _driver_refused(result):
             if self.status().state == "created":  # made by this run, whose log driver did not start
                 self.rm()
             refused = docker_error_line(result.stderr or result.stdout) or f"exit {result.exit_status}"
@@ -695,6 +701,19 @@ class VllmContainer:
         if known.name == "docker-pull-rate-limit":
             raise QuotaExceeded(message, f"{known.conclusion}: {known.fix}", backend="ssh")
         raise OpsError(message, f"{known.conclusion}: {known.fix}", backend="ssh")
+
+
+def _driver_refused(result: CommandResult) -> bool:
+    """Whether a failed `docker run` is the daemon refusing the container's log driver (its own error, not
+    one of the image or the container: a pull refused, a name in use)."""
+    return wording("docker-log-driver-refused").search(result.stderr + result.stdout) is not None
+
+
+def _rate_limited(result: CommandResult) -> bool:
+    """Whether a failed `docker run` is a pull of its image the registry rate-limited (the catalogue's
+    `docker-pull-rate-limit`), the one pull error that the same run may get past a moment later."""
+    known = diagnose(result.stderr + result.stdout).top
+    return known is not None and known.name == "docker-pull-rate-limit"
 
 
 def _untouched(error: OpsError, kept: str) -> OpsError:

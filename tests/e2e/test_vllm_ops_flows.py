@@ -105,6 +105,27 @@ def test_restart_where_docker_refuses_gcplogs_says_so_in_one_line(world: Demo) -
     assert "No log entries match" in _say(world, _LOGS_OF_THE_NODE)
 
 
+def test_a_transient_pull_error_is_not_reported_as_a_refused_log_driver(world: Demo) -> None:
+    """The container is missing, its image is not on the VM, and the registry rate-limits the first pull:
+    the run is made again as it was, and vLLM starts with Cloud Logging, no refused driver said."""
+    assert world.host.execute("docker rm -f vllm")[0] == 0
+    images = world.host.docker.images
+    images.present.clear()
+    images.rate_limited = True
+    pull = images.run_pull
+
+    def once(image: str) -> tuple[int, str] | None:  # Docker Hub refuses the first pull; the next works
+        refused = pull(image)
+        images.rate_limited = False
+        return refused
+
+    images.run_pull = once  # type: ignore[method-assign]
+    _say(world, "/vllm start")
+    done = _say(world, "click Confirm")
+    assert "refused the gcplogs log driver" not in done and "Cloud Logging" not in done, done
+    assert "--log-driver" in world.host.docker_runs[-1], "vLLM now runs without Cloud Logging"
+
+
 def test_failed_container_is_diagnosed(world: Demo) -> None:
     world.host.crash(world.settings.vllm_container, "vllm-kv-cache-insufficient.log")
     status = _say(world, "/vllm status")
