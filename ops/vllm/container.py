@@ -141,6 +141,8 @@ class ContainerStatus:
         error: State.Error ("" when none).
         command: the command it runs (Config.Cmd, e.g. ("vllm", "serve", MODEL, "--port", "8000", ...)),
             () when docker does not say.
+        log_driver: its log driver (HostConfig.LogConfig.Type: "gcplogs" sends its output to Cloud Logging,
+            "json-file" and the other drivers keep it on the VM), None when docker does not say.
     """
 
     exists: bool
@@ -153,6 +155,7 @@ class ContainerStatus:
     finished_at: datetime | None = None
     error: str = ""
     command: tuple[str, ...] = ()
+    log_driver: str | None = None
 
     def flag(self, name: str) -> str | None:
         """The value of `--name VALUE` or `--name=VALUE` in `command` (the last one given), or None."""
@@ -304,6 +307,7 @@ class VllmContainer:
                 backend="ssh",
             ) from exc
         config = item.get("Config") or {}
+        logger = (item.get("HostConfig") or {}).get("LogConfig") or {}
         exit_code = state.get("ExitCode")
         command = config.get("Cmd") or [item.get("Path"), *(item.get("Args") or [])]
         return ContainerStatus(
@@ -317,6 +321,7 @@ class VllmContainer:
             finished_at=_docker_time(state.get("FinishedAt")),
             error=str(state.get("Error") or ""),
             command=tuple(str(word) for word in command if isinstance(word, str)),
+            log_driver=logger.get("Type") if isinstance(logger.get("Type"), str) else None,
         )
 
     def start(self, spec: VllmSpec) -> ContainerStatus:
@@ -574,13 +579,11 @@ class VllmContainer:
 
         Docker refuses the gcplogs driver when the VM's service account may not write logs (the driver
         fails to start, leaving the container "created") or is older than 20.10 (`cache-disabled` is an
-        unknown option): the daemon says so (the catalogue's wording `docker-log-driver-refused`, from moby's
-        own messages). Only then is the container run again without the log options, as the startup script
-        does, and `log_route.refused` says why: serving never depends on logging. A run that failed for
-        another reason is that reason: a pull the registry rate-limited (the image missing on the VM) is
-        tried once more as it was, with the log options, since the registry may let the next one through;
-        any other failure (a tag that does not exist, a denied pull, a full disk) is reported as
-        `_check` diagnoses it, since running without the log options would fail the same way.
+        unknown option), and says so (the catalogue's `docker-log-driver-refused`, moby's messages): only
+        then is the run made again without the log options, as the startup script does, and
+        `log_route.refused` says why (serving never depends on logging). A pull the registry rate-limited
+        is tried once more as it was; any other failure (a tag that does not exist, a denied pull, a full
+        disk) is reported as `_check` diagnoses it: without the log options it would fail the same way.
 
         Raises:
             BadInput (invalid spec), NotFound / PermissionDenied (a secret the VM cannot read), the errors of

@@ -126,6 +126,35 @@ def test_a_transient_pull_error_is_not_reported_as_a_refused_log_driver(world: D
     assert "--log-driver" in world.host.docker_runs[-1], "vLLM now runs without Cloud Logging"
 
 
+def test_a_container_without_cloud_logging_is_said_so_wherever_its_state_is_read(world: Demo) -> None:
+    """Docker refused gcplogs at /vllm restart: said once by the restart, then by /vllm status, by a later
+    /vllm stop and start of the same container, and by /logs and /logs analyze when they find nothing."""
+    world.host.set_log_writer(False)
+    _say(world, "/vllm restart")
+    assert "will not reach Cloud Logging" in _say(world, "click Confirm")
+    unlogged = "does not reach Cloud Logging: it logs with Docker's `json-file` driver, not gcplogs"
+    assert unlogged in _say(world, "/vllm status")
+    for verb in ("stop", "start"):
+        _say(world, f"/vllm {verb}")
+        done = _say(world, "click Confirm")
+        assert f"`{verb}` done" in done and unlogged in done, done
+    _wait_ready(world)
+    found = _say(world, _LOGS_OF_THE_NODE)
+    assert "No log entries match" in found and unlogged in found
+    analyzed = _say(world, "/logs analyze --node gemma4-qr-node --since 1m", timeout=60)
+    assert unlogged in analyzed, analyzed
+
+
+def test_a_boot_time_fallback_of_the_startup_script_is_said_by_vllm_status(world: Demo) -> None:
+    """The startup script ran the container with Docker's default driver (gcplogs refused at boot): nothing
+    in Slack said so until now; /vllm status says it from the container's log configuration."""
+    assert "Cloud Logging" not in _say(world, "/vllm status")  # the demo's container logs with gcplogs
+    world.host.docker.containers["vllm"].log_driver = "json-file"
+    status = _say(world, "/vllm status")
+    (line,) = [line for line in status.splitlines() if "Cloud Logging" in line]
+    assert "`json-file` driver" in line and "roles/logging.logWriter" in line and "demo-project" in line
+
+
 def test_failed_container_is_diagnosed(world: Demo) -> None:
     world.host.crash(world.settings.vllm_container, "vllm-kv-cache-insufficient.log")
     status = _say(world, "/vllm status")

@@ -71,6 +71,7 @@ def test_a_restarted_container_logs_to_cloud_logging_labelled_with_the_vms_node(
     assert _options(run, "--label") == [f"tpu_node={NODE}", "tpu_worker_id=0"]
     assert container.log_route is not None and container.log_route.cloud_logging
     assert (container.log_route.node, container.log_route.worker) == (NODE, 0)
+    assert container.status().log_driver == "gcplogs"
 
     entries = _node_entries(gcp, NODE)  # the bot's own filter: the node label of the container's entries
     messages = [e.message for e in entries]
@@ -106,6 +107,7 @@ def test_docker_refusing_gcplogs_still_starts_vllm_with_the_default_driver(
     assert route is not None and not route.cloud_logging
     assert route.refused is not None and "failed to initialize logging driver" in route.refused
     assert "logging.logEntries.create" in route.refused
+    assert container.status().log_driver == "json-file"  # docker inspect's HostConfig.LogConfig.Type
     assert _node_entries(gcp, NODE) == []
     assert container.logs(tail=1).strip().endswith("Application startup complete.")
 
