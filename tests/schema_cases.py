@@ -20,6 +20,8 @@ NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 KEY = "us-east5-a/gemma4-qr@2026-05-01T00:00:00Z|expiry|15"
 NEW_INDEXES = ("ix_alert_ledger_status_at", "ix_alert_ledger_open")
 """The alert ledger's indexes the revisions after the baseline add (0002, 0003)."""
+NEW_TABLES = ("alert_observers",)
+"""The tables the revisions after the baseline add (0004)."""
 
 
 def store_at_baseline(url: str, monkeypatch: pytest.MonkeyPatch) -> Store:
@@ -63,13 +65,15 @@ def check_rows(store: Store, token: str) -> None:
 
 
 def at_head(store: Store) -> None:
-    """The database is at the newest revision, with the indexes of revisions 0002 and 0003."""
+    """The database is at the newest revision, with the indexes of revisions 0002 and 0003 and the table of
+    revision 0004."""
     assert store.revision == schema.head()
     with store.engine.connect() as conn:
         assert conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalars().all() == [
             schema.head()
         ]
     assert set(NEW_INDEXES) <= {index["name"] for index in inspect(store.engine).get_indexes("alert_ledger")}
+    assert set(NEW_TABLES) <= set(inspect(store.engine).get_table_names())
 
 
 def make_pre_migration(url: str, tables: tuple[str, ...] | None = None) -> None:

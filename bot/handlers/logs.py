@@ -10,12 +10,14 @@ from bot.commands.context import Context
 from bot.commands.registry import ChatTool, Param, int_range, one_of, registry, resource_name, window
 from bot.shared.diagnosis import analysis_diagnosis, deployment_of, rules_only, serving_now, written_by
 from bot.slack.render import Reply
-from bot.views.logs import Errors, LogAnalysis, entries_listing, log_analysis
+from bot.views.logs import Errors, LogAnalysis, entries_listing, log_analysis, noted
+from bot.views.vllm import log_driver_line
 from llm.client import ChosenModel, first_answer
 from llm.logsum import Analysis, LogSummary, analyze
 from llm.logwindow import mine_window
 from ops.diagnosis.engine import Diagnosis, ServingNow, place, present
 from ops.diagnosis.families import FixFacts
+from ops.errors import OpsError
 from ops.gcp import cloudlogs
 
 # LogSeverity names (https://cloud.google.com/logging/docs/reference/v2/rest/v2/LogEntry#logseverity)
@@ -60,7 +62,9 @@ def logs(
         extra=filter,
         now=ctx.services.now(),
     )
-    return entries_listing(ctx.services.log_entries(query, limit or 30), query)
+    entries = ctx.services.log_entries(query, limit or 30)
+    reply = entries_listing(entries, query)
+    return reply if entries else _said(reply, ctx)
 
 
 @registry.command(
@@ -90,15 +94,27 @@ def logs_analyze(ctx: Context, since: timedelta | None, node: str | None) -> Rep
         deadline_s=settings.logs_read_deadline_s,
         api_endpoint=settings.google_api_endpoint,
     )
-    if summary.error_entries == 0:
-        errors = None
-    else:
-        errors = _errors(ctx, summary, span)
-    return log_analysis(
+    errors = _errors(ctx, summary, span) if summary.error_entries else None
+    reply = log_analysis(
         LogAnalysis(
             span, report, summary.total_entries, summary.error_entries, settings.logging_reads_per_min, errors
         )
     )
+    return reply if errors is not None else _said(reply, ctx)
+
+
+def _said(reply: Reply, ctx: Context) -> Reply:
+    """`reply` of a read that found nothing (no entries, no errors), with the line of a vLLM container whose
+    output does not reach Cloud Logging (`bot.views.vllm.log_driver_line`, its docker state read over SSH):
+    the reason it may find nothing. Unchanged when the container logs to Cloud Logging, or cannot be read
+    (no SSH, no container)."""
+    try:
+        container, host = ctx.services.container()
+        with host:
+            status = container.status()
+    except OpsError:
+        return reply
+    return noted(reply, log_driver_line(container.name, status, ctx.services.settings.gcp_project))
 
 
 def _errors(ctx: Context, summary: LogSummary, span: timedelta) -> Errors:

@@ -25,6 +25,7 @@ from bot.views.vllm import (
     container_change,
     container_status,
     endpoint_found,
+    log_driver_line,
     log_excerpt,
     log_route_line,
     metrics,
@@ -256,6 +257,9 @@ def vllm_status(ctx: Context) -> Reply:
         state = identity_line(identity) + "\n" + _describe(status, None, now, stuck_s)
     else:
         state = _describe(status, health, now, stuck_s)
+    unlogged = log_driver_line(container.name, status, ctx.services.settings.gcp_project)
+    if unlogged:  # its output is on the VM only: said each time its state is read, not once
+        state += "\n" + unlogged
     # The state line joins the log, so a stuck start-up is diagnosed like a logged failure.
     stuck = state.split("\n")[0].removeprefix(":red_circle: ") if "start-up stuck" in state else ""
     ended = status.finished_at if status.exists and not status.running else None
@@ -393,7 +397,10 @@ def _container_command(
         state = _describe(status, _health(ctx), ctx.services.now())
         # The container this command ran, if any, and if it is the one now under the name.
         ran = not isinstance(done, ReplaceOutcome) or done.replaced
-        logging = log_route_line(container.log_route if ran else None)
+        project = ctx.services.settings.gcp_project  # said once when it ran; then by its docker state
+        logging = log_route_line(container.log_route if ran else None) or log_driver_line(
+            container.name, status, project
+        )
         if logging:
             state += "\n" + logging
         if isinstance(done, ReplaceOutcome):

@@ -4,7 +4,7 @@ sampling, the top error kinds, the findings placed against the serving container
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 
 from bot.slack.render import (
@@ -43,6 +43,14 @@ def entries_listing(entries: Sequence[LogEntry], query: str) -> Reply:
     # Every line is kept: split into sections here; what exceeds one message goes whole into a file.
     listing = [section(part) for part in split_sections(code("\n".join(lines)))]
     return blocks_reply([section(f"*{len(entries)} entries*, newest first"), *listing, context(f"`{query}`")])
+
+
+def noted(reply: Reply, line: str) -> Reply:
+    """`reply` with `line` (mrkdwn) after its blocks, in a section of its own and in its fallback text;
+    `reply` itself when `line` is ""."""
+    if not line:
+        return reply
+    return replace(reply, text=f"{reply.text}\n\n{line}", blocks=[*reply.blocks, section(line)])
 
 
 @dataclass(frozen=True)

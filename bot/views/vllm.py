@@ -8,7 +8,7 @@ from bot.views.findings import diagnosis_text
 from bot.views.metrics import metrics_lines
 from ops.diagnosis.engine import Diagnosis
 from ops.gcp.cloudlogs import NODE_LABEL
-from ops.vllm.container import LogRoute
+from ops.vllm.container import ContainerStatus, LogRoute
 from ops.vllm.dockerrun import UNKNOWN_NODE
 from ops.vllm.metrics import MetricsSummary
 from ops.vllm.server import Endpoint, ModelCard, ServerIdentity
@@ -127,6 +127,21 @@ def log_route_line(route: LogRoute | None) -> str:
             "them."
         )
     return ""
+
+
+def log_driver_line(name: str, status: ContainerStatus, project: str) -> str:
+    """The one line a container whose output stays on the VM needs, wherever its state is read: it logs with
+    another driver than Docker's gcplogs (`docker inspect` HostConfig.LogConfig.Type; the startup script or
+    the bot fell back to Docker's default where the driver was refused, or it was run by hand), so Cloud
+    Logging has none of it; "" when it logs with gcplogs, does not exist, or docker does not say."""
+    if not status.exists or status.log_driver in (None, "gcplogs"):
+        return ""
+    return (
+        f":warning: The output of `{name}` does not reach Cloud Logging: it logs with Docker's "
+        f"`{status.log_driver}` driver, not gcplogs. Grant the VM's service account "
+        f"`roles/logging.logWriter` on `{project}`, then `/vllm restart`; until then `/logs`, "
+        "`/logs analyze` and log alerts do not see it, `/vllm logs` does."
+    )
 
 
 def container_change(text: str) -> Reply:

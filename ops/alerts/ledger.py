@@ -3,8 +3,9 @@
 `evaluate` turns a listing of queued resources (and what was seen last time) into `Alert`s; it does no I/O.
 `ops.vllm.watch.evaluate_vllm` does the same for one vLLM check. `AlertLedger` records every alert key as
 sent, superseded or suppressed with an atomic insert-if-absent (a UNIQUE key; the losing insert raises
-IntegrityError on SQLite and PostgreSQL alike), so a restarted bot never sends a key twice. Its tables live on
-`ops.store.state.metadata`; the migrations (`ops.store.schema`) create and change them.
+IntegrityError on SQLite and PostgreSQL alike), so a restarted bot never sends a key twice. Its tables
+(`ops.alerts.tables`) live on `ops.store.state.metadata`; the migrations (`ops.store.schema`) create and
+change them.
 
 Keys: `"{zone}/{name}@{create time}|{kind}|{threshold}"`, e.g.
 `"us-east5-a/gemma4-qr@2026-11-30T00:00:00Z|expiry|15"`. Times are timezone-aware UTC; thresholds are
@@ -15,19 +16,28 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Column, DateTime, Index, String, Table, Text, delete, insert, select, update
-from sqlalchemy.engine import Engine
+from sqlalchemy import ColumnElement, delete, insert, select, update
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from ops.alerts.alert import Alert
 from ops.alerts.planned import DEFAULT_DEPLOYMENT
+from ops.alerts.tables import (
+    chunks,
+    kv_table,
+    ledger_table,
+    mutes_table,
+    observations_table,
+    observers_table,
+    owners_table,
+)
 from ops.store import schema
-from ops.store.state import Store, metadata
+from ops.store.state import Store
 from ops.times import from_rfc3339, iso_utc
 from ops.tpu.model import QueuedResourceInfo
 
@@ -54,73 +64,6 @@ NEW = "NEW"  # the "previous state" of a resource first seen after watching bega
 # Recorded kinds that are news, not problems someone must act on (never listed as open).
 NOT_OPEN_KINDS = frozenset(
     {"state", "vllm_up", "test", "slo_ok", "serving", "recovery", "digest", "lapsed", "maintenance_over"}
-)
-
-KEYS_PER_READ = {"sqlite": 500, "postgresql": 50}
-"""Keys per `IN (...)` list. SQLite searches the primary key for each, and 500 stay under its host parameter
-limit (999 before 3.32, https://www.sqlite.org/limits.html#max_variable_number); PostgreSQL planned 200 keys
-against 30 days of 1,000 resources' alerts as a sequential scan (history read every tick), 50 by index."""
-
-
-def _chunks(items: Sequence[str], engine: Engine) -> Iterator[Sequence[str]]:
-    """`items` in runs of at most KEYS_PER_READ keys of `engine`'s database, one `IN (...)` list each."""
-    size = KEYS_PER_READ.get(engine.dialect.name, min(KEYS_PER_READ.values()))
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
-ledger_table = Table(
-    "alert_ledger",
-    metadata,
-    Column("key", String(400), primary_key=True),  # the UNIQUE key of exactly-once
-    Column("kind", String(32), nullable=False),
-    Column("resource", String(200), nullable=False),
-    Column("status", String(16), nullable=False),  # sending | sent | superseded | suppressed
-    Column("at", DateTime(timezone=True), nullable=False),
-    Column("text", Text, nullable=False, default=""),
-    Column("channel", String(32), nullable=True),
-    Column("ts", String(32), nullable=True),
-    Column("acked_by", String(32), nullable=True),
-    Column("resolved_at", DateTime(timezone=True), nullable=True),
-    # The tick's reads: the rows of a status since a time (`rows`: the alerts held back); revision 0002.
-    Index("ix_alert_ledger_status_at", "status", "at"),
-    # The open alerts (`open_alerts`), not reading the resolved or acknowledged (most of history); 0003.
-    Index("ix_alert_ledger_open", "status", "acked_by", "resolved_at", "at"),
-)
-
-mutes_table = Table(
-    "alert_mutes",
-    metadata,
-    Column("resource", String(100), primary_key=True),  # a subject: QR or node name, "vllm", URL, kind
-    Column("until", DateTime(timezone=True), nullable=False),
-    Column("by", String(32), nullable=False),
-)
-
-observations_table = Table(
-    "alert_observations",
-    metadata,
-    Column("resource", String(200), primary_key=True),  # identity(): zone/name@create
-    Column("state", String(40), nullable=False),
-    Column("nodes", Text, nullable=False, default="{}"),  # JSON node id -> state
-    Column("channel", String(32), nullable=True),
-    Column("ts", String(32), nullable=True),  # the resource's state message, updated in place
-    Column("at", DateTime(timezone=True), nullable=False),
-)
-
-kv_table = Table(
-    "alert_kv",
-    metadata,
-    Column("name", String(100), primary_key=True),
-    Column("value", Text, nullable=False),
-)
-
-# Which deployment raised a key (bot/deployments.py); only written for a named deployment, so a single
-# `default` deployment's ledger is exactly the unscoped one.
-owners_table = Table(
-    "alert_owners",
-    metadata,
-    Column("key", String(400), primary_key=True),
-    Column("deployment", String(64), nullable=False, index=True),
 )
 
 
@@ -459,8 +402,9 @@ class AlertLedger:
     Several deployments share one store. A ledger of a named deployment records which keys it claimed
     (`rows`, `counts` and `open_alerts` list only those) and namespaces its watcher values
     ("vllm_watch@staging"); keys stay unique across deployments, so `get`, `acknowledge` and `resolve` by
-    key, mutes and observations are shared. The `default` deployment's ledger (no DEPLOYMENTS_FILE) is
-    unscoped: it reads and writes exactly what a single-deployment bot always did.
+    key, mutes and observations are shared. Each ledger records which observations it made
+    (`alert_observers`), so that `prune` forgets only its own history. The `default` deployment's ledger (no
+    DEPLOYMENTS_FILE) is unscoped: it reads and writes exactly what a single-deployment bot always did.
 
     Args:
         store: a `Store` (its engine is used), or an Engine (its database is upgraded: `ops.store.schema`).
@@ -510,7 +454,7 @@ class AlertLedger:
         wanted = sorted(set(keys))
         found: set[str] = set()
         with self.engine.connect() as conn:
-            for chunk in _chunks(wanted, self.engine):
+            for chunk in chunks(wanted, self.engine):
                 found.update(
                     conn.execute(select(ledger_table.c.key).where(ledger_table.c.key.in_(chunk))).scalars()
                 )
@@ -519,10 +463,18 @@ class AlertLedger:
     def prune(
         self, *, now: datetime, keep_days: int, listed: Iterable[str], zones: Iterable[str]
     ) -> tuple[int, int]:
-        """Forget what is left of resources that are gone: ledger rows (with their owner rows) and last
-        observations older than `keep_days` whose resource is not in `listed`, in the `zones` that answered
-        this listing (a resource of a zone that did not answer may still exist). A row still "sending" is
-        kept (its post is under way).
+        """Forget what is left of this deployment's resources that are gone: its ledger rows (with their owner
+        rows) and its last observations older than `keep_days` whose resource is not in `listed`, in the
+        `zones` that answered this listing (a resource of a zone that did not answer may still exist). A row
+        still "sending" is kept (its post is under way).
+
+        Another deployment's history is never read as gone: the same zone name in another project, or a
+        resource of this project that only another deployment lists. Only the rows this deployment owns
+        (`alert_owners`; for the `default` ledger, the rows no deployment owns) are deleted, and of an
+        observation only this deployment's `alert_observers` row, the observation itself once no
+        deployment observes it any more. The resources listed now are first recorded as this deployment's
+        (an observation made before revision 0004, or first made by another deployment), so that they can
+        be forgotten once they are gone.
 
         Args:
             now: timezone-aware current time; keep_days: retention, days (ALERT_RETENTION_DAYS).
@@ -535,27 +487,57 @@ class AlertLedger:
         prefixes = tuple(f"{zone}/" for zone in zones)
         if not prefixes:
             return 0, 0
+        self._adopt(sorted(alive))
+        owners, observers = owners_table, observers_table
+        owned = select(owners.c.key).where(owners.c.key == ledger_table.c.key)
+        observed = select(observers.c.resource).where(observers.c.resource == observations_table.c.resource)
+        mine: ColumnElement[bool] = observed.where(observers.c.deployment == self.deployment).exists()
+        rows_query: ColumnElement[bool] = owned.where(owners.c.deployment == self.deployment).exists()
+        if not self.scoped:  # the unscoped ledger's are also the rows and observations no deployment claims
+            rows_query, mine = ~owned.exists(), mine | ~observed.exists()
         with self.engine.begin() as conn:
             old_rows = conn.execute(
                 select(ledger_table.c.key, ledger_table.c.resource).where(
-                    ledger_table.c.at < cutoff, ledger_table.c.status != "sending"
+                    ledger_table.c.at < cutoff, ledger_table.c.status != "sending", rows_query
                 )
             ).all()
             keys = [
                 key for key, resource in old_rows if resource.startswith(prefixes) and resource not in alive
             ]
             old_seen = conn.execute(
-                select(observations_table.c.resource).where(observations_table.c.at < cutoff)
+                select(observations_table.c.resource).where(observations_table.c.at < cutoff, mine)
             ).scalars()
             gone = [
                 resource for resource in old_seen if resource.startswith(prefixes) and resource not in alive
             ]
-            for chunk in _chunks(keys, self.engine):
+            for chunk in chunks(keys, self.engine):
                 conn.execute(delete(ledger_table).where(ledger_table.c.key.in_(chunk)))
-                conn.execute(delete(owners_table).where(owners_table.c.key.in_(chunk)))
-            for chunk in _chunks(gone, self.engine):
-                conn.execute(delete(observations_table).where(observations_table.c.resource.in_(chunk)))
-        return len(keys), len(gone)
+                conn.execute(delete(owners).where(owners.c.key.in_(chunk)))
+            forgotten = 0
+            for chunk in chunks(gone, self.engine):
+                conn.execute(
+                    delete(observers).where(
+                        observers.c.resource.in_(chunk), observers.c.deployment == self.deployment
+                    )
+                )
+                unobserved = observations_table.c.resource.in_(chunk), ~observed.exists()
+                forgotten += conn.execute(delete(observations_table).where(*unobserved)).rowcount
+        return len(keys), forgotten
+
+    def _adopt(self, resources: Sequence[str]) -> None:
+        """Record this deployment as an observer of the observed `resources` it is not recorded for yet (one
+        read per KEYS_PER_READ of them). Two replicas adopting at once: the loser's insert fails on the key,
+        and the winner's rows are the same."""
+        table, observers = observations_table, observers_table
+        mine = select(observers.c.resource).where(
+            observers.c.resource == table.c.resource, observers.c.deployment == self.deployment
+        )
+        with contextlib.suppress(IntegrityError), self.engine.begin() as conn:
+            for chunk in chunks(resources, self.engine):
+                query = select(table.c.resource).where(table.c.resource.in_(chunk), ~mine.exists())
+                new = [{"resource": r, "deployment": self.deployment} for r in conn.execute(query).scalars()]
+                if new:
+                    conn.execute(insert(observers), new)
 
     def claim_key(self, key: str, kind: str, resource: str, status: str, *, now: datetime) -> bool:
         """`claim` for a bare key (e.g. a superseded threshold)."""
@@ -717,7 +699,7 @@ class AlertLedger:
             else:
                 wanted = sorted(set(of))
                 rows = []
-                for chunk in _chunks(wanted, self.engine):
+                for chunk in chunks(wanted, self.engine):
                     rows += conn.execute(select(table).where(table.c.resource.in_(chunk))).mappings().all()
         return {r["resource"]: Observation(r["state"], json.loads(r["nodes"] or "{}")) for r in rows}
 
@@ -751,8 +733,17 @@ class AlertLedger:
                 try:
                     with conn.begin_nested():
                         conn.execute(insert(table).values(resource=resource, **values))
+                        self._observed(conn, resource)
                 except IntegrityError:
                     conn.execute(update(table).where(table.c.resource == resource).values(**values))
+
+    def _observed(self, conn: Connection, resource: str) -> None:
+        """Record this deployment as an observer of `resource`, whose observation `conn` just inserted (a row
+        left by an observation deleted under a concurrent write is replaced, as `claim` replaces an owner)."""
+        observers = observers_table
+        mine = observers.c.resource == resource, observers.c.deployment == self.deployment
+        conn.execute(delete(observers).where(*mine))
+        conn.execute(insert(observers).values(resource=resource, deployment=self.deployment))
 
     def observe_many(self, seen: Mapping[str, Observation], *, now: datetime) -> None:
         """Remember several resources' last states in one transaction (keeps their message ts)."""
@@ -761,7 +752,7 @@ class AlertLedger:
         table = observations_table
         with self.engine.begin() as conn:
             known: set[str] = set()
-            for chunk in _chunks(sorted(seen), self.engine):
+            for chunk in chunks(sorted(seen), self.engine):
                 query = select(table.c.resource).where(table.c.resource.in_(chunk))
                 known.update(conn.execute(query).scalars())
             for resource, obs in seen.items():
@@ -770,6 +761,7 @@ class AlertLedger:
                     conn.execute(update(table).where(table.c.resource == resource).values(**values))
                 else:
                     conn.execute(insert(table).values(resource=resource, **values))
+                    self._observed(conn, resource)
 
     def get_value(self, name: str) -> str | None:
         """A stored watcher value (JSON text) of this ledger's deployment, or None."""

@@ -141,6 +141,8 @@ class ContainerStatus:
         error: State.Error ("" when none).
         command: the command it runs (Config.Cmd, e.g. ("vllm", "serve", MODEL, "--port", "8000", ...)),
             () when docker does not say.
+        log_driver: its log driver (HostConfig.LogConfig.Type: "gcplogs" sends its output to Cloud Logging,
+            "json-file" and the other drivers keep it on the VM), None when docker does not say.
     """
 
     exists: bool
@@ -153,6 +155,7 @@ class ContainerStatus:
     finished_at: datetime | None = None
     error: str = ""
     command: tuple[str, ...] = ()
+    log_driver: str | None = None
 
     def flag(self, name: str) -> str | None:
         """The value of `--name VALUE` or `--name=VALUE` in `command` (the last one given), or None."""
@@ -304,6 +307,7 @@ class VllmContainer:
                 backend="ssh",
             ) from exc
         config = item.get("Config") or {}
+        logger = (item.get("HostConfig") or {}).get("LogConfig") or {}
         exit_code = state.get("ExitCode")
         command = config.get("Cmd") or [item.get("Path"), *(item.get("Args") or [])]
         return ContainerStatus(
@@ -317,6 +321,7 @@ class VllmContainer:
             finished_at=_docker_time(state.get("FinishedAt")),
             error=str(state.get("Error") or ""),
             command=tuple(str(word) for word in command if isinstance(word, str)),
+            log_driver=logger.get("Type") if isinstance(logger.get("Type"), str) else None,
         )
 
     def start(self, spec: VllmSpec) -> ContainerStatus:
@@ -574,18 +579,22 @@ class VllmContainer:
 
         Docker refuses the gcplogs driver when the VM's service account may not write logs (the driver
         fails to start, leaving the container "created") or is older than 20.10 (`cache-disabled` is an
-        unknown option); the container is then run again without the log options, as the startup script
-        does, and `log_route.refused` says why: serving never depends on logging. A run whose retry fails too
-        failed for another reason, which the retry's error says.
+        unknown option), and says so (the catalogue's `docker-log-driver-refused`, moby's messages): only
+        then is the run made again without the log options, as the startup script does, and
+        `log_route.refused` says why (serving never depends on logging). A pull the registry rate-limited
+        is tried once more as it was; any other failure (a tag that does not exist, a denied pull, a full
+        disk) is reported as `_check` diagnoses it: without the log options it would fail the same way.
 
         Raises:
             BadInput (invalid spec), NotFound / PermissionDenied (a secret the VM cannot read), the errors of
-            `RemoteHost.run` and of `_check`.
+            `RemoteHost.run` and of `_check` (QuotaExceeded for a pull still rate-limited).
         """
         self.log_route = None
         route = self._labels(spec.project) if spec.project is not None else None
         result = self._run_template(spec, route)
-        if route is not None and result.exit_status not in (0, 3, 4):
+        if result.exit_status not in (0, 3, 4) and _rate_limited(result):
+            result = self._run_template(spec, route)
+        if route is not None and result.exit_status not in (0, 3, 4) and _driver_refused(result):
             if self.status().state == "created":  # made by this run, whose log driver did not start
                 self.rm()
             refused = docker_error_line(result.stderr or result.stdout) or f"exit {result.exit_status}"
@@ -695,6 +704,19 @@ class VllmContainer:
         if known.name == "docker-pull-rate-limit":
             raise QuotaExceeded(message, f"{known.conclusion}: {known.fix}", backend="ssh")
         raise OpsError(message, f"{known.conclusion}: {known.fix}", backend="ssh")
+
+
+def _driver_refused(result: CommandResult) -> bool:
+    """Whether a failed `docker run` is the daemon refusing the container's log driver (its own error, not
+    one of the image or the container: a pull refused, a name in use)."""
+    return wording("docker-log-driver-refused").search(result.stderr + result.stdout) is not None
+
+
+def _rate_limited(result: CommandResult) -> bool:
+    """Whether a failed `docker run` is a pull of its image the registry rate-limited (the catalogue's
+    `docker-pull-rate-limit`), the one pull error that the same run may get past a moment later."""
+    known = diagnose(result.stderr + result.stdout).top
+    return known is not None and known.name == "docker-pull-rate-limit"
 
 
 def _untouched(error: OpsError, kept: str) -> OpsError:

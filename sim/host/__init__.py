@@ -48,7 +48,10 @@ Scenario keys (the `host` section; defaults in `DEFAULTS`):
     kv_capacity_tokens KV-cache capacity used by the benchmark model (concurrency is capped by it)
     bench              {prefill_tok_per_s, decode_step_ms, decode_ms_per_seq}: the benchmark's made-up speed
     containers         list of {name, image, state, started, finished, exit_code, restart_count, model,
-                       max_model_len, tensor_parallel_size, port, failing_log}; times relative to now ("-45m")
+                       max_model_len, tensor_parallel_size, port, failing_log, log_driver}; times relative
+                       to now ("-45m"); log_driver "gcplogs" (default: as the startup script runs it; its
+                       output so far is what the Google simulator's Cloud Logging holds) or "json-file"
+                       (the script's fallback where Docker refused gcplogs)
     journal            unit -> list of extra journal lines
     node_id, worker_id the TPU node and worker this VM is, in its tpu-env metadata attribute (node_id null:
                        not a TPU VM, no such attribute)

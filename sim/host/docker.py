@@ -468,6 +468,9 @@ class DockerEngine:
             tensor_parallel_size=int(spec.get("tensor_parallel_size", 8)),
             port=int(spec.get("port", 8000)),
             failing_log=spec.get("failing_log"),
+            # booted by the startup script, with gcplogs unless Docker refused it; no project option, so
+            # nothing it prints is sent again to the linked Cloud Logging, which holds its output already
+            log_driver=str(spec.get("log_driver", "gcplogs")),
         )
         c.command = ["vllm", "serve", c.model, "--max-model-len", str(c.max_model_len)]
         started = now + scenarios.duration(spec.get("started", "-1h"))

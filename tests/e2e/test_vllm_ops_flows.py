@@ -105,6 +105,56 @@ def test_restart_where_docker_refuses_gcplogs_says_so_in_one_line(world: Demo) -
     assert "No log entries match" in _say(world, _LOGS_OF_THE_NODE)
 
 
+def test_a_transient_pull_error_is_not_reported_as_a_refused_log_driver(world: Demo) -> None:
+    """The container is missing, its image is not on the VM, and the registry rate-limits the first pull:
+    the run is made again as it was, and vLLM starts with Cloud Logging, no refused driver said."""
+    assert world.host.execute("docker rm -f vllm")[0] == 0
+    images = world.host.docker.images
+    images.present.clear()
+    images.rate_limited = True
+    pull = images.run_pull
+
+    def once(image: str) -> tuple[int, str] | None:  # Docker Hub refuses the first pull; the next works
+        refused = pull(image)
+        images.rate_limited = False
+        return refused
+
+    images.run_pull = once  # type: ignore[method-assign]
+    _say(world, "/vllm start")
+    done = _say(world, "click Confirm")
+    assert "refused the gcplogs log driver" not in done and "Cloud Logging" not in done, done
+    assert "--log-driver" in world.host.docker_runs[-1], "vLLM now runs without Cloud Logging"
+
+
+def test_a_container_without_cloud_logging_is_said_so_wherever_its_state_is_read(world: Demo) -> None:
+    """Docker refused gcplogs at /vllm restart: said once by the restart, then by /vllm status, by a later
+    /vllm stop and start of the same container, and by /logs and /logs analyze when they find nothing."""
+    world.host.set_log_writer(False)
+    _say(world, "/vllm restart")
+    assert "will not reach Cloud Logging" in _say(world, "click Confirm")
+    unlogged = "does not reach Cloud Logging: it logs with Docker's `json-file` driver, not gcplogs"
+    assert unlogged in _say(world, "/vllm status")
+    for verb in ("stop", "start"):
+        _say(world, f"/vllm {verb}")
+        done = _say(world, "click Confirm")
+        assert f"`{verb}` done" in done and unlogged in done, done
+    _wait_ready(world)
+    found = _say(world, _LOGS_OF_THE_NODE)
+    assert "No log entries match" in found and unlogged in found
+    analyzed = _say(world, "/logs analyze --node gemma4-qr-node --since 1m", timeout=60)
+    assert unlogged in analyzed, analyzed
+
+
+def test_a_boot_time_fallback_of_the_startup_script_is_said_by_vllm_status(world: Demo) -> None:
+    """The startup script ran the container with Docker's default driver (gcplogs refused at boot): nothing
+    in Slack said so until now; /vllm status says it from the container's log configuration."""
+    assert "Cloud Logging" not in _say(world, "/vllm status")  # the demo's container logs with gcplogs
+    world.host.docker.containers["vllm"].log_driver = "json-file"
+    status = _say(world, "/vllm status")
+    (line,) = [line for line in status.splitlines() if "Cloud Logging" in line]
+    assert "`json-file` driver" in line and "roles/logging.logWriter" in line and "demo-project" in line
+
+
 def test_failed_container_is_diagnosed(world: Demo) -> None:
     world.host.crash(world.settings.vllm_container, "vllm-kv-cache-insufficient.log")
     status = _say(world, "/vllm status")

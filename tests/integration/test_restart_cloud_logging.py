@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from ops.errors import OpsError, QuotaExceeded
 from ops.gcp.cloudlogs import LogEntry, build_filter, fetch
 from ops.vllm.container import VllmContainer, VllmSpec
 from ops.vllm.dockerrun import UNKNOWN_NODE
@@ -70,6 +71,7 @@ def test_a_restarted_container_logs_to_cloud_logging_labelled_with_the_vms_node(
     assert _options(run, "--label") == [f"tpu_node={NODE}", "tpu_worker_id=0"]
     assert container.log_route is not None and container.log_route.cloud_logging
     assert (container.log_route.node, container.log_route.worker) == (NODE, 0)
+    assert container.status().log_driver == "gcplogs"
 
     entries = _node_entries(gcp, NODE)  # the bot's own filter: the node label of the container's entries
     messages = [e.message for e in entries]
@@ -105,6 +107,7 @@ def test_docker_refusing_gcplogs_still_starts_vllm_with_the_default_driver(
     assert route is not None and not route.cloud_logging
     assert route.refused is not None and "failed to initialize logging driver" in route.refused
     assert "logging.logEntries.create" in route.refused
+    assert container.status().log_driver == "json-file"  # docker inspect's HostConfig.LogConfig.Type
     assert _node_entries(gcp, NODE) == []
     assert container.logs(tail=1).strip().endswith("Application startup complete.")
 
@@ -144,3 +147,62 @@ def test_a_spec_without_a_project_keeps_dockers_default_driver(
     assert container.restart(VllmSpec(), settle_s=0.2).replaced
     assert "--log-driver" not in host.docker_runs[-1] and container.log_route is None
     assert not [c for c in host.commands if c.startswith("curl ")]
+
+
+def _rate_limited_once(host: HostSimulator) -> None:
+    """The VM has no image yet, and the registry rate-limits its first pull only (Docker Hub's
+    toomanyrequests)."""
+    images = host.docker.images
+    images.present.clear()
+    images.rate_limited = True
+    pull = images.run_pull
+
+    def once(image: str) -> tuple[int, str] | None:
+        refused = pull(image)
+        images.rate_limited = False
+        return refused
+
+    images.run_pull = once  # type: ignore[method-assign]
+
+
+def test_a_rate_limited_pull_is_run_again_with_the_log_driver_not_without_it(
+    world: tuple[HostSimulator, GcpSimulator, RemoteHost],
+) -> None:
+    host, gcp, remote = world
+    container = VllmContainer(remote, "vllm")
+    container.rm()
+    _rate_limited_once(host)
+    assert container.start(VllmSpec(project=PROJECT)).running
+    assert all("--log-driver" in argv for argv in host.docker_runs[-2:])
+    assert container.log_route is not None and container.log_route.cloud_logging
+    assert _node_entries(gcp, NODE)
+
+
+@pytest.mark.parametrize(
+    ("image", "rate_limited", "error", "said"),
+    [
+        ("vllm/vllm-tpu:latest", True, QuotaExceeded, "pull rate limit"),
+        ("vllm/vllm-tpu:no-such-tag", False, OpsError, "does not exist in the registry"),
+        ("nobody/private-vllm:1", False, OpsError, "the registry refused the image"),
+    ],
+)
+def test_a_refused_pull_is_reported_as_what_it_is_not_as_a_refused_log_driver(
+    world: tuple[HostSimulator, GcpSimulator, RemoteHost],
+    image: str,
+    rate_limited: bool,
+    error: type[OpsError],
+    said: str,
+) -> None:
+    host, _, remote = world
+    container = VllmContainer(remote, "vllm")
+    container.rm()
+    host.docker.images.present.clear()
+    host.set_pull_rate_limited(rate_limited)
+    runs = len(host.docker_runs)
+    with pytest.raises(error) as raised:
+        container.start(VllmSpec(project=PROJECT, image=image))
+    assert said in raised.value.hint and "logging" not in raised.value.hint
+    tried = host.docker_runs[runs:]
+    assert all("--log-driver" in argv for argv in tried)  # never run without Cloud Logging for this
+    assert len(tried) == (2 if rate_limited else 1)  # a rate limit is tried once more; a wrong tag is not
+    assert container.log_route is None

@@ -16,7 +16,7 @@ from bot.slack.listeners import SeenEvents
 from ops.errors import NotFound
 from ops.store import schema
 from ops.store.state import AuditEntry, ConfirmationRefused, Store
-from tests import postgres, schema_cases
+from tests import postgres, prune_cases, schema_cases
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 
@@ -319,3 +319,11 @@ def test_the_alert_ticks_reads_search_indexes_on_postgresql(store: Store) -> Non
             cursor.execute(f"EXPLAIN {sql}", params)
             plan = "\n".join(str(row[0]) for row in cursor.fetchall())
             assert "Seq Scan" not in plan, (sql[:200], plan)
+
+
+def test_a_prune_forgets_only_its_own_deployments_history_on_postgresql(store: Store) -> None:
+    prune_cases.check_a_prune_forgets_only_its_own_history(store)
+
+
+def test_an_observation_older_than_its_observers_is_forgotten_on_postgresql(store: Store) -> None:
+    prune_cases.check_an_observation_made_before_observers_were_recorded(store)

@@ -32,6 +32,7 @@ from ops.tpu.model import NodeInfo, QueuedResourceInfo, ZoneListing
 from ops.tpu.ownership import SEARCH_KEY
 from ops.tpu.recovery import RecoveryBudget
 from ops.vllm.watch import VllmCheck, VllmWatch, evaluate_vllm
+from tests import prune_cases
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 CREATED = NOW - timedelta(hours=3)
@@ -319,6 +320,20 @@ def test_ledger_prunes_only_old_history_of_resources_gone_from_zones_that_answer
     assert ledger.get(sending.key) is not None
     assert set(ledger.observations()) == {"us-east5-a/alive@x", "europe-west4-a/silent@x"}
     assert ledger.prune(now=NOW, keep_days=30, listed=[], zones=[]) == (0, 0)
+
+
+def test_a_prune_does_not_forget_another_deployments_live_resource(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'state.db'}")
+    prune_cases.check_a_prune_forgets_only_its_own_history(store)
+    store.close()
+
+
+def test_an_observation_older_than_its_observers_is_forgotten_by_the_deployment_that_lists_it(
+    tmp_path: Path,
+) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'state.db'}")
+    prune_cases.check_an_observation_made_before_observers_were_recorded(store)
+    store.close()
 
 
 @contextmanager

@@ -19,6 +19,7 @@ from ops.diagnosis.families import (
     load_file,
     use_extra_file,
 )
+from ops.diagnosis.wordings import wording
 from ops.vllm.server import WEDGED, ServingSample, serving_problem
 from tests.cases import case_text
 
@@ -227,3 +228,27 @@ def test_lines_of_vllms_worker_processes_are_read_through_their_prefix() -> None
         ]
     )
     assert any("head_dim 80" in line for line in key_lines(log))
+
+
+# The daemon's refusals of a log driver, as moby words them (container/container.go startLogging,
+# daemon/logger/gcplogs/gcplogging.go New and ValidateLogOpts, daemon/logger/factory.go).
+LOG_DRIVER_REFUSALS = (
+    "docker: Error response from daemon: failed to create task for container: failed to initialize logging "
+    "driver: unable to connect or authenticate with Google Cloud Logging: rpc error: code = PermissionDenied "
+    "desc = Permission 'logging.logEntries.create' denied on resource (or it may not exist).",
+    'docker: Error response from daemon: "cache-disabled" is not a valid option for the gcplogs driver.',
+    "docker: Error response from daemon: logger: no log driver named 'gcplogs' is registered.",
+)
+
+
+def test_a_refused_log_driver_is_told_apart_from_a_refused_pull() -> None:
+    refused = wording("docker-log-driver-refused")
+    assert all(refused.search(text) for text in LOG_DRIVER_REFUSALS)
+    pulls = [
+        case_text("docker-pull-rate-limit.log"),
+        "docker: Error response from daemon: manifest for vllm/vllm-tpu:nope not found: manifest unknown",
+        "docker: Error response from daemon: pull access denied for nobody/x, repository does not exist or "
+        "may require 'docker login': denied: requested access to the resource is denied",
+        'docker: Error response from daemon: Conflict. The container name "/vllm" is already in use',
+    ]
+    assert not any(refused.search(text) for text in pulls)
