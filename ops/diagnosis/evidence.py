@@ -63,12 +63,21 @@ def _rule(pattern: LinearPattern, *, runs: bool = True) -> Callable[[str], bool]
     return check
 
 
+# The Hub's URLs put datasets and Spaces under these prefixes (https://huggingface.co/docs/hub/api): a line
+# naming https://huggingface.co/datasets/ORG/NAME names no model.
+_NOT_MODEL_NAMESPACES = ("datasets", "spaces")
+
+
+def _model(value: str) -> bool:
+    return _rule(_REPO_ID, runs=False)(value) and value.split("/", 1)[0] not in _NOT_MODEL_NAMESPACES
+
+
 def _port(value: str) -> bool:
     return bool(_PORT.fullmatch(value)) and int(value) <= 65_535
 
 
 KINDS: dict[str, Callable[[str], bool]] = {
-    "model": _rule(_REPO_ID, runs=False),
+    "model": _model,
     "image": _rule(_IMAGE),
     "image_tag": _rule(_TAG),
     "image_registry": _rule(_REGISTRY),

@@ -7,7 +7,9 @@ named groups extract, a conclusion and a fix written as templates filled from th
 `FixFacts` (model, accelerator type and chips, tensor parallel size, `max_model_len`, vLLM flags), an
 optional runbook, and for create errors of queued resources a classification (permanent for the zone or
 transient). Teams add their own families in a file of the same format (`FAULT_CATALOGUE_FILE`, see
-`use_extra_file`); matching uses both.
+`use_extra_file`); matching uses both. What a line names (a repository, an image, a zone, an accelerator
+type, ...) is checked by its kind and replaces the deployment's value of that field (`figures`,
+`ops.diagnosis.evidence`): a fix is about what failed.
 
 Resolution: on each line the matching wording of the most specific family wins (its `specificity`, then
 the longer match), so "403 not in the authorized list" beats the 401 wording of the same burst; a family

@@ -148,6 +148,7 @@ def test_valid_values_pass_their_kind(kind: str, value: str) -> None:
         ("model", "a--b/c"),
         ("model", "google/gemma."),
         ("model", "/models/gemma"),
+        ("model", "datasets/squad"),
         ("image", "vllm/vllm-tpu:$(reboot)"),
         ("image", "Vllm/Upper:tag"),
         ("image", "a`b`"),
