@@ -1,13 +1,14 @@
 """What an evidence line names, checked by its kind before a fix says it.
 
 A fault family's wordings capture, with named groups, the thing an error is about when the line names it:
-the repository of a Hugging Face 401/403/404 (`model`), the image of a docker pull (`image`, and
-`image_tag` when the registry's URL carries the tag apart), the zone and accelerator type of a TPU API
-create error (`zone`, `accelerator_type`), the node of a TPU API error (`node`), the host of an SSH error
-(`host`), the port of a bind error (`port`), a Secret Manager secret (`secret`), the model a request asked
-for (`requested_model`). Where the field is also one of the deployment's (`FixFacts`: model, image, zone,
-accelerator type), the evidence's value wins when the fix is filled (`ops.diagnosis.families.figures`): an
-operator who follows the fix acts on what failed, not on what the deployment would have used.
+the repository of a Hugging Face 401/403/404 (`model`, or the local directory given as the model), the
+image of a docker pull (`image`, with `image_registry` and `image_tag` when the registry's URL carries them
+apart), the zone and accelerator type of a TPU API create error (`zone`, `accelerator_type`), the node of a
+TPU API error (`node`), the host of an SSH error (`host`), the port of a bind error (`port`), a Secret
+Manager secret (`secret`), the model a request asked for (`requested_model`). Where the field is also one
+of the deployment's (`FixFacts`: model, image, zone, accelerator type), the evidence's value wins when the
+fix is filled (`ops.diagnosis.families.figures`): an operator who follows the fix acts on what failed, not
+on what the deployment would have used.
 
 Log lines are hostile text. Each value is checked against its kind's rule before it enters a conclusion
 or a fix: a value that breaks the rule is dropped, and with it the deployment's value of that field (the
@@ -68,7 +69,15 @@ def _rule(pattern: LinearPattern, *, runs: bool = True) -> Callable[[str], bool]
 _NOT_MODEL_NAMESPACES = ("datasets", "spaces")
 
 
+# vLLM's --model also takes a local directory (https://docs.vllm.ai/en/latest/cli/serve.html): an absolute
+# path of the same characters, without "..".
+_LOCAL_PATH = linear(r"^(?:/[\w.-]+)+/?$")
+_PATH_MAX = 1024
+
+
 def _model(value: str) -> bool:
+    if value.startswith("/"):
+        return len(value) <= _PATH_MAX and bool(_LOCAL_PATH.fullmatch(value)) and ".." not in value
     return _rule(_REPO_ID, runs=False)(value) and value.split("/", 1)[0] not in _NOT_MODEL_NAMESPACES
 
 

@@ -124,6 +124,7 @@ def test_every_captured_field_has_a_case_where_the_evidence_differs_from_the_dep
     [
         ("model", "google/gemma-4-31B-it"),
         ("model", "gpt2"),
+        ("model", "/mnt/models/gemma-4-31B-it"),
         ("image", "vllm/vllm-tpu:gemma4"),
         ("image", "us-docker.pkg.dev/p/serving/vllm-tpu@sha256:" + "a" * 64),
         ("zone", "us-east5-a"),
@@ -147,7 +148,8 @@ def test_valid_values_pass_their_kind(kind: str, value: str) -> None:
         ("model", "google/x$(reboot)"),
         ("model", "a--b/c"),
         ("model", "google/gemma."),
-        ("model", "/models/gemma"),
+        ("model", "/models/../etc"),
+        ("model", "relative/dir/model"),
         ("model", "datasets/squad"),
         ("image", "vllm/vllm-tpu:$(reboot)"),
         ("image", "Vllm/Upper:tag"),
