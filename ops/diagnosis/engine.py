@@ -38,6 +38,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, TypeVar
 
+from ops.diagnosis.evidence import checked
 from ops.diagnosis.families import (
     SEVERITIES,
     Catalogue,
@@ -260,7 +261,9 @@ class Finding:
         severity: one of SEVERITIES.
         evidence: the first line that matched (stripped, at most 400 characters).
         count: how many lines matched this family with the same figures.
-        values: figures extracted from the text, e.g. {"estimated_max_model_len": "5632"}.
+        values: figures extracted from the text, e.g. {"estimated_max_model_len": "5632"}; a value that
+            names a thing (a repository, an image, a zone, ...) only when valid for its kind
+            (`ops.diagnosis.evidence`).
         related: for a start-up failure, the last EngineCore lines before it (the root cause).
         title: the family's title.
         runbook: the team's runbook text for the family ("" for none).
@@ -378,7 +381,7 @@ def _finding(
         severity=family.severity,
         evidence=match.evidence,
         count=match.count,
-        values=dict(match.values),
+        values=checked(match.values),
         related=related,
         title=family.title,
         runbook=family.runbook,

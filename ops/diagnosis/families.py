@@ -7,7 +7,9 @@ named groups extract, a conclusion and a fix written as templates filled from th
 `FixFacts` (model, accelerator type and chips, tensor parallel size, `max_model_len`, vLLM flags), an
 optional runbook, and for create errors of queued resources a classification (permanent for the zone or
 transient). Teams add their own families in a file of the same format (`FAULT_CATALOGUE_FILE`, see
-`use_extra_file`); matching uses both.
+`use_extra_file`); matching uses both. What a line names (a repository, an image, a zone, an accelerator
+type, ...) is checked by its kind and replaces the deployment's value of that field (`figures`,
+`ops.diagnosis.evidence`): a fix is about what failed.
 
 Resolution: on each line the matching wording of the most specific family wins (its `specificity`, then
 the longer match), so "403 not in the authorized list" beats the 401 wording of the same burst; a family
@@ -24,12 +26,14 @@ by" chain, the first error of the burst; generic traceback frames never rank abo
 
 from __future__ import annotations
 
+import shlex
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ops.datafile import DataFileError, line_of, load
+from ops.diagnosis.evidence import checked, named_fields
 from ops.diagnosis.schema import (
     QUEUED_RESOURCE_STATES,
     CatalogueFile,
@@ -65,7 +69,9 @@ whose real cause may be elsewhere (a symptom); warning: a client error or a tran
 rest is healthy; info: a hint."""
 
 _FIELD = linear(r"\{(\w+)\}")
-_OPTIONAL = linear(r"\[([^\[\]]*)\]")
+_ANY_FIELD = linear(r"\{(!?)(\w+)\}")  # "{!name}": a field inside a code span, filled shell-quoted
+_PIECE = linear(r"\[([^\[\]]*)\]|\{(!?)(\w+)\}")  # an optional segment, or a field outside one
+_CODE = linear(r"`[^`]*`")
 _ACCELERATOR = linear(r"^v(\d+)([a-z]*)-(\d+)$")
 EVIDENCE_CHARS = 200
 """An evidence line longer than this is shortened in the middle (`shorten`), never across its deciding
@@ -204,8 +210,22 @@ def figures(extracted: Mapping[str, str], facts: FixFacts | None = None) -> dict
     """The values a template is filled with: the live `facts`, then the figures extracted from the text
     (which win), then derived sizes: `fit_max_model_len` (an estimate vLLM printed, rounded down to 256
     tokens, else the model's derived limit), `tp_choices` (sizes that divide the attention heads and fit
-    the chips), and a provisioning model in the bot's words ("flex-start", "spot", "on-demand")."""
-    values = {**(facts.values() if facts else {}), **extracted}
+    the chips), and a provisioning model in the bot's words ("flex-start", "spot", "on-demand").
+
+    What the evidence names is checked by its kind first (`ops.diagnosis.evidence.checked`: a repo id, an
+    image reference, a zone, ...): a valid value replaces the deployment's (the fix is about what failed),
+    an invalid one is dropped together with the deployment's value of that field, which would contradict
+    what the line named."""
+    valid = checked(extracted)
+    deployment = facts.values() if facts else {}
+    for name in named_fields(extracted) - valid.keys():
+        deployment.pop(name, None)
+    if "accelerator_type" in valid:  # the chips of the deployment's type are not those of the named one
+        for name in ("chips", "tp_up"):
+            deployment.pop(name, None)
+    values = {**deployment, **valid}
+    if "accelerator_type" in valid and (chips := chips_of(valid["accelerator_type"])):
+        values["chips"] = str(chips)
     _derive(values)
     return values
 
@@ -243,18 +263,25 @@ def fill(template: str, values: Mapping[str, str]) -> str:
 
     `{name}` is replaced by `values[name]`; a `[...]` segment is kept (without the brackets) only when
     every field in it has a value, so "[now {current_max_model_len}]" disappears without the live facts.
-    A field outside brackets with no value becomes "?".
+    A field outside brackets with no value becomes "?". A field inside a code span (`...`, a shell
+    command the reader may paste) gets its value shell-quoted (`shlex.quote`). The template is read once:
+    a value is never read again as a template, whatever braces or brackets a log line put in it.
     """
+    template = _CODE.sub(lambda code: _FIELD.sub(lambda f: "{!" + f.group(1) + "}", code.group(0)), template)
 
-    def optional(match: LinearMatch) -> str:
-        names = _FIELD.findall(match.group(1))
-        if all(values.get(n) for n in names):
-            return _FIELD.sub(lambda m: values[m.group(1)], match.group(1))
+    def value(quoted: str, name: str) -> str:
+        found = values.get(name) or ""
+        return shlex.quote(found) if quoted and found else found
+
+    def piece(match: LinearMatch) -> str:
+        inner = match.group(1)
+        if inner is None:  # a field outside brackets
+            return value(match.group(2), match.group(3)) or "?"
+        if all(values.get(m.group(2)) for m in _ANY_FIELD.finditer(inner)):
+            return _ANY_FIELD.sub(lambda m: value(m.group(1), m.group(2)), inner)
         return ""
 
-    text = _OPTIONAL.sub(optional, template)
-    text = _FIELD.sub(lambda m: values.get(m.group(1)) or "?", text)
-    return " ".join(text.split())
+    return " ".join(_PIECE.sub(piece, template).split())
 
 
 @dataclass(frozen=True)
@@ -300,7 +327,8 @@ class Catalogue:
         return name in self._by_name
 
     def best(self, line: str, *, only_create: bool = False) -> tuple[Family, LinearMatch] | None:
-        """The most specific family matching one line (specificity, then match length), or None.
+        """The most specific family matching one line (specificity, then match length), or None; of one
+        family's wordings, the one that extracts more figures, then the longer.
 
         One pass of an RE2 set of every pattern tells which match at all (time linear in the line, however
         many patterns); only those are run again for their span and named groups.
@@ -311,7 +339,7 @@ class Catalogue:
             if only_create and not family.create:
                 continue
             match = pattern.search(line)
-            if match is not None and (found is None or _rank(family, match) > _rank(*found)):
+            if match is not None and (found is None or _better((family, match), found)):
                 found = (family, match)
         return found
 
@@ -351,6 +379,18 @@ class Catalogue:
 
 def _rank(family: Family, match: LinearMatch) -> tuple[int, int]:
     return (family.specificity, match.end() - match.start())
+
+
+def _better(new: tuple[Family, LinearMatch], old: tuple[Family, LinearMatch]) -> bool:
+    """Whether `new` decides a line rather than `old`: the more specific family, then the longer match;
+    between two wordings of one family, the one that names more (figures, the repository, the zone...)."""
+    if new[0] is old[0]:
+        return (_named(new[1]), *_rank(*new)) > (_named(old[1]), *_rank(*old))
+    return _rank(*new) > _rank(*old)
+
+
+def _named(match: LinearMatch) -> int:
+    return sum(value is not None for value in match.groupdict().values())
 
 
 def shorten(line: str, keep: tuple[int, int] | None = None, limit: int = EVIDENCE_CHARS) -> str:

@@ -67,7 +67,8 @@ def test_hf_gated_repo_401() -> None:
     assert f.name == "hf-gated-repo-401" and f.count == 3  # three lines, one finding
     assert "401" in f.conclusion and "Hugging Face" in f.conclusion
     assert "Secret Manager" in f.fix and "license" in f.fix
-    assert f.values["model_id"] == "google/embeddinggemma-300m"
+    assert f.values["model"] == "google/embeddinggemma-300m"
+    assert "for google/embeddinggemma-300m" in f.fix  # the repository the error names, not the served model
 
 
 def test_docker_pull_rate_limit() -> None:

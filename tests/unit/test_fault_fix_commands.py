@@ -1,16 +1,22 @@
 """Every bot command a fault family's fix names is a real command, with flags it accepts: a fix the reader
 cannot run costs more than no fix (filled for a sample deployment, in every queued-resource state it
-names)."""
+names, and filled with what the evidence of the diagnosis table's cases names: a zone, an accelerator
+type, ... taken from a log line must leave the command whole)."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
+import yaml
 
 import bot.handlers  # noqa: F401  (declares every command)
 from bot.commands.registry import Command, registry
+from ops.diagnosis.engine import diagnose
+from ops.diagnosis.evidence import KINDS
 from ops.diagnosis.families import FixFacts, catalogue, figures, fill
+from tests.cases import case_text
 
 _MENTION = re.compile(r"/(tpu|vllm|gemma|logs|alerts|fleet)((?: [a-z]+){1,2})")
 # A command mention ends at punctuation or at the words that join two commands in a fix.
@@ -32,6 +38,26 @@ def _fixes() -> list[tuple[str, str]]:
                 state=state,
             )
             out.append((f"{family.name}[{state}]", fill(family.fix_for(state), figures({}, deployment))))
+    return out + _evidence_fixes()
+
+
+def _evidence_fixes() -> list[tuple[str, str]]:
+    """The fixes of the diagnosis table's cases whose finding took a value from its line, in every
+    queued-resource state the family has a fix for."""
+    table = yaml.safe_load((Path(__file__).parents[1] / "fixtures" / "diagnose_cases.yaml").read_text())
+    out = []
+    for index, case in enumerate(table["cases"]):
+        text = case_text(case["file"]) if "file" in case else str(case["text"])
+        for finding in diagnose(text).findings[:1]:
+            if not set(finding.values) & set(KINDS):
+                continue
+            family = catalogue()[finding.name]
+            for state in (None, *family.fix_when):
+                deployment = FixFacts(
+                    zone="us-east5-a", name="gemma4-qr", accelerator_type="v6e-8", state=state
+                )
+                fix = fill(family.fix_for(state), figures(finding.values, deployment))
+                out.append((f"case{index}:{family.name}[{state}]", fix))
     return out
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ops.diagnosis.engine import ResourceState, diagnose
-from ops.diagnosis.families import QUEUED_RESOURCE_STATES, FixFacts, catalogue, load_file
+from ops.diagnosis.families import QUEUED_RESOURCE_STATES, FixFacts, catalogue, figures, fill, load_file
 from ops.tpu.model import QueuedResourceInfo
 from tests.unit.test_alerts import qr
 
@@ -65,8 +65,8 @@ def test_a_resource_being_deleted_is_not_told_to_wait(family: str, error: str) -
 @pytest.mark.parametrize("state", [None, "WAITING_FOR_RESOURCES", "ACCEPTED"])
 def test_a_waiting_request_or_a_create_error_keeps_the_general_fix(state: str | None) -> None:
     error = CREATE_ERRORS["tpu-stockout"][0]
-    fix = diagnose(error, FixFacts(name="gemma4-b", state=state)).findings[0].fix
-    assert fix == catalogue()["tpu-stockout"].fix
+    finding = diagnose(error, FixFacts(name="gemma4-b", state=state)).findings[0]
+    assert finding.fix == fill(catalogue()["tpu-stockout"].fix, figures(finding.values))
     assert diagnose(error, FixFacts(state=state)).top is not None
 
 
