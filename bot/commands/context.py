@@ -14,10 +14,14 @@ from bot.commands.registry import Invocation, Registry, Role
 from bot.services import DEFAULT, Fleet, Services
 from bot.slack.gateway import Destination, SlackDeliveryError, SlackGateway
 from bot.slack.membership import NOT_MEMBER_ERRORS
-from bot.slack.render import Reply
+from bot.slack.render import Reply, text_reply
 from ops.store.state import AuditEntry
 
 log = logging.getLogger(__name__)
+
+# The final state of a progress message whose answer is private (`Reply.ephemeral`): the channel saw the
+# progress, the answer itself goes to the person who asked only.
+SHOWN_PRIVATELY = ":white_check_mark: Finished; the answer is shown only to the person who asked."
 
 
 @dataclass(frozen=True)
@@ -128,12 +132,24 @@ class Progress:
 
     def finish(self, reply: Reply, *, user_id: str = "", filename: str = "answer.txt") -> None:
         """Show the final `reply` (always written, with its files): an edit of the progress message, or a new
-        message, or (for `user_id`) an ephemeral or direct message when the channel refuses both."""
+        message, or (for `user_id`) an ephemeral or direct message when the channel refuses both.
+
+        A private reply (`reply.ephemeral`: for `user_id` only) never replaces the message the channel sees:
+        that one is closed with a line saying so, and the reply goes to `user_id` ephemerally (its files to
+        their DM with the bot, `bot.slack.gateway`)."""
         with self._lock:
+            private = reply.ephemeral
+            if private:
+                self._slack.deliver(
+                    reply,
+                    Destination(self._channel, user_id, self._thread_ts, ephemeral=True),
+                    filename=filename,
+                )
+                reply = text_reply(SHOWN_PRIVATELY)
             shown: str | None = None
             try:
                 self._write(reply, filename=filename, final=True)
-                shown = self.ts
+                shown = None if private else self.ts
             except SlackDeliveryError as exc:
                 log.warning(
                     "progress message not finished (%s); delivering the result another way", exc.reason

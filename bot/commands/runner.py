@@ -561,7 +561,8 @@ class Runner:
             notice = section(guidance(origin.channel_id, ["progress updates"]))
             reply = replace(reply, blocks=[*reply.blocks, notice])
         if progress.ts is not None:
-            progress.finish(reply, user_id=origin.user_id, filename=filename)
+            private = reply.ephemeral or (bool(failed) and origin.ephemeral_errors)
+            progress.finish(replace(reply, ephemeral=private), user_id=origin.user_id, filename=filename)
         else:
             self.deliver(reply, origin, ephemeral=bool(failed) and origin.ephemeral_errors, filename=filename)
 

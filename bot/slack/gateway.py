@@ -23,12 +23,16 @@ Senders (the runner, progress messages, streaming edits, alerts, App Home, modal
    - a file the channel refuses (the same errors) -> uploaded to the user's DM with the bot (the DM's id from
      `conversations.open`: `files.completeUploadExternal` refuses a user id), with an ephemeral note saying
      where it went;
+   - a reply meant for one person (`Destination.ephemeral`: an ephemeral message or response_url, and
+     every fallback of one) -> its files (the whole answer of a cut too) go only to the user's DM with the
+     bot, never to the channel or thread, and its note says so; when the DM cannot be opened, their text
+     follows ephemerally in parts;
    - a failed file upload -> the file's text posted in the thread in parts;
    - a progress message's final edit that fails -> the final state posted as a new message.
 
 Refusals that sending again cannot fix (`refusal_of`: the channel archived, unknown or not joined, a scope
-the token lacks, the token itself refused) are told apart here, with the `needed` and `provided` scopes
-Slack adds to `missing_scope`, so the alert job stops sending and says why.
+the token lacks, the token itself refused) are told apart by `bot.slack.refusals`, with the `needed` and
+`provided` scopes Slack adds to `missing_scope`, so the alert job stops sending and says why.
 
 Rate limits (HTTP 429 with Retry-After), connection errors and 5xx are retried by slack_sdk's retry handlers.
 """
@@ -64,6 +68,15 @@ from bot.slack.limits import (
     VIEW_BLOCKS_LIMIT,
 )
 from bot.slack.membership import guidance, sent_to_dm
+from bot.slack.refusals import (
+    NOT_HERE,
+    TOO_LONG,
+    Refusal,
+    SlackDeliveryError,
+    error_of,
+    refusal_of,
+    refused,
+)
 from bot.slack.render import Attachment, Block, Reply, code, escape, text_reply, to_mrkdwn, to_plain
 from llm.redact import redact
 
@@ -71,76 +84,15 @@ log = logging.getLogger(__name__)
 
 # The short message that replaces one Slack refused as too long.
 SHORT_TEXT_LIMIT = 1500
+# Where a private reply's file is, said in its note: only the user sees that conversation.
+PRIVATE_FILE = "this answer is only for you: its files never go where others see them"
 # A failed upload is posted as at most this many messages of text.
 UPLOAD_FALLBACK_PARTS = 10
 
-TOO_LONG = frozenset({"msg_too_long", "msg_blocks_too_long", "invalid_blocks", "too_many_blocks"})
 # conversations.replies: 200 a page is Slack's recommendation ("no more than 200 results at a time",
 # docs.slack.dev/apis/web-api/pagination); 10 pages reach the newest end of any thread but a runaway one.
 HISTORY_PAGE_SIZE = 200
 HISTORY_PAGES = 10
-NOT_HERE = frozenset({"not_in_channel", "channel_not_found", "is_archived", "restricted_action"})
-# chat.postMessage errors that the same call cannot get past until someone changes the channel, the app's
-# scopes or the token (docs.slack.dev/reference/methods/chat.postMessage#errors). Token refusals hold for
-# every channel; the others for the channel named.
-TOKEN_REFUSALS = frozenset(
-    {"invalid_auth", "not_authed", "token_revoked", "token_expired", "account_inactive"}
-)
-CHANNEL_REFUSALS = frozenset({"is_archived", "channel_not_found", "not_in_channel", "missing_scope"})
-
-
-class SlackDeliveryError(Exception):
-    """Slack refused a call even after the fallbacks. `reason` is Slack's error code (or the exception);
-    `needed` and `provided` are the scopes Slack names with `missing_scope` ("" otherwise)."""
-
-    def __init__(self, reason: str, needed: str = "", provided: str = "") -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.needed = needed
-        self.provided = provided
-
-
-@dataclass(frozen=True)
-class Refusal:
-    """A Slack refusal that sending again cannot fix (see `refusal_of`).
-
-    Attributes:
-        code: Slack's error code, e.g. "is_archived", "missing_scope", "token_revoked".
-        needed, provided: for `missing_scope`, the scope the call needs and those the token has (comma
-            separated, as Slack sends them); "" otherwise.
-    """
-
-    code: str
-    needed: str = ""
-    provided: str = ""
-
-    @property
-    def whole_token(self) -> bool:
-        """Whether the refusal is of the token, so it holds for every channel."""
-        return self.code in TOKEN_REFUSALS
-
-    @property
-    def slack_text(self) -> str:
-        """The refusal as slack_sdk prints Slack's answer ("The server responded with: {...}"), the form
-        the fault catalogue's Slack families match."""
-        answer: dict[str, object] = {"ok": False, "error": self.code}
-        if self.needed:
-            answer["needed"] = self.needed
-        if self.provided:
-            answer["provided"] = self.provided
-        return f"The server responded with: {answer}"
-
-
-def refusal_of(exc: BaseException) -> Refusal | None:
-    """The Refusal in `exc` (a SlackApiError, or a SlackDeliveryError the gateway raised), or None when
-    `exc` is anything else (a rate limit, a 5xx, a message too long...): those pass or are retried."""
-    if isinstance(exc, SlackApiError):
-        exc = _refused(exc)
-    if not isinstance(exc, SlackDeliveryError):
-        return None
-    if exc.reason not in TOKEN_REFUSALS | CHANNEL_REFUSALS:
-        return None
-    return Refusal(exc.reason, exc.needed, exc.provided)
 
 
 @dataclass(frozen=True)
@@ -351,21 +303,6 @@ def _block_text(block: Block) -> str:
     return "".join(parts)
 
 
-def _error(exc: Exception) -> str:
-    """Slack's error code of a failed call (or the exception's type and message)."""
-    if isinstance(exc, SlackApiError):
-        return str(exc.response.get("error"))
-    return f"{type(exc).__name__}: {exc}"[:300]
-
-
-def _refused(exc: SlackApiError) -> SlackDeliveryError:
-    """The SlackDeliveryError of a Web API refusal, with the scopes of a `missing_scope`."""
-    response = exc.response
-    return SlackDeliveryError(
-        _error(exc), str(response.get("needed") or ""), str(response.get("provided") or "")
-    )
-
-
 # ---- the gateway
 
 
@@ -488,7 +425,7 @@ class SlackGateway:
         try:
             self.client.views_publish(user_id=user_id, view={"type": "home", "blocks": prepared.blocks})
         except SlackApiError as exc:
-            raise _refused(exc) from exc
+            raise refused(exc) from exc
 
     def open_modal(self, trigger_id: str, view: dict[str, Any]) -> None:
         """Open a modal (`views.open`); its texts are redacted and escaped like a message's.
@@ -501,7 +438,7 @@ class SlackGateway:
         try:
             self.client.views_open(trigger_id=trigger_id, view=wire)
         except SlackApiError as exc:
-            raise _refused(exc) from exc
+            raise refused(exc) from exc
 
     # ---- reading
 
@@ -521,7 +458,7 @@ class SlackGateway:
                 if not response.get("has_more") or not cursor:
                     break
         except Exception as exc:
-            log.warning("cannot read the thread: %s", _error(exc))
+            log.warning("cannot read the thread: %s", error_of(exc))
         return messages
 
     def usergroup_members(self, usergroup: str) -> list[str]:
@@ -588,9 +525,9 @@ class SlackGateway:
             try:
                 response = webhook.send(text=p.text, blocks=p.blocks, **extra)
             except Exception as exc:
-                raise SlackDeliveryError(_error(exc)) from exc
+                raise SlackDeliveryError(error_of(exc)) from exc
             if response.status_code != 200:
-                raise SlackDeliveryError(_webhook_error(response.status_code, response.body))
+                raise SlackDeliveryError(_webhookerror_of(response.status_code, response.body))
 
         files.upload(prepared.files)
         try:
@@ -635,23 +572,23 @@ class SlackGateway:
         try:
             return send(files.noted(prepared))
         except SlackApiError as exc:
-            if _error(exc) not in TOO_LONG:
-                raise _refused(exc) from exc
+            if error_of(exc) not in TOO_LONG:
+                raise refused(exc) from exc
             log.warning(
-                "Slack refused a message as too long (%s); sending a short one and a file", _error(exc)
+                "Slack refused a message as too long (%s); sending a short one and a file", error_of(exc)
             )
         short = short_version(prepared)
         files.upload(short.files)
         try:
             return send(files.noted(short))
         except SlackApiError as exc:
-            raise _refused(exc) from exc
+            raise refused(exc) from exc
 
     def _try_update(self, channel: str, ts: str, text: str) -> None:
         try:
             self.client.chat_update(channel=channel, ts=ts, text=text, blocks=[])
         except SlackApiError as exc:
-            log.warning("could not close message %s: %s", ts, _error(exc))
+            log.warning("could not close message %s: %s", ts, error_of(exc))
 
     def _upload_one(self, attachment: Attachment, to: Destination) -> None:
         content = attachment.content
@@ -664,18 +601,26 @@ class SlackGateway:
                 **({"content": content} if isinstance(content, str) else {"file": content}),
             )
         except Exception as exc:
-            raise SlackDeliveryError(_error(exc)) from exc
+            raise SlackDeliveryError(error_of(exc)) from exc
+
+    def _upload_to_user(self, attachment: Attachment, user: str) -> str:
+        """Upload `attachment` to `user`'s DM with the bot (its id from `conversations.open`, which needs the
+        manifest's `im:write` scope: `files.completeUploadExternal` refuses a user id), where only they see
+        it. Returns "" once uploaded, else Slack's error (or the exception) of the open or the upload."""
+        try:
+            dm = str(self.client.conversations_open(users=user)["channel"]["id"])
+            self._upload_one(attachment, Destination(dm, user))
+        except (SlackApiError, SlackDeliveryError, KeyError, TypeError) as exc:
+            reason = exc.reason if isinstance(exc, SlackDeliveryError) else error_of(exc)
+            log.warning("could not upload %s to %s's DM: %s", attachment.filename, user, reason)
+            return reason or "unknown_error"
+        return ""
 
     def _upload_to_dm(self, attachment: Attachment, to: Destination, error: str) -> bool:
         """Upload a file `to.channel` refused (`error`) to the user's DM with the bot, then tell them so,
         ephemerally where they asked (through the response_url while it works). False when the DM could
         not be opened (`conversations.open` needs the `im:write` scope) or the upload failed there too."""
-        try:
-            dm = str(self.client.conversations_open(users=to.user)["channel"]["id"])
-            self._upload_one(attachment, Destination(dm, to.user))
-        except (SlackApiError, SlackDeliveryError, KeyError, TypeError) as exc:
-            reason = exc.reason if isinstance(exc, SlackDeliveryError) else _error(exc)
-            log.warning("could not upload %s to %s's DM either: %s", attachment.filename, to.user, reason)
+        if self._upload_to_user(attachment, to.user):
             return False
         log.info("%s refused %s (%s); uploaded to %s's DM", to.channel, attachment.filename, error, to.user)
         note = prepare(text_reply(sent_to_dm(to.channel, attachment.filename, error)))
@@ -727,8 +672,15 @@ class _Files:
 
     def upload(self, attachments: list[Attachment]) -> None:
         """Upload each of `attachments` not uploaded yet: to the channel, else (refused there) the user's
-        DM; a failure is kept for `noted` and `post_failed`."""
+        DM; a private reply's (`Destination.ephemeral`) only ever to the user's DM, never where others
+        see it. A failure is kept for `noted` and `post_failed`."""
         for attachment in [a for a in attachments if self._attach and a not in self._done]:
+            if self._to.ephemeral:
+                error = (
+                    self._gateway._upload_to_user(attachment, self._to.user) if self._to.user else "no_user"
+                )
+                self._done[attachment] = ("", error) if error else ("private", "")
+                continue
             try:
                 self._gateway._upload_one(attachment, self._to)
                 self._done[attachment] = ("here", "")
@@ -741,22 +693,35 @@ class _Files:
                     self._done[attachment] = ("", exc.reason)
 
     def noted(self, prepared: Prepared) -> Prepared:
-        """`prepared` with, when it was cut, a last block saying where the whole answer is: the file as
-        uploaded, or that its upload failed and its text follows in parts (with `attach` False, only that
-        it was cut)."""
-        if not prepared.cut:
+        """`prepared` with a last block saying where its files are: when it was cut, where the whole answer
+        is (the file as uploaded, or that its upload failed and its text follows in parts; with `attach`
+        False, only that it was cut); for a private reply, which files went to the user's DM."""
+        whole = (
+            next((f for f in prepared.files if f.content == prepared.full), None) if prepared.cut else None
+        )
+        lines = []
+        if prepared.cut:
+            name = f"`{whole.filename}`" if whole else ""
+            where, error = self._done.get(whole, ("-", "")) if whole else ("-", "")
+            outcome = {
+                "-": "cut here.",
+                "here": f"the whole answer is in {name}.",
+                "dm": f"the whole answer is in {name}, in our direct messages (refused here: `{error}`).",
+                "private": f"the whole answer is in {name}, in our direct messages ({PRIVATE_FILE}).",
+                "": f"the upload of the whole answer as {name} failed (Slack: `{error}`): "
+                "it follows in parts.",
+            }[where]
+            lines.append(f":page_facing_up: Longer than Slack allows in one message; {outcome}")
+        private = [
+            f"`{f.filename}`"
+            for f in prepared.files
+            if f != whole and self._done.get(f, ("-", ""))[0] == "private"
+        ]
+        if private:
+            lines.append(f":page_facing_up: In our direct messages: {', '.join(private)} ({PRIVATE_FILE}).")
+        if not lines:
             return prepared
-        whole = next((f for f in prepared.files if f.content == prepared.full), None)
-        name = f"`{whole.filename}`" if whole else ""
-        where, error = self._done.get(whole, ("-", "")) if whole else ("-", "")
-        outcome = {
-            "-": "cut here.",
-            "here": f"the whole answer is in {name}.",
-            "dm": f"the whole answer is in {name}, in our direct messages (refused here: `{error}`).",
-            "": f"the upload of the whole answer as {name} failed (Slack: `{error}`): it follows in parts.",
-        }[where]
-        text = f":page_facing_up: Longer than Slack allows in one message; {outcome}"
-        return replace(prepared, blocks=[*prepared.blocks, _note(text)])
+        return replace(prepared, blocks=[*prepared.blocks, _note("\n".join(lines))])
 
     def post_failed(self, *, raise_errors: bool = False) -> None:
         """Post the text of every file whose upload failed in parts, after the message that says so.
@@ -783,7 +748,7 @@ def _with_invite_notice(prepared: Prepared, channel: str, lost: str = "the answe
     return replace(prepared, blocks=[*prepared.blocks[: MESSAGE_BLOCKS_LIMIT - 1], block])
 
 
-def _webhook_error(status: int, body: str) -> str:
+def _webhookerror_of(status: int, body: str) -> str:
     """The error code of a refused response_url POST: Slack answers plain text (`expired_url`) or JSON."""
     text = (body or "").strip()
     if text.startswith("{"):

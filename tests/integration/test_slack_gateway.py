@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
@@ -429,3 +430,99 @@ def test_a_cut_answer_whose_file_the_channel_refused_says_it_went_to_the_dm(
     assert "the whole answer is in `answer.txt`, in our direct messages (refused here: `not_in_channel`)" in (
         _notes(answer)
     )
+
+
+# ---- a private reply (ephemeral, an ephemeral response_url, a DM): nothing of it where others see it
+
+SECRET = "project falcon's secret question"
+
+
+def _private_progress(gateway: SlackGateway, slack: SlackSimulator, reply: Reply) -> None:
+    progress = Progress(gateway, CHANNEL, "1.000003", min_interval_s=0)
+    progress.update(Reply(text=":hourglass_flowing_sand: reading", blocks=[cancel_button("op")]))
+    progress.finish(replace(reply, ephemeral=True), user_id=USER)
+
+
+def _refused_then(method: str, error: str, status: int = 200) -> Callable[..., None]:
+    def send(gateway: SlackGateway, slack: SlackSimulator, reply: Reply) -> None:
+        slack.fail_next(method, error=error, status=status)
+        gateway.deliver(
+            reply, Destination(CHANNEL, USER, "1.000003", slack.response_url("private"), ephemeral=True)
+        )
+
+    return send
+
+
+PRIVATE_SENDERS: dict[str, Callable[..., None]] = {
+    "ephemeral_in_thread": lambda g, s, r: g.ephemeral(CHANNEL, USER, r, thread_ts="1.000003"),
+    "response_url_ephemeral": _response(ephemeral=True),
+    "response_url_expired": _refused_then("response", "expired_url", 404),
+    "response_too_long": _refused_then("response", "msg_too_long", 400),
+    "ephemeral_refused_so_dm": lambda g, s, r: (
+        s.fail_next("chat.postEphemeral", error="channel_not_found", status=200),
+        g.ephemeral(CHANNEL, USER, r, thread_ts="1.000003"),
+    ),
+    "ephemeral_too_long": lambda g, s, r: (
+        s.fail_next("chat.postEphemeral", error="msg_too_long", status=200),
+        g.ephemeral(CHANNEL, USER, r),
+    ),
+    "progress": _private_progress,
+}
+PRIVATE_REPLIES: dict[str, Callable[[], Reply]] = {
+    "with_file": lambda: Reply(
+        text="the ratings", blocks=[section("the ratings")], files=[Attachment("ratings.txt", SECRET, "")]
+    ),
+    "cut": lambda: blocks_reply([section(f"{SECRET} {i:02d} " + "x" * 400) for i in range(50)]),
+}
+
+
+def _seen_by_others(messages: list[Message], dm: str) -> list[str]:
+    """What of `messages` someone other than USER can see: files outside USER's DM, and messages that are
+    neither ephemeral nor in that DM (a DM post to USER's id lands there too)."""
+    return [
+        m.content.decode(errors="replace") if m.kind == "file" else m.render()
+        for m in messages
+        if m.channel not in (dm, USER) and (m.kind == "file" or not m.ephemeral)
+    ]
+
+
+@pytest.mark.parametrize("kind", sorted(PRIVATE_REPLIES))
+@pytest.mark.parametrize("sender", sorted(PRIVATE_SENDERS))
+def test_a_private_reply_puts_nothing_where_others_see_it(
+    slack: SlackSimulator, gateway: SlackGateway, sender: str, kind: str
+) -> None:
+    start = len(slack.messages)
+    PRIVATE_SENDERS[sender](gateway, slack, PRIVATE_REPLIES[kind]())
+    messages = slack.messages[start:]
+    dm = slack.dms[USER]
+    assert not [text for text in _seen_by_others(messages, dm) if SECRET in unescape(text)]
+    files = [m for m in messages if m.kind == "file"]
+    assert files and {m.channel for m in files} == {dm}, "the file went to the user's DM"
+    said = [m for m in messages if m.kind != "file" and "in our direct messages" in m.render().lower()]
+    assert said and messages.index(files[0]) < messages.index(said[0]), "said where it went, once there"
+    if kind == "cut":
+        assert SECRET + " 49" in files[0].content.decode()
+
+
+def test_a_private_reply_whose_dm_cannot_be_opened_follows_privately_in_parts(
+    slack: SlackSimulator, gateway: SlackGateway
+) -> None:
+    start = len(slack.messages)
+    slack.fail_next("conversations.open", error="missing_scope", status=200)
+    gateway.ephemeral(CHANNEL, USER, PRIVATE_REPLIES["with_file"](), thread_ts="1.000003")
+    messages = slack.messages[start:]
+    assert not any(m.kind == "file" for m in messages)
+    assert not _seen_by_others(messages, slack.dms.get(USER, "-"))
+    assert any(SECRET in unescape(m.text) and m.ephemeral for m in messages), "the file's text, privately"
+
+
+def test_a_private_answer_closes_the_shared_progress_message_without_it(
+    slack: SlackSimulator, gateway: SlackGateway
+) -> None:
+    start = len(slack.messages)
+    _private_progress(gateway, slack, text_reply(SECRET))
+    messages = slack.messages[start:]
+    (closed,) = [m for m in messages if m.kind == "update"]
+    assert "shown only to the person who asked" in closed.render() and not closed.in_progress
+    (answer,) = [m for m in messages if SECRET in unescape(m.text)]
+    assert answer.kind == "ephemeral" and answer.thread_ts == "1.000003"
