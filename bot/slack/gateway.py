@@ -20,14 +20,11 @@ Senders (the runner, progress messages, streaming edits, alerts, App Home, modal
      follows in parts (never that a file is there before its upload succeeded);
    - a channel the bot cannot post in (`not_in_channel`, `channel_not_found`) -> an ephemeral message, then a
      direct message to the user;
-   - a file the channel refuses (the same errors) -> uploaded to the user's DM with the bot (the DM's id from
-     `conversations.open`: `files.completeUploadExternal` refuses a user id), with an ephemeral note saying
-     where it went;
-   - a reply meant for one person (`Destination.ephemeral`: an ephemeral message or response_url, and
-     every fallback of one) -> its files (the whole answer of a cut too) go only to the user's DM with the
-     bot, never to the channel or thread, and its note says so; when the DM cannot be opened, their text
-     follows ephemerally in parts;
-   - a failed file upload -> the file's text posted in the thread in parts;
+   - a file the channel refuses (the same errors) or fails to take -> uploaded to the user's DM with the
+     bot, with an ephemeral note saying where it went; a reply meant for one person (`Destination.ephemeral`:
+     an ephemeral message or response_url, and every fallback of one) -> its files only ever to that DM;
+     a file uploaded nowhere -> its text in parts, in a thread, with a command that asks for what fits when
+     Slack stops taking them (`bot.slack.uploads`, which holds a reply's files);
    - a progress message's final edit that fails -> the final state posted as a new message.
 
 Refusals that sending again cannot fix (`refusal_of`: the channel archived, unknown or not joined, a scope
@@ -67,7 +64,7 @@ from bot.slack.limits import (
     SECTION_TEXT_LIMIT,
     VIEW_BLOCKS_LIMIT,
 )
-from bot.slack.membership import guidance, sent_to_dm
+from bot.slack.membership import guidance
 from bot.slack.refusals import (
     NOT_HERE,
     TOO_LONG,
@@ -77,18 +74,21 @@ from bot.slack.refusals import (
     refusal_of,
     refused,
 )
-from bot.slack.render import Attachment, Block, Reply, code, escape, text_reply, to_mrkdwn, to_plain
+from bot.slack.render import (
+    Attachment,
+    Block,
+    Reply,
+    escape,
+    to_mrkdwn,
+    to_plain,
+)
+from bot.slack.uploads import Files
 from llm.redact import redact
 
 log = logging.getLogger(__name__)
 
 # The short message that replaces one Slack refused as too long.
 SHORT_TEXT_LIMIT = 1500
-# Where a private reply's file is, said in its note: only the user sees that conversation.
-PRIVATE_FILE = "this answer is only for you: its files never go where others see them"
-# A failed upload is posted as at most this many messages of text.
-UPLOAD_FALLBACK_PARTS = 10
-
 # conversations.replies: 200 a page is Slack's recommendation ("no more than 200 results at a time",
 # docs.slack.dev/apis/web-api/pagination); 10 pages reach the newest end of any thread but a runaway one.
 HISTORY_PAGE_SIZE = 200
@@ -106,6 +106,8 @@ class Destination:
         response_url: a slash command's or click's response_url (tried first), or None.
         replace: the response_url replaces the message the click was on.
         ephemeral: only `user` sees it.
+        narrower: for a reply Slack took only part of, a command line asking for that `share` (0-1) of it
+            (one the registry parses: `bot.commands.runner`), or None.
     """
 
     channel: str
@@ -114,6 +116,7 @@ class Destination:
     response_url: str | None = None
     replace: bool = False
     ephemeral: bool = False
+    narrower: Callable[[float], str | None] | None = None
 
 
 @dataclass
@@ -121,7 +124,7 @@ class Prepared:
     """A reply made ready for Slack: wire `text` and `blocks` (redacted, escaped, within the limits), the
     `files` to upload (redacted, plain), and `full`: the whole answer as plain text (for a fallback file).
     `cut`: Slack's limits cut the blocks, so one of `files` holds `full` and a last block, added once that
-    file's upload is done (`_Files.noted`), says where the whole answer is."""
+    file's upload is done (`Files.noted`), says where the whole answer is."""
 
     text: str
     blocks: list[Block]
@@ -193,7 +196,7 @@ def prepare(
 
 def short_version(prepared: Prepared) -> Prepared:
     """What to send when Slack refused `prepared` as too long: its beginning, its buttons, and the full text
-    as a file (the note saying where it is comes with the upload's outcome: `_Files.noted`)."""
+    as a file (the note saying where it is comes with the upload's outcome: `Files.noted`)."""
     head = cut_text(to_mrkdwn(prepared.full), SHORT_TEXT_LIMIT)
     buttons = [
         b
@@ -222,10 +225,6 @@ def cut_text(text: str, limit: int) -> str:
     if cut.count("```") % 2 == 1:
         cut += "```"
     return cut + "…"
-
-
-def _note(text: str) -> Block:
-    return {"type": "context", "elements": [{"type": "mrkdwn", "text": text}]}
 
 
 def _full_text(reply: Reply) -> str:
@@ -341,7 +340,7 @@ class SlackGateway:
         Raises:
             SlackDeliveryError: Slack refused the message even in its short form.
         """
-        files = _Files(self, Destination(channel, thread_ts=thread_ts), attach=with_files)
+        files = Files(self, Destination(channel, thread_ts=thread_ts), attach=with_files)
         ts = self._post(channel, prepare(reply, filename), thread_ts, files)
         files.post_failed()
         return ts
@@ -363,7 +362,7 @@ class SlackGateway:
             SlackDeliveryError: neither the edit nor a new post went through.
         """
         prepared = prepare(reply, filename)
-        files = _Files(self, Destination(channel, thread_ts=thread_ts), attach=with_files)
+        files = Files(self, Destination(channel, thread_ts=thread_ts), attach=with_files)
         try:
             self._update(channel, ts, prepared, files)
         except SlackDeliveryError as exc:
@@ -394,7 +393,7 @@ class SlackGateway:
 
     def deliver_or_raise(self, reply: Reply, to: Destination, *, filename: str = "answer.txt") -> str | None:
         """`deliver`, raising SlackDeliveryError when every way failed."""
-        files = _Files(self, to)
+        files = Files(self, to)
         ts = self._deliver(prepare(reply, filename), to, files)
         files.post_failed()
         return ts
@@ -409,9 +408,41 @@ class SlackGateway:
         content = attachment.content
         if isinstance(content, str):
             attachment = Attachment(attachment.filename, redact(to_plain(content)), attachment.title)
-        files = _Files(self, Destination(channel, thread_ts=thread_ts))
+        files = Files(self, Destination(channel, thread_ts=thread_ts))
         files.upload([attachment])
         files.post_failed(raise_errors=True)
+
+    def upload_file(self, attachment: Attachment, channel: str, thread_ts: str | None = None) -> None:
+        """Upload `attachment` to `channel` (a C/G/D id), in `thread_ts` (`files_upload_v2`), its text
+        redacted; no fallback (`upload` has them).
+
+        Raises:
+            SlackDeliveryError: Slack refused it or the call failed (its error code, or the exception).
+        """
+        content = redact(attachment.content) if isinstance(attachment.content, str) else attachment.content
+        try:
+            self.client.files_upload_v2(
+                channel=channel,
+                thread_ts=thread_ts,
+                filename=attachment.filename,
+                title=attachment.title,
+                **({"content": content} if isinstance(content, str) else {"file": content}),
+            )
+        except Exception as exc:
+            raise SlackDeliveryError(error_of(exc)) from exc
+
+    def upload_to_dm(self, attachment: Attachment, user: str) -> str:
+        """Upload `attachment` to `user`'s DM with the bot (its id from `conversations.open`, which needs
+        the manifest's `im:write` scope: `files.completeUploadExternal` refuses a user id), where only they
+        see it. Returns "" once uploaded, else Slack's error (or the exception) of the open or the upload."""
+        try:
+            dm = str(self.client.conversations_open(users=user)["channel"]["id"])
+            self.upload_file(attachment, dm)
+        except (SlackApiError, SlackDeliveryError, KeyError, TypeError) as exc:
+            reason = exc.reason if isinstance(exc, SlackDeliveryError) else error_of(exc)
+            log.warning("could not upload %s to %s's DM: %s", attachment.filename, user, reason)
+            return reason or "unknown_error"
+        return ""
 
     # ---- surfaces other than messages
 
@@ -486,7 +517,7 @@ class SlackGateway:
 
     # ---- internals
 
-    def _deliver(self, prepared: Prepared, to: Destination, files: _Files) -> str | None:
+    def _deliver(self, prepared: Prepared, to: Destination, files: Files) -> str | None:
         """Send `prepared` the first way that works; returns the message ts of a Web API post."""
         if to.response_url:
             try:
@@ -511,7 +542,7 @@ class SlackGateway:
             log.warning("ephemeral message refused (%s); sending %s a direct message", exc.reason, to.user)
         return self._post(to.user, prepared, None, files)
 
-    def _respond(self, to: Destination, prepared: Prepared, files: _Files) -> None:
+    def _respond(self, to: Destination, prepared: Prepared, files: Files) -> None:
         assert to.response_url is not None
         webhook = WebhookClient(to.response_url, retry_handlers=retry_handlers())
 
@@ -527,7 +558,7 @@ class SlackGateway:
             except Exception as exc:
                 raise SlackDeliveryError(error_of(exc)) from exc
             if response.status_code != 200:
-                raise SlackDeliveryError(_webhookerror_of(response.status_code, response.body))
+                raise SlackDeliveryError(_webhook_error(response.status_code, response.body))
 
         files.upload(prepared.files)
         try:
@@ -540,7 +571,7 @@ class SlackGateway:
         files.upload(short.files)
         send(files.noted(short))
 
-    def _post(self, channel: str, prepared: Prepared, thread_ts: str | None, files: _Files) -> str:
+    def _post(self, channel: str, prepared: Prepared, thread_ts: str | None, files: Files) -> str:
         def send(p: Prepared) -> str:
             response = self.client.chat_postMessage(
                 channel=channel, thread_ts=thread_ts, text=p.text, blocks=p.blocks
@@ -549,14 +580,14 @@ class SlackGateway:
 
         return self._with_short_fallback(send, prepared, files)
 
-    def _update(self, channel: str, ts: str, prepared: Prepared, files: _Files) -> None:
+    def _update(self, channel: str, ts: str, prepared: Prepared, files: Files) -> None:
         def send(p: Prepared) -> str:
             self.client.chat_update(channel=channel, ts=ts, text=p.text, blocks=p.blocks)
             return ts
 
         self._with_short_fallback(send, prepared, files)
 
-    def _ephemeral(self, to: Destination, prepared: Prepared, files: _Files) -> None:
+    def _ephemeral(self, to: Destination, prepared: Prepared, files: Files) -> None:
         def send(p: Prepared) -> str:
             self.client.chat_postEphemeral(
                 channel=to.channel, user=to.user, thread_ts=to.thread_ts, text=p.text, blocks=p.blocks
@@ -565,7 +596,7 @@ class SlackGateway:
 
         self._with_short_fallback(send, prepared, files)
 
-    def _with_short_fallback(self, send: Callable[[Prepared], str], prepared: Prepared, files: _Files) -> str:
+    def _with_short_fallback(self, send: Callable[[Prepared], str], prepared: Prepared, files: Files) -> str:
         """Upload `prepared`'s files, then `send(prepared)` with its note; if Slack finds it too long, `send`
         the short version (its file, uploaded first, holds the rest)."""
         files.upload(prepared.files)
@@ -590,155 +621,6 @@ class SlackGateway:
         except SlackApiError as exc:
             log.warning("could not close message %s: %s", ts, error_of(exc))
 
-    def _upload_one(self, attachment: Attachment, to: Destination) -> None:
-        content = attachment.content
-        try:
-            self.client.files_upload_v2(
-                channel=to.channel,
-                thread_ts=to.thread_ts,
-                filename=attachment.filename,
-                title=attachment.title,
-                **({"content": content} if isinstance(content, str) else {"file": content}),
-            )
-        except Exception as exc:
-            raise SlackDeliveryError(error_of(exc)) from exc
-
-    def _upload_to_user(self, attachment: Attachment, user: str) -> str:
-        """Upload `attachment` to `user`'s DM with the bot (its id from `conversations.open`, which needs the
-        manifest's `im:write` scope: `files.completeUploadExternal` refuses a user id), where only they see
-        it. Returns "" once uploaded, else Slack's error (or the exception) of the open or the upload."""
-        try:
-            dm = str(self.client.conversations_open(users=user)["channel"]["id"])
-            self._upload_one(attachment, Destination(dm, user))
-        except (SlackApiError, SlackDeliveryError, KeyError, TypeError) as exc:
-            reason = exc.reason if isinstance(exc, SlackDeliveryError) else error_of(exc)
-            log.warning("could not upload %s to %s's DM: %s", attachment.filename, user, reason)
-            return reason or "unknown_error"
-        return ""
-
-    def _upload_to_dm(self, attachment: Attachment, to: Destination, error: str) -> bool:
-        """Upload a file `to.channel` refused (`error`) to the user's DM with the bot, then tell them so,
-        ephemerally where they asked (through the response_url while it works). False when the DM could
-        not be opened (`conversations.open` needs the `im:write` scope) or the upload failed there too."""
-        if self._upload_to_user(attachment, to.user):
-            return False
-        log.info("%s refused %s (%s); uploaded to %s's DM", to.channel, attachment.filename, error, to.user)
-        note = prepare(text_reply(sent_to_dm(to.channel, attachment.filename, error)))
-        try:
-            self._deliver(note, replace(to, replace=False, ephemeral=True), _Files(self, to))
-        except SlackDeliveryError as exc:
-            log.warning("could not say where %s went: %s", attachment.filename, exc.reason)
-        return True
-
-    def _post_in_parts(self, attachment: Attachment, to: Destination, *, not_here: bool = False) -> None:
-        """Post a file's text in parts in the thread; when the channel refused the bot (`not_here`), the parts
-        go privately to the user (through the response_url while it works), the first saying how to invite
-        the bot."""
-        content = attachment.content
-        text = content if isinstance(content, str) else f"({len(content):,} bytes of binary data not shown)"
-        size = SECTION_TEXT_LIMIT - 200
-        parts = [text[i : i + size] for i in range(0, len(text), size)] or [""]
-        shown = parts[:UPLOAD_FALLBACK_PARTS]
-        if not_here and to.user:
-            where = replace(to, replace=False, ephemeral=True)
-        else:
-            where = replace(to, response_url=None, replace=False)
-        for number, part in enumerate(shown, 1):
-            title = f"`{attachment.filename}` ({number}/{len(parts)})"
-            body = f"{title}\n{code(part)}"
-            if number == len(shown) and len(parts) > len(shown):
-                body += f"\n_{len(parts) - len(shown)} more part(s) not posted: the upload failed._"
-            message = Reply(text=body, blocks=[{"type": "section", "text": {"type": "mrkdwn", "text": body}}])
-            prepared = prepare(message)
-            if not_here and number == 1:
-                prepared = _with_invite_notice(prepared, to.channel, f"the file `{attachment.filename}`")
-            self._deliver(prepared, where, _Files(self, where))
-
-
-class _Files:
-    """The files of one delivery, uploaded before the message that goes with them (each once, whichever
-    way the message then goes), so the note of a cut message says what became of the whole answer's file.
-
-    Args:
-        gateway: the gateway uploading. to: where the files go (its channel and thread; its user for the
-            DM fallback). attach: False for an intermediate progress state, which uploads nothing.
-    """
-
-    def __init__(self, gateway: SlackGateway, to: Destination, *, attach: bool = True) -> None:
-        self._gateway, self._to, self._attach = gateway, to, attach
-        self._done: dict[
-            Attachment, tuple[str, str]
-        ] = {}  # file -> ("here" | "dm" | "" failed, Slack's error)
-
-    def upload(self, attachments: list[Attachment]) -> None:
-        """Upload each of `attachments` not uploaded yet: to the channel, else (refused there) the user's
-        DM; a private reply's (`Destination.ephemeral`) only ever to the user's DM, never where others
-        see it. A failure is kept for `noted` and `post_failed`."""
-        for attachment in [a for a in attachments if self._attach and a not in self._done]:
-            if self._to.ephemeral:
-                error = (
-                    self._gateway._upload_to_user(attachment, self._to.user) if self._to.user else "no_user"
-                )
-                self._done[attachment] = ("", error) if error else ("private", "")
-                continue
-            try:
-                self._gateway._upload_one(attachment, self._to)
-                self._done[attachment] = ("here", "")
-            except SlackDeliveryError as exc:
-                to_dm = exc.reason in NOT_HERE and self._to.user
-                if to_dm and self._gateway._upload_to_dm(attachment, self._to, exc.reason):
-                    self._done[attachment] = ("dm", exc.reason)
-                else:
-                    log.warning("upload of %s failed (%s)", attachment.filename, exc.reason)
-                    self._done[attachment] = ("", exc.reason)
-
-    def noted(self, prepared: Prepared) -> Prepared:
-        """`prepared` with a last block saying where its files are: when it was cut, where the whole answer
-        is (the file as uploaded, or that its upload failed and its text follows in parts; with `attach`
-        False, only that it was cut); for a private reply, which files went to the user's DM."""
-        whole = (
-            next((f for f in prepared.files if f.content == prepared.full), None) if prepared.cut else None
-        )
-        lines = []
-        if prepared.cut:
-            name = f"`{whole.filename}`" if whole else ""
-            where, error = self._done.get(whole, ("-", "")) if whole else ("-", "")
-            outcome = {
-                "-": "cut here.",
-                "here": f"the whole answer is in {name}.",
-                "dm": f"the whole answer is in {name}, in our direct messages (refused here: `{error}`).",
-                "private": f"the whole answer is in {name}, in our direct messages ({PRIVATE_FILE}).",
-                "": f"the upload of the whole answer as {name} failed (Slack: `{error}`): "
-                "it follows in parts.",
-            }[where]
-            lines.append(f":page_facing_up: Longer than Slack allows in one message; {outcome}")
-        private = [
-            f"`{f.filename}`"
-            for f in prepared.files
-            if f != whole and self._done.get(f, ("-", ""))[0] == "private"
-        ]
-        if private:
-            lines.append(f":page_facing_up: In our direct messages: {', '.join(private)} ({PRIVATE_FILE}).")
-        if not lines:
-            return prepared
-        return replace(prepared, blocks=[*prepared.blocks, _note("\n".join(lines))])
-
-    def post_failed(self, *, raise_errors: bool = False) -> None:
-        """Post the text of every file whose upload failed in parts, after the message that says so.
-
-        Raises:
-            SlackDeliveryError: with `raise_errors`, when the parts could not be posted either.
-        """
-        for attachment, (where, error) in self._done.items():
-            if where:
-                continue
-            try:
-                self._gateway._post_in_parts(attachment, self._to, not_here=error in NOT_HERE)
-            except SlackDeliveryError as again:
-                log.error("could not deliver %s: %s", attachment.filename, again.reason)
-                if raise_errors:
-                    raise
-
 
 def _with_invite_notice(prepared: Prepared, channel: str, lost: str = "the answer") -> Prepared:
     """`prepared` with a last block saying the channel refused the bot and how to invite it
@@ -748,7 +630,7 @@ def _with_invite_notice(prepared: Prepared, channel: str, lost: str = "the answe
     return replace(prepared, blocks=[*prepared.blocks[: MESSAGE_BLOCKS_LIMIT - 1], block])
 
 
-def _webhookerror_of(status: int, body: str) -> str:
+def _webhook_error(status: int, body: str) -> str:
     """The error code of a refused response_url POST: Slack answers plain text (`expired_url`) or JSON."""
     text = (body or "").strip()
     if text.startswith("{"):

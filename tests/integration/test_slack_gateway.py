@@ -37,6 +37,7 @@ from bot.slack.render import (
     section,
     text_reply,
 )
+from bot.slack.uploads import PARTS_LIMIT
 from ops.alerts.ledger import Alert
 from ops.store.state import Store
 from sim.slack import Message, SlackSimulator, block_errors, unescape
@@ -526,3 +527,18 @@ def test_a_private_answer_closes_the_shared_progress_message_without_it(
     assert "shown only to the person who asked" in closed.render() and not closed.in_progress
     (answer,) = [m for m in messages if SECRET in unescape(m.text)]
     assert answer.kind == "ephemeral" and answer.thread_ts == "1.000003"
+
+
+def test_a_file_longer_than_the_parts_limit_names_the_parts_left(
+    slack: SlackSimulator, gateway: SlackGateway
+) -> None:
+    start = len(slack.messages)
+    slack.fail_next("files.getUploadURLExternal", error="not_allowed_token_type", status=200)
+    lines = "\n".join(f"line {i:05d} " + "y" * 60 for i in range(3000))  # about 80 parts
+    gateway.upload(CHANNEL, Attachment("big.txt", lines, "Big"))
+    *parts, last = slack.messages[start:]
+    assert len(parts) == PARTS_LIMIT and all(m.thread_ts == parts[0].ts for m in parts[1:])
+    assert all(unescape(m.text).rstrip("`").endswith("\n") for m in parts), "cut at line ends"
+    total = int(re.search(r"\(1/(\d+)\)", parts[0].text).group(1))  # type: ignore[union-attr]
+    assert f"Parts {PARTS_LIMIT + 1}-{total} of `big.txt` were not posted (at most {PARTS_LIMIT}" in last.text
+    assert "run the command again for the whole answer" in last.text and last.thread_ts == parts[0].ts
