@@ -468,6 +468,11 @@ class SlackSimulator:
             return self._complete_upload(args)
         if method == "conversations.open":
             return self._open_dm(args)
+        if method == "chat.delete":  # the bot's own message (docs.slack.dev/reference/methods/chat.delete)
+            if not any(m.ts == args.get("ts") and m.channel == args.get("channel") for m in self.messages):
+                return {"ok": False, "error": "message_not_found"}
+            self._record(Message("delete", str(args["channel"]), str(args["ts"]), "(message deleted)"))
+            return {"ok": True, "channel": args["channel"], "ts": args["ts"]}
         if method == "views.open":
             view = args.get("view") or {}
             if isinstance(view, str):

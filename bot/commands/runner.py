@@ -564,7 +564,12 @@ class Runner:
         narrower = self._narrower(invocation)
         if progress.ts is not None:
             private = reply.ephemeral or (bool(failed) and origin.ephemeral_errors)
-            progress.finish(replace(reply, ephemeral=private), user_id=origin.user_id, filename=filename)
+            progress.finish(
+                replace(reply, ephemeral=private),
+                user_id=origin.user_id,
+                filename=filename,
+                narrower=narrower,
+            )
         else:
             self.deliver(
                 reply,

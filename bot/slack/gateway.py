@@ -25,7 +25,10 @@ Senders (the runner, progress messages, streaming edits, alerts, App Home, modal
      an ephemeral message or response_url, and every fallback of one) -> its files only ever to that DM;
      a file uploaded nowhere -> its text in parts, in a thread, with a command that asks for what fits when
      Slack stops taking them (`bot.slack.uploads`, which holds a reply's files);
-   - a progress message's final edit that fails -> the final state posted as a new message.
+   - a progress message's final edit that fails -> the final state posted as a new message (a second post
+     after an error the retry handlers leave, then ephemerally to the user), its files uploaded once
+     whichever way it goes (`finish`); the progress message is then edited to say where the result went,
+     or deleted when Slack refuses the edit, never left on an intermediate state.
 
 Refusals that sending again cannot fix (`refusal_of`: the channel archived, unknown or not joined, a scope
 the token lacks, the token itself refused) are told apart by `bot.slack.refusals`, with the `needed` and
@@ -87,6 +90,11 @@ from llm.redact import redact
 
 log = logging.getLogger(__name__)
 
+# The last state of a progress message whose final reply went elsewhere: a new message below it, the user
+# only (the channel refused it), or nowhere.
+MOVED_ON = ":arrow_down: Finished; the result is in the next message."
+SENT_PRIVATELY = ":white_check_mark: Finished; the result went to the person who asked only."
+NOT_DELIVERED = ":warning: Finished, but Slack refused the result; run the command again."
 # The short message that replaces one Slack refused as too long.
 SHORT_TEXT_LIMIT = 1500
 # conversations.replies: 200 a page is Slack's recommendation ("no more than 200 results at a time",
@@ -368,11 +376,55 @@ class SlackGateway:
         except SlackDeliveryError as exc:
             log.warning("chat.update of %s refused (%s); posting the reply instead", ts, exc.reason)
             new_ts = self._post(channel, prepared, thread_ts, files)
-            self._try_update(channel, ts, ":arrow_down: Finished; the result is in the next message.")
+            self._close(channel, ts, MOVED_ON)
             files.post_failed()
             return new_ts
         files.post_failed()
         return ts
+
+    def finish(
+        self, ts: str | None, reply: Reply, to: Destination, *, filename: str = "answer.txt"
+    ) -> str | None:
+        """Show the final `reply` of the progress message `ts` (None: not posted yet) in `to.channel` (in
+        `to.thread_ts`): an edit of it, else a new message (posted twice at most), else an ephemeral or
+        direct message to `to.user`. Its files go up once, whichever way it goes; `ts`, when the reply went
+        elsewhere, is closed (`_close`), never left on an intermediate state.
+
+        Returns:
+            The ts of the channel message showing `reply`, None when it went another way or nowhere
+            (logged).
+        """
+        prepared = prepare(reply, filename)
+        files = Files(self, to)
+        shown: str | None = None
+        delivered = False
+        if ts is not None:
+            try:
+                self._update(to.channel, ts, prepared, files)
+                shown, delivered = ts, True
+            except SlackDeliveryError as exc:
+                log.warning("chat.update of %s refused (%s); posting the reply instead", ts, exc.reason)
+        error = ""
+        for _ in range(2):  # a second post gets past a failure the retry handlers leave (an HTTP 200 error)
+            if delivered or error in NOT_HERE:
+                break
+            try:
+                shown, delivered = self._post(to.channel, prepared, to.thread_ts, files), True
+            except SlackDeliveryError as exc:
+                error = exc.reason
+                log.warning("final reply not posted in %s (%s)", to.channel, error)
+        if not delivered and to.user:
+            private = _with_invite_notice(prepared, to.channel) if error in NOT_HERE else prepared
+            try:
+                self._deliver(private, replace(to, ephemeral=True), files)
+                delivered = True
+            except SlackDeliveryError as exc:
+                log.error("could not deliver the final reply to %s: %s", to.user, exc.reason)
+        if ts is not None and shown != ts:
+            closing = MOVED_ON if shown else SENT_PRIVATELY if delivered else NOT_DELIVERED
+            self._close(to.channel, ts, closing)
+        files.post_failed()
+        return shown
 
     def ephemeral(self, channel: str, user: str, reply: Reply, thread_ts: str | None = None) -> None:
         """Show `reply` to `user` only (in `channel`), falling back to a direct message.
@@ -615,11 +667,19 @@ class SlackGateway:
         except SlackApiError as exc:
             raise refused(exc) from exc
 
-    def _try_update(self, channel: str, ts: str, text: str) -> None:
+    def _close(self, channel: str, ts: str, text: str) -> None:
+        """Leave the bot's message `ts`, whose content now shows elsewhere, in a final state: edited to
+        `text`, else (the edit refused, e.g. `cant_update_message`) deleted (`chat.delete`, allowed for the
+        bot's own messages with `chat:write`), so it never stays on an intermediate state."""
         try:
             self.client.chat_update(channel=channel, ts=ts, text=text, blocks=[])
+            return
         except SlackApiError as exc:
-            log.warning("could not close message %s: %s", ts, error_of(exc))
+            log.warning("could not close message %s (%s); deleting it", ts, error_of(exc))
+        try:
+            self.client.chat_delete(channel=channel, ts=ts)
+        except SlackApiError as exc:
+            log.error("message %s stays as it was: %s", ts, error_of(exc))
 
 
 def _with_invite_notice(prepared: Prepared, channel: str, lost: str = "the answer") -> Prepared:

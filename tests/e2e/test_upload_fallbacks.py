@@ -1,11 +1,13 @@
 """A long answer whose file Slack does not take still reaches the user whole, through the real bot, slack_sdk
 and the Slack simulator: a failed upload goes to the user's DM; an upload failed everywhere follows in parts
 in a thread; when Slack stops taking the parts, a last message names the missing ones and a narrower
-command the registry parses."""
+command the registry parses. A progress message whose final edit Slack refuses uploads its file once and
+never stays pending."""
 
 from __future__ import annotations
 
 import re
+import threading
 
 import bot.handlers  # noqa: F401  (declares every command on the registry)
 from bot.commands.registry import registry
@@ -72,3 +74,21 @@ def test_parts_slack_stops_taking_are_named_with_a_narrower_command(world: Demo)
     narrower = said.group(2)
     assert narrower == f"/logs --since 2h --limit {1000 * 5 // total}"
     assert registry.parse(narrower).args["limit"] == 1000 * 5 // total
+
+
+def test_a_progress_message_whose_edit_is_refused_ends_final_with_each_file_once(world: Demo) -> None:
+    start = len(world.slack.messages)
+    world.host.set_command_delay(1.5)
+    runner = threading.Thread(target=lambda: world.user.run("/vllm bench --prompts 20", timeout=120))
+    runner.start()
+    assert world.slack.wait_for(lambda m: m.kind == "post", timeout=30, start=start) is not None
+    world.slack.fail_next("chat.update", error="cant_update_message", status=200, count=5)
+    world.slack.fail_next("chat.postMessage", error="internal_error", status=200)
+    runner.join(120)
+    messages = world.slack.messages[start:]
+    names = [m.filename for m in messages if m.kind == "file"]
+    assert names == ["bench-serve.txt"], names
+    posted = {m.ts for m in messages if m.kind == "post"}
+    last = {m.ts: m for m in messages if m.ts in posted and m.kind in ("post", "update", "delete")}
+    assert not [m.render() for m in last.values() if m.in_progress], "a progress message left pending"
+    assert any("Successful requests" in m.render() for m in last.values())

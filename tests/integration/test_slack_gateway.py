@@ -542,3 +542,65 @@ def test_a_file_longer_than_the_parts_limit_names_the_parts_left(
     total = int(re.search(r"\(1/(\d+)\)", parts[0].text).group(1))  # type: ignore[union-attr]
     assert f"Parts {PARTS_LIMIT + 1}-{total} of `big.txt` were not posted (at most {PARTS_LIMIT}" in last.text
     assert "run the command again for the whole answer" in last.text and last.thread_ts == parts[0].ts
+
+
+# ---- a progress message's final reply: each file once, the progress message always in a final state
+
+
+def _final_states(messages: list[Message]) -> dict[str, Message]:
+    """ts -> the last state of each bot message posted among `messages` (a post, its edits, its delete)."""
+    posted = {m.ts for m in messages if m.kind == "post"}
+    return {m.ts: m for m in messages if m.ts in posted and m.kind in ("post", "update", "delete")}
+
+
+def _finish_with_a_file(
+    gateway: SlackGateway, slack: SlackSimulator, faults: list[tuple[str, str, int]]
+) -> Any:
+    progress = Progress(gateway, CHANNEL, None, min_interval_s=0)
+    progress.update(Reply(text=":hourglass_flowing_sand: benchmarking", blocks=[cancel_button("op")]))
+    start = len(slack.messages) - 1
+    for method, error, count in faults:
+        slack.fail_next(method, error=error, status=200, count=count)
+    reply = Reply(
+        text="bench done",
+        blocks=[section("bench done")],
+        files=[Attachment("bench.txt", "p95 1.2 s", "Bench")],
+    )
+    progress.finish(reply, user_id=USER)
+    return progress, slack.messages[start:]
+
+
+# Each case's faults are all used up by the finish (the simulator is shared by the module's tests).
+@pytest.mark.parametrize(
+    ("faults", "answered_as"),
+    [
+        ([("chat.update", "cant_update_message", 2), ("chat.postMessage", "internal_error", 1)], "post"),
+        ([("chat.update", "cant_update_message", 1)], "post"),
+        ([("chat.update", "cant_update_message", 1), ("chat.postMessage", "internal_error", 2)], "ephemeral"),
+        ([("chat.update", "cant_update_message", 2), ("chat.postMessage", "not_in_channel", 1)], "ephemeral"),
+    ],
+)
+def test_a_progress_message_ends_final_and_its_files_go_up_once(
+    slack: SlackSimulator, gateway: SlackGateway, faults: list[tuple[str, str, int]], answered_as: str
+) -> None:
+    progress, messages = _finish_with_a_file(gateway, slack, faults)
+    files = [m for m in messages if m.kind == "file"]
+    assert [m.filename for m in files] == ["bench.txt"], "the file is uploaded once"
+    (answer,) = [m for m in messages if "bench done" in m.text]
+    assert answer.kind == answered_as and messages.index(files[0]) < messages.index(answer)
+    states = _final_states(messages)
+    assert states and not [m for m in states.values() if m.in_progress], "a progress message left pending"
+    if answered_as == "ephemeral":
+        closed = states[progress.ts]
+        assert closed.kind == "delete" or "went to the person who asked" in closed.render()
+
+
+def test_a_final_reply_slack_refuses_everywhere_still_closes_the_progress_message(
+    slack: SlackSimulator, gateway: SlackGateway
+) -> None:
+    faults = [("chat.postMessage", "internal_error", 3), ("chat.postEphemeral", "internal_error", 1)]
+    progress, messages = _finish_with_a_file(
+        gateway, slack, [("chat.update", "cant_update_message", 1), *faults]
+    )
+    (closed,) = [m for m in messages if m.kind == "update"]
+    assert closed.ts == progress.ts and "Slack refused the result; run the command again" in closed.render()
