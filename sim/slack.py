@@ -396,18 +396,13 @@ class SlackSimulator:
         status: int = 429,
         retry_after: int = 1,
         count: int = 1,
+        after: int = 0,
     ) -> None:
-        """Make the next `count` calls of `method` (e.g. "chat.postMessage", "response") fail."""
+        """Make the next `count` calls of `method` (e.g. "chat.postMessage", "response") fail, once `after`
+        calls of it have gone through (Slack refusing a long run of messages part of the way)."""
         with self._changed:
-            self._faults.append(
-                {
-                    "method": method,
-                    "error": error,
-                    "status": status,
-                    "retry_after": retry_after,
-                    "count": count,
-                }
-            )
+            fault = dict(method=method, error=error, status=status, retry_after=retry_after, count=count)
+            self._faults.append({**fault, "after": after})
 
     def wait_for(self, predicate: Any, timeout: float = 10.0, *, start: int = 0) -> Message | None:
         """The first message recorded at index `start` or later that matches `predicate`, waiting up to
@@ -439,6 +434,9 @@ class SlackSimulator:
         with self._changed:
             for fault in self._faults:
                 if fault["method"] == method and fault["count"] > 0:
+                    if fault["after"] > 0:
+                        fault["after"] -= 1
+                        return None
                     fault["count"] -= 1
                     return fault
         return None
@@ -470,6 +468,11 @@ class SlackSimulator:
             return self._complete_upload(args)
         if method == "conversations.open":
             return self._open_dm(args)
+        if method == "chat.delete":  # the bot's own message (docs.slack.dev/reference/methods/chat.delete)
+            if not any(m.ts == args.get("ts") and m.channel == args.get("channel") for m in self.messages):
+                return {"ok": False, "error": "message_not_found"}
+            self._record(Message("delete", str(args["channel"]), str(args["ts"]), "(message deleted)"))
+            return {"ok": True, "channel": args["channel"], "ts": args["ts"]}
         if method == "views.open":
             view = args.get("view") or {}
             if isinstance(view, str):

@@ -7,17 +7,21 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bot.commands.registry import Invocation, Registry, Role
 from bot.services import DEFAULT, Fleet, Services
 from bot.slack.gateway import Destination, SlackDeliveryError, SlackGateway
 from bot.slack.membership import NOT_MEMBER_ERRORS
-from bot.slack.render import Reply
+from bot.slack.render import Reply, text_reply
 from ops.store.state import AuditEntry
 
 log = logging.getLogger(__name__)
+
+# The final state of a progress message whose answer is private (`Reply.ephemeral`): the channel saw the
+# progress, the answer itself goes to the person who asked only.
+SHOWN_PRIVATELY = ":white_check_mark: Finished; the answer is shown only to the person who asked."
 
 
 @dataclass(frozen=True)
@@ -126,34 +130,44 @@ class Progress:
                 self.refused = exc.reason if exc.reason in NOT_MEMBER_ERRORS else None
                 log.warning("progress message not updated: %s", exc.reason)
 
-    def finish(self, reply: Reply, *, user_id: str = "", filename: str = "answer.txt") -> None:
-        """Show the final `reply` (always written, with its files): an edit of the progress message, or a new
-        message, or (for `user_id`) an ephemeral or direct message when the channel refuses both."""
+    def finish(
+        self,
+        reply: Reply,
+        *,
+        user_id: str = "",
+        filename: str = "answer.txt",
+        narrower: Callable[[float], str | None] | None = None,
+    ) -> None:
+        """Show the final `reply` (always written, with its files, each uploaded once): an edit of the
+        progress message, or a new message (the progress message then closed, never left pending), or (for
+        `user_id`) an ephemeral or direct message when the channel refuses both (`SlackGateway.finish`).
+        `narrower` asks for part of the answer (`Destination.narrower`).
+
+        A private reply (`reply.ephemeral`: for `user_id` only) never replaces the message the channel sees:
+        that one is closed with a line saying so, and the reply goes to `user_id` ephemerally (its files to
+        their DM with the bot, `bot.slack.gateway`)."""
         with self._lock:
-            shown: str | None = None
-            try:
-                self._write(reply, filename=filename, final=True)
-                shown = self.ts
-            except SlackDeliveryError as exc:
-                log.warning(
-                    "progress message not finished (%s); delivering the result another way", exc.reason
-                )
-                self._slack.deliver(
-                    reply, Destination(self._channel, user_id, self._thread_ts), filename=filename
-                )
+            to = Destination(self._channel, user_id, self._thread_ts, narrower=narrower)
+            private = reply.ephemeral
+            if private:
+                self._slack.deliver(reply, replace(to, ephemeral=True), filename=filename)
+                reply = text_reply(SHOWN_PRIVATELY)
+            shown = self._slack.finish(self.ts, reply, to, filename=filename)
+            self.ts = shown or self.ts
+            self._last_edit = self._clock()
+            shown = None if private else shown
         for callback in self._finished:
             try:
                 callback(shown)
             except Exception:  # what runs after the answer must not take the answer back
                 log.exception("progress: a finish callback failed")
 
-    def _write(self, reply: Reply, *, filename: str = "answer.txt", final: bool = False) -> None:
+    def _write(self, reply: Reply) -> None:
+        """Show an intermediate state: no files (the final reply has them)."""
         if self.ts is None:
-            self.ts = self._slack.post(
-                self._channel, reply, self._thread_ts, filename=filename, with_files=final
-            )
+            self.ts = self._slack.post(self._channel, reply, self._thread_ts, with_files=False)
         else:
             self.ts = self._slack.update(
-                self._channel, self.ts, reply, thread_ts=self._thread_ts, filename=filename, with_files=final
+                self._channel, self.ts, reply, thread_ts=self._thread_ts, with_files=False
             )
         self._last_edit = self._clock()

@@ -19,6 +19,7 @@ answered at once with a refusal saying so.
 from __future__ import annotations
 
 import logging
+import shlex
 import threading
 import time
 import uuid
@@ -560,10 +561,54 @@ class Runner:
         if progress.refused:  # the channel refused the bot: the answer says what was lost and how to fix it
             notice = section(guidance(origin.channel_id, ["progress updates"]))
             reply = replace(reply, blocks=[*reply.blocks, notice])
+        narrower = self._narrower(invocation)
         if progress.ts is not None:
-            progress.finish(reply, user_id=origin.user_id, filename=filename)
+            private = reply.ephemeral or (bool(failed) and origin.ephemeral_errors)
+            progress.finish(
+                replace(reply, ephemeral=private),
+                user_id=origin.user_id,
+                filename=filename,
+                narrower=narrower,
+            )
         else:
-            self.deliver(reply, origin, ephemeral=bool(failed) and origin.ephemeral_errors, filename=filename)
+            self.deliver(
+                reply,
+                origin,
+                ephemeral=bool(failed) and origin.ephemeral_errors,
+                filename=filename,
+                narrower=narrower,
+            )
+
+    def _narrower(self, invocation: Invocation) -> Callable[[float], str | None]:
+        """How to ask for a `share` (0-1) of what `invocation` answers, for an answer Slack took only part
+        of: the same command line with its `--limit` (else its `--since` window, in whole minutes) scaled by
+        `share`, checked to parse (`Registry.parse`). The function returns None when the command has neither
+        option typed or the scaled line would not parse."""
+
+        def narrower(share: float) -> str | None:
+            words = shlex.split(invocation.text)
+            for name in ("limit", "since"):
+                param = next((p for p in invocation.command.params if p.name == name and p.flag), None)
+                value = invocation.args.get(name)
+                if param is None or param.flag not in words[:-1] or value is None:
+                    continue
+                if isinstance(value, timedelta):
+                    minutes = int(value.total_seconds() * share // 60)
+                    scaled = f"{minutes}m" if minutes >= 1 else ""
+                else:
+                    scaled = str(int(value * share)) if int(value * share) >= 1 else ""
+                if not scaled:
+                    continue
+                at = words.index(param.flag) + 1
+                line = "/" + shlex.join([*words[:at], scaled, *words[at + 1 :]])
+                try:
+                    self._registry.parse(line)
+                except UsageError:
+                    return None
+                return line
+            return None
+
+        return narrower
 
     def _modal_opener(self, origin: Origin) -> Callable[[dict[str, Any]], None] | None:
         trigger_id = origin.trigger_id
@@ -721,9 +766,16 @@ class Runner:
     # ---- delivery
 
     def deliver(
-        self, reply: Reply, origin: Origin, *, ephemeral: bool = False, filename: str = "answer.txt"
+        self,
+        reply: Reply,
+        origin: Origin,
+        *,
+        ephemeral: bool = False,
+        filename: str = "answer.txt",
+        narrower: Callable[[float], str | None] | None = None,
     ) -> None:
-        """Answer where the request came from, through the gateway (every fallback: see bot.slack.gateway)."""
+        """Answer where the request came from, through the gateway (every fallback: see bot.slack.gateway);
+        `narrower` is the command's way to ask for part of its answer (`Destination.narrower`)."""
         ACKS.pause()
         destination = Destination(
             channel=origin.channel_id,
@@ -732,5 +784,6 @@ class Runner:
             response_url=origin.response_url,
             replace=origin.replace,
             ephemeral=ephemeral or reply.ephemeral,
+            narrower=narrower,
         )
         self.slack.deliver(reply, destination, filename=filename)

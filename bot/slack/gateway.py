@@ -20,15 +20,19 @@ Senders (the runner, progress messages, streaming edits, alerts, App Home, modal
      follows in parts (never that a file is there before its upload succeeded);
    - a channel the bot cannot post in (`not_in_channel`, `channel_not_found`) -> an ephemeral message, then a
      direct message to the user;
-   - a file the channel refuses (the same errors) -> uploaded to the user's DM with the bot (the DM's id from
-     `conversations.open`: `files.completeUploadExternal` refuses a user id), with an ephemeral note saying
-     where it went;
-   - a failed file upload -> the file's text posted in the thread in parts;
-   - a progress message's final edit that fails -> the final state posted as a new message.
+   - a file the channel refuses (the same errors) or fails to take -> uploaded to the user's DM with the
+     bot, with an ephemeral note saying where it went; a reply meant for one person (`Destination.ephemeral`:
+     an ephemeral message or response_url, and every fallback of one) -> its files only ever to that DM;
+     a file uploaded nowhere -> its text in parts, in a thread, with a command that asks for what fits when
+     Slack stops taking them (`bot.slack.uploads`, which holds a reply's files);
+   - a progress message's final edit that fails -> the final state posted as a new message (a second post
+     after an error the retry handlers leave, then ephemerally to the user), its files uploaded once
+     whichever way it goes (`finish`); the progress message is then edited to say where the result went,
+     or deleted when Slack refuses the edit, never left on an intermediate state.
 
 Refusals that sending again cannot fix (`refusal_of`: the channel archived, unknown or not joined, a scope
-the token lacks, the token itself refused) are told apart here, with the `needed` and `provided` scopes
-Slack adds to `missing_scope`, so the alert job stops sending and says why.
+the token lacks, the token itself refused) are told apart by `bot.slack.refusals`, with the `needed` and
+`provided` scopes Slack adds to `missing_scope`, so the alert job stops sending and says why.
 
 Rate limits (HTTP 429 with Retry-After), connection errors and 5xx are retried by slack_sdk's retry handlers.
 """
@@ -63,95 +67,41 @@ from bot.slack.limits import (
     SECTION_TEXT_LIMIT,
     VIEW_BLOCKS_LIMIT,
 )
-from bot.slack.membership import guidance, sent_to_dm
+from bot.slack.membership import guidance
+from bot.slack.refusals import (
+    NOT_HERE,
+    TOO_LONG,
+    Refusal,
+    SlackDeliveryError,
+    error_of,
+    refusal_of,
+    refused,
+)
 from bot.slack.render import (
     Attachment,
     Block,
     Reply,
-    code,
     cut_text,
     escape,
-    plural,
-    text_reply,
     to_mrkdwn,
     to_plain,
 )
+from bot.slack.uploads import Files
 from llm.redact import redact
 
 log = logging.getLogger(__name__)
 
+# The last state of a progress message whose final reply went elsewhere: a new message below it, the user
+# only (the channel refused it), or nowhere.
+MOVED_ON = ":arrow_down: Finished; the result is in the next message."
+SENT_PRIVATELY = ":white_check_mark: Finished; the result went to the person who asked only."
+NOT_DELIVERED = ":warning: Finished, but Slack refused the result; run the command again."
 # The short message that replaces one Slack refused as too long.
 SHORT_TEXT_LIMIT = 1500
-# A failed upload is posted as at most this many messages of text.
-UPLOAD_FALLBACK_PARTS = 10
-
-TOO_LONG = frozenset({"msg_too_long", "msg_blocks_too_long", "invalid_blocks", "too_many_blocks"})
 # conversations.replies: 200 a page is Slack's recommendation ("no more than 200 results at a time",
 # docs.slack.dev/apis/web-api/pagination); 10 pages reach the newest end of any thread but a runaway one.
 HISTORY_PAGE_SIZE = 200
 HISTORY_PAGES = 10
-NOT_HERE = frozenset({"not_in_channel", "channel_not_found", "is_archived", "restricted_action"})
-# chat.postMessage errors that the same call cannot get past until someone changes the channel, the app's
-# scopes or the token (docs.slack.dev/reference/methods/chat.postMessage#errors). Token refusals hold for
-# every channel; the others for the channel named.
-TOKEN_REFUSALS = frozenset(
-    {"invalid_auth", "not_authed", "token_revoked", "token_expired", "account_inactive"}
-)
-CHANNEL_REFUSALS = frozenset({"is_archived", "channel_not_found", "not_in_channel", "missing_scope"})
-
-
-class SlackDeliveryError(Exception):
-    """Slack refused a call even after the fallbacks. `reason` is Slack's error code (or the exception);
-    `needed` and `provided` are the scopes Slack names with `missing_scope` ("" otherwise)."""
-
-    def __init__(self, reason: str, needed: str = "", provided: str = "") -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.needed = needed
-        self.provided = provided
-
-
-@dataclass(frozen=True)
-class Refusal:
-    """A Slack refusal that sending again cannot fix (see `refusal_of`).
-
-    Attributes:
-        code: Slack's error code, e.g. "is_archived", "missing_scope", "token_revoked".
-        needed, provided: for `missing_scope`, the scope the call needs and those the token has (comma
-            separated, as Slack sends them); "" otherwise.
-    """
-
-    code: str
-    needed: str = ""
-    provided: str = ""
-
-    @property
-    def whole_token(self) -> bool:
-        """Whether the refusal is of the token, so it holds for every channel."""
-        return self.code in TOKEN_REFUSALS
-
-    @property
-    def slack_text(self) -> str:
-        """The refusal as slack_sdk prints Slack's answer ("The server responded with: {...}"), the form
-        the fault catalogue's Slack families match."""
-        answer: dict[str, object] = {"ok": False, "error": self.code}
-        if self.needed:
-            answer["needed"] = self.needed
-        if self.provided:
-            answer["provided"] = self.provided
-        return f"The server responded with: {answer}"
-
-
-def refusal_of(exc: BaseException) -> Refusal | None:
-    """The Refusal in `exc` (a SlackApiError, or a SlackDeliveryError the gateway raised), or None when
-    `exc` is anything else (a rate limit, a 5xx, a message too long...): those pass or are retried."""
-    if isinstance(exc, SlackApiError):
-        exc = _refused(exc)
-    if not isinstance(exc, SlackDeliveryError):
-        return None
-    if exc.reason not in TOKEN_REFUSALS | CHANNEL_REFUSALS:
-        return None
-    return Refusal(exc.reason, exc.needed, exc.provided)
 
 
 @dataclass(frozen=True)
@@ -165,6 +115,8 @@ class Destination:
         response_url: a slash command's or click's response_url (tried first), or None.
         replace: the response_url replaces the message the click was on.
         ephemeral: only `user` sees it.
+        narrower: for a reply Slack took only part of, a command line asking for that `share` (0-1) of it
+            (one the registry parses: `bot.commands.runner`), or None.
     """
 
     channel: str
@@ -173,6 +125,7 @@ class Destination:
     response_url: str | None = None
     replace: bool = False
     ephemeral: bool = False
+    narrower: Callable[[float], str | None] | None = None
 
 
 @dataclass
@@ -180,7 +133,7 @@ class Prepared:
     """A reply made ready for Slack: wire `text` and `blocks` (redacted, escaped, within the limits), the
     `files` to upload (redacted, plain), and `full`: the whole answer as plain text (for a fallback file).
     `cut`: Slack's limits cut the blocks, so one of `files` holds `full` and a last block, added once that
-    file's upload is done (`_Files.noted`), says where the whole answer is."""
+    file's upload is done (`Files.noted`), says where the whole answer is."""
 
     text: str
     blocks: list[Block]
@@ -252,7 +205,7 @@ def prepare(
 
 def short_version(prepared: Prepared) -> Prepared:
     """What to send when Slack refused `prepared` as too long: its beginning, its buttons, and the full text
-    as a file (the note saying where it is comes with the upload's outcome: `_Files.noted`)."""
+    as a file (the note saying where it is comes with the upload's outcome: `Files.noted`)."""
     head = cut_text(to_mrkdwn(prepared.full), SHORT_TEXT_LIMIT)
     buttons = [
         b
@@ -264,10 +217,6 @@ def short_version(prepared: Prepared) -> Prepared:
         text=cut_text(head, SHORT_TEXT_LIMIT), blocks=blocks, files=prepared.with_full_file(),
         full=prepared.full, filename=prepared.filename, cut=True,
     )  # fmt: skip
-
-
-def _note(text: str) -> Block:
-    return {"type": "context", "elements": [{"type": "mrkdwn", "text": text}]}
 
 
 def _full_text(reply: Reply) -> str:
@@ -345,21 +294,6 @@ def _block_text(block: Block) -> str:
     return "".join(parts)
 
 
-def _error(exc: Exception) -> str:
-    """Slack's error code of a failed call (or the exception's type and message)."""
-    if isinstance(exc, SlackApiError):
-        return str(exc.response.get("error"))
-    return f"{type(exc).__name__}: {exc}"[:300]
-
-
-def _refused(exc: SlackApiError) -> SlackDeliveryError:
-    """The SlackDeliveryError of a Web API refusal, with the scopes of a `missing_scope`."""
-    response = exc.response
-    return SlackDeliveryError(
-        _error(exc), str(response.get("needed") or ""), str(response.get("provided") or "")
-    )
-
-
 # ---- the gateway
 
 
@@ -398,7 +332,7 @@ class SlackGateway:
         Raises:
             SlackDeliveryError: Slack refused the message even in its short form.
         """
-        files = _Files(self, Destination(channel, thread_ts=thread_ts), attach=with_files)
+        files = Files(self, Destination(channel, thread_ts=thread_ts), attach=with_files)
         ts = self._post(channel, prepare(reply, filename), thread_ts, files)
         files.post_failed()
         return ts
@@ -420,17 +354,61 @@ class SlackGateway:
             SlackDeliveryError: neither the edit nor a new post went through.
         """
         prepared = prepare(reply, filename)
-        files = _Files(self, Destination(channel, thread_ts=thread_ts), attach=with_files)
+        files = Files(self, Destination(channel, thread_ts=thread_ts), attach=with_files)
         try:
             self._update(channel, ts, prepared, files)
         except SlackDeliveryError as exc:
             log.warning("chat.update of %s refused (%s); posting the reply instead", ts, exc.reason)
             new_ts = self._post(channel, prepared, thread_ts, files)
-            self._try_update(channel, ts, ":arrow_down: Finished; the result is in the next message.")
+            self._close(channel, ts, MOVED_ON)
             files.post_failed()
             return new_ts
         files.post_failed()
         return ts
+
+    def finish(
+        self, ts: str | None, reply: Reply, to: Destination, *, filename: str = "answer.txt"
+    ) -> str | None:
+        """Show the final `reply` of the progress message `ts` (None: not posted yet) in `to.channel` (in
+        `to.thread_ts`): an edit of it, else a new message (posted twice at most), else an ephemeral or
+        direct message to `to.user`. Its files go up once, whichever way it goes; `ts`, when the reply went
+        elsewhere, is closed (`_close`), never left on an intermediate state.
+
+        Returns:
+            The ts of the channel message showing `reply`, None when it went another way or nowhere
+            (logged).
+        """
+        prepared = prepare(reply, filename)
+        files = Files(self, to)
+        shown: str | None = None
+        delivered = False
+        if ts is not None:
+            try:
+                self._update(to.channel, ts, prepared, files)
+                shown, delivered = ts, True
+            except SlackDeliveryError as exc:
+                log.warning("chat.update of %s refused (%s); posting the reply instead", ts, exc.reason)
+        error = ""
+        for _ in range(2):  # a second post gets past a failure the retry handlers leave (an HTTP 200 error)
+            if delivered or error in NOT_HERE:
+                break
+            try:
+                shown, delivered = self._post(to.channel, prepared, to.thread_ts, files), True
+            except SlackDeliveryError as exc:
+                error = exc.reason
+                log.warning("final reply not posted in %s (%s)", to.channel, error)
+        if not delivered and to.user:
+            private = _with_invite_notice(prepared, to.channel) if error in NOT_HERE else prepared
+            try:
+                self._deliver(private, replace(to, ephemeral=True), files)
+                delivered = True
+            except SlackDeliveryError as exc:
+                log.error("could not deliver the final reply to %s: %s", to.user, exc.reason)
+        if ts is not None and shown != ts:
+            closing = MOVED_ON if shown else SENT_PRIVATELY if delivered else NOT_DELIVERED
+            self._close(to.channel, ts, closing)
+        files.post_failed()
+        return shown
 
     def ephemeral(self, channel: str, user: str, reply: Reply, thread_ts: str | None = None) -> None:
         """Show `reply` to `user` only (in `channel`), falling back to a direct message.
@@ -451,7 +429,7 @@ class SlackGateway:
 
     def deliver_or_raise(self, reply: Reply, to: Destination, *, filename: str = "answer.txt") -> str | None:
         """`deliver`, raising SlackDeliveryError when every way failed."""
-        files = _Files(self, to)
+        files = Files(self, to)
         ts = self._deliver(prepare(reply, filename), to, files)
         files.post_failed()
         return ts
@@ -466,9 +444,41 @@ class SlackGateway:
         content = attachment.content
         if isinstance(content, str):
             attachment = Attachment(attachment.filename, redact(to_plain(content)), attachment.title)
-        files = _Files(self, Destination(channel, thread_ts=thread_ts))
+        files = Files(self, Destination(channel, thread_ts=thread_ts))
         files.upload([attachment])
         files.post_failed(raise_errors=True)
+
+    def upload_file(self, attachment: Attachment, channel: str, thread_ts: str | None = None) -> None:
+        """Upload `attachment` to `channel` (a C/G/D id), in `thread_ts` (`files_upload_v2`), its text
+        redacted; no fallback (`upload` has them).
+
+        Raises:
+            SlackDeliveryError: Slack refused it or the call failed (its error code, or the exception).
+        """
+        content = redact(attachment.content) if isinstance(attachment.content, str) else attachment.content
+        try:
+            self.client.files_upload_v2(
+                channel=channel,
+                thread_ts=thread_ts,
+                filename=attachment.filename,
+                title=attachment.title,
+                **({"content": content} if isinstance(content, str) else {"file": content}),
+            )
+        except Exception as exc:
+            raise SlackDeliveryError(error_of(exc)) from exc
+
+    def upload_to_dm(self, attachment: Attachment, user: str) -> str:
+        """Upload `attachment` to `user`'s DM with the bot (its id from `conversations.open`, which needs
+        the manifest's `im:write` scope: `files.completeUploadExternal` refuses a user id), where only they
+        see it. Returns "" once uploaded, else Slack's error (or the exception) of the open or the upload."""
+        try:
+            dm = str(self.client.conversations_open(users=user)["channel"]["id"])
+            self.upload_file(attachment, dm)
+        except (SlackApiError, SlackDeliveryError, KeyError, TypeError) as exc:
+            reason = exc.reason if isinstance(exc, SlackDeliveryError) else error_of(exc)
+            log.warning("could not upload %s to %s's DM: %s", attachment.filename, user, reason)
+            return reason or "unknown_error"
+        return ""
 
     # ---- surfaces other than messages
 
@@ -482,7 +492,7 @@ class SlackGateway:
         try:
             self.client.views_publish(user_id=user_id, view={"type": "home", "blocks": prepared.blocks})
         except SlackApiError as exc:
-            raise _refused(exc) from exc
+            raise refused(exc) from exc
 
     def open_modal(self, trigger_id: str, view: dict[str, Any]) -> None:
         """Open a modal (`views.open`); its texts are redacted and escaped like a message's.
@@ -495,7 +505,7 @@ class SlackGateway:
         try:
             self.client.views_open(trigger_id=trigger_id, view=wire)
         except SlackApiError as exc:
-            raise _refused(exc) from exc
+            raise refused(exc) from exc
 
     # ---- reading
 
@@ -515,7 +525,7 @@ class SlackGateway:
                 if not response.get("has_more") or not cursor:
                     break
         except Exception as exc:
-            log.warning("cannot read the thread: %s", _error(exc))
+            log.warning("cannot read the thread: %s", error_of(exc))
         return messages
 
     def usergroup_members(self, usergroup: str) -> list[str]:
@@ -543,7 +553,7 @@ class SlackGateway:
 
     # ---- internals
 
-    def _deliver(self, prepared: Prepared, to: Destination, files: _Files) -> str | None:
+    def _deliver(self, prepared: Prepared, to: Destination, files: Files) -> str | None:
         """Send `prepared` the first way that works; returns the message ts of a Web API post."""
         if to.response_url:
             try:
@@ -568,7 +578,7 @@ class SlackGateway:
             log.warning("ephemeral message refused (%s); sending %s a direct message", exc.reason, to.user)
         return self._post(to.user, prepared, None, files)
 
-    def _respond(self, to: Destination, prepared: Prepared, files: _Files) -> None:
+    def _respond(self, to: Destination, prepared: Prepared, files: Files) -> None:
         assert to.response_url is not None
         webhook = WebhookClient(to.response_url, retry_handlers=retry_handlers())
 
@@ -582,7 +592,7 @@ class SlackGateway:
             try:
                 response = webhook.send(text=p.text, blocks=p.blocks, **extra)
             except Exception as exc:
-                raise SlackDeliveryError(_error(exc)) from exc
+                raise SlackDeliveryError(error_of(exc)) from exc
             if response.status_code != 200:
                 raise SlackDeliveryError(_webhook_error(response.status_code, response.body))
 
@@ -597,7 +607,7 @@ class SlackGateway:
         files.upload(short.files)
         send(files.noted(short))
 
-    def _post(self, channel: str, prepared: Prepared, thread_ts: str | None, files: _Files) -> str:
+    def _post(self, channel: str, prepared: Prepared, thread_ts: str | None, files: Files) -> str:
         def send(p: Prepared) -> str:
             response = self.client.chat_postMessage(
                 channel=channel, thread_ts=thread_ts, text=p.text, blocks=p.blocks
@@ -606,14 +616,14 @@ class SlackGateway:
 
         return self._with_short_fallback(send, prepared, files)
 
-    def _update(self, channel: str, ts: str, prepared: Prepared, files: _Files) -> None:
+    def _update(self, channel: str, ts: str, prepared: Prepared, files: Files) -> None:
         def send(p: Prepared) -> str:
             self.client.chat_update(channel=channel, ts=ts, text=p.text, blocks=p.blocks)
             return ts
 
         self._with_short_fallback(send, prepared, files)
 
-    def _ephemeral(self, to: Destination, prepared: Prepared, files: _Files) -> None:
+    def _ephemeral(self, to: Destination, prepared: Prepared, files: Files) -> None:
         def send(p: Prepared) -> str:
             self.client.chat_postEphemeral(
                 channel=to.channel, user=to.user, thread_ts=to.thread_ts, text=p.text, blocks=p.blocks
@@ -622,151 +632,38 @@ class SlackGateway:
 
         self._with_short_fallback(send, prepared, files)
 
-    def _with_short_fallback(self, send: Callable[[Prepared], str], prepared: Prepared, files: _Files) -> str:
+    def _with_short_fallback(self, send: Callable[[Prepared], str], prepared: Prepared, files: Files) -> str:
         """Upload `prepared`'s files, then `send(prepared)` with its note; if Slack finds it too long, `send`
         the short version (its file, uploaded first, holds the rest)."""
         files.upload(prepared.files)
         try:
             return send(files.noted(prepared))
         except SlackApiError as exc:
-            if _error(exc) not in TOO_LONG:
-                raise _refused(exc) from exc
+            if error_of(exc) not in TOO_LONG:
+                raise refused(exc) from exc
             log.warning(
-                "Slack refused a message as too long (%s); sending a short one and a file", _error(exc)
+                "Slack refused a message as too long (%s); sending a short one and a file", error_of(exc)
             )
         short = short_version(prepared)
         files.upload(short.files)
         try:
             return send(files.noted(short))
         except SlackApiError as exc:
-            raise _refused(exc) from exc
+            raise refused(exc) from exc
 
-    def _try_update(self, channel: str, ts: str, text: str) -> None:
+    def _close(self, channel: str, ts: str, text: str) -> None:
+        """Leave the bot's message `ts`, whose content now shows elsewhere, in a final state: edited to
+        `text`, else (the edit refused, e.g. `cant_update_message`) deleted (`chat.delete`, allowed for the
+        bot's own messages with `chat:write`), so it never stays on an intermediate state."""
         try:
             self.client.chat_update(channel=channel, ts=ts, text=text, blocks=[])
+            return
         except SlackApiError as exc:
-            log.warning("could not close message %s: %s", ts, _error(exc))
-
-    def _upload_one(self, attachment: Attachment, to: Destination) -> None:
-        content = attachment.content
+            log.warning("could not close message %s (%s); deleting it", ts, error_of(exc))
         try:
-            self.client.files_upload_v2(
-                channel=to.channel,
-                thread_ts=to.thread_ts,
-                filename=attachment.filename,
-                title=attachment.title,
-                **({"content": content} if isinstance(content, str) else {"file": content}),
-            )
-        except Exception as exc:
-            raise SlackDeliveryError(_error(exc)) from exc
-
-    def _upload_to_dm(self, attachment: Attachment, to: Destination, error: str) -> bool:
-        """Upload a file `to.channel` refused (`error`) to the user's DM with the bot, then tell them so,
-        ephemerally where they asked (through the response_url while it works). False when the DM could
-        not be opened (`conversations.open` needs the `im:write` scope) or the upload failed there too."""
-        try:
-            dm = str(self.client.conversations_open(users=to.user)["channel"]["id"])
-            self._upload_one(attachment, Destination(dm, to.user))
-        except (SlackApiError, SlackDeliveryError, KeyError, TypeError) as exc:
-            reason = exc.reason if isinstance(exc, SlackDeliveryError) else _error(exc)
-            log.warning("could not upload %s to %s's DM either: %s", attachment.filename, to.user, reason)
-            return False
-        log.info("%s refused %s (%s); uploaded to %s's DM", to.channel, attachment.filename, error, to.user)
-        note = prepare(text_reply(sent_to_dm(to.channel, attachment.filename, error)))
-        try:
-            self._deliver(note, replace(to, replace=False, ephemeral=True), _Files(self, to))
-        except SlackDeliveryError as exc:
-            log.warning("could not say where %s went: %s", attachment.filename, exc.reason)
-        return True
-
-    def _post_in_parts(self, attachment: Attachment, to: Destination, *, not_here: bool = False) -> None:
-        """Post a file's text in parts in the thread; when the channel refused the bot (`not_here`), the parts
-        go privately to the user (through the response_url while it works), the first saying how to invite
-        the bot."""
-        content = attachment.content
-        text = content if isinstance(content, str) else f"({len(content):,} bytes of binary data not shown)"
-        size = SECTION_TEXT_LIMIT - 200
-        parts = [text[i : i + size] for i in range(0, len(text), size)] or [""]
-        shown = parts[:UPLOAD_FALLBACK_PARTS]
-        if not_here and to.user:
-            where = replace(to, replace=False, ephemeral=True)
-        else:
-            where = replace(to, response_url=None, replace=False)
-        for number, part in enumerate(shown, 1):
-            title = f"`{attachment.filename}` ({number}/{len(parts)})"
-            body = f"{title}\n{code(part)}"
-            if number == len(shown) and len(parts) > len(shown):
-                body += f"\n_{plural(len(parts) - len(shown), 'more part')} not posted: the upload failed._"
-            message = Reply(text=body, blocks=[{"type": "section", "text": {"type": "mrkdwn", "text": body}}])
-            prepared = prepare(message)
-            if not_here and number == 1:
-                prepared = _with_invite_notice(prepared, to.channel, f"the file `{attachment.filename}`")
-            self._deliver(prepared, where, _Files(self, where))
-
-
-class _Files:
-    """The files of one delivery, uploaded before the message that goes with them (each once, whichever
-    way the message then goes), so the note of a cut message says what became of the whole answer's file.
-
-    Args:
-        gateway: the gateway uploading. to: where the files go (its channel and thread; its user for the
-            DM fallback). attach: False for an intermediate progress state, which uploads nothing.
-    """
-
-    def __init__(self, gateway: SlackGateway, to: Destination, *, attach: bool = True) -> None:
-        self._gateway, self._to, self._attach = gateway, to, attach
-        self._done: dict[
-            Attachment, tuple[str, str]
-        ] = {}  # file -> ("here" | "dm" | "" failed, Slack's error)
-
-    def upload(self, attachments: list[Attachment]) -> None:
-        """Upload each of `attachments` not uploaded yet: to the channel, else (refused there) the user's
-        DM; a failure is kept for `noted` and `post_failed`."""
-        for attachment in [a for a in attachments if self._attach and a not in self._done]:
-            try:
-                self._gateway._upload_one(attachment, self._to)
-                self._done[attachment] = ("here", "")
-            except SlackDeliveryError as exc:
-                to_dm = exc.reason in NOT_HERE and self._to.user
-                if to_dm and self._gateway._upload_to_dm(attachment, self._to, exc.reason):
-                    self._done[attachment] = ("dm", exc.reason)
-                else:
-                    log.warning("upload of %s failed (%s)", attachment.filename, exc.reason)
-                    self._done[attachment] = ("", exc.reason)
-
-    def noted(self, prepared: Prepared) -> Prepared:
-        """`prepared` with, when it was cut, a last block saying where the whole answer is: the file as
-        uploaded, or that its upload failed and its text follows in parts (with `attach` False, only that
-        it was cut)."""
-        if not prepared.cut:
-            return prepared
-        whole = next((f for f in prepared.files if f.content == prepared.full), None)
-        name = f"`{whole.filename}`" if whole else ""
-        where, error = self._done.get(whole, ("-", "")) if whole else ("-", "")
-        outcome = {
-            "-": "cut here.",
-            "here": f"the whole answer is in {name}.",
-            "dm": f"the whole answer is in {name}, in our direct messages (refused here: `{error}`).",
-            "": f"the upload of the whole answer as {name} failed (Slack: `{error}`): it follows in parts.",
-        }[where]
-        text = f":page_facing_up: Longer than Slack allows in one message; {outcome}"
-        return replace(prepared, blocks=[*prepared.blocks, _note(text)])
-
-    def post_failed(self, *, raise_errors: bool = False) -> None:
-        """Post the text of every file whose upload failed in parts, after the message that says so.
-
-        Raises:
-            SlackDeliveryError: with `raise_errors`, when the parts could not be posted either.
-        """
-        for attachment, (where, error) in self._done.items():
-            if where:
-                continue
-            try:
-                self._gateway._post_in_parts(attachment, self._to, not_here=error in NOT_HERE)
-            except SlackDeliveryError as again:
-                log.error("could not deliver %s: %s", attachment.filename, again.reason)
-                if raise_errors:
-                    raise
+            self.client.chat_delete(channel=channel, ts=ts)
+        except SlackApiError as exc:
+            log.error("message %s stays as it was: %s", ts, error_of(exc))
 
 
 def _with_invite_notice(prepared: Prepared, channel: str, lost: str = "the answer") -> Prepared:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from datetime import UTC, datetime
 
 import pytest
 from slack_sdk import WebClient
@@ -75,3 +76,25 @@ def test_simulated_slack_refuses_a_user_id_as_upload_channel_and_opens_dms() -> 
         assert missing.value.response["error"] == "users_list_not_supplied"
     finally:
         slack.stop()
+
+
+def test_an_admins_private_feedback_of_every_channel_is_never_uploaded_publicly(world: Demo) -> None:
+    store = world.bot.runner._services.store
+    now = datetime.now(UTC)
+    for i in range(20):  # 20 ratings: too long for one message, so the whole text becomes a file
+        answer_id = store.save_answer(
+            f"secret question {i} about project falcon " + "x" * 120, "google/gemma-4-31B-it",
+            ["describe gemma4-qr"], user_id="U0OTHER001", channel_id="G0PRIVATE1", now=now,
+        )  # fmt: skip
+        store.rate_answer(answer_id, "helpful", user_id="U0OTHER001", channel_id=None, now=now)
+    start = len(world.slack.messages)
+    out, answered = world.user.run("/gemma feedback")  # the demo user is an admin: every channel's
+    text = "\n".join(out)
+    assert answered and "shown only to you" in text, text
+    dm = world.slack.dms[DEMO_USER]
+    files = [m for m in world.slack.messages[start:] if m.kind == "file"]
+    assert files and all(m.channel == dm for m in files), [(m.filename, m.channel) for m in files]
+    assert any(b"secret question 19" in m.content for m in files), "the whole answer is in the DM"
+    assert f"the whole answer is in `{files[0].filename}`, in our direct messages" in text
+    shown = [m for m in world.slack.messages[start:] if m.kind != "file" and m.channel != dm]
+    assert all(m.ephemeral for m in shown if "secret question" in m.render()), "only the admin saw it"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
@@ -36,6 +37,7 @@ from bot.slack.render import (
     section,
     text_reply,
 )
+from bot.slack.uploads import PARTS_LIMIT
 from ops.alerts.ledger import Alert
 from ops.store.state import Store
 from sim.slack import Message, SlackSimulator, block_errors, unescape
@@ -429,3 +431,176 @@ def test_a_cut_answer_whose_file_the_channel_refused_says_it_went_to_the_dm(
     assert "the whole answer is in `answer.txt`, in our direct messages (refused here: `not_in_channel`)" in (
         _notes(answer)
     )
+
+
+# ---- a private reply (ephemeral, an ephemeral response_url, a DM): nothing of it where others see it
+
+SECRET = "project falcon's secret question"
+
+
+def _private_progress(gateway: SlackGateway, slack: SlackSimulator, reply: Reply) -> None:
+    progress = Progress(gateway, CHANNEL, "1.000003", min_interval_s=0)
+    progress.update(Reply(text=":hourglass_flowing_sand: reading", blocks=[cancel_button("op")]))
+    progress.finish(replace(reply, ephemeral=True), user_id=USER)
+
+
+def _refused_then(method: str, error: str, status: int = 200) -> Callable[..., None]:
+    def send(gateway: SlackGateway, slack: SlackSimulator, reply: Reply) -> None:
+        slack.fail_next(method, error=error, status=status)
+        gateway.deliver(
+            reply, Destination(CHANNEL, USER, "1.000003", slack.response_url("private"), ephemeral=True)
+        )
+
+    return send
+
+
+PRIVATE_SENDERS: dict[str, Callable[..., None]] = {
+    "ephemeral_in_thread": lambda g, s, r: g.ephemeral(CHANNEL, USER, r, thread_ts="1.000003"),
+    "response_url_ephemeral": _response(ephemeral=True),
+    "response_url_expired": _refused_then("response", "expired_url", 404),
+    "response_too_long": _refused_then("response", "msg_too_long", 400),
+    "ephemeral_refused_so_dm": lambda g, s, r: (
+        s.fail_next("chat.postEphemeral", error="channel_not_found", status=200),
+        g.ephemeral(CHANNEL, USER, r, thread_ts="1.000003"),
+    ),
+    "ephemeral_too_long": lambda g, s, r: (
+        s.fail_next("chat.postEphemeral", error="msg_too_long", status=200),
+        g.ephemeral(CHANNEL, USER, r),
+    ),
+    "progress": _private_progress,
+}
+PRIVATE_REPLIES: dict[str, Callable[[], Reply]] = {
+    "with_file": lambda: Reply(
+        text="the ratings", blocks=[section("the ratings")], files=[Attachment("ratings.txt", SECRET, "")]
+    ),
+    "cut": lambda: blocks_reply([section(f"{SECRET} {i:02d} " + "x" * 400) for i in range(50)]),
+}
+
+
+def _seen_by_others(messages: list[Message], dm: str) -> list[str]:
+    """What of `messages` someone other than USER can see: files outside USER's DM, and messages that are
+    neither ephemeral nor in that DM (a DM post to USER's id lands there too)."""
+    return [
+        m.content.decode(errors="replace") if m.kind == "file" else m.render()
+        for m in messages
+        if m.channel not in (dm, USER) and (m.kind == "file" or not m.ephemeral)
+    ]
+
+
+@pytest.mark.parametrize("kind", sorted(PRIVATE_REPLIES))
+@pytest.mark.parametrize("sender", sorted(PRIVATE_SENDERS))
+def test_a_private_reply_puts_nothing_where_others_see_it(
+    slack: SlackSimulator, gateway: SlackGateway, sender: str, kind: str
+) -> None:
+    start = len(slack.messages)
+    PRIVATE_SENDERS[sender](gateway, slack, PRIVATE_REPLIES[kind]())
+    messages = slack.messages[start:]
+    dm = slack.dms[USER]
+    assert not [text for text in _seen_by_others(messages, dm) if SECRET in unescape(text)]
+    files = [m for m in messages if m.kind == "file"]
+    assert files and {m.channel for m in files} == {dm}, "the file went to the user's DM"
+    said = [m for m in messages if m.kind != "file" and "in our direct messages" in m.render().lower()]
+    assert said and messages.index(files[0]) < messages.index(said[0]), "said where it went, once there"
+    if kind == "cut":
+        assert SECRET + " 49" in files[0].content.decode()
+
+
+def test_a_private_reply_whose_dm_cannot_be_opened_follows_privately_in_parts(
+    slack: SlackSimulator, gateway: SlackGateway
+) -> None:
+    start = len(slack.messages)
+    slack.fail_next("conversations.open", error="missing_scope", status=200)
+    gateway.ephemeral(CHANNEL, USER, PRIVATE_REPLIES["with_file"](), thread_ts="1.000003")
+    messages = slack.messages[start:]
+    assert not any(m.kind == "file" for m in messages)
+    assert not _seen_by_others(messages, slack.dms.get(USER, "-"))
+    assert any(SECRET in unescape(m.text) and m.ephemeral for m in messages), "the file's text, privately"
+
+
+def test_a_private_answer_closes_the_shared_progress_message_without_it(
+    slack: SlackSimulator, gateway: SlackGateway
+) -> None:
+    start = len(slack.messages)
+    _private_progress(gateway, slack, text_reply(SECRET))
+    messages = slack.messages[start:]
+    (closed,) = [m for m in messages if m.kind == "update"]
+    assert "shown only to the person who asked" in closed.render() and not closed.in_progress
+    (answer,) = [m for m in messages if SECRET in unescape(m.text)]
+    assert answer.kind == "ephemeral" and answer.thread_ts == "1.000003"
+
+
+def test_a_file_longer_than_the_parts_limit_names_the_parts_left(
+    slack: SlackSimulator, gateway: SlackGateway
+) -> None:
+    start = len(slack.messages)
+    slack.fail_next("files.getUploadURLExternal", error="not_allowed_token_type", status=200)
+    lines = "\n".join(f"line {i:05d} " + "y" * 60 for i in range(3000))  # about 80 parts
+    gateway.upload(CHANNEL, Attachment("big.txt", lines, "Big"))
+    *parts, last = slack.messages[start:]
+    assert len(parts) == PARTS_LIMIT and all(m.thread_ts == parts[0].ts for m in parts[1:])
+    assert all(unescape(m.text).rstrip("`").endswith("\n") for m in parts), "cut at line ends"
+    total = int(re.search(r"\(1/(\d+)\)", parts[0].text).group(1))  # type: ignore[union-attr]
+    assert f"Parts {PARTS_LIMIT + 1}-{total} of `big.txt` were not posted (at most {PARTS_LIMIT}" in last.text
+    assert "run the command again for the whole answer" in last.text and last.thread_ts == parts[0].ts
+
+
+# ---- a progress message's final reply: each file once, the progress message always in a final state
+
+
+def _final_states(messages: list[Message]) -> dict[str, Message]:
+    """ts -> the last state of each bot message posted among `messages` (a post, its edits, its delete)."""
+    posted = {m.ts for m in messages if m.kind == "post"}
+    return {m.ts: m for m in messages if m.ts in posted and m.kind in ("post", "update", "delete")}
+
+
+def _finish_with_a_file(
+    gateway: SlackGateway, slack: SlackSimulator, faults: list[tuple[str, str, int]]
+) -> Any:
+    progress = Progress(gateway, CHANNEL, None, min_interval_s=0)
+    progress.update(Reply(text=":hourglass_flowing_sand: benchmarking", blocks=[cancel_button("op")]))
+    start = len(slack.messages) - 1
+    for method, error, count in faults:
+        slack.fail_next(method, error=error, status=200, count=count)
+    reply = Reply(
+        text="bench done",
+        blocks=[section("bench done")],
+        files=[Attachment("bench.txt", "p95 1.2 s", "Bench")],
+    )
+    progress.finish(reply, user_id=USER)
+    return progress, slack.messages[start:]
+
+
+# Each case's faults are all used up by the finish (the simulator is shared by the module's tests).
+@pytest.mark.parametrize(
+    ("faults", "answered_as"),
+    [
+        ([("chat.update", "cant_update_message", 2), ("chat.postMessage", "internal_error", 1)], "post"),
+        ([("chat.update", "cant_update_message", 1)], "post"),
+        ([("chat.update", "cant_update_message", 1), ("chat.postMessage", "internal_error", 2)], "ephemeral"),
+        ([("chat.update", "cant_update_message", 2), ("chat.postMessage", "not_in_channel", 1)], "ephemeral"),
+    ],
+)
+def test_a_progress_message_ends_final_and_its_files_go_up_once(
+    slack: SlackSimulator, gateway: SlackGateway, faults: list[tuple[str, str, int]], answered_as: str
+) -> None:
+    progress, messages = _finish_with_a_file(gateway, slack, faults)
+    files = [m for m in messages if m.kind == "file"]
+    assert [m.filename for m in files] == ["bench.txt"], "the file is uploaded once"
+    (answer,) = [m for m in messages if "bench done" in m.text]
+    assert answer.kind == answered_as and messages.index(files[0]) < messages.index(answer)
+    states = _final_states(messages)
+    assert states and not [m for m in states.values() if m.in_progress], "a progress message left pending"
+    if answered_as == "ephemeral":
+        closed = states[progress.ts]
+        assert closed.kind == "delete" or "went to the person who asked" in closed.render()
+
+
+def test_a_final_reply_slack_refuses_everywhere_still_closes_the_progress_message(
+    slack: SlackSimulator, gateway: SlackGateway
+) -> None:
+    faults = [("chat.postMessage", "internal_error", 3), ("chat.postEphemeral", "internal_error", 1)]
+    progress, messages = _finish_with_a_file(
+        gateway, slack, [("chat.update", "cant_update_message", 1), *faults]
+    )
+    (closed,) = [m for m in messages if m.kind == "update"]
+    assert closed.ts == progress.ts and "Slack refused the result; run the command again" in closed.render()
