@@ -51,7 +51,7 @@ from ops.cost import pricing as cost
 from ops.cost.spend import plan_spend
 from ops.errors import AlreadyExists, BadInput, NotFound, OpsError
 from ops.tpu.model import NodeInfo, QueuedResourceInfo
-from ops.vllm.server import DEAD_NODE_STATES
+from ops.vllm.endpoint import DEAD_NODE_STATES
 
 OPERATION_TIMEOUT_S = 600.0
 
