@@ -152,11 +152,8 @@ def tpu_zones(ctx: Context, type_: str | None, model: str | None = None, all_mod
             if isinstance(found, OpsError)
             else ", ".join(found) or f"no {fam} types"
         )
-        fits = []
-        for m in models:
-            reasons = facts[m].blockers(zone, wanted, m)
-            fits.append((m, reasons))
-        refused = sum(1 for _, r in fits if r)
+        fits = [(m, facts[m].fit(zone, wanted, m)) for m in models]
+        refused = sum(1 for _, fit in fits if fit.startswith("❌"))
         icon = (
             ":white_check_mark:"
             if not refused
@@ -167,9 +164,8 @@ def tpu_zones(ctx: Context, type_: str | None, model: str | None = None, all_mod
         if isinstance(found, OpsError):
             icon = ":red_circle:"
         lines.append(f"{icon} `{zone}` {quota}: {listed}")
-        for m, reasons in fits:
-            verdict = "✅ fits" if not reasons else "❌ " + "; ".join(reasons)
-            lines.append(f"    {m}: {verdict}")
+        for m, fit in fits:
+            lines.append(f"    {m}: {fit}")
     if not lines:
         lines.append(f"No zone has {quota_fam} quota in project `{settings.gcp_project}`.")
     scope = (
@@ -352,9 +348,11 @@ def _preview_find(
         "gone.",
         *preview.warnings,
     ]
-    if plan.remembered:
-        skipped = ", ".join(f"`{z}` ({f.message[:60]})" for z, f in sorted(plan.remembered.items()))
-        lines.append(f"*Skipped* (remembered as not offered; `--retry-all` to try): {skipped}")
+    if plan.remembered:  # in /tpu zones' words: one judgement of a zone's fit
+        skipped = " · ".join(
+            f"`{z}` {plan.facts.fit(z, plan.accelerator, 'flex-start')}" for z in sorted(plan.remembered)
+        )
+        lines.append(f"*Skipped* (`--retry-all` to try): {skipped}")
     reply = find_preview(lines)
     reply.plan = pins_text(_pins(ctx, plan))
     return reply

@@ -7,7 +7,7 @@ https://cloud.google.com/tpu/docs/request-using-flex-start) and the refusals the
 (zone, accelerator type, provisioning model). A zone that fails on one of them is named in the preview
 with the reason and the zones that do not, before anyone confirms.
 
-Every preview of a change that can create capacity (`/tpu create`, `/tpu find`, `/tpu ensure`,
+Every preview of a change that can create capacity (`/tpu create`, `/tpu find`, `/tpu ensure`, `/tpu reset`,
 `/tpu recover`) takes its spend and its warnings from one place, `capacity_preview`: the worst case priced
 over every zone it may create in, a change of provisioning model from the resource it replaces, the zone
 warnings (not offered, quota 0, a remembered refusal), and the primary or a same-named resource already
@@ -113,6 +113,15 @@ class ZoneFacts:
                 f"({failure.message.split(':', 1)[0]}; a remembered refusal)"
             )
         return reasons
+
+    def fit(self, zone: str, accelerator_type: str, provisioning_model: str) -> str:
+        """The one judgement of a zone's fit, in the words `/tpu zones`, the previews and `/tpu find`'s
+        skipped zones all show: "✅ fits" when nothing known refuses the request, else "❌ " and every reason
+        (`blockers`, remembered refusals included), e.g. "❌ has preemptible v6e quota 0 (flex-start draws
+        on it); refused flex-start v6e-8 on 2026-12-06 05:04 UTC (flex-start not offered; a remembered
+        refusal)"."""
+        reasons = self.blockers(zone, accelerator_type, provisioning_model)
+        return "❌ " + "; ".join(reasons) if reasons else "✅ fits"
 
 
 @contextmanager

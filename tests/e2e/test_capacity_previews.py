@@ -45,3 +45,18 @@ def test_ensure_shows_the_spend_and_warnings_of_the_create_it_makes(world: Demo)
     assert "*Price* flex-start: `us-east5-a` at most $21.60/h" in preview, preview
     assert "*Spend* up to $86.40 (4 h max run), billed once ACTIVE" in preview, preview
     assert "*Already running*" not in preview and "[Confirm" in preview, preview
+
+
+def test_find_and_zones_give_one_judgement_of_a_zone_in_the_same_words(world: Demo) -> None:
+    store, now = world.bot.services.store, world.bot.services.now()
+    message = "flex-start not offered: FLEX_START is not offered for v6e-8 in europe-west4-a"
+    store.remember_zone_failure("europe-west4-a", "v6e-8", "flex-start", message, now=now)
+    zones = _say(world, "/tpu zones")
+    fit = zones.split("`europe-west4-a` quota", 1)[1].split("flex-start: ", 1)[1].splitlines()[0]
+    assert fit.startswith("❌ has preemptible v6e quota 0 (flex-start draws on it); refused flex-start"), fit
+    assert fit.endswith("(flex-start not offered; a remembered refusal)"), fit
+    refused = _say(world, "/tpu find gemma4-f")  # the primary is ACTIVE: refused, and says how to go on
+    assert "a search would start a second one" in refused and "[Confirm" not in refused, refused
+    assert "`/tpu find gemma4-f --allow-second`" in refused and "/tpu delete gemma4-qr" in refused, refused
+    find = _say(world, "/tpu find gemma4-f --allow-second")
+    assert f"*Skipped* (`--retry-all` to try): `europe-west4-a` {fit}" in find, find
