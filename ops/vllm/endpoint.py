@@ -175,10 +175,11 @@ class EndpointResolver:
         with self._lock:
             self._cached = None
 
-    def _still_serving(self, endpoint: Endpoint) -> bool:
+    def _still_serving(self, endpoint: Endpoint, *, unread: bool = True) -> bool:
         """Whether the cached endpoint's node is still the VM it was found on (`nodes.get`): not gone, not
         stopped or preempted, the same create time and address. A read that fails otherwise than NotFound
-        keeps it (the listing would most likely fail alike; the endpoint is what the last read showed)."""
+        answers `unread`: True keeps the cached endpoint (a listing would most likely fail alike; it is what
+        the last read showed), False does not."""
         if not endpoint.node or not endpoint.zone:
             return True
         try:
@@ -186,7 +187,7 @@ class EndpointResolver:
         except NotFound:
             return False
         except OpsError:
-            return True
+            return unread
         host = urlsplit(endpoint.url).hostname or ""
         return (
             node.state not in DEAD_NODE_STATES
@@ -202,6 +203,8 @@ class EndpointResolver:
                 self._last, self._departed = found, None
                 return found
             last = self._last
+        if last is not None and last.zone in listing.errors and self._still_serving(last, unread=False):
+            return last  # its zone could not be listed, but its node, read now, is still the one found
         departed = self._departure(last, listing) if last is not None else None
         if departed is not None:
             with self._lock:

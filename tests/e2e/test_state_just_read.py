@@ -55,3 +55,15 @@ def test_a_primary_deleted_elsewhere_is_not_served_from_the_endpoint_cache(world
     health = _say(world, "/vllm health")
     assert "answered by the deployment's container" not in health and OWNER not in health, health
     assert "`gemma4-qr` is not listed in us-east5-a" in health, health
+
+
+def test_the_endpoint_zone_not_listing_reads_its_node_again(world: Demo) -> None:
+    """us-east5-a's listing fails: the endpoint found before is kept only because its node, read now, is
+    still the VM it was found on; once the node is gone too, nothing is claimed."""
+    assert OWNER in _say(world, "/tpu status")
+    world.gcp.inject_fault(r"/locations/us-east5-a/queuedResources$", 503, count=20)
+    status = _say(world, "/tpu status")
+    assert ":red_circle: `us-east5-a`" in status and OWNER in status and "/health ready" in status, status
+    world.gcp.inject_fault(r"/locations/us-east5-a/nodes/gemma4-qr-node$", 404, count=20)
+    gone = _say(world, "/tpu status")
+    assert OWNER not in gone and "/health ready" not in gone and "no vLLM endpoint" in gone, gone
