@@ -29,9 +29,8 @@ from ops.gcp.secrets import SecretStore
 from ops.store.state import Store
 from ops.tpu.api import TpuOps, pool_size
 from ops.vllm.container import ContainerStatus, VllmContainer, VllmSpec, exit_reason
+from ops.vllm.endpoint import Endpoint, EndpointResolver
 from ops.vllm.server import (
-    Endpoint,
-    EndpointResolver,
     HealthCheck,
     ModelCard,
     ServerIdentity,

@@ -39,6 +39,7 @@ from datetime import datetime
 
 from bot.chat.subjects import BOT, Subjects, word_set, words_of
 from bot.commands.registry import Registry, UsageError
+from llm.grounding import Fact
 from ops.linear import LinearPattern, linear
 from ops.store.state import AuditEntry
 from ops.tpu.model import is_zone
@@ -456,6 +457,47 @@ def outcomes(entries: Sequence[AuditEntry]) -> list[Outcome]:
 # Words by which a question points back at something just done ("why did that fail?").
 _BACK = frozenset({"that", "it", "this", "last", "just", "previous", "command", "earlier"})
 _FAILURE = frozenset({"fail", "failed", "failure", "error", "refused", "wrong", "happened", "denied", "why"})
+
+
+def deletions(runs: Sequence[Outcome]) -> dict[str, str]:
+    """The queued resources a succeeded `/tpu delete` of `runs` (newest first) deleted, lowercased name ->
+    e.g. "`gemma4-qr` was deleted at 04:43 UTC by <@U1> (`/tpu delete gemma4-qr --force`, from the audit
+    trail)"; the newest deletion of a name wins. The caller keeps only names no longer listed (a name made
+    again since is the new resource)."""
+    deleted: dict[str, str] = {}
+    for run in runs:
+        words = run.command.split()
+        if run.state != "succeeded" or words[:2] != ["tpu", "delete"] or len(words) < 3:
+            continue
+        command = run.command.replace("`", "'")
+        deleted.setdefault(
+            words[2].lower(),
+            f"`{words[2]}` was deleted at {run.ended_at:%H:%M} UTC by <@{run.user_id}> (`/{command}`, from "
+            "the audit trail)",
+        )
+    return deleted
+
+
+def recent_fact(
+    runs: Sequence[Outcome] | None, question: str, now: datetime
+) -> tuple[Fact | None, list[Outcome]]:
+    """The commands run here (`runs`, newest first; None when the audit trail could not be read) as an
+    earlier fact, the ones the question may be about first, and those runs (shown with the answer); no fact
+    when nothing was run."""
+    if runs is None:
+        return Fact("commands run here", "could not read the audit trail", at=now), []
+    if not runs:
+        return None, []
+    asked = relevant(runs, question)
+    first = asked + [run for run in runs if run not in asked]
+    fact = Fact(
+        "commands run here, the one asked about first, else newest first",
+        "; ".join(run.line() for run in first[:5]),
+        "\n".join(run.line() for run in runs),
+        at=first[0].ended_at,
+        now=False,
+    )
+    return fact, asked
 
 
 def relevant(runs: Sequence[Outcome], question: str, limit: int = 2) -> list[Outcome]:

@@ -171,6 +171,9 @@ class Known:
         others: every other deployment -> its queued resources -> their node ids.
         terms: words that name no resource although they look like one (the served model's name, e.g.
             "gemma-4-31b-it"; its hyphen-prefixes are terms too).
+        gone: queued resources no longer listed that a command run here deleted (lowercased name -> what
+            the audit trail says of it, `bot.chat.asks.deletions`): such a name is said to be gone, never
+            read as a typo of another.
     """
 
     resources: Mapping[str, Sequence[str]]
@@ -178,6 +181,7 @@ class Known:
     primary: str = ""
     others: Mapping[str, Mapping[str, Sequence[str]]] = field(default_factory=dict)
     terms: Iterable[str] = ()
+    gone: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def deployments(self) -> tuple[str, ...]:
@@ -195,6 +199,7 @@ class Unresolved:
         close: known names close to it (did you mean), best first.
         known: every known name of that kind.
         where: the deployment searched ("" for a deployment name).
+        gone: what the audit trail says of a queued resource a command run here deleted ("" otherwise).
     """
 
     word: str
@@ -202,10 +207,16 @@ class Unresolved:
     close: tuple[str, ...]
     known: tuple[str, ...]
     where: str = ""
+    gone: str = ""
 
     def sentence(self) -> str:
         """E.g. "no queued resource named `gemma4-nope` in `production` (there are `gemma4-qr`, `gemma4-old`)"
-        or "...; did you mean `gemma4-old`?"."""
+        or "...; did you mean `gemma4-old`?"; for a deleted one, e.g. "`gemma4-qr` was deleted at 04:43
+        UTC by <@U1> (`/tpu delete gemma4-qr --force`, from the audit trail): it is no longer listed in
+        `production`"."""
+        if self.gone:
+            where = f" in `{self.where}`" if self.where else ""
+            return f"{self.gone}: it is no longer listed{where}"
         shown = ", ".join(f"`{name}`" for name in self.known[:LISTED_NAMES])
         if len(self.known) > LISTED_NAMES:
             shown += f" and {len(self.known) - LISTED_NAMES} more"
@@ -373,6 +384,9 @@ def resolve(question: str, thread: Sequence[ThreadMessage], known: Known) -> Sub
                 else:
                     known_names = tuple(deployments.values())
                     unresolved.append(Unresolved(before, "deployment", tuple(close), known_names))
+        elif word in known.gone and all(u.word != word for u in unresolved):
+            gone = known.gone[word]
+            unresolved.append(Unresolved(word, "queued resource", (), (), known.deployment, gone))
         elif _looks_like_a_name(word, [*here, *there], excluded):
             close, best = _close(word, here)
             if best >= READ_AS_RATIO:

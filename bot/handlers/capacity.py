@@ -23,11 +23,19 @@ from bot.commands.registry import (
     zone_name,
 )
 from bot.oncall.followup import watch
-from bot.shared.hints import command_line, delete_line, not_found_hint
+from bot.shared.hints import command_line, not_found_hint
 from bot.shared.recovery import projected_usd, recover, recovery_request
 from bot.shared.safety import active_named, check_pins, check_zones, one_operation, pin_of, pins_text
 from bot.shared.tpu_requests import create_spec, default_create_args
-from bot.shared.zone_plan import ZoneFacts, order_zones, quota_family, zone_facts, zone_warnings
+from bot.shared.zone_plan import (
+    CapacityAsk,
+    ZoneFacts,
+    already_running,
+    capacity_preview,
+    order_zones,
+    quota_family,
+    zone_facts,
+)
 from bot.slack.render import Reply, human_duration, plural
 from bot.views.cost import spend_lines
 from bot.views.lifecycle import RecoveryPreview, recovered, recovery_preview
@@ -137,11 +145,8 @@ def tpu_zones(ctx: Context, type_: str | None, model: str | None = None, all_mod
             if isinstance(found, OpsError)
             else ", ".join(found) or f"no {fam} types"
         )
-        fits = []
-        for m in models:
-            reasons = facts[m].blockers(zone, wanted, m)
-            fits.append((m, reasons))
-        refused = sum(1 for _, r in fits if r)
+        fits = [(m, facts[m].fit(zone, wanted, m)) for m in models]
+        refused = sum(1 for _, fit in fits if fit.startswith("❌"))
         icon = (
             ":white_check_mark:"
             if not refused
@@ -152,9 +157,8 @@ def tpu_zones(ctx: Context, type_: str | None, model: str | None = None, all_mod
         if isinstance(found, OpsError):
             icon = ":red_circle:"
         lines.append(f"{icon} `{zone}` {quota}: {listed}")
-        for m, reasons in fits:
-            verdict = "✅ fits" if not reasons else "❌ " + "; ".join(reasons)
-            lines.append(f"    {m}: {verdict}")
+        for m, fit in fits:
+            lines.append(f"    {m}: {fit}")
     if not lines:
         lines.append(f"No zone has {quota_fam} quota in project `{settings.gcp_project}`.")
     scope = (
@@ -190,7 +194,8 @@ _FIND_PARAMS = (
 @dataclass(frozen=True)
 class _FindPlan:
     """What a search will do: its name (the same in every zone), type, the zones tried (in order, with
-    `order` saying why) and those skipped, and what the zone data says will refuse (zone -> reasons)."""
+    `order` saying why) and those skipped, what the zone data says will refuse (zone -> reasons), and the
+    zone data itself (for the preview's warnings)."""
 
     name: str
     accelerator: str
@@ -199,6 +204,7 @@ class _FindPlan:
     parallel: int
     order: str
     blocked: dict[str, list[str]]
+    facts: ZoneFacts
 
 
 def _plan(
@@ -250,7 +256,7 @@ def _plan(
         tried = [zone for zone in previewed if zone in tried]
     skipped = {zone: failure for zone, failure in remembered.items() if zone in candidates}
     at_once = parallel or settings.capacity_parallel
-    return _FindPlan(primary, accelerator, tried, skipped, at_once, order, blocked)
+    return _FindPlan(primary, accelerator, tried, skipped, at_once, order, blocked, facts)
 
 
 def _previewed_zones(ctx: Context) -> list[str] | None:
@@ -299,21 +305,16 @@ def _preview_find(
             f"every zone for {plan.accelerator} is remembered as not offering flex-start for it",
             f"to try them again: `{command_line(ctx.registry, 'tpu find', {**given, 'retry_all': True})}`",
         )
-    settings = ctx.services.settings
-    running = active_named(ctx, _names(plan, ctx), [*settings.tpu_zones, *plan.tried])
     spec, _ = create_spec(ctx, default_create_args(plan.name))
     hours = spec.max_run_duration.total_seconds() / 3600 if spec.max_run_duration else None
-    spend = plan_spend(plan.accelerator, "flex-start", plan.tried, plan.parallel, hours)
-    if running and not allow_second:
-        first = running[0]
-        rate = spend.max_usd_per_hour
-        raise BadInput(
-            f"`{first.name}` is already {first.state} in `{first.zone}` ({first.accelerator_type}): a search "
-            f"would start a second one"
-            + (f" ({'up to' if spend.ceiling else 'about'} ${rate:,.2f}/h more)" if rate is not None else ""),
-            f"to go on anyway: `{command_line(ctx.registry, 'tpu find', {**given, 'allow_second': True})}`; "
-            f"or first `{delete_line(ctx, first)}`",
-        )
+    ask = CapacityAsk(
+        frozenset({plan.name}), plan.accelerator, "flex-start", tuple(plan.tried), plan.parallel, hours
+    )
+    preview = capacity_preview(ctx, ask, instead="", facts=plan.facts)
+    spend = preview.spend
+    if preview.running and not allow_second:
+        go_on = command_line(ctx.registry, "tpu find", {**given, "allow_second": True})
+        raise already_running(ctx, preview, "a search", go_on)
     lines = [
         f"*Find capacity* for `{plan.name}`: {plan.accelerator}, flex-start (max run "
         f"{human_duration(spec.max_run_duration)}), {plural(spend.at_once, 'zone')} at a time, each request "
@@ -323,16 +324,13 @@ def _preview_find(
         f"Every request is named `{plan.name}` (a name is unique per zone); the first zone that becomes "
         "ACTIVE is kept, every other request this search made (labelled with its id) is deleted and checked "
         "gone.",
+        *preview.warnings,
     ]
-    for zone, reasons in plan.blocked.items():
-        if zone in plan.tried:
-            lines.append(f":warning: `{zone}` {'; '.join(reasons)}: a request there will likely be refused")
-    if plan.remembered:
-        skipped = ", ".join(f"`{z}` ({f.message[:60]})" for z, f in sorted(plan.remembered.items()))
-        lines.append(f"*Skipped* (remembered as not offered; `--retry-all` to try): {skipped}")
-    if running:
-        names = ", ".join(f"`{qr.name}` ({qr.state}, `{qr.zone}`)" for qr in running)
-        lines.append(f":warning: *Already running* {names}: with `--allow-second` a second one bills too.")
+    if plan.remembered:  # in /tpu zones' words: one judgement of a zone's fit
+        skipped = " · ".join(
+            f"`{z}` {plan.facts.fit(z, plan.accelerator, 'flex-start')}" for z in sorted(plan.remembered)
+        )
+        lines.append(f"*Skipped* (`--retry-all` to try): {skipped}")
     reply = find_preview(lines)
     reply.plan = pins_text(_pins(ctx, plan))
     return reply
@@ -478,40 +476,31 @@ def _dead(ctx: Context, name: str | None, zone: str | None) -> tuple[QueuedResou
 
 
 def _preview_recover(ctx: Context, name: str | None, zone: str | None, search: bool) -> Reply:
+    """The recovery's preview: what it deletes and asks for, its worst-case spend over every zone it may
+    create in, and the capacity warnings every create shows (a change of provisioning model, the zones, the
+    primary already running: warned, not refused, as the replacement of a dead resource)."""
     qr, reason = _dead(ctx, name, zone)
     model, hours = recovery_request(qr, search=search)
+    zones = list(ctx.services.settings.tpu_zones)
+    ask = CapacityAsk(
+        frozenset({qr.name}), qr.accelerator_type, model, tuple(zones if search else [qr.zone]), 1, hours, qr
+    )
+    instead = "" if search else f"`/tpu recover {qr.name} --search` (flex-start) or `/tpu create` in"
+    checked = capacity_preview(ctx, ask, instead=instead)
     usd: float | None = None
     unpriced = ""
     missing: list[str] = []
+    dearest = qr.zone
     try:
-        usd, plan = projected_usd(qr, search=search)
+        usd, plan = projected_usd(qr, search_zones=zones if search else ())
         missing = list(plan.missing)
+        dearest = max(plan.usd_per_hour, key=lambda z: plan.usd_per_hour[z] or 0.0)
     except BadInput as exc:
         unpriced = exc.message
-    warnings = (
-        []
-        if search
-        else zone_warnings(
-            ctx,
-            qr.zone,
-            qr.accelerator_type,
-            qr.provisioning_model,
-            f"`/tpu recover {qr.name} --search` (flex-start) or `/tpu create` in",
-        )
-    )
     preview = RecoveryPreview(
-        qr,
-        reason,
-        search,
-        list(ctx.services.settings.tpu_zones),
-        model,
-        hours,
-        usd,
-        unpriced,
-        missing,
-        warnings,
-        ctx.services.now(),
-    )
+        qr, reason, search, zones, model, hours, usd, unpriced, missing, checked.warnings, ctx.services.now(),
+        dearest,
+    )  # fmt: skip
     reply = recovery_preview(preview)
     reply.plan = f"{identity(qr)}|{reason}|{search}"
     return reply

@@ -31,11 +31,12 @@ from bot.chat.asks import (
     Found,
     Outcome,
     Suggestion,
+    deletions,
     find_instructions,
     outcomes,
     patterns,
     read_ask,
-    relevant,
+    recent_fact,
     suggest,
 )
 from bot.chat.subjects import BOT, Aim, Known, Subjects, ThreadMessage, aim_of, plan_call, resolve, scope_of
@@ -241,12 +242,14 @@ def gather_facts(ctx: Context, question: str, thread: list[ThreadMessage]) -> Ga
     now = ctx.services.now()
     fleet = ctx.fleet.services if ctx.fleet else {}
     terms = [settings.vllm_model, *(s.settings.vllm_model for s in fleet.values())]
+    runs = _runs(ctx)
     known = Known(
         {qr.name: qr.node_ids for qr in resources},
         ctx.deployment,
         settings.tpu_primary,
         {name: {qr.name: qr.node_ids for qr in listed} for name, listed in elsewhere.items()},
         terms,
+        deletions(runs or []),  # a name listed again resolves to the new resource first
     )
     subjects = resolve(question, thread, known)
     primaries = {name: s.settings.tpu_primary for name, s in fleet.items()}
@@ -258,7 +261,8 @@ def gather_facts(ctx: Context, question: str, thread: list[ThreadMessage]) -> Ga
     notes = subjects.notes()
     if notes:
         got.facts.append(Fact("names in the question", "; ".join(notes), at=now))
-    _recent_facts(ctx, question, got)
+    fact, got.shown.recent = recent_fact(runs, question, now)
+    got.facts += [fact] if fact else []
     by_name = {qr.name: qr for qr in resources}
     for name in subjects.resources:
         qr = by_name[name]
@@ -323,30 +327,13 @@ def _command(ctx: Context, tool_name: str) -> Command:
     return next(command for tool, command in ctx.registry.tools() if tool.name == tool_name)
 
 
-def _recent_facts(ctx: Context, question: str, got: Gathered) -> None:
-    """The commands run in this conversation (thread, else channel) and how each ended, as earlier facts;
-    those the question may be about (its command words, failures) are shown."""
-    if ctx.recent_commands is None:
-        return
+def _runs(ctx: Context) -> list[Outcome] | None:
+    """The commands run in this conversation (thread, else channel), newest first; None when the audit
+    trail cannot be read."""
     try:
-        runs = outcomes(ctx.recent_commands())
+        return outcomes(ctx.recent_commands()) if ctx.recent_commands is not None else []
     except Exception:  # the audit store failing must not stop the answer
-        got.facts.append(Fact("commands run here", "could not read the audit trail", at=ctx.services.now()))
-        return
-    if not runs:
-        return
-    asked: list[Outcome] = relevant(runs, question)
-    first = asked + [run for run in runs if run not in asked]
-    got.facts.append(
-        Fact(
-            "commands run here, the one asked about first, else newest first",
-            "; ".join(run.line() for run in first[:5]),
-            "\n".join(run.line() for run in runs),
-            at=first[0].ended_at,
-            now=False,
-        )
-    )
-    got.shown.recent = asked
+        return None
 
 
 def _deployment_facts(ctx: Context, names: tuple[str, ...], got: Gathered) -> None:

@@ -31,7 +31,6 @@ from bot.oncall.followup import watch
 from bot.oncall.maintenance import planned_work
 from bot.shared.hints import command_line, delete_line, has_running_nodes, not_found_hint
 from bot.shared.safety import (
-    active_named,
     check_pins,
     check_zones,
     create_labelled,
@@ -42,16 +41,15 @@ from bot.shared.safety import (
     pins_text,
 )
 from bot.shared.tpu_requests import MODEL_FLAGS, VLLM_LOAD, CreateArgs, create_spec, default_create_args
-from bot.shared.zone_plan import remembering_refusals, zone_warnings
+from bot.shared.zone_plan import CapacityAsk, already_running, capacity_preview, remembering_refusals
 from bot.slack.render import Reply, human_duration, utc
 from bot.views.cost import create_spend_lines, per_hour, usd
 from bot.views.lifecycle import change, create_unseen, created, ensure_preview, reset_requested
 from bot.views.tpu import resource_line
 from ops.cost import pricing as cost
-from ops.cost.spend import plan_spend
 from ops.errors import AlreadyExists, BadInput, NotFound, OpsError
 from ops.tpu.model import NodeInfo, QueuedResourceInfo
-from ops.vllm.server import DEAD_NODE_STATES
+from ops.vllm.endpoint import DEAD_NODE_STATES
 
 OPERATION_TIMEOUT_S = 600.0
 
@@ -86,22 +84,14 @@ def _preview_create(ctx: Context, **kw: object) -> Reply:
             f"queued resource {spec.name} already exists in {spec.zone} ({existing.state})",
             f"pick another name, or delete it first: `{delete_line(ctx, existing)}`",
         )
-    settings = ctx.services.settings
     hours = spec.max_run_duration.total_seconds() / 3600 if spec.max_run_duration else None
-    spend = plan_spend(spec.accelerator_type, spec.provisioning_model, [spec.zone], 1, hours)
-    running = active_named(ctx, {settings.tpu_primary}, [*settings.tpu_zones, spec.zone])
-    if running and not args.allow_second:
-        first = running[0]
-        raise BadInput(
-            f"the primary `{first.name}` is already {first.state} in `{first.zone}`: this would start a "
-            f"second {first.accelerator_type or 'TPU'}"
-            + (
-                f" ({'at most' if spend.ceiling else 'about'} ${spend.max_usd_per_hour:,.2f}/h more)"
-                if spend.max_usd_per_hour
-                else ""
-            ),
-            f"to go on anyway: `{command_line(ctx.registry, 'tpu create', {**kw, 'allow_second': True})}`",
-        )
+    ask = CapacityAsk(
+        frozenset({spec.name}), spec.accelerator_type, spec.provisioning_model, (spec.zone,), 1, hours
+    )
+    preview = capacity_preview(ctx, ask, instead=f"`/tpu create {spec.name} --zone Z` with Z one of")
+    if preview.running and not args.allow_second:
+        go_on = command_line(ctx.registry, "tpu create", {**kw, "allow_second": True})
+        raise already_running(ctx, preview, "this create", go_on)
     lines = [
         f"*Create* queued resource `{spec.name}` in `{spec.zone}`: "
         f"{spec.accelerator_type}, {spec.provisioning_model}"
@@ -112,18 +102,9 @@ def _preview_create(ctx: Context, **kw: object) -> Reply:
         f"tensor parallel size {startup.tensor_parallel_size}, "
         f"max_model_len {startup.max_model_len}, port {startup.port}",
         f"*Hugging Face token* read on the VM from Secret Manager secret `{startup.hf_token_secret}`",
-        *create_spend_lines(spend, spec.provisioning_model),
-        *zone_warnings(
-            ctx,
-            spec.zone,
-            spec.accelerator_type,
-            spec.provisioning_model,
-            f"`/tpu create {spec.name} --zone Z` with Z one of",
-        ),
+        *create_spend_lines(preview.spend, spec.provisioning_model),
+        *preview.warnings,
     ]
-    if running:
-        names = ", ".join(f"`{qr.name}` ({qr.state}, `{qr.zone}`)" for qr in running)
-        lines.append(f":warning: *Already running* {names}: with `--allow-second` a second one bills too.")
     reply = change("\n".join(lines))
     reply.plan = pins_text([pin_of(None, spec.zone, spec.name)])
     return reply
@@ -324,6 +305,14 @@ def _preview_reset(ctx: Context, name: str, zone: str | None) -> Reply:
     text += "\n" + _goes_down(
         ctx, qr, f"until it is provisioned again (capacity permitting) plus {VLLM_LOAD} to load the model"
     )
+    # Provisioned again, it bills again: the spend and warnings of a create of it in its zone.
+    kind = (qr.accelerator_type, qr.provisioning_model)
+    hours = qr.max_run_duration.total_seconds() / 3600 if qr.max_run_duration else None
+    ask = CapacityAsk(frozenset({qr.name}), *kind, (qr.zone,), 1, hours, qr)
+    checked = capacity_preview(
+        ctx, ask, instead=f"`/tpu recover {qr.name} --search` (flex-start) or `/tpu create` in"
+    )
+    text += "\n" + "\n".join([*create_spend_lines(checked.spend, qr.provisioning_model), *checked.warnings])
     reply = change(text)
     reply.plan = pins_text([pin_of(qr)])
     return reply
@@ -456,7 +445,15 @@ def _preview_ensure(ctx: Context, name: str | None) -> Reply:
     primary = name or ctx.services.settings.tpu_primary
     delete, create, others = _ensure_plan(ctx, primary)
     create_zone = ctx.services.settings.tpu_zones[0] if create else None
-    reply = ensure_preview(primary, delete, create_zone, others, ctx.services.now())
+    money: list[str] = []
+    if create:  # the same spend and warnings as `/tpu create` of it
+        spec, _ = create_spec(ctx, default_create_args(primary))
+        hours = spec.max_run_duration.total_seconds() / 3600 if spec.max_run_duration else None
+        kind = (spec.accelerator_type, spec.provisioning_model)
+        ask = CapacityAsk(frozenset({primary}), *kind, (spec.zone,), 1, hours)
+        checked = capacity_preview(ctx, ask, instead=f"`/tpu create {primary} --zone Z` with Z one of")
+        money = [*create_spend_lines(checked.spend, spec.provisioning_model), *checked.warnings]
+    reply = ensure_preview(primary, delete, create_zone, others, ctx.services.now(), money)
     if not reply.nothing_to_confirm:
         reply.plan = _fingerprint(delete, create)
     return reply

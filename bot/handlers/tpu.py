@@ -14,7 +14,7 @@ from bot.commands.context import Context
 from bot.commands.registry import QUEUED_RESOURCE, ChatTool, Param, registry, zone_name
 from bot.services import identify, settled
 from bot.shared.diagnosis import deployment_of, needs_listing, refusal_lines, resource_diagnosis
-from bot.shared.fleet_status import Snapshot, snapshots
+from bot.shared.fleet_status import Snapshot, departed_line, snapshots
 from bot.shared.hints import not_found_hint
 from bot.slack.render import Reply, blocks_reply, plural
 from bot.views.fleet import fleet_view
@@ -22,9 +22,9 @@ from bot.views.tpu import Status, describe_blocks, list_blocks, status_blocks
 from ops.alerts.outbox import AlertOutbox
 from ops.errors import NotFound, OpsError
 from ops.tpu.model import ZoneListing
+from ops.vllm.endpoint import Endpoint
 from ops.vllm.metrics import MetricsSummary
 from ops.vllm.server import (
-    Endpoint,
     HealthCheck,
     ModelCard,
     ServerIdentity,
@@ -145,6 +145,7 @@ def tpu_status(ctx: Context) -> Reply:
         wedged, services.settings.gcp_project, services.now(), services.settings.tpu_primary,
         tuple(refusal_lines(AlertOutbox(services.store, ctx.deployment))),
         identity if isinstance(identity, ServerIdentity) else None,
+        departed_line(services) if isinstance(endpoint, OpsError) else "",
     )  # fmt: skip
     return blocks_reply(status_blocks(status))
 

@@ -5,6 +5,6 @@ beside it (the line under model text, the "rules only" note), hints built from t
 can take a command, what `/fleet` knows of a deployment and the zone plan. (A deployment's backends, the
 fan-out of a reply's sources and who answers on the vLLM port are `bot.services`.) It may import
 `bot.commands` (registry, context), `bot.services`, `bot.oncall` (recovery opens a planned-work window),
-`bot.slack` (render, the gateway's refusals), `bot.views`, `bot.config`, `ops` and `llm`; never
-`bot.handlers`.
+`bot.slack` (render, the gateway's refusals), `bot.views`, `bot.chat` (the commands run, read from the
+audit trail), `bot.config`, `ops` and `llm`; never `bot.handlers`.
 """

@@ -4,6 +4,10 @@ Each deployment's sources (queued resources, vLLM /health and /metrics, open ale
 same time as every other deployment's, so a fleet takes as long as its slowest source. A source that fails
 is one red line; the rest still show. Deployments that read the TPU API the same way (project, API endpoint
 and credentials) share each zone's listing: a zone is listed once per fleet, whichever deployments watch it.
+
+An endpoint the resolver no longer finds (`EndpointResolver.departed`: its queued resource deleted, its node
+gone) is described from the state just read and the audit trail (`departed_line`), for `/fleet` and
+`/tpu status` alike: whatever still answers on its address is never shown as the deployment's vLLM.
 """
 
 from __future__ import annotations
@@ -15,15 +19,17 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from bot.services import Services, settled
+from bot.chat.asks import deletions, outcomes
+from bot.services import Services, answered, settled
 from bot.slack.render import Block, human_duration, section, utc
 from bot.views.tpu import STATE_ICONS
 from ops.alerts.ledger import AlertLedger, LedgerRow
 from ops.cost.spend import DeploymentSpend, deployment_spend, midnight, unreadable
 from ops.errors import OpsError
 from ops.tpu.model import QueuedResourceInfo, ZoneListing
+from ops.vllm.endpoint import Endpoint
 from ops.vllm.metrics import LOAD_FAMILIES, MetricsSummary
-from ops.vllm.server import Endpoint, HealthCheck, VllmClient
+from ops.vllm.server import HealthCheck, VllmClient
 
 __all__ = [
     "SOURCES",
@@ -143,6 +149,37 @@ def _reader(services: Services) -> Hashable:
     return (s.gcp_project, s.google_api_endpoint, s.google_credentials_file)
 
 
+AUDIT_LINES = 200
+"""How many of the newest audit lines are read for the command that deleted a departed endpoint's queued
+resource."""
+
+
+def departed_line(services: Services) -> str:
+    """What became of the vLLM endpoint the deployment last used, when discovery no longer finds it
+    (`EndpointResolver.departed`); "" when it has not departed. Its queued resource's deletion is named from
+    the audit trail (when, by whom, the command), else what the newest listing showed; its address is probed
+    with `/health` only, without the API key (a server the bot does not trust gets no secret), e.g.
+    "something still answers at 10.0.0.2:8000, but `gemma4-qr` was deleted at 04:10 UTC by <@U1>
+    (`/tpu delete gemma4-qr --force`, from the audit trail): not this deployment's node, so not its vLLM".
+    """
+    departed = services.endpoints.departed()
+    if departed is None:
+        return ""
+    try:
+        runs = outcomes(list(reversed(services.store.audit(last=AUDIT_LINES))))
+        gone = deletions(runs).get(departed.endpoint.resource.lower(), departed.why)
+    except Exception:  # the audit store failing leaves what the listing showed
+        gone = departed.why
+    with VllmClient(departed.endpoint.url, timeout_s=services.settings.http_timeout_s) as client:
+        health = client.health()
+    if answered(health):
+        return (
+            f":warning: something still answers at {departed.address}, but {gone}: not this deployment's "
+            "node, so not its vLLM"
+        )
+    return f":white_circle: nothing answers at {departed.address}, where vLLM was: {gone}"
+
+
 def _red(label: str, err: OpsError) -> str:
     return f":red_circle: *{label}*: {err.message}" + (f" _({err.hint})_" if err.hint else "")
 
@@ -184,7 +221,8 @@ def _resource_line(snap: Snapshot, now: datetime) -> str:
 def _vllm_line(snap: Snapshot) -> str:
     model = snap.services.settings.vllm_model
     if isinstance(snap.endpoint, OpsError):
-        return f"*vLLM* `{model}` · " + _red("endpoint", snap.endpoint)
+        departed = departed_line(snap.services)
+        return "\n".join(filter(None, [f"*vLLM* `{model}` · " + _red("endpoint", snap.endpoint), departed]))
     parts = [f"*vLLM* `{model}`"]
     if isinstance(snap.health, OpsError):
         parts.append(_red("/health", snap.health))

@@ -14,6 +14,7 @@ creates carry the bot's ownership labels and are written down before they are se
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 
 from bot.commands.context import Context
@@ -51,18 +52,21 @@ def recovery_request(qr: QueuedResourceInfo, *, search: bool) -> tuple[str, floa
     return model, exposure_hours(qr)
 
 
-def projected_usd(qr: QueuedResourceInfo, *, search: bool = False) -> tuple[float, SpendPlan]:
-    """What the recovery of `qr` may cost (USD) and the plan behind it: the hourly price of the model the
-    recovery requests (`recovery_request`) times the hours it may bill; a missing price row is bounded by
-    the on-demand row (`ops.cost.spend`, labelled in the plan).
+def projected_usd(qr: QueuedResourceInfo, *, search_zones: Sequence[str] = ()) -> tuple[float, SpendPlan]:
+    """What the recovery of `qr` may cost at worst (USD) and the plan behind it: the hourly price of the
+    model the recovery requests (`recovery_request`) in the dearest zone it may create in (`qr.zone`, or
+    every zone of `search_zones` for a search, which keeps one request at a time) times the hours it may
+    bill; a missing price row is bounded by the on-demand row (`ops.cost.spend`, labelled in the plan).
 
     Raises:
-        BadInput: the accelerator type cannot be priced at all.
+        BadInput: the accelerator type cannot be priced in any of those zones.
     """
-    model, hours = recovery_request(qr, search=search)
-    plan = plan_spend(qr.accelerator_type, model, [qr.zone], 1, hours)
+    model, hours = recovery_request(qr, search=bool(search_zones))
+    zones = list(search_zones) or [qr.zone]
+    plan = plan_spend(qr.accelerator_type, model, zones, 1, hours)
     if plan.winner_usd is None:
-        raise BadInput(f"no price for {qr.accelerator_type} in {region_of(qr.zone)}")
+        regions = ", ".join(dict.fromkeys(region_of(zone) for zone in zones))
+        raise BadInput(f"no price for {qr.accelerator_type} in {regions}")
     return float(plan.winner_usd), plan
 
 

@@ -6,6 +6,12 @@ The facts are the ones `/tpu zones` shows: the zone's `acceleratorTypes.list`, i
 https://cloud.google.com/tpu/docs/request-using-flex-start) and the refusals the state store remembers for
 (zone, accelerator type, provisioning model). A zone that fails on one of them is named in the preview
 with the reason and the zones that do not, before anyone confirms.
+
+Every preview of a change that can create capacity (`/tpu create`, `/tpu find`, `/tpu ensure`, `/tpu reset`,
+`/tpu recover`) takes its spend and its warnings from one place, `capacity_preview`: the worst case priced
+over every zone it may create in, a change of provisioning model from the resource it replaces, the zone
+warnings (not offered, quota 0, a remembered refusal), and the primary or a same-named resource already
+running (`already_running` is the refusal of create and find without `--allow-second`).
 """
 
 from __future__ import annotations
@@ -16,18 +22,25 @@ from dataclasses import dataclass, field
 from datetime import UTC
 
 from bot.commands.context import Context
+from bot.shared.hints import delete_line
+from bot.shared.safety import active_named
 from ops.cost import pricing as cost
+from ops.cost.spend import SpendPlan, plan_spend
 from ops.diagnosis.zonefit import classify
 from ops.errors import BadInput, OpsError
 from ops.gcp import quotas
 from ops.store.state import ZoneFailure
 from ops.tpu.capacity import CapacitySearch
-from ops.tpu.model import CreateSpec
+from ops.tpu.model import CreateSpec, QueuedResourceInfo
 
 __all__ = [
     "PREEMPTIBLE_MODELS",
     "STANDARD_MODELS",
+    "CapacityAsk",
+    "CapacityPreview",
     "ZoneFacts",
+    "already_running",
+    "capacity_preview",
     "order_zones",
     "quota_family",
     "remembering_refusals",
@@ -100,6 +113,15 @@ class ZoneFacts:
                 f"({failure.message.split(':', 1)[0]}; a remembered refusal)"
             )
         return reasons
+
+    def fit(self, zone: str, accelerator_type: str, provisioning_model: str) -> str:
+        """The one judgement of a zone's fit, in the words `/tpu zones`, the previews and `/tpu find`'s
+        skipped zones all show: "✅ fits" when nothing known refuses the request, else "❌ " and every reason
+        (`blockers`, remembered refusals included), e.g. "❌ has preemptible v6e quota 0 (flex-start draws
+        on it); refused flex-start v6e-8 on 2026-12-06 05:04 UTC (flex-start not offered; a remembered
+        refusal)"."""
+        reasons = self.blockers(zone, accelerator_type, provisioning_model)
+        return "❌ " + "; ".join(reasons) if reasons else "✅ fits"
 
 
 @contextmanager
@@ -187,6 +209,113 @@ def zone_warnings(
     if facts.quota_error is not None:
         lines.append(f"_Preemptible quota unknown: {facts.quota_error.message}_")
     return lines
+
+
+@dataclass(frozen=True)
+class CapacityAsk:
+    """What a change that can create capacity asks for.
+
+    Attributes:
+        names: the queued resource names it creates (with TPU_PRIMARY, checked for one already running).
+        accelerator_type, provisioning_model: e.g. "v6e-8", "flex-start".
+        zones: every zone it may create in, in order: the worst case is priced over all of them.
+        parallel: requests outstanding at once (a search's; 1 for a create).
+        hours: the hours the one it keeps may bill (max run duration; None: no fixed end).
+        replaces: the queued resource it deletes and asks for again (a recovery), None for a new one: its
+            provisioning model, if another, is said; it is never "already running" itself.
+    """
+
+    names: frozenset[str]
+    accelerator_type: str
+    provisioning_model: str
+    zones: tuple[str, ...]
+    parallel: int = 1
+    hours: float | None = None
+    replaces: QueuedResourceInfo | None = None
+
+
+@dataclass(frozen=True)
+class CapacityPreview:
+    """The money and the warnings of a capacity-creating change's preview.
+
+    Attributes:
+        spend: the spend plan over every zone of the ask (`ops.cost.spend.plan_spend`).
+        running: the primary or a queued resource of the ask's names that is ACTIVE or provisioning.
+        warnings: mrkdwn lines: the change of provisioning model, the zone warnings, what already runs.
+    """
+
+    spend: SpendPlan
+    running: list[QueuedResourceInfo]
+    warnings: list[str]
+
+
+def capacity_preview(
+    ctx: Context, ask: CapacityAsk, *, instead: str, facts: ZoneFacts | None = None
+) -> CapacityPreview:
+    """The spend and warnings every capacity-creating preview shows, from the state read now.
+
+    Args:
+        ctx: the command's context.
+        ask: what the change may create.
+        instead: how the command reaches another zone, for a single-zone ask (see `zone_warnings`); ""
+            for a search (each zone that will likely refuse is named, no alternative).
+        facts: the zone facts of `ask.zones` when the caller already read them (a search's plan).
+
+    Raises:
+        OpsError: a watched zone could not be listed (nothing can be promised about a second TPU).
+    """
+    settings = ctx.services.settings
+    spend = plan_spend(ask.accelerator_type, ask.provisioning_model, list(ask.zones), ask.parallel, ask.hours)
+    running = [
+        qr
+        for qr in active_named(ctx, {*ask.names, settings.tpu_primary}, [*settings.tpu_zones, *ask.zones])
+        if ask.replaces is None or (qr.name, qr.zone) != (ask.replaces.name, ask.replaces.zone)
+    ]
+    lines = []
+    old = ask.replaces
+    if old is not None and old.provisioning_model != ask.provisioning_model:
+        lines.append(
+            f":warning: *Provisioning model changes*: `{old.name}` was {old.provisioning_model}; this "
+            f"requests {ask.provisioning_model}, priced and billed as {ask.provisioning_model}"
+        )
+    if len(ask.zones) == 1 and instead:
+        lines += zone_warnings(ctx, ask.zones[0], ask.accelerator_type, ask.provisioning_model, instead)
+    else:
+        facts = facts or zone_facts(ctx, ask.zones, ask.accelerator_type, ask.provisioning_model)
+        for zone in ask.zones:
+            reasons = facts.blockers(zone, ask.accelerator_type, ask.provisioning_model)
+            if reasons:
+                refused = "a request there will likely be refused"
+                lines.append(f":warning: `{zone}` {'; '.join(reasons)}: {refused}")
+        if facts.quota_error is not None:
+            lines.append(f"_Preemptible quota unknown: {facts.quota_error.message}_")
+    if running:
+        names = ", ".join(f"`{qr.name}` ({qr.state}, `{qr.zone}`)" for qr in running)
+        lines.append(f":warning: *Already running* {names}: a second {ask.accelerator_type} bills beside it.")
+    return CapacityPreview(spend, running, lines)
+
+
+def already_running(ctx: Context, preview: CapacityPreview, what: str, go_on: str) -> BadInput:
+    """The refusal of a change that would start a second TPU beside one already running (the preview's
+    `running` is not empty): e.g. "the primary `gemma4-qr` is already ACTIVE in `us-east5-a` (v6e-8): a
+    search would start a second one (up to $25.92/h more)", offering `go_on` or the delete of the running
+    one.
+
+    Args:
+        ctx: the command's context.
+        preview: the change's preview (its `running` and its spend's highest hourly price).
+        what: the change, e.g. "a search", "this create", "this recovery".
+        go_on: the same command with `--allow-second`.
+    """
+    first, rate = preview.running[0], preview.spend.max_usd_per_hour
+    bound = "up to" if preview.spend.ceiling else "about"
+    more = f" ({bound} ${rate:,.2f}/h more)" if rate is not None else ""
+    primary = "the primary " if first.name == ctx.services.settings.tpu_primary else ""
+    return BadInput(
+        f"{primary}`{first.name}` is already {first.state} in `{first.zone}` "
+        f"({first.accelerator_type or 'TPU'}): {what} would start a second one{more}",
+        f"to go on anyway: `{go_on}`; or first `{delete_line(ctx, first)}`",
+    )
 
 
 def order_zones(

@@ -66,9 +66,11 @@ def ensure_preview(
     create_zone: str | None,
     others: list[QueuedResourceInfo],
     now: datetime,
+    money: list[str] | None = None,
 ) -> Reply:
     """`/tpu ensure`'s preview: the FAILED or SUSPENDED resources to delete, the create of `primary` in
-    `create_zone` (None: no create), and the live ones left alone; "nothing to do" (no Confirm button)
+    `create_zone` (None: no create) with `money` under it (its spend and capacity warnings, mrkdwn lines,
+    as `/tpu create` shows them), and the live ones left alone; "nothing to do" (no Confirm button)
     when there is neither a delete nor a create."""
     if not delete and create_zone is None:  # an answer, not a refusal: nothing to confirm
         reply = change(
@@ -84,6 +86,8 @@ def ensure_preview(
         blocks.append(
             section(f"*Create* `{primary}` in `{create_zone}` with the default settings (flex-start, 4 h).")
         )
+        if money:
+            blocks.append(section("\n".join(money)))
     if others:
         names = ", ".join(f"`{qr.name}` ({qr.state})" for qr in others)
         blocks.append(
@@ -101,8 +105,10 @@ class RecoveryPreview:
         search: True for a capacity search over `zones`, False to create it again in its zone.
         model, hours: the provisioning model requested and the hours it may bill (None: unknown).
         usd: the projected spend in US dollars, None when it cannot be priced (`unpriced` says why).
-        missing: notes on price rows that stand in for missing ones. warnings: zone warnings, mrkdwn lines.
+        missing: notes on price rows that stand in for missing ones. warnings: the capacity warnings
+            (`bot.shared.zone_plan.capacity_preview`: model change, zones, what already runs), mrkdwn lines.
         now: the moment the preview was made (for the resource line's ages).
+        dearest: the zone whose price `usd` is at (a search's dearest zone: its worst case).
     """
 
     qr: QueuedResourceInfo
@@ -116,6 +122,7 @@ class RecoveryPreview:
     missing: list[str]
     warnings: list[str]
     now: datetime
+    dearest: str = ""
 
 
 def recovery_preview(p: RecoveryPreview) -> Reply:
@@ -131,7 +138,8 @@ def recovery_preview(p: RecoveryPreview) -> Reply:
     if p.usd is None:
         spend = f"\n*Projected spend* unknown: {p.unpriced}"
     else:
-        where = f"`{qr.zone}` prices" if p.search else f"`{qr.zone}`"
+        dearest = p.dearest or qr.zone
+        where = f"`{dearest}` prices, the dearest of the zones searched" if p.search else f"`{qr.zone}`"
         spend = f"\n*Projected spend* {p.model}, up to ${p.usd:,.2f} ({p.hours:g} h at {where})" + "".join(
             f"\n_{text}_" for text in p.missing
         )

@@ -32,8 +32,9 @@ from ops.diagnosis.notices import can_start_early, maintenance_finding
 from ops.errors import OpsError
 from ops.tpu.maintenance import window_text
 from ops.tpu.model import NodeInfo, QueuedResourceInfo, UpcomingMaintenance, ZoneListing
+from ops.vllm.endpoint import Endpoint
 from ops.vllm.metrics import MetricsSummary
-from ops.vllm.server import Endpoint, HealthCheck, ModelCard, ServerIdentity
+from ops.vllm.server import HealthCheck, ModelCard, ServerIdentity
 
 STATE_ICONS = {
     "ACTIVE": ":large_green_circle:",
@@ -221,7 +222,8 @@ class Status:
     `wedged` is the serving verdict ("" when vLLM serves or was not checked); `zones` the zones listed;
     `primary` the deployment's TPU_PRIMARY (listed first); `alert_reach` the lines saying alerts cannot
     reach their channel (`bot.shared.diagnosis.refusal_lines`), shown first; `identity` who answers on the
-    vLLM port (None: not checked).
+    vLLM port (None: not checked); `departed` what became of the endpoint last used when none is found now
+    (`bot.shared.fleet_status.departed_line`; "" otherwise).
     """
 
     listing: ZoneListing | OpsError
@@ -236,6 +238,7 @@ class Status:
     primary: str = ""
     alert_reach: tuple[str, ...] = ()
     identity: ServerIdentity | None = None
+    departed: str = ""
 
 
 def status_blocks(status: Status) -> list[Block]:
@@ -247,6 +250,8 @@ def status_blocks(status: Status) -> list[Block]:
     if status.identity is not None and status.identity.other:  # the lines below are another server's
         vllm = vllm.replace("\n", f"\n{identity_line(status.identity)}\n", 1) if "\n" in vllm else vllm
     blocks.append(section(vllm))
+    if status.departed:
+        blocks.append(section(status.departed))
     if status.wedged:
         blocks.append(section(f":red_circle: *{status.wedged}*"))
     blocks.append(context(f"Project `{status.project}` · {utc(status.now)}"))

@@ -10,8 +10,9 @@ from ops.diagnosis.engine import Diagnosis
 from ops.gcp.cloudlogs import NODE_LABEL
 from ops.vllm.container import ContainerStatus, LogRoute
 from ops.vllm.dockerrun import UNKNOWN_NODE
+from ops.vllm.endpoint import Endpoint
 from ops.vllm.metrics import MetricsSummary
-from ops.vllm.server import Endpoint, ModelCard, ServerIdentity
+from ops.vllm.server import ModelCard, ServerIdentity
 
 
 def health(lines: list[str], wedged: Diagnosis | None, endpoint: Endpoint, identity: ServerIdentity) -> Reply:

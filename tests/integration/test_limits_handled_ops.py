@@ -23,7 +23,7 @@ from ops.errors import BadInput, NotFound, PermissionDenied
 from ops.store.state import Store
 from ops.tpu.api import TpuOps
 from ops.vllm.container import VllmContainer
-from ops.vllm.server import EndpointResolver
+from ops.vllm.endpoint import EndpointResolver
 from ops.vllm.ssh import RemoteHost
 from sim.gcp import GcpSimulator
 from sim.host import HostSimulator, generate_ed25519_key

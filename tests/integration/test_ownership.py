@@ -242,7 +242,7 @@ def endpoint_world(labels: dict[str, str] | None) -> dict[str, Any]:
 
 
 def test_endpoint_never_comes_from_an_unlabelled_active_resource() -> None:
-    from ops.vllm.server import EndpointResolver
+    from ops.vllm.endpoint import EndpointResolver
 
     with GcpSimulator(endpoint_world(None)) as server:
         ops = TpuOps(server.project, api_endpoint=server.url, num_retries=0, timeout_s=5.0)

@@ -9,7 +9,16 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 import bot.handlers  # noqa: F401  (declares every command on the registry)
-from bot.chat.asks import DIRECTIVES, find_instructions, outcomes, patterns, read_ask, relevant, suggest
+from bot.chat.asks import (
+    DIRECTIVES,
+    deletions,
+    find_instructions,
+    outcomes,
+    patterns,
+    read_ask,
+    relevant,
+    suggest,
+)
 from bot.chat.subjects import BOT, Known, ThreadMessage, resolve
 from bot.commands.registry import registry
 from ops.store.state import AuditEntry
@@ -163,3 +172,22 @@ def test_commands_run_here_are_grouped_into_runs_with_their_outcome() -> None:
     ]
     assert [r.command for r in relevant(runs, "why was that refused?")] == ["vllm stop"]
     assert relevant(runs, "how is the staging deployment doing?") == []
+
+
+def test_a_name_deleted_here_is_said_gone_with_the_command_that_deleted_it() -> None:
+    trail = [
+        _entry(1, "command", "tpu delete gemma4-qr --force", "", user="U7"),
+        _entry(1, "confirm-requested", "tpu delete gemma4-qr --force", ""),
+        _entry(2, "confirm", "tpu delete gemma4-qr --force", ""),
+        _entry(3, "result", "tpu delete gemma4-qr --force", "ok"),
+        _entry(4, "command", "tpu delete gemma4-nope", ""),
+        _entry(4, "result", "tpu delete gemma4-nope", "error: not found"),
+    ]
+    gone = deletions(outcomes(trail))
+    assert list(gone) == ["gemma4-qr"]  # a failed delete deleted nothing
+    assert gone["gemma4-qr"].startswith("`gemma4-qr` was deleted at ") and "by <@U7>" in gone["gemma4-qr"]
+    assert "(`/tpu delete gemma4-qr --force`, from the audit trail)" in gone["gemma4-qr"]
+    known = Known({"gemma4-old": ["gemma4-old-node"]}, "production", "gemma4-qr", gone=gone)
+    subjects = resolve("what happened to gemma4-qr?", [], known)
+    assert subjects.notes() == [gone["gemma4-qr"] + ": it is no longer listed in `production`"]
+    assert not subjects.read_as  # never read as a typo of another resource

@@ -53,6 +53,9 @@ def test_blockers_name_each_reason_from_the_zone_data() -> None:
     assert facts.blockers("z-b", "v6e-8", "on-demand") == [reasons[1]]  # no preemptible quota needed
     assert facts.blockers("z-c", "v6e-8", "spot") == ["does not offer v6e-8 (acceleratorTypes.list)"]
     assert facts.blockers("z-d", "v6e-8", "spot") == []  # unknown is not a refusal
+    # the one judgement /tpu zones and /tpu find's skipped zones show, in the same words
+    assert facts.fit("z-a", "v6e-8", "flex-start") == "✅ fits"
+    assert facts.fit("z-b", "v6e-8", "flex-start") == "❌ " + "; ".join(reasons)
 
 
 def test_quota_family() -> None:
