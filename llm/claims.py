@@ -5,7 +5,9 @@ A model's text is a claim, not a fact. Before it is posted, `check_answer` reads
 - chat-template tokens (`<start_of_turn>`, `<|turn>`, `<|im_start|>`, ...) end the answer: what follows is
   an invented next turn; a thinking channel (`<|channel>thought ... <channel|>`) is dropped;
 - shell commands (in code, fenced or not, or written out: `sudo ...`, `curl ...`, `gcloud compute ...`) are
-  never shown: only this bot's own commands, and only those that parse as one (`parses`);
+  never shown: only this bot's own commands, and only those that parse as one (`parses`); a bot command is
+  a claim too: one the bot does not offer for the question's subject (`offered`: a change seen only in
+  data, logs, tool results or thread messages) is removed, and said (`Checked.unoffered`);
 - sentences that repeat the bot's instructions to the model (`prompt`), and repeated or looping text, go;
 - each claim (a resource or node name, zone, region, accelerator type, number with a unit, price, date,
   time, version, URL, bot command) must appear in `evidence`, the facts and tool results the model was
@@ -141,6 +143,7 @@ class Checked:
         about: the question's subjects the answer was held to, as Slack shows them ("`gemma4-old`"); ""
             when it was not held to any (no scope, or a question about nothing known).
         elsewhere: of `claims`, those of sentences that name another subject, found in evidence about it.
+        unoffered: the bot commands removed because the bot does not offer them, as the model wrote them.
     """
 
     text: str
@@ -152,6 +155,7 @@ class Checked:
     quotes: int = 0
     about: str = ""
     elsewhere: int = 0
+    unoffered: tuple[str, ...] = ()
 
     def summary(self) -> str:
         """One line for the byline: "checked: 3 claims found in the facts for `gemma4-old`; removed: a shell
@@ -407,6 +411,7 @@ def check_answer(
     cut: bool = False,
     only_earlier_failures: bool = False,
     scope: Scope | None = None,
+    offered: Callable[[str], bool] | None = None,
 ) -> Checked:
     """Check a model's answer against what the bot read (see the module docstring).
 
@@ -430,6 +435,9 @@ def check_answer(
         scope: what the question is about and which subject each name stands for
             (`llm.grounding.Scope`); each sentence and quoted block must then rest on evidence about what
             it is about. None (or a scope that asks about nothing): no text is held to a subject.
+        offered: whether the bot offers a command line of the answer that parses ("/tpu delete gemma4-qr
+            --force now": its command part is read): a change the bot does not offer for the question's
+            subject is removed, whatever data it was seen in. None: every command that parses is kept.
 
     Returns:
         Checked: the text to post ("" when withheld), what was removed and why, whether it was withheld.
@@ -479,6 +487,7 @@ def check_answer(
 
     seen: set[str] = set()
     unverified: list[str] = []
+    refused: list[str] = []
     sentences = _sentences(body)
     if cut and sentences and not sentences[-1].endswith((".", "!", "?", ":", "\x00")):
         removed.append(Removal("an unfinished last sentence", sentences.pop()))
@@ -519,6 +528,11 @@ def check_answer(
         spans = _CODE_SPAN.findall(sentence)
         if any(_shell_text(span) for span in spans) or _shell_text(_CODE_SPAN.sub(" ", sentence)):
             removed.append(Removal(_SHELL_WHY, sentence))
+            continue
+        unoffered = _unoffered(_URL.sub(" ", sentence), parses, offered)
+        if unoffered:
+            refused += unoffered
+            removed.append(Removal(_UNOFFERED_WHY, sentence))
             continue
         if echo and _shingles(sentence, ECHO_WORDS) & echo:
             removed.append(Removal("it repeats the bot's instructions to the model", sentence))
@@ -569,7 +583,21 @@ def check_answer(
         quotes=0 if withheld else quotes,
         about=held_to,
         elsewhere=0 if withheld else elsewhere,
+        unoffered=tuple(dict.fromkeys(refused)),
     )
+
+
+_UNOFFERED_WHY = "a change the bot does not offer (only its diagnosis or the asker's request offers one)"
+
+
+def _unoffered(
+    sentence: str, parses: Callable[[str], bool], offered: Callable[[str], bool] | None
+) -> list[str]:
+    """The bot commands of a sentence that parse and that the bot does not offer (none without `offered`)."""
+    if offered is None:
+        return []
+    lines = [match.group(1).strip() for match in _BOT_COMMAND.finditer(sentence)]
+    return [line for line in lines if parses(line) and not offered(line)]
 
 
 _TOLD_AS = " told as about "

@@ -30,13 +30,13 @@ from bot.chat.asks import (
     DIRECTIVES,
     Found,
     Outcome,
-    Suggestion,
     find_instructions,
+    offer,
+    offers,
     outcomes,
     patterns,
-    read_ask,
+    planted,
     relevant,
-    suggest,
 )
 from bot.chat.subjects import BOT, Aim, Known, Subjects, ThreadMessage, aim_of, plan_call, resolve, scope_of
 from bot.commands.context import Context
@@ -702,19 +702,6 @@ def _ask(
     return result, chosen, detailed, failures
 
 
-def _suggestion(
-    ctx: Context, question: str, got: Gathered, proposed: str | None
-) -> tuple[Suggestion | None, str]:
-    """The change to offer (only when the asker asked for one) and a note on a command the model proposed
-    that is not offered ("" when none)."""
-    ask = read_ask(question)
-    offered = suggest(ask, got.subjects, got.nodes, ctx.registry, asker=ctx.user_id) if ask else None
-    if not proposed or (offered is not None and offered.command and f"/{offered.command}" == proposed):
-        return offered, ""
-    why = "the question asks for no change" if ask is None else "it is not the change asked for"
-    return offered, f"the model proposed `{proposed}`; not offered: {why}"
-
-
 @registry.command(
     "gemma chat",
     "Ask about the deployment: the bot fetches the facts, Gemma answers from them (works in threads)",
@@ -728,10 +715,15 @@ def gemma_chat(ctx: Context, question: str) -> Reply:
     data = patterns(ctx.registry)
     scanned = [(where, text, data) for where, text in got.scanned]
     # the bot's own commands name its commands in their fixes: only directives count in their output
-    calls = result.tool_calls_made if result else ()
-    scanned += [("a tool result", call.result, DIRECTIVES) for call in calls if call.name != SUGGEST_TOOL]
+    calls = [call for call in (result.tool_calls_made if result else ()) if call.name != SUGGEST_TOOL]
+    scanned += [("a tool result", call.result, DIRECTIVES) for call in calls]
     found: list[Found] = find_instructions(scanned)
-    offered, refused = _suggestion(ctx, question, got, result.suggested_command if result else None)
+    proposed = result.suggested_command if result else None
+    offered, refused = offer(
+        question, got.subjects, got.nodes, ctx.registry, asker=ctx.user_id, proposed=proposed
+    )
+    fixes = [f.fix for _, diagnosis in got.failed for f in diagnosis.findings] + [f.fix for f in got.findings]
+    bot_offers = offers(ctx.registry, [*fixes, f"/{offered.command}" if offered and offered.command else ""])
     states = {k: v for f in got.facts for k, v in f.states.items()}
     written = None
     if result is not None and chosen is not None:
@@ -762,6 +754,7 @@ def gemma_chat(ctx: Context, question: str) -> Reply:
                 cut=result.cut,
                 only_earlier_failures=bool(got.shown.earlier) and not got.findings,
                 scope=got.scope,
+                offered=bot_offers,
             )
             if result.model_wrote
             else Checked(result.text)  # the bot's own explanation of an empty answer: nothing to check
@@ -772,6 +765,9 @@ def gemma_chat(ctx: Context, question: str) -> Reply:
             else "used no tools: answered from the facts the bot gave it"
             if result.used_tools
             else "could not use tools"
+        )
+        found += planted(
+            ctx.registry, checked.unoffered, [*got.scanned, *(("a tool result", c.result) for c in calls)]
         )
         written = Answer(
             text=checked.text,
