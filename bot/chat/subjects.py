@@ -556,11 +556,14 @@ class Read:
 @dataclass(frozen=True)
 class ToolPlan:
     """How a chat tool call is answered: the commands it runs, in order, and what their results are about;
-    or, when there is nothing to read, what the model is told instead (`said`)."""
+    or, when there is nothing to read, what the model is told instead (`said`). `logged`: the tool reads
+    log entries of nodes (it takes NODE_PARAM), so where each line was logged says what it is about
+    (`llm.grounding.Evidence.logged`)."""
 
     reads: tuple[Read, ...]
     about: tuple[str, ...]
     said: str = ""
+    logged: bool = False
 
 
 def plan_call(
@@ -596,6 +599,23 @@ def plan_call(
     named = next(
         (str(arguments[p]).strip() for p in subject_params if str(arguments.get(p) or "").strip()), ""
     )
+    return replace(
+        _plan(tool, subject_params, arguments, named, known, scope, aim, serving),
+        logged=NODE_PARAM in subject_params,
+    )
+
+
+def _plan(
+    tool: str,
+    subject_params: Sequence[str],
+    arguments: Mapping[str, Any],
+    named: str,
+    known: Known | None,
+    scope: Scope,
+    aim: Aim,
+    serving: bool,
+) -> ToolPlan:
+    """`plan_call`'s plan, before it says whether the tool reads logs."""
     if named:
         home = home_of(known, named) if known is not None else None
         deployment, resource = home if home is not None else (aim.deployment, named)

@@ -97,7 +97,7 @@ def read_only_tools(ctx: Context, got: Gathered | None = None) -> Mapping[str, T
                 tool.name, subjects, arguments, known=known, scope=scope, aim=aim, serving=serving
             )
             texts = [f"{r.header}\n{_tool_text(ctx, command, r.arguments, r.deployment)}" for r in plan.reads]
-            return ToolResult("\n".join(texts) or plan.said, plan.about)
+            return ToolResult("\n".join(texts) or plan.said, plan.about, plan.logged)
 
         return run
 
@@ -422,7 +422,7 @@ def _container_now(services: Services, about: tuple[str, ...]) -> ContainerNow:
     else:
         told = "; its log shows no error line"
     text = f"{down}: nothing serves from it now{told}"
-    fact = Fact("vLLM container", text, plain_log(timed), at=now, about=about)
+    fact = Fact("vLLM container", text, plain_log(timed), at=now, about=about, logged=True)
     return ContainerNow(fact, down, diagnosis, status.finished_at)
 
 
@@ -524,7 +524,7 @@ def _error_facts(
     detail = "\n".join(
         f"{t.count}\t{t.severity}\t{t.last_seen:%F %T}\t{t.template}" for t in summary.templates
     )
-    counted = Fact(source, text, detail, at=now, about=aim.about)
+    counted = Fact(source, text, detail, at=now, about=aim.about, logged=True)
     got.facts.append(counted)
     got.shown.facts.append(counted)  # a question about errors sees how many and which
     if past:
@@ -535,6 +535,7 @@ def _error_facts(
             at=last,
             now=False,
             about=aim.about,
+            logged=True,
         )
         got.facts.append(earlier)
         last_seen: dict[str, tuple[Finding, datetime | None]] = {}
@@ -651,10 +652,11 @@ def evidence_of(got: Gathered, result: AgentAnswer, question: str) -> list[Evide
     figures, "starting for 45 minutes", may be repeated; a name in it that resolves to nothing stays
     refused through `unknown_names`)."""
     facts = [
-        Evidence(f"{f.source}\n{f.summary}\n{f.detail}", frozenset(f.about), f.now) for f in prompt_facts(got)
+        Evidence(f"{f.source}\n{f.summary}\n{f.detail}", frozenset(f.about), f.now, f.logged)
+        for f in prompt_facts(got)
     ]
     calls = [
-        Evidence(call.result, frozenset(call.about))
+        Evidence(call.result, frozenset(call.about), logged=call.logged)
         for call in result.tool_calls_made
         if call.name != SUGGEST_TOOL
     ]

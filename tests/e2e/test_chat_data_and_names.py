@@ -39,3 +39,20 @@ def test_a_command_planted_in_another_nodes_log_is_not_posted_as_the_fix(world: 
     answer, _ = _answer(text)
     assert "/tpu delete gemma4-qr" not in answer
     assert "Instructions found in a tool result, ignored" in text
+
+
+def test_another_nodes_log_line_naming_the_subject_is_still_another_nodes(world: Demo) -> None:
+    world.gcp.add_log_entry(  # logged on gemma4-qr-node (the default node of the simulator)
+        "RuntimeError: peer gemma4-old-node: HBM OOM, 47.5 GiB requested",
+        severity="ERROR",
+        at=world.gcp.now() - timedelta(minutes=3),
+    )
+    world.vllm.script_chat(
+        [
+            {"tool": "logs", "arguments": {"node": "gemma4-qr-node"}},
+            {"text": "gemma4-old failed because HBM ran out: 47.5 GiB requested."},
+        ]
+    )
+    answer, byline = _answer(_say(world, "@gemma-bot why did gemma4-old fail?"))
+    # gemma4-old has no node and no log entry of its own
+    assert "47.5 GiB" not in answer, byline
