@@ -480,6 +480,7 @@ class Aim:
         serving: the queued resource whose node serves vLLM there (the deployment's primary), "" when it
             lists no such resource.
         every: every queued resource of that deployment.
+        nodes_of: each of `resources` -> its node ids (`nodes` by resource; not compared).
     """
 
     deployment: str
@@ -487,6 +488,16 @@ class Aim:
     nodes: tuple[str, ...] = ()
     serving: str = ""
     every: tuple[str, ...] = ()
+    nodes_of: Mapping[str, tuple[str, ...]] = field(default_factory=dict, compare=False)
+
+    def each(self) -> tuple[Aim, ...]:
+        """This aim once per queued resource it is about, each with its own nodes (a question naming two
+        reads each one's logs as a fact about it alone); itself when it is about one or none."""
+        if len(self.resources) < 2:
+            return (self,)
+        return tuple(
+            replace(self, resources=(name,), nodes=self.nodes_of.get(name, ())) for name in self.resources
+        )
 
     @property
     def about(self) -> tuple[str, ...]:
@@ -525,7 +536,8 @@ def aim_of(known: Known, subjects: Subjects, primaries: Mapping[str, str]) -> Ai
     listing = listings.get(deployment, {})
     nodes = tuple(dict.fromkeys(node for name in resources for node in listing.get(name, ())))
     primary = primaries.get(deployment, "")
-    return Aim(deployment, resources, nodes, primary if primary in listing else "", tuple(listing))
+    nodes_of = {name: tuple(listing.get(name, ())) for name in resources}
+    return Aim(deployment, resources, nodes, primary if primary in listing else "", tuple(listing), nodes_of)
 
 
 def home_of(known: Known, name: str) -> tuple[str, str] | None:

@@ -304,7 +304,8 @@ def gather_facts(ctx: Context, question: str, thread: list[ThreadMessage]) -> Ga
             got.findings_about += container.fact.about
             got.scanned.append(("the container's log", container.fact.detail))
     if "logs" in subjects.topics:
-        _error_facts(target, subjects.window, got, deployment_of(target), container)
+        for part in aim.each():  # each resource's errors are a fact about it alone
+            _error_facts(target, subjects.window, got, deployment_of(target), container, part)
     if "serving" in subjects.topics:
         serving = _serving_fact(target, aim)
         got.facts.append(serving)
@@ -432,9 +433,11 @@ def _error_facts(
     got: Gathered,
     deployment: FixFacts,
     container: ContainerNow | None,
+    aim: Aim,
 ) -> None:
-    """ERROR entries in the window of the nodes the question points at (`got.aim`, in the deployment of
-    `services`): top templates and the known failures they match. Each node is read on its own; a subject
+    """ERROR entries in the window of the nodes `aim` points at (one queued resource of the question, or
+    the deployment of `services`): top templates and the known failures they match, a fact about that
+    resource (`bot.chat.subjects.Aim.each`). Each node is read on its own; a subject
     without a node has no entries of its own (said so, never another node's); a question about no queued
     resource reads every node of the deployment, and says so.
     Those that may describe the running container join `got.findings` (their fixes written for
@@ -443,7 +446,6 @@ def _error_facts(
     (`ops.diagnosis.engine.place`), unless the stopped container's own log names the same family (then it is
     the present cause, already among `got.findings`) or it was logged after the container stopped (then it
     is the newest failure on the node, from another process, and goes first)."""
-    aim = got.aim
     down = container.down if container is not None else None
     told = {f.name for f in container.diagnosis.findings} if container and container.diagnosis else set()
     window = human_duration(span).removesuffix(" 00m")
@@ -545,7 +547,8 @@ def _error_facts(
             kept = last_seen.get(finding.name)
             if kept is None or (seen is not None and (kept[1] is None or seen > kept[1])):
                 last_seen[finding.name] = (finding, seen)
-        got.shown.earlier = sorted(last_seen.values(), key=lambda item: item[1] or now, reverse=True)
+        shown = [*got.shown.earlier, *last_seen.values()]
+        got.shown.earlier = sorted(shown, key=lambda item: item[1] or now, reverse=True)
 
 
 def _logged_after(finding: Finding, templates: tuple[Template, ...], moment: datetime | None) -> bool:

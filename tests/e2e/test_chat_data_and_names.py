@@ -6,6 +6,7 @@ subject."""
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 from sim.demo import Demo
@@ -56,3 +57,20 @@ def test_another_nodes_log_line_naming_the_subject_is_still_another_nodes(world:
     answer, byline = _answer(_say(world, "@gemma-bot why did gemma4-old fail?"))
     # gemma4-old has no node and no log entry of its own
     assert "47.5 GiB" not in answer, byline
+
+
+def test_two_subjects_one_nodes_errors_are_not_the_others(world: Demo) -> None:
+    question = "@gemma-bot why did gemma4-qr and gemma4-old fail?"
+    _say(world, question)
+    facts = next(m for m in reversed(world.slack.messages) if m.filename == "chat-facts.txt").content.decode()
+    found = re.search(r"(\d+) ERROR entries", facts)
+    assert found is not None, facts
+    count = found.group(1)  # gemma4-qr-node's; gemma4-old has no node
+    world.vllm.script_chat(
+        [{"text": f"gemma4-old logged {count} ERROR entries in the last hour, so it crashed."}]
+    )
+    answer, byline = _answer(_say(world, question))
+    assert f"{count} ERROR" not in answer, byline
+    world.vllm.script_chat([{"text": f"gemma4-qr logged {count} ERROR entries in the last hour."}])
+    answer, byline = _answer(_say(world, question))
+    assert f"{count} ERROR" in answer, byline

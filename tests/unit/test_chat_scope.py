@@ -83,3 +83,16 @@ def test_tools_without_a_subject_read_the_deployment_pointed_at() -> None:
     assert metrics.reads[0].header == "[metrics of deployment `staging`, vLLM on `gemma4-staging`]"
     status = plan_call("status", [], {}, known=KNOWN, scope=scope, aim=aim)
     assert status.about == ("staging",) and status.reads[0].header == "[status of deployment `staging`]"
+
+
+def test_each_resource_of_a_question_naming_several_is_read_on_its_own() -> None:
+    """'why did gemma4-qr and gemma4-standby fail?': each one's logs are a fact about it alone, its nodes
+    only (gemma4-standby has none: said so, never gemma4-qr-node's)."""
+    for question in ("why did gemma4-qr and gemma4-standby fail?", "errors of gemma4-standby, gemma4-qr?"):
+        parts = _asked(question)[1].each()
+        by_resource = {part.resources: part.nodes for part in parts}
+        assert by_resource == {("gemma4-qr",): ("gemma4-qr-node",), ("gemma4-standby",): ()}
+    one = _asked("why did gemma4-old fail?")[1]
+    assert one.each() == (one,)
+    deployment = _asked("any errors in the logs?")[1]
+    assert deployment.each() == (deployment,)
