@@ -18,6 +18,7 @@ it rests on is about what its sentence is about.
 from __future__ import annotations
 
 import math
+import unicodedata
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -28,6 +29,7 @@ __all__ = [
     "Evidence",
     "Fact",
     "Scope",
+    "canonical_text",
     "contradictions",
     "estimate_tokens",
     "facts_block",
@@ -219,13 +221,51 @@ def segments(evidence: Sequence[Evidence], scope: Scope) -> list[Evidence]:
     return runs
 
 
+# Look-alikes of the characters names are written in (lowercase letters, digits, hyphen), from Unicode's
+# confusables (https://www.unicode.org/Public/security/latest/confusables.txt, UTS #39
+# https://www.unicode.org/reports/tr39/): the hyphens and dashes confusable with "-", and the Cyrillic and
+# Greek letters whose prototype is a Latin one. NFKC already folds full-width forms ("９" -> "9").
+_LOOKALIKES = str.maketrans(
+    {
+        **dict.fromkeys("\u02d7\u2010\u2011\u2012\u2013\u2043\u2212\ufe58\ufe63", "-"),
+        "\u2018": "'",
+        "\u2019": "'",
+        **dict(zip("аԁеһіјӏорԛѕԝхуɡ", "adehijlopqswxyg", strict=True)),  # Cyrillic, and Latin script g
+        **dict(zip("АВЕКМНОРСТХУЅІЈ", "ABEKMHOPCTXYSIJ", strict=True)),  # Cyrillic capitals
+        **dict(zip("αονρ", "aovp", strict=True)),  # Greek
+        **dict(zip("ΑΒΕΖΗΙΚΜΝΟΡΤΥΧ", "ABEZHIKMNOPTYX", strict=True)),  # Greek capitals
+    }
+)
+
+
+def canonical_text(text: str) -> str:
+    """`text` as it reads: NFKC (full-width and compatibility forms folded,
+    https://unicode.org/reports/tr15/), format characters dropped (zero-width space and joiners, soft
+    hyphen, bidi controls: Unicode category Cf), and the look-alikes of the name alphabet mapped to it
+    (`_LOOKALIKES`), so "gemma4\u2011old", "gemma4-\u200bold" and "gemma4-\u043eld" read "gemma4-old".
+
+    Args:
+        text: any text (a model's answer, a question).
+
+    Returns:
+        The text folded; ASCII text is returned unchanged.
+    """
+    if text.isascii():
+        return text
+    folded = unicodedata.normalize("NFKC", text)
+    kept = "".join(ch for ch in folded if unicodedata.category(ch) != "Cf")
+    return kept.translate(_LOOKALIKES)
+
+
 def estimate_tokens(text: str) -> int:
     """Conservative token count: ceil(len(text) / CHARS_PER_TOKEN)."""
     return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
 def _words(text: str) -> list[str]:
-    return [w.strip("?!.,:;'\"()`*<>@") for w in text.split()]
+    """The words of `text` without surrounding punctuation or a possessive ("gemma4-old's")."""
+    words = [w.strip("?!.,:;'\"()`*<>@") for w in text.split()]
+    return [w[:-2].rstrip("'\"`*") if w.endswith("'s") else w for w in words]
 
 
 def facts_block(

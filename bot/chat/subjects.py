@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
-from llm.grounding import Scope
+from llm.grounding import Scope, canonical_text
 from ops.linear import linear
 from ops.tpu.model import is_region, is_zone
 
@@ -137,9 +137,10 @@ _STRIP = "?!.,:;'\"()`*<>@[]{}"
 
 
 def words_of(text: str) -> list[str]:
-    """The words of `text`, lowercased, without surrounding punctuation or a possessive "'s"."""
+    """The words of `text` as it reads (`llm.grounding.canonical_text`: a non-breaking hyphen or a Cyrillic
+    "о" hides no name), lowercased, without surrounding punctuation or a possessive "'s"."""
     words = []
-    for raw in text.split():
+    for raw in canonical_text(text).split():
         word = raw.strip(_STRIP).lower()
         word = _POSSESSIVE.sub("", word).strip(_STRIP)
         if word:

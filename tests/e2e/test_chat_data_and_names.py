@@ -74,3 +74,19 @@ def test_two_subjects_one_nodes_errors_are_not_the_others(world: Demo) -> None:
     world.vllm.script_chat([{"text": f"gemma4-qr logged {count} ERROR entries in the last hour."}])
     answer, byline = _answer(_say(world, question))
     assert f"{count} ERROR" in answer, byline
+
+
+def test_an_unknown_name_is_not_repeated_with_a_possessive(world: Demo) -> None:
+    world.vllm.script_chat([{"text": "gemma4-nope's node is healthy and serving traffic normally."}])
+    text = _say(world, "@gemma-bot what about gemma4-nope?")
+    assert "No queued resource named `gemma4-nope`" in text
+    answer, byline = _answer(text)
+    assert "gemma4-nope's node is healthy" not in answer, byline
+
+
+def test_a_non_breaking_hyphen_does_not_hide_a_denied_state(world: Demo) -> None:
+    world.vllm.script_chat(
+        [{"text": "gemma4\u2011old is ACTIVE again and serving traffic in europe-west4-a."}]
+    )
+    answer, byline = _answer(_say(world, "@gemma-bot why did gemma4-old fail?"))
+    assert "is ACTIVE again" not in answer, byline  # gemma4-old is FAILED

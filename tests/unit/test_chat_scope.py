@@ -96,3 +96,13 @@ def test_each_resource_of_a_question_naming_several_is_read_on_its_own() -> None
     assert one.each() == (one,)
     deployment = _asked("any errors in the logs?")[1]
     assert deployment.each() == (deployment,)
+
+
+def test_a_name_typed_with_look_alikes_resolves() -> None:
+    for question in (
+        "why did gemma4\u2011old fail?",
+        "why did gemma4-\u043eld fail?",
+        "why did Gemma4-Old's fail?",
+    ):
+        subjects = resolve(question, [], KNOWN)
+        assert subjects.resources == ("gemma4-old",) and not subjects.read_as and not subjects.unresolved
