@@ -445,13 +445,24 @@ def scope_of(known: Known, subjects: Subjects) -> Scope:
         A Scope whose `asked` holds the question's queued resources (this deployment's and others'), the
         deployments it names with their queued resources, and, for a question that names nothing and takes
         the channel's deployment, that whole deployment; empty for a question about nothing known (an
-        unknown name alone).
+        unknown name alone). A deployment named like a queued resource is the subject "NAME deployment":
+        the name stands for the resource (a production queued resource `staging` takes none of deployment
+        staging's facts).
     """
     names: dict[str, set[str]] = {}
     deployments: set[str] = set()
-    for deployment, resources in _listings(known).items():
+    listings = _listings(known)
+    taken = {resource.lower() for resources in listings.values() for resource in resources}
+
+    def key_of(deployment: str) -> str:
+        """A deployment's subject: its name, unless a queued resource has that name (the name then stands
+        for the resource, as `resolve` reads it, and the deployment is "NAME deployment")."""
+        key = deployment.lower()
+        return f"{key} deployment" if key in taken else key
+
+    for deployment, resources in listings.items():
         if deployment:
-            key = deployment.lower()
+            key = key_of(deployment)
             deployments.add(key)
             names.setdefault(key, set()).update({key, *(resource.lower() for resource in resources)})
         for resource, nodes in resources.items():
@@ -461,9 +472,9 @@ def scope_of(known: Known, subjects: Subjects) -> Scope:
     frozen = {name: frozenset(subjects_) for name, subjects_ in names.items()}
     asked: set[str] = {name.lower() for name in (*subjects.resources, *subjects.elsewhere)}
     for deployment in subjects.deployments:
-        asked |= frozen.get(deployment.lower(), frozenset({deployment.lower()}))
+        asked |= frozen.get(key_of(deployment), frozenset({key_of(deployment)}))
     if subjects.origin == "channel deployment" and known.deployment:
-        asked |= frozen.get(known.deployment.lower(), frozenset())
+        asked |= frozen.get(key_of(known.deployment), frozenset())
     return Scope(frozenset(asked), frozen, frozenset(deployments))
 
 
