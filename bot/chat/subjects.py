@@ -6,8 +6,9 @@ for its queued resource), then of the other deployments, and against the deploym
 like a resource name but is none is said so: read as the one name it is a typo of ("`gemma4-odl` read as
 `gemma4-old`"), else "no queued resource named X (there are A, B); did you mean C?". An unknown name never
 falls back to the primary. When the question names nothing, the thread gives the subject (its newest message
-naming exactly one known queued resource: an alert, an earlier answer about it; else those a message names
-when each names several), else the channel's deployment (its primary).
+naming exactly one known queued resource of any deployment the bot knows: an alert, an earlier answer
+about it, another deployment's alert in a shared alerts channel; else those of this deployment a message
+names when each names several), else the channel's deployment (its primary).
 
 "all", "every deployment" or "the fleet" asks about every deployment; a deployment's name ("how is staging
 doing?") about that one.
@@ -233,7 +234,8 @@ class Subjects:
         unresolved: names that resolve to nothing (each says what exists and what is close).
         read_as: a word that is no name -> the one queued resource it was read as (a typo), in `resources`.
         deployment_read_as: likewise for a deployment name before "deployment" ("stagng deployment").
-        elsewhere: a queued resource of another deployment named in the question -> that deployment.
+        elsewhere: a queued resource of another deployment named in the question (or, origin "thread", in
+            the thread) -> that deployment.
         thread_author: the author of the thread message the subject came from (origin "thread"; "" when it
             came from messages naming several, which no change may act on).
     """
@@ -411,9 +413,14 @@ def resolve(question: str, thread: Sequence[ThreadMessage], known: Known) -> Sub
         return replace(base, resources=(known.primary,), origin="question") if asked_here else base
     several: tuple[str, ...] = ()
     for message in reversed(thread):  # the newest message that names one queued resource gives it
-        names = tuple(dict.fromkeys(here[w] for w in words_of(message.text) if w in here))
+        said = words_of(message.text)
+        names = tuple(dict.fromkeys(here[w] for w in said if w in here))
+        theirs = {there[w] for w in said if w in there}  # another deployment's (a shared alerts channel)
         if len(names) == 1:
             return replace(base, resources=names, origin="thread", thread_author=message.author)
+        if len(theirs) == 1 and not names:
+            [(deployment, name)] = theirs
+            return replace(base, origin="thread", elsewhere={name: deployment}, thread_author=message.author)
         several = several or names
     if several:  # only messages naming several (an earlier answer listing them all): each of them
         return replace(base, resources=several, origin="thread", thread_author="")

@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
+from bot.slack.render import Reply, section
+from sim.console import DEMO_CHANNEL
 from sim.demo import Demo
 
 
@@ -90,3 +92,13 @@ def test_a_non_breaking_hyphen_does_not_hide_a_denied_state(world: Demo) -> None
     )
     answer, byline = _answer(_say(world, "@gemma-bot why did gemma4-old fail?"))
     assert "is ACTIVE again" not in answer, byline  # gemma4-old is FAILED
+
+
+def test_a_thread_about_another_deployments_resource_keeps_that_subject(world: Demo) -> None:
+    alert = ":red_circle: *`gemma4-staging` (us-east5-b): ACTIVE -> FAILED*"
+    world.user.thread_ts = world.bot.runner.slack.post(
+        DEMO_CHANNEL, Reply(text=alert, blocks=[section(alert)])
+    )
+    text = _say(world, "@gemma-bot what broke? any errors?")
+    assert "subject from the channel deployment" not in text and "describe gemma4-qr" not in text, text
+    assert "subject from the thread" in text and "gemma4-staging (deployment staging)" in text
