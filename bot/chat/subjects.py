@@ -6,7 +6,8 @@ for its queued resource), then of the other deployments, and against the deploym
 like a resource name but is none is said so: read as the one name it is a typo of ("`gemma4-odl` read as
 `gemma4-old`"), else "no queued resource named X (there are A, B); did you mean C?". An unknown name never
 falls back to the primary. When the question names nothing, the thread gives the subject (its newest message
-naming exactly one known queued resource of any deployment the bot knows: an alert, an earlier answer
+naming exactly one known queued resource of any deployment the bot knows (by name, node, or the one name
+a typo in it is read as): an alert, an earlier answer
 about it, another deployment's alert in a shared alerts channel; else those of this deployment a message
 names when each names several), else the channel's deployment (its primary).
 
@@ -335,6 +336,22 @@ def _close(word: str, by_word: Mapping[str, str]) -> tuple[list[str], float]:
     return close, best if margin >= CLEARLY_BETTER else 0.0
 
 
+def _named_here(
+    words: Sequence[str], here: Mapping[str, str], names: Sequence[str], excluded: set[str]
+) -> list[str]:
+    """The queued resources of the asking deployment `words` name, in order: by name or node, or by the
+    one name a typo is read as (as the question's own words are, said in the bot's answer to it)."""
+    found = []
+    for word in words:
+        if word in here:
+            found.append(here[word])
+        elif _looks_like_a_name(word, names, excluded):
+            close, best = _close(word, here)
+            if best >= READ_AS_RATIO:
+                found.append(close[0])
+    return found
+
+
 def resolve(question: str, thread: Sequence[ThreadMessage], known: Known) -> Subjects:
     """Resolve what a question is about (see the module docstring).
 
@@ -414,7 +431,7 @@ def resolve(question: str, thread: Sequence[ThreadMessage], known: Known) -> Sub
     several: tuple[str, ...] = ()
     for message in reversed(thread):  # the newest message that names one queued resource gives it
         said = words_of(message.text)
-        names = tuple(dict.fromkeys(here[w] for w in said if w in here))
+        names = tuple(dict.fromkeys(_named_here(said, here, [*here, *there], excluded | set(there))))
         theirs = {there[w] for w in said if w in there}  # another deployment's (a shared alerts channel)
         if len(names) == 1:
             return replace(base, resources=names, origin="thread", thread_author=message.author)

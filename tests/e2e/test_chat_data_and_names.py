@@ -10,7 +10,7 @@ import re
 from datetime import timedelta
 
 from bot.slack.render import Reply, section
-from sim.console import DEMO_CHANNEL
+from sim.console import DEMO_CHANNEL, SlackUser
 from sim.demo import Demo
 
 
@@ -102,3 +102,29 @@ def test_a_thread_about_another_deployments_resource_keeps_that_subject(world: D
     text = _say(world, "@gemma-bot what broke? any errors?")
     assert "subject from the channel deployment" not in text and "describe gemma4-qr" not in text, text
     assert "subject from the thread" in text and "gemma4-staging (deployment staging)" in text
+
+
+def test_a_change_asked_in_a_thread_takes_the_threads_subject(world: Demo) -> None:
+    """A new user asks about a typo of gemma4-old, then "delete it" in that thread: the Review button acts
+    on gemma4-old, and the click still runs the role check and Confirm."""
+    newcomer = SlackUser(world.server.url, world.signing_secret, world.slack, user_id="U0NEWUSER1")
+    try:
+        first = _say_as(newcomer, "@gemma-bot why did gemma4-ol fail?")
+        assert "`gemma4-ol` read as `gemma4-old`" in first
+        _say_as(newcomer, "thread")
+        asked = _say_as(newcomer, "@gemma-bot delete it")
+        assert "subject from the thread" in asked and "[Review /tpu delete gemma4-old]" in asked, asked
+        assert "which queued resource" not in asked
+    finally:
+        newcomer.close()
+    # the demo user (an admin) in the same kind of thread gets the Review, then the usual Confirm step
+    _say(world, "@gemma-bot why did gemma4-ol fail?")
+    _say(world, "thread")
+    assert "[Review /tpu delete gemma4-old]" in _say(world, "@gemma-bot delete it")
+    assert "[Confirm" in _say(world, "click Review")
+
+
+def _say_as(user: SlackUser, line: str) -> str:
+    out, answered = user.run(line, timeout=120)
+    assert answered, out
+    return "\n".join(out)

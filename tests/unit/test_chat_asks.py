@@ -163,3 +163,17 @@ def test_commands_run_here_are_grouped_into_runs_with_their_outcome() -> None:
     ]
     assert [r.command for r in relevant(runs, "why was that refused?")] == ["vllm stop"]
     assert relevant(runs, "how is the staging deployment doing?") == []
+
+
+@pytest.mark.parametrize("asked", ["delete it", "please clean it up", "force delete it"])
+def test_a_change_asked_in_a_thread_takes_the_subject_the_thread_read_as_a_typo(asked: str) -> None:
+    """'why did gemma4-ol fail?' (read as gemma4-old, said so), the bot's answer naming several, then
+    "delete it" from the same user: the command acts on gemma4-old, behind Review and Confirm."""
+    thread = [
+        ThreadMessage("@gemma-bot why did gemma4-ol fail?", "U1"),
+        ThreadMessage("gemma4-old is FAILED; gemma4-qr is ACTIVE in us-east5-a.", BOT),
+    ]
+    command, _, missing = _offer(asked, thread)
+    assert command is not None and command.startswith("tpu delete gemma4-old"), missing
+    other = _offer(asked, [ThreadMessage("@gemma-bot why did gemma4-ol fail?", "U2"), thread[1]])
+    assert other[0] is None  # another person's message gives no target
