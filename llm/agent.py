@@ -128,10 +128,13 @@ class ToolResult:
         text: what the model is sent (before redaction and cutting).
         about: the subjects it describes (`llm.grounding.Scope` names: queued resources, deployments),
             e.g. ("gemma4-old",); () for a general result.
+        logged: its lines are log entries read on its subjects' nodes (`llm.grounding.Evidence.logged`):
+            where a line was logged says what it is about, not the names its text carries.
     """
 
     text: str
     about: tuple[str, ...] = ()
+    logged: bool = False
 
 
 @dataclass(frozen=True)
@@ -144,6 +147,7 @@ class ToolCall:
         result: what the model was sent back (redacted, at most MAX_TOOL_RESULT_CHARS characters).
         ok: False when the tool was unknown, the arguments were invalid or the tool raised.
         about: what the result is about (`ToolResult.about`); () for a general result or a failed call.
+        logged: the result is log entries read on its subjects' nodes (`ToolResult.logged`).
     """
 
     name: str
@@ -151,6 +155,7 @@ class ToolCall:
     result: str
     ok: bool = True
     about: tuple[str, ...] = ()
+    logged: bool = False
 
 
 @dataclass(frozen=True)
@@ -454,10 +459,11 @@ def _run_tool(tools: Mapping[str, Tool], name: str, raw_arguments: str) -> ToolC
             name, arguments, f"unknown tool {name!r}; available: {', '.join(tools) or 'none'}", False
         )
     about: tuple[str, ...] = ()
+    logged = False
     try:
         returned = tool.func(**arguments)
         if isinstance(returned, ToolResult):
-            result, about = returned.text, tuple(returned.about)
+            result, about, logged = returned.text, tuple(returned.about), returned.logged
         else:
             result = str(returned)
         ok = True
@@ -467,7 +473,7 @@ def _run_tool(tools: Mapping[str, Tool], name: str, raw_arguments: str) -> ToolC
         result, ok = f"invalid arguments for {name}: {exc}", False
     except Exception as exc:  # a tool's bug must not end the conversation
         result, ok = f"error: {type(exc).__name__}: {exc}", False
-    return ToolCall(name, arguments, redact(result)[:MAX_TOOL_RESULT_CHARS], ok, about)
+    return ToolCall(name, arguments, redact(result)[:MAX_TOOL_RESULT_CHARS], ok, about, logged)
 
 
 def answer(

@@ -1,11 +1,15 @@
 """The check between the model and Slack: every claim in a model's answer must come from what the bot read.
 
-A model's text is a claim, not a fact. Before it is posted, `check_answer` reads it sentence by sentence:
+A model's text is a claim, not a fact. Before it is posted, `check_answer` reads it sentence by sentence,
+as it reads (`llm.grounding.canonical_text`: look-alike characters, zero-width characters and full-width
+digits folded, so none hides a name, a state or a number), names in any case and with a possessive:
 
 - chat-template tokens (`<start_of_turn>`, `<|turn>`, `<|im_start|>`, ...) end the answer: what follows is
   an invented next turn; a thinking channel (`<|channel>thought ... <channel|>`) is dropped;
 - shell commands (in code, fenced or not, or written out: `sudo ...`, `curl ...`, `gcloud compute ...`) are
-  never shown: only this bot's own commands, and only those that parse as one (`parses`);
+  never shown: only this bot's own commands, and only those that parse as one (`parses`); a bot command is
+  a claim too: one the bot does not offer for the question's subject (`offered`: a change seen only in
+  data, logs, tool results or thread messages) is removed, and said (`Checked.unoffered`);
 - sentences that repeat the bot's instructions to the model (`prompt`), and repeated or looping text, go;
 - each claim (a resource or node name, zone, region, accelerator type, number with a unit, price, date,
   time, version, URL, bot command) must appear in `evidence`, the facts and tool results the model was
@@ -33,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from llm.grounding import Evidence, Scope, contradictions, segments, split_after
+from llm.grounding import Evidence, Scope, canonical_text, contradictions, segments, split_after
 from ops.linear import LinearMatch, linear
 from ops.tpu.model import ZONE_PATTERN
 
@@ -93,10 +97,13 @@ _TIME = linear(r"\b([0-9]{1,2}):([0-9]{2})(?::[0-9]{2})?\b")
 _PRICE = linear(r"(?:\$|USD\s?|EUR\s?|[€£¥]\s?)([0-9][0-9,]*(?:\.[0-9]+)?)")
 # A number with any unit: a symbol (%, °, °C, ℃) or the word right after it ("15 ms", "3 nodes", "20 km",
 # "12 degrees"): whatever it measures, the number must be one the facts hold.
-_QUANTITY = linear(r"\b([0-9][0-9,]*(?:\.[0-9]+)?)\s?(%|°\s?[CFcf]?|℃|℉|[A-Za-z][A-Za-z/]*)")
+# "a 9-hour stretch" is a number with its unit too.
+_QUANTITY = linear(r"\b([0-9][0-9,]*(?:\.[0-9]+)?)(?:\s?|-)(%|°\s?[CFcf]?|℃|℉|[A-Za-z][A-Za-z/]*)")
 _UNFOUND = linear(r"^`[^`]*` \((.+)\) is not in the facts$")
 _EXIT_CODE = linear(r"(?i)\bexit(?:ed)?(?: with)?(?: code| status)?\s+([0-9]+)\b")
-_NAME = linear(r"\b[a-z][a-z0-9]*(?:-[a-z0-9]+)+\b")
+_NAME = linear(r"(?i)\b[a-z][a-z0-9]*(?:-[a-z0-9]+)+\b")
+"""A name in any case ("Gemma4-backup", "US-EAST1-D"): ids are lowercase, a model may capitalise them."""
+_POSSESSIVE = linear(r"'s$")
 _BACKTICKED = linear(r"`([A-Za-z0-9][A-Za-z0-9_._:/-]{1,80})`")
 _NUMBER = linear(r"[0-9][0-9,]*(?:\.[0-9]+)?")
 _SENTENCE_END = linear(r"[.!?](?:\s+|$)|\n+")
@@ -141,6 +148,7 @@ class Checked:
         about: the question's subjects the answer was held to, as Slack shows them ("`gemma4-old`"); ""
             when it was not held to any (no scope, or a question about nothing known).
         elsewhere: of `claims`, those of sentences that name another subject, found in evidence about it.
+        unoffered: the bot commands removed because the bot does not offer them, as the model wrote them.
     """
 
     text: str
@@ -152,6 +160,7 @@ class Checked:
     quotes: int = 0
     about: str = ""
     elsewhere: int = 0
+    unoffered: tuple[str, ...] = ()
 
     def summary(self) -> str:
         """One line for the byline: "checked: 3 claims found in the facts for `gemma4-old`; removed: a shell
@@ -263,9 +272,10 @@ def _claims(sentence: str, parses: Callable[[str], bool]) -> list[_Claim]:
         line = match.group(1).strip()
         # a path the facts give (`/health`, `/v1/models`) is not a command
         claim(line, "not a command of this bot", text(line.split()[0]), given=parses(line))
-    for zone in _ZONE.findall(rest):
+    lowered = rest.lower()  # zones, regions and names in any case
+    for zone in _ZONE.findall(lowered):
         claim(zone, "a zone", text(zone))
-    for region in _REGION.findall(_ZONE.sub(" ", rest)):
+    for region in _REGION.findall(_ZONE.sub(" ", lowered)):
         claim(region, "a region", text(region))
     for accelerator in _ACCELERATOR.findall(rest):
         claim(accelerator, "an accelerator type", text(accelerator))
@@ -284,11 +294,11 @@ def _claims(sentence: str, parses: Callable[[str], bool]) -> list[_Claim]:
         claim(quantity, "a number", number(amount, percent=unit == "%"))
     for code in _EXIT_CODE.findall(plain):
         claim(f"exit code {code}", "a number", number(code))
-    named = {*_NAME.findall(_ZONE.sub(" ", rest)), *_BACKTICKED.findall(rest)}
+    named = {*_NAME.findall(_ZONE.sub(" ", lowered)), *_BACKTICKED.findall(lowered)}
     for name in sorted(named):
         if _ACCELERATOR.fullmatch(name) or _ZONE.fullmatch(name) or _REGION.fullmatch(name):
             continue
-        if any(ch.isdigit() for ch in name) or f"`{name}`" in rest:
+        if any(ch.isdigit() for ch in name) or f"`{name}`" in lowered:
             claim(name, "a name", text(name))
     return list(claims.values())
 
@@ -407,6 +417,7 @@ def check_answer(
     cut: bool = False,
     only_earlier_failures: bool = False,
     scope: Scope | None = None,
+    offered: Callable[[str], bool] | None = None,
 ) -> Checked:
     """Check a model's answer against what the bot read (see the module docstring).
 
@@ -430,12 +441,15 @@ def check_answer(
         scope: what the question is about and which subject each name stands for
             (`llm.grounding.Scope`); each sentence and quoted block must then rest on evidence about what
             it is about. None (or a scope that asks about nothing): no text is held to a subject.
+        offered: whether the bot offers a command line of the answer that parses ("/tpu delete gemma4-qr
+            --force now": its command part is read): a change the bot does not offer for the question's
+            subject is removed, whatever data it was seen in. None: every command that parses is kept.
 
     Returns:
         Checked: the text to post ("" when withheld), what was removed and why, whether it was withheld.
     """
     removed: list[Removal] = []
-    body, templated = _strip_template(text)
+    body, templated = _strip_template(canonical_text(text))
     if templated:
         removed.append(Removal("chat-template tokens (the text after them was an invented next turn)"))
 
@@ -479,6 +493,7 @@ def check_answer(
 
     seen: set[str] = set()
     unverified: list[str] = []
+    refused: list[str] = []
     sentences = _sentences(body)
     if cut and sentences and not sentences[-1].endswith((".", "!", "?", ":", "\x00")):
         removed.append(Removal("an unfinished last sentence", sentences.pop()))
@@ -520,11 +535,16 @@ def check_answer(
         if any(_shell_text(span) for span in spans) or _shell_text(_CODE_SPAN.sub(" ", sentence)):
             removed.append(Removal(_SHELL_WHY, sentence))
             continue
+        unoffered = _unoffered(_URL.sub(" ", sentence), parses, offered)
+        if unoffered:
+            refused += unoffered
+            removed.append(Removal(_UNOFFERED_WHY, sentence))
+            continue
         if echo and _shingles(sentence, ECHO_WORDS) & echo:
             removed.append(Removal("it repeats the bot's instructions to the model", sentence))
             continue
-        words = {w.strip("`*_'\"") for w in sentence.lower().split()}
-        typo = sorted(unknown & {w.strip(".,;:!?()") for w in words})
+        words = {_POSSESSIVE.sub("", w.strip("`*_'\".,;:!?()")) for w in sentence.lower().split()}
+        typo = sorted(unknown & {*words, *(n.lower() for n in _NAME.findall(sentence))})
         if typo:
             removed.append(Removal(f"`{typo[0]}` names nothing the bot knows", sentence))
             continue
@@ -569,7 +589,21 @@ def check_answer(
         quotes=0 if withheld else quotes,
         about=held_to,
         elsewhere=0 if withheld else elsewhere,
+        unoffered=tuple(dict.fromkeys(refused)),
     )
+
+
+_UNOFFERED_WHY = "a change the bot does not offer (only its diagnosis or the asker's request offers one)"
+
+
+def _unoffered(
+    sentence: str, parses: Callable[[str], bool], offered: Callable[[str], bool] | None
+) -> list[str]:
+    """The bot commands of a sentence that parse and that the bot does not offer (none without `offered`)."""
+    if offered is None:
+        return []
+    lines = [match.group(1).strip() for match in _BOT_COMMAND.finditer(sentence)]
+    return [line for line in lines if parses(line) and not offered(line)]
 
 
 _TOLD_AS = " told as about "

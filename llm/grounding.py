@@ -18,6 +18,7 @@ it rests on is about what its sentence is about.
 from __future__ import annotations
 
 import math
+import unicodedata
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -28,6 +29,7 @@ __all__ = [
     "Evidence",
     "Fact",
     "Scope",
+    "canonical_text",
     "contradictions",
     "estimate_tokens",
     "facts_block",
@@ -56,7 +58,10 @@ class Fact:
             container stopped, a command run earlier), which is told as past, with its time.
         about: the subjects it describes (`Scope` names: queued resources, deployments), e.g.
             ("gemma4-old",); () for a general fact (the price table, a zone's capacity, the notes on the
-            question's names). A line of it that names other subjects is about those (`segments`).
+            question's names). A line of it that names other subjects is about those (`segments`),
+            unless it is `logged`.
+        logged: its lines are log entries read on its subjects' nodes: where a line was logged decides
+            what it is about, not what its text names (`Evidence.logged`).
     """
 
     source: str
@@ -66,6 +71,7 @@ class Fact:
     at: datetime | None = None
     now: bool = True
     about: tuple[str, ...] = ()
+    logged: bool = False
 
     def when(self) -> str:
         """ "as of 05:12 UTC" for a fact about now, "EARLIER, at 04:31 UTC: not the present state" for a past
@@ -111,6 +117,15 @@ class Scope:
                 found |= self.names.get(word, frozenset())
         return frozenset(found)
 
+    def first_named(self, text: str) -> frozenset[str]:
+        """The subjects of the first word of `text` that names any (a log line's node column), empty when
+        none does."""
+        alone = self.deployments if len(self.deployments) == 1 else frozenset()
+        for word in _SUBJECT_WORD.findall(text.lower()):
+            if word not in alone and word in self.names:
+                return self.names[word]
+        return frozenset()
+
     def expand(self, subjects: Iterable[str]) -> frozenset[str]:
         """`subjects` with what each stands for: a deployment with its queued resources, a node as its
         queued resource; a name the scope does not know stays as it is."""
@@ -145,11 +160,20 @@ class Evidence:
         text: the text as the model saw it.
         about: its subjects (`Scope` names); empty for a general text.
         now: False for an earlier event (`Fact.now`).
+        logged: its lines are log entries read on the nodes of its subjects (a node's logs, the errors of
+            a resource's nodes, a container's log): a line is about the node it was logged on, not the
+            subjects its text names ("peer gemma4-old-node: HBM OOM" logged on gemma4-qr-node is about
+            gemma4-qr).
     """
 
     text: str
     about: frozenset[str] = frozenset()
     now: bool = True
+    logged: bool = False
+
+
+_ENTRY_START = linear(r"^[0-9]")
+"""A log entry's first line starts with its time (`/logs` writes "12-06 01:15:16 ERRO NODE message")."""
 
 
 def segments(evidence: Sequence[Evidence], scope: Scope) -> list[Evidence]:
@@ -158,8 +182,13 @@ def segments(evidence: Sequence[Evidence], scope: Scope) -> list[Evidence]:
     A text's subjects stand for what they name (`Scope.expand`: a deployment for its queued resources). A
     line that names subjects is about those. A line that names none is about its text's subjects when the
     text is about one queued resource or fewer (a describe, a node's logs, a general fact); in a text about
-    several (a listing, the dashboard, every node's logs) it belongs to the line above it, the way a
-    listing's continuation lines belong to the resource named before them.
+    several (a listing, the dashboard) it belongs to the line above it, the way a listing's continuation
+    lines belong to the resource named before them.
+
+    Where a log line was logged decides what it is about, not what its text names (`Evidence.logged`): in
+    the logs of one queued resource's nodes every line is about it; in every node's logs a line is about
+    the first subject an entry's first line names (it starts with its time, then its node column:
+    "12-06 01:15:16 ERRO gemma4-qr-node ..."), and any other line belongs to the line above it.
 
     Args:
         evidence: the texts and their subjects.
@@ -175,16 +204,57 @@ def segments(evidence: Sequence[Evidence], scope: Scope) -> list[Evidence]:
         current = own
         lines: list[str] = []
         for line in piece.text.splitlines():
-            named = scope.named(line)
+            if not piece.logged:
+                named = scope.named(line)
+            elif several and _ENTRY_START.match(line):
+                named = scope.first_named(line)  # an entry's first line: its node column
+            else:
+                named = frozenset()  # where it was read (one resource's nodes), or the entry above's line
             about = named or (current if several else own)
             if about != current and lines:
-                runs.append(Evidence("\n".join(lines), current, piece.now))
+                runs.append(Evidence("\n".join(lines), current, piece.now, piece.logged))
                 lines = []
             current = about
             lines.append(line)
         if lines:
-            runs.append(Evidence("\n".join(lines), current, piece.now))
+            runs.append(Evidence("\n".join(lines), current, piece.now, piece.logged))
     return runs
+
+
+# Look-alikes of the characters names are written in (lowercase letters, digits, hyphen), from Unicode's
+# confusables (https://www.unicode.org/Public/security/latest/confusables.txt, UTS #39
+# https://www.unicode.org/reports/tr39/): the hyphens and dashes confusable with "-", and the Cyrillic and
+# Greek letters whose prototype is a Latin one. NFKC already folds full-width forms ("９" -> "9").
+_LOOKALIKES = str.maketrans(
+    {
+        **dict.fromkeys("\u02d7\u2010\u2011\u2012\u2013\u2043\u2212\ufe58\ufe63", "-"),
+        "\u2018": "'",
+        "\u2019": "'",
+        **dict(zip("аԁеһіјӏорԛѕԝхуɡ", "adehijlopqswxyg", strict=True)),  # Cyrillic, and Latin script g
+        **dict(zip("АВЕКМНОРСТХУЅІЈ", "ABEKMHOPCTXYSIJ", strict=True)),  # Cyrillic capitals
+        **dict(zip("αονρ", "aovp", strict=True)),  # Greek
+        **dict(zip("ΑΒΕΖΗΙΚΜΝΟΡΤΥΧ", "ABEZHIKMNOPTYX", strict=True)),  # Greek capitals
+    }
+)
+
+
+def canonical_text(text: str) -> str:
+    """`text` as it reads: NFKC (full-width and compatibility forms folded,
+    https://unicode.org/reports/tr15/), format characters dropped (zero-width space and joiners, soft
+    hyphen, bidi controls: Unicode category Cf), and the look-alikes of the name alphabet mapped to it
+    (`_LOOKALIKES`), so "gemma4\u2011old", "gemma4-\u200bold" and "gemma4-\u043eld" read "gemma4-old".
+
+    Args:
+        text: any text (a model's answer, a question).
+
+    Returns:
+        The text folded; ASCII text is returned unchanged.
+    """
+    if text.isascii():
+        return text
+    folded = unicodedata.normalize("NFKC", text)
+    kept = "".join(ch for ch in folded if unicodedata.category(ch) != "Cf")
+    return kept.translate(_LOOKALIKES)
 
 
 def estimate_tokens(text: str) -> int:
@@ -193,7 +263,9 @@ def estimate_tokens(text: str) -> int:
 
 
 def _words(text: str) -> list[str]:
-    return [w.strip("?!.,:;'\"()`*<>@") for w in text.split()]
+    """The words of `text` without surrounding punctuation or a possessive ("gemma4-old's")."""
+    words = [w.strip("?!.,:;'\"()`*<>@") for w in text.split()]
+    return [w[:-2].rstrip("'\"`*") if w.endswith("'s") else w for w in words]
 
 
 def facts_block(

@@ -33,7 +33,7 @@ the outcome: a follow-up question ("why did the create fail?") gets the failure 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -50,9 +50,13 @@ __all__ = [
     "Found",
     "Outcome",
     "Suggestion",
+    "command_line",
     "find_instructions",
+    "offer",
+    "offers",
     "outcomes",
     "patterns",
+    "planted",
     "read_ask",
     "relevant",
     "suggest",
@@ -267,6 +271,34 @@ def suggest(
     return _with_options(line, ask, registry, not_acted)
 
 
+def offer(
+    question: str,
+    subjects: Subjects,
+    nodes: Mapping[str, Sequence[str]],
+    registry: Registry,
+    *,
+    asker: str,
+    proposed: str | None,
+) -> tuple[Suggestion | None, str]:
+    """The change to offer (only when the asker asked for one: `read_ask`, `suggest`) and a note on a
+    command the model proposed (its suggestion tool) that is not offered ("" when none).
+
+    Args:
+        question: the asker's message.
+        subjects, nodes, registry, asker: as `suggest` takes them.
+        proposed: the command line the model proposed, None when it proposed none.
+
+    Returns:
+        (the Suggestion, None when no change was asked for; the note).
+    """
+    ask = read_ask(question)
+    offered = suggest(ask, subjects, nodes, registry, asker=asker) if ask else None
+    if not proposed or (offered is not None and offered.command and f"/{offered.command}" == proposed):
+        return offered, ""
+    why = "the question asks for no change" if ask is None else "it is not the change asked for"
+    return offered, f"the model proposed `{proposed}`; not offered: {why}"
+
+
 def _with_options(line: str, ask: Ask, registry: Registry, not_acted: list[str]) -> Suggestion:
     """`line` with the asked switches and zone the command declares; the others are said not acted on."""
     try:
@@ -373,6 +405,100 @@ def find_instructions(sources: Iterable[tuple[str, str, LinearPattern]]) -> list
             if len(found) >= MAX_FOUND:
                 return found
     return found
+
+
+# -- the bot's commands in a model's answer ---------------------------------------------------------------
+
+COMMAND_WORDS = 6
+"""At most this many words of a line are read as a command (`Registry.starts_with_command` reads as many)."""
+_COMMAND_END = linear(r"[`()\"';,]|[.:!?](?:\s|$)")
+"""Where a command written in prose ends: a quote, a bracket, a comma or the end of its sentence."""
+
+
+def command_line(registry: Registry, text: str) -> str | None:
+    """The bot command `text` starts with, as the registry writes it ("/tpu delete gemma4-qr --force" of
+    "/tpu delete gemma4-qr --force now"): its longest start of at most COMMAND_WORDS words that parses as
+    a command (not a group alone), with its slash; None when it starts with none."""
+    stop = _COMMAND_END.search(text)
+    text = text[: stop.start()] if stop is not None else text
+    if not registry.starts_with_command(text):
+        return None
+    tokens = text.split()[:COMMAND_WORDS]
+    for end in range(len(tokens), 0, -1):
+        try:
+            invocation = registry.parse(" ".join(tokens[:end]))
+        except (UsageError, ValueError):
+            continue
+        return "/" + invocation.text.lstrip("/")
+    return None
+
+
+def _changes(registry: Registry, line: str) -> bool:
+    try:
+        return registry.parse(line).command.changes_infra
+    except (UsageError, ValueError):
+        return False
+
+
+def offers(registry: Registry, offered: Iterable[str]) -> Callable[[str], bool]:
+    """Whether the bot offers a command line a model wrote (`llm.claims.check_answer`'s `offered`).
+
+    A command that changes nothing (/tpu describe, /logs) is the bot's help and always offered. A change is
+    offered only when the bot itself offers it for the question's subject: the fix of its diagnosis (the
+    catalogue's text), the change the asker asked for (`suggest`), given in `offered` as text holding the
+    commands ("recover it (/tpu recover gemma4-old --search)"). The model's line may leave off the
+    offered line's trailing switches ("/tpu recover gemma4-old"), never change a word of it. A command
+    seen in logs, tool results or other people's messages is never offered because it was seen there.
+
+    Args:
+        registry: the command registry.
+        offered: texts of the bot's own offers, each holding zero or more of its commands.
+
+    Returns:
+        A predicate over command lines ("/tpu delete gemma4-qr --force now": its command part is read).
+    """
+    found = patterns(registry)
+    lines = [
+        line.split()
+        for text in offered
+        for match in found.finditer(text)
+        if match.group(1) is not None
+        for line in [command_line(registry, match.group(1))]
+        if line is not None
+    ]
+
+    def offered_line(text: str) -> bool:
+        line = command_line(registry, text)
+        if line is None or not _changes(registry, line):
+            return True
+        words = line.split()
+        return any(words == given[: len(words)] for given in lines)
+
+    return offered_line
+
+
+def planted(registry: Registry, refused: Iterable[str], sources: Iterable[tuple[str, str]]) -> list[Found]:
+    """Where the changes a model wrote and the bot did not offer (`refused`, command lines) were written
+    in data: each is an instruction found there, reported and ignored (the model copied it).
+
+    Args:
+        registry: the command registry.
+        refused: the command lines the check removed (`llm.claims.Checked.unoffered`).
+        sources: (where, text) of the data the model was given: "the logs", "a tool result", "the thread".
+
+    Returns:
+        One Found per command and source, in the order of `sources`, at most MAX_FOUND.
+    """
+    wanted = {line for line in (command_line(registry, r) for r in refused) if line is not None}
+    if not wanted:
+        return []
+    found: list[Found] = []
+    for source, text in sources:
+        for match in patterns(registry).finditer(text):
+            line = command_line(registry, match.group(1)) if match.group(1) is not None else None
+            if line in wanted and all(f.snippet != _snippet(line) for f in found):
+                found.append(Found(source, _snippet(line)))
+    return found[:MAX_FOUND]
 
 
 # -- the commands run before ------------------------------------------------------------------------------

@@ -6,8 +6,10 @@ for its queued resource), then of the other deployments, and against the deploym
 like a resource name but is none is said so: read as the one name it is a typo of ("`gemma4-odl` read as
 `gemma4-old`"), else "no queued resource named X (there are A, B); did you mean C?". An unknown name never
 falls back to the primary. When the question names nothing, the thread gives the subject (its newest message
-naming exactly one known queued resource: an alert, an earlier answer about it; else those a message names
-when each names several), else the channel's deployment (its primary).
+naming exactly one known queued resource of any deployment the bot knows (by name, node, or the one name
+a typo in it is read as): an alert, an earlier answer
+about it, another deployment's alert in a shared alerts channel; else those of this deployment a message
+names when each names several), else the channel's deployment (its primary).
 
 "all", "every deployment" or "the fleet" asks about every deployment; a deployment's name ("how is staging
 doing?") about that one.
@@ -32,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
-from llm.grounding import Scope
+from llm.grounding import Scope, canonical_text
 from ops.linear import linear
 from ops.tpu.model import is_region, is_zone
 
@@ -137,9 +139,10 @@ _STRIP = "?!.,:;'\"()`*<>@[]{}"
 
 
 def words_of(text: str) -> list[str]:
-    """The words of `text`, lowercased, without surrounding punctuation or a possessive "'s"."""
+    """The words of `text` as it reads (`llm.grounding.canonical_text`: a non-breaking hyphen or a Cyrillic
+    "о" hides no name), lowercased, without surrounding punctuation or a possessive "'s"."""
     words = []
-    for raw in text.split():
+    for raw in canonical_text(text).split():
         word = raw.strip(_STRIP).lower()
         word = _POSSESSIVE.sub("", word).strip(_STRIP)
         if word:
@@ -243,7 +246,8 @@ class Subjects:
         unresolved: names that resolve to nothing (each says what exists and what is close).
         read_as: a word that is no name -> the one queued resource it was read as (a typo), in `resources`.
         deployment_read_as: likewise for a deployment name before "deployment" ("stagng deployment").
-        elsewhere: a queued resource of another deployment named in the question -> that deployment.
+        elsewhere: a queued resource of another deployment named in the question (or, origin "thread", in
+            the thread) -> that deployment.
         thread_author: the author of the thread message the subject came from (origin "thread"; "" when it
             came from messages naming several, which no change may act on).
     """
@@ -343,6 +347,22 @@ def _close(word: str, by_word: Mapping[str, str]) -> tuple[list[str], float]:
     return close, best if margin >= CLEARLY_BETTER else 0.0
 
 
+def _named_here(
+    words: Sequence[str], here: Mapping[str, str], names: Sequence[str], excluded: set[str]
+) -> list[str]:
+    """The queued resources of the asking deployment `words` name, in order: by name or node, or by the
+    one name a typo is read as (as the question's own words are, said in the bot's answer to it)."""
+    found = []
+    for word in words:
+        if word in here:
+            found.append(here[word])
+        elif _looks_like_a_name(word, names, excluded):
+            close, best = _close(word, here)
+            if best >= READ_AS_RATIO:
+                found.append(close[0])
+    return found
+
+
 def resolve(question: str, thread: Sequence[ThreadMessage], known: Known) -> Subjects:
     """Resolve what a question is about (see the module docstring).
 
@@ -424,9 +444,14 @@ def resolve(question: str, thread: Sequence[ThreadMessage], known: Known) -> Sub
         return replace(base, resources=(known.primary,), origin="question") if asked_here else base
     several: tuple[str, ...] = ()
     for message in reversed(thread):  # the newest message that names one queued resource gives it
-        names = tuple(dict.fromkeys(here[w] for w in words_of(message.text) if w in here))
+        said = words_of(message.text)
+        names = tuple(dict.fromkeys(_named_here(said, here, [*here, *there], excluded | set(there))))
+        theirs = {there[w] for w in said if w in there}  # another deployment's (a shared alerts channel)
         if len(names) == 1:
             return replace(base, resources=names, origin="thread", thread_author=message.author)
+        if len(theirs) == 1 and not names:
+            [(deployment, name)] = theirs
+            return replace(base, origin="thread", elsewhere={name: deployment}, thread_author=message.author)
         several = several or names
     if several:  # only messages naming several (an earlier answer listing them all): each of them
         return replace(base, resources=several, origin="thread", thread_author="")
@@ -458,13 +483,24 @@ def scope_of(known: Known, subjects: Subjects) -> Scope:
         A Scope whose `asked` holds the question's queued resources (this deployment's and others'), the
         deployments it names with their queued resources, and, for a question that names nothing and takes
         the channel's deployment, that whole deployment; empty for a question about nothing known (an
-        unknown name alone).
+        unknown name alone). A deployment named like a queued resource is the subject "NAME deployment":
+        the name stands for the resource (a production queued resource `staging` takes none of deployment
+        staging's facts).
     """
     names: dict[str, set[str]] = {}
     deployments: set[str] = set()
-    for deployment, resources in _listings(known).items():
+    listings = _listings(known)
+    taken = {resource.lower() for resources in listings.values() for resource in resources}
+
+    def key_of(deployment: str) -> str:
+        """A deployment's subject: its name, unless a queued resource has that name (the name then stands
+        for the resource, as `resolve` reads it, and the deployment is "NAME deployment")."""
+        key = deployment.lower()
+        return f"{key} deployment" if key in taken else key
+
+    for deployment, resources in listings.items():
         if deployment:
-            key = deployment.lower()
+            key = key_of(deployment)
             deployments.add(key)
             names.setdefault(key, set()).update({key, *(resource.lower() for resource in resources)})
         for resource, nodes in resources.items():
@@ -474,9 +510,9 @@ def scope_of(known: Known, subjects: Subjects) -> Scope:
     frozen = {name: frozenset(subjects_) for name, subjects_ in names.items()}
     asked: set[str] = {name.lower() for name in (*subjects.resources, *subjects.elsewhere)}
     for deployment in subjects.deployments:
-        asked |= frozen.get(deployment.lower(), frozenset({deployment.lower()}))
+        asked |= frozen.get(key_of(deployment), frozenset({key_of(deployment)}))
     if subjects.origin == "channel deployment" and known.deployment:
-        asked |= frozen.get(known.deployment.lower(), frozenset())
+        asked |= frozen.get(key_of(known.deployment), frozenset())
     return Scope(frozenset(asked), frozen, frozenset(deployments))
 
 
@@ -494,6 +530,7 @@ class Aim:
         serving: the queued resource whose node serves vLLM there (the deployment's primary), "" when it
             lists no such resource.
         every: every queued resource of that deployment.
+        nodes_of: each of `resources` -> its node ids (`nodes` by resource; not compared).
     """
 
     deployment: str
@@ -501,6 +538,16 @@ class Aim:
     nodes: tuple[str, ...] = ()
     serving: str = ""
     every: tuple[str, ...] = ()
+    nodes_of: Mapping[str, tuple[str, ...]] = field(default_factory=dict, compare=False)
+
+    def each(self) -> tuple[Aim, ...]:
+        """This aim once per queued resource it is about, each with its own nodes (a question naming two
+        reads each one's logs as a fact about it alone); itself when it is about one or none."""
+        if len(self.resources) < 2:
+            return (self,)
+        return tuple(
+            replace(self, resources=(name,), nodes=self.nodes_of.get(name, ())) for name in self.resources
+        )
 
     @property
     def about(self) -> tuple[str, ...]:
@@ -539,7 +586,8 @@ def aim_of(known: Known, subjects: Subjects, primaries: Mapping[str, str]) -> Ai
     listing = listings.get(deployment, {})
     nodes = tuple(dict.fromkeys(node for name in resources for node in listing.get(name, ())))
     primary = primaries.get(deployment, "")
-    return Aim(deployment, resources, nodes, primary if primary in listing else "", tuple(listing))
+    nodes_of = {name: tuple(listing.get(name, ())) for name in resources}
+    return Aim(deployment, resources, nodes, primary if primary in listing else "", tuple(listing), nodes_of)
 
 
 def home_of(known: Known, name: str) -> tuple[str, str] | None:
@@ -570,11 +618,14 @@ class Read:
 @dataclass(frozen=True)
 class ToolPlan:
     """How a chat tool call is answered: the commands it runs, in order, and what their results are about;
-    or, when there is nothing to read, what the model is told instead (`said`)."""
+    or, when there is nothing to read, what the model is told instead (`said`). `logged`: the tool reads
+    log entries of nodes (it takes NODE_PARAM), so where each line was logged says what it is about
+    (`llm.grounding.Evidence.logged`)."""
 
     reads: tuple[Read, ...]
     about: tuple[str, ...]
     said: str = ""
+    logged: bool = False
 
 
 def plan_call(
@@ -610,6 +661,23 @@ def plan_call(
     named = next(
         (str(arguments[p]).strip() for p in subject_params if str(arguments.get(p) or "").strip()), ""
     )
+    return replace(
+        _plan(tool, subject_params, arguments, named, known, scope, aim, serving),
+        logged=NODE_PARAM in subject_params,
+    )
+
+
+def _plan(
+    tool: str,
+    subject_params: Sequence[str],
+    arguments: Mapping[str, Any],
+    named: str,
+    known: Known | None,
+    scope: Scope,
+    aim: Aim,
+    serving: bool,
+) -> ToolPlan:
+    """`plan_call`'s plan, before it says whether the tool reads logs."""
     if named:
         home = home_of(known, named) if known is not None else None
         deployment, resource = home if home is not None else (aim.deployment, named)

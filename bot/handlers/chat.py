@@ -30,14 +30,14 @@ from bot.chat.asks import (
     DIRECTIVES,
     Found,
     Outcome,
-    Suggestion,
     deletions,
     find_instructions,
+    offer,
+    offers,
     outcomes,
     patterns,
-    read_ask,
+    planted,
     recent_fact,
-    suggest,
 )
 from bot.chat.subjects import BOT, Aim, Known, Subjects, ThreadMessage, aim_of, plan_call, resolve, scope_of
 from bot.commands.context import Context
@@ -98,7 +98,7 @@ def read_only_tools(ctx: Context, got: Gathered | None = None) -> Mapping[str, T
                 tool.name, subjects, arguments, known=known, scope=scope, aim=aim, serving=serving
             )
             texts = [f"{r.header}\n{_tool_text(ctx, command, r.arguments, r.deployment)}" for r in plan.reads]
-            return ToolResult("\n".join(texts) or plan.said, plan.about)
+            return ToolResult("\n".join(texts) or plan.said, plan.about, plan.logged)
 
         return run
 
@@ -308,7 +308,8 @@ def gather_facts(ctx: Context, question: str, thread: list[ThreadMessage]) -> Ga
             got.findings_about += container.fact.about
             got.scanned.append(("the container's log", container.fact.detail))
     if "logs" in subjects.topics:
-        _error_facts(target, subjects.window, got, deployment_of(target), container)
+        for part in aim.each():  # each resource's errors are a fact about it alone
+            _error_facts(target, subjects.window, got, deployment_of(target), container, part)
     if "serving" in subjects.topics:
         serving = _serving_fact(target, aim)
         got.facts.append(serving)
@@ -409,7 +410,7 @@ def _container_now(services: Services, about: tuple[str, ...]) -> ContainerNow:
     else:
         told = "; its log shows no error line"
     text = f"{down}: nothing serves from it now{told}"
-    fact = Fact("vLLM container", text, plain_log(timed), at=now, about=about)
+    fact = Fact("vLLM container", text, plain_log(timed), at=now, about=about, logged=True)
     return ContainerNow(fact, down, diagnosis, status.finished_at)
 
 
@@ -419,9 +420,11 @@ def _error_facts(
     got: Gathered,
     deployment: FixFacts,
     container: ContainerNow | None,
+    aim: Aim,
 ) -> None:
-    """ERROR entries in the window of the nodes the question points at (`got.aim`, in the deployment of
-    `services`): top templates and the known failures they match. Each node is read on its own; a subject
+    """ERROR entries in the window of the nodes `aim` points at (one queued resource of the question, or
+    the deployment of `services`): top templates and the known failures they match, a fact about that
+    resource (`bot.chat.subjects.Aim.each`). Each node is read on its own; a subject
     without a node has no entries of its own (said so, never another node's); a question about no queued
     resource reads every node of the deployment, and says so.
     Those that may describe the running container join `got.findings` (their fixes written for
@@ -430,7 +433,6 @@ def _error_facts(
     (`ops.diagnosis.engine.place`), unless the stopped container's own log names the same family (then it is
     the present cause, already among `got.findings`) or it was logged after the container stopped (then it
     is the newest failure on the node, from another process, and goes first)."""
-    aim = got.aim
     down = container.down if container is not None else None
     told = {f.name for f in container.diagnosis.findings} if container and container.diagnosis else set()
     window = human_duration(span).removesuffix(" 00m")
@@ -511,7 +513,7 @@ def _error_facts(
     detail = "\n".join(
         f"{t.count}\t{t.severity}\t{t.last_seen:%F %T}\t{t.template}" for t in summary.templates
     )
-    counted = Fact(source, text, detail, at=now, about=aim.about)
+    counted = Fact(source, text, detail, at=now, about=aim.about, logged=True)
     got.facts.append(counted)
     got.shown.facts.append(counted)  # a question about errors sees how many and which
     if past:
@@ -522,6 +524,7 @@ def _error_facts(
             at=last,
             now=False,
             about=aim.about,
+            logged=True,
         )
         got.facts.append(earlier)
         last_seen: dict[str, tuple[Finding, datetime | None]] = {}
@@ -531,7 +534,8 @@ def _error_facts(
             kept = last_seen.get(finding.name)
             if kept is None or (seen is not None and (kept[1] is None or seen > kept[1])):
                 last_seen[finding.name] = (finding, seen)
-        got.shown.earlier = sorted(last_seen.values(), key=lambda item: item[1] or now, reverse=True)
+        shown = [*got.shown.earlier, *last_seen.values()]
+        got.shown.earlier = sorted(shown, key=lambda item: item[1] or now, reverse=True)
 
 
 def _logged_after(finding: Finding, templates: tuple[Template, ...], moment: datetime | None) -> bool:
@@ -638,10 +642,11 @@ def evidence_of(got: Gathered, result: AgentAnswer, question: str) -> list[Evide
     figures, "starting for 45 minutes", may be repeated; a name in it that resolves to nothing stays
     refused through `unknown_names`)."""
     facts = [
-        Evidence(f"{f.source}\n{f.summary}\n{f.detail}", frozenset(f.about), f.now) for f in prompt_facts(got)
+        Evidence(f"{f.source}\n{f.summary}\n{f.detail}", frozenset(f.about), f.now, f.logged)
+        for f in prompt_facts(got)
     ]
     calls = [
-        Evidence(call.result, frozenset(call.about))
+        Evidence(call.result, frozenset(call.about), logged=call.logged)
         for call in result.tool_calls_made
         if call.name != SUGGEST_TOOL
     ]
@@ -689,19 +694,6 @@ def _ask(
     return result, chosen, detailed, failures
 
 
-def _suggestion(
-    ctx: Context, question: str, got: Gathered, proposed: str | None
-) -> tuple[Suggestion | None, str]:
-    """The change to offer (only when the asker asked for one) and a note on a command the model proposed
-    that is not offered ("" when none)."""
-    ask = read_ask(question)
-    offered = suggest(ask, got.subjects, got.nodes, ctx.registry, asker=ctx.user_id) if ask else None
-    if not proposed or (offered is not None and offered.command and f"/{offered.command}" == proposed):
-        return offered, ""
-    why = "the question asks for no change" if ask is None else "it is not the change asked for"
-    return offered, f"the model proposed `{proposed}`; not offered: {why}"
-
-
 @registry.command(
     "gemma chat",
     "Ask about the deployment: the bot fetches the facts, Gemma answers from them (works in threads)",
@@ -715,10 +707,15 @@ def gemma_chat(ctx: Context, question: str) -> Reply:
     data = patterns(ctx.registry)
     scanned = [(where, text, data) for where, text in got.scanned]
     # the bot's own commands name its commands in their fixes: only directives count in their output
-    calls = result.tool_calls_made if result else ()
-    scanned += [("a tool result", call.result, DIRECTIVES) for call in calls if call.name != SUGGEST_TOOL]
+    calls = [call for call in (result.tool_calls_made if result else ()) if call.name != SUGGEST_TOOL]
+    scanned += [("a tool result", call.result, DIRECTIVES) for call in calls]
     found: list[Found] = find_instructions(scanned)
-    offered, refused = _suggestion(ctx, question, got, result.suggested_command if result else None)
+    proposed = result.suggested_command if result else None
+    offered, refused = offer(
+        question, got.subjects, got.nodes, ctx.registry, asker=ctx.user_id, proposed=proposed
+    )
+    fixes = [f.fix for _, diagnosis in got.failed for f in diagnosis.findings] + [f.fix for f in got.findings]
+    bot_offers = offers(ctx.registry, [*fixes, f"/{offered.command}" if offered and offered.command else ""])
     states = {k: v for f in got.facts for k, v in f.states.items()}
     written = None
     if result is not None and chosen is not None:
@@ -749,6 +746,7 @@ def gemma_chat(ctx: Context, question: str) -> Reply:
                 cut=result.cut,
                 only_earlier_failures=bool(got.shown.earlier) and not got.findings,
                 scope=got.scope,
+                offered=bot_offers,
             )
             if result.model_wrote
             else Checked(result.text)  # the bot's own explanation of an empty answer: nothing to check
@@ -759,6 +757,9 @@ def gemma_chat(ctx: Context, question: str) -> Reply:
             else "used no tools: answered from the facts the bot gave it"
             if result.used_tools
             else "could not use tools"
+        )
+        found += planted(
+            ctx.registry, checked.unoffered, [*got.scanned, *(("a tool result", c.result) for c in calls)]
         )
         written = Answer(
             text=checked.text,

@@ -270,7 +270,7 @@ def chat_reply(
         )
         for f in facts
     ]
-    if subjects.resources:
+    if subjects.resources or subjects.origin == "thread":
         based.append(f"subject from the {subjects.origin}")
     line = [
         f"based on: {'; '.join(based)}",

@@ -191,3 +191,17 @@ def test_a_name_deleted_here_is_said_gone_with_the_command_that_deleted_it() -> 
     subjects = resolve("what happened to gemma4-qr?", [], known)
     assert subjects.notes() == [gone["gemma4-qr"] + ": it is no longer listed in `production`"]
     assert not subjects.read_as  # never read as a typo of another resource
+
+
+@pytest.mark.parametrize("asked", ["delete it", "please clean it up", "force delete it"])
+def test_a_change_asked_in_a_thread_takes_the_subject_the_thread_read_as_a_typo(asked: str) -> None:
+    """'why did gemma4-ol fail?' (read as gemma4-old, said so), the bot's answer naming several, then
+    "delete it" from the same user: the command acts on gemma4-old, behind Review and Confirm."""
+    thread = [
+        ThreadMessage("@gemma-bot why did gemma4-ol fail?", "U1"),
+        ThreadMessage("gemma4-old is FAILED; gemma4-qr is ACTIVE in us-east5-a.", BOT),
+    ]
+    command, _, missing = _offer(asked, thread)
+    assert command is not None and command.startswith("tpu delete gemma4-old"), missing
+    other = _offer(asked, [ThreadMessage("@gemma-bot why did gemma4-ol fail?", "U2"), thread[1]])
+    assert other[0] is None  # another person's message gives no target

@@ -4,7 +4,13 @@ subject reads."""
 
 from __future__ import annotations
 
+import pytest
+
+import bot.handlers  # noqa: F401  (declares every command on the registry)
 from bot.chat.subjects import Aim, Known, Subjects, aim_of, plan_call, resolve, scope_of
+from bot.commands.registry import registry
+from llm.claims import check_answer
+from llm.grounding import Evidence
 
 KNOWN = Known(
     {"gemma4-qr": ["gemma4-qr-node"], "gemma4-old": ["gemma4-old-node"], "gemma4-standby": []},
@@ -83,3 +89,72 @@ def test_tools_without_a_subject_read_the_deployment_pointed_at() -> None:
     assert metrics.reads[0].header == "[metrics of deployment `staging`, vLLM on `gemma4-staging`]"
     status = plan_call("status", [], {}, known=KNOWN, scope=scope, aim=aim)
     assert status.about == ("staging",) and status.reads[0].header == "[status of deployment `staging`]"
+
+
+def test_each_resource_of_a_question_naming_several_is_read_on_its_own() -> None:
+    """'why did gemma4-qr and gemma4-standby fail?': each one's logs are a fact about it alone, its nodes
+    only (gemma4-standby has none: said so, never gemma4-qr-node's)."""
+    for question in ("why did gemma4-qr and gemma4-standby fail?", "errors of gemma4-standby, gemma4-qr?"):
+        parts = _asked(question)[1].each()
+        by_resource = {part.resources: part.nodes for part in parts}
+        assert by_resource == {("gemma4-qr",): ("gemma4-qr-node",), ("gemma4-standby",): ()}
+    one = _asked("why did gemma4-old fail?")[1]
+    assert one.each() == (one,)
+    deployment = _asked("any errors in the logs?")[1]
+    assert deployment.each() == (deployment,)
+
+
+def test_a_name_typed_with_look_alikes_resolves() -> None:
+    for question in (
+        "why did gemma4\u2011old fail?",
+        "why did gemma4-\u043eld fail?",
+        "why did Gemma4-Old's fail?",
+    ):
+        subjects = resolve(question, [], KNOWN)
+        assert subjects.resources == ("gemma4-old",) and not subjects.read_as and not subjects.unresolved
+
+
+SAME_NAME = Known(
+    {"gemma4-qr": ["gemma4-qr-node"], "staging": []},
+    "production",
+    "gemma4-qr",
+    {"staging": {"gemma4-staging": ["gemma4-staging-node"]}},
+)
+STAGING_ELSEWHERE = Evidence(
+    "[describe of `gemma4-staging`, asked for by name: not what the question is about]\n"
+    "`gemma4-staging`: ACTIVE in `us-east5-b`; TTFT p95 2,310 ms; 14 requests waiting",
+    frozenset({"gemma4-staging"}),
+)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "staging failed: TTFT p95 was 2,310 ms with 14 requests waiting in us-east5-b.",
+        "The staging queued resource is in us-east5-b.",
+        "staging's TTFT p95 is 2,310 ms.",
+    ],
+)
+def test_a_resource_named_like_another_deployment_does_not_take_its_facts(answer: str) -> None:
+    subjects = resolve("why did staging fail?", [], SAME_NAME)
+    assert subjects.resources == ("staging",)  # production's queued resource `staging`
+    scope = scope_of(SAME_NAME, subjects)
+    assert scope.named("staging") == {"staging"} and scope.asked == {"staging"}
+    evidence = [
+        Evidence(
+            "describe staging\n`staging`: *FAILED* in zone `europe-west4-a`, v6e-8 spot",
+            frozenset({"staging"}),
+        ),
+        STAGING_ELSEWHERE,
+        Evidence("why did staging fail?"),
+    ]
+    got = check_answer(answer, evidence, parses=registry.starts_with_command, scope=scope)
+    assert got.text == "", got.summary()
+
+
+def test_the_deployment_of_that_name_is_still_its_own_subject() -> None:
+    subjects = resolve("how is gemma4-staging?", [], SAME_NAME)
+    scope = scope_of(SAME_NAME, subjects)
+    assert scope.named("gemma4-staging-node") == {"gemma4-staging"}
+    assert "gemma4-staging" in scope.expand(["staging deployment"])  # the deployment, by its own key
+    assert scope.named("staging") == {"staging"}  # the word reads as the resource, as `resolve` reads it

@@ -129,3 +129,17 @@ def test_a_resource_of_another_deployment_is_found_there() -> None:
 )
 def test_time_window(question: str, window: timedelta) -> None:
     assert resolve(question, [], PRODUCTION).window == window
+
+
+def test_a_thread_about_another_deployments_resource_keeps_that_subject() -> None:
+    """One alerts channel for several deployments: a question naming nothing in the thread of staging's
+    alert is about gemma4-staging, read in staging, not production's primary."""
+    for alert in (
+        ":red_circle: *`gemma4-staging` (us-east5-b): ACTIVE -> FAILED*",
+        "gemma4-staging-node is unhealthy",
+    ):
+        for question in ("what broke? any errors?", "why?", "is it back?"):
+            subjects = resolve(question, [ThreadMessage(alert, BOT)], PRODUCTION)
+            assert subjects.origin == "thread" and subjects.resources == ()
+            assert subjects.elsewhere == {"gemma4-staging": "staging"}
+            assert subjects.thread_author == BOT

@@ -267,3 +267,63 @@ def test_segments_give_a_listings_continuation_lines_to_the_resource_above() -> 
         [Evidence("describe gemma4-old\nheld by gemma4-qr\nno node", frozenset({"gemma4-old"}))], ABOUT_OLD
     )
     assert [sorted(run.about) for run in single] == [["gemma4-old"], ["gemma4-qr"], ["gemma4-old"]]
+
+
+PEER_LINE = (
+    "12-06 01:20:00 ERRO gemma4-qr-node RuntimeError: peer gemma4-old-node: HBM OOM, 47.5 GiB requested"
+)
+PEER_LOGS = Evidence(
+    "[logs of `gemma4-qr-node`, asked for by name: not what the question is about]\n*1 entry*\n" + PEER_LINE,
+    frozenset({"gemma4-qr"}),
+    logged=True,
+)
+PEER_ERRORS = Evidence(  # the errors fact: templates, without their node column
+    "errors in the last 1h on gemma4-qr-node\n1 ERROR entries; top: 1× `RuntimeError: peer gemma4-old-node: "
+    "HBM OOM, 47.5 GiB requested`",
+    frozenset({"gemma4-qr"}),
+    logged=True,
+)
+
+
+@pytest.mark.parametrize("logs", [PEER_LOGS, PEER_ERRORS])
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "gemma4-old failed because HBM ran out: 47.5 GiB requested.",
+        "It requested 47.5 GiB of HBM.",
+        "gemma4-old-node ran out of HBM at 47.5 GiB.",
+        "gemma4-old's node logged an HBM OOM of 47.5 GiB.",
+    ],
+)
+def test_a_log_line_is_about_the_node_that_logged_it_not_the_names_it_carries(
+    logs: Evidence, sentence: str
+) -> None:
+    got = check_answer(
+        f"gemma4-old is FAILED in europe-west4-a. {sentence}",
+        [*EVIDENCE, logs],
+        parses=registry.starts_with_command,
+        prompt=PROMPT,
+        scope=ABOUT_OLD,
+    )
+    assert got.text == "gemma4-old is FAILED in europe-west4-a.", got.summary()
+    assert _told_as(got) == ["facts about `gemma4-qr` told as about `gemma4-old`"]
+
+
+def test_the_logging_node_named_plainly_keeps_its_line() -> None:
+    text = "gemma4-old is FAILED. gemma4-qr-node logged a peer's HBM OOM of 47.5 GiB."
+    got = check_answer(
+        text, [*EVIDENCE, PEER_LOGS], parses=registry.starts_with_command, prompt=PROMPT, scope=ABOUT_OLD
+    )
+    assert got.text == text and not got.removed
+
+
+def test_segments_of_every_nodes_logs_follow_each_lines_node_column() -> None:
+    every = Evidence(
+        "[logs of deployment `production`]\n"
+        f"{PEER_LINE}\n  continued: peer gemma4-old-node\n"
+        "12-06 01:21:00 ERRO gemma4-old-node RuntimeError: TPU device busy",
+        frozenset({"production"}),
+        logged=True,
+    )
+    runs = [(run.text.splitlines()[0][:20], sorted(run.about)) for run in segments([every], ABOUT_OLD)]
+    assert runs[1:] == [("12-06 01:20:00 ERRO ", ["gemma4-qr"]), ("12-06 01:21:00 ERRO ", ["gemma4-old"])]
