@@ -23,7 +23,7 @@ from sim.host import HostSimulator, generate_ed25519_key
 from sim.host.shell import NOT_ALLOWED
 from sim.vllm import VllmSimulator
 
-BOOT_S = 0.6
+BOOT_S = 3.0  # long enough that "still booting" is seen after a restart's SSH round trips on a loaded machine
 FAIL_S = 0.2
 
 
@@ -53,7 +53,7 @@ def world(vllm: VllmSimulator) -> Iterator[tuple[HostSimulator, RemoteHost]]:
     host.stop()
 
 
-def _wait(predicate: Any, timeout: float = 5.0) -> None:
+def _wait(predicate: Any, timeout: float = 15.0) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
