@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 DEFAULTS: dict[str, Any] = {
     "hostname": "t1v-n-gemma4-w-0",
+    "booted": "-2h",
     "user": "tpu-chatops",
     "boot_s": 3.0,
     "fail_after_s": 0.5,
