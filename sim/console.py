@@ -54,20 +54,64 @@ class SlackUser:
         self.thread_ts: str | None = None
         self.last_mention_ts: str | None = None
         self._printed = len(slack.messages)
+        # Response ids this console issued (slash commands, clicks) -> the channel it typed in then: their
+        # answers belong to that conversation, wherever Slack's response_url puts them.
+        self._issued: dict[str, str] = {}
+        # Response id of a click -> key of the message clicked: a response that replaces the original
+        # replaces that message (its buttons are then gone).
+        self._clicked: dict[str, tuple[str, str]] = {}
+        # The button the last `click` clicked (message, block id, element), for `click again`.
+        self._last_click: tuple[Message, str, dict[str, Any]] | None = None
         # Held while a console line runs (its answer is printed by `run`); the watcher prints otherwise.
         self._running = threading.Lock()
 
     def arrived(self) -> list[str]:
-        """Messages that arrived since the last ones shown (alerts, results after a Confirm), rendered; marks
-        them shown. Empty while a console line is running (`run` shows those itself)."""
+        """Messages that arrived since the last ones shown (alerts, results after a Confirm), rendered (those
+        posted outside the current conversation labelled with their channel: `show`); marks them shown.
+        Empty while a console line is running (`run` shows those itself)."""
         if not self._running.acquire(blocking=False):
             return []
         try:
-            new = [m.render() for m in self._slack.messages[self._printed :] if m.kind != "user"]
-            self._printed = len(self._slack.messages)
-            return new
+            return self._unshown(len(self._slack.messages))
         finally:
             self._running.release()
+
+    def _unshown(self, since: int) -> list[str]:
+        """Render the messages from index `since` (or from the first not yet shown, if earlier) and mark
+        every message shown."""
+        end = len(self._slack.messages)
+        new = [
+            self.show(m) for m in self._slack.messages[min(since, self._printed) : end] if m.kind != "user"
+        ]
+        self._printed = end
+        return new
+
+    def in_conversation(self, message: Message) -> bool:
+        """Whether `message` belongs to the conversation the console types in: its channel, the user's DM
+        with the app, a form opened for the user, or the answer to a response_url this console issued
+        while typing in this channel."""
+        if message.kind == "response":
+            return self._issued.get(message.response_id or "") == self.channel_id
+        return (
+            message.kind == "modal"
+            or message.channel == self.channel_id
+            or message.channel == self.user_id
+            or message.channel[:1] == "D"
+        )
+
+    def show(self, message: Message) -> str:
+        """`message` as console text; one posted outside the current conversation (an alert in the alert
+        channel, a message in another deployment's channel) starts with its channel: `[#C0ALERTS01] ...`."""
+        if self.in_conversation(message):
+            return message.render()
+        where = f"#{message.channel}" if message.channel else "another conversation"
+        return f"[{where}] {message.render()}"
+
+    def _new_response_id(self, kind: str) -> str:
+        """A response id of this console (`r...` a slash command, `a...` a click) in the current channel."""
+        response_id = f"{kind}{self._prefix}-{next(self._ids)}"
+        self._issued[response_id] = self.channel_id
+        return response_id
 
     def watch(self, show: Callable[[list[str]], None], stop: threading.Event, poll_s: float = 0.3) -> None:
         """Until `stop` is set: call `show` with each batch of messages that arrive between console lines, as
@@ -156,8 +200,10 @@ class SlackUser:
         """Send one console line and wait for the bot's final answer.
 
         Lines: `/tpu status` (slash command), `@gemma-bot ...` (mention), `click LABEL [as USER]` (click the
-        newest button whose label starts with LABEL, e.g. `click Confirm as U0OTHER001`), `submit VALUE` (fill
-        and submit the open form), `thread` (later mentions go to the thread of the last one), `unthread`,
+        newest button still shown whose label starts with LABEL, the conversation's first, e.g. `click
+        Confirm as U0OTHER001`; `click again [LABEL]` clicks the last clicked message's button LABEL, default
+        the same one, once more, as a double click or a stale client would), `submit VALUE` (fill and submit
+        the open form), `thread` (later mentions go to the thread of the last one), `unthread`,
         `channel C0STAGING1` (later lines come from that channel, where the bot may not be a member;
         `channel` alone shows the current one).
 
@@ -187,7 +233,7 @@ class SlackUser:
             return self._submit(line.removeprefix("submit ").strip(), start, timeout)
         if line.startswith("/"):
             command, _, text = line.partition(" ")
-            response_id = f"r{self._prefix}-{next(self._ids)}"
+            response_id = self._new_response_id("r")
             body = self.slash_body(command, text, response_id)
             response = self.post_signed(body, "application/x-www-form-urlencoded")
             if response.status_code == 404:
@@ -243,11 +289,21 @@ class SlackUser:
 
     def _click(self, spec: str, start: int, timeout: float) -> tuple[list[str], bool]:
         label, _, as_user = spec.partition(" as ")
-        found = self._find_button(label.strip())
-        if found is None:
-            return [f"(no button labelled {label.strip()!r} in the conversation)"], False
+        label = label.strip()
+        if label == "again" or label.startswith("again "):
+            # A second click on the last clicked message (its button LABEL, default the same), even though
+            # the answer to the first replaced it: what a double click or a stale client sends.
+            found = self._click_again(label.removeprefix("again").strip())
+            if found is None:
+                return [f"(no earlier click with a button {label.removeprefix('again').strip()!r})"], False
+        else:
+            found = self._find_button(label.strip())
+            if found is None:
+                return [f"(no button labelled {label.strip()!r} in the conversation)"], False
+        self._last_click = found
         message, block_id, element = found
-        response_id = f"a{self._prefix}-{next(self._ids)}"
+        response_id = self._new_response_id("a")
+        self._clicked[response_id] = _key(message)
         body = self.click_body(
             message, block_id, element, response_id, user_id=as_user.strip() or self.user_id
         )
@@ -317,7 +373,8 @@ class SlackUser:
                 found = _cancel_button(message)
                 assert found is not None
                 block_id, element = found
-                response_id = f"a{self._prefix}-{next(self._ids)}"
+                response_id = self._new_response_id("a")
+                self._clicked[response_id] = _key(message)
                 body = self.click_body(message, block_id, element, response_id, user_id=self.user_id)
                 response = self.post_signed(body, "application/x-www-form-urlencoded")
                 out.append(f"[HTTP {response.status_code}] clicked 'Cancel' on {_first_line(message)!r}")
@@ -328,12 +385,57 @@ class SlackUser:
                 newer = len(self._slack.messages)
                 self._slack.wait_for(lambda m: (m.channel, m.ts) in keys, 0.5, start=newer)
                 left = [m for m in self.running() if (m.channel, m.ts) in keys]
-            out += [m.render() for m in self._slack.messages[min(start, self._printed) :] if m.kind != "user"]
-            self._printed = len(self._slack.messages)
+            out += self._unshown(start)
             return out, left
 
+    def current(self) -> list[Message]:
+        """The newest state of each message the bot sent (an update, or a response that replaces the
+        original, stands for the message it changed; a deleted one is gone), least recently changed
+        first."""
+        states: dict[tuple[str, str], Message] = {}
+        latest_response: dict[str, tuple[str, str]] = {}  # response id -> key of its newest message
+        for message in list(self._slack.messages):
+            key = _key(message)
+            if message.kind == "delete":
+                states.pop(key, None)
+                continue
+            if message.kind == "response" and message.replaces:
+                rid = message.response_id or ""
+                replaced = latest_response.get(rid) or self._clicked.get(rid)
+                if replaced is not None:
+                    states.pop(replaced, None)
+                    key = replaced
+            if message.kind == "response":
+                latest_response[message.response_id or ""] = key
+            states.pop(key, None)  # re-inserted last: the most recently changed
+            states[key] = message
+        return list(states.values())
+
+    def _click_again(self, label: str) -> tuple[Message, str, dict[str, Any]] | None:
+        """The button labelled `label` (empty: the one clicked) of the message the last click clicked."""
+        if self._last_click is None:
+            return None
+        message = self._last_click[0]
+        if not label:
+            return self._last_click
+        return next(
+            (
+                (message, block_id, element)
+                for block_id, element in message.buttons()
+                if element.get("text", {}).get("text", "").lower().startswith(label.lower())
+            ),
+            None,
+        )
+
     def _find_button(self, label: str) -> tuple[Message, str, dict[str, Any]] | None:
-        for message in reversed(self._slack.messages):
+        """The newest button still shown (not replaced by the answer to its click, as a used Confirm is)
+        whose label starts with `label`, with its message and block id: one of the conversation's, else
+        one of a message posted elsewhere (an alert's button)."""
+        shown = self.current()
+        ordered = [m for m in shown if not self.in_conversation(m)] + [
+            m for m in shown if self.in_conversation(m)
+        ]
+        for message in reversed(ordered):
             for block_id, element in message.buttons():
                 if element.get("text", {}).get("text", "").lower().startswith(label.lower()):
                     return message, block_id, element
@@ -369,20 +471,26 @@ class SlackUser:
 
     def _await(self, start: int, done: Callable[[Message], bool], timeout: float) -> tuple[list[str], bool]:
         """Wait for the first message matching `done`, then until the conversation settles (no new message
-        for a moment and the newest one is not an intermediate state); return what arrived."""
+        of the conversation for a moment and its newest one is not an intermediate state); messages posted
+        elsewhere meanwhile (alerts) neither end nor extend the wait. Return what arrived, those posted
+        elsewhere labelled with their channel."""
         deadline = time.monotonic() + timeout
+
+        def own() -> list[Message]:
+            return [m for m in self._slack.messages[start:] if m.kind != "user" and self.in_conversation(m)]
+
         answered = self._slack.wait_for(done, timeout, start=start) is not None
         while answered and time.monotonic() < deadline:
-            count = len(self._slack.messages)
+            count = len(own())
             time.sleep(0.3)
-            newest = self._slack.messages[-1]
-            if len(self._slack.messages) == count and not newest.in_progress:
+            mine = own()
+            if len(mine) == count and not (mine and mine[-1].in_progress):
                 break
         else:
-            answered = answered and not self._slack.messages[-1].in_progress
+            mine = own()
+            answered = answered and not (mine and mine[-1].in_progress)
         # Also what arrived while the console was idle (alerts), since the last printed message.
-        out = [m.render() for m in self._slack.messages[min(start, self._printed) :] if m.kind != "user"]
-        self._printed = len(self._slack.messages)
+        out = self._unshown(start)
         if not answered:
             out.append(f"(no final answer within {timeout:.0f} s)")
         return out, answered
@@ -408,6 +516,11 @@ def _cancel_button(message: Message) -> tuple[str, dict[str, Any]] | None:
     )
 
 
+def _key(message: Message) -> tuple[str, str]:
+    """What identifies a message across its updates: its channel and ts (a response's ts is its own)."""
+    return message.channel, message.ts
+
+
 def _first_line(message: Message) -> str:
     return message.render().removeprefix("(updated) ").split("\n", 1)[0][:80]
 
@@ -430,13 +543,23 @@ def run_script(user: SlackUser, lines: Iterable[str], echo: bool = True) -> list
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
+        _print_arrived(user)
         if echo:
             print(f"\nyou> {line}")
         out, answered = user.run(line)
         if not answered:
             missing.append(f"line {number}: {line}")
         print("\n".join(out))
+    _print_arrived(user)
     return missing
+
+
+def _print_arrived(user: SlackUser) -> None:
+    """Print what arrived since the last line's answer (alerts; each message is printed once), as the
+    interactive console's watcher does between lines."""
+    arrived = user.arrived()
+    if arrived:
+        print("\n" + "\n".join(arrived))
 
 
 def stop_running(user: SlackUser, timeout: float = CANCEL_WAIT_S) -> list[str]:

@@ -23,7 +23,7 @@ from sim import scenario as scenarios
 from sim.console import DEMO_CHANNEL, DEMO_USER, SlackUser
 from sim.gcp import GcpSimulator
 from sim.history import seed as seed_history
-from sim.host import HostSimulator
+from sim.host import HostSimulator, generate_ed25519_key
 from sim.slack import SlackSimulator
 from sim.vllm import VllmSimulator
 
@@ -84,7 +84,9 @@ class Demo:
         self.signing_secret = secrets.token_hex(16)
         self.gcp = GcpSimulator(self.scenario, speed=speed)
         self.vllm = VllmSimulator(self.scenario["vllm"])
-        self.host = HostSimulator(self.scenario.get("host"), vllm=self.vllm)
+        # One host key for every deployment's simulated VM: the bot pins host keys in one setting.
+        host_key = generate_ed25519_key()
+        self.host = HostSimulator(self.scenario.get("host"), vllm=self.vllm, host_key=host_key)
         self.host.link_cloud_logging(self.gcp)  # what a container run with gcplogs prints reaches /logs
         # The bot was invited to the demo channel, the alert channel and staging's channel; any other
         # channel is not joined.
@@ -103,11 +105,12 @@ class Demo:
             )
         )
         key_path.chmod(0o600)
-        self.host.authorize(paramiko.Ed25519Key(filename=str(key_path)))
+        client_key = paramiko.Ed25519Key(filename=str(key_path))
+        self.host.authorize(client_key)
         zones = list(self.scenario["google"].get("zones", {})) or ["us-east5-a"]
         self.staging: _Staging | None = None
         if "staging" in self.scenario:
-            self.staging = _Staging(self.scenario["staging"], speed)
+            self.staging = _Staging(self.scenario["staging"], speed, host_key=host_key, client_key=client_key)
             started.callback(self.staging.stop)
         vllm_port = int(self.vllm.url.rsplit(":", 1)[1])
         fields: dict[str, Any] = {
@@ -211,14 +214,31 @@ class Demo:
 
 
 class _Staging:
-    """The scenario's `staging` deployment: its own SIMULATED Google project and vLLM server."""
+    """The scenario's `staging` deployment: its own SIMULATED Google project, vLLM server and TPU VM (SSH).
 
-    def __init__(self, spec: dict[str, Any], speed: float | None) -> None:
+    Args:
+        spec: the scenario's `staging` section (`host`: its VM, keys as in `sim.host`).
+        speed: simulated seconds per real second, as production's.
+        host_key: the SSH host key the VM presents (production's: the bot pins one set of host keys).
+        client_key: the bot's SSH key, authorized on the VM.
+    """
+
+    def __init__(
+        self, spec: dict[str, Any], speed: float | None, *, host_key: paramiko.PKey, client_key: paramiko.PKey
+    ) -> None:
         self.spec = spec
         self.gcp = GcpSimulator({"project": spec["project"], "google": spec.get("google") or {}}, speed=speed)
         self.vllm = VllmSimulator(spec.get("vllm") or {})
+        self.host = HostSimulator(spec.get("host"), vllm=self.vllm, host_key=host_key)
+        self.host.link_cloud_logging(self.gcp)
+        self.host.authorize(client_key)
         self.gcp.start()
-        self.vllm.start()
+        try:
+            self.vllm.start()
+            self.host.start()
+        except BaseException:
+            self.stop()
+            raise
 
     def write_deployments(self, directory: Path) -> str:
         """Write the demo's DEPLOYMENTS_FILE: production (the environment, bound to the console's
@@ -238,9 +258,8 @@ class _Staging:
             "google_api_endpoint": self.gcp.url,
             "alert_channel": spec["channel"],
             "channels": [spec["channel"]],
-            # No TPU VM is simulated for staging: its SSH target is an address where nothing listens (the
-            # production VM's container is not staging's).
-            "ssh_host": "127.0.0.2",
+            "ssh_host": self.host.host,
+            "ssh_port": self.host.port,
         }
         path = directory / "deployments.yaml"
         document = {"deployments": [{"name": "production", "channels": [DEMO_CHANNEL]}, staging]}
@@ -252,10 +271,13 @@ class _Staging:
             f"\nSecond deployment `staging` (channel {self.spec['channel']}): "
             f"Google emulator at {self.gcp.url} (project {self.spec['project']}), "
             f"vLLM simulator at {self.vllm.url} "
-            f"(model {self.vllm.config['model']}).\nType `channel {self.spec['channel']}` to talk in its "
+            f"(model {self.vllm.config['model']}), "
+            f"TPU VM SSH simulator at {self.host.host}:{self.host.port} "
+            f"(node {self.host.config['node_id']}).\nType `channel {self.spec['channel']}` to talk in its "
             f"channel, `/fleet` to see both."
         )
 
     def stop(self) -> None:
+        self.host.stop()
         self.vllm.stop()
         self.gcp.stop()

@@ -207,9 +207,19 @@ def case_line_severity(line: str, default: str) -> str:
     return match.group(1) if match else default
 
 
-def _noise_lines(rng: random.Random, at: datetime) -> tuple[str, str, Any]:
+# What a preemption warning of the serving container becomes beyond its counter (an access-log line).
+_ACCESS_LINE = 'INFO:     10.128.0.7:{port} - "POST /v1/chat/completions HTTP/1.1" 200 OK'
+
+
+def _noise_lines(rng: random.Random, at: datetime, serving: bool = False) -> tuple[str, str, Any]:
     """One INFO/WARNING line typical of a TPU VM serving vLLM: (severity, log id, text or JSON payload);
     the log id of a vLLM or uvicorn line is CONTAINER (the vLLM container's output, through gcplogs).
+
+    `serving`: `at` is in the life of the container serving now, whose `/metrics` the vLLM simulator
+    serves (a light load: a few hundred requests, tens of thousands of tokens): its engine lines show that
+    load (at most 2 running, none waiting, tens of tokens/s) and it logs no preemption (the caller keeps
+    the few its counter holds). The same random draws are made either way, so the other lines stay as
+    they were.
 
     The vLLM, uvicorn, docker and guest-agent texts follow the real programs' formats; the runtime-monitor
     JSON is illustrative (its real fields are unverified).
@@ -217,15 +227,20 @@ def _noise_lines(rng: random.Random, at: datetime) -> tuple[str, str, Any]:
     md, hms = f"{at:%m-%d}", f"{at:%H:%M:%S}"
     roll = rng.random()
     if roll < 0.30:
+        prompt_tps, gen_tps = rng.uniform(0, 9000), rng.uniform(50, 2500)
+        running, waiting = rng.randint(0, 64), rng.randint(0, 8)
+        kv, hits = rng.uniform(0, 95), rng.uniform(0, 90)
+        if serving:  # the same draws scaled to the load the simulator's /metrics counts
+            prompt_tps, gen_tps, running, waiting, kv = prompt_tps / 30, gen_tps / 60, running % 3, 0, kv / 3
         return (
             "INFO",
             CONTAINER,
             (
                 f"INFO {md} {hms} [loggers.py:123] Engine 000: Avg prompt throughput: "
-                f"{rng.uniform(0, 9000):.1f} tokens/s, Avg generation throughput: "
-                f"{rng.uniform(50, 2500):.1f} tokens/s, Running: "
-                f"{rng.randint(0, 64)} reqs, Waiting: {rng.randint(0, 8)} reqs, GPU KV cache usage: "
-                f"{rng.uniform(0, 95):.1f}%, Prefix cache hit rate: {rng.uniform(0, 90):.1f}%"
+                f"{prompt_tps:.1f} tokens/s, Avg generation throughput: "
+                f"{gen_tps:.1f} tokens/s, Running: "
+                f"{running} reqs, Waiting: {waiting} reqs, GPU KV cache usage: "
+                f"{kv:.1f}%, Prefix cache hit rate: {hits:.1f}%"
             ),
         )
     if roll < 0.55:
@@ -319,10 +334,15 @@ def generate_logs(
     node_id: str = "gemma4-qr-node",
     zone: str = "us-east5-a",
     cases_dir: Path | None = None,
+    serving_since: datetime | None = None,
+    serving_preemptions: int = 0,
 ) -> list[dict[str, Any]]:
     """Generate the log entries a scenario's `google.logs` section describes (see the module docstring).
 
     Deterministic for a given `seed`. Returns LogEntry JSON bodies sorted by timestamp (oldest first).
+    `serving_since`: when the vLLM container serving now started (None: no such container): noise after
+    it shows its light load and holds only `serving_preemptions` preemption warnings (what its
+    `vllm:num_preemptions` counter says), the others becoming access-log lines.
 
     Raises:
         ValueError: a malformed spec (bad severity, duration or window).
@@ -384,9 +404,16 @@ def generate_logs(
         noise = {"count": noise}
     begin, end = _window(noise, start, "6h")
     span = (end - begin).total_seconds()
+    preemptions_left = serving_preemptions
     for _ in range(int(noise.get("count", 0))):
         at = begin + timedelta(seconds=rng.uniform(0, span))
-        severity, lid, payload = _noise_lines(rng, at)
+        serving = serving_since is not None and at >= serving_since
+        severity, lid, payload = _noise_lines(rng, at, serving)
+        if serving and "is preempted by" in str(payload):
+            if preemptions_left > 0:
+                preemptions_left -= 1
+            else:
+                severity, payload = "INFO", _ACCESS_LINE.format(port=30000 + int(at.timestamp()) % 35000)
         add(at, severity, payload, noise, rng.randrange(workers), lid)
     for case in logs.get("cases") or []:
         lines = case_lines(str(case["file"]), folder)

@@ -71,6 +71,7 @@ from sim.gcp.logentry import SimLogEntry, insert_id_of, make_log_entry
 from sim.gcp.logfilter import stored_log_entry
 from sim.gcp.loggen import generate_logs, stream_log_entries
 from sim.scenario import duration
+from sim.vllm.metrics import SEEDED_PREEMPTIONS
 
 LOG_READS_PER_MINUTE = 60
 """entries.list calls allowed per minute per project: Cloud Logging's default "Read requests per minute"
@@ -337,6 +338,11 @@ class World:
                 start=start,
                 node_id=first.node.node_id if first else "gemma4-qr-node",
                 zone=first.zone if first else "us-east5-a",
+                serving_since=serving_since(scenario, start),
+                serving_preemptions=SEEDED_PREEMPTIONS,
+            )
+            bodies = world.since_node_created(
+                bodies, str(logs.get("node_id") or (first.node.node_id if first else ""))
             )
             if logs.get("audit", True):
                 bodies += audit_log_entries(world)
@@ -354,6 +360,23 @@ class World:
                 world.logs.sort(key=_log_key)
         world.log_read_quota = int(google.get("logging_reads_per_minute", LOG_READS_PER_MINUTE))
         return world
+
+    def since_node_created(self, bodies: list[dict[str, Any]], node_id: str) -> list[dict[str, Any]]:
+        """The generated entries of `node_id` from its creation on: a VM writes nothing before it exists,
+        so a generator window reaching further back (noise over 2h, a case over 6h) is cut at the node's
+        `createTime`, the entries after it staying as drawn. Entries of a node the scenario does not
+        create are all kept.
+
+        Args:
+            bodies: LogEntry JSON bodies (`timestamp` RFC 3339).
+            node_id: the node the generated entries are labelled with.
+        """
+        born = next(
+            (qr.node.create_time for qr in self.queued_resources.values() if qr.node.node_id == node_id), None
+        )
+        if born is None:
+            return bodies
+        return [body for body in bodies if datetime.fromisoformat(body["timestamp"]) >= born]
 
     def add_logs(self, bodies: list[dict[str, Any]]) -> None:
         """Store LogEntry JSON bodies (kept sorted by timestamp, then insertion order)."""
@@ -561,6 +584,18 @@ def _assign_ips(qr: SimQueuedResource) -> None:
     b, c = (h >> 8) & 0xFF, max(2, h & 0xFF)
     qr.node.internal_ips = [f"127.10.{b}.{c}"]
     qr.node.external_ips = [f"127.34.{b}.{c}"] if qr.node.enable_external_ips else []
+
+
+def serving_since(scenario: dict[str, Any], start: datetime) -> datetime | None:
+    """When the vLLM container serving now started: the scenario's `host` container named its
+    `linked_container` (default `vllm`), if running (its `started`, relative to `start`); else None."""
+    host = scenario.get("host") or {}
+    name = host.get("linked_container", "vllm")
+    running = next(
+        (c for c in host.get("containers") or [] if c.get("name") == name and c.get("state") == "running"),
+        None,
+    )
+    return start + duration(running.get("started", "0s")) if running else None
 
 
 def _qr_from_scenario(spec: dict[str, Any], start: datetime) -> SimQueuedResource:

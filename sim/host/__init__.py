@@ -28,6 +28,8 @@ everywhere):
 
 Scenario keys (the `host` section; defaults in `DEFAULTS`):
     hostname           VM hostname shown in journal lines (and the instance name of its gcplogs entries)
+    booted             when the VM booted and dockerd started (relative to now, e.g. "-87m"): after its
+                       node's creation, before its containers
     user               the one SSH user accepted (public keys are added with `authorize`)
     boot_s             seconds a started healthy vLLM container takes to print `Application startup complete.`
                        and, when a VllmSimulator is linked, to stop refusing connections (real: ~10 minutes)

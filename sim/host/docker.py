@@ -97,7 +97,8 @@ class DockerEngine:
         for spec in config["containers"] or []:
             self._load_container(spec)
         self._docker_journal(
-            "dockerd started: API listen on /run/docker.sock", datetime.now(UTC) - timedelta(hours=2)
+            "dockerd started: API listen on /run/docker.sock",
+            datetime.now(UTC) + scenarios.duration(str(config["booted"])),
         )
 
     def crash(self, name: str, case_file: str | Path) -> None:

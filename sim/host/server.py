@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 DEFAULTS: dict[str, Any] = {
     "hostname": "t1v-n-gemma4-w-0",
+    "booted": "-2h",
     "user": "tpu-chatops",
     "boot_s": 3.0,
     "fail_after_s": 0.5,
@@ -97,6 +98,8 @@ class HostSimulator:
         port: port to bind; 0 picks a free one (read it back from `port`).
         vllm: an optional VllmSimulator linked to `linked_container`: docker stop/rm (or a failure) make it
             refuse connections; docker start/restart/run put it in "booting" for `boot_s` seconds, then ready.
+        host_key: the SSH host key to present (default: a fresh Ed25519 key); VMs given one key can be pinned
+            by one `SSH_HOST_KEYS` setting, as in the demo, where every deployment's VM shares it.
     """
 
     def __init__(
@@ -106,6 +109,7 @@ class HostSimulator:
         host: str = "127.0.0.1",
         port: int = 0,
         vllm: VllmSimulator | None = None,
+        host_key: paramiko.PKey | None = None,
     ) -> None:
         self.config: dict[str, Any] = {**DEFAULTS, **(scenario_host or {})}
         self.host = host
@@ -113,7 +117,7 @@ class HostSimulator:
         self.vllm = vllm
         self.user = str(self.config["user"])
         self.commands: list[str] = []
-        self._host_key = generate_ed25519_key()
+        self._host_key = host_key or generate_ed25519_key()
         self._authorized: list[bytes] = []
         self._lock = threading.RLock()
         self._stopping = threading.Event()

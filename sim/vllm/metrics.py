@@ -93,6 +93,11 @@ def build_1_2_5_buckets(max_value: int) -> list[float]:
         exponent += 1
 
 
+# Preemptions in a fresh simulator's history (`seed`); the generated Cloud Logging of the serving container
+# holds as many preemption warnings (sim/gcp/loggen.py), so the two surfaces agree.
+SEEDED_PREEMPTIONS = 2
+
+
 class EngineMetrics:
     """vLLM's Prometheus metrics for one engine ("0"), in a registry of their own."""
 
@@ -190,7 +195,7 @@ class EngineMetrics:
             queries += prompt
         self.prefix_queries.inc(queries)
         self.prefix_hits.inc(round(queries * hit_rate))
-        self.preemptions.inc(2)
+        self.preemptions.inc(SEEDED_PREEMPTIONS)
 
     def observe(
         self,

@@ -32,11 +32,73 @@ _CHANGE_VERBS = TOOL_KEYWORDS[0][1]
 # vLLM's EngineDeadError text, returned with HTTP 500 by completions while the engine is dead.
 ENGINE_DEAD_MESSAGE = "EngineCore encountered an issue. See stack trace (above) for the root cause."
 
+# How every text answer of the simulated model starts (canned, or built from a tool result), so that no one
+# takes it for a model's judgement.
+SIMULATED_ANSWER = "This is a simulated answer from the local vLLM simulator. No model ran."
 CANNED_TEXT = (
-    "This is a simulated answer from the local vLLM simulator. No model ran: the words are canned, "
+    SIMULATED_ANSWER + " The words are canned, "
     "but the protocol, the token accounting and the metrics behave like a real vLLM server serving Gemma 4."
 )
 CANNED = CANNED_TEXT.split()
+
+# A fact sentence longer than this is cut at its first clause; code spans longer than _LONG_CODE (a log
+# filter, a command line) are named, not quoted.
+_FACT_CHARS = 200
+_LONG_CODE = 40
+_HEADER = re.compile(r"^\[(.+)\]$")
+_CODE_SPAN = re.compile(r"`([^`\n]*)`")
+_EMOJI = re.compile(r":[a-z0-9_+-]+:")
+_FOOTNOTE = re.compile(r"\s*\[\d+\]")
+
+
+def tool_result_answer(result: str) -> str:
+    """What the simulated model says after a tool answered: one short sentence built from the first fact
+    line of the tool result (its `[what of whom]` header names the source; a title line, Slack markup,
+    emoji codes and footnote marks are left out; a long code span is called "the query"), marked as
+    simulated (`SIMULATED_ANSWER`). Never a raw dump and never a line cut in the middle of a word.
+
+    Args:
+        result: the tool message's content, as the bot sends it (`[status of deployment ...]` then lines).
+
+    Returns:
+        The answer text, e.g. "This is a simulated answer ... No model ran. Read from the status of
+        deployment `production`: gemma4-qr (primary) · `us-east5-a` · ACTIVE (by USER)."
+    """
+    lines = [line.strip() for line in result.splitlines()]
+    source = "the tool result"
+    if lines and (header := _HEADER.match(lines[0])):
+        source = "the " + header.group(1).split(":", 1)[0].strip()  # "logs of node `n`: what ... about"
+        lines = lines[1:]
+    while lines and not lines[0]:
+        lines = lines[1:]
+    if len(lines) > 1 and not lines[1] and _is_title(lines[0]):
+        lines = lines[1:]
+    fact = next((f for f in map(_fact, lines) if f), "")
+    if not fact:
+        return f"{SIMULATED_ANSWER} Nothing in {source} fits in a sentence."
+    return f"{SIMULATED_ANSWER} Read from {source}: {fact}"
+
+
+def _is_title(line: str) -> bool:
+    """A heading line of a tool result ("TPU / vLLM status", "Queued resource gemma4-old"): short, no
+    markup, no figures of its own."""
+    return len(line) <= 40 and not any(c in line for c in "*_`:$")
+
+
+def _fact(line: str) -> str:
+    """`line` as one plain sentence ending with a period, or "" if it holds no fact (blank, a code fence,
+    no letters) or its first clause is still longer than _FACT_CHARS."""
+    if not line or line.startswith("```") or not re.search(r"[A-Za-z]", line):
+        return ""
+    text = _CODE_SPAN.sub(lambda m: f"`{m.group(1)}`" if len(m.group(1)) <= _LONG_CODE else "the query", line)
+    text = _FOOTNOTE.sub("", _EMOJI.sub("", text)).replace("*", "").strip(" _•-")
+    text = re.sub(r"\s{2,}", " ", text)
+    if len(text) > _FACT_CHARS:
+        clause = re.split(r"(?<=[.;])\s|\s\(", text, maxsplit=1)[0].rstrip(".;")
+        if len(clause) > _FACT_CHARS:
+            return ""
+        text = clause
+    return text.rstrip(".;:, ") + "."
 
 
 def gemma_markup(function: dict[str, Any]) -> str:

@@ -19,7 +19,15 @@ from typing import Any
 from sim.http_server import SimHttpServer
 from sim.vllm.api import make_handler
 from sim.vllm.metrics import EngineMetrics
-from sim.vllm.model import CANNED, ENGINE_DEAD_MESSAGE, HTTPError, gemma_markup, plan_tools, scripted_turn
+from sim.vllm.model import (
+    CANNED,
+    ENGINE_DEAD_MESSAGE,
+    HTTPError,
+    gemma_markup,
+    plan_tools,
+    scripted_turn,
+    tool_result_answer,
+)
 from sim.vllm.tokens import content_text, count_chat_tokens
 
 DEFAULTS: dict[str, Any] = {
@@ -489,8 +497,7 @@ class VllmSimulator:
             and isinstance(messages[-1], dict)
             and messages[-1].get("role") == "tool"
         ):
-            result = re.split(r"[ \t]+", str(messages[-1].get("content") or "").strip())  # keeps line breaks
-            answer = ["Based", "on", "the", "tool", "result:", *result[:40]]
+            answer = tool_result_answer(str(messages[-1].get("content") or "")).split()
         if self._output_fault == "empty":
             answer, tool_call = [], None
         elif self._output_fault == "markup" and tool_call:  # no tool parser: the call stays in content

@@ -318,9 +318,15 @@ def test_a_node_that_is_not_ready_is_never_booting(world: Demo) -> None:
 
 def test_tool_result_belongs_to_the_resource_asked_about_and_keeps_its_lines(world: Demo) -> None:
     text = _say(world, "describe gemma4-old please")
-    assert "Queued resource gemma4-old" in text and "FAILED" in text
-    answer = next(m.text for m in reversed(world.slack.messages) if "Based on the tool result" in m.text)
-    assert "\n" in answer.split("Based on the tool result:", 1)[1]
+    assert "Read from the describe of `gemma4-old`: State FAILED, initiated by SERVICE." in text
+    result = next(
+        str(m["content"])
+        for body in reversed(world.vllm.chat_requests)
+        for m in body["messages"][-1:]
+        if m.get("role") == "tool"
+    )
+    assert result.startswith("[describe of `gemma4-old`]\nQueued resource gemma4-old\n")  # with its lines
+    assert "simulated answer" in text and "*Provisioning*" not in text.split("written by")[0]  # no dump
 
 
 def test_gemma_ask_with_an_empty_answer_says_why(world: Demo) -> None:

@@ -91,6 +91,21 @@ def test_status_of_the_deployment_named_by_the_flag(demo: Demo) -> None:
     assert "Deployment `production`" in production
 
 
+def test_each_deployment_reaches_its_own_tpu_vm(demo: Demo, in_channel: None) -> None:
+    """Staging's commands over SSH reach staging's SIMULATED VM (its own port, node and container), not
+    production's, and the banner lists it."""
+    assert demo.staging is not None
+    assert f"TPU VM SSH simulator at 127.0.0.1:{demo.staging.host.port}" in demo.banner()
+    _say(demo, f"channel {STAGING_CHANNEL}")
+    status = _say(demo, "/vllm status")
+    assert ":large_green_circle: serving: running (up 2h 2" in status
+    assert "Deployment `staging`" in status and "refused" not in status
+    logs = _say(demo, "/vllm logs --tail 5")
+    assert "Application startup complete." in logs and "refused" not in logs
+    assert any("docker logs" in c for c in demo.staging.host.commands)
+    assert not any("docker logs --tail 5 " in c for c in demo.host.commands)
+
+
 def test_in_a_bound_channel_the_same_command_needs_no_flag(demo: Demo, in_channel: None) -> None:
     assert "now typing in channel C0STAGING1" in _say(demo, f"channel {STAGING_CHANNEL}")
     text = _say(demo, "/tpu status")
@@ -137,7 +152,7 @@ def test_metrics_chart_attaches_a_png_of_the_history(
     assert png.startswith(b"\x89PNG")
     (tmp_path_factory.mktemp("chart") / "chart.png").write_bytes(png)
     six_hours = _say(demo, "/vllm metrics --chart 6h")
-    assert "1 restart," in six_hours  # the scenario's simulated restart 130 minutes ago
+    assert "1 restart," in six_hours  # the scenario's simulated restart, when the container started
 
 
 def test_metrics_chart_of_the_channels_deployment(demo: Demo, in_channel: None) -> None:

@@ -45,7 +45,7 @@ def test_delete_needs_confirmation_and_a_viewer_click_is_refused_and_audited(wor
     assert "Deleted queued resource `gemma4-old`" in done
     assert not _exists(world, "gemma4-old", "europe-west4-a")
 
-    again = _say(world, "click Confirm")
+    again = _say(world, "click again")  # a double click: the used button once more
     assert "already used" in again
 
 
@@ -63,7 +63,8 @@ def test_cancel_changes_nothing(world: Demo) -> None:
     _say(world, "/tpu delete gemma4-old")
     assert "nothing was changed" in _say(world, "click Cancel")
     assert _exists(world, "gemma4-old", "europe-west4-a")
-    assert "already used" in _say(world, "click Confirm")
+    assert "no button" in world.user.run("click Confirm")[0][0]  # the Cancel's answer replaced it
+    assert "already used" in _say(world, "click again Confirm")  # the stale message's Confirm
 
 
 def test_delete_with_running_nodes_asks_for_force(world: Demo) -> None:

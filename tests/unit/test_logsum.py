@@ -25,7 +25,7 @@ from ops.errors import BackendUnavailable, BadInput, OpsError
 from ops.gcp.cloudlogs import LogEntry, entry_from_api
 from sim.gcp.loggen import generate_logs
 from sim.vllm import VllmSimulator
-from sim.vllm.model import AUTO_TOOL_CHOICE_MESSAGE
+from sim.vllm.model import AUTO_TOOL_CHOICE_MESSAGE, SIMULATED_ANSWER
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 HF = "hf_" + "aBcDeFgHiJkLmNoPqRsTuVwXyZ01234567"
@@ -259,7 +259,7 @@ def test_agent_calls_a_read_only_tool_then_answers(vllm: VllmSimulator) -> None:
     result = answer("is the server down?", history, openai_client(vllm.url, sent), TOOLS)
     assert isinstance(result, AgentAnswer) and result.used_tools and result.rounds == 2
     assert [c.name for c in result.tool_calls_made] == ["status"] and CALLED == ["status"]
-    assert result.text.startswith("Based on the tool result:") and result.suggested_command is None
+    assert result.text.startswith(SIMULATED_ANSWER + " Read from the ") and result.suggested_command is None
     assert sent[0]["tool_choice"] == "auto" and {t["function"]["name"] for t in sent[0]["tools"]} == {
         *TOOLS,
         agent.SUGGEST_TOOL,
