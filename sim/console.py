@@ -533,7 +533,8 @@ def _strip_mention(line: str) -> str:
 
 
 def run_script(user: SlackUser, lines: Iterable[str], echo: bool = True) -> list[str]:
-    """Run console lines (blank lines and `#` comments skipped), printing a transcript.
+    """Run console lines (blank lines and `#` comments skipped) up to `quit` or `exit`, as typed at the
+    console, printing a transcript.
 
     Returns:
         The script lines that got no final answer in time, each as `line N: TEXT` (empty: all answered).
@@ -543,6 +544,8 @@ def run_script(user: SlackUser, lines: Iterable[str], echo: bool = True) -> list
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
+        if line in ("quit", "exit"):  # leaves, as at the console: not a question for the bot
+            break
         _print_arrived(user)
         if echo:
             print(f"\nyou> {line}")

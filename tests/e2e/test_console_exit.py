@@ -59,3 +59,11 @@ def test_script_exits_naming_the_lines_without_a_final_answer(tmp_path: Path) ->
     assert "Cancelled; every request this search made was deleted." in result.stdout
     transcript = result.stdout + result.stderr
     assert "Traceback" not in transcript and "@app.command" not in transcript
+
+
+def test_quit_in_a_script_leaves_as_at_the_console(tmp_path: Path) -> None:
+    result = run_demo_script(tmp_path, "/tpu list\nquit\n/tpu status\n")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "you> /tpu list" in result.stdout
+    assert "you> quit" not in result.stdout and "you> /tpu status" not in result.stdout
+    assert "simulated answer" not in result.stdout  # "quit" was never asked of the model
