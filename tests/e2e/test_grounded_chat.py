@@ -121,7 +121,9 @@ def test_answers_carry_feedback_buttons_listed_by_gemma_feedback(world: Demo) ->
     listed = _say(world, "/gemma feedback")
     assert "0 of 1 ratings helpful" in listed
     assert "why did gemma4-old fail?" in listed and "`google/gemma-4-31B-it`" in listed
-    assert "describe gemma4-old" in listed
+    # the facts' sources as the answer's byline named them (their own commas kept), a tool as its command
+    assert "describe gemma4-old; queued resources in us-east5-a, asia-northeast1-b, europe-west4-a;" in listed
+    assert "ran `/logs --severity ERROR`" in listed and ",  " not in listed
 
 
 def test_no_feedback_buttons_without_a_model(world: Demo) -> None:
