@@ -74,7 +74,9 @@ def resource_name(word: str) -> str:
     """A queued resource or node id: lowercase letters, digits and hyphens, starting with a letter, at most
     63 characters (the TPU API's resource id rule, https://cloud.google.com/tpu/docs/queued-resources)."""
     if not _NAME.match(word):
-        raise ValueError(f"{word!r} is not a TPU resource name (lowercase letters, digits, hyphens)")
+        # Names are case-sensitive (docs/usage.md) and never upper case: the lowercase word is offered
+        lower = f": did you mean `{word.lower()}`?" if _NAME.match(word.lower()) else ""
+        raise ValueError(f"{word!r} is not a TPU resource name (lowercase letters, digits, hyphens){lower}")
     return word
 
 

@@ -135,11 +135,13 @@ def gemma_rate(ctx: Context, answer: str, verdict: str) -> Reply:
 )
 def gemma_feedback(ctx: Context, last: int | None) -> Reply:
     """A viewer sees the ratings of answers given in this channel; an admin sees every channel's, in a reply
-    only they see (so no channel reads another's questions)."""
+    only they see (so no channel reads another's questions). Each names what the answer was based on: the
+    facts' sources and the commands its tools ran (`/logs --severity ERROR`, not the tool name `logs`)."""
     admin = _admin(ctx)
     records = ctx.services.store.rated_answers(last or 20, channel_id=None if admin else ctx.channel_id)
     if not records:
         return no_ratings(in_this_channel=not admin)
-    reply = blocks_reply(feedback_blocks(records, every_channel=admin))
+    commands = {tool.name: "/" + command.tool_line({}) for tool, command in ctx.registry.tools()}
+    reply = blocks_reply(feedback_blocks(records, commands, every_channel=admin))
     reply.ephemeral = admin
     return reply

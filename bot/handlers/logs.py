@@ -10,7 +10,7 @@ from bot.commands.context import Context
 from bot.commands.registry import ChatTool, Param, int_range, one_of, registry, resource_name, window
 from bot.shared.diagnosis import analysis_diagnosis, deployment_of, rules_only, serving_now, written_by
 from bot.slack.render import Reply
-from bot.views.logs import Errors, LogAnalysis, entries_listing, log_analysis, noted
+from bot.views.logs import Errors, LogAnalysis, LogWindow, entries_listing, log_analysis, noted
 from bot.views.vllm import log_driver_line
 from llm.client import ChosenModel, first_answer
 from llm.logsum import Analysis, LogSummary, analyze
@@ -41,6 +41,7 @@ _NODE = Param.option("node", "only this TPU node", resource_name, "NAME")
         "F",
     ),
     Param.option("limit", "entries (default 30)", int_range(1, 1000), "N"),
+    Param.toggle("query", "also show the exact Cloud Logging query sent"),
     chat_tool=ChatTool(
         "logs", "Recent ERROR log entries of the TPU VMs", params=("since",), preset={"severity": "ERROR"}
     ),
@@ -52,18 +53,22 @@ def logs(
     node: str | None,
     filter: str | None,
     limit: int | None,
+    query: bool,
 ) -> Reply:
+    """Read the newest entries of the window (`limit`, default 30) and list them; the footer describes the
+    window in words, and gives the exact Cloud Logging query with `--query`."""
     span = timedelta(hours=1) if since is None else since
-    query = cloudlogs.build_filter(
+    now = ctx.services.now()
+    sent = cloudlogs.build_filter(
         span,
         project=ctx.services.settings.gcp_project,
         severity=severity,
         node=node,
         extra=filter,
-        now=ctx.services.now(),
+        now=now,
     )
-    entries = ctx.services.log_entries(query, limit or 30)
-    reply = entries_listing(entries, query)
+    entries = ctx.services.log_entries(sent, limit or 30)
+    reply = entries_listing(entries, LogWindow(span, now - span, severity, node, filter, sent, query))
     return reply if entries else _said(reply, ctx)
 
 

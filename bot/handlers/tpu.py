@@ -20,7 +20,7 @@ from bot.slack.render import Reply, blocks_reply, plural
 from bot.views.fleet import fleet_view
 from bot.views.tpu import Status, describe_blocks, list_blocks, status_blocks
 from ops.alerts.outbox import AlertOutbox
-from ops.errors import NotFound, OpsError
+from ops.errors import BadInput, NotFound, OpsError
 from ops.tpu.model import ZoneListing
 from ops.vllm.endpoint import Endpoint
 from ops.vllm.metrics import MetricsSummary
@@ -45,10 +45,17 @@ R = TypeVar("R")
     chat_tool=ChatTool("list", "Queued resources and nodes in the watched zones"),
 )
 def tpu_list(ctx: Context, zone: str | None, all_zones: bool) -> Reply:
-    """List queued resources in one zone, the watched zones, or every zone of the project."""
+    """List queued resources in one zone, the watched zones, or every zone of the project.
+
+    Raises:
+        BadInput: `zone` is not a TPU location of the project (`ops.tpu.api.unknown_zone`, as every command
+            refuses it).
+    """
     tpu = ctx.services.tpu
     zones = [zone] if zone else tpu.list_zones() if all_zones else ctx.services.settings.tpu_zones
     listing = tpu.list_queued_resources(zones)
+    if zone and isinstance(listing.errors.get(zone), BadInput):
+        raise listing.errors[zone]
     primary = ctx.services.settings.tpu_primary
     return blocks_reply(list_blocks(listing, zones, ctx.services.now(), primary))
 

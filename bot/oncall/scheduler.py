@@ -39,7 +39,8 @@ from bot.oncall.routing import Router
 from bot.services import Services
 from bot.shared.diagnosis import refusal_lines
 from bot.slack.gateway import SlackGateway, refusal_of
-from bot.slack.render import Reply, human_duration, mention, section, utc
+from bot.slack.render import Reply, mention, section, utc
+from bot.views.alerts import open_alert_line
 from ops.alerts import ledger as alerts_mod
 from ops.alerts.ledger import (
     DEFAULT_THRESHOLDS,
@@ -408,13 +409,12 @@ class AlertScheduler:
 
     def open_summary(self, now: datetime) -> list[str]:
         """The refusals that keep alerts from their channel (`bot.shared.diagnosis.refusal_lines`), then one
-        line per open alert of the last 7 days (for App Home)."""
+        line per open alert of the last 7 days with the mutes that silence it (`open_alert_line`, as
+        `/alerts list` shows it; for App Home)."""
+        mutes = self.ledger.mutes(now)
         return [
             *refusal_lines(AlertOutbox(self.services.store, self.deployment)),
-            *(
-                f"• {r.text} _({human_duration(now - r.at)} ago, `{r.kind}`)_"
-                for r in self.ledger.open_alerts(since=now - timedelta(days=7))
-            ),
+            *(open_alert_line(r, now, mutes) for r in self.ledger.open_alerts(since=now - timedelta(days=7))),
         ]
 
 

@@ -5,18 +5,20 @@ that parses as typed and names no placeholder.
 
 from __future__ import annotations
 
+import difflib
 import shlex
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from typing import Any
 
+from bot.chat.subjects import CLEARLY_BETTER, CLOSE_RATIO, TYPO_LENGTH
 from bot.commands.context import Context
 from bot.commands.registry import Registry
 from ops.errors import OpsError
 from ops.times import duration_word
 from ops.tpu.model import QueuedResourceInfo
 
-__all__ = ["command_line", "delete_line", "has_running_nodes", "not_found_hint"]
+__all__ = ["close_names", "command_line", "delete_line", "has_running_nodes", "not_found_hint"]
 
 
 def command_line(registry: Registry, name: str, values: Mapping[str, Any]) -> str:
@@ -69,22 +71,64 @@ def delete_line(ctx: Context, qr: QueuedResourceInfo) -> str:
     return command_line(ctx.registry, "tpu delete", values)
 
 
+def close_names(typed: str, known: Iterable[str]) -> list[str]:
+    """The known names `typed` may stand for: those equal to it but for case, else those a typo away (a
+    length within `bot.chat.subjects.TYPO_LENGTH`, a difflib ratio of at least `CLOSE_RATIO` and within
+    `CLEARLY_BETTER` of the best: the thresholds the chat offers "did you mean" at), best first, at most 3.
+
+    Args:
+        typed: the name as the user gave it, e.g. "GEMMA4-QR" or "gemma4-q".
+        known: the names read now (queued resources, nodes).
+
+    Returns:
+        The names to offer; [] when none is close or `typed` is itself known.
+    """
+    names = list(dict.fromkeys(known))
+    if typed in names:
+        return []
+    same = [name for name in names if name.lower() == typed.lower()]
+    if same:
+        return same
+    ratios = {
+        name: difflib.SequenceMatcher(None, typed.lower(), name).ratio()
+        for name in names
+        if abs(len(name) - len(typed)) <= TYPO_LENGTH
+    }
+    best = max(ratios.values(), default=0.0)
+    close = [name for name, ratio in ratios.items() if ratio >= max(CLOSE_RATIO, best - CLEARLY_BETTER)]
+    return sorted(close, key=lambda name: -ratios[name])[:3]
+
+
 def not_found_hint(ctx: Context, name: str, verb: str, looked_in: list[str]) -> str:
-    """What to run when queued resource `name` was not found in `looked_in`, from the watched zones' listing
-    read now: the same command with the zone where it is, else `/tpu list --all-zones` (every zone).
+    """What to run when queued resource `name` was not found in `looked_in`, from the watched zones' (and
+    `looked_in`'s) listing read now: the same command with the zone where it is; else, when a name there
+    is `name` in another case or a typo away (`close_names`), "did you mean `/tpu describe gemma4-qr`?"
+    (the same command for it); else `/tpu list --all-zones` (every zone).
 
     Args:
         ctx: the command's context; name: the queued resource; verb: e.g. "delete" (`/tpu VERB NAME`).
         looked_in: the zones searched.
     """
-    elsewhere = [z for z in ctx.services.settings.tpu_zones if z not in looked_in]
-    if elsewhere:
-        try:
-            listing = ctx.services.tpu.list_queued_resources(elsewhere)
-        except OpsError:  # a hint is best effort: fall back to the general one
-            listing = None
-        found = next((qr for qr in listing.resources if qr.name == name), None) if listing else None
-        if found is not None:
-            line = command_line(ctx.registry, f"tpu {verb}", {"name": name, "zone": found.zone})
-            return f"it is in `{found.zone}`: `{line}`"
+    zones = list(dict.fromkeys([*ctx.services.settings.tpu_zones, *looked_in]))
+    try:
+        listing = ctx.services.tpu.list_queued_resources(zones, with_nodes=False)
+    except OpsError:  # a hint is best effort: fall back to the general one
+        listing = None
+    resources = listing.resources if listing else ()
+    found = next((qr for qr in resources if qr.name == name and qr.zone not in looked_in), None)
+    if found is not None:
+        line = command_line(ctx.registry, f"tpu {verb}", {"name": name, "zone": found.zone})
+        return f"it is in `{found.zone}`: `{line}`"
+    close = close_names(name, [qr.name for qr in resources])
+    if close:
+        zone_of = {qr.name: qr.zone for qr in resources}
+        lines = [
+            command_line(
+                ctx.registry,
+                f"tpu {verb}",
+                {"name": other, "zone": None if zone_of[other] in looked_in else zone_of[other]},
+            )
+            for other in close
+        ]
+        return "did you mean " + " or ".join(f"`{line}`" for line in lines) + "?"
     return f"no queued resource `{name}` there: `/tpu list --all-zones` lists every zone's"

@@ -16,6 +16,7 @@ from bot.slack.render import mention
 from ops.errors import BackendTimeout, BackendUnavailable, BadInput, NotFound, OpsError
 from ops.store.state import OperationBusy
 from ops.times import shown_time
+from ops.tpu.api import unknown_zone
 from ops.tpu.model import CreateSpec, QueuedResourceInfo
 from ops.tpu.ownership import (
     CreateOutcome,
@@ -216,16 +217,12 @@ def check_zones(ctx: Context, zones: list[str], accelerator_type: str) -> None:
     known = set(tpu.list_zones())
     unknown = [zone for zone in zones if zone not in known]
     if unknown:
-        raise BadInput(
-            f"unknown {'zone' if len(unknown) == 1 else 'zones'} for TPUs in project "
-            f"{ctx.services.settings.gcp_project}: {', '.join(unknown)}",
-            "see the zones with /tpu zones",
-        )
+        raise unknown_zone(ctx.services.settings.gcp_project, unknown)
     missing = []
     for zone in zones:
         try:
             offered = tpu.list_accelerator_types(zone)
-        except NotFound:
+        except BadInput:  # a location listed a moment ago and gone now (ops.tpu.api.unknown_zone)
             missing.append(f"{zone} (unknown)")
             continue
         if accelerator_type not in offered:

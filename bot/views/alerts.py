@@ -222,10 +222,41 @@ class AlertsOverview:
     now: datetime
 
 
+def row_subjects(row: LedgerRow) -> frozenset[str]:
+    """The `/alerts mute` subjects that silence the alert of `row`, read from its ledger key as
+    `ops.alerts.ledger.mute_subjects` reads an Alert: its kind ("slo" too for slo_ok), the queued resource's
+    name (from the identity "zone/name@create time"), the node a node's alert names as its key's last part
+    ("resource|kind|node"), and for a vLLM endpoint ("vllm:<url>") "vllm" and the URL."""
+    subjects = {row.kind, *(["slo"] if row.kind == "slo_ok" else [])}
+    if row.resource.startswith("vllm:"):
+        subjects.update({"vllm", row.resource.removeprefix("vllm:")})
+    elif "/" in row.resource:
+        subjects.add(row.resource.split("/", 1)[1].split("@", 1)[0])
+    subjects.add(row.key.rsplit("|", 1)[-1])
+    return frozenset(subjects)
+
+
+def open_alert_line(row: LedgerRow, now: datetime, mutes: dict[str, tuple[datetime, str]]) -> str:
+    """One open alert: its text, age and kind, then every mute that silences it now, e.g. ":mute: muted
+    (`gemma4-old`) until 2026-11-29 16:05 UTC by @ana", so a muted alert is never shown as if it would page.
+
+    Args:
+        row: the open alert. now: the moment read. mutes: active mutes, subject -> (until, who muted it)
+            (`AlertLedger.mutes`).
+    """
+    line = f"• {row.text} _({human_duration(now - row.at)} ago, `{row.kind}`)_"
+    silencing = sorted(row_subjects(row) & mutes.keys())
+    for name in silencing:
+        until, by = mutes[name]
+        line += f" :mute: muted (`{name}`) until {utc(until)} by {mention(by)}"
+    return line
+
+
 def alerts_overview(o: AlertsOverview) -> Reply:
-    """`/alerts`: why alerts cannot reach their channel, the open alerts, the undelivered ones, the mutes
-    and maintenance hold, and how many alerts the ledger recorded, by status."""
-    lines = [f"• {r.text} _({human_duration(o.now - r.at)} ago, `{r.kind}`)_" for r in o.shown[-_SHOWN:]]
+    """`/alerts`: why alerts cannot reach their channel, the open alerts (each with the mutes that silence
+    it: `open_alert_line`), the undelivered ones, the mutes and maintenance hold, and how many alerts the
+    ledger recorded, by status."""
+    lines = [open_alert_line(r, o.now, o.mutes) for r in o.shown[-_SHOWN:]]
     if o.hidden:
         lines.append(f"_{plural(o.hidden, 'alert')} of queued resources that no longer exist are not shown._")
     mute_lines = [

@@ -3,11 +3,11 @@ answers (/gemma feedback); the verdicts an answer can be rated with."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from bot.slack.render import Block, Reply, blocks_reply, channel_link, context, section, utc
 from bot.views.metrics import ms
-from llm.agent import empty_explanation, inspect_message
+from llm.agent import SUGGEST_TOOL, empty_explanation, inspect_message
 from llm.claims import check_answer
 from llm.client import CUT_NOTE, StreamResult
 from ops.store.state import AnswerRecord
@@ -59,16 +59,49 @@ def stats_blocks(result: StreamResult, url: str, model: str, parses: Callable[[s
     return blocks
 
 
-def feedback_blocks(records: list[AnswerRecord], *, every_channel: bool = False) -> list[Block]:
+def given_labels(stored: tuple[str, ...], commands: Mapping[str, str]) -> tuple[list[str], list[str]]:
+    """What a rated answer was given, as its answer showed it: the facts' sources (the byline's "based on"
+    labels) and the commands its tool calls ran.
+
+    Args:
+        stored: `AnswerRecord.tools` as stored (the facts' sources, then the tool names, joined by "," and
+            read back split at every comma, so "queued resources in us-east5-a, asia-northeast1-b" comes
+            back in two pieces, the second starting with the space a label writes after its comma).
+        commands: chat tool name -> the command line it runs, e.g. {"logs": "/logs --severity ERROR"};
+            `llm.agent.SUGGEST_TOOL` is absent: it runs nothing (it proposes a command to the asker).
+
+    Returns:
+        (facts' sources, commands run), each in the order given, without repeats.
+    """
+    labels: list[str] = []
+    for piece in stored:
+        if piece.startswith(" ") and labels:  # a label's own ", ": glue it back to the label it came from
+            labels[-1] += "," + piece
+        else:
+            labels.append(piece)
+    facts = [label for label in labels if label not in commands and label != SUGGEST_TOOL]
+    ran = [commands[label] for label in labels if label in commands]
+    return list(dict.fromkeys(facts)), list(dict.fromkeys(ran))
+
+
+def feedback_blocks(
+    records: list[AnswerRecord], commands: Mapping[str, str], *, every_channel: bool = False
+) -> list[Block]:
     """Ratings, newest first (one line per user's verdict): verdict, when, model, the question and what the
-    model was given; with `every_channel`, the channel each answer was given in."""
+    model was given (`given_labels`: the facts' sources as the answer's byline named them, and the commands
+    its tools ran); with `every_channel`, the channel each answer was given in."""
     helpful = sum(r.verdict == "helpful" for r in records)
-    lines = [
-        f"• {':thumbsup:' if r.verdict == 'helpful' else ':thumbsdown:'} {utc(r.rated_at)} `{r.model}`"
-        + (f" in {channel_link(r.channel_id)}" if every_channel else "")
-        + f": _{r.question[:150]}_ (given: {', '.join(r.tools) or 'nothing'})"
-        for r in records
-    ]
+    lines = []
+    for r in records:
+        facts, ran = given_labels(r.tools, commands)
+        given = "; ".join(facts) or "no facts"
+        if ran:
+            given += " · ran " + ", ".join(f"`{line}`" for line in ran)
+        lines.append(
+            f"• {':thumbsup:' if r.verdict == 'helpful' else ':thumbsdown:'} {utc(r.rated_at)} `{r.model}`"
+            + (f" in {channel_link(r.channel_id)}" if every_channel else "")
+            + f": _{r.question[:150]}_ (based on: {given})"
+        )
     where = " (every channel; shown only to you)" if every_channel else ""
     summary = f"*{helpful} of {len(records)} ratings helpful*{where}"
     return [section(summary + "\n" + "\n".join(lines))]

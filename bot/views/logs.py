@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from bot.slack.render import (
     Attachment,
@@ -29,11 +29,52 @@ from ops.gcp.logplan import ReadReport
 ANALYSIS_CHARS = 2800  # the model's analysis shown in one section (a section holds 3,000)
 
 
-def entries_listing(entries: Sequence[LogEntry], query: str) -> Reply:
-    """`/logs`: every entry, one line each, newest first, in as many sections as needed, then the query;
-    "no entries" naming the query when there are none."""
+@dataclass(frozen=True)
+class LogWindow:
+    """What a `/logs` read asked Cloud Logging for, as the user gave it.
+
+    Attributes:
+        span: how far back, e.g. timedelta(hours=1); start: the window's first moment (aware UTC).
+        severity: the minimum LogSeverity name, or None for every severity.
+        node: the TPU node id, or None for every node.
+        text: the user's extra Logging query (`--filter`), or None.
+        query: the exact Cloud Logging query sent (`ops.gcp.cloudlogs.build_filter`).
+        show_query: the user asked for `query` (`--query`).
+    """
+
+    span: timedelta
+    start: datetime
+    severity: str | None
+    node: str | None
+    text: str | None
+    query: str
+    show_query: bool = False
+
+    def described(self) -> str:
+        """The window in a line, e.g. "last 1h (since 2026-11-29 11:30 UTC) · ERROR and above · every node
+        · TPU VM and vLLM container logs"; the user's `--filter` text is quoted as given."""
+        parts = [
+            f"last {human_duration(self.span).removesuffix(' 00m')} (since {utc(self.start)})",
+            f"{self.severity} and above" if self.severity else "every severity",
+            f"node `{self.node}`" if self.node else "every node",
+            "TPU VM and vLLM container logs",
+        ]
+        if self.text:
+            parts.append(f"matching `{self.text}`")
+        return " · ".join(parts)
+
+    def footer(self) -> str:
+        """The listing's footer: the description, then the exact query when asked for, else how to see it."""
+        if self.show_query:
+            return f"{self.described()}\nCloud Logging query: `{self.query}`"
+        return f"{self.described()} · `--query` shows the exact Cloud Logging query"
+
+
+def entries_listing(entries: Sequence[LogEntry], window: LogWindow) -> Reply:
+    """`/logs`: every entry, one line each, newest first, in as many sections as needed, then what was read
+    (`LogWindow.footer`); "no entries" describing the window when there are none."""
     if not entries:
-        return blocks_reply([section(f"No log entries match `{query}`.")])
+        return blocks_reply([section("No log entries match: " + window.footer())])
     # The severity in full (WARNING, not WARN), padded to the longest of Cloud Logging's, EMERGENCY:
     # https://cloud.google.com/logging/docs/reference/v2/rest/v2/LogEntry#logseverity
     lines = [
@@ -42,7 +83,8 @@ def entries_listing(entries: Sequence[LogEntry], query: str) -> Reply:
     ]
     # Every line is kept: split into sections here; what exceeds one message goes whole into a file.
     listing = [section(part) for part in split_sections(code("\n".join(lines)))]
-    return blocks_reply([section(f"*{len(entries)} entries*, newest first"), *listing, context(f"`{query}`")])
+    head = section(f"*{len(entries)} entries*, newest first")
+    return blocks_reply([head, *listing, context(window.footer())])
 
 
 def noted(reply: Reply, line: str) -> Reply:

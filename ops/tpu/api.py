@@ -57,7 +57,7 @@ from ops.tpu.model import (
     zone_of,
 )
 
-__all__ = ["CALLS_PER_ZONE", "TpuOps", "pool_size"]
+__all__ = ["CALLS_PER_ZONE", "TpuOps", "pool_size", "unknown_zone"]
 
 CALLS_PER_ZONE = 2
 """A zone's listing is one `queuedResources.list` and one `nodes.list`, sent at once."""
@@ -79,8 +79,38 @@ def pool_size(zones: int) -> int:
 
 _ID = linear(r"(?i)^[a-z0-9][-a-z0-9_]*$")
 _PROJECT = linear(r"^[a-z0-9][-a-z0-9.:]*$")
+# The TPU API answers a call under a location the project does not have with HTTP 404 "Location
+# projects/P/locations/Z is not found." (the location collection of
+# https://cloud.google.com/tpu/docs/reference/rest/v2alpha1/projects.locations/list).
+_UNKNOWN_LOCATION = linear(r"Location projects/[^/ ]+/locations/(?P<zone>[a-z0-9-]+) is not found")
 _QR_PATH = linear(r"^projects/(?P<project>[^/]+)/locations/(?P<zone>[^/]+)/queuedResources/(?P<id>[^/]+)$")
 _OP_PATH = linear(r"^projects/(?P<project>[^/]+)/locations/(?P<zone>[^/]+)/operations/(?P<id>[^/]+)$")
+
+
+def unknown_zone(project: str, zones: Sequence[str]) -> BadInput:
+    """The one refusal of zones that are not TPU locations of `project`, e.g. "unknown zone for TPUs in
+    project demo-project: us-east5-z (see the zones with /tpu zones)", whether the bot checked the zone
+    first (`bot.shared.safety.check_zones`) or the API refused it (`TpuOps`).
+
+    Args:
+        project: the Google Cloud project id.
+        zones: the refused zone ids, in the order given.
+
+    Returns:
+        A BadInput naming the zones, its hint the command that lists the valid ones.
+    """
+    noun = "zone" if len(zones) == 1 else "zones"
+    return BadInput(
+        f"unknown {noun} for TPUs in project {project}: {', '.join(zones)}",
+        "see the zones with /tpu zones",
+        backend="tpu",
+    )
+
+
+def _zone_known(error: OpsError, project: str) -> OpsError:
+    """`error`, or the unknown-zone refusal when it is the API's 404 for a location the project lacks."""
+    found = _UNKNOWN_LOCATION.search(error.message) if isinstance(error, NotFound) else None
+    return unknown_zone(project, [found["zone"]]) if found else error
 
 
 # --------------------------------------------------------------------------------------------------
@@ -203,7 +233,7 @@ class TpuOps:
             result: dict[str, Any] = request.execute(num_retries=self._num_retries)
             return result
         except Exception as exc:
-            raise map_error(exc, what) from exc
+            raise _zone_known(map_error(exc, what), self.project) from exc
 
     def _list_all(self, collection: Any, request: Any, key: str, what: str) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
@@ -368,7 +398,7 @@ class TpuOps:
                 name=f"{self._parent(zone)}/nodes/{node_id}", retry=self._gapic_retry, timeout=self._timeout_s
             )
         except Exception as exc:
-            raise map_error(exc, what) from exc
+            raise _zone_known(map_error(exc, what), self.project) from exc
         return node_from_api(json.loads(tpu_v2.Node.to_json(node, use_integers_for_enums=False)))
 
     def host_keys(self, zone: str, node_id: str, *, worker: int = 0) -> dict[str, str]:
@@ -405,7 +435,9 @@ class TpuOps:
                 request=request, retry=self._gapic_retry, timeout=self._timeout_s
             )
         except Exception as exc:
-            raise map_error(exc, f"TPU API v2 nodes.getGuestAttributes {zone}/{node_id}") from exc
+            raise _zone_known(
+                map_error(exc, f"TPU API v2 nodes.getGuestAttributes {zone}/{node_id}"), self.project
+            ) from exc
         keys: dict[str, str] = {}
         for attributes in response.guest_attributes[:1]:
             for item in attributes.query_value.items:
@@ -446,7 +478,7 @@ class TpuOps:
         try:
             operation: dict[str, Any] = request.execute(num_retries=0)
         except Exception as exc:
-            raise create_error(exc, what) from exc
+            raise _zone_known(create_error(exc, what), self.project) from exc
         return str(operation.get("name", ""))
 
     def wait_operation(
@@ -554,7 +586,7 @@ class TpuOps:
         try:
             operation: dict[str, Any] = request.execute(num_retries=0)
         except Exception as exc:
-            error = create_error(exc, what)
+            error = _zone_known(create_error(exc, what), self.project)
             if isinstance(error, BadInput) and not force:
                 error.hint = "its nodes still exist: delete with force (deletes the nodes first)"
             raise error from exc
@@ -583,7 +615,8 @@ class TpuOps:
         try:
             operation: dict[str, Any] = request.execute(num_retries=0)
         except Exception as exc:
-            raise create_error(exc, f"TPU API v2alpha1 queuedResources.reset {zone}/{name}") from exc
+            what = f"TPU API v2alpha1 queuedResources.reset {zone}/{name}"
+            raise _zone_known(create_error(exc, what), self.project) from exc
         return str(operation.get("name", ""))
 
     def _node_operation(self, verb: str, zone: str, node_id: str) -> str:
@@ -597,7 +630,8 @@ class TpuOps:
             else:
                 operation = client.stop_node(request=request, timeout=self._timeout_s)
         except Exception as exc:
-            raise create_error(exc, f"TPU API v2 nodes.{verb} {zone}/{node_id}") from exc
+            what = f"TPU API v2 nodes.{verb} {zone}/{node_id}"
+            raise _zone_known(create_error(exc, what), self.project) from exc
         return str(operation.operation.name)
 
     def start_node(self, zone: str, node_id: str) -> str:
@@ -631,7 +665,7 @@ class TpuOps:
             Sorted `AcceleratorType.type` values, e.g. ["v6e-1", "v6e-4", "v6e-8"].
 
         Raises:
-            BadInput: malformed zone. NotFound: unknown zone (HTTP 404).
+            BadInput: malformed zone, or unknown zone (HTTP 404 for the location: `unknown_zone`).
             PermissionDenied, QuotaExceeded, BackendUnavailable, BackendTimeout: see `map_error`.
         """
         check_zone(zone)

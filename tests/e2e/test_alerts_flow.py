@@ -8,6 +8,7 @@ the bot's start-up wires them.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 
 import pytest
 
@@ -111,3 +112,23 @@ def test_muting_an_unknown_resource_is_refused_with_the_list(world: tuple[Demo, 
     assert "no-such-qr" not in scheduler.ledger.mutes(demo.gcp.now())
     lines, answered = demo.user.run("/alerts mute gemma4-standby 1h")
     assert answered and "gemma4-standby" in scheduler.ledger.mutes(demo.gcp.now())
+
+
+def test_a_muted_open_alert_says_so_where_open_alerts_are_listed(world: tuple[Demo, AlertScheduler]) -> None:
+    """`/alerts list` and App Home (`AlertScheduler.open_summary`) mark an open alert its mute silences,
+    with until when and by whom; unmuted, the mark is gone."""
+    demo, scheduler = world
+    lines, answered = demo.user.run("/alerts mute gemma4-old 2h")
+    assert answered and any("muted until" in line for line in lines), lines
+    until = (demo.gcp.now() + timedelta(hours=2)).strftime("%Y-%m-%d %H:%M UTC")
+    mark = f":mute: muted (`gemma4-old`) until {until} by "
+    lines, answered = demo.user.run("/alerts list")
+    assert answered, lines
+    open_part = "\n".join(lines).split("*Open*")[1].split("*Muted*")[0]
+    (stale,) = [line for line in open_part.splitlines() if "`gemma4-old`" in line]
+    assert mark in stale and "U0DEMOUSR1" in stale.split(mark)[1], stale
+    (home,) = [line for line in scheduler.open_summary(demo.gcp.now()) if "`gemma4-old`" in line]
+    assert mark in home, home
+    demo.user.run("/alerts unmute gemma4-old")
+    (home,) = [line for line in scheduler.open_summary(demo.gcp.now()) if "`gemma4-old`" in line]
+    assert ":mute:" not in home, home

@@ -121,7 +121,9 @@ def test_answers_carry_feedback_buttons_listed_by_gemma_feedback(world: Demo) ->
     listed = _say(world, "/gemma feedback")
     assert "0 of 1 ratings helpful" in listed
     assert "why did gemma4-old fail?" in listed and "`google/gemma-4-31B-it`" in listed
-    assert "describe gemma4-old" in listed
+    # the facts' sources as the answer's byline named them (their own commas kept), a tool as its command
+    assert "describe gemma4-old; queued resources in us-east5-a, asia-northeast1-b, europe-west4-a;" in listed
+    assert "ran `/logs --severity ERROR`" in listed and ",  " not in listed
 
 
 def test_no_feedback_buttons_without_a_model(world: Demo) -> None:
@@ -264,7 +266,8 @@ def test_a_question_about_a_resource_without_a_node_never_gets_another_nodes_log
     [logs] = _tool_results(world)
     assert logs.startswith("[logs of node `gemma4-old-node`: what the question is about]")
     assert "gemma4-qr-node" not in logs and "No log entries match" in logs
-    assert "gemma4-qr-node" not in answer and " ERROR " not in answer  # no listing line of another node
+    # no listing line of another node (a line's severity is padded to 9: "ERROR     ")
+    assert "gemma4-qr-node" not in answer and "ERROR     " not in answer
     assert "found in the facts for `gemma4-old`" in byline
     assert "*`gemma4-old` is FAILED: its state and error (TPU API)*" in text and "tpu-stockout" in text
     # the vLLM container runs on the primary's node: shown, and said to be about it, not gemma4-old

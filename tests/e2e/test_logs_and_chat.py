@@ -13,13 +13,32 @@ def _say(demo: Demo, line: str, timeout: float = 30) -> str:
     return "\n".join(out)
 
 
+def _sent_filters(demo: Demo) -> list[str]:
+    return [b["filter"] for _, path, b in demo.gcp.request_bodies if path.startswith("/v2/entries:list")]
+
+
 def test_logs_carry_an_explicit_time_bound_and_are_newest_first(world: Demo) -> None:
+    """The footer says the window in words; the exact query sent is shown with --query only."""
     text = _say(world, "/logs --since 2h --severity ERROR --limit 5")
     assert "*5 entries*, newest first" in text
-    assert 'timestamp>="' in text and "severity>=ERROR" in text
     assert " ERROR " in text and " ERRO " not in text  # Cloud Logging's severity names, whole
-    bodies = [body for method, path, body in world.gcp.request_bodies if path.startswith("/v2/entries:list")]
-    assert bodies and 'timestamp>="' in bodies[-1]["filter"]
+    assert "last 2h (since " in text and " · ERROR and above · every node · " in text
+    assert "`--query` shows the exact Cloud Logging query" in text
+    assert 'timestamp>="' not in text and "severity>=" not in text and "jsonPayload" not in text
+    sent = _sent_filters(world)[-1]
+    assert 'timestamp>="' in sent and "severity>=ERROR" in sent
+
+    shown = _say(world, "/logs --since 2h --severity ERROR --limit 5 --query")
+    sent = _sent_filters(world)[-1]
+    assert 'timestamp>="' in sent and "severity>=ERROR" in sent
+    assert f"Cloud Logging query: `{sent}`" in shown  # exactly what was sent
+
+
+def test_an_empty_listing_describes_its_window(world: Demo) -> None:
+    text = _say(world, "/logs --node no-such-node --filter '\"OOM\"'")
+    assert "No log entries match: last 1h (since " in text
+    assert "node `no-such-node`" in text and 'matching `"OOM"`' in text and "resource.labels" not in text
+    assert 'resource.labels.node_id="no-such-node"' in _sent_filters(world)[-1]
 
 
 def test_analyze_names_the_real_failures_among_noise(world: Demo) -> None:

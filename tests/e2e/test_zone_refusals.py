@@ -37,3 +37,25 @@ def test_a_create_refused_for_good_is_remembered_and_shown(world: Demo) -> None:
     assert ":warning: `europe-west4-a` refused spot v6e-8 on " in again
     assert "*Instead* `/tpu create gemma4-eu --zone Z` with Z one of `us-east5-a`" in again
     _say(world, "click Cancel")
+
+
+def test_an_unknown_zone_gets_one_clean_refusal_from_every_command_that_takes_one(demo: Demo) -> None:
+    """Whether the bot checks the zone before its preview (create, find) or the TPU API answers 404 for the
+    location (list, describe, delete, reset, start, stop, recover), the answer is one line naming the zone
+    and /tpu zones, never the API's text."""
+    refusal = "unknown zone for TPUs in project demo-project: us-east5-z\n_see the zones with /tpu zones_"
+    for line in (
+        "/tpu list --zone us-east5-z",
+        "/tpu describe gemma4-qr --zone us-east5-z",
+        "/tpu delete gemma4-qr --zone us-east5-z",
+        "/tpu reset gemma4-qr --zone us-east5-z",
+        "/tpu start gemma4-qr-node --zone us-east5-z",
+        "/tpu stop gemma4-qr-node --zone us-east5-z",
+        "/tpu recover gemma4-old --zone us-east5-z",
+        "/tpu create gemma4-x --zone us-east5-z",
+        "/tpu find --zones us-east5-a,us-east5-z",
+    ):
+        text = _say(demo, line)
+        assert refusal in text, (line, text)
+        assert "HTTP 404" not in text and "Location projects/" not in text, (line, text)
+    assert demo.gcp.world.queued_resources[("us-east5-a", "gemma4-qr")].state == "ACTIVE"

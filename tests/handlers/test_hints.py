@@ -75,6 +75,8 @@ STATES: dict[str, tuple[Callable[[Demo], None], list[Case]]] = {
         as_scenario,
         [
             Case("tpu describe nosuch", "not found", 1),
+            Case("tpu describe gemma4-q", "did you mean `/tpu describe gemma4-qr`?", 1),
+            Case("tpu delete gemma4-ol", "did you mean `/tpu delete gemma4-old`?", 1),
             Case("tpu describe gemma4-qr --zone europe-west4-a", "not found", 1),
             Case("tpu delete nosuch", "not found", 1),
             Case("tpu delete gemma4-qr", "has running nodes", 1),

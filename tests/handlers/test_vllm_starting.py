@@ -22,6 +22,7 @@ def test_vllm_commands_while_it_starts_say_starting_and_when(world: Demo) -> Non
         text = handlers.run(line)
         assert f"vLLM is starting: container `{world.settings.vllm_container}` up 0 min" in text, (line, text)
         assert "expected to answer around " in text and "10 min from now" in text, (line, text)
+        assert "the bot's estimate for a 31B model on TPU (weights download, then XLA compilation)" in text
         assert "Cannot connect" not in text and "benchmark arguments" not in text
         assert "run the command again once it answers" in text
     assert "starting" in handlers.run("vllm status")
@@ -33,4 +34,5 @@ def test_a_stopped_container_is_said_with_the_command_that_starts_it(world: Demo
     text = Handlers(world).run("vllm bench --prompts 4")
     name = world.settings.vllm_container
     assert f"vLLM is not running: container `{name}` is exited" in text and "/vllm start" in text
+    assert "it then loads for about 10 min: the bot's estimate" in text
     assert "Benchmarking" not in text

@@ -8,6 +8,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+import bot.handlers  # noqa: F401  (declares every command on the registry)
+from bot.commands.registry import registry
+from bot.views.gemma import feedback_blocks
+from llm.agent import SUGGEST_TOOL
 from ops.errors import NotFound
 from ops.store.state import AuditEntry, Store
 
@@ -61,3 +65,17 @@ def test_the_audit_is_read_by_channel_and_thread(store: Store) -> None:
     ]
     everything = [e.command for e in store.channel_audit("C1", since=since)]
     assert everything == ["tpu list", "tpu describe a", "tpu describe b"]
+
+
+def test_feedback_names_what_an_answer_was_given_as_the_answer_named_it(store: Store) -> None:
+    """Stored comma-joined and read back split, a fact's label keeps its own commas; a tool is named by the
+    command it ran, and suggest_command (which runs nothing) is left out."""
+    given = ["describe gemma4-old", "queued resources in us-east5-a, europe-west4-a", "logs", SUGGEST_TOOL]
+    answer = store.save_answer("why?", "gemma", given, user_id="U1", channel_id="C1", now=NOW)
+    store.rate_answer(answer, "helpful", user_id="U1", channel_id="C1", now=NOW)
+    (record,) = store.rated_answers(channel_id="C1")
+    commands = {tool.name: "/" + command.tool_line({}) for tool, command in registry.tools()}
+    (block,) = feedback_blocks([record], commands)
+    text = block["text"]["text"]
+    assert "(based on: describe gemma4-old; queued resources in us-east5-a, europe-west4-a" in text
+    assert "· ran `/logs --severity ERROR`)" in text and SUGGEST_TOOL not in text

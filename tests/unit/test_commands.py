@@ -70,6 +70,10 @@ def test_rest_positional_keeps_the_whole_prompt() -> None:
         ("tpu describe", "missing NAME"),
         ("tpu describe 'x; rm -rf /'", "is not a TPU resource name"),
         ("tpu describe $(id)", "is not a TPU resource name"),
+        (
+            "tpu describe GEMMA4-QR",
+            "is not a TPU resource name (lowercase letters, digits, hyphens): did you mean `gemma4-qr`?",
+        ),
         ("tpu describe a --since forever", "is not a duration"),
         ("tpu describe a --since 1h --since 2h", "given twice"),
         ("tpu list --all-zones=yes", "takes no value"),
