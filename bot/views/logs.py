@@ -16,6 +16,7 @@ from bot.slack.render import (
     context,
     header,
     human_duration,
+    plural,
     section,
     split_sections,
     utc,
@@ -83,7 +84,7 @@ def entries_listing(entries: Sequence[LogEntry], window: LogWindow) -> Reply:
     ]
     # Every line is kept: split into sections here; what exceeds one message goes whole into a file.
     listing = [section(part) for part in split_sections(code("\n".join(lines)))]
-    head = section(f"*{len(entries)} entries*, newest first")
+    head = section(f"*{plural(len(entries), 'entry', 'entries')}*, newest first")
     return blocks_reply([head, *listing, context(window.footer())])
 
 

@@ -85,7 +85,8 @@ def test_restart_sends_the_new_containers_output_to_cloud_logging(world: Demo) -
         ("--label", "tpu_worker_id=0"),
     ]
     found = _say(world, _LOGS_OF_THE_NODE)
-    assert "entries*, newest first" in found and "gemma4-qr-node" in found and _STARTUP_LINE in found
+    assert "entries*, newest first" in found or "*1 entry*, newest first" in found
+    assert "gemma4-qr-node" in found and _STARTUP_LINE in found
     assert _STARTUP_LINE in _say(world, "/vllm logs --tail 200")  # docker logs still reads it
 
 
