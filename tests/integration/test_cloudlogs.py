@@ -27,6 +27,9 @@ PROJECT = "demo-project"
 
 def big_scenario() -> dict[str, Any]:
     scenario = default_scenario()
+    # A node of 32 hours, so that the 30 h of noise fall in its life (nothing is logged before a node exists).
+    (primary,) = [qr for qr in scenario["google"]["queued_resources"] if qr["name"] == "gemma4-qr"]
+    primary["created"], primary["max_run_duration"] = "-32h", "48h"
     logs = scenario["google"]["logs"]
     logs["noise"] = {"count": 4000, "window": "30h"}  # older than 24 h too: the library default would hide it
     logs["workers"] = 2
