@@ -222,12 +222,12 @@ def _describe(
             minutes = int((now - status.started_at).total_seconds() // 60) if status.started_at else 0
             return (
                 f":red_circle: start-up stuck: up {minutes} min without answering on its port (loading and "
-                f"compiling take about 10 minutes on TPU, up to 30 on a first compile)\n{base}"
+                f"compiling take {VLLM_LOAD} on TPU, up to 30 on a first compile)\n{base}"
             )
         if health.state in ("refused", "timeout"):
             return (
                 f":large_blue_circle: starting: running ({up}) and vLLM is not answering yet; it loads the "
-                f"weights and compiles for about 10 minutes on TPU before it listens\n{base}"
+                f"weights and compiles for {VLLM_LOAD} on TPU before it listens\n{base}"
             )
         return f":red_circle: running ({up}) but /health is {health.state}: {health.detail}\n{base}"
     exited = f" with code {status.exit_code}" if status.exit_code is not None else ""

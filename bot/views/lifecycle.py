@@ -152,7 +152,7 @@ def recovered(done: str) -> Reply:
     return blocks_reply(
         [
             section(
-                f":white_check_mark: Recovery: {done}. vLLM needs about 10 minutes to load; "
+                f":white_check_mark: Recovery: {done}. vLLM needs {VLLM_LOAD} to load; "
                 "this thread hears when it serves."
             )
         ]
