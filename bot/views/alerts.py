@@ -258,7 +258,9 @@ def alerts_overview(o: AlertsOverview) -> Reply:
     ledger recorded, by status."""
     lines = [open_alert_line(r, o.now, o.mutes) for r in o.shown[-_SHOWN:]]
     if o.hidden:
-        lines.append(f"_{plural(o.hidden, 'alert')} of queued resources that no longer exist are not shown._")
+        verb = "is" if o.hidden == 1 else "are"
+        gone = "queued resources that no longer exist"
+        lines.append(f"_{plural(o.hidden, 'alert')} of {gone} {verb} not shown._")
     mute_lines = [
         f"• `{name}` until {utc(until)} (by {mention(by)})" for name, (until, by) in sorted(o.mutes.items())
     ]
