@@ -40,7 +40,8 @@ from bot.shared.safety import (
     pin_of,
     pins_text,
 )
-from bot.shared.tpu_requests import MODEL_FLAGS, VLLM_LOAD, CreateArgs, create_spec, default_create_args
+from bot.shared.serving import VLLM_LOAD
+from bot.shared.tpu_requests import MODEL_FLAGS, CreateArgs, create_spec, default_create_args
 from bot.shared.zone_plan import CapacityAsk, already_running, capacity_preview, remembering_refusals
 from bot.slack.render import Reply, human_duration, utc
 from bot.views.cost import create_spend_lines, per_hour, usd

@@ -16,8 +16,7 @@ from bot.oncall.maintenance import planned_work
 from bot.services import identify
 from bot.shared.diagnosis import container_diagnosis, deployment_of, plain_log
 from bot.shared.safety import check_ssh_pin, ssh_pin_text
-from bot.shared.serving import explained_when_starting
-from bot.shared.tpu_requests import VLLM_LOAD
+from bot.shared.serving import VLLM_LOAD, explained_when_starting
 from bot.slack.render import Reply, ago, human_duration, utc
 from bot.views.findings import identity_line
 from bot.views.metrics import chart_reply, ms

@@ -21,13 +21,16 @@ from bot.commands.context import Context
 from bot.slack.render import utc
 from ops.errors import BackendTimeout, BackendUnavailable, OpsError
 
-__all__ = ["LOAD_TIME", "explained_when_starting", "not_serving", "require_serving"]
+__all__ = ["LOAD_TIME", "VLLM_LOAD", "explained_when_starting", "not_serving", "require_serving"]
 
 LOAD_TIME = timedelta(minutes=10)
 """The bot's estimate of a start-up (weights download, then XLA compilation), not a measurement of this
 server: the module docstring says what it is based on. Every answer that uses it says it is an estimate."""
 ESTIMATE_BASIS = "the bot's estimate for a 31B model on TPU (weights download, then XLA compilation)"
 """What an expected answer time rests on, said beside it."""
+VLLM_LOAD = f"about {LOAD_TIME.seconds // 60} minutes (the bot's estimate)"
+"""How long vLLM takes to serve again once its TPU VM is up (download and compile the model), as previews and
+results say it: LOAD_TIME, marked as the bot's estimate; docs/deploy.md describes the steps."""
 
 
 def not_serving(ctx: Context) -> OpsError | None:

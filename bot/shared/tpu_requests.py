@@ -10,16 +10,11 @@ from datetime import timedelta
 
 from bot.commands.context import Context
 from bot.config import Settings
-from bot.shared.serving import LOAD_TIME
 from bot.slack.render import human_duration
 from ops.errors import BadInput
 from ops.tpu.model import FLEX_START_MAX_RUN, CreateSpec, ssh_keys_entry
 from ops.tpu.ownership import MANAGED_BY, MANAGED_BY_KEY
 from ops.vllm import deploy
-
-# How long vLLM takes to serve again once its TPU VM is up: download and compile the model. The bot's own
-# estimate (`bot.shared.serving.LOAD_TIME`, not a measured figure); docs/deploy.md describes the steps.
-VLLM_LOAD = f"about {LOAD_TIME.seconds // 60} minutes (the bot's estimate)"
 
 MODEL_FLAGS = ("flex_start", "spot", "on_demand", "reserved")
 

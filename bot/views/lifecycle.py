@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from bot.oncall.followup import pending_block
-from bot.shared.tpu_requests import VLLM_LOAD
+from bot.shared.serving import VLLM_LOAD
 from bot.slack.render import Block, Reply, blocks_reply, context, header, section
 from bot.views.tpu import resource_line
 from ops.tpu.model import QueuedResourceInfo
