@@ -53,6 +53,9 @@ _HOST = linear(rf"^(?:{_LABEL}(?:\.{_LABEL})*|[0-9A-Fa-f:.]{{2,45}})$")
 _PORT = linear(r"^[1-9][0-9]{0,4}$")
 # Secret Manager secret id (https://cloud.google.com/secret-manager/docs/reference/rest/v1/projects.secrets/create).
 _SECRET = linear(r"^[A-Za-z0-9_-]{1,255}$")
+# A docker container name: moby's RestrictedNameChars, [a-zA-Z0-9][a-zA-Z0-9_.-]+
+# (https://github.com/moby/moby/blob/master/daemon/names/names.go).
+_CONTAINER = linear(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{1,127}$")
 # A served model name a request asked for: a repo id or any --served-model-name without blanks or quotes.
 _SERVED_NAME = linear(r"^[A-Za-z0-9][\w./:-]{0,199}$")
 
@@ -97,6 +100,7 @@ KINDS: dict[str, Callable[[str], bool]] = {
     "port": _port,
     "secret": _rule(_SECRET),
     "requested_model": _rule(_SERVED_NAME),
+    "container": _rule(_CONTAINER),
 }
 """Template field -> whether a value captured from a log is of its kind (sources beside each rule)."""
 

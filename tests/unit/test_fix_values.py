@@ -135,6 +135,8 @@ def test_every_captured_field_has_a_case_where_the_evidence_differs_from_the_dep
         ("port", "8000"),
         ("secret", "hf-token"),
         ("requested_model", "gemma-4"),
+        ("container", "vllm"),
+        ("container", "vllm-gemma4.v2_b"),
     ],
 )
 def test_valid_values_pass_their_kind(kind: str, value: str) -> None:
@@ -163,6 +165,9 @@ def test_valid_values_pass_their_kind(kind: str, value: str) -> None:
         ("port", "0"),
         ("secret", "hf token"),
         ("requested_model", "x' OR '1"),
+        ("container", "-rf"),
+        ("container", "vllm;reboot"),
+        ("container", "v"),
     ],
 )
 def test_hostile_or_malformed_values_fail_their_kind(kind: str, value: str) -> None:
