@@ -36,7 +36,8 @@ _NODE = Param.option("node", "only this TPU node", resource_name, "NAME")
     _NODE,
     Param.option(
         "filter",
-        "extra Logging query, e.g. 'jsonPayload.message:\"OOM\"' (vLLM's lines) or '\"OOM\"'",
+        "extra Logging query, e.g. 'jsonPayload.message:\"RESOURCE_EXHAUSTED\"' (vLLM's lines) or "
+        "'\"out of memory\"' (any field; a quoted word matches inside longer words, any case)",
         cloudlogs.validate_filter,
         "F",
     ),
