@@ -103,9 +103,10 @@ def _answer_blocks(answer: Answer) -> tuple[list[Block], list[Attachment]]:
     checked = answer.checked
     byline = answer.byline + (f" · {checked.summary()}" if checked and checked.summary() else "")
     if checked is not None and checked.withheld:
+        where = "above" if checked.strayed else "below"
         note = (
             f":no_entry_sign: *The model's answer was withheld*: {checked.withheld}. "
-            "The facts below are what the bot read."
+            f"The facts {where} are what the bot read."
         )
         return [section(note), context(byline)], []
     text = answer.text.strip() or "(the model wrote nothing)"
@@ -121,6 +122,10 @@ def _answer_blocks(answer: Answer) -> tuple[list[Block], list[Attachment]]:
         )
         text = shown + " …"
     blocks += [section(text), context(byline)]
+    if checked is not None and checked.unanswered:
+        blocks.append(
+            context(f"It says nothing about {checked.unanswered}: the facts below are what the bot read.")
+        )
     return blocks, files
 
 
@@ -253,14 +258,18 @@ def chat_reply(
         sentences = [note[0].upper() + note[1:] + ("" if note.endswith("?") else ".") for note in notes]
         blocks.append(section(":mag: " + "\n".join(sentences)))
     files: list[Attachment] = []
+    rests_on = _rests_on(shown, findings, failed, scope or Scope())
     if answer is not None:
         answer_blocks, files = _answer_blocks(answer)
-        blocks += answer_blocks
+        # an answer about another subject is not the answer: the subject's own facts lead, then the note
+        strayed = answer.checked is not None and bool(answer.checked.strayed)
+        blocks += [*rests_on, *answer_blocks] if strayed else answer_blocks
+        rests_on = [] if strayed else rests_on
     else:
         blocks.append(section(rules_note))
     blocks += _offer_blocks(offered, refused)
     blocks += _instruction_blocks(found)
-    blocks += _rests_on(shown, findings, failed, scope or Scope())
+    blocks += rests_on
     based = [
         f.source
         + (

@@ -338,3 +338,23 @@ def test_a_question_about_another_deployment_reads_that_deployments_vllm(world: 
     assert metrics.startswith("[metrics of deployment `staging`, vLLM on `gemma4-staging`]")
     assert "gemma-4-26B-A4B-it" in metrics
     assert "*Deployment staging* (as `/fleet` shows it)" in text
+
+
+def test_an_answer_about_another_resource_is_not_presented_as_the_answer(world: Demo) -> None:
+    """'is gemma4-old healthy?' answered with gemma4-qr's line of the status: gemma4-old's own state and
+    diagnosis lead, the model's text is withheld saying whom it was about, and nothing is called checked for
+    gemma4-old. The same for another deployment's facts, and a question about two answered about one."""
+    text = _say(world, "@gemma-bot is gemma4-old healthy?")
+    answer, byline = _answer_and_byline(text)
+    assert "ACTIVE (by USER)" not in answer and "checked" not in byline
+    withheld = ":no_entry_sign: *The model's answer was withheld*: it was about `gemma4-qr`, not `gemma4-old`"
+    assert text.index("*`gemma4-old` is FAILED: its state and error (TPU API)*") < text.index("*Facts*")
+    assert text.index("*Facts*") < text.index(withheld) and "The facts above are what the bot read." in text
+    world.vllm.script_chat([{"text": "production's gemma4-qr is ACTIVE in us-east5-a."}])
+    staging = _say(world, "@gemma-bot how is staging doing?")
+    assert "it was about `gemma4-qr`, not `staging` the question asks about" in staging
+    assert "*Deployment staging* (as `/fleet` shows it)" in staging
+    both = _say(world, "@gemma-bot are gemma4-qr and gemma4-old healthy?")
+    answer, byline = _answer_and_byline(both)
+    assert "gemma4-qr (primary)" in answer and "nothing in it about `gemma4-old`" in byline
+    assert "It says nothing about `gemma4-old`: the facts below are what the bot read." in both
