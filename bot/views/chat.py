@@ -26,6 +26,7 @@ from bot.slack.render import (
     as_block,
     blocks_reply,
     context,
+    human_duration,
     section,
     split_sections,
 )
@@ -33,9 +34,10 @@ from bot.views.findings import diagnosis_text
 from llm.claims import Checked
 from llm.grounding import Fact, Scope
 from ops.diagnosis.engine import Diagnosis, Finding
+from ops.diagnosis.zonefit import classify
 from ops.tpu.model import QueuedResourceInfo
 
-__all__ = ["ANSWER_SHOWN_CHARS", "Answer", "Shown", "chat_reply", "suggestion_button"]
+__all__ = ["ANSWER_SHOWN_CHARS", "Answer", "Shown", "chat_reply", "resource_line", "suggestion_button"]
 
 ANSWER_SHOWN_CHARS = 1500
 """A model answer longer than this shows its first part (cut at a line) and continues in a file."""
@@ -220,6 +222,26 @@ def _facts_file(facts: Sequence[Fact], scope: Scope) -> Attachment:
         head = f"## {fact.source}" + (f" ({'; '.join([*when, *about])})" if when or about else "")
         parts.append("\n".join(filter(None, [head, fact.summary, fact.detail])))
     return Attachment(FACTS_FILE, "\n\n".join(parts) + "\n", "Every fact the answer was given")
+
+
+def resource_line(qr: QueuedResourceInfo, now: datetime) -> str:
+    """A queued resource as one line of a chat fact: name, state, zone, accelerator type, provisioning model,
+    nodes, time left, the error and what it is (`ops.diagnosis.zonefit.classify`)."""
+    initiator = f" (by {qr.state_initiator})" if qr.state_initiator else ""
+    nodes = ", ".join(f"node {n.name} {n.state}" + (f" {n.health}" if n.health else "") for n in qr.nodes)
+    line = (
+        f"`{qr.name}`: *{qr.state}*{initiator} in zone `{qr.zone}`, {qr.accelerator_type} "
+        f"{qr.provisioning_model.lower()}" + (f", {nodes}" if nodes else "")
+    )
+    left = qr.time_left(now)
+    if left is not None:
+        line += f", terminates in {human_duration(left)} (time left)"
+    elif qr.valid_until is not None:
+        line += f", request valid for {human_duration(qr.valid_until - now)} more"
+    if qr.error:
+        reason = classify(qr.error)
+        line += f"; error: {' '.join(qr.error.split())[:300]} ({reason.reason}, {reason.kind})"
+    return line
 
 
 def chat_reply(

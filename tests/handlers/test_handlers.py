@@ -49,14 +49,16 @@ def test_a_change_in_a_channel_of_no_deployment_is_refused(handlers: Handlers, d
 
 def test_chat_answers_through_a_registry_tool(handlers: Handlers, demo: Demo) -> None:
     text = handlers.run("gemma chat what are the details of gemma4-old?")
-    assert "used tools: describe" in text
+    assert "read: the state and error of `gemma4-old`" in text and "used tools" not in text
     described = [r for r in _tool_results(demo) if "gemma4-old" in r]
     assert described and "There is no more capacity" in described[-1]
 
 
 def test_chat_logs_tool_reads_errors_only(handlers: Handlers, demo: Demo) -> None:
     text = handlers.run("gemma chat any errors in the logs?")
-    assert "used tools: logs" in text
+    # the footer says what was read in words; the tool result carries no hint for a person typing commands
+    assert "read: the recent errors on node `gemma4-qr-node`" in text and "used tools" not in text
+    assert not any("--query" in r or "Deployment `" in r for r in _tool_results(demo))
     filters = [b["filter"] for _, path, b in demo.gcp.request_bodies if path.startswith("/v2/entries:list")]
     assert any("severity>=ERROR" in f for f in filters)
 
