@@ -59,7 +59,7 @@ from bot.shared.diagnosis import (
     serving_now,
     written_by,
 )
-from bot.shared.fleet_status import deployment_lines, snapshots
+from bot.shared.fleet_status import departed_line, deployment_lines, snapshots
 from bot.shared.serving import ContainerNow, container_now, counted_names
 from bot.slack.render import Reply, human_duration
 from bot.views.chat import Answer, Shown, chat_reply, resource_line
@@ -295,8 +295,11 @@ def gather_facts(ctx: Context, question: str, thread: list[ThreadMessage]) -> Ga
         got.shown.facts.append(listed)  # what is missing now is said; a listing question sees every one
     target = _services_of(ctx, aim.deployment)
     container = None
+    # the endpoint as the state just read has it: an address that still answers after its queued resource
+    # was deleted is not the deployment's vLLM, nor is the container there (as /tpu status says)
+    departed = _departed(target) if subjects.topics & {"logs", "serving"} else ""
     if subjects.topics & {"logs", "serving"}:
-        container = container_now(target, (aim.serving or aim.deployment,))
+        container = container_now(target, (aim.serving or aim.deployment,), departed)
         got.facts.append(container.fact)
         got.shown.facts.append(container.fact)
         # The stopped container's own log is the present cause, when the question is about the resource it
@@ -309,7 +312,7 @@ def gather_facts(ctx: Context, question: str, thread: list[ThreadMessage]) -> Ga
         for part in aim.each():  # each resource's errors are a fact about it alone
             _error_facts(target, subjects.window, got, deployment_of(target), container, part)
     if "serving" in subjects.topics:
-        serving = _serving_fact(target, aim)
+        serving = _serving_fact(target, aim, departed)
         got.facts.append(serving)
         got.shown.facts.append(serving)
     if "cost" in subjects.topics:
@@ -516,16 +519,31 @@ def _cost_fact(ctx: Context, resources: list[QueuedResourceInfo]) -> Fact:
     return Fact("live burn", "; ".join(lines) or "no queued resources", detail, at=now, about=about)
 
 
-def _serving_fact(services: Services, aim: Aim) -> Fact:
+def _departed(services: Services) -> str:
+    """What became of the vLLM endpoint the deployment of `services` last used, when the state just read no
+    longer has it (`bot.shared.fleet_status.departed_line`, as `/tpu status` says it, without its emoji); ""
+    while an endpoint is found or none departed. Without a listing at hand, the resolver reads the cached
+    endpoint's node again, and one gone sends it to the listing (`ops.vllm.endpoint.EndpointResolver`)."""
+    try:
+        services.endpoints.resolve()
+        return ""
+    except OpsError:
+        line = departed_line(services)
+    return line.split(" ", 1)[1] if line.startswith(":") else line
+
+
+def _serving_fact(services: Services, aim: Aim, departed: str = "") -> Fact:
     """vLLM health, served models and the metrics summary now, of the deployment of `services`, about the
     queued resource whose node serves it; a server without /health and /metrics (any OpenAI-compatible
-    server that is not vLLM) is said to be so, not reported as an outage."""
+    server that is not vLLM) is said to be so, not reported as an outage. Without an endpoint, what became
+    of the last one (`departed`, `_departed`) is said too."""
     now = services.now()
     about = (aim.serving or aim.deployment,)
     try:
         client, endpoint = services.vllm()
     except OpsError as exc:
-        return Fact("vLLM", f"no endpoint now: {exc.message}", at=now, about=about)
+        gone = f"; {departed}" if departed else ""
+        return Fact("vLLM", f"no endpoint now: {exc.message}{gone}", at=now, about=about)
     about = (endpoint.resource,) if endpoint.resource else about
     with client:
         health = client.health()

@@ -174,10 +174,15 @@ class ContainerNow:
     stopped_at: datetime | None = None
 
 
-def container_now(services: Services, about: tuple[str, ...]) -> ContainerNow:
+def container_now(services: Services, about: tuple[str, ...], departed: str = "") -> ContainerNow:
     """The vLLM container of a deployment (`services`) now, and for one that does not run, why and what its
-    log says; its facts are `about` the queued resource it runs on."""
+    log says; its facts are `about` the queued resource it runs on. With `departed` (what became of the
+    endpoint the deployment last used, said as `/tpu status` says it) the deployment has no endpoint in the
+    state just read: a container at the old address is not its own, and is not read."""
     now = services.now()
+    if departed:
+        said = f"not read: no vLLM endpoint of this deployment in the state just read; {departed}"
+        return ContainerNow(Fact("vLLM container", said, at=now, about=about))
     try:
         container, host = services.container()
         with host:
