@@ -29,6 +29,7 @@ from bot.chat.asks import (
     DIRECTIVES,
     Found,
     Outcome,
+    asks_nothing,
     deletions,
     find_instructions,
     offer,
@@ -62,7 +63,7 @@ from bot.shared.diagnosis import (
 from bot.shared.fleet_status import departed_line, deployment_lines, snapshots
 from bot.shared.serving import ContainerNow, container_now, counted_names
 from bot.slack.render import Reply, human_duration
-from bot.views.chat import Answer, Shown, chat_reply, resource_line
+from bot.views.chat import Answer, Shown, chat_reply, nothing_asked, resource_line
 from bot.views.findings import unmatched_fact
 from bot.views.metrics import metrics_lines, ms
 from llm.agent import FACTS_PROMPT, SUGGEST_TOOL, SYSTEM_PROMPT, AgentAnswer, Tool, ToolResult, answer
@@ -653,6 +654,9 @@ def _ask(
     asks_model=True,
 )
 def gemma_chat(ctx: Context, question: str) -> Reply:
+    names = [ctx.deployment, ctx.services.settings.tpu_primary, *(ctx.fleet.services if ctx.fleet else ())]
+    if asks_nothing(question, names):  # "ok", "thanks": what can be asked, nothing read
+        return nothing_asked(ctx.services.settings.tpu_primary)
     history, thread = _thread(ctx)
     got = gather_facts(ctx, question, thread)
     result, chosen, detailed, failures = _ask(ctx, question, history, got)

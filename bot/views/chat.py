@@ -37,7 +37,15 @@ from ops.diagnosis.engine import Diagnosis, Finding
 from ops.diagnosis.zonefit import classify
 from ops.tpu.model import QueuedResourceInfo
 
-__all__ = ["ANSWER_SHOWN_CHARS", "Answer", "Shown", "chat_reply", "resource_line", "suggestion_button"]
+__all__ = [
+    "ANSWER_SHOWN_CHARS",
+    "Answer",
+    "Shown",
+    "chat_reply",
+    "nothing_asked",
+    "resource_line",
+    "suggestion_button",
+]
 
 ANSWER_SHOWN_CHARS = 1500
 """A model answer longer than this shows its first part (cut at a line) and continues in a file."""
@@ -222,6 +230,23 @@ def _facts_file(facts: Sequence[Fact], scope: Scope) -> Attachment:
         head = f"## {fact.source}" + (f" ({'; '.join([*when, *about])})" if when or about else "")
         parts.append("\n".join(filter(None, [head, fact.summary, fact.detail])))
     return Attachment(FACTS_FILE, "\n\n".join(parts) + "\n", "Every fact the answer was given")
+
+
+def nothing_asked(primary: str) -> Reply:
+    """The answer to a mention that asks nothing ("ok", "thanks", "click": `bot.chat.asks.asks_nothing`):
+    what the bot can be asked, with examples about `primary` (TPU_PRIMARY; "" for none), and where its
+    commands are listed. Nothing is read for it."""
+    name = primary or "NAME"
+    examples = [
+        f"is {name} healthy?",
+        "why is vLLM slow?",
+        "any errors in the last hour?",
+        "what does it cost?",
+    ]
+    shown = ", ".join(f"`@gemma-bot {example}`" for example in examples)
+    return blocks_reply(
+        [section(f"Ask me about the deployment, e.g. {shown}."), context("`/tpu help` lists the commands.")]
+    )
 
 
 def resource_line(qr: QueuedResourceInfo, now: datetime) -> str:

@@ -96,3 +96,14 @@ def test_the_probe_is_a_timed_one_token_completion(handlers: Handlers, demo: Dem
     sent = list(demo.vllm.chat_requests)[len(before) :]
     assert [r["max_tokens"] for r in sent] == [1]
     assert "one-token chat completion from" in handlers.run("vllm health")
+
+
+def test_a_mention_that_asks_nothing_reads_nothing(handlers: Handlers, demo: Demo) -> None:
+    """'thanks', 'click': a short answer saying what can be asked, without reading the TPU API, Cloud
+    Logging, vLLM or the model."""
+    listed, asked = len(demo.gcp.requests), len(demo.vllm.chat_requests)
+    for text in ("gemma chat thanks", "gemma chat click"):
+        reply = handlers.run(text)
+        assert reply.startswith("Ask me about the deployment, e.g. `@gemma-bot is gemma4-qr healthy?`"), reply
+        assert "`/tpu help` lists the commands." in reply and "*Facts*" not in reply
+    assert len(demo.gcp.requests) == listed and len(demo.vllm.chat_requests) == asked
