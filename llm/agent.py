@@ -130,11 +130,14 @@ class ToolResult:
             e.g. ("gemma4-old",); () for a general result.
         logged: its lines are log entries read on its subjects' nodes (`llm.grounding.Evidence.logged`):
             where a line was logged says what it is about, not the names its text carries.
+        read: what it read, in words, for the answer's footer ("the status of deployment `production`");
+            () when it does not say.
     """
 
     text: str
     about: tuple[str, ...] = ()
     logged: bool = False
+    read: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -148,6 +151,7 @@ class ToolCall:
         ok: False when the tool was unknown, the arguments were invalid or the tool raised.
         about: what the result is about (`ToolResult.about`); () for a general result or a failed call.
         logged: the result is log entries read on its subjects' nodes (`ToolResult.logged`).
+        read: what it read, in words (`ToolResult.read`); () for a failed call or a tool that does not say.
     """
 
     name: str
@@ -156,6 +160,7 @@ class ToolCall:
     ok: bool = True
     about: tuple[str, ...] = ()
     logged: bool = False
+    read: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -460,10 +465,11 @@ def _run_tool(tools: Mapping[str, Tool], name: str, raw_arguments: str) -> ToolC
         )
     about: tuple[str, ...] = ()
     logged = False
+    read: tuple[str, ...] = ()
     try:
         returned = tool.func(**arguments)
         if isinstance(returned, ToolResult):
-            result, about, logged = returned.text, tuple(returned.about), returned.logged
+            result, about, logged, read = returned.text, tuple(returned.about), returned.logged, returned.read
         else:
             result = str(returned)
         ok = True
@@ -473,7 +479,7 @@ def _run_tool(tools: Mapping[str, Tool], name: str, raw_arguments: str) -> ToolC
         result, ok = f"invalid arguments for {name}: {exc}", False
     except Exception as exc:  # a tool's bug must not end the conversation
         result, ok = f"error: {type(exc).__name__}: {exc}", False
-    return ToolCall(name, arguments, redact(result)[:MAX_TOOL_RESULT_CHARS], ok, about, logged)
+    return ToolCall(name, arguments, redact(result)[:MAX_TOOL_RESULT_CHARS], ok, about, logged, read)
 
 
 def answer(

@@ -23,6 +23,12 @@ digits folded, so none hides a name, a state or a number), names in any case and
   (a log line names its node), and so is a sentence copied whole from the evidence, unless it starts with
   a name (a listing's line). A sentence that tells a failure as happening now while one of its claims is
   found only in evidence of earlier events is removed too;
+- a sentence is about the queued resources it names (`llm.grounding.Scope.told_of`: a deployment named beside
+  them says where it was read), else the deployments it names; its claims count as found in those subjects'
+  facts, never the question's (`Checked.found_in`). An answer whose every sentence that names or claims
+  anything is about other subjects does not answer the question: it is withheld, saying whom it was about
+  (`Checked.strayed`); one that tells nothing of one of the question's subjects says so
+  (`Checked.unanswered`);
 - an answer the model stopped at its token limit is marked as cut;
 - when too little survives, the whole answer is withheld, with one line saying why (the facts are shown
   either way).
@@ -41,7 +47,7 @@ from llm.grounding import Evidence, Scope, canonical_text, contradictions, segme
 from ops.linear import LinearMatch, linear
 from ops.tpu.model import ZONE_PATTERN
 
-__all__ = ["Checked", "Removal", "check_answer"]
+__all__ = ["Checked", "FoundIn", "Removal", "check_answer"]
 
 ECHO_WORDS = 6
 """A sentence sharing a run of this many words with the bot's instructions to the model is an echo."""
@@ -133,6 +139,36 @@ class Removal:
 
 
 @dataclass(frozen=True)
+class FoundIn:
+    """Claims and quoted blocks of an answer found in the facts about the same subjects.
+
+    Attributes:
+        subjects: the subjects of their sentences as Slack shows them ("`gemma4-qr`"); "" when the answer
+            was held to none.
+        claims: how many claims.
+        quotes: how many quoted blocks.
+        asked: whether those subjects are among what the question asks about.
+    """
+
+    subjects: str
+    claims: int
+    quotes: int = 0
+    asked: bool = True
+
+    @property
+    def counted(self) -> bool:
+        """Whether anything was found there."""
+        return bool(self.claims or self.quotes)
+
+    @property
+    def where(self) -> str:
+        """ "for `gemma4-old`" (the question's), "about `gemma4-qr`" (another subject), "" (none)."""
+        if not self.subjects:
+            return ""
+        return f"{'for' if self.asked else 'about'} {self.subjects}"
+
+
+@dataclass(frozen=True)
 class Checked:
     """The checked answer.
 
@@ -147,7 +183,13 @@ class Checked:
         quotes: quoted blocks kept, every line found in the evidence (about what they are told about).
         about: the question's subjects the answer was held to, as Slack shows them ("`gemma4-old`"); ""
             when it was not held to any (no scope, or a question about nothing known).
-        elsewhere: of `claims`, those of sentences that name another subject, found in evidence about it.
+        found_in: where `claims` and `quotes` were found, by the subjects of their sentences, in the order
+            first posted (`FoundIn`): a sentence naming nothing is about what the question asks.
+        unanswered: the question's subjects no posted sentence tells anything of, while others do, as Slack
+            shows them ("`gemma4-old`"); "" when each is told of, or nothing posted names or claims anything.
+        strayed: the whole answer was about other subjects than the question's (every posted sentence
+            that names or claims anything): then it is withheld (`withheld` says about whom) and this holds
+            those subjects as Slack shows them ("`gemma4-qr`"); "" otherwise.
         unoffered: the bot commands removed because the bot does not offer them, as the model wrote them.
     """
 
@@ -159,28 +201,40 @@ class Checked:
     unverified: tuple[str, ...] = ()
     quotes: int = 0
     about: str = ""
-    elsewhere: int = 0
+    found_in: tuple[FoundIn, ...] = ()
+    unanswered: str = ""
+    strayed: str = ""
     unoffered: tuple[str, ...] = ()
 
     def summary(self) -> str:
-        """One line for the byline: "checked: 3 claims found in the facts for `gemma4-old`; removed: a shell
-        command, ...", "" when nothing was checked or removed. It says "checked" only for what was: claims
-        and quoted blocks found in the evidence, and for which subjects."""
+        """One line for the byline, "" when nothing was checked or removed: "checked: 3 claims found in the
+        facts for `gemma4-old`; removed: a shell command, ...". It says "checked" only for what was: claims
+        and quoted blocks found in the evidence, and in whose facts: those of a sentence about another
+        subject are counted as found in its facts ("checked: 2 claims found in the facts for `gemma4-old`,
+        3 in those about `gemma4-qr`"), never as the question's."""
         parts = []
-        checked = [f"{self.claims} claim{'s' * (self.claims != 1)}"] if self.claims else []
-        checked += [f"{self.quotes} quoted block{'s' * (self.quotes != 1)}"] if self.quotes else []
-        if checked:
-            where = f" for {self.about}" if self.about else ""
-            line = f"checked: {' and '.join(checked)} found in the facts{where}"
-            if self.about and self.elsewhere:
-                line += f" ({self.elsewhere} in those about the other subjects their sentences name)"
+        found = self.found_in or (FoundIn("", self.claims, self.quotes),)
+        told = [(place.where, _counted(place.claims, place.quotes)) for place in found if place.counted]
+        if told:
+            (where, counted), rest = told[0], told[1:]
+            line = f"checked: {counted} found in the facts" + (f" {where}" if where else "")
+            line += "".join(f", {n} in those {other}" for other, n in rest)
             parts.append(line)
+        if self.unanswered:
+            parts.append(f"nothing in it about {self.unanswered}")
         reasons = list(dict.fromkeys(r.shown for r in self.removed))
         if reasons:
             parts.append("removed: " + "; ".join(reasons))
         if self.cut:
             parts.append("the model stopped at its token limit")
         return " · ".join(parts)
+
+
+def _counted(claims: int, quotes: int) -> str:
+    """ "3 claims and 1 quoted block", "1 claim" (neither zero unless both are)."""
+    said = [f"{claims} claim{'s' * (claims != 1)}"] if claims else []
+    said += [f"{quotes} quoted block{'s' * (quotes != 1)}"] if quotes else []
+    return " and ".join(said)
 
 
 def _normal(text: str) -> str:
@@ -479,11 +533,12 @@ def check_answer(
     unknown = {n.lower() for n in unknown_names if n}
     known_states = dict(states or {})
     kept: list[str] = []
-    counted: list[tuple[int, int, int]] = []  # per kept part: its claims, those about other subjects, quotes
+    # per kept part: its claims, its quotes, and what it tells of (None: it names and claims nothing)
+    counted: list[tuple[int, int, frozenset[str] | None]] = []
 
-    def keep(part: str, claims: int = 0, elsewhere: int = 0, quotes: int = 0) -> None:
+    def keep(part: str, claims: int = 0, quotes: int = 0, about: frozenset[str] | None = None) -> None:
         kept.append(part)
-        counted.append((claims, elsewhere, quotes))
+        counted.append((claims, quotes, about))
 
     def drop_introduction() -> None:
         """A sentence ending in ":" whose quote or block was removed goes too."""
@@ -504,7 +559,7 @@ def check_answer(
             continue
         if sentence.startswith("\x00quoted "):
             block, lines = quoted[int(sentence.split()[1].rstrip("\x00"))]
-            told = held.named(before) or held.asked  # what the sentence before the block says it is
+            told = held.told_of(before) or held.asked  # what the sentence before the block says it is
             foreign = frozenset(
                 subject
                 for line in lines
@@ -516,7 +571,7 @@ def check_answer(
                 removed.append(Removal(_told_as(held, foreign, about, "a quoted block about"), block))
                 drop_introduction()
                 continue
-            keep(block, quotes=int(evidence is not None))
+            keep(block, quotes=int(evidence is not None), about=told)
             continue
         normal = _normal(sentence)
         if not normal:
@@ -557,7 +612,7 @@ def check_answer(
             unverified += missing
             removed.append(Removal(f"{missing[0]} is not in the facts", sentence))
             continue
-        named = (_leading(line, held) or held.named(before)) if copied else held.named(sentence)
+        named = (_leading(line, held) or held.told_of(before)) if copied else held.told_of(sentence)
         about = named or held.asked
         resting = _resting([*found, _quoted(line)] if copied else found, runs, about, held)
         if resting.foreign:
@@ -570,14 +625,18 @@ def check_answer(
         if denied:
             removed.append(Removal(denied[0].removeprefix("the answer "), sentence))
             continue
-        keep(sentence, len(found), len(found) if named and not held.about_asked(named) else 0)
+        keep(sentence, len(found), about=(named or held.asked) if found or named else None)
     drop_introduction()  # what it introduced was removed
     result = _join(kept)
-    withheld = _withhold_reason(result, removed)
-    # only what is posted counts as checked: nothing of a withheld answer
-    claims, elsewhere, quotes = (
-        (sum(column) for column in zip(*counted, strict=True)) if counted else (0, 0, 0)
+    tells = _Told.of(counted, held if evidence is not None else Scope())
+    withheld = _withhold_reason(result, removed) or (
+        f"it was about {tells.strayed}, not {held.label(held.asked)} the question asks about"
+        if tells.strayed
+        else ""
     )
+    # only what is posted counts as checked: nothing of a withheld answer
+    claims = sum(n for n, _, _ in counted)
+    quotes = sum(q for _, q, _ in counted)
     held_to = held.label(held.asked) if held.asked and evidence is not None else ""
     return Checked(
         "" if withheld else result,
@@ -588,9 +647,42 @@ def check_answer(
         tuple(unverified),
         quotes=0 if withheld else quotes,
         about=held_to,
-        elsewhere=0 if withheld else elsewhere,
+        found_in=() if withheld else tells.found_in,
+        unanswered="" if withheld else tells.unanswered,
+        strayed=tells.strayed,
         unoffered=tuple(dict.fromkeys(refused)),
     )
+
+
+@dataclass(frozen=True)
+class _Told:
+    """Whom the posted parts of an answer tell of, against what the question asks (see `Checked`)."""
+
+    found_in: tuple[FoundIn, ...]
+    unanswered: str
+    strayed: str
+
+    @classmethod
+    def of(cls, counted: Sequence[tuple[int, int, frozenset[str] | None]], scope: Scope) -> _Told:
+        """From each posted part's claims, quotes and subjects (None: it names and claims nothing, as "No
+        model ran." or "It looks fine.", and tells of no one). A question asking about nothing known holds
+        no part to a subject."""
+        questions = scope.questions()
+        told = [about for _, _, about in counted if about is not None]
+        if not questions or not told:
+            return cls((), "", "")
+        groups: dict[tuple[str, bool], tuple[int, int]] = {}
+        for claims, quotes, about in counted:
+            if about is not None:
+                key = (scope.label(about), scope.about_asked(about))
+                n, q = groups.get(key, (0, 0))
+                groups[key] = (n + claims, q + quotes)
+        found_in = tuple(FoundIn(label, n, q, asked) for (label, asked), (n, q) in groups.items())
+        answered = [question for question in questions if any(about & question for about in told)]
+        if not answered:
+            return cls(found_in, "", scope.label(frozenset().union(*told)))
+        missing = [question for question in questions if question not in answered]
+        return cls(found_in, scope.label(frozenset().union(*missing)) if missing else "", "")
 
 
 _UNOFFERED_WHY = "a change the bot does not offer (only its diagnosis or the asker's request offers one)"

@@ -117,6 +117,31 @@ class Scope:
                 found |= self.names.get(word, frozenset())
         return frozenset(found)
 
+    def told_of(self, text: str) -> frozenset[str]:
+        """What a sentence is about: the queued resources it names (by their own or their nodes' names),
+        else the deployments it names with their queued resources; empty when it names none. "Read from
+        the status of deployment production: gemma4-qr is ACTIVE" is about `gemma4-qr`: the deployment says
+        where it was read, the resource what it tells."""
+        alone = self.deployments if len(self.deployments) == 1 else frozenset()
+        resources: set[str] = set()
+        deployments: set[str] = set()
+        for word in _SUBJECT_WORD.findall(text.lower()):
+            if word in alone or word not in self.names:
+                continue
+            (deployments if word in self.deployments else resources).update(self.names[word])
+        return frozenset(resources or deployments)
+
+    def questions(self) -> tuple[frozenset[str], ...]:
+        """Each subject the question asks about, as the subjects a text about it may be about: a deployment
+        asked about with its queued resources, each queued resource asked about that no asked deployment
+        holds on its own; sorted by name. Empty when it asks about nothing."""
+        held = {d for d in self.asked if d in self.deployments}
+        covered = {s for d in held for s in self.names.get(d, frozenset())}
+        alone = sorted(s for s in self.asked if s not in held and s not in covered)
+        return tuple(
+            [self.names.get(d, frozenset({d})) | {d} for d in sorted(held)] + [frozenset({s}) for s in alone]
+        )
+
     def first_named(self, text: str) -> frozenset[str]:
         """The subjects of the first word of `text` that names any (a log line's node column), empty when
         none does."""

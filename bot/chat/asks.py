@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from bot.chat.subjects import BOT, Subjects, word_set, words_of
+from bot.chat.subjects import BOT, TOPIC_WORDS, Subjects, word_set, words_of
 from bot.commands.registry import Registry, UsageError
 from llm.grounding import Fact
 from ops.linear import LinearPattern, linear
@@ -50,6 +50,7 @@ __all__ = [
     "Found",
     "Outcome",
     "Suggestion",
+    "asks_nothing",
     "command_line",
     "find_instructions",
     "offer",
@@ -61,6 +62,47 @@ __all__ = [
     "relevant",
     "suggest",
 ]
+
+# -- a mention that asks nothing ---------------------------------------------------------------------------
+
+CHATTER_WORDS = 4
+"""A mention of more words than this is read as a question, whatever its words."""
+# Words that ask something of the bot: what a question starts with, what it asks to see, the command groups.
+_ASKING = word_set(
+    "why what when where who whom whose how which did does do was were is are am has have had should shall "
+    "can could would will if any anything tell show explain list check help status state details describe "
+    "info information summary summarize report tpu tpus vm vms gemma fleet alerts alert deployment quota "
+    "capacity zone zones region find ensure work works working worked"
+)
+
+_EMOJI_CODE = linear(r":[a-z0-9_+-]{1,40}:")
+"""A Slack emoji code (":+1:", ":tada:"): no word of a question."""
+
+
+def asks_nothing(question: str, names: Iterable[str] = ()) -> bool:
+    """Whether a mention asks nothing the facts could answer ("ok", "thanks", "click", "cool 👍"), so the bot
+    answers with what it can be asked instead of reading every source: no question mark, at most
+    CHATTER_WORDS words besides emoji, none of which asks (a question word, a command group, "status", a
+    change verb, a word of a kind of fact: `bot.chat.subjects.TOPIC_WORDS`) or names something (a word with
+    a digit or a hyphen, as ids are written, or one of `names`: the deployments, the primary).
+
+    Args:
+        question: the mention's text, as typed.
+        names: names the bot knows without reading anything (deployment names, TPU_PRIMARY).
+
+    Returns:
+        True when it asks nothing.
+    """
+    if "?" in question:
+        return False
+    words = words_of(_EMOJI_CODE.sub(" ", question))
+    if len(words) > CHATTER_WORDS:
+        return False
+    known = {name.lower() for name in names}
+    asking = _ASKING | set(_VERBS) | {w for pair in _PHRASES for w in pair} | _FORCE | known
+    asking |= {w for keys in TOPIC_WORDS.values() for w in keys}
+    return not any(w in asking or any(c.isdigit() or c == "-" for c in w) for w in words)
+
 
 # -- the change asked for ---------------------------------------------------------------------------------
 

@@ -36,11 +36,12 @@ from typing import Any
 
 from llm.grounding import Scope, canonical_text
 from ops.linear import linear
-from ops.tpu.model import is_region, is_zone
+from ops.tpu.model import Absent, is_region, is_zone
 
 __all__ = [
     "BOT",
     "DEFAULT_WINDOW",
+    "DESCRIBE_TOOL",
     "NODE_PARAM",
     "Aim",
     "Known",
@@ -177,6 +178,8 @@ class Known:
         gone: queued resources no longer listed that a command run here deleted (lowercased name -> what
             the audit trail says of it, `bot.chat.asks.deletions`): such a name is said to be gone, never
             read as a typo of another.
+        absent: node ids among `resources` and `others` that the TPU API does not list now -> what became
+            of each (never created, or deleted): a node never created has no logs to read.
     """
 
     resources: Mapping[str, Sequence[str]]
@@ -185,6 +188,7 @@ class Known:
     others: Mapping[str, Mapping[str, Sequence[str]]] = field(default_factory=dict)
     terms: Iterable[str] = ()
     gone: Mapping[str, str] = field(default_factory=dict)
+    absent: Mapping[str, Absent] = field(default_factory=dict)
 
     @property
     def deployments(self) -> tuple[str, ...]:
@@ -531,6 +535,8 @@ class Aim:
             lists no such resource.
         every: every queued resource of that deployment.
         nodes_of: each of `resources` -> its node ids (`nodes` by resource; not compared).
+        unborn: the nodes `resources` name that were never created (`Absent`), left out of `nodes`: no log
+            of theirs exists.
     """
 
     deployment: str
@@ -539,6 +545,7 @@ class Aim:
     serving: str = ""
     every: tuple[str, ...] = ()
     nodes_of: Mapping[str, tuple[str, ...]] = field(default_factory=dict, compare=False)
+    unborn: tuple[Absent, ...] = ()
 
     def each(self) -> tuple[Aim, ...]:
         """This aim once per queued resource it is about, each with its own nodes (a question naming two
@@ -546,7 +553,13 @@ class Aim:
         if len(self.resources) < 2:
             return (self,)
         return tuple(
-            replace(self, resources=(name,), nodes=self.nodes_of.get(name, ())) for name in self.resources
+            replace(
+                self,
+                resources=(name,),
+                nodes=self.nodes_of.get(name, ()),
+                unborn=tuple(a for a in self.unborn if a.resource == name),
+            )
+            for name in self.resources
         )
 
     @property
@@ -584,10 +597,18 @@ def aim_of(known: Known, subjects: Subjects, primaries: Mapping[str, str]) -> Ai
         primary = primaries.get(deployment, "")
         resources = (primary,) if primary in listings.get(deployment, {}) else ()
     listing = listings.get(deployment, {})
-    nodes = tuple(dict.fromkeys(node for name in resources for node in listing.get(name, ())))
+    unborn = tuple(
+        known.absent[node]
+        for name in resources
+        for node in listing.get(name, ())
+        if node in known.absent and not known.absent[node].created
+    )
+    never = {a.node for a in unborn}
+    nodes_of = {name: tuple(n for n in listing.get(name, ()) if n not in never) for name in resources}
+    nodes = tuple(dict.fromkeys(node for name in resources for node in nodes_of[name]))
     primary = primaries.get(deployment, "")
-    nodes_of = {name: tuple(listing.get(name, ())) for name in resources}
-    return Aim(deployment, resources, nodes, primary if primary in listing else "", tuple(listing), nodes_of)
+    serving = primary if primary in listing else ""
+    return Aim(deployment, resources, nodes, serving, tuple(listing), nodes_of, unborn)
 
 
 def home_of(known: Known, name: str) -> tuple[str, str] | None:
@@ -608,23 +629,26 @@ class Read:
         arguments: the tool's arguments for it (JSON values by parameter name).
         deployment: the deployment it runs in.
         header: the line before its result that tells the model what the result is about.
+        what: what it reads, in words, for the answer's footer: "the status of deployment `production`".
+        tool: the chat tool whose command it runs when not the one called (`DESCRIBE_TOOL` for a node that
+            was never created: its queued resource's own state and error); "" for the one called.
     """
 
     arguments: Mapping[str, Any]
     deployment: str
     header: str
+    what: str
+    tool: str = ""
 
 
 @dataclass(frozen=True)
 class ToolPlan:
-    """How a chat tool call is answered: the commands it runs, in order, and what their results are about;
-    or, when there is nothing to read, what the model is told instead (`said`). `logged`: the tool reads
-    log entries of nodes (it takes NODE_PARAM), so where each line was logged says what it is about
-    (`llm.grounding.Evidence.logged`)."""
+    """How a chat tool call is answered: the commands it runs, in order, and what their results are about.
+    `logged`: it reads log entries of nodes (the tool takes NODE_PARAM and a read runs it), so where each
+    line was logged says what it is about (`llm.grounding.Evidence.logged`)."""
 
     reads: tuple[Read, ...]
     about: tuple[str, ...]
-    said: str = ""
     logged: bool = False
 
 
@@ -637,14 +661,18 @@ def plan_call(
     scope: Scope,
     aim: Aim,
     serving: bool = False,
+    reads: str = "",
 ) -> ToolPlan:
     """What one chat tool call reads.
 
     A call that names a subject (a value for one of `subject_params`) reads that one, in the deployment that
     lists it, labelled as not what the question is about when it is not. A call that names none reads what
-    the question is about: a node parameter its nodes, one read each (a subject without a node gets a plan
-    that says so, never every node's logs); another subject parameter its first queued resource; a tool
-    without one the deployment the question points at (a `serving` tool, vLLM's: the resource it runs on).
+    the question is about: a node parameter its nodes, one read each; another subject parameter its first
+    queued resource; a tool without one the deployment the question points at (a `serving` tool, vLLM's:
+    the resource it runs on). A node that was never created has no logs (`Absent`): in its place the call
+    reads its queued resource's own state and error (`DESCRIBE_TOOL`), and so for a subject without a node,
+    never another node's logs; the header says so in words. A node deleted since is read, its header saying
+    that its entries are from before it was deleted.
 
     Args:
         tool: the tool's name, e.g. "logs".
@@ -654,6 +682,8 @@ def plan_call(
         scope: what the question is about.
         aim: where the question points.
         serving: the tool reads the deployment's vLLM server.
+        reads: what the tool reads, in words ("the status", `bot.commands.registry.ChatTool.reads`), for
+            each read's `Read.what`; "" for "the TOOL".
 
     Returns:
         The plan.
@@ -661,14 +691,31 @@ def plan_call(
     named = next(
         (str(arguments[p]).strip() for p in subject_params if str(arguments.get(p) or "").strip()), ""
     )
-    return replace(
-        _plan(tool, subject_params, arguments, named, known, scope, aim, serving),
-        logged=NODE_PARAM in subject_params,
+    noun = reads or f"the {tool}"
+    plan = _plan(tool, noun, subject_params, arguments, named, known, scope, aim, serving)
+    return replace(plan, logged=NODE_PARAM in subject_params and any(not r.tool for r in plan.reads))
+
+
+DESCRIBE_TOOL = "describe"
+"""The chat tool that reads one queued resource's own state and error (`/tpu describe NAME`)."""
+
+
+def _instead(tool: str, resource: str, deployment: str, why: str, short: str) -> Read:
+    """The read of `resource`'s own state and error in place of `tool` on nodes it does not have, its
+    header saying why in words (`why`; `short` for the footer: "its node was never created")."""
+    return Read(
+        {"name": resource},
+        deployment,
+        f"[{DESCRIBE_TOOL} of `{resource}` in place of {tool}: {why}; what can answer is the queued "
+        "resource's own state and error]",
+        f"the state and error of `{resource}` ({short})",
+        DESCRIBE_TOOL,
     )
 
 
 def _plan(
     tool: str,
+    noun: str,
     subject_params: Sequence[str],
     arguments: Mapping[str, Any],
     named: str,
@@ -678,34 +725,45 @@ def _plan(
     serving: bool,
 ) -> ToolPlan:
     """`plan_call`'s plan, before it says whether the tool reads logs."""
+    absent = known.absent if known is not None else {}
     if named:
         home = home_of(known, named) if known is not None else None
         deployment, resource = home if home is not None else (aim.deployment, named)
         asked = scope.about_asked(scope.expand([resource]))
         elsewhere = "" if asked else ", asked for by name: not what the question is about"
-        return ToolPlan((Read(arguments, deployment, f"[{tool} of `{named}`{elsewhere}]"),), (resource,))
+        gone = absent.get(named) if NODE_PARAM in subject_params else None
+        if gone is not None and not gone.created:
+            why = gone.sentence() + elsewhere
+            return ToolPlan(
+                (_instead(tool, resource, deployment, why, "its node was never created"),), (resource,)
+            )
+        deleted = f": {gone.sentence()}" if gone is not None else ""
+        header = f"[{tool} of `{named}`{elsewhere}{deleted}]"
+        on = "on" if NODE_PARAM in subject_params else "of"
+        return ToolPlan((Read(arguments, deployment, header, f"{noun} {on} `{named}`"),), (resource,))
     if NODE_PARAM in subject_params and aim.resources:
-        if not aim.nodes:
-            said = (
-                f"{scope.label(aim.resources)} has no TPU node, so no {tool} of its own. Another node's are "
-                f"not about it: call {tool} with {NODE_PARAM}=NAME to read them."
-            )
-            return ToolPlan((), aim.resources, said)
-        reads = tuple(
-            Read(
-                {**arguments, NODE_PARAM: node},
-                aim.deployment,
-                f"[{tool} of node `{node}`: what the question is about]",
-            )
-            for node in aim.nodes
-        )
-        return ToolPlan(reads, aim.resources)
+        reads: list[Read] = []
+        for resource, part in zip(aim.resources, aim.each(), strict=True):
+            if not part.nodes:
+                why = "; ".join(a.sentence() for a in part.unborn) or (
+                    f"`{resource}` has no TPU node, so no {tool} of its own (another node's are not about it)"
+                )
+                short = "its node was never created" if part.unborn else "it has no TPU node"
+                reads.append(_instead(tool, resource, aim.deployment, why, short))
+                continue
+            for node in part.nodes:
+                gone = absent.get(node)
+                deleted = f"; {gone.sentence()}" if gone is not None else ""
+                header = f"[{tool} of node `{node}`: what the question is about{deleted}]"
+                what = f"{noun} on node `{node}`" + (" (deleted since)" if gone is not None else "")
+                reads.append(Read({**arguments, NODE_PARAM: node}, aim.deployment, header, what))
+        return ToolPlan(tuple(reads), aim.resources)
     if subject_params and aim.resources:
         first = {**arguments, subject_params[0]: aim.resources[0]}
-        return ToolPlan(
-            (Read(first, aim.deployment, f"[{tool} of `{aim.resources[0]}`]"),), aim.resources[:1]
-        )
+        header, what = f"[{tool} of `{aim.resources[0]}`]", f"{noun} of `{aim.resources[0]}`"
+        return ToolPlan((Read(first, aim.deployment, header, what),), aim.resources[:1])
     on_serving = serving and bool(aim.serving)
     where = f"deployment `{aim.deployment}`" + (f", vLLM on `{aim.serving}`" if on_serving else "")
     about = (aim.serving,) if on_serving else (aim.deployment,)
-    return ToolPlan((Read(arguments, aim.deployment, f"[{tool} of {where}]"),), about)
+    what = f"{noun} of deployment `{aim.deployment}`"
+    return ToolPlan((Read(arguments, aim.deployment, f"[{tool} of {where}]", what),), about)

@@ -40,7 +40,10 @@ class Context:
     audit lines of the conversation the request came from (its thread, else its channel) of the last hours,
     oldest first (`bot.commands.runner.Runner`). `caller_role` returns the caller's role in this deployment
     (None: no
-    role).
+    role). `for_model` is set when the reply is a chat tool's result, material for the model rather than a
+    message to a person typing commands: a handler then leaves out the hints about its own options (e.g.
+    `/logs`' "`--query` shows the exact Cloud Logging query") and the runner the deployment footer (the
+    chat tool's header names the deployment).
     """
 
     services: Services
@@ -58,6 +61,7 @@ class Context:
     run_command: Callable[[Invocation], Reply] | None = None
     recent_commands: Callable[[], list[AuditEntry]] | None = None
     caller_role: Callable[[], Role | None] | None = None
+    for_model: bool = False
 
 
 class Progress:

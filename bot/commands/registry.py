@@ -300,12 +300,15 @@ class ChatTool:
         description: what the tool returns, for the model.
         params: names of the command's parameters the model may set; their schema comes from the Params.
         preset: arguments given on every call, as typed words by parameter name, e.g. {"severity": "ERROR"}.
+        reads: what a call reads, in words, for the chat answer's footer, before what it reads it of: "the
+            status" (of deployment `production`); "" for its name.
     """
 
     name: str
     description: str
     params: tuple[str, ...] = ()
     preset: dict[str, str] = field(default_factory=dict)
+    reads: str = ""
 
 
 @dataclass(frozen=True)

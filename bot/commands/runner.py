@@ -305,16 +305,16 @@ class Runner:
         command = next(c for c in self._registry.commands() if c.name == command_name)
         self._authorizers.get(deployment or "", self._authorizer).check(user_id, command)
 
-    def run_read_only(self, invocation: Invocation, user_id: str) -> Reply:
+    def run_read_only(self, invocation: Invocation, user_id: str, *, for_model: bool = False) -> Reply:
         """Run a read-only command now, for `user_id` (the Home tab, the chat's tools); a refusal or error is
-        a one-line reply."""
+        a one-line reply. `for_model`: the reply is a chat tool's result (`Context.for_model`)."""
         if not invocation.command.read_only:
             return error_reply(f"`{invocation.command.name}` is not read-only", "run it as a command")
         try:
             self._authorizer_of(invocation, Origin(user_id, "")).check(user_id, invocation.command)
         except (PermissionDenied, BadInput) as exc:
             return error_reply(exc.message, exc.hint)
-        reply, _ = self._call(invocation, Origin(user_id, ""), invocation.command.func)
+        reply, _ = self._call(invocation, Origin(user_id, ""), invocation.command.func, for_model=for_model)
         return reply
 
     def run_now(self, invocation: Invocation, origin: Origin) -> None:
@@ -549,7 +549,7 @@ class Runner:
                 open_modal=self._modal_opener(origin),
                 thread_history=self._history_reader(origin),
                 recent_commands=self._recent_reader(origin),
-                run_command=lambda other: self.run_read_only(other, origin.user_id),
+                run_command=lambda other: self.run_read_only(other, origin.user_id, for_model=True),
             )
             outcome = "error" if failed else "ok"
         finally:
@@ -683,7 +683,8 @@ class Runner:
             reply: Reply = func(ctx, **invocation.args)  # type: ignore[operator]
             # Backend latency by the command's group (tpu, vllm, gemma, ...); see bot.observability.
             self.metrics.backend_call_finished(invocation.command.words[0], time.monotonic() - started)
-            return (reply if _fleet_wide(invocation) else self._labelled(reply, deployment)), ""
+            labelled = not _fleet_wide(invocation) and not ctx.for_model  # a chat tool's header names it
+            return (self._labelled(reply, deployment) if labelled else reply), ""
         except OpsError as exc:
             backend = exc.backend or invocation.command.words[0]
             self.metrics.backend_call_finished(backend, time.monotonic() - started, failed=bool(exc.backend))

@@ -19,7 +19,6 @@ results or other people's messages are reported and ignored (`bot.chat.asks.find
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -30,6 +29,7 @@ from bot.chat.asks import (
     DIRECTIVES,
     Found,
     Outcome,
+    asks_nothing,
     deletions,
     find_instructions,
     offer,
@@ -39,22 +39,31 @@ from bot.chat.asks import (
     planted,
     recent_fact,
 )
-from bot.chat.subjects import BOT, Aim, Known, Subjects, ThreadMessage, aim_of, plan_call, resolve, scope_of
+from bot.chat.subjects import (
+    BOT,
+    Aim,
+    Known,
+    Subjects,
+    ThreadMessage,
+    aim_of,
+    plan_call,
+    resolve,
+    scope_of,
+)
 from bot.commands.context import Context
 from bot.commands.registry import ChatTool, Command, Param, UsageError, registry, resource_name
 from bot.services import Services
 from bot.shared.diagnosis import (
-    container_diagnosis,
     deployment_of,
-    plain_log,
     resource_diagnosis,
     rules_only,
     serving_now,
     written_by,
 )
-from bot.shared.fleet_status import deployment_lines, snapshots
+from bot.shared.fleet_status import departed_line, deployment_lines, snapshots
+from bot.shared.serving import ContainerNow, container_now, counted_names
 from bot.slack.render import Reply, human_duration
-from bot.views.chat import Answer, Shown, chat_reply
+from bot.views.chat import Answer, Shown, chat_reply, nothing_asked, resource_line
 from bot.views.findings import unmatched_fact
 from bot.views.metrics import metrics_lines, ms
 from llm.agent import FACTS_PROMPT, SUGGEST_TOOL, SYSTEM_PROMPT, AgentAnswer, Tool, ToolResult, answer
@@ -67,14 +76,11 @@ from ops.cost import pricing as cost
 from ops.diagnosis.engine import Diagnosis, Finding, diagnose, place, present, template_of
 from ops.diagnosis.families import FixFacts
 from ops.diagnosis.nomatch import Template, from_templates
-from ops.diagnosis.zonefit import classify
 from ops.errors import BadInput, OpsError
 from ops.gcp import cloudlogs
-from ops.tpu.model import QueuedResourceInfo
+from ops.tpu.model import QueuedResourceInfo, absent_nodes
 
 MAX_LOG_ENTRIES = 2000
-CONTAINER_LOG_TAIL = 400
-"""Lines of a stopped container's log read for its diagnosis, as `/vllm status` reads."""
 
 
 def read_only_tools(ctx: Context, got: Gathered | None = None) -> Mapping[str, Tool]:
@@ -95,10 +101,21 @@ def read_only_tools(ctx: Context, got: Gathered | None = None) -> Mapping[str, T
             known = got.known if got is not None else None
             serving = command.words[0] == "vllm"
             plan = plan_call(
-                tool.name, subjects, arguments, known=known, scope=scope, aim=aim, serving=serving
+                tool.name,
+                subjects,
+                arguments,
+                known=known,
+                scope=scope,
+                aim=aim,
+                serving=serving,
+                reads=tool.reads,
             )
-            texts = [f"{r.header}\n{_tool_text(ctx, command, r.arguments, r.deployment)}" for r in plan.reads]
-            return ToolResult("\n".join(texts) or plan.said, plan.about, plan.logged)
+            texts = [
+                f"{r.header}\n"
+                + _tool_text(ctx, _command(ctx, r.tool) if r.tool else command, r.arguments, r.deployment)
+                for r in plan.reads
+            ]
+            return ToolResult("\n".join(texts), plan.about, plan.logged, tuple(r.what for r in plan.reads))
 
         return run
 
@@ -123,25 +140,6 @@ def _tool_text(ctx: Context, command: Command, arguments: Mapping[str, Any], dep
     if ctx.run_command is None:
         return f"error: `{command.name}` cannot run here (no runner)"
     return ctx.run_command(replace(invocation, deployment=deployment)).text
-
-
-def _qr_summary(qr: QueuedResourceInfo, now: datetime) -> str:
-    """One line: name, state, zone, accelerator type, provisioning model, nodes, the error and what it is."""
-    initiator = f" (by {qr.state_initiator})" if qr.state_initiator else ""
-    nodes = ", ".join(f"node {n.name} {n.state}" + (f" {n.health}" if n.health else "") for n in qr.nodes)
-    line = (
-        f"`{qr.name}`: *{qr.state}*{initiator} in zone `{qr.zone}`, {qr.accelerator_type} "
-        f"{qr.provisioning_model.lower()}" + (f", {nodes}" if nodes else "")
-    )
-    left = qr.time_left(now)
-    if left is not None:
-        line += f", terminates in {human_duration(left)} (time left)"
-    elif qr.valid_until is not None:
-        line += f", request valid for {human_duration(qr.valid_until - now)} more"
-    if qr.error:
-        reason = classify(qr.error)
-        line += f"; error: {' '.join(qr.error.split())[:300]} ({reason.reason}, {reason.kind})"
-    return line
 
 
 def _states(resources: Iterable[QueuedResourceInfo]) -> dict[str, str]:
@@ -250,6 +248,7 @@ def gather_facts(ctx: Context, question: str, thread: list[ThreadMessage]) -> Ga
         {name: {qr.name: qr.node_ids for qr in listed} for name, listed in elsewhere.items()},
         terms,
         deletions(runs or []),  # a name listed again resolves to the new resource first
+        absent_nodes([*resources, *(qr for listed in elsewhere.values() for qr in listed)]),
     )
     subjects = resolve(question, thread, known)
     primaries = {name: s.settings.tpu_primary for name, s in fleet.items()}
@@ -271,19 +270,19 @@ def gather_facts(ctx: Context, question: str, thread: list[ThreadMessage]) -> Ga
         if diagnosis is not None:
             got.failed.append((qr, diagnosis))
         described = _tool_text(ctx, _command(ctx, "describe"), {"name": name}, ctx.deployment)
-        fact = Fact(f"describe {name}", _qr_summary(qr, now), described, _states([qr]), now, about=(name,))
+        fact = Fact(f"describe {name}", resource_line(qr, now), described, _states([qr]), now, about=(name,))
         got.facts.append(fact)
         got.shown.facts.append(fact)
     for name, deployment in subjects.elsewhere.items():
         qr = next(q for q in elsewhere[deployment] if q.name == name)
         fact = Fact(
-            f"{name} (deployment {deployment})", _qr_summary(qr, now), "", _states([qr]), now, about=(name,)
+            f"{name} (deployment {deployment})", resource_line(qr, now), "", _states([qr]), now, about=(name,)
         )
         got.facts.append(fact)
         got.shown.facts.append(fact)
     _deployment_facts(ctx, subjects.deployments, got)
     others = [qr for qr in resources if qr.name not in subjects.resources]
-    lines = [_qr_summary(qr, now) for qr in others] or ["no other queued resources"]
+    lines = [resource_line(qr, now) for qr in others] or ["no other queued resources"]
     listed = Fact(
         f"queued resources in {', '.join(settings.tpu_zones)}",
         "\n• ".join(lines) + missing,
@@ -297,8 +296,11 @@ def gather_facts(ctx: Context, question: str, thread: list[ThreadMessage]) -> Ga
         got.shown.facts.append(listed)  # what is missing now is said; a listing question sees every one
     target = _services_of(ctx, aim.deployment)
     container = None
+    # the endpoint as the state just read has it: an address that still answers after its queued resource
+    # was deleted is not the deployment's vLLM, nor is the container there (as /tpu status says)
+    departed = _departed(target) if subjects.topics & {"logs", "serving"} else ""
     if subjects.topics & {"logs", "serving"}:
-        container = _container_now(target, (aim.serving or aim.deployment,))
+        container = container_now(target, (aim.serving or aim.deployment,), departed)
         got.facts.append(container.fact)
         got.shown.facts.append(container.fact)
         # The stopped container's own log is the present cause, when the question is about the resource it
@@ -311,7 +313,7 @@ def gather_facts(ctx: Context, question: str, thread: list[ThreadMessage]) -> Ga
         for part in aim.each():  # each resource's errors are a fact about it alone
             _error_facts(target, subjects.window, got, deployment_of(target), container, part)
     if "serving" in subjects.topics:
-        serving = _serving_fact(target, aim)
+        serving = _serving_fact(target, aim, departed)
         got.facts.append(serving)
         got.shown.facts.append(serving)
     if "cost" in subjects.topics:
@@ -353,67 +355,6 @@ def _deployment_facts(ctx: Context, names: tuple[str, ...], got: Gathered) -> No
         got.shown.deployments.append((snap.name, lines))
 
 
-@dataclass(frozen=True)
-class ContainerNow:
-    """The vLLM container as chat reads it.
-
-    Attributes:
-        fact: its state now (docker inspect over SSH), with what its log says when nothing runs in it.
-        down: when nothing runs in it, why, as a phrase ("`vllm` exited at 04:55 UTC (exit code 137)");
-            None when it runs or cannot be read.
-        diagnosis: for a stopped container, its log tail diagnosed as `/vllm status` diagnoses it
-            (`bot.shared.diagnosis.container_diagnosis`): the present cause; None otherwise.
-        stopped_at: when a stopped container exited (docker's `State.FinishedAt`, UTC); None otherwise.
-    """
-
-    fact: Fact
-    down: str | None = None
-    diagnosis: Diagnosis | None = None
-    stopped_at: datetime | None = None
-
-
-def _container_now(services: Services, about: tuple[str, ...]) -> ContainerNow:
-    """The vLLM container of a deployment (`services`) now, and for one that does not run, why and what its
-    log says; its facts are `about` the queued resource it runs on."""
-    now = services.now()
-    try:
-        container, host = services.container()
-        with host:
-            status = container.status()
-            stopped = status.exists and not status.running
-            timed = container.logs(tail=CONTAINER_LOG_TAIL, timestamps=True) if stopped else ""
-    except OpsError as exc:
-        return ContainerNow(
-            Fact("vLLM container", f"could not be read now: {exc.message}", at=now, about=about)
-        )
-    name = f"`{container.name}`"
-    if status.running:
-        since = f" since {status.started_at:%H:%M} UTC" if status.started_at else ""
-        restarts = f", {status.restart_count} restarts" if status.restart_count else ""
-        running = f"{name} is running{since}{restarts}"
-        return ContainerNow(Fact("vLLM container", running, at=now, about=about))
-    if not status.exists:
-        down = f"no container {name} exists on the node"
-        gone = Fact("vLLM container", f"{down}: nothing serves from it now", at=now, about=about)
-        return ContainerNow(gone, down)
-    ended = f" at {status.finished_at:%H:%M} UTC" if status.finished_at else ""
-    code = f" (exit code {status.exit_code})" if status.exit_code is not None else ""
-    down = f"{name} {status.state}{ended}{code}"
-    diagnosis = container_diagnosis(
-        timed, deployment_of(services), ended_at=status.finished_at, now=now, source="container"
-    )
-    said = ", ".join(_counted(f.name for f in diagnosis.findings))
-    if said:
-        told = f"; its log shows: {said}"
-    elif diagnosis.unmatched is not None:
-        told = f"; its log: {unmatched_fact(diagnosis.unmatched)}"
-    else:
-        told = "; its log shows no error line"
-    text = f"{down}: nothing serves from it now{told}"
-    fact = Fact("vLLM container", text, plain_log(timed), at=now, about=about, logged=True)
-    return ContainerNow(fact, down, diagnosis, status.finished_at)
-
-
 def _error_facts(
     services: Services,
     span: timedelta,
@@ -440,8 +381,12 @@ def _error_facts(
     source = f"errors in the last {window}{where}"
     now = services.now()
     if aim.resources and not aim.nodes:
-        nodeless = f"{got.scope.label(aim.resources)} has no TPU node: no log entries of its own"
-        fact = Fact(source, nodeless, at=now, about=aim.about)
+        nodeless = "; ".join(a.sentence() for a in aim.unborn) or (
+            f"{got.scope.label(aim.resources)} has no TPU node: no log entries of its own"
+        )
+        fact = Fact(
+            source, f"{nodeless}; its own state and error are what can answer", at=now, about=aim.about
+        )
         got.facts.append(fact)
         got.shown.facts.append(fact)
         return
@@ -499,7 +444,7 @@ def _error_facts(
     templates = present(summary.templates, serving) if down is None else ()
     ranked = templates + tuple(t for t in summary.templates if t not in templates)
     top = "; ".join(f"{t.count}× `{t.template[:100]}`" for t in ranked[:3])
-    known = ", ".join(_counted(f.name for f in current))
+    known = ", ".join(counted_names(f.name for f in current))
     text = f"{summary.error_entries} ERROR entries; top: {top}" + (
         f"; known failures now: {known}" if known else ""
     )
@@ -544,13 +489,6 @@ def _logged_after(finding: Finding, templates: tuple[Template, ...], moment: dat
     return moment is not None and t is not None and t.last_seen > moment
 
 
-def _counted(names: Iterable[str]) -> list[str]:
-    """Each name once, in first-seen order, with how many distinct findings it had when more than one
-    (e.g. "request-too-long (2 variants)")."""
-    counts = Counter(names)
-    return [name if n == 1 else f"{name} ({n} variants)" for name, n in counts.items()]
-
-
 def _cost_fact(ctx: Context, resources: list[QueuedResourceInfo]) -> Fact:
     """What the running queued resources among `resources` have cost so far and cost per hour, with the
     total; a figure from a missing price row says "at most" and which row stands in."""
@@ -582,16 +520,31 @@ def _cost_fact(ctx: Context, resources: list[QueuedResourceInfo]) -> Fact:
     return Fact("live burn", "; ".join(lines) or "no queued resources", detail, at=now, about=about)
 
 
-def _serving_fact(services: Services, aim: Aim) -> Fact:
+def _departed(services: Services) -> str:
+    """What became of the vLLM endpoint the deployment of `services` last used, when the state just read no
+    longer has it (`bot.shared.fleet_status.departed_line`, as `/tpu status` says it, without its emoji); ""
+    while an endpoint is found or none departed. Without a listing at hand, the resolver reads the cached
+    endpoint's node again, and one gone sends it to the listing (`ops.vllm.endpoint.EndpointResolver`)."""
+    try:
+        services.endpoints.resolve()
+        return ""
+    except OpsError:
+        line = departed_line(services)
+    return line.split(" ", 1)[1] if line.startswith(":") else line
+
+
+def _serving_fact(services: Services, aim: Aim, departed: str = "") -> Fact:
     """vLLM health, served models and the metrics summary now, of the deployment of `services`, about the
     queued resource whose node serves it; a server without /health and /metrics (any OpenAI-compatible
-    server that is not vLLM) is said to be so, not reported as an outage."""
+    server that is not vLLM) is said to be so, not reported as an outage. Without an endpoint, what became
+    of the last one (`departed`, `_departed`) is said too."""
     now = services.now()
     about = (aim.serving or aim.deployment,)
     try:
         client, endpoint = services.vllm()
     except OpsError as exc:
-        return Fact("vLLM", f"no endpoint now: {exc.message}", at=now, about=about)
+        gone = f"; {departed}" if departed else ""
+        return Fact("vLLM", f"no endpoint now: {exc.message}{gone}", at=now, about=about)
     about = (endpoint.resource,) if endpoint.resource else about
     with client:
         health = client.health()
@@ -701,6 +654,9 @@ def _ask(
     asks_model=True,
 )
 def gemma_chat(ctx: Context, question: str) -> Reply:
+    names = [ctx.deployment, ctx.services.settings.tpu_primary, *(ctx.fleet.services if ctx.fleet else ())]
+    if asks_nothing(question, names):  # "ok", "thanks": what can be asked, nothing read
+        return nothing_asked(ctx.services.settings.tpu_primary)
     history, thread = _thread(ctx)
     got = gather_facts(ctx, question, thread)
     result, chosen, detailed, failures = _ask(ctx, question, history, got)
@@ -720,7 +676,13 @@ def gemma_chat(ctx: Context, question: str) -> Reply:
     written = None
     if result is not None and chosen is not None:
         notes = []
-        used = [call.name for call in result.tool_calls_made if call.name != SUGGEST_TOOL]
+        # what the tools read, in words ("the status of deployment `production`"), never their names
+        used = [
+            read
+            for call in result.tool_calls_made
+            if call.name != SUGGEST_TOOL
+            for read in call.read or (f"`{call.name}` (failed)",)
+        ]
         if not result.used_tools:
             notes.append(
                 "answered without tools: the server does not accept tools (start vLLM with "
@@ -752,7 +714,7 @@ def gemma_chat(ctx: Context, question: str) -> Reply:
             else Checked(result.text)  # the bot's own explanation of an empty answer: nothing to check
         )
         tools_line = (
-            "used tools: " + ", ".join(dict.fromkeys(used))
+            "read: " + "; ".join(dict.fromkeys(used))
             if used
             else "used no tools: answered from the facts the bot gave it"
             if result.used_tools

@@ -63,7 +63,9 @@ def hours_value(word: str) -> float:
     Param.toggle("today", "spend of every deployment since 00:00 UTC"),
     Param.toggle("week", "spend of every deployment over the last 7 days"),
     exclusive=(("today", "week"),),
-    chat_tool=ChatTool("cost", "Cost estimate and the live burn of running queued resources"),
+    chat_tool=ChatTool(
+        "cost", "Cost estimate and the live burn of running queued resources", reads="the cost and live burn"
+    ),
 )
 def tpu_cost(
     ctx: Context,

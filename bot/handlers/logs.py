@@ -44,7 +44,11 @@ _NODE = Param.option("node", "only this TPU node", resource_name, "NAME")
     Param.option("limit", "entries (default 30)", int_range(1, 1000), "N"),
     Param.toggle("query", "also show the exact Cloud Logging query sent"),
     chat_tool=ChatTool(
-        "logs", "Recent ERROR log entries of the TPU VMs", params=("since",), preset={"severity": "ERROR"}
+        "logs",
+        "Recent ERROR log entries of the TPU VMs",
+        params=("since",),
+        preset={"severity": "ERROR"},
+        reads="the recent errors",
     ),
 )
 def logs(
@@ -69,7 +73,8 @@ def logs(
         now=now,
     )
     entries = ctx.services.log_entries(sent, limit or 30)
-    reply = entries_listing(entries, LogWindow(span, now - span, severity, node, filter, sent, query))
+    window = LogWindow(span, now - span, severity, node, filter, sent, query, hints=not ctx.for_model)
+    reply = entries_listing(entries, window)
     return reply if entries else _said(reply, ctx)
 
 

@@ -42,7 +42,9 @@ R = TypeVar("R")
     Param.option("zone", "only this zone", zone_name, "Z"),
     Param.toggle("all_zones", "every zone of the project"),
     exclusive=(("zone", "all_zones"),),
-    chat_tool=ChatTool("list", "Queued resources and nodes in the watched zones"),
+    chat_tool=ChatTool(
+        "list", "Queued resources and nodes in the watched zones", reads="the queued resources"
+    ),
 )
 def tpu_list(ctx: Context, zone: str | None, all_zones: bool) -> Reply:
     """List queued resources in one zone, the watched zones, or every zone of the project.
@@ -67,7 +69,9 @@ def tpu_list(ctx: Context, zone: str | None, all_zones: bool) -> Reply:
     Param.option("zone", "zone to look in (default: the watched zones)", zone_name, "Z"),
     Param.toggle("all_zones", "search every zone of the project"),
     exclusive=(("zone", "all_zones"),),
-    chat_tool=ChatTool("describe", "Everything about one queued resource", params=("name",)),
+    chat_tool=ChatTool(
+        "describe", "Everything about one queued resource", params=("name",), reads="the state and error"
+    ),
 )
 def tpu_describe(ctx: Context, name: str, zone: str | None, all_zones: bool) -> Reply:
     """Describe one queued resource found in `zone`, the watched zones (and the zones where the bot's own
@@ -109,7 +113,9 @@ def _result(future: Future[T]) -> T | OpsError:
 @registry.command(
     "tpu status",
     "Dashboard: queued resources, nodes, vLLM endpoint, health, model, metrics",
-    chat_tool=ChatTool("status", "Dashboard: queued resources, nodes, vLLM health, model and metrics"),
+    chat_tool=ChatTool(
+        "status", "Dashboard: queued resources, nodes, vLLM health, model and metrics", reads="the status"
+    ),
 )
 def tpu_status(ctx: Context) -> Reply:
     """Fetch every source concurrently; each one that fails shows one red line and the rest still show."""

@@ -130,7 +130,9 @@ def vllm_info(ctx: Context) -> Reply:
     Param.toggle("raw", "also attach the raw /metrics text"),
     Param.option("chart", "attach a PNG of the last SPAN of history, above 0, e.g. 6h", window, "SPAN"),
     exclusive=(("raw", "chart"),),
-    chat_tool=ChatTool("metrics", "vLLM metrics summary: load, KV cache, prefix cache, latencies"),
+    chat_tool=ChatTool(
+        "metrics", "vLLM metrics summary: load, KV cache, prefix cache, latencies", reads="the vLLM metrics"
+    ),
 )
 def vllm_metrics(ctx: Context, raw: bool, chart: timedelta | None) -> Reply:
     if chart is not None:

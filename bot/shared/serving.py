@@ -9,19 +9,39 @@ the network, the TPU type and whether a compilation cache is warm; the bot does 
 every answer that uses it says it is an estimate; VLLM_STARTUP_STUCK_S (1800 s by default) is when the bot
 calls a start-up stuck, the room it leaves a first compile. The demo's simulated vLLM answers within
 seconds: a fast start there is the simulator's, not a measurement.
+
+The container as an answer reads it (`container_now`): running since when, or stopped, why, and what its
+log's tail shows (diagnosed as `/vllm status` diagnoses it), the present cause of what a chat question asks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from bot.commands.context import Context
+from bot.services import Services
+from bot.shared.diagnosis import container_diagnosis, deployment_of, plain_log
 from bot.slack.render import utc
+from bot.views.findings import unmatched_fact
+from llm.grounding import Fact
+from ops.diagnosis.engine import Diagnosis
 from ops.errors import BackendTimeout, BackendUnavailable, OpsError
 
-__all__ = ["LOAD_TIME", "VLLM_LOAD", "explained_when_starting", "not_serving", "require_serving"]
+__all__ = [
+    "CONTAINER_LOG_TAIL",
+    "LOAD_TIME",
+    "VLLM_LOAD",
+    "ContainerNow",
+    "container_now",
+    "counted_names",
+    "explained_when_starting",
+    "not_serving",
+    "require_serving",
+]
 
 LOAD_TIME = timedelta(minutes=10)
 """The bot's estimate of a start-up (weights download, then XLA compilation), not a measurement of this
@@ -133,3 +153,80 @@ def _minutes(delta: timedelta) -> str:
 
 def _clock(moment: datetime) -> str:
     return utc(moment)
+
+
+CONTAINER_LOG_TAIL = 400
+"""Lines of a stopped container's log read for its diagnosis, as `/vllm status` reads."""
+
+
+@dataclass(frozen=True)
+class ContainerNow:
+    """The vLLM container as chat reads it.
+
+    Attributes:
+        fact: its state now (docker inspect over SSH), with what its log says when nothing runs in it.
+        down: when nothing runs in it, why, as a phrase ("`vllm` exited at 04:55 UTC (exit code 137)");
+            None when it runs or cannot be read.
+        diagnosis: for a stopped container, its log tail diagnosed as `/vllm status` diagnoses it
+            (`bot.shared.diagnosis.container_diagnosis`): the present cause; None otherwise.
+        stopped_at: when a stopped container exited (docker's `State.FinishedAt`, UTC); None otherwise.
+    """
+
+    fact: Fact
+    down: str | None = None
+    diagnosis: Diagnosis | None = None
+    stopped_at: datetime | None = None
+
+
+def container_now(services: Services, about: tuple[str, ...], departed: str = "") -> ContainerNow:
+    """The vLLM container of a deployment (`services`) now, and for one that does not run, why and what its
+    log says; its facts are `about` the queued resource it runs on. With `departed` (what became of the
+    endpoint the deployment last used, said as `/tpu status` says it) the deployment has no endpoint in the
+    state just read: a container at the old address is not its own, and is not read."""
+    now = services.now()
+    if departed:
+        said = f"not read: no vLLM endpoint of this deployment in the state just read; {departed}"
+        return ContainerNow(Fact("vLLM container", said, at=now, about=about))
+    try:
+        container, host = services.container()
+        with host:
+            status = container.status()
+            stopped = status.exists and not status.running
+            timed = container.logs(tail=CONTAINER_LOG_TAIL, timestamps=True) if stopped else ""
+    except OpsError as exc:
+        return ContainerNow(
+            Fact("vLLM container", f"could not be read now: {exc.message}", at=now, about=about)
+        )
+    name = f"`{container.name}`"
+    if status.running:
+        since = f" since {status.started_at:%H:%M} UTC" if status.started_at else ""
+        restarts = f", {status.restart_count} restarts" if status.restart_count else ""
+        running = f"{name} is running{since}{restarts}"
+        return ContainerNow(Fact("vLLM container", running, at=now, about=about))
+    if not status.exists:
+        down = f"no container {name} exists on the node"
+        gone = Fact("vLLM container", f"{down}: nothing serves from it now", at=now, about=about)
+        return ContainerNow(gone, down)
+    ended = f" at {status.finished_at:%H:%M} UTC" if status.finished_at else ""
+    code = f" (exit code {status.exit_code})" if status.exit_code is not None else ""
+    down = f"{name} {status.state}{ended}{code}"
+    diagnosis = container_diagnosis(
+        timed, deployment_of(services), ended_at=status.finished_at, now=now, source="container"
+    )
+    said = ", ".join(counted_names(f.name for f in diagnosis.findings))
+    if said:
+        told = f"; its log shows: {said}"
+    elif diagnosis.unmatched is not None:
+        told = f"; its log: {unmatched_fact(diagnosis.unmatched)}"
+    else:
+        told = "; its log shows no error line"
+    text = f"{down}: nothing serves from it now{told}"
+    fact = Fact("vLLM container", text, plain_log(timed), at=now, about=about, logged=True)
+    return ContainerNow(fact, down, diagnosis, status.finished_at)
+
+
+def counted_names(names: Iterable[str]) -> list[str]:
+    """Each name once, in first-seen order, with how many distinct findings it had when more than one
+    (e.g. "request-too-long (2 variants)")."""
+    counts = Counter(names)
+    return [name if n == 1 else f"{name} ({n} variants)" for name, n in counts.items()]

@@ -26,6 +26,7 @@ from bot.slack.render import (
     as_block,
     blocks_reply,
     context,
+    human_duration,
     section,
     split_sections,
 )
@@ -33,9 +34,18 @@ from bot.views.findings import diagnosis_text
 from llm.claims import Checked
 from llm.grounding import Fact, Scope
 from ops.diagnosis.engine import Diagnosis, Finding
+from ops.diagnosis.zonefit import classify
 from ops.tpu.model import QueuedResourceInfo
 
-__all__ = ["ANSWER_SHOWN_CHARS", "Answer", "Shown", "chat_reply", "suggestion_button"]
+__all__ = [
+    "ANSWER_SHOWN_CHARS",
+    "Answer",
+    "Shown",
+    "chat_reply",
+    "nothing_asked",
+    "resource_line",
+    "suggestion_button",
+]
 
 ANSWER_SHOWN_CHARS = 1500
 """A model answer longer than this shows its first part (cut at a line) and continues in a file."""
@@ -103,9 +113,10 @@ def _answer_blocks(answer: Answer) -> tuple[list[Block], list[Attachment]]:
     checked = answer.checked
     byline = answer.byline + (f" · {checked.summary()}" if checked and checked.summary() else "")
     if checked is not None and checked.withheld:
+        where = "above" if checked.strayed else "below"
         note = (
             f":no_entry_sign: *The model's answer was withheld*: {checked.withheld}. "
-            "The facts below are what the bot read."
+            f"The facts {where} are what the bot read."
         )
         return [section(note), context(byline)], []
     text = answer.text.strip() or "(the model wrote nothing)"
@@ -121,6 +132,10 @@ def _answer_blocks(answer: Answer) -> tuple[list[Block], list[Attachment]]:
         )
         text = shown + " …"
     blocks += [section(text), context(byline)]
+    if checked is not None and checked.unanswered:
+        blocks.append(
+            context(f"It says nothing about {checked.unanswered}: the facts below are what the bot read.")
+        )
     return blocks, files
 
 
@@ -217,6 +232,43 @@ def _facts_file(facts: Sequence[Fact], scope: Scope) -> Attachment:
     return Attachment(FACTS_FILE, "\n\n".join(parts) + "\n", "Every fact the answer was given")
 
 
+def nothing_asked(primary: str) -> Reply:
+    """The answer to a mention that asks nothing ("ok", "thanks", "click": `bot.chat.asks.asks_nothing`):
+    what the bot can be asked, with examples about `primary` (TPU_PRIMARY; "" for none), and where its
+    commands are listed. Nothing is read for it."""
+    name = primary or "NAME"
+    examples = [
+        f"is {name} healthy?",
+        "why is vLLM slow?",
+        "any errors in the last hour?",
+        "what does it cost?",
+    ]
+    shown = ", ".join(f"`@gemma-bot {example}`" for example in examples)
+    return blocks_reply(
+        [section(f"Ask me about the deployment, e.g. {shown}."), context("`/tpu help` lists the commands.")]
+    )
+
+
+def resource_line(qr: QueuedResourceInfo, now: datetime) -> str:
+    """A queued resource as one line of a chat fact: name, state, zone, accelerator type, provisioning model,
+    nodes, time left, the error and what it is (`ops.diagnosis.zonefit.classify`)."""
+    initiator = f" (by {qr.state_initiator})" if qr.state_initiator else ""
+    nodes = ", ".join(f"node {n.name} {n.state}" + (f" {n.health}" if n.health else "") for n in qr.nodes)
+    line = (
+        f"`{qr.name}`: *{qr.state}*{initiator} in zone `{qr.zone}`, {qr.accelerator_type} "
+        f"{qr.provisioning_model.lower()}" + (f", {nodes}" if nodes else "")
+    )
+    left = qr.time_left(now)
+    if left is not None:
+        line += f", terminates in {human_duration(left)} (time left)"
+    elif qr.valid_until is not None:
+        line += f", request valid for {human_duration(qr.valid_until - now)} more"
+    if qr.error:
+        reason = classify(qr.error)
+        line += f"; error: {' '.join(qr.error.split())[:300]} ({reason.reason}, {reason.kind})"
+    return line
+
+
 def chat_reply(
     subjects: Subjects,
     facts: Sequence[Fact],
@@ -253,14 +305,18 @@ def chat_reply(
         sentences = [note[0].upper() + note[1:] + ("" if note.endswith("?") else ".") for note in notes]
         blocks.append(section(":mag: " + "\n".join(sentences)))
     files: list[Attachment] = []
+    rests_on = _rests_on(shown, findings, failed, scope or Scope())
     if answer is not None:
         answer_blocks, files = _answer_blocks(answer)
-        blocks += answer_blocks
+        # an answer about another subject is not the answer: the subject's own facts lead, then the note
+        strayed = answer.checked is not None and bool(answer.checked.strayed)
+        blocks += [*rests_on, *answer_blocks] if strayed else answer_blocks
+        rests_on = [] if strayed else rests_on
     else:
         blocks.append(section(rules_note))
     blocks += _offer_blocks(offered, refused)
     blocks += _instruction_blocks(found)
-    blocks += _rests_on(shown, findings, failed, scope or Scope())
+    blocks += rests_on
     based = [
         f.source
         + (

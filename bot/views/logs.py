@@ -41,6 +41,8 @@ class LogWindow:
         text: the user's extra Logging query (`--filter`), or None.
         query: the exact Cloud Logging query sent (`ops.gcp.cloudlogs.build_filter`).
         show_query: the user asked for `query` (`--query`).
+        hints: whether the footer says how to see more (`--query`): False for a chat tool's result, which
+            is read by the model, not by a person typing commands (`bot.commands.context.Context.for_model`).
     """
 
     span: timedelta
@@ -50,6 +52,7 @@ class LogWindow:
     text: str | None
     query: str
     show_query: bool = False
+    hints: bool = True
 
     def described(self) -> str:
         """The window in a line, e.g. "last 1h (since 2026-11-29 11:30 UTC) · ERROR and above · every node
@@ -65,9 +68,12 @@ class LogWindow:
         return " · ".join(parts)
 
     def footer(self) -> str:
-        """The listing's footer: the description, then the exact query when asked for, else how to see it."""
+        """The listing's footer: the description, then the exact query when asked for, else how to see it
+        (without `hints`: the description alone, its parts joined as a sentence's)."""
         if self.show_query:
             return f"{self.described()}\nCloud Logging query: `{self.query}`"
+        if not self.hints:
+            return self.described().replace(" · ", ", ")
         return f"{self.described()} · `--query` shows the exact Cloud Logging query"
 
 

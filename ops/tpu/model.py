@@ -29,16 +29,19 @@ from ops.times import parse_protobuf_duration, parse_rfc3339, protobuf_duration
 __all__ = [
     "FLEX_START_MAX_RUN",
     "KEY_COMMENT",
+    "NODE_EXISTED_STATES",
     "PROVISIONING_MODELS",
     "REGION_PATTERN",
     "ZONE_EXAMPLE",
     "ZONE_PATTERN",
+    "Absent",
     "CreateSpec",
     "NodeInfo",
     "QueuedResourceInfo",
     "UpcomingMaintenance",
     "ZoneListing",
     "ZoneNodes",
+    "absent_nodes",
     "check_create_spec",
     "check_zone",
     "is_region",
@@ -196,6 +199,50 @@ class NodeInfo:
     create_time: datetime | None
     termination_time: datetime | None
     maintenance: UpcomingMaintenance | None = None
+
+
+NODE_EXISTED_STATES = frozenset({"ACTIVE", "SUSPENDING", "SUSPENDED", "DELETING"})
+"""Queued resource states reached only once its nodes were provisioned: a node of it the TPU API no longer
+lists was deleted (a spot preemption suspends the queued resource and deletes its nodes); in any other
+state (ACCEPTED, WAITING_FOR_RESOURCES, PROVISIONING, CREATING, FAILED) a node it names but the API does not
+list was never created. States: https://cloud.google.com/tpu/docs/reference/rest/v2alpha1/
+projects.locations.queuedResources#State; suspension: docs/google-apis.md."""
+
+
+@dataclass(frozen=True)
+class Absent:
+    """A node a queued resource names (`tpu.nodeSpec[].nodeId`) that the TPU API does not list now.
+
+    Attributes:
+        node: its id.
+        resource: its queued resource.
+        state: the queued resource's state, e.g. "FAILED".
+    """
+
+    node: str
+    resource: str
+    state: str
+
+    @property
+    def created(self) -> bool:
+        """Whether it existed once (the queued resource's state comes after provisioning,
+        `NODE_EXISTED_STATES`): then it was deleted; otherwise it was never created."""
+        return self.state in NODE_EXISTED_STATES
+
+    def sentence(self) -> str:
+        """What a read of its logs can hold, in words: "node `gemma4-old-node` of `gemma4-old` was never
+        created (`gemma4-old` is FAILED and the TPU API lists no node of it): a node that never existed has
+        no logs", or, deleted, "... no longer exists (`gemma4-x` is SUSPENDED): its entries are from before
+        it was deleted"."""
+        if self.created:
+            return (
+                f"node `{self.node}` of `{self.resource}` no longer exists (`{self.resource}` is "
+                f"{self.state}): its entries are from before it was deleted"
+            )
+        return (
+            f"node `{self.node}` of `{self.resource}` was never created (`{self.resource}` is {self.state} "
+            "and the TPU API lists no node of it): a node that never existed has no logs"
+        )
 
 
 @dataclass(frozen=True)
@@ -657,3 +704,14 @@ def queued_resource_from_api(
         error=" ".join(str(error).split()) if error else None,
         labels={str(k): str(v) for k, v in (first.get("labels") or {}).items()},
     )
+
+
+def absent_nodes(resources: Iterable[QueuedResourceInfo]) -> dict[str, Absent]:
+    """Each node id a queued resource names (`node_ids`) that the TPU API does not list now (not among its
+    `nodes`) -> what became of it (`Absent`)."""
+    return {
+        node: Absent(node, qr.name, qr.state)
+        for qr in resources
+        for node in qr.node_ids
+        if node not in {n.name for n in qr.nodes}
+    }

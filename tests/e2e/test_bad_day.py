@@ -273,7 +273,7 @@ def test_tool_call_left_as_markup_is_run_and_never_posted(world: Demo) -> None:
     world.vllm.set_output_fault("markup")
     text = _say(world, "what are the vllm metrics now")
     assert "<|tool_call>" not in text and "tool_call|>" not in text
-    assert "used tools: metrics" in text
+    assert "read: the vLLM metrics of deployment `production`" in text
 
 
 def test_empty_completion_is_explained(world: Demo) -> None:

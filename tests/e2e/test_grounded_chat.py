@@ -58,8 +58,9 @@ def test_a_failed_resource_error_is_its_state_not_a_log_failure(world: Demo) -> 
     text = _say(world, "@gemma-bot what went wrong with gemma4-old?")
     assert "*`gemma4-old` is FAILED: its state and error (TPU API)*" in text
     assert "*Known failures in the log" not in text
-    assert "## errors in the last 1h on gemma4-old-node (as of" in _file(world, "chat-facts.txt")
-    assert "no ERROR entries" in _file(world, "chat-facts.txt")
+    facts = _file(world, "chat-facts.txt")
+    assert "## errors in the last 1h (as of" in facts and "no ERROR entries" not in facts
+    assert "node `gemma4-old-node` of `gemma4-old` was never created" in facts
     assert "/tpu recover gemma4-old" in text and "valid-until" not in text
 
 
@@ -258,14 +259,22 @@ def _tool_results(demo: Demo) -> list[str]:
 
 
 def test_a_question_about_a_resource_without_a_node_never_gets_another_nodes_logs(world: Demo) -> None:
-    """gemma4-old is FAILED with no node; the model calls the logs tool without a node: it reads
-    gemma4-old's node only, and no line of gemma4-qr-node is posted as the answer."""
+    """gemma4-old is FAILED with no node (a stockout: gemma4-old-node was never created); the model calls
+    the logs tool without a node: no logs are read, neither of a node that never existed nor of another,
+    and gemma4-old's own state and error answer instead, said so in words; no line of gemma4-qr-node is
+    posted as the answer."""
     text = _say(world, "@gemma-bot why did gemma4-old fail?")
     answer, byline = _answer_and_byline(text)
-    assert "used tools: logs" in byline
+    assert "read: the state and error of `gemma4-old` (its node was never created)" in byline
     [logs] = _tool_results(world)
-    assert logs.startswith("[logs of node `gemma4-old-node`: what the question is about]")
-    assert "gemma4-qr-node" not in logs and "No log entries match" in logs
+    assert logs.startswith(
+        "[describe of `gemma4-old` in place of logs: node `gemma4-old-node` of `gemma4-old` was never "
+        "created (`gemma4-old` is FAILED and the TPU API lists no node of it): a node that never existed has "
+        "no logs"
+    )
+    assert "gemma4-qr-node" not in logs and "No log entries match" not in logs and "FAILED" in logs
+    assert "errors in the last 1h_: node `gemma4-old-node` of `gemma4-old` was never created" in text
+    assert "no ERROR entries" not in text
     # no listing line of another node (a line's severity is padded to 9: "ERROR     ")
     assert "gemma4-qr-node" not in answer and "ERROR     " not in answer
     assert "found in the facts for `gemma4-old`" in byline
@@ -276,7 +285,9 @@ def test_a_question_about_a_resource_without_a_node_never_gets_another_nodes_log
     # in gemma4-old's alert thread, a question that names nothing is about it all the same
     _alert_thread(world, ":red_circle: `gemma4-old` (europe-west4-a) is FAILED")
     threaded, byline = _answer_and_byline(_say(world, "@gemma-bot what broke? any errors?"))
-    assert _tool_results(world)[-1].startswith("[logs of node `gemma4-old-node`: what the question is about]")
+    assert _tool_results(world)[-1].startswith(
+        "[describe of `gemma4-old` in place of logs: node `gemma4-old-node`"
+    )
     assert "gemma4-qr-node" not in threaded and "found in the facts for `gemma4-old`" in byline
 
 
@@ -338,3 +349,23 @@ def test_a_question_about_another_deployment_reads_that_deployments_vllm(world: 
     assert metrics.startswith("[metrics of deployment `staging`, vLLM on `gemma4-staging`]")
     assert "gemma-4-26B-A4B-it" in metrics
     assert "*Deployment staging* (as `/fleet` shows it)" in text
+
+
+def test_an_answer_about_another_resource_is_not_presented_as_the_answer(world: Demo) -> None:
+    """'is gemma4-old healthy?' answered with gemma4-qr's line of the status: gemma4-old's own state and
+    diagnosis lead, the model's text is withheld saying whom it was about, and nothing is called checked for
+    gemma4-old. The same for another deployment's facts, and a question about two answered about one."""
+    text = _say(world, "@gemma-bot is gemma4-old healthy?")
+    answer, byline = _answer_and_byline(text)
+    assert "ACTIVE (by USER)" not in answer and "checked" not in byline
+    withheld = ":no_entry_sign: *The model's answer was withheld*: it was about `gemma4-qr`, not `gemma4-old`"
+    assert text.index("*`gemma4-old` is FAILED: its state and error (TPU API)*") < text.index("*Facts*")
+    assert text.index("*Facts*") < text.index(withheld) and "The facts above are what the bot read." in text
+    world.vllm.script_chat([{"text": "production's gemma4-qr is ACTIVE in us-east5-a."}])
+    staging = _say(world, "@gemma-bot how is staging doing?")
+    assert "it was about `gemma4-qr`, not `staging` the question asks about" in staging
+    assert "*Deployment staging* (as `/fleet` shows it)" in staging
+    both = _say(world, "@gemma-bot are gemma4-qr and gemma4-old healthy?")
+    answer, byline = _answer_and_byline(both)
+    assert "gemma4-qr (primary)" in answer and "nothing in it about `gemma4-old`" in byline
+    assert "It says nothing about `gemma4-old`: the facts below are what the bot read." in both

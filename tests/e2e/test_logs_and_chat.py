@@ -99,7 +99,7 @@ def test_tokens_in_logs_are_masked_in_slack(world: Demo) -> None:
 
 def test_question_in_a_thread_uses_the_status_tool(world: Demo) -> None:
     text = _say(world, "@gemma-bot why is vLLM down?")
-    assert "used tools: status" in text
+    assert "read: the status of deployment `production`" in text
 
 
 def test_change_request_becomes_a_review_button_never_an_action(world: Demo) -> None:

@@ -42,6 +42,14 @@ def test_a_primary_the_bot_deleted_is_no_endpoint_and_its_deletion_is_said(world
     assert deleted in chat and "(`/tpu delete gemma4-qr --force`, from the audit trail)" in chat, chat
     assert "it is no longer listed in `production`" in chat, chat
 
+    # the container on the old address (SSH still reaches it) is not presented as the deployment's
+    vllm = _say(world, "@gemma-bot is vllm healthy?")
+    container = next(line for line in vllm.splitlines() if line.startswith("• _vLLM container_"))
+    assert "is running" not in container and "not read: no vLLM endpoint of this deployment" in container
+    assert still in container and deleted in container and "not this deployment's node" in container
+    served = next(line for line in vllm.splitlines() if line.startswith("• _vLLM_"))
+    assert "no endpoint now" in served and still in served, vllm
+
 
 def test_a_primary_deleted_elsewhere_is_not_served_from_the_endpoint_cache(world: Demo) -> None:
     """Deleted by someone else seconds after the bot found its endpoint: within the cache's lifetime, a

@@ -49,14 +49,16 @@ def test_a_change_in_a_channel_of_no_deployment_is_refused(handlers: Handlers, d
 
 def test_chat_answers_through_a_registry_tool(handlers: Handlers, demo: Demo) -> None:
     text = handlers.run("gemma chat what are the details of gemma4-old?")
-    assert "used tools: describe" in text
+    assert "read: the state and error of `gemma4-old`" in text and "used tools" not in text
     described = [r for r in _tool_results(demo) if "gemma4-old" in r]
     assert described and "There is no more capacity" in described[-1]
 
 
 def test_chat_logs_tool_reads_errors_only(handlers: Handlers, demo: Demo) -> None:
     text = handlers.run("gemma chat any errors in the logs?")
-    assert "used tools: logs" in text
+    # the footer says what was read in words; the tool result carries no hint for a person typing commands
+    assert "read: the recent errors on node `gemma4-qr-node`" in text and "used tools" not in text
+    assert not any("--query" in r or "Deployment `" in r for r in _tool_results(demo))
     filters = [b["filter"] for _, path, b in demo.gcp.request_bodies if path.startswith("/v2/entries:list")]
     assert any("severity>=ERROR" in f for f in filters)
 
@@ -94,3 +96,14 @@ def test_the_probe_is_a_timed_one_token_completion(handlers: Handlers, demo: Dem
     sent = list(demo.vllm.chat_requests)[len(before) :]
     assert [r["max_tokens"] for r in sent] == [1]
     assert "one-token chat completion from" in handlers.run("vllm health")
+
+
+def test_a_mention_that_asks_nothing_reads_nothing(handlers: Handlers, demo: Demo) -> None:
+    """'thanks', 'click': a short answer saying what can be asked, without reading the TPU API, Cloud
+    Logging, vLLM or the model."""
+    listed, asked = len(demo.gcp.requests), len(demo.vllm.chat_requests)
+    for text in ("gemma chat thanks", "gemma chat click"):
+        reply = handlers.run(text)
+        assert reply.startswith("Ask me about the deployment, e.g. `@gemma-bot is gemma4-qr healthy?`"), reply
+        assert "`/tpu help` lists the commands." in reply and "*Facts*" not in reply
+    assert len(demo.gcp.requests) == listed and len(demo.vllm.chat_requests) == asked

@@ -11,6 +11,7 @@ import pytest
 import bot.handlers  # noqa: F401  (declares every command on the registry)
 from bot.chat.asks import (
     DIRECTIVES,
+    asks_nothing,
     deletions,
     find_instructions,
     outcomes,
@@ -205,3 +206,29 @@ def test_a_change_asked_in_a_thread_takes_the_subject_the_thread_read_as_a_typo(
     assert command is not None and command.startswith("tpu delete gemma4-old"), missing
     other = _offer(asked, [ThreadMessage("@gemma-bot why did gemma4-ol fail?", "U2"), thread[1]])
     assert other[0] is None  # another person's message gives no target
+
+
+@pytest.mark.parametrize("text", ["ok", "thanks!", "thank you", "click", "hi", "cool :+1:", "👍"])
+def test_a_mention_that_asks_nothing_is_told_what_it_can_ask(text: str) -> None:
+    assert asks_nothing(text, ["production", "staging", "gemma4-qr"])
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "delete it",  # a change asked for in a thread
+        "clean it up",
+        "force",
+        "staging",  # a deployment's name
+        "gemma4-qr",
+        "gemma4old",  # written like an id
+        "vllm",
+        "status",
+        "why",
+        "nothing works",
+        "ok?",
+        "ok so what is going on with the cluster",
+    ],
+)
+def test_anything_that_asks_or_names_is_a_question(text: str) -> None:
+    assert not asks_nothing(text, ["production", "staging", "gemma4-qr"])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bot.chat.subjects import Known, resolve
-from bot.handlers.chat import _counted
+from bot.shared.serving import counted_names
 
 WORLD = Known({"gemma4-qr": ["gemma4-qr-node"], "gemma4-old": []}, "production", "gemma4-qr")
 
@@ -52,5 +52,5 @@ def test_other_questions_do_not_fetch_the_cost(question: str) -> None:
 
 def test_a_family_with_several_findings_is_named_once() -> None:
     names = ["request-too-long", "kv-cache-insufficient", "request-too-long"]
-    assert _counted(names) == ["request-too-long (2 variants)", "kv-cache-insufficient"]
-    assert _counted(["tpu-device-busy"]) == ["tpu-device-busy"]
+    assert counted_names(names) == ["request-too-long (2 variants)", "kv-cache-insufficient"]
+    assert counted_names(["tpu-device-busy"]) == ["tpu-device-busy"]

@@ -11,6 +11,7 @@ from bot.chat.subjects import Aim, Known, Subjects, aim_of, plan_call, resolve, 
 from bot.commands.registry import registry
 from llm.claims import check_answer
 from llm.grounding import Evidence
+from ops.tpu.model import Absent
 
 KNOWN = Known(
     {"gemma4-qr": ["gemma4-qr-node"], "gemma4-old": ["gemma4-old-node"], "gemma4-standby": []},
@@ -58,11 +59,50 @@ def test_the_logs_tool_reads_the_subjects_nodes_one_by_one() -> None:
     assert plan.about == ("gemma4-old",)
 
 
-def test_a_subject_without_a_node_gets_no_other_nodes_logs() -> None:
+def test_a_subject_without_a_node_gets_its_own_state_not_other_nodes_logs() -> None:
     subjects, aim = _asked("why is gemma4-standby stuck?")
     plan = plan_call("logs", ["node"], {}, known=KNOWN, scope=scope_of(KNOWN, subjects), aim=aim)
-    assert plan.reads == () and plan.about == ("gemma4-standby",)
-    assert plan.said.startswith("`gemma4-standby` has no TPU node, so no logs of its own")
+    [read] = plan.reads
+    assert read.tool == "describe" and dict(read.arguments) == {"name": "gemma4-standby"}
+    assert read.header.startswith(
+        "[describe of `gemma4-standby` in place of logs: `gemma4-standby` has no TPU"
+    )
+    assert plan.about == ("gemma4-standby",) and not plan.logged
+
+
+NEVER_CREATED = Known(
+    {"gemma4-qr": ["gemma4-qr-node"], "gemma4-old": ["gemma4-old-node"], "gemma4-spot": ["gemma4-spot-node"]},
+    "production",
+    "gemma4-qr",
+    absent={
+        "gemma4-old-node": Absent("gemma4-old-node", "gemma4-old", "FAILED"),
+        "gemma4-spot-node": Absent("gemma4-spot-node", "gemma4-spot", "SUSPENDED"),
+    },
+)
+
+
+def test_a_node_never_created_has_no_logs_its_queued_resources_state_is_read() -> None:
+    """gemma4-old FAILED by a stockout names gemma4-old-node, which the TPU API never listed: the logs tool,
+    called without a node or with that node, reads gemma4-old's own state and error, and says why in
+    words; a node that existed and was deleted (a preempted spot) is read, said to be gone."""
+    subjects = resolve("why did gemma4-old fail?", [], NEVER_CREATED)
+    aim = aim_of(NEVER_CREATED, subjects, {"production": "gemma4-qr"})
+    assert aim.nodes == () and [a.node for a in aim.unborn] == ["gemma4-old-node"]
+    scope = scope_of(NEVER_CREATED, subjects)
+    for arguments in ({}, {"node": "gemma4-old-node"}):
+        plan = plan_call("logs", ["node"], arguments, known=NEVER_CREATED, scope=scope, aim=aim)
+        [read] = plan.reads
+        assert read.tool == "describe" and dict(read.arguments) == {"name": "gemma4-old"}
+        assert (
+            "node `gemma4-old-node` of `gemma4-old` was never created (`gemma4-old` is FAILED" in read.header
+        )
+        assert "a node that never existed has no logs" in read.header and not plan.logged
+    spot = resolve("why did gemma4-spot fail?", [], NEVER_CREATED)
+    aim = aim_of(NEVER_CREATED, spot, {"production": "gemma4-qr"})
+    plan = plan_call("logs", ["node"], {}, known=NEVER_CREATED, scope=scope_of(NEVER_CREATED, spot), aim=aim)
+    [read] = plan.reads
+    assert read.tool == "" and dict(read.arguments) == {"node": "gemma4-spot-node"} and plan.logged
+    assert read.header.endswith("its entries are from before it was deleted]")
 
 
 def test_another_subject_asked_for_by_name_is_read_in_its_deployment_and_labelled() -> None:

@@ -138,7 +138,10 @@ def test_the_same_lines_told_as_the_other_nodes_are_kept() -> None:
     text = f"gemma4-old is FAILED. For comparison, gemma4-qr-node logged:\n```\n{QR_LINES[0]}\n```"
     got = check(text)
     assert QR_LINES[0] in got.text and not got.removed
-    assert "1 quoted block found in the facts for `gemma4-old`" in got.summary()
+    assert got.summary() == (
+        "checked: 1 claim found in the facts for `gemma4-old`, 1 claim and 1 quoted block in those about "
+        "`gemma4-qr`"
+    )
 
 
 @pytest.mark.parametrize(
@@ -170,7 +173,10 @@ def test_another_resources_numbers_told_as_the_subjects_are_removed(sentence: st
 def test_another_subject_named_plainly_may_rest_on_its_own_facts(sentence: str) -> None:
     got = check(f"gemma4-old is FAILED. {sentence}")
     assert got.text.endswith(sentence) and not got.removed, got.removed
-    assert "in those about the other subjects their sentences name" in got.summary()
+    # counted as found in the other subject's facts, never as the question's
+    other = "`staging`" if "staging" in sentence else "`gemma4-qr`"
+    assert got.summary().startswith("checked: 1 claim found in the facts for `gemma4-old`, ")
+    assert got.summary().endswith(f" in those about {other}") and not got.unanswered and not got.strayed
 
 
 def test_general_facts_and_the_subjects_own_hold_anything_about_it() -> None:
@@ -327,3 +333,46 @@ def test_segments_of_every_nodes_logs_follow_each_lines_node_column() -> None:
     )
     runs = [(run.text.splitlines()[0][:20], sorted(run.about)) for run in segments([every], ABOUT_OLD)]
     assert runs[1:] == [("12-06 01:20:00 ERRO ", ["gemma4-qr"]), ("12-06 01:21:00 ERRO ", ["gemma4-old"])]
+
+
+ABOUT_BOTH = scope_of(KNOWN, _subjects(resources=("gemma4-old", "gemma4-qr")))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "gemma4-qr is ACTIVE in us-east5-a.",
+        # the simulated model's form: a sentence naming nothing and claiming nothing tells of no one
+        "No model ran. Read from the listing: gemma4-qr is ACTIVE in `us-east5-a`.",
+    ],
+)
+def test_an_answer_only_about_another_resource_is_not_the_answer(text: str) -> None:
+    """'is gemma4-old healthy?' answered with gemma4-qr's state: nothing of it is about gemma4-old, so it is
+    withheld, saying about whom it was, and nothing is counted as checked for gemma4-old."""
+    got = check(text)
+    assert got.text == "" and got.strayed == "`gemma4-qr`"
+    assert got.withheld == "it was about `gemma4-qr`, not `gemma4-old` the question asks about"
+    assert "checked" not in got.summary() and "gemma4-old" not in got.summary()
+
+
+def test_a_deployment_question_answered_with_another_deployments_facts_is_not_the_answer() -> None:
+    got = check("production's vLLM answers in 25 ms.", ABOUT_STAGING)
+    assert got.text == "" and got.strayed == "`production`"
+    assert got.withheld == "it was about `production`, not `staging` the question asks about"
+
+
+def test_a_question_about_two_resources_answered_about_one_says_so() -> None:
+    got = check("gemma4-qr is ACTIVE in us-east5-a.", ABOUT_BOTH)
+    assert got.text == "gemma4-qr is ACTIVE in us-east5-a." and got.unanswered == "`gemma4-old`"
+    assert (
+        got.summary()
+        == "checked: 2 claims found in the facts for `gemma4-qr` · nothing in it about `gemma4-old`"
+    )
+    both = check("gemma4-qr is ACTIVE in us-east5-a. gemma4-old is FAILED in europe-west4-a.", ABOUT_BOTH)
+    assert not both.unanswered and not both.strayed
+
+
+def test_a_sentence_naming_nothing_is_about_the_question() -> None:
+    got = check("It has no capacity in europe-west4-a.")
+    assert got.text and not got.strayed and not got.unanswered
+    assert got.summary() == "checked: 1 claim found in the facts for `gemma4-old`"
