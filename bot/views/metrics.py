@@ -173,7 +173,7 @@ def _run_params(run: BenchRun) -> str:
 
 def _cell_state(point: SweepPoint) -> str:
     if point.skipped:
-        return "skipped (KV)"
+        return f"skipped: {point.reason}" if point.limit == "max_model_len" else "skipped (KV)"
     if point.result is not None and point.result.output_throughput is not None:
         return f"{figure(point.result.output_throughput)} tok/s"
     return f"failed: {point.reason}"
@@ -185,15 +185,20 @@ def bench_running(params: BenchParams) -> Reply:
 
 
 def bench_result(params: BenchParams, result: BenchResult, run_id: int, output: str) -> Reply:
-    """One benchmark's table, its parameters and stored run id, and the benchmarker's whole `output`
-    attached."""
-    reply = blocks_reply(
-        [
-            header("vllm bench serve"),
-            section(code(result_table(result))),
-            context(f"{_describe(params)} · stored as run {run_id}"),
-        ]
-    )
+    """One benchmark's table, a warning when requests failed, its parameters and stored run id, and the
+    benchmarker's whole `output` attached."""
+    blocks = [header("vllm bench serve"), section(code(result_table(result)))]
+    if result.failed_requests:  # vLLM answered them with an error: never counted among the successful
+        sent = result.failed_requests + (result.successful_requests or 0)
+        blocks.append(
+            section(
+                f":warning: {result.failed_requests:,} of {sent:,} requests failed; the throughput and "
+                f"latencies count only the {result.successful_requests or 0:,} that succeeded "
+                "(the benchmarker's output is attached)"
+            )
+        )
+    blocks.append(context(f"{_describe(params)} · stored as run {run_id}"))
+    reply = blocks_reply(blocks)
     reply.files.append(Attachment("bench-serve.txt", output, "vllm bench serve output"))
     return reply
 
@@ -248,17 +253,29 @@ def sweep_progress(points: list[SweepPoint], done: list[SweepPoint], index: int,
     return blocks_reply([header("vLLM sweep"), section(code("\n".join(lines))), cancel_button(operation_id)])
 
 
-def sweep_result(done: list[SweepPoint], capacity: int, heatmap: bytes, csv: str) -> Reply:
-    """The ended sweep: cells run, skipped (beyond the KV cache of `capacity` tokens) and failed, with the
-    heatmap PNG and the CSV attached."""
+def sweep_result(
+    done: list[SweepPoint], capacity: int, max_model_len: int | None, heatmap: bytes, csv: str
+) -> Reply:
+    """The ended sweep: cells run, skipped (beyond `max_model_len`, the context window in tokens, None when
+    unknown; or beyond the KV cache of `capacity` tokens) and failed, with the heatmap PNG and the CSV
+    attached."""
     ran = sum(1 for p in done if p.result is not None)
-    skipped = sum(1 for p in done if p.skipped)
+    too_long = sum(1 for p in done if p.skipped and p.limit == "max_model_len")
+    too_big = sum(1 for p in done if p.skipped) - too_long
+    beyond = [f"beyond the KV cache of {capacity:,} tokens"]
+    if too_long:  # which input lengths, since no cell of theirs can run at any concurrency
+        lens = sorted({p.input_len for p in done if p.limit == "max_model_len"})
+        beyond = [
+            f"{too_long} beyond max_model_len {max_model_len}: input length {', '.join(map(str, lens))}"
+        ]
+        if too_big:
+            beyond.append(f"{too_big} beyond the KV cache of {capacity:,} tokens")
     reply = blocks_reply(
         [
             header("vLLM sweep"),
             section(
-                f"Ran {ran} cells, skipped {skipped} (beyond the KV cache of {capacity:,} tokens), "
-                f"failed {len(done) - ran - skipped}. Output token throughput in the heatmap."
+                f"Ran {ran} cells, skipped {too_long + too_big} ({', '.join(beyond)}), "
+                f"failed {len(done) - ran - too_long - too_big}. Output token throughput in the heatmap."
             ),
             context("Files: sweep-heatmap.png, sweep.csv"),
         ]
