@@ -42,7 +42,8 @@ def _num(value: float | None) -> str:
 
 
 def metrics_lines(m: MetricsSummary) -> list[str]:
-    """A metrics summary as markdown lines: load, KV cache, prefix cache, tokens, latency quantiles."""
+    """A metrics summary as markdown lines: load, KV cache, prefix cache, tokens, latency quantiles, and
+    since when the counters count (the server's start)."""
     kv = "-" if m.kv_cache_usage is None else f"{m.kv_cache_usage:.1%}"
     hit = "-" if m.prefix_cache_hit_rate is None else f"{m.prefix_cache_hit_rate:.1%}"
     lines = [
@@ -68,6 +69,8 @@ def metrics_lines(m: MetricsSummary) -> list[str]:
         )
         if line
     ]
+    if m.started_at is not None:  # a restart starts every counter at 0: say from when they count
+        lines.append(f"_Counted since the server started, {utc(m.started_at)}._")
     if len(m.engines) > 1:
         lines.append(f"_Engines: {', '.join(m.engines)} (summed; KV cache is the fullest engine)._")
     if m.deprecated_names:

@@ -65,7 +65,10 @@ def metrics(endpoint: Endpoint, summary: MetricsSummary, raw: str | None) -> Rep
         [
             header("vLLM metrics"),
             section("\n".join(metrics_lines(summary))),
-            context(f"{models} at `{endpoint.url}` · counters since server start"),
+            context(
+                f"{models} at `{endpoint.url}`"
+                + ("" if summary.started_at else " · counters since server start")
+            ),
         ]
     )
     if raw is not None:

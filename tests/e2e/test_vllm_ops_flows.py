@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 from bot.oncall.scheduler import AlertScheduler
@@ -297,3 +298,25 @@ def test_journals_outside_the_allow_list_are_for_admins(world: Demo) -> None:
     sent = [c for c in world.host.commands if "journalctl" in c]
     assert not any("ssh.service" in c for c in sent)
     assert "journal of `ssh.service`" in _say(world, "/vllm syslog --unit ssh.service --tail 5")  # an admin
+
+
+def test_metrics_follow_the_server_restart_and_the_traffic_on_the_simulated_clock(world: Demo) -> None:
+    """/tpu status after /vllm restart shows the new process's counters (from 0, since its start), not the
+    old ones; then they grow with the simulated clock's background traffic; idle, no KV block is held."""
+    before = _say(world, "/tpu status")
+    assert "preempted by vLLM 2" in before
+    assert "running 0 · waiting 0" in before and "*KV cache* usage 0.0%" in before
+    _say(world, "/vllm restart")
+    _say(world, "click Confirm", timeout=60)
+    _wait_ready(world)
+    restarted = world.vllm.process_started
+    after = _say(world, "/tpu status")
+    assert "preempted by vLLM 0" in after and "*Tokens* prompt 0 · generated 0" in after
+    assert "*TTFT*" not in after  # no request yet: no latency to show
+    assert f"_Counted since the server started, {restarted:%Y-%m-%d %H:%M} UTC._" in after
+    world.gcp.advance(3600)  # an hour of other clients' requests at the scenario's rate
+    later = _say(world, "/tpu status")
+    rate = float(world.scenario["vllm"]["background_rps"])
+    served = re.search(r"\*TTFT\* .*\((\d[\d,]*) samples\)", later)
+    assert served is not None and abs(int(served.group(1).replace(",", "")) - 3600 * rate) <= 2
+    assert "running 0 · waiting 0" in later and "*KV cache* usage 0.0%" in later
