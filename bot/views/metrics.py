@@ -149,13 +149,13 @@ def result_table(r: BenchResult) -> str:
 def compare_table(a: dict[str, Any], b: dict[str, Any], a_id: int, b_id: int) -> str:
     """Two stored runs' figures side by side with B's change against A, in percent ("-" where either
     lacks the figure or A is 0)."""
-    lines = [f"{'':<30}{'run ' + str(a_id):>12}{'run ' + str(b_id):>12}{'change':>9}"]
-    for label, field_name, unit in TABLE_ROWS:
+    labels = [label + (f" ({unit})" if unit else "") for label, _, unit in TABLE_ROWS]
+    width = max(map(len, labels)) + 2  # the longest label with its unit, then the figures in line
+    lines = [f"{'':<{width}}{'run ' + str(a_id):>12}{'run ' + str(b_id):>12}{'change':>9}"]
+    for shown, (_, field_name, _) in zip(labels, TABLE_ROWS, strict=True):
         va, vb = a.get(field_name), b.get(field_name)
         change = f"{(vb - va) / va:+.1%}" if va and vb is not None else "-"
-        lines.append(
-            f"{(label + (f' ({unit})' if unit else '')):<30}{figure(va):>12}{figure(vb):>12}{change:>9}"
-        )
+        lines.append(f"{shown:<{width}}{figure(va):>12}{figure(vb):>12}{change:>9}")
     return "\n".join(lines)
 
 

@@ -29,6 +29,11 @@ def test_status_logs_and_syslog(world: Demo) -> None:
     assert "serving: running" in status and "image `vllm/vllm-tpu:gemma4`" in status
     logs = _say(world, "/vllm logs --tail 50")
     assert "Application startup complete." in logs
+    found = _say(world, "/vllm logs --grep 'Application startup'")
+    assert "Application startup complete." in found and "last 1 of 1 lines" in found
+    nothing = _say(world, "/vllm logs --grep nowhere-in-the-log --tail 300")
+    assert "No line of the last 300 of the `vllm` log matches `nowhere-in-the-log`" in nothing
+    assert "Try a longer `--tail`" in nothing and "(no lines)" not in nothing and "of 0 lines" not in nothing
     assert "journal of `docker.service`" in _say(world, "/vllm syslog --tail 20")
 
 
@@ -205,6 +210,10 @@ def test_stored_benchmark_runs_can_be_listed_and_compared(world: Demo) -> None:
     compared = _say(world, "/vllm bench compare 1 2")
     assert "run 1" in compared and "run 2" in compared and "change" in compared
     assert "TTFT median (ms)" in compared and "%" in compared
+    table = compared.split("```")[1].splitlines()
+    assert len({len(line) for line in table}) == 1, table  # every figure under its column
+    assert "Peak output token throughput (tok/s)" in compared
+    assert "\n  run 1: " in compared and "\n  run 2: " in compared  # the footer's lines alike
     missing = _say(world, "/vllm bench compare 1 99")
     assert "no stored benchmark run 99" in missing and "/vllm bench list" in missing
 
