@@ -83,7 +83,7 @@ class Demo:
         token = "xoxb-simulated-" + secrets.token_hex(8)
         self.signing_secret = secrets.token_hex(16)
         self.gcp = GcpSimulator(self.scenario, speed=speed)
-        self.vllm = VllmSimulator(self.scenario["vllm"])
+        self.vllm = VllmSimulator(self.scenario["vllm"], clock=self.gcp.now)
         # One host key for every deployment's simulated VM: the bot pins host keys in one setting.
         host_key = generate_ed25519_key()
         self.host = HostSimulator(self.scenario.get("host"), vllm=self.vllm, host_key=host_key)
@@ -228,7 +228,7 @@ class _Staging:
     ) -> None:
         self.spec = spec
         self.gcp = GcpSimulator({"project": spec["project"], "google": spec.get("google") or {}}, speed=speed)
-        self.vllm = VllmSimulator(spec.get("vllm") or {})
+        self.vllm = VllmSimulator(spec.get("vllm") or {}, clock=self.gcp.now)
         self.host = HostSimulator(spec.get("host"), vllm=self.vllm, host_key=host_key)
         self.host.link_cloud_logging(self.gcp)
         self.host.authorize(client_key)

@@ -156,8 +156,9 @@ def render_block(block: dict[str, Any]) -> str:
         parts = [block.get("text", {}).get("text", "")]
         parts += [f.get("text", "") for f in block.get("fields", [])]
         return "\n".join(p for p in parts if p)
-    if kind == "context":
-        return "  " + " ".join(e.get("text", "") for e in block.get("elements", []))
+    if kind == "context":  # Slack sets the whole block apart (small grey text): every line is indented
+        text = " ".join(e.get("text", "") for e in block.get("elements", []))
+        return "\n".join("  " + line for line in text.split("\n"))
     if kind == "actions":
         return " ".join(f"[{e.get('text', {}).get('text', '?')}]" for e in block.get("elements", []))
     return f"[{kind} block]"

@@ -21,9 +21,19 @@ from bot.views.metrics import (
     sweep_result,
 )
 from ops.errors import BadInput, Cancelled, OpsError
-from ops.vllm.bench import BenchResult, SweepPoint, heatmap_png, parse_bench_serve, plan_sweep, sweep_csv
+from ops.vllm.bench import (
+    BenchResult,
+    SweepPoint,
+    context_refusal,
+    heatmap_png,
+    largest_lengths,
+    parse_bench_serve,
+    plan_sweep,
+    sweep_csv,
+)
 from ops.vllm.container import BenchParams
 from ops.vllm.metrics import kv_cache_capacity_tokens
+from ops.vllm.server import ModelCard
 
 
 def int_list(low: int, high: int) -> Callable[[str], list[int]]:
@@ -43,6 +53,15 @@ _SIZE_PARAMS = (
     Param.option("prompts", "requests to send (default 100)", int_range(1, 10000), "N"),
     Param.option("output_len", "output tokens per request (default 128)", int_range(1, 32768), "L"),
 )
+
+
+def _context_window(cards: list[ModelCard], model: str) -> int | None:
+    """The `max_model_len` `/v1/models` gives for `model` (the base model's when no card has that id), or
+    None when the server does not say."""
+    card = next((c for c in cards if c.id == model), None) or next(
+        (c for c in cards if c.parent is None), None
+    )
+    return card.max_model_len if card is not None else None
 
 
 def _params(
@@ -72,6 +91,17 @@ def vllm_bench(
 ) -> Reply:
     params = _params(ctx, prompts, input_len or 1024, output_len, concurrency or 16)
     require_serving(ctx)  # never the benchmarker's raw "Cannot connect" while vLLM loads
+    client, _ = ctx.services.vllm()
+    with client, explained_when_starting(ctx):
+        window = _context_window(client.models(), params.model)
+    refused = context_refusal(params.input_len, params.output_len, window)
+    if (
+        refused is not None and window is not None
+    ):  # every request would get vLLM's HTTP 400: nothing to measure
+        raise BadInput(
+            f"{refused} of `{params.model}`: vLLM refuses every such request (HTTP 400), so nothing was run",
+            f"the largest lengths that fit: {largest_lengths(params.input_len, params.output_len, window)}",
+        )
     if ctx.progress is not None:
         ctx.progress.update(bench_running(params))
     container, host = ctx.services.container()
@@ -125,18 +155,20 @@ def vllm_bench_compare(ctx: Context, a: int, b: int) -> Reply:
 def vllm_sweep(
     ctx: Context, concurrency: list[int], input_len: list[int], prompts: int | None, output_len: int | None
 ) -> Reply:
-    """Plan with the KV-cache capacity read from the metrics (`vllm:cache_config_info`), run each cell,
-    report progress in one message (with Cancel), and attach the heatmap and CSV."""
+    """Plan with the KV-cache capacity read from the metrics (`vllm:cache_config_info`) and the context window
+    from `/v1/models` (cells beyond it are skipped), run each cell, report progress in one message (with
+    Cancel), and attach the heatmap and CSV."""
     require_serving(ctx)
     client, _ = ctx.services.vllm()
     with client, explained_when_starting(ctx):
         capacity = kv_cache_capacity_tokens(client.metrics())
+        window = _context_window(client.models(), ctx.services.settings.vllm_model)
     if capacity is None:  # vLLM answers /health (checked above) but its /metrics lack the cache config
         raise OpsError(
             "the KV-cache capacity is unknown: vLLM answers, but its /metrics have no vllm:cache_config_info",
             "/vllm metrics --raw shows what it exports; /vllm bench runs single cells without the plan",
         )
-    points = plan_sweep(concurrency, input_len, output_len or 128, capacity)
+    points = plan_sweep(concurrency, input_len, output_len or 128, capacity, window)
     done: list[SweepPoint] = []
     container, host = ctx.services.container()
     with host:
@@ -158,11 +190,16 @@ def vllm_sweep(
             done.append(SweepPoint(point.concurrency, point.input_len, point.output_len, result=result))
     ctx.services.store.save_bench(
         "sweep",
-        {"concurrency": concurrency, "input_len": input_len, "kv_capacity_tokens": capacity},
+        {
+            "concurrency": concurrency,
+            "input_len": input_len,
+            "kv_capacity_tokens": capacity,
+            "max_model_len": window,
+        },
         {"csv": sweep_csv(done)},
         now=ctx.services.now(),
     )
-    return sweep_result(done, capacity, heatmap_png(done), sweep_csv(done))
+    return sweep_result(done, capacity, window, heatmap_png(done), sweep_csv(done))
 
 
 def _show_progress(ctx: Context, points: list[SweepPoint], done: list[SweepPoint], index: int) -> None:

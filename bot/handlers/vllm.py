@@ -28,6 +28,7 @@ from bot.views.vllm import (
     log_excerpt,
     log_route_line,
     metrics,
+    no_log_match,
     served_models,
     server_info,
 )
@@ -280,6 +281,8 @@ def vllm_logs(ctx: Context, tail: str | None, since: str | None, grep: str | Non
     with host:
         raw = container.logs(tail=int(tail or 200), since=since, grep=grep, timestamps=grep is None)
         status = container.status() if grep is None else None
+    if grep is not None and not raw.strip():
+        return no_log_match(container.name, grep, int(tail or 200), since)
     ended = status.finished_at if status is not None and status.exists and not status.running else None
     diagnosis = container_diagnosis(raw, deployment_of(ctx.services), ended_at=ended, now=ctx.services.now())
     return log_excerpt(f"`{container.name}` log", plain_log(raw), f"{container.name}.log", diagnosis)

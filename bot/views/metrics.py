@@ -42,7 +42,8 @@ def _num(value: float | None) -> str:
 
 
 def metrics_lines(m: MetricsSummary) -> list[str]:
-    """A metrics summary as markdown lines: load, KV cache, prefix cache, tokens, latency quantiles."""
+    """A metrics summary as markdown lines: load, KV cache, prefix cache, tokens, latency quantiles, and
+    since when the counters count (the server's start)."""
     kv = "-" if m.kv_cache_usage is None else f"{m.kv_cache_usage:.1%}"
     hit = "-" if m.prefix_cache_hit_rate is None else f"{m.prefix_cache_hit_rate:.1%}"
     lines = [
@@ -68,6 +69,8 @@ def metrics_lines(m: MetricsSummary) -> list[str]:
         )
         if line
     ]
+    if m.started_at is not None:  # a restart starts every counter at 0: say from when they count
+        lines.append(f"_Counted since the server started, {utc(m.started_at)}._")
     if len(m.engines) > 1:
         lines.append(f"_Engines: {', '.join(m.engines)} (summed; KV cache is the fullest engine)._")
     if m.deprecated_names:
@@ -146,13 +149,13 @@ def result_table(r: BenchResult) -> str:
 def compare_table(a: dict[str, Any], b: dict[str, Any], a_id: int, b_id: int) -> str:
     """Two stored runs' figures side by side with B's change against A, in percent ("-" where either
     lacks the figure or A is 0)."""
-    lines = [f"{'':<30}{'run ' + str(a_id):>12}{'run ' + str(b_id):>12}{'change':>9}"]
-    for label, field_name, unit in TABLE_ROWS:
+    labels = [label + (f" ({unit})" if unit else "") for label, _, unit in TABLE_ROWS]
+    width = max(map(len, labels)) + 2  # the longest label with its unit, then the figures in line
+    lines = [f"{'':<{width}}{'run ' + str(a_id):>12}{'run ' + str(b_id):>12}{'change':>9}"]
+    for shown, (_, field_name, _) in zip(labels, TABLE_ROWS, strict=True):
         va, vb = a.get(field_name), b.get(field_name)
         change = f"{(vb - va) / va:+.1%}" if va and vb is not None else "-"
-        lines.append(
-            f"{(label + (f' ({unit})' if unit else '')):<30}{figure(va):>12}{figure(vb):>12}{change:>9}"
-        )
+        lines.append(f"{shown:<{width}}{figure(va):>12}{figure(vb):>12}{change:>9}")
     return "\n".join(lines)
 
 
@@ -173,7 +176,7 @@ def _run_params(run: BenchRun) -> str:
 
 def _cell_state(point: SweepPoint) -> str:
     if point.skipped:
-        return "skipped (KV)"
+        return f"skipped: {point.reason}" if point.limit == "max_model_len" else "skipped (KV)"
     if point.result is not None and point.result.output_throughput is not None:
         return f"{figure(point.result.output_throughput)} tok/s"
     return f"failed: {point.reason}"
@@ -185,15 +188,20 @@ def bench_running(params: BenchParams) -> Reply:
 
 
 def bench_result(params: BenchParams, result: BenchResult, run_id: int, output: str) -> Reply:
-    """One benchmark's table, its parameters and stored run id, and the benchmarker's whole `output`
-    attached."""
-    reply = blocks_reply(
-        [
-            header("vllm bench serve"),
-            section(code(result_table(result))),
-            context(f"{_describe(params)} · stored as run {run_id}"),
-        ]
-    )
+    """One benchmark's table, a warning when requests failed, its parameters and stored run id, and the
+    benchmarker's whole `output` attached."""
+    blocks = [header("vllm bench serve"), section(code(result_table(result)))]
+    if result.failed_requests:  # vLLM answered them with an error: never counted among the successful
+        sent = result.failed_requests + (result.successful_requests or 0)
+        blocks.append(
+            section(
+                f":warning: {result.failed_requests:,} of {sent:,} requests failed; the throughput and "
+                f"latencies count only the {result.successful_requests or 0:,} that succeeded "
+                "(the benchmarker's output is attached)"
+            )
+        )
+    blocks.append(context(f"{_describe(params)} · stored as run {run_id}"))
+    reply = blocks_reply(blocks)
     reply.files.append(Attachment("bench-serve.txt", output, "vllm bench serve output"))
     return reply
 
@@ -248,17 +256,29 @@ def sweep_progress(points: list[SweepPoint], done: list[SweepPoint], index: int,
     return blocks_reply([header("vLLM sweep"), section(code("\n".join(lines))), cancel_button(operation_id)])
 
 
-def sweep_result(done: list[SweepPoint], capacity: int, heatmap: bytes, csv: str) -> Reply:
-    """The ended sweep: cells run, skipped (beyond the KV cache of `capacity` tokens) and failed, with the
-    heatmap PNG and the CSV attached."""
+def sweep_result(
+    done: list[SweepPoint], capacity: int, max_model_len: int | None, heatmap: bytes, csv: str
+) -> Reply:
+    """The ended sweep: cells run, skipped (beyond `max_model_len`, the context window in tokens, None when
+    unknown; or beyond the KV cache of `capacity` tokens) and failed, with the heatmap PNG and the CSV
+    attached."""
     ran = sum(1 for p in done if p.result is not None)
-    skipped = sum(1 for p in done if p.skipped)
+    too_long = sum(1 for p in done if p.skipped and p.limit == "max_model_len")
+    too_big = sum(1 for p in done if p.skipped) - too_long
+    beyond = [f"beyond the KV cache of {capacity:,} tokens"]
+    if too_long:  # which input lengths, since no cell of theirs can run at any concurrency
+        lens = sorted({p.input_len for p in done if p.limit == "max_model_len"})
+        beyond = [
+            f"{too_long} beyond max_model_len {max_model_len}: input length {', '.join(map(str, lens))}"
+        ]
+        if too_big:
+            beyond.append(f"{too_big} beyond the KV cache of {capacity:,} tokens")
     reply = blocks_reply(
         [
             header("vLLM sweep"),
             section(
-                f"Ran {ran} cells, skipped {skipped} (beyond the KV cache of {capacity:,} tokens), "
-                f"failed {len(done) - ran - skipped}. Output token throughput in the heatmap."
+                f"Ran {ran} cells, skipped {too_long + too_big} ({', '.join(beyond)}), "
+                f"failed {len(done) - ran - too_long - too_big}. Output token throughput in the heatmap."
             ),
             context("Files: sweep-heatmap.png, sweep.csv"),
         ]

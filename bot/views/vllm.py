@@ -65,7 +65,10 @@ def metrics(endpoint: Endpoint, summary: MetricsSummary, raw: str | None) -> Rep
         [
             header("vLLM metrics"),
             section("\n".join(metrics_lines(summary))),
-            context(f"{models} at `{endpoint.url}` · counters since server start"),
+            context(
+                f"{models} at `{endpoint.url}`"
+                + ("" if summary.started_at else " · counters since server start")
+            ),
         ]
     )
     if raw is not None:
@@ -105,6 +108,25 @@ def log_excerpt(title: str, text: str, filename: str, diagnosis: Diagnosis) -> R
         reply.files.append(Attachment(filename, text, title.replace("`", "")))
         reply.blocks.append(context(f"The whole output is attached as `{filename}`."))
     return reply
+
+
+def no_log_match(name: str, grep: str, tail: int, since: str | None) -> Reply:
+    """`/vllm logs --grep TEXT` that matched nothing: which lines were searched (the last `tail` of container
+    `name`'s log, within `since` when given, e.g. "1h") and what to try instead."""
+    within = f" (written in the last {since})" if since else ""
+    shown = grep.replace("`", "'")  # a backtick would end the code span early
+    return blocks_reply(
+        [
+            section(
+                f"No line of the last {tail:,}{within} of the `{name}` log matches `{shown}` "
+                "(the exact text, case-sensitive)."
+            ),
+            context(
+                "Try a longer `--tail` (up to 10000), a shorter part of the text, or `/vllm logs` without "
+                "`--grep` to read the lines; `/logs analyze` reads what reached Cloud Logging."
+            ),
+        ]
+    )
 
 
 def log_route_line(route: LogRoute | None) -> str:

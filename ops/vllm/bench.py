@@ -25,7 +25,9 @@ __all__ = [
     "METRICS",
     "BenchResult",
     "SweepPoint",
+    "context_refusal",
     "heatmap_png",
+    "largest_lengths",
     "parse_bench_serve",
     "plan_sweep",
     "run_sweep",
@@ -201,6 +203,8 @@ class SweepPoint:
         skipped: True when the cell is not run.
         reason: why it was skipped (or why the run failed), else "".
         result: the parsed benchmark once run, else None.
+        limit: what a skipped cell is beyond: "max_model_len" (every request of the cell would be refused)
+            or "KV cache" (the cell would only measure preemption); "" when not skipped.
     """
 
     concurrency: int
@@ -209,6 +213,7 @@ class SweepPoint:
     skipped: bool = False
     reason: str = ""
     result: BenchResult | None = None
+    limit: str = ""
 
     @property
     def kv_tokens(self) -> int:
@@ -216,13 +221,59 @@ class SweepPoint:
         return self.concurrency * (self.input_len + self.output_len)
 
 
-def plan_sweep(
-    concurrencies: Iterable[int], input_lens: Iterable[int], output_len: int, kv_capacity_tokens: int
-) -> list[SweepPoint]:
-    """Plan a concurrency x input-length sweep, skipping cells that cannot fit in the KV cache.
+def context_refusal(input_len: int, output_len: int, max_model_len: int | None) -> str | None:
+    """Why a request of `input_len` prompt tokens and `output_len` output tokens cannot run, or None.
 
-    A cell whose concurrency * (input_len + output_len) exceeds the KV-cache capacity would only measure
-    preemption and queueing, so it is marked skipped with the reason.
+    vLLM refuses with HTTP 400 every request whose prompt plus `max_tokens` exceeds `max_model_len`
+    ("'max_tokens' or 'max_completion_tokens' is too large: ..." or "This model's maximum context length is N
+    tokens. However, your request has M input tokens", vllm/entrypoints/openai/serving_engine.py; docs/vllm.md
+    §1.7); `vllm bench serve` sends `--random-output-len` as `max_tokens`, so such a run fails on its first
+    request.
+
+    Args:
+        input_len, output_len: tokens per request (positive).
+        max_model_len: the served model's context window in tokens (`/v1/models`), None when unknown (then
+            nothing is refused).
+
+    Returns:
+        e.g. "input 20000 + output 128 = 20128 tokens is beyond max_model_len 16384", else None.
+    """
+    if max_model_len is None or input_len + output_len <= max_model_len:
+        return None
+    return (
+        f"input {input_len} + output {output_len} = {input_len + output_len} tokens is beyond "
+        f"max_model_len {max_model_len}"
+    )
+
+
+def largest_lengths(input_len: int, output_len: int, max_model_len: int) -> str:
+    """The largest lengths that fit in `max_model_len` when one of the two is kept, as options of `/vllm
+    bench`, e.g. "`--input-len 16256` with `--output-len 128`, or `--output-len 384` with `--input-len
+    16000`" (either part left out when keeping its length leaves no token for the other)."""
+    options = []
+    if output_len < max_model_len:
+        options.append(f"`--input-len {max_model_len - output_len}` with `--output-len {output_len}`")
+    if input_len < max_model_len:
+        options.append(f"`--output-len {max_model_len - input_len}` with `--input-len {input_len}`")
+    if not options:
+        half = max_model_len // 2
+        options.append(f"`--input-len {max_model_len - half}` with `--output-len {half}`")
+    return ", or ".join(options)
+
+
+def plan_sweep(
+    concurrencies: Iterable[int],
+    input_lens: Iterable[int],
+    output_len: int,
+    kv_capacity_tokens: int,
+    max_model_len: int | None = None,
+) -> list[SweepPoint]:
+    """Plan a concurrency x input-length sweep, skipping cells that cannot succeed or fit in the KV cache.
+
+    A cell whose input_len + output_len exceeds `max_model_len` is skipped ("beyond max_model_len N (...)"):
+    vLLM refuses each of its requests (see `context_refusal`). A cell whose concurrency * (input_len +
+    output_len) exceeds the KV-cache capacity would only measure preemption and queueing, so it is skipped
+    too. Each skipped cell carries its reason and `limit`.
 
     Args:
         concurrencies: `--max-concurrency` values (positive).
@@ -231,6 +282,7 @@ def plan_sweep(
         kv_capacity_tokens: KV-cache capacity in tokens, e.g. block_size * num_gpu_blocks from
             `vllm:cache_config_info` (or its `kv_cache_size_tokens` label), or vLLM's "GPU KV cache size"
             start-up line.
+        max_model_len: the served model's context window in tokens (`/v1/models`), None when unknown.
 
     Returns:
         Points ordered by input length, then concurrency (both ascending, duplicates removed).
@@ -248,9 +300,14 @@ def plan_sweep(
         )
     points = []
     for input_len in lens:
+        refused = context_refusal(input_len, output_len, max_model_len)
         for concurrency in cons:
             point = SweepPoint(concurrency, input_len, output_len)
-            if point.kv_tokens > kv_capacity_tokens:
+            if refused is not None:
+                total = input_len + output_len
+                reason = f"beyond max_model_len {max_model_len} ({input_len} + {output_len} = {total} tokens)"
+                point = replace(point, skipped=True, reason=reason, limit="max_model_len")
+            elif point.kv_tokens > kv_capacity_tokens:
                 point = replace(
                     point,
                     skipped=True,
@@ -258,6 +315,7 @@ def plan_sweep(
                         f"needs {point.kv_tokens} KV tokens ({concurrency} x ({input_len} + {output_len})) "
                         f"> capacity {kv_capacity_tokens}"
                     ),
+                    limit="KV cache",
                 )
             points.append(point)
     return points
@@ -313,7 +371,8 @@ def heatmap_png(points: Sequence[SweepPoint], metric: str = "output_throughput")
     """Render a sweep as a heatmap PNG (matplotlib, Agg backend; no display needed).
 
     x: max concurrency (requests), y: input length (tokens), colour: the metric. Skipped cells are grey and
-    marked "skip (KV)"; cells without a result are marked "n/a".
+    marked "skip (KV)" (beyond the KV cache) or "skip (len)" (beyond max_model_len); cells without a result
+    are marked "n/a".
 
     Args:
         points: sweep points (with results for the cells to colour).
@@ -359,7 +418,7 @@ def _heatmap_figure(points: Sequence[SweepPoint], metric: str) -> Any:
         row, col = lens.index(p.input_len), cons.index(p.concurrency)
         value = getattr(p.result, metric) if p.result is not None else None
         if p.skipped:
-            labels[(row, col)] = "skip\n(KV)"
+            labels[(row, col)] = "skip\n(len)" if p.limit == "max_model_len" else "skip\n(KV)"
         elif value is None:
             labels[(row, col)] = "n/a"
         else:

@@ -26,6 +26,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -88,6 +89,9 @@ class MetricsSummary:
         cache_config: labels of `vllm:cache_config_info` for the lowest engine (normally "0"), without the
             `engine` label, e.g. {"block_size": "16", "num_gpu_blocks": "5000", "kv_cache_size_tokens": ...}.
         deprecated_names: deprecated metric names (as registered, without `_total`) that supplied a value.
+        started_at: when the server process started (`process_start_time_seconds`, prometheus_client's
+            process collector; vLLM serves it with one API server), the start of every counter above; None
+            when the scrape lacks it.
     """
 
     models: tuple[str, ...]
@@ -108,6 +112,7 @@ class MetricsSummary:
     e2e: Quantiles | None = None
     cache_config: dict[str, str] = field(default_factory=dict)
     deprecated_names: tuple[str, ...] = ()
+    started_at: datetime | None = None
 
 
 _Labels = Mapping[str, str]
@@ -366,6 +371,13 @@ def summarize(text: str, families: Iterable[str] | None = None) -> MetricsSummar
         e2e=reader.histogram("vllm:e2e_request_latency_seconds"),
         cache_config=cache_config,
         deprecated_names=tuple(reader.deprecated),
+        started_at=next(
+            (
+                datetime.fromtimestamp(value, UTC)
+                for _, value in samples.get("process_start_time_seconds", [])
+            ),
+            None,
+        ),
     )
 
 

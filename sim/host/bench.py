@@ -17,7 +17,8 @@ def bench_serve(
     """`vllm bench serve ARGS` run in container `c`: (exit status, stdout, stderr), SIMULATED.
 
     Args:
-        c: the container (its model and port; an engine-stats line is appended to its log).
+        c: the container (its model, port and max_model_len; an engine-stats line, or the refused request's
+            access line, is appended to its log).
         args: the options after `vllm bench serve` (`--name value` pairs).
         config: the host scenario mapping (`kv_capacity_tokens`, `bench` speeds).
         reachable: whether the container's vLLM answers (else the benchmark's connect error).
@@ -55,6 +56,23 @@ def bench_serve(
             (
                 "ValueError: Initial test run failed - Please make sure benchmark arguments are "
                 f"correctly specified. Error: Not Found: The model `{model}` does not exist.\n"
+            ),
+        )
+    if input_len + output_len > c.max_model_len:
+        # vLLM refuses the initial test request with HTTP 400 (prompt + max_tokens beyond max_model_len), and
+        # the benchmarker keeps only the reason phrase of a non-200 answer (vllm/benchmarks/lib/
+        # endpoint_request_func.py: `output.error = response.reason`), then stops before the main run.
+        now = datetime.now(UTC)
+        access = (
+            '(APIServer pid=1) INFO:     127.0.0.1:41234 - "POST /v1/completions HTTP/1.1" 400 Bad Request'
+        )
+        c.write([(now, access)])
+        return (
+            1,
+            "Starting initial single prompt test run...\n",
+            (
+                "ValueError: Initial test run failed - Please make sure benchmark arguments are "
+                "correctly specified. Error: Bad Request\n"
             ),
         )
     text = bench_output(

@@ -547,7 +547,9 @@ class DockerEngine:
             c.ready_at = mono + boot_s
             if link and self.vllm is not None:
                 self.vllm.set_mode("booting", boot_s=boot_s)
-                self.vllm.process_started = now  # the API server is the container's main process
+                self.vllm.restart_process(
+                    now
+                )  # the API server is the container's main process: counters at 0
 
     def _exit(self, c: Container, code: int) -> None:
         c.state, c.exit_code, c.finished = "exited", code, datetime.now(UTC)

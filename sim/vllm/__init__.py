@@ -5,7 +5,11 @@ and §2): `GET /health` (empty body, 200 or 503), `GET /version`, `GET /v1/model
 `max_model_len` and `permission`), `POST /v1/chat/completions` (JSON or SSE stream,
 `stream_options.include_usage`, `max_tokens` -> finish_reason "length", HTTP 400 with vLLM's context-length
 message) and `GET /metrics` in
-vLLM's current metric names (`vllm/v1/metrics/loggers.py`), which advance with the requests it serves.
+vLLM's current metric names (`vllm/v1/metrics/loggers.py`), which follow the server's life: they advance
+with the requests it serves, `vllm:num_requests_running` and `vllm:kv_cache_usage_perc` are those of the
+requests running now (the KV-cache blocks they hold; 0 when idle), and a restart of the API server
+(`restart_process`, called when its container starts again) starts every counter at 0, as a new process's
+prometheus_client registry does.
 
 The simulator has no model and no real tokenizer, but counts prompts the way a real tokenizer and chat
 template do (`count_text_tokens`, `count_chat_tokens`): every digit and punctuation mark is a token (Gemma's
@@ -29,8 +33,9 @@ Scenario keys (the `vllm` section of a scenario file; defaults in `DEFAULTS`):
     api_key           if set, `/v1/...` requires `Authorization: Bearer <key>` (else 401), like `--api-key`
     error_shape       "nested" (`{"error": {...}}`, newer vLLM) or "flat" (`{"object": "error", ...}`, older)
     served_requests   requests already "served" at start, so /metrics starts with plausible history
-    kv_cache_usage    base KV-cache usage fraction (0..1) shown by `vllm:kv_cache_usage_perc`
-    prefix_cache_hit_rate  hit rate of the pre-start history (0..1)
+    prefix_cache_hit_rate  hit rate of the pre-start history and the background traffic (0..1)
+    background_rps    other clients' requests per second of the simulator's clock (the demo's simulated
+                      clock), recorded in /metrics at each scrape while the server is ready (0: none)
     block_size, num_gpu_blocks   shown in `vllm:cache_config_info`
     boot_s            seconds the "booting" mode refuses connections before turning ready
     keep_alive_on_engine_death  true: the API server stays up after the engine dies

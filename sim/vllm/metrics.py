@@ -106,7 +106,6 @@ class EngineMetrics:
         reg = self.registry
         names = ["model_name", "engine"]
         labels = (str(cfg["model"]), "0")
-        self.base_kv_usage = float(cfg["kv_cache_usage"])
         token_buckets = build_1_2_5_buckets(int(cfg["max_model_len"]))
 
         def gauge(name: str, doc: str) -> Any:
@@ -178,11 +177,16 @@ class EngineMetrics:
         Gauge(
             "vllm:cache_config_info", "Information of the LLMEngine CacheConfig", list(info), registry=reg
         ).labels(**info).set(1)
-        self.kv_usage.set(self.base_kv_usage)
 
     def seed(self, requests: int, hit_rate: float) -> None:
         """Record `requests` plausible past requests (deterministic), so a fresh simulator has history."""
-        rng = random.Random(20260402)  # simulated numbers, not security
+        self.serve_background(requests, hit_rate, random.Random(20260402))  # simulated numbers, not security
+        self.preemptions.inc(SEEDED_PREEMPTIONS)
+
+    def serve_background(self, requests: int, hit_rate: float, rng: random.Random) -> None:
+        """Record `requests` plausible finished requests drawn from `rng` (prompts of 200-1500 tokens, 20-300
+        generated, TTFT around 0.15 s), `hit_rate` of their prompt tokens found in the prefix cache: the
+        traffic of other clients, which the logs of a serving container show."""
         queries = 0
         for i in range(requests):
             prompt = rng.randint(200, 1500)
@@ -195,7 +199,6 @@ class EngineMetrics:
             queries += prompt
         self.prefix_queries.inc(queries)
         self.prefix_hits.inc(round(queries * hit_rate))
-        self.preemptions.inc(SEEDED_PREEMPTIONS)
 
     def observe(
         self,
@@ -222,6 +225,9 @@ class EngineMetrics:
         self.e2e.observe(queue_s + ttft + sum(itls))
         self.queue.observe(queue_s)
 
-    def set_running(self, running: int) -> None:
+    def set_load(self, running: int, blocks: int, total_blocks: int) -> None:
+        """The gauges of the requests running now: `running` requests holding `blocks` KV-cache blocks of
+        `total_blocks` (vLLM's usage counts the blocks running requests hold; cached blocks no request holds
+        are free to evict, so an idle server shows 0)."""
         self.running.set(running)
-        self.kv_usage.set(min(1.0, self.base_kv_usage + 0.02 * running))
+        self.kv_usage.set(min(1.0, blocks / total_blocks) if total_blocks else 0.0)

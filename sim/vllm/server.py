@@ -6,13 +6,14 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import itertools
+import random
 import re
 import socket
 import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -40,8 +41,8 @@ DEFAULTS: dict[str, Any] = {
     "api_key": None,
     "error_shape": "nested",
     "served_requests": 300,
-    "kv_cache_usage": 0.3,
     "prefix_cache_hit_rate": 0.6,
+    "background_rps": 0.0,
     "block_size": 16,
     "num_gpu_blocks": 16384,
     "boot_s": 3.0,
@@ -65,9 +66,18 @@ class VllmSimulator:
             DEFAULTS).
         host: address to bind.
         port: port to bind; 0 picks a free one (read it back from `url`).
+        clock: the time the background traffic (`background_rps`) follows, an aware UTC datetime; the demo
+            gives the simulated clock. Defaults to the wall clock.
     """
 
-    def __init__(self, scenario_vllm: dict[str, Any], *, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        scenario_vllm: dict[str, Any],
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
         self.config: dict[str, Any] = {**DEFAULTS, **(scenario_vllm or {})}
         self.host = host
         self._port = port
@@ -77,6 +87,7 @@ class VllmSimulator:
         self._reported_latency_s = 0.0
         self._failures: list[list[Any]] = []  # [pattern, status, remaining]
         self._running = 0
+        self._running_tokens: dict[int, int] = {}  # tokens each running request holds in the KV cache
         self._served = 0
         self._prefix_blocks: set[int] = set()
         self._stopping = threading.Event()
@@ -101,6 +112,13 @@ class VllmSimulator:
         self.chat_requests: deque[dict[str, Any]] = deque(maxlen=1000)
         self.metrics = EngineMetrics(self.config)
         self.metrics.seed(int(self.config["served_requests"]), float(self.config["prefix_cache_hit_rate"]))
+        # The other clients' traffic (`background_rps`), on `clock`: on the demo's simulated clock, a faster
+        # simulated hour serves an hour of it.
+        self.clock: Callable[[], datetime] = clock or (lambda: datetime.now(UTC))
+        self._traffic_lock = threading.Lock()
+        self._traffic_from = self.clock()
+        self._traffic_due = 0.0  # requests due but not yet whole
+        self._traffic_rng = random.Random(20261206)  # simulated traffic, not security
 
     # -- lifecycle -----------------------------------------------------------------------------------------
 
@@ -163,6 +181,19 @@ class VllmSimulator:
     def mode(self) -> str:
         """The current mode: "ready", "engine-dead", "slow" or "booting"."""
         return self._mode
+
+    def restart_process(self, started: datetime) -> None:
+        """The API server process started again at `started` (its container restarted): its Prometheus
+        registry is new, so every counter and histogram starts at 0 (prometheus_client keeps them in the
+        process), the prefix cache is empty and `process_start_time_seconds` is `started`."""
+        with self._lock:
+            self.metrics = EngineMetrics(self.config)
+            self.process_started = started
+            self._traffic_from, self._traffic_due = self.clock(), 0.0
+            self._served = 0
+            self._prefix_blocks.clear()
+            self._running_tokens.clear()
+            self._running = 0
 
     @property
     def listening(self) -> bool:
@@ -371,6 +402,23 @@ class VllmSimulator:
                     return status
         return None
 
+    def serve_background(self) -> None:
+        """Record the background requests (`background_rps` per second of `clock`) due since the last call,
+        while the server serves (not while it boots, is dead or wedged): its counters grow with the traffic
+        its logs show, as a real server's do between two scrapes."""
+        rate = float(self.config["background_rps"])
+        with self._traffic_lock:
+            with self._lock:
+                now = self.clock()
+                elapsed = max(0.0, (now - self._traffic_from).total_seconds())
+                self._traffic_from = now
+                if rate <= 0 or self._mode != "ready" or self._server is None:
+                    return
+                self._traffic_due += elapsed * rate
+                count, self._traffic_due = int(self._traffic_due), self._traffic_due % 1
+                metrics = self.metrics
+            metrics.serve_background(count, float(self.config["prefix_cache_hit_rate"]), self._traffic_rng)
+
     def process_metrics(self) -> bytes:
         """The process metrics of the `/metrics` text, as prometheus_client's ProcessCollector writes them
         (only the start time: the one the bot reads)."""
@@ -527,9 +575,9 @@ class VllmSimulator:
         Metrics are recorded when the generator finishes or is closed (an abort if tokens remain).
         """
         itl_s = float(self.config["itl_s"])
-        with self._lock:
-            self._running += 1
-            self.metrics.set_running(self._running)
+        key = id(plan)
+        metrics = self.metrics  # the process's registry when the request arrived (a restart replaces it)
+        self._hold(key, plan["prompt"], metrics, running=1)
         emitted, times = 0, []
         reason = "abort"
         try:
@@ -538,16 +586,31 @@ class VllmSimulator:
                     self.sleep(itl_s)
                 times.append(time.monotonic() - started)
                 emitted += 1
+                self._hold(key, plan["prompt"] + emitted, metrics)
                 yield token, times[-1]
             reason = plan["finish"]
         finally:
+            self._hold(key, 0, metrics, running=-1)
             with self._lock:
-                self._running -= 1
                 self._served += 1
-                self.metrics.set_running(self._running)
             hits = self._prefix_hits(plan["words"])
-            self.metrics.prefix_queries.inc(plan["prompt"])
-            self.metrics.prefix_hits.inc(hits)
+            metrics.prefix_queries.inc(plan["prompt"])
+            metrics.prefix_hits.inc(hits)
             ttft = (times[0] if times else time.monotonic() - started) + self._reported_latency_s
             gaps = [b - a for a, b in itertools.pairwise(times)]
-            self.metrics.observe(plan["prompt"], emitted, ttft, gaps, reason)
+            metrics.observe(plan["prompt"], emitted, ttft, gaps, reason)
+
+    def _hold(self, key: int, tokens: int, metrics: EngineMetrics, *, running: int = 0) -> None:
+        """A running request (`key`) now holds `tokens` tokens in the KV cache (0: it finished), `running`
+        requests more or fewer run; the load gauges follow (`EngineMetrics.set_load`)."""
+        block = int(self.config["block_size"])
+        with self._lock:
+            if metrics is not self.metrics:  # the process restarted meanwhile: the request died with it
+                return
+            self._running += running
+            if tokens:
+                self._running_tokens[key] = tokens
+            else:
+                self._running_tokens.pop(key, None)
+            blocks = sum(-(-held // block) for held in self._running_tokens.values())
+            self.metrics.set_load(self._running, blocks, int(self.config["num_gpu_blocks"]))

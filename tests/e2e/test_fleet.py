@@ -40,13 +40,13 @@ def test_fleet_lists_both_deployments_in_one_message(demo: Demo) -> None:
     assert "`gemma4-qr` ACTIVE · `us-east5-a` · v6e-8 flex-start" in production
     assert "node :large_green_circle: READY HEALTHY" in production
     assert "`google/gemma-4-31B-it` · :large_green_circle: ready" in production
-    assert "running 0 · waiting 0 · KV cache 30%" in production
+    assert "running 0 · waiting 0 · KV cache 0%" in production  # idle: no KV block held
     # flex-start has no row in the price table: the on-demand row bounds it, labelled, never "$0.00/h"
     assert "*Cost* at most $21.60/h" in production and "no flex-start row for v6e in us-east5" in production
     assert "project `demo-staging`" in staging
     assert "`gemma4-staging` ACTIVE · `us-east5-b` · v6e-4 flex-start" in staging
     assert "`google/gemma-4-26B-A4B-it` · :large_green_circle: ready" in staging
-    assert "KV cache 12%" in staging and "*Cost* at most $10.80/h" in staging
+    assert "KV cache 0%" in staging and "*Cost* at most $10.80/h" in staging
     assert "Bound to <#C0STAGING1>" in staging
     assert "*Total* at most $32.40/h · at most $" in staging  # both deployments, the ceiling labelled
     assert "Deployment `" not in text  # about every deployment, so not labelled with one

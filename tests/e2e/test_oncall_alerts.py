@@ -64,6 +64,7 @@ def spot_world(tmp_path: Path) -> Iterator[Demo]:
     scenario = scenarios.load()
     (primary,) = [q for q in scenario["google"]["queued_resources"] if q["name"] == "gemma4-qr"]
     primary["provisioning_model"] = "SPOT"
+    scenario["vllm"]["background_rps"] = 0.0  # no other client: the idle alert's story
     path = tmp_path / "spot.yaml"
     path.write_text(yaml.safe_dump(scenario))
     with Demo(scenario_path=path, idle_alert_after="2h") as world:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 from bot.oncall.scheduler import AlertScheduler
@@ -28,6 +29,11 @@ def test_status_logs_and_syslog(world: Demo) -> None:
     assert "serving: running" in status and "image `vllm/vllm-tpu:gemma4`" in status
     logs = _say(world, "/vllm logs --tail 50")
     assert "Application startup complete." in logs
+    found = _say(world, "/vllm logs --grep 'Application startup'")
+    assert "Application startup complete." in found and "last 1 of 1 lines" in found
+    nothing = _say(world, "/vllm logs --grep nowhere-in-the-log --tail 300")
+    assert "No line of the last 300 of the `vllm` log matches `nowhere-in-the-log`" in nothing
+    assert "Try a longer `--tail`" in nothing and "(no lines)" not in nothing and "of 0 lines" not in nothing
     assert "journal of `docker.service`" in _say(world, "/vllm syslog --tail 20")
 
 
@@ -204,6 +210,10 @@ def test_stored_benchmark_runs_can_be_listed_and_compared(world: Demo) -> None:
     compared = _say(world, "/vllm bench compare 1 2")
     assert "run 1" in compared and "run 2" in compared and "change" in compared
     assert "TTFT median (ms)" in compared and "%" in compared
+    table = compared.split("```")[1].splitlines()
+    assert len({len(line) for line in table}) == 1, table  # every figure under its column
+    assert "Peak output token throughput (tok/s)" in compared
+    assert "\n  run 1: " in compared and "\n  run 2: " in compared  # the footer's lines alike
     missing = _say(world, "/vllm bench compare 1 99")
     assert "no stored benchmark run 99" in missing and "/vllm bench list" in missing
 
@@ -297,3 +307,25 @@ def test_journals_outside_the_allow_list_are_for_admins(world: Demo) -> None:
     sent = [c for c in world.host.commands if "journalctl" in c]
     assert not any("ssh.service" in c for c in sent)
     assert "journal of `ssh.service`" in _say(world, "/vllm syslog --unit ssh.service --tail 5")  # an admin
+
+
+def test_metrics_follow_the_server_restart_and_the_traffic_on_the_simulated_clock(world: Demo) -> None:
+    """/tpu status after /vllm restart shows the new process's counters (from 0, since its start), not the
+    old ones; then they grow with the simulated clock's background traffic; idle, no KV block is held."""
+    before = _say(world, "/tpu status")
+    assert "preempted by vLLM 2" in before
+    assert "running 0 · waiting 0" in before and "*KV cache* usage 0.0%" in before
+    _say(world, "/vllm restart")
+    _say(world, "click Confirm", timeout=60)
+    _wait_ready(world)
+    restarted = world.vllm.process_started
+    after = _say(world, "/tpu status")
+    assert "preempted by vLLM 0" in after and "*Tokens* prompt 0 · generated 0" in after
+    assert "*TTFT*" not in after  # no request yet: no latency to show
+    assert f"_Counted since the server started, {restarted:%Y-%m-%d %H:%M} UTC._" in after
+    world.gcp.advance(3600)  # an hour of other clients' requests at the scenario's rate
+    later = _say(world, "/tpu status")
+    rate = float(world.scenario["vllm"]["background_rps"])
+    served = re.search(r"\*TTFT\* .*\((\d[\d,]*) samples\)", later)
+    assert served is not None and abs(int(served.group(1).replace(",", "")) - 3600 * rate) <= 2
+    assert "running 0 · waiting 0" in later and "*KV cache* usage 0.0%" in later

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -229,6 +230,22 @@ def test_bench_output_parses_with_figures_from_the_parameters(
     VllmContainer(remote, "vllm").stop()
     with pytest.raises(Exception, match="not running"):
         VllmContainer(remote, "vllm").bench(params)
+
+
+def test_bench_beyond_max_model_len_fails_its_first_request(
+    world: tuple[HostSimulator, RemoteHost], vllm: VllmSimulator
+) -> None:
+    """As the real benchmarker: vLLM refuses the initial test request (HTTP 400, prompt + max_tokens beyond
+    max_model_len), the run stops there with the reason phrase, and no figure is printed."""
+    _, remote = world
+    limit = int(vllm.config["max_model_len"])
+    params = BenchParams(num_prompts=5, input_len=limit - 100, output_len=101, max_concurrency=2)
+    with pytest.raises(OpsError) as info:
+        VllmContainer(remote, "vllm").bench(params)
+    assert "Initial test run failed" in info.value.message and "Bad Request" in info.value.message
+    assert '"POST /v1/completions HTTP/1.1" 400 Bad Request' in VllmContainer(remote, "vllm").logs(tail=5)
+    fits = parse_bench_serve(VllmContainer(remote, "vllm").bench(replace(params, output_len=100)))
+    assert fits.successful_requests == 5 and fits.failed_requests == 0
 
 
 def test_sudo_prefix_and_unknown_commands(world: tuple[HostSimulator, RemoteHost]) -> None:

@@ -24,7 +24,8 @@ ITL_S = 0.01
 
 @pytest.fixture
 def sim() -> Iterator[VllmSimulator]:
-    cfg = {**scenario.load()["vllm"], "latency_s": LATENCY_S, "itl_s": ITL_S}
+    # no background traffic: the counters move only with this test's requests
+    cfg = {**scenario.load()["vllm"], "latency_s": LATENCY_S, "itl_s": ITL_S, "background_rps": 0.0}
     simulator = VllmSimulator(cfg).start()
     yield simulator
     simulator.stop()

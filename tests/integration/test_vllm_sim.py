@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -26,10 +27,11 @@ PING_TOKENS = count_chat_tokens([{"role": "user", "content": "ping"}])  # templa
 MODEL = "google/gemma-4-31B-it"
 
 
-def make_sim(**overrides: Any) -> VllmSimulator:
+def make_sim(clock: Callable[[], datetime] | None = None, **overrides: Any) -> VllmSimulator:
     cfg = dict(scenario.load()["vllm"])
-    cfg.update({"latency_s": 0.0, "itl_s": 0.001, "slow_latency_s": 0.6}, **overrides)
-    return VllmSimulator(cfg)
+    # no background traffic unless asked: the counters move only with the test's requests
+    cfg.update({"latency_s": 0.0, "itl_s": 0.001, "slow_latency_s": 0.6, "background_rps": 0.0}, **overrides)
+    return VllmSimulator(cfg, clock=clock)
 
 
 @pytest.fixture
@@ -63,9 +65,9 @@ def test_health_version_models_metrics(sim: VllmSimulator, vllm: VllmClient) -> 
     assert summary.models == (MODEL,)
     assert summary.engines == ("0",)
     assert summary.deprecated_names == ()
-    # plausible history from the start: a few hundred requests, KV usage ~0.3, prefix hit rate ~0.6
+    # plausible history from the start: a few hundred requests, prefix hit rate ~0.6; idle: no KV block held
     assert sum(summary.requests_finished.values()) >= 100
-    assert summary.kv_cache_usage == pytest.approx(0.3)
+    assert summary.kv_cache_usage == 0.0 and summary.running == 0
     assert summary.prefix_cache_hit_rate == pytest.approx(0.6, abs=0.01)
     for q in (summary.ttft, summary.itl, summary.tpot, summary.e2e):
         assert q is not None and q.count > 0
@@ -370,3 +372,51 @@ def test_prompts_are_redacted_before_they_reach_the_model(gemma: GemmaClient) ->
     result = gemma.stream([{"role": "user", "content": secret}], max_tokens=2)
     masked = gemma.stream([{"role": "user", "content": 'PASSWORD="[REDACTED:password]"'}], max_tokens=2)
     assert result.prompt_tokens == masked.prompt_tokens
+
+
+def test_kv_cache_usage_is_that_of_the_requests_running() -> None:
+    """vLLM's usage counts the blocks running requests hold: one streamed request of a 700-word prompt holds
+    ceil(tokens / 16) of the 16,384 blocks while it runs, and nothing once it ends."""
+    with make_sim(itl_s=0.05) as simulator, VllmClient(simulator.url) as client:
+        messages = [{"role": "user", "content": "word " * 700}]
+        body = {"model": MODEL, "messages": messages, "stream": True, "max_tokens": 10}
+        with httpx.stream("POST", simulator.url + "/v1/chat/completions", json=body) as response:
+            lines = response.iter_lines()
+            next(lines)
+            next(lines)
+            running = client.metrics()
+            for _ in lines:
+                pass
+        after = client.metrics()
+    held = -(-(count_chat_tokens(messages) + 1) // 16)  # the prompt and the first generated tokens
+    assert running.running == 1
+    assert running.kv_cache_usage is not None and held / 16384 <= running.kv_cache_usage <= (held + 1) / 16384
+    assert (after.running, after.kv_cache_usage) == (0, 0.0)
+
+
+def test_a_restarted_server_counts_from_zero_since_its_start() -> None:
+    with make_sim() as simulator, VllmClient(simulator.url) as client:
+        before = client.metrics()
+        assert before.preemptions == 2 and (before.prompt_tokens or 0) > 0
+        started = datetime.now(UTC).replace(microsecond=0)
+        simulator.restart_process(started)
+        after = client.metrics()
+        assert after.started_at == started
+        assert (after.preemptions, after.prompt_tokens, after.generation_tokens) == (0, 0, 0)
+        assert after.ttft is not None and after.ttft.count == 0 and after.requests_finished["stop"] == 0
+        with GemmaClient(simulator.url, model=MODEL) as gemma:
+            gemma.probe()
+        assert client.metrics().prompt_tokens == PING_TOKENS  # the restarted process's first request
+
+
+def test_background_traffic_follows_the_clock_while_the_server_serves() -> None:
+    now = [datetime(2026, 12, 6, 8, 0, tzinfo=UTC)]
+    with make_sim(clock=lambda: now[0], background_rps=0.5) as simulator, VllmClient(simulator.url) as client:
+        first = sum(client.metrics().requests_finished.values())
+        now[0] += timedelta(minutes=10)
+        second = client.metrics()
+        assert sum(second.requests_finished.values()) == first + 300  # 600 s at 0.5 requests/s
+        assert (second.running, second.kv_cache_usage) == (0, 0.0)  # finished: nothing held
+        simulator.set_mode("wedged")  # a stuck engine serves nobody
+        now[0] += timedelta(minutes=10)
+        assert sum(client.metrics().requests_finished.values()) == first + 300

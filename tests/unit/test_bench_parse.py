@@ -11,7 +11,16 @@ import matplotlib.image
 import pytest
 
 from ops.errors import BadInput, OpsError
-from ops.vllm.bench import BenchResult, heatmap_png, parse_bench_serve, plan_sweep, run_sweep, sweep_csv
+from ops.vllm.bench import (
+    BenchResult,
+    context_refusal,
+    heatmap_png,
+    largest_lengths,
+    parse_bench_serve,
+    plan_sweep,
+    run_sweep,
+    sweep_csv,
+)
 from sim.host.bench import bench_output
 
 CASES = Path(__file__).resolve().parents[1] / "fixtures" / "cases"
@@ -205,3 +214,37 @@ def test_heatmap_title_fits_the_figure(concurrency: list[int]) -> None:
         assert all(label.count(".") == 1 for label in labels), labels
     finally:
         plt.close(fig)
+
+
+def test_plan_sweep_skips_cells_beyond_max_model_len_before_the_kv_cache() -> None:
+    points = plan_sweep([1, 64], [128, 16256, 20000], 128, kv_capacity_tokens=100_000, max_model_len=16384)
+    by = {(p.input_len, p.concurrency): p for p in points}
+    assert not by[(16256, 1)].skipped  # 16256 + 128 = 16384 fills the window exactly
+    assert by[(20000, 1)].limit == by[(20000, 64)].limit == "max_model_len"
+    assert by[(20000, 1)].reason == "beyond max_model_len 16384 (20000 + 128 = 20128 tokens)"
+    assert by[(16256, 64)].limit == "KV cache"
+    assert all(not p.skipped for p in plan_sweep([64], [20000], 128, 10**7))  # window unknown: not refused
+
+
+def test_context_refusal_and_the_largest_lengths() -> None:
+    assert context_refusal(16000, 384, 16384) is None and context_refusal(20000, 128, None) is None
+    assert context_refusal(16000, 1000, 16384) == (
+        "input 16000 + output 1000 = 17000 tokens is beyond max_model_len 16384"
+    )
+    assert largest_lengths(16000, 1000, 16384) == (
+        "`--input-len 15384` with `--output-len 1000`, or `--output-len 384` with `--input-len 16000`"
+    )
+    assert largest_lengths(20000, 20000, 16384) == "`--input-len 8192` with `--output-len 8192`"
+
+
+def test_failed_requests_are_said_apart_from_the_successful() -> None:
+    from bot.views.metrics import bench_result
+    from ops.vllm.container import BenchParams
+
+    result = BenchResult(successful_requests=97, failed_requests=3, output_throughput=10.0)
+    text = str(bench_result(BenchParams(num_prompts=100), result, 1, "output").blocks)
+    assert "3 of 100 requests failed" in text and "only the 97 that succeeded" in text
+    clean = str(
+        bench_result(BenchParams(), BenchResult(successful_requests=5, failed_requests=0), 2, "").blocks
+    )
+    assert "failed;" not in clean
