@@ -24,6 +24,7 @@ from bot.services import Services, answered, settled
 from bot.slack.render import Block, human_duration, section, utc
 from bot.views.tpu import STATE_ICONS
 from ops.alerts.ledger import AlertLedger, LedgerRow
+from ops.alerts.placement import place_open_alerts
 from ops.cost.spend import DeploymentSpend, deployment_spend, midnight, unreadable
 from ops.errors import OpsError
 from ops.tpu.model import QueuedResourceInfo, ZoneListing
@@ -261,11 +262,16 @@ def _cost_line(snap: Snapshot) -> str:
 def _alerts_line(snap: Snapshot) -> str:
     if isinstance(snap.alerts, OpsError):
         return _red("Alerts", snap.alerts)
-    mine = snap.alerts
+    mine, gone = snap.alerts, 0
+    if not isinstance(snap.listing, OpsError):  # by identity, as /alerts list places them
+        answered = set(snap.services.settings.tpu_zones) - set(snap.listing.errors)
+        placed = place_open_alerts(mine, snap.listing.resources, answered)
+        mine, gone = placed.current, len(placed.gone)
+    left_out = f" · {gone} of queued resources that no longer exist: `/alerts list`" if gone else ""
     if not mine:
-        return "*Alerts* none open"
+        return f"*Alerts* none open{left_out}"
     newest = mine[-1]
-    return f"*Alerts* {len(mine)} open · newest: {newest.text.splitlines()[0][:150]}"
+    return f"*Alerts* {len(mine)} open · newest: {newest.text.splitlines()[0][:150]}{left_out}"
 
 
 def deployment_lines(snap: Snapshot) -> list[str]:
