@@ -4,6 +4,8 @@ in, a change of provisioning model, and the same warnings (quota, a running prim
 
 from __future__ import annotations
 
+import re
+
 from ops.tpu.api import TpuOps
 from sim.demo import Demo
 
@@ -91,3 +93,23 @@ def test_find_and_zones_give_one_judgement_of_a_zone_in_the_same_words(world: De
     assert "`/tpu find gemma4-f --allow-second`" in refused and "/tpu delete gemma4-qr" in refused, refused
     find = _say(world, "/tpu find gemma4-f --allow-second")
     assert f"*Skipped* (`--retry-all` to try): `europe-west4-a` {fit}" in find, find
+
+
+def test_start_states_what_the_started_node_bills_until_its_resource_terminates(world: Demo) -> None:
+    """A stopped node bills again once started: /tpu start's preview prices it as its queued resource
+    (type, provisioning model, zone) up to the resource's termination time, as every capacity preview
+    states its worst case."""
+    _say(world, "/tpu stop gemma4-qr-node")
+    assert "is STOPPED" in _say(world, "click Confirm", timeout=60)
+    qr = world.bot.services.tpu.get_queued_resource("gemma4-qr", ["us-east5-a"])
+    assert qr.termination_time is not None
+    left = (qr.termination_time - world.gcp.now()).total_seconds() / 3600
+    preview = _say(world, "/tpu start gemma4-qr-node")
+    assert "*Price* flex-start: `us-east5-a` at most $21.60/h" in preview, preview
+    ends = qr.termination_time.strftime("%Y-%m-%d %H:%M UTC")
+    found = re.search(
+        r"\*Spend\* up to \$([\d,.]+) \(([\d.]+) h until it terminates at (.+?)\), billed again", preview
+    )
+    assert found is not None and "[Confirm" in preview, preview
+    usd, hours = float(found.group(1).replace(",", "")), float(found.group(2))
+    assert abs(usd - 21.60 * left) < 0.1 and abs(hours - left) < 0.1 and found.group(3) == ends, preview
