@@ -183,3 +183,20 @@ def test_an_alert_of_a_recreated_resource_says_it_was_about_the_one_before(
     open_part = "\n".join(lines).split("*Open*")[1].split("*Muted*")[0]
     (maintenance,) = [line for line in open_part.splitlines() if "`maintenance`" in line]
     assert "gemma4-old" in maintenance and expected in open_part, open_part
+
+
+def test_a_node_gone_alert_names_the_alerted_resource_not_the_primary(
+    world: tuple[Demo, AlertScheduler],
+) -> None:
+    """gemma4-old (recreated above, not the primary) loses its node: the alert and the diagnosis in its
+    thread name gemma4-old in every command they suggest, never the deployment's primary."""
+    demo, scheduler = world
+    qr = demo.gcp.world.queued_resources[("europe-west4-a", "gemma4-old")]
+    with demo.gcp.world.lock:
+        qr.node.gone = True
+    demo.gcp.advance(60)
+    start = len(demo.slack.messages)
+    scheduler.tick()
+    posted = "\n".join(m.text for m in demo.slack.messages[start:] if m.channel == CHANNEL)
+    assert "`gemma4-old` (europe-west4-a): node `gemma4-old-node` is gone" in posted, posted
+    assert "/tpu delete gemma4-old --force" in posted and "gemma4-qr" not in posted, posted
