@@ -22,7 +22,7 @@ from bot.slack.gateway import SlackDeliveryError, refusal_of
 from bot.slack.membership import invite_hint
 from bot.slack.render import Reply, channel_link, human_duration
 from bot.views.alerts import AlertsOverview, alerts_overview, muted, test_posted, unmuted
-from ops.alerts.ledger import AlertLedger, identity
+from ops.alerts.ledger import AlertLedger
 from ops.alerts.outbox import UNDELIVERED, AlertOutbox
 from ops.alerts.planned import MaintenanceWindows
 from ops.diagnosis.notices import refusal_finding
@@ -61,41 +61,22 @@ def known_subjects(ctx: Context) -> tuple[set[str], list[str]]:
 def alerts_list(ctx: Context) -> Reply:
     """Open alerts (sent, neither acknowledged nor resolved) of resources that still exist, and active
     mutes. An alert of a queued resource that is gone (deleted, or recreated under the same name: a new
-    create time is a new resource) is left out and counted; where a zone did not answer, its alerts stay."""
+    create time is a new resource) is left out and named with what became of it (`gone_line`); where a zone
+    did not answer, its alerts stay."""
     now = ctx.services.now()
     ledger = AlertLedger(ctx.services.store, ctx.deployment)
-    open_rows = ledger.open_alerts(since=now - timedelta(days=7))
-    gone, note = _gone_resources(ctx, {r.resource for r in open_rows})
-    shown = [r for r in open_rows if r.resource not in gone]
+    placed, note = scheduler.placed_open_alerts(
+        ctx.services, ledger.open_alerts(since=now - timedelta(days=7))
+    )
     window = MaintenanceWindows(ctx.services.store).current(ctx.deployment)
     outbox = AlertOutbox(ctx.services.store, ctx.deployment)
     refused, held = refusal_lines(outbox), outbox.held()
     titles = {r.key: r.text for r in ledger.rows(status=UNDELIVERED)}
-    hidden = len(open_rows) - len(shown)
     overview = AlertsOverview(
-        shown, hidden, ledger.mutes(now), window, ledger.counts(), list(refused), held, titles, note, now
-    )
+        placed.current, placed.gone, ledger.mutes(now), window, ledger.counts(), list(refused), held, titles,
+        note, now,
+    )  # fmt: skip
     return alerts_overview(overview)
-
-
-def _gone_resources(ctx: Context, resources: set[str]) -> tuple[set[str], str]:
-    """The queued-resource identities among `resources` ("zone/name@create", see `ops.alerts.ledger.identity`)
-    whose zone answered and no longer lists them; and a note when the listing failed somewhere."""
-    queued = {r for r in resources if "/" in r and not r.startswith("vllm:")}
-    if not queued:
-        return set(), ""
-    try:
-        listing = ctx.services.tpu.list_queued_resources(ctx.services.settings.tpu_zones)
-    except OpsError as exc:
-        return set(), f":warning: could not check which resources still exist: {exc.message}"
-    present = {identity(qr) for qr in listing.resources if qr.state != "DELETING"}
-    answered = set(ctx.services.settings.tpu_zones) - set(listing.errors)
-    gone = {r for r in queued if r.split("/", 1)[0] in answered and r not in present}
-    note = ""
-    if listing.errors:
-        zones = ", ".join(f"`{zone}`" for zone in sorted(listing.errors))
-        note = f":warning: {zones} did not answer: alerts of resources there are shown as recorded."
-    return gone, note
 
 
 @registry.command(

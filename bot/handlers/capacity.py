@@ -25,15 +25,17 @@ from bot.commands.registry import (
 from bot.oncall.followup import watch
 from bot.shared.hints import command_line, not_found_hint
 from bot.shared.recovery import projected_usd, recover, recovery_request
-from bot.shared.safety import active_named, check_pins, check_zones, one_operation, pin_of, pins_text
+from bot.shared.safety import check_pins, check_zones, one_operation, pin_of, pins_text
 from bot.shared.tpu_requests import create_spec, default_create_args
 from bot.shared.zone_plan import (
     CapacityAsk,
     ZoneFacts,
     already_running,
+    became_running,
     capacity_preview,
     order_zones,
     quota_family,
+    second_tpu,
     zone_facts,
 )
 from bot.slack.render import Reply, human_duration, plural
@@ -339,15 +341,8 @@ def _preview_find(
 def _recheck(ctx: Context, plan: _FindPlan, allow_second: bool) -> None:
     """On Confirm, with the name held: refuse if the previewed names changed or a primary became ACTIVE."""
     check_pins(ctx, _pins(ctx, plan), "tpu find")
-    if allow_second:
-        return
-    running = active_named(ctx, _names(plan, ctx), [*ctx.services.settings.tpu_zones, *plan.tried])
-    if running:
-        first = running[0]
-        raise OpsError(
-            f"refused: `{first.name}` became {first.state} in `{first.zone}` since the preview",
-            "add --allow-second to go on anyway",
-        )
+    if not allow_second:
+        became_running(ctx, _names(plan, ctx), plan.tried)
 
 
 @registry.command(
@@ -475,18 +470,34 @@ def _dead(ctx: Context, name: str | None, zone: str | None) -> tuple[QueuedResou
     return qr, reason
 
 
-def _preview_recover(ctx: Context, name: str | None, zone: str | None, search: bool) -> Reply:
-    """The recovery's preview: what it deletes and asks for, its worst-case spend over every zone it may
-    create in, and the capacity warnings every create shows (a change of provisioning model, the zones, the
-    primary already running: warned, not refused, as the replacement of a dead resource)."""
-    qr, reason = _dead(ctx, name, zone)
+def _recovery_ask(ctx: Context, qr: QueuedResourceInfo, search: bool) -> CapacityAsk:
+    """What the recovery of `qr` may create: its name, type and the model and hours it requests
+    (`recovery_request`), in its zone or, searching, every watched zone; it replaces `qr`."""
     model, hours = recovery_request(qr, search=search)
+    zones = tuple(ctx.services.settings.tpu_zones) if search else (qr.zone,)
+    return CapacityAsk(frozenset({qr.name}), qr.accelerator_type, model, zones, 1, hours, qr)
+
+
+def _preview_recover(
+    ctx: Context, name: str | None, zone: str | None, search: bool, allow_second: bool
+) -> Reply:
+    """The recovery's preview: what it deletes and asks for, its worst-case spend over every zone it may
+    create in, and the capacity warnings every create shows (a change of provisioning model, the zones).
+    A recovery that would start a second TPU beside the primary already running is refused as `/tpu create`
+    and `/tpu find` refuse it (`already_running`), unless `allow_second`.
+
+    Raises:
+        BadInput: nothing to recover; the primary runs and `allow_second` is off (the hint offers the same
+            command with --allow-second, or the delete of the running one).
+    """
+    qr, reason = _dead(ctx, name, zone)
+    ask = _recovery_ask(ctx, qr, search)
     zones = list(ctx.services.settings.tpu_zones)
-    ask = CapacityAsk(
-        frozenset({qr.name}), qr.accelerator_type, model, tuple(zones if search else [qr.zone]), 1, hours, qr
-    )
     instead = "" if search else f"`/tpu recover {qr.name} --search` (flex-start) or `/tpu create` in"
     checked = capacity_preview(ctx, ask, instead=instead)
+    if checked.running and not allow_second:
+        given = {"name": name, "zone": zone, "search": search, "allow_second": True}
+        raise already_running(ctx, checked, "this recovery", command_line(ctx.registry, "tpu recover", given))
     usd: float | None = None
     unpriced = ""
     missing: list[str] = []
@@ -498,8 +509,8 @@ def _preview_recover(ctx: Context, name: str | None, zone: str | None, search: b
     except BadInput as exc:
         unpriced = exc.message
     preview = RecoveryPreview(
-        qr, reason, search, zones, model, hours, usd, unpriced, missing, checked.warnings, ctx.services.now(),
-        dearest,
+        qr, reason, search, zones, ask.provisioning_model, ask.hours, usd, unpriced, missing,
+        checked.warnings, ctx.services.now(), dearest,
     )  # fmt: skip
     reply = recovery_preview(preview)
     reply.plan = f"{identity(qr)}|{reason}|{search}"
@@ -512,13 +523,25 @@ def _preview_recover(ctx: Context, name: str | None, zone: str | None, search: b
     Param("name", "queued resource (default TPU_PRIMARY)", kind=resource_name, metavar="NAME"),
     SEARCHED_ZONE,
     Param.toggle("search", "run the capacity search over TPU_ZONES instead"),
+    Param.toggle("allow_second", "go on although the primary is already ACTIVE (a second one bills too)"),
     role=Role.ADMIN,
     changes_infra=True,
     preview=_preview_recover,
 )
-def tpu_recover(ctx: Context, name: str | None, zone: str | None, search: bool) -> Reply:
-    """Carry out the confirmed recovery; refuse if the resource changed since the confirmation."""
+def tpu_recover(ctx: Context, name: str | None, zone: str | None, search: bool, allow_second: bool) -> Reply:
+    """Carry out the confirmed recovery; refuse if the resource changed since the confirmation, or the
+    primary became ACTIVE since (without `allow_second`). The result says what bills when a second TPU now
+    runs beside the primary (`second_tpu`)."""
     qr, reason = _dead(ctx, name, zone)
     if f"{identity(qr)}|{reason}|{search}" != ctx.confirmed_plan:
         raise OpsError(f"`{qr.name}` changed since the confirmation", f"run /tpu recover {qr.name} again")
-    return recovered(recover(ctx, qr, search=search))
+    ask = _recovery_ask(ctx, qr, search)
+    if not allow_second:
+        became_running(ctx, ask.names, ask.zones, qr)
+    done = recover(ctx, qr, search=search)
+    try:
+        fresh = ctx.services.tpu.get_queued_resource(qr.name, list(ask.zones))
+    except NotFound:  # an ambiguous create, said in `done`
+        return recovered(done)
+    spend = plan_spend(ask.accelerator_type, ask.provisioning_model, list(ask.zones), 1, ask.hours)
+    return recovered(done, second_tpu(ctx, fresh, spend, {qr.name}))

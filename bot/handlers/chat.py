@@ -310,8 +310,11 @@ def gather_facts(ctx: Context, question: str, thread: list[ThreadMessage]) -> Ga
             got.findings_about += container.fact.about
             got.scanned.append(("the container's log", container.fact.detail))
     if "logs" in subjects.topics:
-        for part in aim.each():  # each resource's errors are a fact about it alone
-            _error_facts(target, subjects.window, got, deployment_of(target), container, part)
+        mine = target is ctx.services  # `resources` are this deployment's
+        for part in aim.each():  # each resource's errors are a fact about it alone, its fixes written for it
+            concerned = by_name.get(part.resources[0]) if mine and len(part.resources) == 1 else None
+            facts = deployment_of(target, concerned, resources if mine else ())
+            _error_facts(target, subjects.window, got, facts, container, part)
     if "serving" in subjects.topics:
         serving = _serving_fact(target, aim, departed)
         got.facts.append(serving)

@@ -44,7 +44,7 @@ from bot.shared.serving import VLLM_LOAD
 from bot.shared.tpu_requests import MODEL_FLAGS, CreateArgs, create_spec, default_create_args
 from bot.shared.zone_plan import CapacityAsk, already_running, capacity_preview, remembering_refusals
 from bot.slack.render import Reply, human_duration, utc
-from bot.views.cost import create_spend_lines, per_hour, usd
+from bot.views.cost import create_spend_lines, per_hour, start_spend_lines, usd
 from bot.views.lifecycle import change, create_unseen, created, ensure_preview, reset_requested
 from bot.views.tpu import resource_line
 from ops.cost import pricing as cost
@@ -384,6 +384,8 @@ def _node_command(verb: str) -> None:
         where = _node_zone(ctx, node, zone, verb)
         info = ctx.services.tpu.get_node(where, node)
         text = f"*{verb.capitalize()}* node `{node}` in `{where}` (now {info.state})."
+        if verb == "start":
+            text += "\n" + "\n".join(_start_money(ctx, info))
         if verb == "stop":
             text += (
                 f"\n:warning: *Goes down* vLLM on `{node}` until `/tpu start {node}`, then {VLLM_LOAD} to "
@@ -411,6 +413,23 @@ def _node_command(verb: str) -> None:
         changes_infra=True,
         preview=preview,
     )(run)
+
+
+def _start_money(ctx: Context, info: NodeInfo) -> list[str]:
+    """The spend and warnings of starting node `info`: a started node bills again, so its preview states
+    the worst case as every capacity preview does (`capacity_preview`): the price of its queued
+    resource's type and provisioning model in its zone, until the resource's termination time (no fixed
+    end without one); a node no queued resource owns is priced on-demand, its model being unknown."""
+    listing = ctx.services.tpu.list_queued_resources([info.zone], with_nodes=False)
+    owner = next((qr for qr in listing.resources if info.name in qr.node_ids), None)
+    now = ctx.services.now()
+    end = owner.termination_time if owner is not None else info.termination_time
+    hours = max((end - now).total_seconds() / 3600, 0.0) if end is not None else None
+    model = owner.provisioning_model if owner is not None else "on-demand"
+    names = frozenset({owner.name}) if owner is not None else frozenset()
+    ask = CapacityAsk(names, info.accelerator_type, model, (info.zone,), 1, hours, owner)
+    checked = capacity_preview(ctx, ask, instead="")
+    return [*start_spend_lines(checked.spend, model, end), *checked.warnings]
 
 
 def _node_pin(info: NodeInfo) -> dict[str, str]:

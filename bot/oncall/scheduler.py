@@ -40,18 +40,21 @@ from bot.services import Services
 from bot.shared.diagnosis import refusal_lines
 from bot.slack.gateway import SlackGateway, refusal_of
 from bot.slack.render import Reply, mention, section, utc
-from bot.views.alerts import open_alert_line
+from bot.views.alerts import gone_line, open_alert_line
 from ops.alerts import ledger as alerts_mod
 from ops.alerts.ledger import (
     DEFAULT_THRESHOLDS,
     AlertLedger,
+    LedgerRow,
     evaluate,
     lapsed_countdowns,
     subject_alert,
 )
 from ops.alerts.outbox import UNDELIVERED, AlertOutbox
+from ops.alerts.placement import PlacedAlerts, place_open_alerts
 from ops.alerts.planned import DEFAULT_DEPLOYMENT, MaintenanceWindows
 from ops.cost.spend import DeploymentSpend, deployment_spend
+from ops.errors import OpsError
 from ops.tpu.maintenance import maintenance_alerts, maintenance_over
 from ops.tpu.model import QueuedResourceInfo, ZoneListing
 from ops.tpu.ownership import SEARCH_KEY
@@ -67,12 +70,34 @@ __all__ = [
     "TickResult",
     "active",
     "parse_key",
+    "placed_open_alerts",
 ]
 
 log = logging.getLogger(__name__)
 
 _active: AlertScheduler | None = None
 _active_lock = threading.Lock()
+
+
+def placed_open_alerts(services: Services, rows: list[LedgerRow]) -> tuple[PlacedAlerts, str]:
+    """`rows` (open alerts) placed against the queued resources of the watched zones listed now
+    (`ops.alerts.placement.place_open_alerts`: by identity, so an alert of a resource since deleted and
+    recreated under its name is gone, with the new one named), and a warning line when a zone, or the
+    listing, did not answer ("" otherwise): their alerts are then kept as recorded. /alerts list and App
+    Home place them so."""
+    zones = services.settings.tpu_zones
+    try:
+        listing = services.tpu.list_queued_resources(zones)
+    except OpsError as exc:
+        return PlacedAlerts(
+            list(rows), []
+        ), f":warning: could not check which resources still exist: {exc.message}"
+    answered = set(zones) - set(listing.errors)
+    note = ""
+    if listing.errors:
+        missing = ", ".join(f"`{zone}`" for zone in sorted(listing.errors))
+        note = f":warning: {missing} did not answer: alerts of resources there are shown as recorded."
+    return place_open_alerts(rows, listing.resources, answered), note
 
 
 def active() -> AlertScheduler | None:
@@ -409,12 +434,18 @@ class AlertScheduler:
 
     def open_summary(self, now: datetime) -> list[str]:
         """The refusals that keep alerts from their channel (`bot.shared.diagnosis.refusal_lines`), then one
-        line per open alert of the last 7 days with the mutes that silence it (`open_alert_line`, as
-        `/alerts list` shows it; for App Home)."""
+        line per open alert of the last 7 days with the mutes that silence it (`open_alert_line`), of the
+        queued resources that exist now, and the line naming those left out (`gone_line`), as `/alerts list`
+        shows them (`placed_open_alerts`; for App Home)."""
         mutes = self.ledger.mutes(now)
+        placed, note = placed_open_alerts(
+            self.services, self.ledger.open_alerts(since=now - timedelta(days=7))
+        )
         return [
             *refusal_lines(AlertOutbox(self.services.store, self.deployment)),
-            *(open_alert_line(r, now, mutes) for r in self.ledger.open_alerts(since=now - timedelta(days=7))),
+            *(open_alert_line(r, now, mutes) for r in placed.current),
+            *([gone_line(placed.gone)] if placed.gone else []),
+            *([note] if note else []),
         ]
 
 

@@ -69,9 +69,15 @@ def deployment_of(
         qr: the queued resource concerned, if any (its accelerator type, zone and name win over the
             settings; its state picks the catalogue's state-specific fixes, e.g. recover a FAILED one).
         listed: queued resources already listed (FAILED/SUSPENDED ones are named as holding quota).
+            Their nodes and `qr`'s are the owners a finding naming a node is pointed at (`FixFacts.about`).
     """
     spec = services.vllm_spec()
+    listed = list(listed)
     stale = tuple(f"{r.name} ({r.zone}, {r.state})" for r in listed if r.state in _HOLDS_QUOTA)
+    read = {(r.zone, r.name): r for r in [*listed, *([qr] if qr else [])]}
+    owners = tuple(
+        (node, r.name, r.zone, r.state) for r in read.values() for node in dict.fromkeys(r.node_ids)
+    )
     return FixFacts(
         model=spec.model,
         image=spec.image,
@@ -84,6 +90,7 @@ def deployment_of(
         name=qr.name if qr else services.settings.tpu_primary,
         stale_resources=stale,
         state=qr.state if qr else None,
+        owners=owners,
     )
 
 

@@ -24,6 +24,7 @@ from bot.services import Services, answered, settled
 from bot.slack.render import Block, human_duration, section, utc
 from bot.views.tpu import STATE_ICONS
 from ops.alerts.ledger import AlertLedger, LedgerRow
+from ops.alerts.placement import place_open_alerts
 from ops.cost.spend import DeploymentSpend, deployment_spend, midnight, unreadable
 from ops.errors import OpsError
 from ops.tpu.model import QueuedResourceInfo, ZoneListing
@@ -153,12 +154,21 @@ AUDIT_LINES = 200
 """How many of the newest audit lines are read for the command that deleted a departed endpoint's queued
 resource."""
 
+DEPARTED_PROBE_S = 2.0
+"""Seconds the `/health` probe of a departed endpoint's address may take (or HTTP_TIMEOUT_S, if shorter).
+Its owner is known to be gone (queued resource deleted, node not running), so the probe only asks whether
+something else took the address: a dead address (a released IP drops the connection attempt) would
+otherwise hold `/fleet` and `/tpu status` for the whole HTTP_TIMEOUT_S (10 s by default) per deployment.
+The bot's own bound, not a published figure: a server that answers at all answers /health within it (the
+simulated and real vLLM in the tests answer in milliseconds)."""
+
 
 def departed_line(services: Services) -> str:
     """What became of the vLLM endpoint the deployment last used, when discovery no longer finds it
     (`EndpointResolver.departed`); "" when it has not departed. Its queued resource's deletion is named from
     the audit trail (when, by whom, the command), else what the newest listing showed; its address is probed
-    with `/health` only, without the API key (a server the bot does not trust gets no secret), e.g.
+    with `/health` only, without the API key (a server the bot does not trust gets no secret), for at most
+    DEPARTED_PROBE_S (a timeout is said as such, "nothing answered at ADDR within 2 s"), e.g.
     "something still answers at 10.0.0.2:8000, but `gemma4-qr` was deleted at 04:10 UTC by <@U1>
     (`/tpu delete gemma4-qr --force`, from the audit trail): not this deployment's node, so not its vLLM".
     """
@@ -170,12 +180,18 @@ def departed_line(services: Services) -> str:
         gone = deletions(runs).get(departed.endpoint.resource.lower(), departed.why)
     except Exception:  # the audit store failing leaves what the listing showed
         gone = departed.why
-    with VllmClient(departed.endpoint.url, timeout_s=services.settings.http_timeout_s) as client:
+    probe_s = min(DEPARTED_PROBE_S, services.settings.http_timeout_s)
+    with VllmClient(departed.endpoint.url, timeout_s=probe_s) as client:
         health = client.health()
     if answered(health):
         return (
             f":warning: something still answers at {departed.address}, but {gone}: not this deployment's "
             "node, so not its vLLM"
+        )
+    if health.state == "timeout":
+        return (
+            f":white_circle: nothing answered at {departed.address} within {probe_s:g} s (not waited longer: "
+            f"its owner is gone), where vLLM was: {gone}"
         )
     return f":white_circle: nothing answers at {departed.address}, where vLLM was: {gone}"
 
@@ -261,11 +277,16 @@ def _cost_line(snap: Snapshot) -> str:
 def _alerts_line(snap: Snapshot) -> str:
     if isinstance(snap.alerts, OpsError):
         return _red("Alerts", snap.alerts)
-    mine = snap.alerts
+    mine, gone = snap.alerts, 0
+    if not isinstance(snap.listing, OpsError):  # by identity, as /alerts list places them
+        answered = set(snap.services.settings.tpu_zones) - set(snap.listing.errors)
+        placed = place_open_alerts(mine, snap.listing.resources, answered)
+        mine, gone = placed.current, len(placed.gone)
+    left_out = f" · {gone} of queued resources that no longer exist: `/alerts list`" if gone else ""
     if not mine:
-        return "*Alerts* none open"
+        return f"*Alerts* none open{left_out}"
     newest = mine[-1]
-    return f"*Alerts* {len(mine)} open · newest: {newest.text.splitlines()[0][:150]}"
+    return f"*Alerts* {len(mine)} open · newest: {newest.text.splitlines()[0][:150]}{left_out}"
 
 
 def deployment_lines(snap: Snapshot) -> list[str]:

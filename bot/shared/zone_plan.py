@@ -11,15 +11,16 @@ Every preview of a change that can create capacity (`/tpu create`, `/tpu find`, 
 `/tpu recover`) takes its spend and its warnings from one place, `capacity_preview`: the worst case priced
 over every zone it may create in, a change of provisioning model from the resource it replaces, the zone
 warnings (not offered, quota 0, a remembered refusal), and the primary or a same-named resource already
-running (`already_running` is the refusal of create and find without `--allow-second`).
+running (`already_running` is the refusal of create, find and recover without `--allow-second`). The result
+of such a change that went on beside a running TPU says what now bills, from `second_tpu`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC
+from datetime import UTC, datetime
 
 from bot.commands.context import Context
 from bot.shared.hints import delete_line
@@ -36,14 +37,19 @@ from ops.tpu.model import CreateSpec, QueuedResourceInfo
 __all__ = [
     "PREEMPTIBLE_MODELS",
     "STANDARD_MODELS",
+    "Billing",
     "CapacityAsk",
     "CapacityPreview",
+    "SecondTpu",
     "ZoneFacts",
     "already_running",
+    "became_running",
     "capacity_preview",
     "order_zones",
     "quota_family",
     "remembering_refusals",
+    "running_beside",
+    "second_tpu",
     "zone_facts",
     "zone_warnings",
 ]
@@ -249,6 +255,40 @@ class CapacityPreview:
     warnings: list[str]
 
 
+def running_beside(
+    ctx: Context, names: Iterable[str], zones: Sequence[str], apart: QueuedResourceInfo | None = None
+) -> list[QueuedResourceInfo]:
+    """The primary (TPU_PRIMARY) and the queued resources named in `names` that are ACTIVE or provisioning
+    in the watched zones and `zones`, but for `apart` (the resource a change replaces, or the one it
+    started): what a second TPU would bill beside.
+
+    Raises:
+        OpsError: a zone could not be listed (nothing can be promised about a second TPU).
+    """
+    settings = ctx.services.settings
+    found = active_named(ctx, {*names, settings.tpu_primary}, [*settings.tpu_zones, *zones])
+    return [qr for qr in found if apart is None or (qr.name, qr.zone) != (apart.name, apart.zone)]
+
+
+def became_running(
+    ctx: Context, names: Iterable[str], zones: Sequence[str], apart: QueuedResourceInfo | None = None
+) -> None:
+    """On Confirm of a change whose preview found nothing running beside it (`running_beside`): refuse if
+    something is running now, as /tpu find and /tpu recover do without --allow-second.
+
+    Raises:
+        OpsError: "`gemma4-qr` became ACTIVE in `us-east5-a` since the preview", with --allow-second as the
+            way on; or a zone could not be listed.
+    """
+    running = running_beside(ctx, names, zones, apart)
+    if running:
+        first = running[0]
+        raise OpsError(
+            f"refused: `{first.name}` became {first.state} in `{first.zone}` since the preview",
+            "add --allow-second to go on anyway",
+        )
+
+
 def capacity_preview(
     ctx: Context, ask: CapacityAsk, *, instead: str, facts: ZoneFacts | None = None
 ) -> CapacityPreview:
@@ -264,13 +304,8 @@ def capacity_preview(
     Raises:
         OpsError: a watched zone could not be listed (nothing can be promised about a second TPU).
     """
-    settings = ctx.services.settings
     spend = plan_spend(ask.accelerator_type, ask.provisioning_model, list(ask.zones), ask.parallel, ask.hours)
-    running = [
-        qr
-        for qr in active_named(ctx, {*ask.names, settings.tpu_primary}, [*settings.tpu_zones, *ask.zones])
-        if ask.replaces is None or (qr.name, qr.zone) != (ask.replaces.name, ask.replaces.zone)
-    ]
+    running = running_beside(ctx, ask.names, ask.zones, ask.replaces)
     lines = []
     old = ask.replaces
     if old is not None and old.provisioning_model != ask.provisioning_model:
@@ -316,6 +351,78 @@ def already_running(ctx: Context, preview: CapacityPreview, what: str, go_on: st
         f"({first.accelerator_type or 'TPU'}): {what} would start a second one{more}",
         f"to go on anyway: `{go_on}`; or first `{delete_line(ctx, first)}`",
     )
+
+
+@dataclass(frozen=True)
+class Billing:
+    """One TPU that bills now.
+
+    Attributes:
+        qr: the queued resource, as read. usd_per_hour: its price, USD per hour (None: not priced).
+        worst_usd: what it may still bill at worst, USD: to its termination time, or over the hours the
+            change asked for (None: no fixed end, or not priced); hours: those hours (None likewise).
+        bound: the price's bound, "at most " (a ceiling row), "about " (a substitute) or "" (its own row).
+    """
+
+    qr: QueuedResourceInfo
+    usd_per_hour: float | None
+    worst_usd: float | None
+    hours: float | None
+    bound: str
+
+
+@dataclass(frozen=True)
+class SecondTpu:
+    """What bills after a change started a TPU beside one already running (`second_tpu`).
+
+    Attributes:
+        started: the TPU the change started; beside: those that ran already (the primary, the same name).
+        delete: the `/tpu delete` of `started` as just read, for when the second one is not wanted.
+    """
+
+    started: Billing
+    beside: list[Billing]
+    delete: str
+
+
+def second_tpu(
+    ctx: Context, started: QueuedResourceInfo, spend: SpendPlan, names: set[str]
+) -> SecondTpu | None:
+    """What bills now that `started` runs, when the primary or a resource named in `names` was ACTIVE (or
+    provisioning) beside it: the preview's "a second TPU bills beside it", said again in the result.
+
+    Args:
+        ctx: the command's context.
+        started: the queued resource the change made, as read after it.
+        spend: the change's spend plan (its price per zone and the hours it may bill: the worst case the
+            preview stated).
+        names: the names the change asked for (with TPU_PRIMARY, looked for running beside it).
+
+    Returns:
+        None when nothing else runs.
+
+    Raises:
+        OpsError: a watched zone could not be listed.
+    """
+    running = running_beside(ctx, names, (started.zone,), started)
+    if not running:
+        return None
+    rate, hours = spend.usd_per_hour.get(started.zone), spend.run_hours
+    quote = spend.quotes.get(started.zone)
+    worst = rate * hours if rate is not None and hours is not None else None
+    mine = Billing(started, rate, worst, hours, quote.bound if quote else "")
+    now = ctx.services.now()
+    return SecondTpu(mine, [_billing(qr, now) for qr in running], delete_line(ctx, started))
+
+
+def _billing(qr: QueuedResourceInfo, now: datetime) -> Billing:
+    """What `qr`, running, bills from `now`: its live rate and what is left to its termination time."""
+    try:
+        spend = cost.burn(qr, now)
+    except OpsError:  # provisioning, or no price: nothing to state but the resource
+        return Billing(qr, None, None, None, "")
+    left = (qr.termination_time - now).total_seconds() / 3600 if qr.termination_time else None
+    return Billing(qr, spend.usd_per_hour, spend.usd_until_termination, left, spend.quote.bound)
 
 
 def order_zones(

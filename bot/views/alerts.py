@@ -26,6 +26,7 @@ from bot.slack.render import (
 )
 from ops.alerts.ledger import Alert, LedgerRow
 from ops.alerts.outbox import ALL_CHANNELS, DeliveryProblem, HeldAlert
+from ops.alerts.placement import GoneAlert
 from ops.alerts.planned import Window
 from ops.cost.pricing import burn
 from ops.diagnosis.notices import Finding
@@ -203,7 +204,8 @@ class AlertsOverview:
     """What `/alerts` shows, as gathered by the handler.
 
     Attributes:
-        shown: open alerts of resources that still exist, oldest first; hidden: those left out (gone).
+        shown: open alerts of resources that still exist, oldest first; gone: those left out, each with the
+            resource now listed under its name, if any (`ops.alerts.placement.place_open_alerts`).
         mutes: subject -> (muted until, Slack user id of who muted it). window: an open maintenance window.
         counts: ledger keys per status. refused: why alerts cannot reach their channel, one line each.
         held: alerts held back while Slack refused the channel; titles: their ledger text by key.
@@ -211,7 +213,7 @@ class AlertsOverview:
     """
 
     shown: list[LedgerRow]
-    hidden: int
+    gone: list[GoneAlert]
     mutes: dict[str, tuple[datetime, str]]
     window: Window | None
     counts: dict[str, int]
@@ -252,15 +254,42 @@ def open_alert_line(row: LedgerRow, now: datetime, mutes: dict[str, tuple[dateti
     return line
 
 
+_GONE_NAMED = 10  # the resources a line of alerts left out names
+
+
+def gone_line(gone: list[GoneAlert]) -> str:
+    """The line for open alerts left out because their queued resource no longer exists, naming each
+    resource and what became of it, e.g. "_1 alert of a queued resource that no longer exists is not shown:
+    `gemma4-old` (recreated at 2026-12-06 08:10 UTC; this alert was about the one before)._" ("(deleted)"
+    when nothing of that name is listed now); "" when `gone` is empty."""
+    if not gone:
+        return ""
+    by_resource: dict[tuple[str, str], list[GoneAlert]] = {}
+    for alert in gone:
+        by_resource.setdefault((alert.zone, alert.name), []).append(alert)
+    names = []
+    for (_, name), alerts in list(by_resource.items())[:_GONE_NAMED]:
+        successor = alerts[-1].successor
+        if successor is None:
+            names.append(f"`{name}` (deleted)")
+            continue
+        these = "this alert was" if len(alerts) == 1 else f"these {len(alerts)} alerts were"
+        names.append(f"`{name}` (recreated at {utc(successor.create_time)}; {these} about the one before)")
+    if len(by_resource) > _GONE_NAMED:
+        names.append(f"and {len(by_resource) - _GONE_NAMED} more")
+    one = len(by_resource) == 1
+    whose = "a queued resource that no longer exists" if one else "queued resources that no longer exist"
+    verb = "is" if len(gone) == 1 else "are"
+    return f"_{plural(len(gone), 'alert')} of {whose} {verb} not shown: {', '.join(names)}._"
+
+
 def alerts_overview(o: AlertsOverview) -> Reply:
     """`/alerts`: why alerts cannot reach their channel, the open alerts (each with the mutes that silence
     it: `open_alert_line`), the undelivered ones, the mutes and maintenance hold, and how many alerts the
     ledger recorded, by status."""
-    lines = [open_alert_line(r, o.now, o.mutes) for r in o.shown[-_SHOWN:]]
-    if o.hidden:
-        verb = "is" if o.hidden == 1 else "are"
-        gone = "queued resources that no longer exist"
-        lines.append(f"_{plural(o.hidden, 'alert')} of {gone} {verb} not shown._")
+    lines = [open_alert_line(r, o.now, o.mutes) for r in o.shown[-_SHOWN:]] or ["none"]
+    if o.gone:
+        lines.append(gone_line(o.gone))
     mute_lines = [
         f"• `{name}` until {utc(until)} (by {mention(by)})" for name, (until, by) in sorted(o.mutes.items())
     ]
@@ -278,7 +307,7 @@ def alerts_overview(o: AlertsOverview) -> Reply:
     blocks = [
         header("Alerts"),
         *refused,
-        section("*Open*\n" + ("\n".join(lines) or "none")),
+        section("*Open*\n" + "\n".join(lines)),
         *([section("*Undelivered* (Slack refused the channel)\n" + "\n".join(held_lines))] if o.held else []),
         section("*Muted*\n" + ("\n".join(mute_lines) or "none")),
         context(f"Alerts so far: {recorded}." if recorded else "No alert has been raised yet."),

@@ -9,9 +9,9 @@ date it was read; a row read longer ago than PRICE_MAX_AGE_DAYS is flagged besid
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import date
+from datetime import date, datetime
 
-from bot.slack.render import Attachment, Reply, blocks_reply, code, context, header, plural, section
+from bot.slack.render import Attachment, Reply, blocks_reply, code, context, header, plural, section, utc
 from ops.cost import pricing as cost
 from ops.cost.spend import SpendPlan
 
@@ -131,6 +131,20 @@ def create_spend_lines(plan: SpendPlan, provisioning_model: str) -> list[str]:
         )
     elif plan.max_usd_per_hour is not None:
         lines.append(_no_end_line(plan.max_usd_per_hour, "once ACTIVE, until deleted"))
+    return lines + _plan_sources(plan)
+
+
+def start_spend_lines(plan: SpendPlan, provisioning_model: str, ends: datetime | None) -> list[str]:
+    """The cost lines of `/tpu start`'s preview: the node's price, and what it may bill once started, up to
+    its queued resource's termination time `ends` (None: no fixed end, until stopped or deleted)."""
+    lines = [_price_line(plan, provisioning_model)]
+    if plan.winner_usd is not None and plan.run_hours is not None and ends is not None:
+        lines.append(
+            f"*Spend* up to ${plan.winner_usd:,.2f} ({plan.run_hours:.1f} h until it terminates at "
+            f"{utc(ends)}), billed again once started"
+        )
+    elif plan.max_usd_per_hour is not None:
+        lines.append(_no_end_line(plan.max_usd_per_hour, "once started, until stopped or deleted"))
     return lines + _plan_sources(plan)
 
 

@@ -8,7 +8,9 @@ from datetime import datetime
 
 from bot.oncall.followup import pending_block
 from bot.shared.serving import VLLM_LOAD
+from bot.shared.zone_plan import Billing, SecondTpu
 from bot.slack.render import Block, Reply, blocks_reply, context, header, section
+from bot.views.cost import per_hour, usd
 from bot.views.tpu import resource_line
 from ops.tpu.model import QueuedResourceInfo
 
@@ -147,13 +149,42 @@ def recovery_preview(p: RecoveryPreview) -> Reply:
     return blocks_reply([section("\n".join([text, *p.warnings]))])
 
 
-def recovered(done: str) -> Reply:
-    """The confirmed recovery's result: `done` (what `bot.shared.recovery.recover` did), when vLLM serves."""
-    return blocks_reply(
-        [
-            section(
-                f":white_check_mark: Recovery: {done}. vLLM needs {VLLM_LOAD} to load; "
-                "this thread hears when it serves."
-            )
-        ]
+def _rate(b: Billing) -> str:
+    """ "`gemma4-qr` (ACTIVE, `us-east5-a`) at most $25.92/h" ("price unknown" when not priced)."""
+    rate = f"{b.bound}{per_hour(b.usd_per_hour)}" if b.usd_per_hour is not None else "price unknown"
+    return f"`{b.qr.name}` ({b.qr.state}, `{b.qr.zone}`) {rate}"
+
+
+def _worst(b: Billing) -> str:
+    """ "`gemma4-qr` at most $64.80 more (2.5 h)", or "... no fixed end" when none is known."""
+    if b.worst_usd is None or b.hours is None:
+        return f"`{b.qr.name}` no fixed end" if b.usd_per_hour is not None else f"`{b.qr.name}` not priced"
+    return f"`{b.qr.name}` {b.bound or 'up to '}{usd(b.worst_usd)} more ({b.hours:.1f} h)"
+
+
+def second_tpu_lines(second: SecondTpu) -> list[str]:
+    """The lines of a result that started a TPU beside one already running: what now bills, each TPU's
+    hourly rate and the total, the worst case still to come, and the delete of the second one if it is not
+    wanted, e.g. ":warning: *2 TPUs now bill*: `gemma4-old` (ACTIVE, `europe-west4-a`) $32.40/h beside
+    `gemma4-qr` (ACTIVE, `us-east5-a`) at most $21.60/h: together at most $54.00/h"."""
+    every = [second.started, *second.beside]
+    rates = [b.usd_per_hour for b in every]
+    bounds = {b.bound for b in every}
+    bound = "at most " if "at most " in bounds else "about " if "about " in bounds else ""
+    total = (
+        f": together {bound}{per_hour(sum(r for r in rates if r is not None))}" if None not in rates else ""
     )
+    beside = ", ".join(_rate(b) for b in second.beside)
+    return [
+        f":warning: *{len(every)} TPUs now bill*: {_rate(second.started)} beside {beside}{total}",
+        "*Worst case* " + "; ".join(_worst(b) for b in every),
+        f"_Not wanted? `{second.delete}` deletes `{second.started.qr.name}`._",
+    ]
+
+
+def recovered(done: str, second: SecondTpu | None = None) -> Reply:
+    """The confirmed recovery's result: `done` (what `bot.shared.recovery.recover` did), when vLLM serves,
+    and what bills beside a TPU already running (`second`, `second_tpu_lines`; None: nothing else runs)."""
+    serves = "this thread hears when it serves"
+    text = f":white_check_mark: Recovery: {done}. vLLM needs {VLLM_LOAD} to load; {serves}."
+    return blocks_reply([section("\n".join([text, *(second_tpu_lines(second) if second else [])]))])

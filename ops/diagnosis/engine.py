@@ -372,6 +372,7 @@ def _finding(
 ) -> Finding:
     family = match.family
     source, (at, _) = timed[match.first] if match.first < len(timed) else ("text", (None, ""))
+    facts = facts.about(match.values) if facts is not None else None  # the evidence's node's resource
     values = figures(match.values, facts)
     related = _engine_core_context(lines, match.last, family) if family.context == "engine-core" else ()
     return Finding(

@@ -29,7 +29,7 @@ from __future__ import annotations
 import shlex
 import threading
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ops.datafile import DataFileError, line_of, load
@@ -140,6 +140,9 @@ class FixFacts:
         state: the state of the queued resource concerned (TPU API `QueuedResourceState`, e.g. "FAILED";
             https://cloud.google.com/tpu/docs/reference/rest/v2alpha1/projects.locations.queuedResources#state),
             which picks a family's `fix_when` variant; None when no resource is concerned.
+        owners: the nodes read with their queued resources, as (node id, resource name, zone, state): a
+            finding whose evidence names one of them is about the resource that owns it (`about`), not the
+            one concerned; () when none were read.
     """
 
     model: str | None = None
@@ -152,6 +155,19 @@ class FixFacts:
     name: str | None = None
     stale_resources: tuple[str, ...] = ()
     state: str | None = None
+    owners: tuple[tuple[str, str, str, str], ...] = ()
+
+    def about(self, extracted: Mapping[str, str]) -> FixFacts:
+        """These facts for a finding whose evidence is `extracted` (a match's named groups): when it names a
+        node (a valid `node` value) that one of `owners` owns, the facts of that resource (its name, zone and
+        state: the fix acts on the resource the evidence is about, not on the one concerned, which is the
+        deployment's primary when nothing else is); otherwise the facts as they are (a resource's own state
+        may name a node by an id the listing does not show)."""
+        node = checked(extracted).get("node")
+        for node_id, name, zone, state in self.owners if node else ():
+            if node_id == node:
+                return replace(self, name=name, zone=zone, state=state)
+        return self
 
     def values(self) -> dict[str, str]:
         """The template fields these facts provide, plus derived sizes (see `fill`)."""

@@ -581,19 +581,18 @@ class VllmContainer:
         fails to start, leaving the container "created") or is older than 20.10 (`cache-disabled` is an
         unknown option), and says so (the catalogue's `docker-log-driver-refused`, moby's messages): only
         then is the run made again without the log options, as the startup script does, and
-        `log_route.refused` says why (serving never depends on logging). A pull the registry rate-limited
-        is tried once more as it was; any other failure (a tag that does not exist, a denied pull, a full
-        disk) is reported as `_check` diagnoses it: without the log options it would fail the same way.
+        `log_route.refused` says why (serving never depends on logging). Any other failure (a tag that does
+        not exist, a denied pull, a full disk) is reported as `_check` diagnoses it: without the log options
+        it would fail the same way. A pull the registry rate-limited is not run again: the registry refuses
+        until its window has passed (Docker Hub's is 6 hours), and the catalogue's fix says when to try.
 
         Raises:
             BadInput (invalid spec), NotFound / PermissionDenied (a secret the VM cannot read), the errors of
-            `RemoteHost.run` and of `_check` (QuotaExceeded for a pull still rate-limited).
+            `RemoteHost.run` and of `_check` (QuotaExceeded for a rate-limited pull).
         """
         self.log_route = None
         route = self._labels(spec.project) if spec.project is not None else None
         result = self._run_template(spec, route)
-        if result.exit_status not in (0, 3, 4) and _rate_limited(result):
-            result = self._run_template(spec, route)
         if route is not None and result.exit_status not in (0, 3, 4) and _driver_refused(result):
             if self.status().state == "created":  # made by this run, whose log driver did not start
                 self.rm()
@@ -710,13 +709,6 @@ def _driver_refused(result: CommandResult) -> bool:
     """Whether a failed `docker run` is the daemon refusing the container's log driver (its own error, not
     one of the image or the container: a pull refused, a name in use)."""
     return wording("docker-log-driver-refused").search(result.stderr + result.stdout) is not None
-
-
-def _rate_limited(result: CommandResult) -> bool:
-    """Whether a failed `docker run` is a pull of its image the registry rate-limited (the catalogue's
-    `docker-pull-rate-limit`), the one pull error that the same run may get past a moment later."""
-    known = diagnose(result.stderr + result.stdout).top
-    return known is not None and known.name == "docker-pull-rate-limit"
 
 
 def _untouched(error: OpsError, kept: str) -> OpsError:

@@ -188,9 +188,12 @@ def startup_script(cfg: StartupConfig) -> str:
     What it does, as root on each boot: checks that `docker` and `gcloud` exist (it installs nothing; TPU VM
     runtime images ship both), reads the Hugging Face token with
     `gcloud secrets versions access latest --secret=NAME --project=P` on the VM (retrying 5 times), pulls the
-    image (retrying 3 times, for registry rate limits), runs `docker rm -f` on a stale container (only one
-    process may own the TPU, docs/vllm.md §4.3), then `docker run -d --name C --privileged --net=host
-    --shm-size 16G -v /dev/shm:/dev/shm --log-driver gcplogs ... --env HF_TOKEN IMAGE vllm serve ...`
+    image (retrying 3 times 30 s apart, for a network that fails; a pull the registry rate-limits is not
+    retried, since the registry refuses until its window has passed: Docker Hub counts pulls over 6 hours,
+    https://docs.docker.com/docker-hub/usage/pulls/; the script says so and stops), runs `docker rm -f` on
+    a stale container (only one process may own the TPU, docs/vllm.md §4.3), then `docker run -d --name C
+    --privileged --net=host --shm-size 16G -v /dev/shm:/dev/shm --log-driver gcplogs ... --env HF_TOKEN
+    IMAGE vllm serve ...`
     (docs/vllm.md §4.1, §4.2): the flags, command and log options of `ops.vllm.dockerrun`, which the bot's
     own `docker run` (/vllm start, /vllm restart) uses too.
 
@@ -286,9 +289,18 @@ done
 {hf_token}
 {api_key}
 for attempt in 1 2 3; do
-  if docker pull {image}; then
+  if pulled=$(docker pull {image} 2>&1); then
+    printf '%s\n' "$pulled"
     break
   fi
+  printf '%s\n' "$pulled"
+  case "$pulled" in
+    *toomanyrequests*|*"429 Too Many Requests"*)
+      log "docker pull rate-limited: the registry refuses pulls until its window has passed (Docker Hub" \
+        "counts pulls over 6 hours), so it is not retried now; start vLLM once it has (/vllm start)"
+      exit 1
+      ;;
+  esac
   log "docker pull failed (attempt $attempt of 3)"
   sleep 30
 done

@@ -132,3 +132,71 @@ def test_a_muted_open_alert_says_so_where_open_alerts_are_listed(world: tuple[De
     demo.user.run("/alerts unmute gemma4-old")
     (home,) = [line for line in scheduler.open_summary(demo.gcp.now()) if "`gemma4-old`" in line]
     assert ":mute:" not in home, home
+
+
+def test_an_alert_of_a_recreated_resource_says_it_was_about_the_one_before(
+    world: tuple[Demo, AlertScheduler],
+) -> None:
+    """A queued resource is known by its identity (zone, name, create time), not its name: gemma4-old's
+    stale alert, once gemma4-old is deleted and created again, is about the resource before. `/alerts list`,
+    App Home (`open_summary`) and `/fleet` leave it out of the open alerts and name the resource, when it was
+    recreated and that the alert was about the one before; the new resource's own alerts show as usual."""
+    demo, scheduler = world
+    old = demo.bot.services.tpu.get_queued_resource("gemma4-old", ["europe-west4-a"])
+    lines, answered = demo.user.run("/tpu delete gemma4-old --zone europe-west4-a")
+    assert answered, lines
+    lines, answered = demo.user.run("click Confirm", timeout=60)
+    assert answered and any("Deleted queued resource `gemma4-old`" in line for line in lines), lines
+    lines, answered = demo.user.run("/alerts list")
+    assert answered, lines
+    deleted = "_1 alert of a queued resource that no longer exists is not shown: `gemma4-old` (deleted)._"
+    assert deleted in "\n".join(lines), lines
+
+    demo.gcp.advance(60)
+    lines, answered = demo.user.run("/tpu create gemma4-old --zone europe-west4-a --on-demand --allow-second")
+    assert answered, lines
+    lines, answered = demo.user.run("click Confirm", timeout=60)
+    assert answered and any("Created queued resource `gemma4-old`" in line for line in lines), lines
+    new = demo.bot.services.tpu.get_queued_resource("gemma4-old", ["europe-west4-a"])
+    assert new.create_time != old.create_time
+    recreated = new.create_time.strftime("%Y-%m-%d %H:%M UTC")
+    expected = (
+        "_1 alert of a queued resource that no longer exists is not shown: `gemma4-old` "
+        f"(recreated at {recreated}; this alert was about the one before)._"
+    )
+    lines, answered = demo.user.run("/alerts list")
+    assert answered, lines
+    open_part = "\n".join(lines).split("*Open*")[1].split("*Muted*")[0]
+    assert expected in open_part and "is FAILED for over a day" not in open_part, open_part
+    home = scheduler.open_summary(demo.gcp.now())
+    assert expected in home and not [line for line in home if "FAILED for over a day" in line], home
+    lines, answered = demo.user.run("/fleet")
+    assert answered, lines
+    production = "\n".join(lines).split("*staging*")[0]
+    assert "1 of queued resources that no longer exist: `/alerts list`" in production, production
+
+    # The new gemma4-old's own alert (host maintenance Google announces on its node) shows as usual.
+    demo.gcp.schedule_maintenance("europe-west4-a", "gemma4-old-node", starts_in=30 * 60)
+    assert scheduler.tick().sent >= 1
+    lines, answered = demo.user.run("/alerts list")
+    assert answered, lines
+    open_part = "\n".join(lines).split("*Open*")[1].split("*Muted*")[0]
+    (maintenance,) = [line for line in open_part.splitlines() if "`maintenance`" in line]
+    assert "gemma4-old" in maintenance and expected in open_part, open_part
+
+
+def test_a_node_gone_alert_names_the_alerted_resource_not_the_primary(
+    world: tuple[Demo, AlertScheduler],
+) -> None:
+    """gemma4-old (recreated above, not the primary) loses its node: the alert and the diagnosis in its
+    thread name gemma4-old in every command they suggest, never the deployment's primary."""
+    demo, scheduler = world
+    qr = demo.gcp.world.queued_resources[("europe-west4-a", "gemma4-old")]
+    with demo.gcp.world.lock:
+        qr.node.gone = True
+    demo.gcp.advance(60)
+    start = len(demo.slack.messages)
+    scheduler.tick()
+    posted = "\n".join(m.text for m in demo.slack.messages[start:] if m.channel == CHANNEL)
+    assert "`gemma4-old` (europe-west4-a): node `gemma4-old-node` is gone" in posted, posted
+    assert "/tpu delete gemma4-old --force" in posted and "gemma4-qr" not in posted, posted

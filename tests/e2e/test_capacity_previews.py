@@ -4,6 +4,8 @@ in, a change of provisioning model, and the same warnings (quota, a running prim
 
 from __future__ import annotations
 
+import re
+
 from ops.tpu.api import TpuOps
 from sim.demo import Demo
 
@@ -15,16 +17,30 @@ def _say(demo: Demo, line: str, timeout: float = 30) -> str:
 
 
 def test_recover_by_search_prices_the_dearest_zone_and_warns_like_create(world: Demo) -> None:
-    preview = _say(world, "/tpu recover gemma4-old --search")
+    # Beside the ACTIVE primary, a recovery is refused as a create is, and says how to go on.
+    for line in ("/tpu recover gemma4-old --search", "/tpu recover gemma4-old"):
+        refused = _say(world, line)
+        assert (
+            "the primary `gemma4-qr` is already ACTIVE in `us-east5-a` (v6e-8): this recovery would start a "
+            "second one"
+            in refused
+            and "[Confirm" not in refused
+        ), refused
+        assert f"to go on anyway: `{line} --allow-second`; or first `/tpu delete gemma4-qr" in refused, (
+            refused
+        )
+    preview = _say(world, "/tpu recover gemma4-old --search --allow-second")
     # asia-northeast1-b is the dearest zone searched: $25.92/h x 4 h (not europe-west4-a's $95.04)
     assert "*Projected spend* flex-start, up to $103.68 (4 h at `asia-northeast1-b` prices" in preview
     changed = ":warning: *Provisioning model changes*: `gemma4-old` was spot; this requests flex-start"
     assert changed in preview, preview
     assert ":warning: `europe-west4-a` has preemptible v6e quota 0 (flex-start draws on it)" in preview
     assert ":warning: *Already running* `gemma4-qr` (ACTIVE, `us-east5-a`)" in preview, preview
-    assert "[Confirm" in preview  # a warning, not a refusal: the fix of a stockout names this command
+    assert "[Confirm" in preview  # allowed: the second TPU is warned of
 
-    again = _say(world, "/tpu recover gemma4-old")  # in its own zone, its own model: no model change
+    again = _say(
+        world, "/tpu recover gemma4-old --allow-second"
+    )  # in its own zone, its own model: no model change
     assert "Provisioning model changes" not in again and "*Already running* `gemma4-qr`" in again, again
     assert ":warning: `europe-west4-a` has preemptible v6e quota 0 (spot draws on it)" in again, again
 
@@ -32,6 +48,23 @@ def test_recover_by_search_prices_the_dearest_zone_and_warns_like_create(world: 
     assert "*Spend* no fixed end: up to $5.71/h" in reset, reset
     assert ":warning: `europe-west4-a` has preemptible v6e quota 0 (spot draws on it)" in reset, reset
     assert "*Already running* `gemma4-qr`" in reset and "[Confirm" in reset, reset
+
+
+def test_a_recovery_beside_the_primary_says_what_now_bills(world: Demo) -> None:
+    """The result of a recovery that went on beside the ACTIVE primary says both TPUs bill, each one's
+    hourly rate and the total, the worst case still to come of each, and the delete of the second one."""
+    _say(world, "/tpu recover gemma4-old --search --allow-second")
+    result = _say(world, "click Confirm", timeout=120)
+    assert "deleted `gemma4-old` and found capacity in `us-east5-a`: now ACTIVE" in result, result
+    bills = (
+        ":warning: *2 TPUs now bill*: `gemma4-old` (ACTIVE, `us-east5-a`) at most $21.60/h beside "
+        "`gemma4-qr` (ACTIVE, `us-east5-a`) at most $21.60/h: together at most $43.20/h"
+    )
+    assert bills in result, result
+    assert "*Worst case* `gemma4-old` at most $86.40 more (4.0 h); `gemma4-qr` at most $" in result, result
+    delete = "_Not wanted? `/tpu delete gemma4-old --zone us-east5-a --force` deletes `gemma4-old`._"
+    assert delete in result, result
+    assert "[Confirm" in _say(world, delete.split("`")[1])  # the delete it names is accepted as is
 
 
 def test_ensure_shows_the_spend_and_warnings_of_the_create_it_makes(world: Demo) -> None:
@@ -60,3 +93,23 @@ def test_find_and_zones_give_one_judgement_of_a_zone_in_the_same_words(world: De
     assert "`/tpu find gemma4-f --allow-second`" in refused and "/tpu delete gemma4-qr" in refused, refused
     find = _say(world, "/tpu find gemma4-f --allow-second")
     assert f"*Skipped* (`--retry-all` to try): `europe-west4-a` {fit}" in find, find
+
+
+def test_start_states_what_the_started_node_bills_until_its_resource_terminates(world: Demo) -> None:
+    """A stopped node bills again once started: /tpu start's preview prices it as its queued resource
+    (type, provisioning model, zone) up to the resource's termination time, as every capacity preview
+    states its worst case."""
+    _say(world, "/tpu stop gemma4-qr-node")
+    assert "is STOPPED" in _say(world, "click Confirm", timeout=60)
+    qr = world.bot.services.tpu.get_queued_resource("gemma4-qr", ["us-east5-a"])
+    assert qr.termination_time is not None
+    left = (qr.termination_time - world.gcp.now()).total_seconds() / 3600
+    preview = _say(world, "/tpu start gemma4-qr-node")
+    assert "*Price* flex-start: `us-east5-a` at most $21.60/h" in preview, preview
+    ends = qr.termination_time.strftime("%Y-%m-%d %H:%M UTC")
+    found = re.search(
+        r"\*Spend\* up to \$([\d,.]+) \(([\d.]+) h until it terminates at (.+?)\), billed again", preview
+    )
+    assert found is not None and "[Confirm" in preview, preview
+    usd, hours = float(found.group(1).replace(",", "")), float(found.group(2))
+    assert abs(usd - 21.60 * left) < 0.1 and abs(hours - left) < 0.1 and found.group(3) == ends, preview

@@ -305,7 +305,7 @@ def test_create_and_recover_previews_warn_about_a_zone_that_will_refuse(world: D
     assert "*Instead* `/tpu create gemma4-c --zone Z` with Z one of `us-east5-a`" in create
     assert "*At most" not in create and "the one kept" not in create  # a create's own words
     assert "*Spend* up to $" in create
-    recover = _say(world, "/tpu recover gemma4-old")
+    recover = _say(world, "/tpu recover gemma4-old --allow-second")
     assert ":warning: `europe-west4-a` has preemptible v6e quota 0 (spot draws on it)" in recover
     assert "`/tpu recover gemma4-old --search`" in recover
     fine = _say(world, "/tpu create gemma4-d --zone us-east5-a --allow-second")

@@ -4,6 +4,9 @@ whatever still answers on its address is said plainly, with the deletion from th
 
 from __future__ import annotations
 
+import time
+
+from bot.shared.fleet_status import DEPARTED_PROBE_S
 from ops.tpu.api import TpuOps
 from sim.console import DEMO_USER
 from sim.demo import Demo
@@ -75,3 +78,21 @@ def test_the_endpoint_zone_not_listing_reads_its_node_again(world: Demo) -> None
     world.gcp.inject_fault(r"/locations/us-east5-a/nodes/gemma4-qr-node$", 404, count=20)
     gone = _say(world, "/tpu status")
     assert OWNER not in gone and "/health ready" not in gone and "no vLLM endpoint" in gone, gone
+
+
+def test_a_departed_address_that_does_not_answer_holds_no_answer_for_the_whole_timeout(world: Demo) -> None:
+    """The primary deleted, its address stops answering (the vLLM simulator answers nothing for 8 s, as a
+    released IP drops the attempt): /fleet and /tpu status probe it for DEPARTED_PROBE_S, not HTTP_TIMEOUT_S
+    (10 s), and say that they did not wait longer, and why."""
+    assert OWNER in _say(world, "/tpu status")
+    _say(world, "/tpu delete gemma4-qr --force")
+    assert "Deleted queued resource `gemma4-qr`" in _say(world, "click Confirm")
+    world.vllm.set_latency(8.0)
+    assert DEPARTED_PROBE_S < 8.0 < world.bot.services.settings.http_timeout_s
+    said = f"nothing answered at 127.0.0.1:{world.vllm.url.rsplit(':', 1)[1]} within {DEPARTED_PROBE_S:g} s "
+    for line in ("/fleet", "/tpu status"):
+        started = time.monotonic()
+        answer = _say(world, line)
+        took = time.monotonic() - started
+        assert said + "(not waited longer: its owner is gone)" in answer, answer
+        assert "`gemma4-qr` was deleted at" in answer and took < 7.0, (line, took)

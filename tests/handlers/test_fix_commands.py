@@ -22,7 +22,14 @@ from ops.diagnosis.families import FixFacts, catalogue, figures, fill
 from sim.demo import Demo
 from tests.cases import case_text
 from tests.handlers.conftest import Handlers
-from tests.handlers.test_hints import PLACEHOLDER, REFUSED, accepted, old_suspended, suggestions
+from tests.handlers.test_hints import (
+    PLACEHOLDER,
+    REFUSED,
+    accepted,
+    answer_past_a_second,
+    old_suspended,
+    suggestions,
+)
 
 _COMMAND = re.compile(r"(?<![\w/])/(?:tpu|vllm|gemma|logs|alerts|fleet) [a-z]+")
 
@@ -161,7 +168,7 @@ def test_each_command_a_fix_names_is_accepted_in_its_state(
     assert lines, f"{family}[{state}]: the fix names no command that parses: {fix}"
     for line in lines:
         assert not [w for w in line.split() if PLACEHOLDER.match(w)], (family, line)
-        answer = handlers.run(line.lstrip("/"))
+        answer = answer_past_a_second(world, handlers, line.lstrip("/"))
         assert not REFUSED.search(answer), (family, state, line, answer)
         assert accepted(world, line.lstrip("/"), answer), (family, state, line, answer)
 

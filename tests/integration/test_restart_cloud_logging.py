@@ -165,15 +165,24 @@ def _rate_limited_once(host: HostSimulator) -> None:
     images.run_pull = once  # type: ignore[method-assign]
 
 
-def test_a_rate_limited_pull_is_run_again_with_the_log_driver_not_without_it(
+def test_a_rate_limited_pull_is_not_run_again_at_once_and_says_when_to_try(
     world: tuple[HostSimulator, GcpSimulator, RemoteHost],
 ) -> None:
+    """The registry refuses pulls until its window has passed: the run is not made again at once (a second
+    pull would be refused too and count against the limit); the refusal says the window, and a start once
+    the registry takes pulls again runs with the log driver."""
     host, gcp, remote = world
     container = VllmContainer(remote, "vllm")
     container.rm()
     _rate_limited_once(host)
-    assert container.start(VllmSpec(project=PROJECT)).running
-    assert all("--log-driver" in argv for argv in host.docker_runs[-2:])
+    runs = len(host.docker_runs)
+    with pytest.raises(QuotaExceeded) as refused:
+        container.start(VllmSpec(project=PROJECT))
+    assert len(host.docker_runs) == runs + 1, host.docker_runs[runs:]
+    assert "does not retry at once" in refused.value.hint and "6 hours" in refused.value.hint, refused.value
+    assert "requests per minute" in refused.value.hint
+    assert container.start(VllmSpec(project=PROJECT)).running  # the window has passed
+    assert "--log-driver" in host.docker_runs[-1]
     assert container.log_route is not None and container.log_route.cloud_logging
     assert _node_entries(gcp, NODE)
 
@@ -204,5 +213,5 @@ def test_a_refused_pull_is_reported_as_what_it_is_not_as_a_refused_log_driver(
     assert said in raised.value.hint and "logging" not in raised.value.hint
     tried = host.docker_runs[runs:]
     assert all("--log-driver" in argv for argv in tried)  # never run without Cloud Logging for this
-    assert len(tried) == (2 if rate_limited else 1)  # a rate limit is tried once more; a wrong tag is not
+    assert len(tried) == 1  # neither a rate limit nor a wrong tag is run again at once
     assert container.log_route is None

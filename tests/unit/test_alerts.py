@@ -27,6 +27,7 @@ from ops.alerts.ledger import (
     qr_alert,
     subject_alert,
 )
+from ops.alerts.placement import place_open_alerts
 from ops.store.state import Store
 from ops.tpu.model import NodeInfo, QueuedResourceInfo, ZoneListing
 from ops.tpu.ownership import SEARCH_KEY
@@ -150,6 +151,25 @@ def test_countdowns_that_no_longer_apply_resolve_with_the_new_state() -> None:
     assert lapsed_countdowns(rows, [], ["europe-west4-a"]) == []
     # Other kinds are not countdowns.
     assert lapsed_countdowns([_open_row(waiting, "stale", "")], [], ["us-east5-a"]) == []
+
+
+def test_open_alerts_are_placed_by_identity_not_by_name() -> None:
+    """An alert of `qr` created at 09:00 is gone once `qr` is listed with another create time (recreated, the
+    new one its successor) or not at all (deleted, or DELETING); a zone that did not answer and a vLLM
+    alert keep theirs."""
+    before, after = qr(), qr(created=NOW - timedelta(hours=1))
+    old_row, new_row = _open_row(before, "stale", ""), _open_row(after, "maintenance", "qr-node")
+    vllm = SimpleNamespace(
+        key="vllm:http://10.0.0.2:8000|vllm_down|", kind="vllm_down", resource="vllm:http://10.0.0.2:8000"
+    )
+    placed = place_open_alerts([old_row, new_row, vllm], [after], ["us-east5-a"])
+    assert placed.current == [new_row, vllm]
+    (gone,) = placed.gone
+    assert (gone.row, gone.zone, gone.name, gone.successor) == (old_row, "us-east5-a", "qr", after)
+    (deleted,) = place_open_alerts([old_row], [replace(before, state="DELETING")], ["us-east5-a"]).gone
+    assert deleted.successor is None
+    unknown = place_open_alerts([old_row], [], ["europe-west4-a"])
+    assert unknown.current == [old_row] and unknown.gone == []
 
 
 def test_key_names_the_resource_its_create_time_kind_and_threshold() -> None:

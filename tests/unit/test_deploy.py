@@ -508,3 +508,25 @@ def test_gke_manifest_rejects_multi_host_and_bad_names() -> None:
         gke_manifest(_cfg(hf_token_secret="HF_TOKEN"), "v6e-8")
     with pytest.raises(BadInput):
         gke_manifest(_cfg(), "v6e-8", hf_token_key="a b")
+
+
+def test_a_rate_limited_pull_is_not_retried_and_says_when_to_start_again(tmp_path: Path) -> None:
+    """The registry refuses pulls until its window has passed (Docker Hub: 6 hours): the script neither
+    pulls again 30 s later nor runs the container (whose run would pull again), and says when to start."""
+    env = _stub_tools(tmp_path)
+    calls = tmp_path / "calls"
+    (tmp_path / "bin" / "docker").write_text(
+        "#!/bin/bash\n"
+        f'printf "%s\\n" "docker $*" >> {shlex.quote(str(calls))}\n'
+        'if [ "$1" = pull ]; then\n'
+        "  echo 'Error response from daemon: toomanyrequests: You have reached your unauthenticated pull rate"
+        " limit. https://www.docker.com/increase-rate-limit' >&2\n"
+        "  exit 1\n"
+        "fi\n"
+    )
+    proc = _run(startup_script(_cfg()), tmp_path, env)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "docker pull rate-limited" in proc.stdout and "6 hours" in proc.stdout, proc.stdout
+    assert "toomanyrequests" in proc.stdout  # docker's own words are kept in the log
+    docker = [line for line in calls.read_text().splitlines() if line.startswith("docker ")]
+    assert docker == ["docker pull vllm/vllm-tpu:gemma4"], docker

@@ -129,3 +129,22 @@ def test_a_team_file_may_list_several_states_in_one_key(tmp_path: Path) -> None:
     )
     (family,) = load_file(path)
     assert family.fix_for("SUSPENDED") == "recover {qr_name}" and family.fix_for("ACTIVE") == "general"
+
+
+def test_a_finding_that_names_a_node_writes_its_fix_for_the_resource_that_owns_it() -> None:
+    """A log of the deployment (its facts name the primary, gemma4-qr) saying another resource's node is
+    gone: the fix acts on gemma4-b, which owns that node, in gemma4-b's state, never on the primary; a node
+    no read resource owns leaves the facts as given."""
+    owners = (
+        ("gemma4-qr-node", "gemma4-qr", "us-east5-a", "ACTIVE"),
+        ("gemma4-b-node", "gemma4-b", "us-east5-b", "SUSPENDED"),
+    )
+    primary = FixFacts(name="gemma4-qr", zone="us-east5-a", state="ACTIVE", owners=owners)
+    (found,) = diagnose("node gemma4-b-node is gone", primary).findings
+    assert found.name == "tpu-node-gone"
+    assert "/tpu recover gemma4-b deletes gemma4-b" in found.fix and "gemma4-qr" not in found.fix, found.fix
+    (own,) = diagnose("node gemma4-qr-node is gone", primary).findings
+    assert "/tpu delete gemma4-qr --force" in own.fix, own.fix
+    # Without owners read, the facts stand as given.
+    (plain,) = diagnose("node gemma4-b-node is gone", FixFacts(name="gemma4-qr", state="ACTIVE")).findings
+    assert "/tpu delete gemma4-qr --force" in plain.fix
