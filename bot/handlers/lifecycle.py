@@ -383,6 +383,7 @@ def _node_command(verb: str) -> None:
     def preview(ctx: Context, node: str, zone: str | None) -> Reply:
         where = _node_zone(ctx, node, zone, verb)
         info = ctx.services.tpu.get_node(where, node)
+        _refuse_no_op(verb, info)
         text = f"*{verb.capitalize()}* node `{node}` in `{where}` (now {info.state})."
         if verb == "start":
             text += "\n" + "\n".join(_start_money(ctx, info))
@@ -397,7 +398,9 @@ def _node_command(verb: str) -> None:
 
     def run(ctx: Context, node: str, zone: str | None) -> Reply:
         where = _node_zone(ctx, node, zone, verb)
-        check_pins(ctx, [_node_pin(ctx.services.tpu.get_node(where, node))], f"tpu {verb} {node}")
+        now = ctx.services.tpu.get_node(where, node)
+        check_pins(ctx, [_node_pin(now)], f"tpu {verb} {node}")
+        _refuse_no_op(verb, now)
         tpu = ctx.services.tpu
         operation = tpu.start_node(where, node) if verb == "start" else tpu.stop_node(where, node)
         tpu.wait_operation(operation, timeout_s=OPERATION_TIMEOUT_S, cancel=ctx.cancelled)
@@ -413,6 +416,30 @@ def _node_command(verb: str) -> None:
         changes_infra=True,
         preview=preview,
     )(run)
+
+
+# Node states (https://cloud.google.com/tpu/docs/reference/rest/v2/projects.locations.nodes#State) in which
+# a start or stop has nothing to do: the node already runs (or is on its way up), or is already stopped.
+_NOTHING_TO_DO = {
+    "start": ({"READY", "STARTING", "RESTARTING", "CREATING"}, "it already runs or is on its way up"),
+    "stop": ({"STOPPED", "STOPPING"}, "it is already stopped or stopping"),
+}
+
+
+def _refuse_no_op(verb: str, info: NodeInfo) -> None:
+    """Refuse `/tpu start` of a running node and `/tpu stop` of a stopped one, before any confirmation.
+
+    Raises:
+        BadInput: the node's state (as just read) leaves the verb nothing to do; the hint names the
+            command that does something in that state.
+    """
+    states, why = _NOTHING_TO_DO[verb]
+    if info.state in states:
+        other = "stop" if verb == "start" else "start"
+        raise BadInput(
+            f"node {info.name} is {info.state}: {why}, nothing to {verb}",
+            f"`/tpu {other} {info.name}` {other}s it; `/tpu status` shows it",
+        )
 
 
 def _start_money(ctx: Context, info: NodeInfo) -> list[str]:

@@ -278,7 +278,7 @@ def test_tool_call_left_as_markup_is_run_and_never_posted(world: Demo) -> None:
 
 def test_empty_completion_is_explained(world: Demo) -> None:
     world.vllm.set_output_fault("empty")
-    text = _say(world, "hello there")
+    text = _say(world, "is gemma4-qr healthy?")
     assert "returned an empty completion" in text and "--tool-call-parser gemma4" in text
     assert "(no answer)" not in text
 

@@ -113,3 +113,18 @@ def test_start_states_what_the_started_node_bills_until_its_resource_terminates(
     assert found is not None and "[Confirm" in preview, preview
     usd, hours = float(found.group(1).replace(",", "")), float(found.group(2))
     assert abs(usd - 21.60 * left) < 0.1 and abs(hours - left) < 0.1 and found.group(3) == ends, preview
+
+
+def test_start_of_a_running_node_and_stop_of_a_stopped_one_are_refused_before_any_confirmation(
+    world: Demo,
+) -> None:
+    """A start or stop with nothing to do in the node's state as just read offers no Confirm: it says the
+    state and the command that does something in it."""
+    refused = _say(world, "/tpu start gemma4-qr-node")
+    assert "node gemma4-qr-node is READY: it already runs or is on its way up, nothing to start" in refused
+    assert "`/tpu stop gemma4-qr-node`" in refused and "[Confirm" not in refused, refused
+    _say(world, "/tpu stop gemma4-qr-node")
+    assert "is STOPPED" in _say(world, "click Confirm", timeout=60)
+    again = _say(world, "/tpu stop gemma4-qr-node")
+    assert "is STOPPED: it is already stopped or stopping, nothing to stop" in again, again
+    assert "[Confirm" not in again and "`/tpu start gemma4-qr-node`" in again, again

@@ -223,6 +223,10 @@ def test_each_refusal_suggests_what_is_accepted_in_that_state(world: Demo, state
         for line in suggested:
             words = line.split()
             assert not [w for w in words if PLACEHOLDER.match(w)], (case.line, line)
+            if f"then `{line}`" in refusal:
+                # The second step of a sequence ("`/tpu stop X`, then `/tpu start X`") is accepted once the
+                # step before it ran, not in the state the refusal was given in.
+                continue
             answer = answer_past_a_second(world, handlers, line.lstrip("/"))
             assert accepted(world, line.lstrip("/"), answer), (state, case.line, line, answer)
 
