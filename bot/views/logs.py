@@ -22,12 +22,21 @@ from bot.slack.render import (
     utc,
 )
 from bot.views.findings import diagnosis_text
-from llm.logsum import Analysis, TemplateSummary
+from llm.logsum import FOLD_WINDOW_S, Analysis, TemplateSummary
 from ops.diagnosis.engine import Diagnosis, ServingNow, is_fatal, template_note
+from ops.diagnosis.families import is_exception_line, is_traceback_line
 from ops.gcp.cloudlogs import LogEntry
 from ops.gcp.logplan import ReadReport
 
 ANALYSIS_CHARS = 2800  # the model's analysis shown in one section (a section holds 3,000)
+LINE_CHARS = 160
+"""Characters of a message line `/logs` shows: with its 40-character prefix (time, severity, node), a line
+of a code block that stays readable in Slack's message pane."""
+LINE_WORD_CHARS = 40
+"""How far back from LINE_CHARS a cut looks for a space before it cuts inside a long token."""
+LISTING_FILE = "log-entries.txt"
+TRACEBACK_HEADER = "Traceback (most recent call last):"
+"""The line Python starts a traceback with (https://docs.python.org/3/library/traceback.html)."""
 
 
 @dataclass(frozen=True)
@@ -72,20 +81,99 @@ class LogWindow:
 
 
 def entries_listing(entries: Sequence[LogEntry], window: LogWindow) -> Reply:
-    """`/logs`: every entry, one line each, newest first, in as many sections as needed, then what was read
-    (`LogWindow.footer`); "no entries" describing the window when there are none."""
+    """`/logs`: the entries newest first, in as many sections as needed, then what was read
+    (`LogWindow.footer`); "no entries" describing the window when there are none.
+
+    An entry's lines keep their order, and the lines of one traceback (one entry each, as docker and vLLM
+    write them) are shown in log order under the newest-first order of the tracebacks (`entry_groups`).
+    A line longer than LINE_CHARS is cut at a word boundary and marked "…"; every line is then whole in the
+    attached LISTING_FILE.
+    """
     if not entries:
         return blocks_reply([section("No log entries match: " + window.footer())])
-    # The severity in full (WARNING, not WARN), padded to the longest of Cloud Logging's, EMERGENCY:
-    # https://cloud.google.com/logging/docs/reference/v2/rest/v2/LogEntry#logseverity
-    lines = [
-        f"{e.timestamp:%m-%d %H:%M:%S} {e.severity:<9} {e.node_id or '-'} {_first_line(e.message)}"
-        for e in entries
-    ]
-    # Every line is kept: split into sections here; what exceeds one message goes whole into a file.
-    listing = [section(part) for part in split_sections(code("\n".join(lines)))]
+    shown: list[str] = []
+    whole: list[str] = []
+    for group in entry_groups(entries):
+        for entry in group:
+            # The severity in full (WARNING, not WARN), padded to the longest of Cloud Logging's, EMERGENCY:
+            # https://cloud.google.com/logging/docs/reference/v2/rest/v2/LogEntry#logseverity
+            prefix = f"{entry.timestamp:%m-%d %H:%M:%S} {entry.severity:<9} {entry.node_id or '-'} "
+            indent = " " * len(prefix)
+            for number, line in enumerate(entry.message.splitlines() or [""]):
+                lead = prefix if number == 0 else indent
+                shown.append(lead + cut_at_word(line, LINE_CHARS))
+                whole.append(lead + line)
     head = section(f"*{plural(len(entries), 'entry', 'entries')}*, newest first")
-    return blocks_reply([head, *listing, context(window.footer())])
+    footer = window.footer()
+    if shown == whole:
+        return blocks_reply([head, *_listing(shown), context(footer)])
+    footer += f"\nLines over {LINE_CHARS} characters end in …; every line is whole in `{LISTING_FILE}`."
+    reply = blocks_reply([head, *_listing(shown), context(footer)])
+    whole_text = blocks_reply([head, *_listing(whole), context(footer)]).text
+    reply.files.append(
+        Attachment(LISTING_FILE, whole_text, "The log entries, every line whole", whole_answer=True)
+    )
+    return reply
+
+
+def _listing(lines: list[str]) -> list[Block]:
+    """Every line kept, in a code block split into sections; what exceeds one message goes whole into a
+    file (the Slack gateway)."""
+    return [section(part) for part in split_sections(code("\n".join(lines)))]
+
+
+def entry_groups(entries: Sequence[LogEntry]) -> list[list[LogEntry]]:
+    """`entries` (newest first) as groups newest first, each group in log order (oldest first): a group is
+    an entry and the lines of the same traceback written just before it on the same node and log, within
+    FOLD_WINDOW_S (`_precedes_in_traceback`: its frames, `ops.diagnosis.families.is_traceback_line`, and
+    the message it was logged under), so that a traceback read newest first still reads top to bottom.
+    Every other entry is a group of its own.
+
+    Args:
+        entries: LogEntry values, newest first (as `ops.gcp.cloudlogs.fetch` yields them).
+
+    Returns:
+        Lists of entries, together holding each entry once.
+    """
+    groups: list[list[LogEntry]] = []
+    for entry in entries:
+        newer = groups[-1][-1] if groups else None
+        if newer is not None and _precedes_in_traceback(entry, newer):
+            groups[-1].append(entry)
+        else:
+            groups.append([entry])
+    return [group[::-1] for group in groups]
+
+
+def _precedes_in_traceback(older: LogEntry, newer: LogEntry) -> bool:
+    """Whether `older` was written just before `newer` as a line of the same traceback: a traceback line
+    before another or before its exception line, or the message a logger printed the traceback under (the
+    line before "Traceback (most recent call last):" with the same logger prefix, as vLLM's
+    `logger.exception` writes them)."""
+    if (
+        older.node_id != newer.node_id
+        or older.log_name != newer.log_name
+        or not timedelta(0) <= newer.timestamp - older.timestamp <= timedelta(seconds=FOLD_WINDOW_S)
+    ):
+        return False
+    header = newer.message.find(TRACEBACK_HEADER)
+    if header > 0 and older.message.startswith(newer.message[:header]):
+        return True
+    return is_traceback_line(older.message) and (
+        is_traceback_line(newer.message) or is_exception_line(newer.message)
+    )
+
+
+def cut_at_word(line: str, limit: int) -> str:
+    """`line` when it holds at most `limit` characters, else cut at the last space within `limit` (at
+    `limit` itself when the last LINE_WORD_CHARS characters hold none: a path, a hash) and marked " …"."""
+    if len(line) <= limit:
+        return line
+    head = line[:limit]
+    space = head.rfind(" ")
+    if space >= limit - LINE_WORD_CHARS:
+        head = head[:space]
+    return head.rstrip() + " …"
 
 
 def noted(reply: Reply, line: str) -> Reply:
@@ -232,7 +320,3 @@ def _kind_line(t: TemplateSummary, now: ServingNow) -> str:
         line += f" (+{t.traceback_lines:,} traceback lines)"
     note = template_note(t, now, fatal=is_fatal(t))
     return line + (f"\n  _{note}_" if note else "")
-
-
-def _first_line(message: str, limit: int = 160) -> str:
-    return (message.splitlines() or [""])[0][:limit]
