@@ -128,8 +128,10 @@ def _errors(ctx: Context, summary: LogSummary, span: timedelta) -> Errors:
     result, chosen, failures = _ask_models(ctx, summary, deployment_of(ctx.services), now)
     placed = place(result.findings, result.templates, now)
     current_templates = present(result.templates, now)
-    # what may describe the running container first, then the labelled earlier/other kinds
-    ranked = current_templates + tuple(t for t in result.templates if t not in current_templates)
+    # errors first (the top error kinds are errors: a warning of the running container does not push an
+    # error of another process out of them), within each what may describe the running container first,
+    # then the labelled earlier/other kinds, each in the summary's order (severity, count, recency)
+    ranked = tuple(sorted(result.templates, key=lambda t: (not t.is_error, t not in current_templates)))
     # key lines only from what may describe the running container; the rest is shown as earlier/other
     current = replace(result, templates=current_templates, findings=placed.current)
     return Errors(

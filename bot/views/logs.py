@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
+from bot.slack.limits import MESSAGE_BLOCK_TEXT_LIMIT, SECTION_TEXT_LIMIT
 from bot.slack.render import (
     Attachment,
     Block,
@@ -19,6 +20,7 @@ from bot.slack.render import (
     plural,
     section,
     split_sections,
+    to_mrkdwn,
     utc,
 )
 from bot.views.findings import diagnosis_text
@@ -28,13 +30,23 @@ from ops.diagnosis.families import is_exception_line, is_traceback_line
 from ops.gcp.cloudlogs import LogEntry
 from ops.gcp.logplan import ReadReport
 
-ANALYSIS_CHARS = 2800  # the model's analysis shown in one section (a section holds 3,000)
+SECTION_ROOM = SECTION_TEXT_LIMIT - 200
+"""Characters of a section of `/logs analyze` as Slack receives it: under Block Kit's 3,000, leaving room
+for what redaction may add."""
+MESSAGE_ROOM = MESSAGE_BLOCK_TEXT_LIMIT - 1200
+"""Characters of all of its blocks together: under the limit of a message's block text, leaving room for the
+blocks added after the view (the deployment's label, the Slack gateway's notes on files)."""
+LEFT_OUT_ROOM = 120
+"""Room kept in a cut section for the line that says what was left out."""
+ANALYSIS_FILE = "log-analysis.txt"
 LINE_CHARS = 160
 """Characters of a message line `/logs` shows: with its 40-character prefix (time, severity, node), a line
 of a code block that stays readable in Slack's message pane."""
 LINE_WORD_CHARS = 40
 """How far back from LINE_CHARS a cut looks for a space before it cuts inside a long token."""
 LISTING_FILE = "log-entries.txt"
+TEMPLATE_CHARS = 150
+"""Characters of a template in a top error kind's line (every template is whole in log-templates.tsv)."""
 TRACEBACK_HEADER = "Traceback (most recent call last):"
 """The line Python starts a traceback with (https://docs.python.org/3/library/traceback.html)."""
 
@@ -265,14 +277,132 @@ def log_analysis(a: LogAnalysis) -> Reply:
     if a.errors is None:
         blocks.append(section(f":white_check_mark: No errors in the window ({a.total_entries:,} entries)."))
         return blocks_reply(blocks)
-    blocks += _errors_blocks(a.errors)
-    reply = blocks_reply(blocks)
+    whole = [*blocks, *_errors_blocks(a.errors)]
+    fitted, left_out = fit_sections(whole, len(blocks))
+    reply = blocks_reply(fitted)
+    if left_out:
+        text = blocks_reply(whole).text
+        reply.files.append(Attachment(ANALYSIS_FILE, text, "The whole log analysis", whole_answer=True))
     table = "\n".join(
         f"{t.count}\t{t.severity}\t{t.first_seen:%F %T}\t{t.last_seen:%F %T}\t{t.template}"
         for t in a.errors.analysis.templates
     )
     reply.files.append(Attachment("log-templates.tsv", table, "All log templates"))
     return reply
+
+
+def fit_sections(blocks: list[Block], first: int = 0) -> tuple[list[Block], bool]:
+    """`blocks` within Slack's limits on a section (SECTION_ROOM) and on a message's block text
+    (MESSAGE_ROOM), by fitting the section blocks from index `first` on, never the others: each keeps its
+    heading (its first line) and as many whole items (a line and the lines indented under it) as its share
+    of the room holds, in as many sections as they need, split between items; an item too large for a
+    section keeps its lines while they fit, the last one cut at a word (`cut_at_word`). A section that
+    leaves something out says how much and that ANALYSIS_FILE holds it. Shares: the room left by the other
+    blocks, split so that no section gets more than it needs and the rest is shared equally.
+
+    Args:
+        blocks: Block Kit dicts as `bot.slack.render` builds them.
+        first: the index of the first block that may be fitted.
+
+    Returns:
+        (the blocks, whether any section left something out).
+    """
+    fitted = [i for i, b in enumerate(blocks) if i >= first and b.get("type") == "section" and "text" in b]
+    fixed = sum(_wire_len(_text_of(b)) for i, b in enumerate(blocks) if i not in fitted)
+    needs = [_wire_len(_text_of(blocks[i])) for i in fitted]
+    rooms = dict(zip(fitted, _shares(needs, MESSAGE_ROOM - fixed), strict=True))
+    out: list[Block] = []
+    left_out = False
+    for i, block in enumerate(blocks):
+        text = _text_of(block)
+        if i not in rooms or _wire_len(text) <= min(rooms[i], SECTION_ROOM):
+            out.append(block)
+            continue
+        parts, dropped = _fit_section(text, rooms[i])
+        out += [section(part) for part in parts]
+        left_out = left_out or dropped
+    return out, left_out
+
+
+def _shares(needs: list[int], room: int) -> list[int]:
+    """Each need's share of `room`: the smallest needs first get what they need, the others an equal part of
+    what is left."""
+    shares = [0] * len(needs)
+    left = max(room, 0)
+    order = sorted(range(len(needs)), key=needs.__getitem__)
+    for done, i in enumerate(order):
+        shares[i] = min(needs[i], left // (len(needs) - done))
+        left -= shares[i]
+    return shares
+
+
+def _fit_section(text: str, room: int) -> tuple[list[str], bool]:
+    """`text` (a heading line, then items) in at most `room` characters as Slack receives them, in sections
+    of at most SECTION_ROOM split between items; when something is left out, the last line says so (see
+    `fit_sections`). Returns (the sections' texts, whether something was left out)."""
+    heading, *lines = text.split("\n")
+    items: list[list[str]] = []
+    for line in lines:
+        if items and line[:1].isspace():
+            items[-1].append(line)
+        else:
+            items.append([line])
+    parts = [[heading]]
+    used = size = _wire_len(heading)
+    reserve = 0 if _wire_len(text) <= room else LEFT_OUT_ROOM
+    shown = 0
+    whole = True
+    for item in items:
+        need = sum(_wire_len(line) + 1 for line in item)
+        if used + need > room - reserve:
+            break
+        if size + need > SECTION_ROOM - reserve:
+            if need <= SECTION_ROOM - reserve:  # the item starts a section of its own
+                parts.append([])
+                size = 0
+            else:  # larger than any section: its lines while they fit, the last one cut at a word
+                item = _cut_item(item, SECTION_ROOM - LEFT_OUT_ROOM - size)
+                need = sum(_wire_len(line) + 1 for line in item)
+                whole = False
+        parts[-1] += item
+        used += need
+        size += need
+        shown += 1
+        if not whole:
+            break
+    if shown == len(items) and whole:
+        return ["\n".join(part) for part in parts], False
+    missing = len(items) - shown
+    more = plural(missing, "more item", "more items") if whole else "the rest"
+    parts[-1].append(f"_… {more} not shown here: the whole analysis is in `{ANALYSIS_FILE}`._")
+    return ["\n".join(part) for part in parts if part], True
+
+
+def _cut_item(item: list[str], room: int) -> list[str]:
+    """The lines of `item` that fit in `room` characters as Slack receives them, the first that does not cut
+    at a word (dropped when too little room is left for a few words)."""
+    kept: list[str] = []
+    for line in item:
+        size = _wire_len(line) + 1
+        if size > room:
+            if room > LINE_WORD_CHARS:
+                kept.append(cut_at_word(line, room - (size - len(line)) - 2))
+            break
+        kept.append(line)
+        room -= size
+    return kept
+
+
+def _text_of(block: Block) -> str:
+    text = block.get("text")
+    if isinstance(text, dict):
+        return str(text.get("text", ""))
+    return "".join(str(e.get("text", "")) for e in block.get("elements", []) if isinstance(e, dict))
+
+
+def _wire_len(text: str) -> int:
+    """Characters of `text` as Slack receives it (escaped: `&lt;` for `<`)."""
+    return len(to_mrkdwn(text))
 
 
 def _errors_blocks(e: Errors) -> list[Block]:
@@ -299,7 +429,7 @@ def _errors_blocks(e: Errors) -> list[Block]:
     result = e.analysis
     notes = [f"{result.included_templates} templates in the prompt"] if e.author else []
     if e.author and result.model_analysis:
-        blocks.append(section("*Gemma's analysis*\n" + result.model_analysis[:ANALYSIS_CHARS]))
+        blocks.append(section("*Gemma's analysis*\n" + result.model_analysis))
         blocks.append(context(e.author))
         budget = f"prompt {result.prompt_tokens or '-'} of {result.budget_tokens or '-'} budget tokens"
         notes += [budget, e.model_context]
@@ -315,7 +445,8 @@ def _errors_blocks(e: Errors) -> list[Block]:
 def _kind_line(t: TemplateSummary, now: ServingNow) -> str:
     """One top error kind: count, severity, template, times, its folded traceback lines, and when it does
     not describe the present, why (`ops.diagnosis.engine.template_note`)."""
-    line = f"• *{t.count:,}× {t.severity}* `{t.template[:150]}`\n  {utc(t.first_seen)} → {utc(t.last_seen)}"
+    template = cut_at_word(t.template, TEMPLATE_CHARS)
+    line = f"• *{t.count:,}× {t.severity}* `{template}`\n  {utc(t.first_seen)} → {utc(t.last_seen)}"
     if t.traceback_lines:
         line += f" (+{t.traceback_lines:,} traceback lines)"
     note = template_note(t, now, fatal=is_fatal(t))
