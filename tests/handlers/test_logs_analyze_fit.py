@@ -5,7 +5,10 @@ among them."""
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 
 import pytest
 import yaml
@@ -13,6 +16,7 @@ import yaml
 from bot.slack.limits import MESSAGE_BLOCK_TEXT_LIMIT, SECTION_TEXT_LIMIT
 from bot.views.logs import ANALYSIS_FILE
 from sim.demo import Demo
+from sim.gcp.world import serving_since
 from sim.scenario import load
 from sim.slack import Message
 from tests.handlers.conftest import Handlers
@@ -93,3 +97,23 @@ def test_top_error_kinds_are_errors_the_tpu_in_use_among_them(world: Demo) -> No
     )
     other = shown.split("*Failures of another process or node: not the serving container*")[1]
     assert "*tpu-device-busy*" in other and "(pid 4242)" in other
+
+
+def test_the_demo_logs_agree_with_its_world(world: Demo) -> None:
+    """The errors of an earlier container come before the running one started and are labelled so; the
+    preemptions logged since it started are as many as its vLLM counter says, and none is logged in the
+    quarter hour before it, when no container served."""
+    handlers = Handlers(world)
+    text = handlers.run("logs analyze --since 2h")
+    known = text.split("*Known failures in the log*")[1].split("*Earlier failures")[0]
+    earlier = text.split("*Earlier failures, before the current container started")[1]
+    assert "max_model_len (16384 tokens)" in known and "(8192 tokens)" not in known
+    assert "max_model_len (8192 tokens)" in earlier.split("*Failures of another")[0]
+    counted = re.search(r"preempted by vLLM (\d+)", handlers.run("vllm metrics"))
+    assert counted is not None
+    started = serving_since(world.scenario, world.gcp.world.start)
+    assert started is not None
+    logged = [e for e in world.gcp.world.logs if "is preempted by" in json.dumps(e.body)]
+    times = [datetime.fromisoformat(e.body["timestamp"]) for e in logged]
+    assert sum(at >= started for at in times) == int(counted.group(1))
+    assert not [at for at in times if started - timedelta(minutes=15) <= at < started]
