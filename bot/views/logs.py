@@ -27,6 +27,7 @@ from bot.views.findings import diagnosis_text
 from llm.logsum import FOLD_WINDOW_S, Analysis, TemplateSummary
 from ops.diagnosis.engine import Diagnosis, ServingNow, is_fatal, template_note
 from ops.diagnosis.families import is_exception_line, is_traceback_line
+from ops.errors import OpsError
 from ops.gcp.cloudlogs import LogEntry
 from ops.gcp.logplan import ReadReport
 
@@ -85,6 +86,19 @@ class LogWindow:
             parts.append(f"matching `{self.text}`")
         return " · ".join(parts)
 
+    def wider(self) -> str:
+        """What to try when the window holds nothing: each restriction it had loosened, e.g. "Try a
+        longer `--since` (e.g. `--since 6h`), without `--severity`"."""
+        hours = max(6, round(self.span.total_seconds() * 4 / 3600))
+        tries = [f"a longer `--since` (e.g. `--since {hours}h`)"]
+        if self.severity:
+            tries.append("without `--severity`")
+        if self.text:
+            tries.append("without `--filter`")
+        if self.node:
+            tries.append("another `--node`, or none (`/tpu list` names the nodes)")
+        return "Try " + ", ".join(tries) + "."
+
     def footer(self) -> str:
         """The listing's footer: the description, then the exact query when asked for, else how to see it."""
         if self.show_query:
@@ -102,7 +116,7 @@ def entries_listing(entries: Sequence[LogEntry], window: LogWindow) -> Reply:
     attached LISTING_FILE.
     """
     if not entries:
-        return blocks_reply([section("No log entries match: " + window.footer())])
+        return blocks_reply([section("No log entries match: " + window.footer()), context(window.wider())])
     shown: list[str] = []
     whole: list[str] = []
     for group in entry_groups(entries):
@@ -186,6 +200,13 @@ def cut_at_word(line: str, limit: int) -> str:
     if space >= limit - LINE_WORD_CHARS:
         head = head[:space]
     return head.rstrip() + " …"
+
+
+def unchecked_line(container: str, error: OpsError) -> str:
+    """The one line of an empty read whose container's log driver could not be read over SSH: that it was
+    not checked, and why (the error's message, its first line)."""
+    why = (str(error.message).splitlines() or ["no answer"])[0]
+    return f":grey_question: Not checked whether `{container}` logs to Cloud Logging: {cut_at_word(why, 200)}"
 
 
 def noted(reply: Reply, line: str) -> Reply:

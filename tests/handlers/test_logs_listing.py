@@ -3,11 +3,13 @@ Logging client), a traceback written one line per entry, a multi-line entry and 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
 import yaml
 
+from bot.handlers.logs import PROBE_TIMEOUT_S
 from bot.views.logs import LINE_CHARS, LISTING_FILE
 from sim.demo import Demo
 from sim.scenario import load
@@ -71,3 +73,25 @@ def test_a_cut_line_is_whole_in_the_attached_file(world: Demo) -> None:
     content = files[-1].content.decode()
     assert LONG in content and MULTILINE.splitlines()[2] in content
     assert content.index(TRACEBACK[0]) < content.index(TRACEBACK[-1])
+
+
+def test_an_empty_read_of_another_node_says_what_to_try_without_ssh(world: Demo) -> None:
+    ran = len(world.host.commands)
+    text = Handlers(world).run("logs --node gemma4-other-node --severity ERROR")
+    assert "No log entries match: " in text
+    assert "Try a longer `--since` (e.g. `--since 6h`), without `--severity`, another `--node`" in text
+    assert len(world.host.commands) == ran and "Cloud Logging:" not in text  # nothing asked of the VM
+
+
+def test_an_empty_read_whose_vm_does_not_answer_says_so_in_one_line(world: Demo) -> None:
+    world.host.set_command_delay(30)
+    try:
+        started = time.monotonic()
+        text = Handlers(world).run("logs --since 1m --filter '\"no such text\"'")
+        waited = time.monotonic() - started
+    finally:
+        world.host.set_command_delay(0)
+    assert "No log entries match: " in text and "without `--filter`" in text
+    (line,) = [line for line in text.splitlines() if "Not checked" in line]
+    assert line.startswith(":grey_question: Not checked whether `vllm` logs to Cloud Logging: ")
+    assert waited < PROBE_TIMEOUT_S + 5, waited  # the probe's bound, not SSH's 60 s command timeout
