@@ -2,7 +2,8 @@
 
 Pipeline (`analyze`):
 1. `summarize`: Drain (drain3 `TemplateMiner`, in memory) groups messages into templates, masking variable
-   parts (timestamps, IPs, hex ids, UUIDs, paths, URLs, sizes, numbers). Per template: count, the most
+   parts (timestamps, IPs, hex ids, UUIDs, paths, URLs, sizes, numbers, vLLM's process prefixes; a
+   collector's time stamp before a line is dropped). Per template: count, the most
    severe severity, first and last seen, up to two exemplars (redacted), the nodes. Ranked by severity,
    then count, then recency. Each line of a traceback is its own log entry (docker and vLLM write line by
    line), so its frames would make one large "File <*> line <NUM>, in <*>" template that outranks the
@@ -160,7 +161,8 @@ class TemplateSummary:
 
     Attributes:
         template_id: Drain's cluster id (stable within one summary).
-        template: the template text, variable parts masked as <NUM>, <HEX>, <IP>, <PATH>, <TS>, ... or <*>.
+        template: the template text, variable parts masked as <NUM>, <HEX>, <IP>, <PATH>, <TS>, ... or <*>,
+            a vLLM process prefix as <APIServer>, <EngineCore> or <Worker>.
         count: entries in the group.
         severity: the most severe LogSeverity name among them.
         first_seen, last_seen: earliest and latest entry timestamps (aware UTC).
@@ -510,7 +512,8 @@ def build_prompt(
     header = (
         f"Cloud Logging entries of TPU VMs: {summary.total_entries} entries, {summary.error_entries} at "
         f"ERROR or worse, {span}. Drain grouped them into {len(summary.templates)} templates (<NUM>, <HEX>, "
-        "<IP>, <PATH>, <TS>, <SIZE>, <*> mark variable parts), most severe first, then most frequent.\n"
+        "<IP>, <PATH>, <TS>, <SIZE>, <*> mark variable parts; <APIServer>, <EngineCore>, <Worker> a vLLM "
+        "process), most severe first, then most frequent.\n"
     )
     if serving:
         header += f"What serves now (bot text, not log data): {_one_line(redact(serving), 400)}\n"
