@@ -237,9 +237,10 @@ class Services:
             "resource": endpoint.resource if endpoint else "",
         }
 
-    def remote(self, host: str | None = None) -> RemoteHost:
+    def remote(self, host: str | None = None, *, timeout_s: float | None = None) -> RemoteHost:
         """An SSH connection to the TPU VM, host key checked: to `host`, else SSH_HOST, else the vLLM
-        endpoint's host.
+        endpoint's host; `timeout_s` bounds its connect and each command, seconds (None: `RemoteHost`'s
+        defaults).
 
         The host keys are SSH_KNOWN_HOSTS_PATH's and SSH_HOST_KEYS', and, when SSH goes to the endpoint's
         node (SSH_HOST unset), the keys that node's guest attributes publish: the endpoint is only ever a
@@ -263,7 +264,7 @@ class Services:
                     raise
         host = host or s.ssh_host or (urlsplit(endpoint.url).hostname if endpoint else "") or ""
         pinned = dict(key.split(maxsplit=1) for key in s.ssh_host_keys)
-        return RemoteHost(
+        remote = RemoteHost(
             host,
             s.ssh_port,
             user=s.ssh_user,
@@ -273,6 +274,9 @@ class Services:
             published_host_keys=self._published_host_keys(endpoint, host),
             sudo=s.ssh_sudo,
         )
+        if timeout_s is not None:
+            remote.connect_timeout_s = remote.command_timeout_s = timeout_s
+        return remote
 
     def _published_host_keys(self, endpoint: Endpoint | None, host: str) -> PublishedHostKeys | None:
         """The guest-attribute host keys of the endpoint's node, when SSH goes to that node's address."""
@@ -283,10 +287,13 @@ class Services:
         zone, node = endpoint.zone, endpoint.node
         return PublishedHostKeys(f"{node} ({zone})", lambda: self.tpu.host_keys(zone, node))
 
-    def container(self, host: str | None = None) -> tuple[VllmContainer, RemoteHost]:
+    def container(
+        self, host: str | None = None, *, timeout_s: float | None = None
+    ) -> tuple[VllmContainer, RemoteHost]:
         """The vLLM container on the TPU VM (at `host`, else as `remote` chooses), and its SSH connection
-        (close it when done)."""
-        remote = self.remote(host)
+        (close it when done); `timeout_s` bounds its connect and each command (None: `RemoteHost`'s
+        defaults)."""
+        remote = self.remote(host, timeout_s=timeout_s)
         return VllmContainer(remote, self.settings.vllm_container), remote
 
     def vllm_spec(self) -> VllmSpec:

@@ -263,7 +263,9 @@ class _Lookup:
     def of(cls, text: str) -> _Lookup:
         times = frozenset(f"{int(h):02d}:{m}" for h, m in _TIME.findall(text))
         prices = frozenset(n for amount in _PRICE.findall(text) for n in _numbers(amount))
-        flat = " ".join(text.split()).lower()  # a quote may wrap or indent differently
+        # a quote may wrap or indent differently; the answer is read folded (`canonical_text`), so the facts
+        # are too: a "…" the bot cut a line with reads "..." on both sides
+        flat = " ".join(canonical_text(text).split()).lower()
         # a sentence's numbers are read with its times taken out ("00:38:27.143740Z" leaves 143740): so are
         # the evidence's
         numbers = _numbers(text) | _numbers(_TIME.sub(" ", text))

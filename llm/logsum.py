@@ -2,7 +2,8 @@
 
 Pipeline (`analyze`):
 1. `summarize`: Drain (drain3 `TemplateMiner`, in memory) groups messages into templates, masking variable
-   parts (timestamps, IPs, hex ids, UUIDs, paths, URLs, sizes, numbers). Per template: count, the most
+   parts (timestamps, IPs, hex ids, UUIDs, paths, URLs, sizes, numbers, vLLM's process prefixes; a
+   collector's time stamp before a line is dropped). Per template: count, the most
    severe severity, first and last seen, up to two exemplars (redacted), the nodes. Ranked by severity,
    then count, then recency. Each line of a traceback is its own log entry (docker and vLLM write line by
    line), so its frames would make one large "File <*> line <NUM>, in <*>" template that outranks the
@@ -49,6 +50,7 @@ from ops.diagnosis.families import FixFacts, is_exception_line, is_traceback_lin
 from ops.diagnosis.wordings import wording
 from ops.errors import BackendUnavailable, BadInput, OpsError
 from ops.gcp.cloudlogs import SEVERITIES, LogEntry, severity_rank
+from ops.linear import linear
 from ops.times import rfc3339
 
 __all__ = [
@@ -87,8 +89,18 @@ MAX_PENDING_FRAMES = 10_000
 """Traceback lines kept while waiting for their exception line (oldest-first order); beyond, unattached."""
 ORPHAN_TEMPLATE = "traceback lines with no exception line near them"
 ERROR_RANK = severity_rank("ERROR")
+_COLLECTOR_STAMP = linear(r"^\s*\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)\s+")
 
+# The process prefix vLLM's processes log with (docs/vllm.md §2.4): "(APIServer pid=1)", "(EngineCore_DP0
+# pid=281)", "(Worker_TP3 pid=9)", "(VllmWorker rank=0 pid=412)": one token per kind of process, so that its
+# pid, data-parallel or tensor-parallel rank do not split one message into several templates.
+_PROCESS_MASKS = [
+    MaskingInstruction(r"\(APIServer pid=\d+\)", "APIServer"),
+    MaskingInstruction(r"\(EngineCore(?:_DP\d+)? pid=\d+\)", "EngineCore"),
+    MaskingInstruction(r"\((?:VllmWorker rank=\d+|Worker(?:_TP\d+)?) pid=\d+\)", "Worker"),
+]
 _MASKS = [
+    *_PROCESS_MASKS,
     MaskingInstruction(r"\b\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?", "TS"),
     MaskingInstruction(r"(?<=\b[IWEF])\d{4} \d\d:\d\d:\d\d\.\d+", "TS"),
     MaskingInstruction(r"\b\d\d-\d\d \d\d:\d\d:\d\d\b", "TS"),
@@ -149,7 +161,8 @@ class TemplateSummary:
 
     Attributes:
         template_id: Drain's cluster id (stable within one summary).
-        template: the template text, variable parts masked as <NUM>, <HEX>, <IP>, <PATH>, <TS>, ... or <*>.
+        template: the template text, variable parts masked as <NUM>, <HEX>, <IP>, <PATH>, <TS>, ... or <*>,
+            a vLLM process prefix as <APIServer>, <EngineCore> or <Worker>.
         count: entries in the group.
         severity: the most severe LogSeverity name among them.
         first_seen, last_seen: earliest and latest entry timestamps (aware UTC).
@@ -213,7 +226,11 @@ def _one_line(text: str, limit: int) -> str:
 
 
 def _mined_text(message: str) -> str:
-    return message[:MAX_MINED_CHARS].replace("\r", " ").replace("\n", " ")
+    """`message` as Drain mines it: one line, without the time stamp a collector may put before it
+    (`docker logs --timestamps`, a log shipper's RFC 3339 prefix), which would make a template of its own
+    (Drain groups messages by their number of words first)."""
+    text = message[:MAX_MINED_CHARS].replace("\r", " ").replace("\n", " ")
+    return _COLLECTOR_STAMP.sub("", text, count=1)
 
 
 def _miner() -> TemplateMiner:
@@ -495,7 +512,8 @@ def build_prompt(
     header = (
         f"Cloud Logging entries of TPU VMs: {summary.total_entries} entries, {summary.error_entries} at "
         f"ERROR or worse, {span}. Drain grouped them into {len(summary.templates)} templates (<NUM>, <HEX>, "
-        "<IP>, <PATH>, <TS>, <SIZE>, <*> mark variable parts), most severe first, then most frequent.\n"
+        "<IP>, <PATH>, <TS>, <SIZE>, <*> mark variable parts; <APIServer>, <EngineCore>, <Worker> a vLLM "
+        "process), most severe first, then most frequent.\n"
     )
     if serving:
         header += f"What serves now (bot text, not log data): {_one_line(redact(serving), 400)}\n"

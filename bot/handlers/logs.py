@@ -10,7 +10,15 @@ from bot.commands.context import Context
 from bot.commands.registry import ChatTool, Param, int_range, one_of, registry, resource_name, window
 from bot.shared.diagnosis import analysis_diagnosis, deployment_of, rules_only, serving_now, written_by
 from bot.slack.render import Reply
-from bot.views.logs import Errors, LogAnalysis, LogWindow, entries_listing, log_analysis, noted
+from bot.views.logs import (
+    Errors,
+    LogAnalysis,
+    LogWindow,
+    entries_listing,
+    log_analysis,
+    noted,
+    unchecked_line,
+)
 from bot.views.vllm import log_driver_line
 from llm.client import ChosenModel, first_answer
 from llm.logsum import Analysis, LogSummary, analyze
@@ -19,6 +27,11 @@ from ops.diagnosis.engine import Diagnosis, ServingNow, place, present
 from ops.diagnosis.families import FixFacts
 from ops.errors import OpsError
 from ops.gcp import cloudlogs
+
+PROBE_TIMEOUT_S = 3.0
+"""Seconds an empty read waits on SSH to tell whether the container logs to Cloud Logging (connect, then
+`docker inspect`): the bot's bound, so that a VM that does not answer costs seconds, not the 10 s connect
+and 60 s command timeouts of `ops.vllm.ssh.RemoteHost`; a VM that answers does in well under a second."""
 
 # LogSeverity names (https://cloud.google.com/logging/docs/reference/v2/rest/v2/LogEntry#logseverity)
 SEVERITIES = ("DEFAULT", "DEBUG", "INFO", "NOTICE", "WARNING", "ERROR", "CRITICAL", "ALERT", "EMERGENCY")
@@ -75,7 +88,7 @@ def logs(
     entries = ctx.services.log_entries(sent, limit or 30)
     window = LogWindow(span, now - span, severity, node, filter, sent, query, hints=not ctx.for_model)
     reply = entries_listing(entries, window)
-    return reply if entries else _said(reply, ctx)
+    return reply if entries else _said(reply, ctx, node)
 
 
 @registry.command(
@@ -111,21 +124,33 @@ def logs_analyze(ctx: Context, since: timedelta | None, node: str | None) -> Rep
             span, report, summary.total_entries, summary.error_entries, settings.logging_reads_per_min, errors
         )
     )
-    return reply if errors is not None else _said(reply, ctx)
+    return reply if errors is not None else _said(reply, ctx, node)
 
 
-def _said(reply: Reply, ctx: Context) -> Reply:
+def _said(reply: Reply, ctx: Context, node: str | None) -> Reply:
     """`reply` of a read that found nothing (no entries, no errors), with the line of a vLLM container whose
-    output does not reach Cloud Logging (`bot.views.vllm.log_driver_line`, its docker state read over SSH):
-    the reason it may find nothing. Unchanged when the container logs to Cloud Logging, or cannot be read
-    (no SSH, no container)."""
+    output does not reach Cloud Logging (`bot.views.vllm.log_driver_line`, its docker state read over SSH
+    within PROBE_TIMEOUT_S): the reason it may find nothing. Unchanged when the read was of another node
+    than the vLLM endpoint's (SSH to it would not explain it: nothing is waited for), or the container
+    logs to Cloud Logging; a VM that does not answer, or cannot be reached, is one labelled line
+    (`bot.views.logs.unchecked_line`)."""
+    if node is not None and node != _endpoint_node(ctx):
+        return reply
     try:
-        container, host = ctx.services.container()
+        container, host = ctx.services.container(timeout_s=PROBE_TIMEOUT_S)
         with host:
             status = container.status()
-    except OpsError:
-        return reply
+    except OpsError as exc:
+        return noted(reply, unchecked_line(ctx.services.settings.vllm_container, exc))
     return noted(reply, log_driver_line(container.name, status, ctx.services.settings.gcp_project))
+
+
+def _endpoint_node(ctx: Context) -> str:
+    """The node of the vLLM endpoint (whose VM SSH reaches), "" when it is not a node or not found."""
+    try:
+        return ctx.services.endpoints.resolve().node
+    except OpsError:
+        return ""
 
 
 def _errors(ctx: Context, summary: LogSummary, span: timedelta) -> Errors:
@@ -134,8 +159,10 @@ def _errors(ctx: Context, summary: LogSummary, span: timedelta) -> Errors:
     result, chosen, failures = _ask_models(ctx, summary, deployment_of(ctx.services), now)
     placed = place(result.findings, result.templates, now)
     current_templates = present(result.templates, now)
-    # what may describe the running container first, then the labelled earlier/other kinds
-    ranked = current_templates + tuple(t for t in result.templates if t not in current_templates)
+    # errors first (the top error kinds are errors: a warning of the running container does not push an
+    # error of another process out of them), within each what may describe the running container first,
+    # then the labelled earlier/other kinds, each in the summary's order (severity, count, recency)
+    ranked = tuple(sorted(result.templates, key=lambda t: (not t.is_error, t not in current_templates)))
     # key lines only from what may describe the running container; the rest is shown as earlier/other
     current = replace(result, templates=current_templates, findings=placed.current)
     return Errors(

@@ -144,7 +144,7 @@ class Prepared:
 
     def with_full_file(self) -> list[Attachment]:
         """The files, plus the full answer as a file unless one of them already holds it."""
-        if any(isinstance(f.content, str) and f.content == self.full for f in self.files):
+        if any(f.holds(self.full) for f in self.files):
             return list(self.files)
         return [*self.files, Attachment(self.filename, self.full, "Full answer")]
 
@@ -171,9 +171,7 @@ def prepare(
     """
     full = redact(to_plain(_full_text(reply)))
     files = [
-        Attachment(
-            f.filename, redact(to_plain(f.content)) if isinstance(f.content, str) else f.content, f.title
-        )
+        replace(f, content=redact(to_plain(f.content)) if isinstance(f.content, str) else f.content)
         for f in reply.files
     ]
     blocks: list[Block] = []
@@ -443,7 +441,7 @@ class SlackGateway:
         """
         content = attachment.content
         if isinstance(content, str):
-            attachment = Attachment(attachment.filename, redact(to_plain(content)), attachment.title)
+            attachment = replace(attachment, content=redact(to_plain(content)))
         files = Files(self, Destination(channel, thread_ts=thread_ts))
         files.upload([attachment])
         files.post_failed(raise_errors=True)

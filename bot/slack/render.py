@@ -38,11 +38,21 @@ Block = dict[str, Any]
 
 @dataclass(frozen=True)
 class Attachment:
-    """A file to upload beside the message (to its thread): name, content (text, or bytes), title."""
+    """A file to upload beside the message (to its thread): name, content (text, or bytes), title.
+
+    `whole_answer`: the file holds the whole answer in a fuller form than the message (a listing's lines
+    uncut), so that when Slack's limits cut the message, the Slack gateway names this file as where the
+    whole answer is instead of uploading the message's text as another file.
+    """
 
     filename: str
     content: str | bytes
     title: str
+    whole_answer: bool = False
+
+    def holds(self, full: str) -> bool:
+        """Whether this file holds the whole answer whose text is `full`."""
+        return self.whole_answer or (isinstance(self.content, str) and self.content == full)
 
 
 @dataclass
@@ -101,8 +111,9 @@ def divider() -> Block:
 
 
 def code(text: str) -> str:
-    """A preformatted block; backtick runs inside are broken so they cannot end it early."""
-    return "```" + text.replace("```", "`\u200b``") + "```"
+    """A preformatted block, its fences on lines of their own (Slack rendered a closing fence stuck to the
+    last line of text wrongly); backtick runs inside are broken so they cannot end it early."""
+    return "```\n" + text.replace("```", "`\u200b``") + "\n```"
 
 
 def _cut(text: str, limit: int) -> str:

@@ -33,7 +33,8 @@ log = logging.getLogger(__name__)
 PRIVATE_FILE = "this answer is only for you: its files never go where others see them"
 # A failed upload is posted as at most this many messages of text: a minute of Slack's message rate in one
 # conversation ("1 per second per channel, short bursts allowed",
-# docs.slack.dev/reference/methods/chat.postMessage#rate-limiting), enough for /logs' 1,000 entries.
+# docs.slack.dev/reference/methods/chat.postMessage#rate-limiting), enough for about 800 of /logs' entries
+# with every line whole (the demo's); beyond, the last message names the parts not posted.
 PARTS_LIMIT = 60
 
 
@@ -86,9 +87,7 @@ class Files:
         """`prepared` with a last block saying where its files are: when it was cut, where the whole answer
         is (the file as uploaded, or that its upload failed and its text follows in parts; with `attach`
         False, only that it was cut); for a private reply, which files went to the user's DM."""
-        whole = (
-            next((f for f in prepared.files if f.content == prepared.full), None) if prepared.cut else None
-        )
+        whole = next((f for f in prepared.files if f.holds(prepared.full)), None) if prepared.cut else None
         lines = []
         if prepared.cut:
             name = f"`{whole.filename}`" if whole else ""

@@ -13,9 +13,17 @@ Scenario keys (`google.logs`; the default scenario is `sim/scenarios/default.yam
     cases_dir: <dir>            # where case files live (default: the package data of sim.cases)
     noise: {count: 2000, window: 6h}        # INFO/WARNING lines typical of vLLM on a TPU VM
     cases: [{file: vllm-kv-cache-insufficient.log, count: 12, from: -3h, to: -170m,
-             severity: ERROR, payload: text|json|container, node_id, zone, worker_id, log_name}]
+             severity: ERROR, payload: text|json|container, node_id, zone, worker_id, log_name,
+             lines: [1, 2, 0]}]
                                 # each occurrence = every line of a real case file (one entry per line),
-                                # timestamps/pids/request ids varied; `window: 6h` instead of from/to.
+                                # timestamps/pids/request ids varied; `window: 6h` instead of from/to;
+                                # `lines: [1, 2, 0]`: only these of its lines (0 is the first), in this
+                                # order, e.g. one of two wordings a file holds, each at the time its
+                                # container ran, the exception line after its traceback
+    served: [{from: -85m, to: -60m}]
+                                # when earlier vLLM containers served, besides the one serving now: the
+                                # noise's vLLM and uvicorn lines (engine stats, requests, preemptions) fall
+                                # only then and while the current one serves; absent: at any time
                                 # payload: container = a line of the vLLM container as Docker's gcplogs
                                 # driver writes it (sim.gcp.logentry.make_container_entry): no severity
     entries: [{at: -5m, severity: ERROR, text: "...", payload: text|json|container}]
@@ -315,6 +323,10 @@ def _noise_lines(rng: random.Random, at: datetime, serving: bool = False) -> tup
     )
 
 
+def _within(at: datetime, windows: list[tuple[datetime, datetime]]) -> bool:
+    return any(begin <= at <= end for begin, end in windows)
+
+
 def _window(spec: dict[str, Any], start: datetime, default: str) -> tuple[datetime, datetime]:
     if "from" in spec or "to" in spec:
         begin = start + duration(spec.get("from", f"-{default}"))
@@ -405,10 +417,13 @@ def generate_logs(
     begin, end = _window(noise, start, "6h")
     span = (end - begin).total_seconds()
     preemptions_left = serving_preemptions
+    served = [_window(spec, start, "6h") for spec in logs.get("served") or []]
     for _ in range(int(noise.get("count", 0))):
         at = begin + timedelta(seconds=rng.uniform(0, span))
         serving = serving_since is not None and at >= serving_since
         severity, lid, payload = _noise_lines(rng, at, serving)
+        if lid == CONTAINER and "served" in logs and not serving and not _within(at, served):
+            continue  # no vLLM container served then: nothing printed engine stats, requests or preemptions
         if serving and "is preempted by" in str(payload):
             if preemptions_left > 0:
                 preemptions_left -= 1
@@ -417,6 +432,8 @@ def generate_logs(
         add(at, severity, payload, noise, rng.randrange(workers), lid)
     for case in logs.get("cases") or []:
         lines = case_lines(str(case["file"]), folder)
+        if "lines" in case:
+            lines = [lines[int(n)] for n in case["lines"]]
         severity = log_severity(case.get("severity", "ERROR"))
         begin, end = _window(case, start, "6h")
         span = (end - begin).total_seconds()

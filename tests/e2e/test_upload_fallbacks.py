@@ -11,25 +11,29 @@ import threading
 
 import bot.handlers  # noqa: F401  (declares every command on the registry)
 from bot.commands.registry import registry
+from bot.views.logs import LISTING_FILE
 from sim.console import DEMO_USER
 from sim.demo import Demo
 from sim.slack import Message, unescape
 
-LOGS = "/logs --since 2h --limit 1000"  # about 140 KB of listing: some fifty parts of a message
+LOGS = "/logs --since 2h --limit 1000"  # about 165 KB, every line whole: more parts than are posted
+SHORTER_LOGS = "/logs --since 2h --limit 800"  # about 130 KB: some fifty parts of a message, all posted
+# The listing's whole answer, every line whole, is the file /logs attaches (`bot.views.logs`).
+PART = re.compile(rf"`{re.escape(LISTING_FILE)}` \((\d+)/(\d+)\)")
 
 
-def _logs(world: Demo) -> tuple[str, list[Message]]:
+def _logs(world: Demo, line: str = LOGS) -> tuple[str, list[Message]]:
     start = len(world.slack.messages)
-    out, answered = world.user.run(LOGS, timeout=120)
+    out, answered = world.user.run(line, timeout=120)
     assert answered, out
     return "\n".join(out), world.slack.messages[start:]
 
 
 def _parts(messages: list[Message]) -> dict[int, tuple[int, Message]]:
-    """Part number -> (parts in all, message) of the posted parts of `logs.txt`."""
+    """Part number -> (parts in all, message) of the posted parts of the listing's file."""
     found = {}
     for m in messages:
-        got = re.match(r"`logs\.txt` \((\d+)/(\d+)\)", unescape(m.text))
+        got = PART.match(unescape(m.text))
         if got:
             found[int(got.group(1))] = (int(got.group(2)), m)
     return found
@@ -39,15 +43,15 @@ def test_a_failed_upload_goes_to_the_users_dm(world: Demo) -> None:
     world.slack.fail_next("files.getUploadURLExternal", error="internal_error", status=200)
     text, messages = _logs(world)
     (file,) = [m for m in messages if m.kind == "file"]
-    assert file.channel == world.slack.dms[DEMO_USER] and file.filename == "logs.txt"
-    assert "the whole answer is in `logs.txt`, in our direct messages (the upload here failed" in text
+    assert file.channel == world.slack.dms[DEMO_USER] and file.filename == LISTING_FILE
+    assert f"the whole answer is in `{LISTING_FILE}`, in our direct messages (the upload here failed" in text
     assert "so I sent the file to our direct messages instead" in text
     assert not _parts(messages)
 
 
 def test_an_upload_failed_everywhere_follows_whole_in_one_thread(world: Demo) -> None:
     world.slack.fail_next("files.getUploadURLExternal", error="internal_error", status=200, count=2)
-    text, messages = _logs(world)
+    text, messages = _logs(world, SHORTER_LOGS)
     assert "it follows in parts" in text and not [m for m in messages if m.kind == "file"]
     parts = _parts(messages)
     total = next(iter(parts.values()))[0]
@@ -67,7 +71,8 @@ def test_parts_slack_stops_taking_are_named_with_a_narrower_command(world: Demo)
     parts = _parts(messages)
     total = parts[1][0]
     assert sorted(parts) == [1, 2, 3, 4, 5]
-    missing = r"Parts 6-(\d+) of `logs\.txt` were not posted \(Slack stopped taking them: `internal_error`\)"
+    stopped = r"were not posted \(Slack stopped taking them: `internal_error`\)"
+    missing = rf"Parts 6-(\d+) of `{re.escape(LISTING_FILE)}` {stopped}"
     said = re.search(missing + r"\. `([^`]+)` asks for an answer of the size that got through", text)
     assert said is not None, text[-600:]
     assert int(said.group(1)) == total

@@ -20,10 +20,10 @@ def test_ssh_faults(world: Demo, caplog: pytest.LogCaptureFixture, monkeypatch: 
     # There is no setting for the SSH command timeout (60 s): shorten it for this world.
     original = world.bot.services.remote
 
-    def quick_remote(host: str | None = None) -> RemoteHost:
-        remote = original(host)
-        remote.command_timeout_s = 1.5
-        remote.connect_timeout_s = 2.0
+    def quick_remote(host: str | None = None, *, timeout_s: float | None = None) -> RemoteHost:
+        remote = original(host, timeout_s=timeout_s)
+        remote.command_timeout_s = min(1.5, timeout_s or 1.5)
+        remote.connect_timeout_s = min(2.0, timeout_s or 2.0)
         return remote
 
     monkeypatch.setattr(world.bot.services, "remote", quick_remote)
