@@ -17,7 +17,7 @@ from ops.errors import BackendTimeout, BackendUnavailable, BadInput, NotFound, O
 from ops.store.state import OperationBusy
 from ops.times import shown_time
 from ops.tpu.api import unknown_zone
-from ops.tpu.model import CreateSpec, QueuedResourceInfo
+from ops.tpu.model import CreateSpec, QueuedResourceInfo, primary_among
 from ops.tpu.ownership import (
     CreateOutcome,
     create_owned,
@@ -233,6 +233,22 @@ def check_zones(ctx: Context, zones: list[str], accelerator_type: str) -> None:
             f"accelerator type {accelerator_type} is not offered in {', '.join(missing)}",
             f"see where it is offered with /tpu zones --type {accelerator_type}",
         )
+
+
+def is_primary(ctx: Context, qr: QueuedResourceInfo) -> bool:
+    """Whether `qr` is the deployment's primary: one resource, by zone and name (`primary_among` the
+    watched zones and `qr`'s, listed now), never by name alone (a name is unique per zone only).
+    A listing that fails leaves the name alone to judge by."""
+    settings = ctx.services.settings
+    if qr.name != settings.tpu_primary:
+        return False
+    zones = list(dict.fromkeys([*settings.tpu_zones, qr.zone]))
+    try:
+        listing = ctx.services.tpu.list_queued_resources(zones, with_nodes=False)
+    except OpsError:
+        return True
+    primary = primary_among(listing.resources, settings.tpu_primary, settings.tpu_zones)
+    return primary is None or (primary.zone, primary.name) == (qr.zone, qr.name)
 
 
 def active_named(ctx: Context, names: set[str], zones: list[str]) -> list[QueuedResourceInfo]:

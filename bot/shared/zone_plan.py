@@ -31,7 +31,7 @@ from ops.errors import BadInput, OpsError
 from ops.gcp import quotas
 from ops.store.state import ZoneFailure
 from ops.tpu.capacity import CapacitySearch
-from ops.tpu.model import CreateSpec, QueuedResourceInfo
+from ops.tpu.model import CreateSpec, QueuedResourceInfo, primary_among
 
 __all__ = [
     "PREEMPTIBLE_MODELS",
@@ -310,7 +310,12 @@ def already_running(ctx: Context, preview: CapacityPreview, what: str, go_on: st
     first, rate = preview.running[0], preview.spend.max_usd_per_hour
     bound = "up to" if preview.spend.ceiling else "about"
     more = f" ({bound} ${rate:,.2f}/h more)" if rate is not None else ""
-    primary = "the primary " if first.name == ctx.services.settings.tpu_primary else ""
+    settings = ctx.services.settings
+    primary = (
+        "the primary "
+        if first is primary_among(preview.running, settings.tpu_primary, settings.tpu_zones)
+        else ""
+    )
     return BadInput(
         f"{primary}`{first.name}` is already {first.state} in `{first.zone}` "
         f"({first.accelerator_type or 'TPU'}): {what} would start a second one{more}",
