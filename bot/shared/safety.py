@@ -15,7 +15,7 @@ from bot.commands.context import Context
 from bot.slack.render import mention
 from ops.errors import BackendTimeout, BackendUnavailable, BadInput, NotFound, OpsError
 from ops.store.state import OperationBusy
-from ops.times import shown_time
+from ops.times import shown_time, utc_text
 from ops.tpu.api import unknown_zone
 from ops.tpu.model import CreateSpec, QueuedResourceInfo, primary_among
 from ops.tpu.ownership import (
@@ -129,10 +129,12 @@ def check_pins(ctx: Context, current: list[dict[str, str]], command: str) -> Non
         elif before["state"] != "absent" and now["state"] == "absent":
             changes.append(f"{where} no longer exists")
         elif before["created"] != now["created"]:
-            changes.append(
-                f"{where} was recreated (created {shown_time(before['created'])} when previewed, "
-                f"now {shown_time(now['created'])})"
+            # Two creates of one name may share a minute: their times are shown to the second.
+            then, since = (
+                shown_time(before["created"], seconds=True),
+                shown_time(now["created"], seconds=True),
             )
+            changes.append(f"{where} was recreated (created {then} when previewed, now {since})")
         elif before["state"] != now["state"] and not _moved_on(before["state"], now["state"]):
             changes.append(f"{where} went from {before['state']} to {now['state']}")
     if len(pinned) != len(current):
@@ -168,9 +170,10 @@ def check_ssh_pin(ctx: Context, current: dict[str, str], command: str) -> None:
             f"the VM is now node `{current.get('node') or '?'}` (was `{pinned.get('node') or '?'}`)"
         )
     elif pinned.get("created") != current.get("created"):
+        then = shown_time(pinned.get("created", ""), seconds=True)
+        since = shown_time(current.get("created", ""), seconds=True)
         changes.append(
-            f"node `{current.get('node')}` was recreated (created {shown_time(pinned.get('created', ''))} "
-            f"when previewed, now {shown_time(current.get('created', ''))})"
+            f"node `{current.get('node')}` was recreated (created {then} when previewed, now {since})"
         )
     if pinned.get("host") != current.get("host"):
         changes.append(f"its address changed from `{pinned.get('host')}` to `{current.get('host')}`")
@@ -198,8 +201,8 @@ def current_pin(ctx: Context, name: str, zone: str) -> dict[str, str]:
 
 
 def now_text(moment: datetime | None) -> str:
-    """A create time for people."""
-    return moment.strftime("%Y-%m-%d %H:%M UTC") if moment else "unknown"
+    """A create time for people (`utc_text`), "unknown" when there is none."""
+    return utc_text(moment) if moment else "unknown"
 
 
 # ---- previews: refusals before Confirm

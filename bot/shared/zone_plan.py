@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC
 
 from bot.commands.context import Context
 from bot.shared.hints import delete_line
@@ -30,6 +29,7 @@ from ops.diagnosis.zonefit import classify
 from ops.errors import BadInput, OpsError
 from ops.gcp import quotas
 from ops.store.state import ZoneFailure
+from ops.times import utc_text
 from ops.tpu.capacity import CapacitySearch
 from ops.tpu.model import CreateSpec, QueuedResourceInfo, primary_among
 
@@ -106,7 +106,7 @@ class ZoneFacts:
             )
         failure = self.remembered.get(zone) if remembered else None
         if failure is not None:
-            when = failure.at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+            when = utc_text(failure.at)
             # The stored message starts with the classification's reason ("no quota in zone: <text>").
             reasons.append(
                 f"refused {failure.provisioning_model} {failure.accelerator_type} on {when} "

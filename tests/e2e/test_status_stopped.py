@@ -4,6 +4,8 @@ Signed Slack requests to the real bot; the container read over SSH from the simu
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from sim.demo import Demo
 
 
@@ -14,7 +16,9 @@ def _say(demo: Demo, line: str, timeout: float = 30) -> str:
 
 
 def test_status_after_a_stop_says_the_container_exited_and_who_stopped_it(world: Demo) -> None:
-    _say(world, "/vllm stop")
+    preview = _say(world, "/vllm stop")  # its node's create time as every answer shows a time, not RFC 3339
+    created = preview.split("node `gemma4-qr-node` of `gemma4-qr`, created ", 1)[1].split(")", 1)[0]
+    assert datetime.strptime(created, "%Y-%m-%d %H:%M UTC"), created
     _say(world, "click Confirm", timeout=60)
     status = _say(world, "/tpu status")
     assert "booting" not in status, status
