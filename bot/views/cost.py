@@ -9,9 +9,19 @@ date it was read; a row read longer ago than PRICE_MAX_AGE_DAYS is flagged besid
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import date
+from datetime import date, timedelta
 
-from bot.slack.render import Attachment, Reply, blocks_reply, code, context, header, plural, section
+from bot.slack.render import (
+    Attachment,
+    Reply,
+    blocks_reply,
+    code,
+    context,
+    header,
+    human_duration,
+    plural,
+    section,
+)
 from ops.cost import pricing as cost
 from ops.cost.spend import SpendPlan
 
@@ -26,6 +36,22 @@ def usd(amount: float) -> str:
 def per_hour(amount: float) -> str:
     """A rate in US dollars per hour: "$21.60/h"."""
     return f"{usd(amount)}/h"
+
+
+def burn_text(spend: cost.Burn) -> str:
+    """What an ACTIVE queued resource has cost so far, in the one wording of `/tpu cost` and the chat's
+    facts: "at most $31.91 over 1h 28m (at most $21.60/h)": the quote's bound ("at most ", "about ") before
+    every figure, the time run as `human_duration`."""
+    bound = spend.quote.bound
+    running = human_duration(timedelta(hours=spend.hours_so_far))
+    return f"{bound}{usd(spend.usd_so_far)} over {running} ({bound}{per_hour(spend.usd_per_hour)})"
+
+
+def burn_total(spent: float, rate: float, bounded: bool) -> str:
+    """The running resources' spend summed, as `/tpu cost` and the chat's facts say it: "at most $31.91 so
+    far, at most $21.60/h now" ("at most" when a figure is a ceiling)."""
+    bound = "at most " if bounded else ""
+    return f"{bound}{usd(spent)} so far, {bound}{per_hour(rate)} now"
 
 
 def cited(row: cost.Price, today: date | None = None, max_age_days: int | None = None) -> str:
