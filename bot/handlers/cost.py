@@ -240,8 +240,10 @@ def tpu_config(ctx: Context, kind: str) -> Reply:
             "flex-start",
             timedelta(hours=4),
         )
-        body, filename = text, "create.sh"
-    elif kind == "gke":
+        # The command's --metadata-from-file names startup.sh: it goes with it.
+        script = ("startup.sh", deploy.startup_script(startup))
+        return deploy_file(text, "create.sh", s.hf_token_secret, beside=script)
+    if kind == "gke":
         body, filename = deploy.gke_manifest(startup, s.tpu_accelerator_type), "vllm-gke.yaml"
     else:
         body, filename = deploy.startup_script(startup), "startup.sh"

@@ -213,10 +213,19 @@ def spend_report(label: str, deployment_lines: list[str], total: str, sources: s
     )
 
 
-def deploy_file(body: str, filename: str, secret: str) -> Reply:
+def deploy_file(body: str, filename: str, secret: str, *, beside: tuple[str, str] | None = None) -> Reply:
     """A generated deployment file shown as code and attached as `filename`, with a note that the Hugging
-    Face token stays in the Secret Manager secret `secret`."""
+    Face token stays in the Secret Manager secret `secret`.
+
+    Args:
+        beside: (filename, body) of a file `body` reads from its own directory (the gcloud command's
+            `startup.sh`): attached too, and named in the note, so the command runs as given.
+    """
     note = f"The Hugging Face token stays in Secret Manager (`{secret}`); nothing here contains it."
+    files = [(filename, body)]
+    if beside is not None:
+        files.append(beside)
+        note = f"`{filename}` reads `{beside[0]}` from the directory it runs in: both are attached. {note}"
     reply = blocks_reply([section(code(body)), context(note)])
-    reply.files.append(Attachment(filename, body, filename))
+    reply.files += [Attachment(name, content, name) for name, content in files]
     return reply
