@@ -7,6 +7,8 @@ from __future__ import annotations
 from ops.tpu.api import TpuOps
 from sim.demo import Demo
 
+PREEMPTIBLE_V6E = "TPUV6EPreemptiblePerProjectPerZoneForTPUAPI"
+
 
 def _say(demo: Demo, line: str, timeout: float = 30) -> str:
     out, answered = demo.user.run(line, timeout=timeout)
@@ -15,6 +17,7 @@ def _say(demo: Demo, line: str, timeout: float = 30) -> str:
 
 
 def test_recover_by_search_prices_the_dearest_zone_and_warns_like_create(world: Demo) -> None:
+    world.gcp.set_quota("europe-west4-a", PREEMPTIBLE_V6E, 0)  # a zone without preemptible quota
     preview = _say(world, "/tpu recover gemma4-old --search")
     # asia-northeast1-b is the dearest zone searched: $25.92/h x 4 h (not europe-west4-a's $95.04)
     assert "*Projected spend* flex-start, up to $103.68 (4 h at `asia-northeast1-b` prices" in preview
@@ -48,6 +51,7 @@ def test_ensure_shows_the_spend_and_warnings_of_the_create_it_makes(world: Demo)
 
 
 def test_find_and_zones_give_one_judgement_of_a_zone_in_the_same_words(world: Demo) -> None:
+    world.gcp.set_quota("europe-west4-a", PREEMPTIBLE_V6E, 0)  # a zone without preemptible quota
     store, now = world.bot.services.store, world.bot.services.now()
     message = "flex-start not offered: FLEX_START is not offered for v6e-8 in europe-west4-a"
     store.remember_zone_failure("europe-west4-a", "v6e-8", "flex-start", message, now=now)

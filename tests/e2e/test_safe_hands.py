@@ -19,6 +19,8 @@ from ops.tpu.model import CreateSpec
 from sim.console import DEMO_USER
 from sim.demo import Demo
 
+PREEMPTIBLE_V6E = "TPUV6EPreemptiblePerProjectPerZoneForTPUAPI"
+
 VIEWER = "U0VIEWER01"
 PRIMARY_ZONE = "us-east5-a"
 
@@ -284,6 +286,7 @@ def test_the_vllm_api_key_comes_from_secret_manager_is_sent_and_survives_a_resta
 
 
 def test_default_find_tries_the_cheapest_zones_first_in_parallel_and_keeps_the_name(world: Demo) -> None:
+    world.gcp.set_quota("europe-west4-a", PREEMPTIBLE_V6E, 0)  # a zone without preemptible quota
     preview = _say(world, "/tpu find gemma4-b --allow-second")
     assert "3 zones at a time" in preview  # CAPACITY_PARALLEL, not one zone at a time
     order = preview.split("*Zones tried, in order* ", 1)[1].splitlines()[0]
@@ -305,6 +308,7 @@ def test_default_find_tries_the_cheapest_zones_first_in_parallel_and_keeps_the_n
 
 
 def test_create_and_recover_previews_warn_about_a_zone_that_will_refuse(world: Demo) -> None:
+    world.gcp.set_quota("europe-west4-a", PREEMPTIBLE_V6E, 0)  # a zone without preemptible quota
     create = _say(world, "/tpu create gemma4-c --zone europe-west4-a --allow-second")
     assert "[Confirm" in create
     assert ":warning: `europe-west4-a` has preemptible v6e quota 0 (flex-start draws on it)" in create
