@@ -253,8 +253,8 @@ def _plan(
         order = "cheapest first, equal prices in TPU_ZONES order" + (
             ", zones expected to refuse last" if blocked else ""
         )
-    search_name, named_after = _search_name(ctx, name, [*settings.tpu_zones, *candidates])
-    existing = {qr.zone: qr for qr in named_after[1] if qr.name == search_name and qr.zone in candidates}
+    named = _search_name(ctx, name, [*settings.tpu_zones, *candidates])
+    existing = {qr.zone: qr for qr in named.listed if qr.name == named.name and qr.zone in candidates}
     tried = [zone for zone in candidates if zone not in remembered]
     previewed = _previewed(ctx)
     if previewed is not None:  # confirmed: the zones previewed, in that order, and no other (their pins
@@ -264,13 +264,21 @@ def _plan(
     skipped = {zone: failure for zone, failure in remembered.items() if zone in candidates}
     at_once = parallel or settings.capacity_parallel
     return _FindPlan(
-        search_name, accelerator, tried, skipped, at_once, order, blocked, facts, existing, named_after[0]
+        named.name, accelerator, tried, skipped, at_once, order, blocked, facts, existing, named.named_after
     )
 
 
-def _search_name(
-    ctx: Context, name: str | None, zones: list[str]
-) -> tuple[str, tuple[QueuedResourceInfo | None, tuple[QueuedResourceInfo, ...]]]:
+@dataclass(frozen=True)
+class _SearchName:
+    """The name a search's requests carry (`name`), the live resource it was derived from (None: the name
+    was free, or given), and every queued resource listed while choosing it."""
+
+    name: str
+    named_after: QueuedResourceInfo | None
+    listed: tuple[QueuedResourceInfo, ...]
+
+
+def _search_name(ctx: Context, name: str | None, zones: list[str]) -> _SearchName:
     """The name every request of the search carries, from the listing of `zones` read now.
 
     A second TPU beside a live one needs a name of its own: when no name is given and a queued resource
@@ -278,9 +286,6 @@ def _search_name(
     `TPU_PRIMARY-N` (`free_name`, against every queued resource and node name listed), so that the
     primary stays the one resource of its name. After a confirmation the previewed name is kept (its
     pins are checked again before anything is created).
-
-    Returns:
-        (name, (the live resource it was derived from or None, every queued resource listed)).
 
     Raises:
         OpsError: a zone could not be listed (no name can be promised free).
@@ -298,9 +303,9 @@ def _search_name(
     )
     previewed = _previewed(ctx)
     if previewed is not None:
-        return previewed[0], (live if previewed[0] != wanted else None, listing.resources)
+        return _SearchName(previewed[0], live if previewed[0] != wanted else None, listing.resources)
     if live is None:
-        return wanted, (None, listing.resources)
+        return _SearchName(wanted, None, listing.resources)
     taken = {qr.name for qr in listing.resources} | {node for qr in listing.resources for node in qr.node_ids}
     free = free_name(wanted, taken)
     if name is not None:
@@ -309,7 +314,7 @@ def _search_name(
             f"queued resource of the same name in another zone",
             f"give the second one a name of its own, e.g. `/tpu find {free} --allow-second`",
         )
-    return free, (live, listing.resources)
+    return _SearchName(free, live, listing.resources)
 
 
 def _previewed(ctx: Context) -> tuple[str, list[str]] | None:
