@@ -41,7 +41,7 @@ from ops.errors import (
     PermissionDenied,
     QuotaExceeded,
 )
-from ops.vllm.server import AUTH_HINT, BOOTING_HINT, SERVER_ERROR_HINT, TIMEOUT_HINT, error_message
+from ops.vllm.server import AUTH_HINT, NOT_LISTENING_HINT, SERVER_ERROR_HINT, TIMEOUT_HINT, error_message
 
 __all__ = [
     "DEFAULT_CONTEXT_TOKENS",
@@ -317,7 +317,7 @@ def translate_errors(what: str, base_url: str) -> Iterator[None]:
         raise BackendTimeout(f"vLLM {what} at {base_url} timed out", TIMEOUT_HINT, backend="vllm") from exc
     except openai.APIConnectionError as exc:
         raise BackendUnavailable(
-            f"cannot connect to vLLM at {base_url}", BOOTING_HINT, backend="vllm"
+            f"cannot connect to vLLM at {base_url}", NOT_LISTENING_HINT, backend="vllm"
         ) from exc
     except openai.APIResponseValidationError as exc:
         raise BackendUnavailable(

@@ -31,6 +31,7 @@ __all__ = [
     "parse_rfc3339",
     "protobuf_duration",
     "rfc3339",
+    "utc_text",
 ]
 
 _RFC3339 = linear(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
@@ -55,11 +56,20 @@ def iso_utc(moment: datetime | None) -> str:
     return "-" if moment is None else rfc3339(moment)
 
 
-def shown_time(text: str) -> str:
+def utc_text(moment: datetime | None, *, seconds: bool = False) -> str:
+    """A time as people read it in every answer: "2026-11-29 14:05 UTC" (in UTC, to the minute; with
+    `seconds`, "2026-11-29 14:05:09 UTC", for log lines and for two times that may share a minute), "-"
+    when unknown. RFC 3339 (`rfc3339`) stays for what machines read (button values, pins, alert keys)."""
+    if moment is None:
+        return "-"
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC" if seconds else "%Y-%m-%d %H:%M UTC")
+
+
+def shown_time(text: str, *, seconds: bool = False) -> str:
     """A time the bot stored as text (a confirmation's pin: `datetime.isoformat()`, to the microsecond) as
-    people read it: `rfc3339` to the second; "?" for an empty one; the text itself when it is not a time."""
+    people read it: `utc_text`; "?" for an empty one; the text itself when it is not a time."""
     moment = parse_rfc3339(text) if text else None
-    return rfc3339(moment) if moment else (text or "?")
+    return utc_text(moment, seconds=seconds) if moment else (text or "?")
 
 
 @lru_cache(maxsize=16_384)

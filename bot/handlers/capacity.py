@@ -49,7 +49,7 @@ from ops.errors import BadInput, NotFound, OpsError
 from ops.gcp import quotas
 from ops.store.state import ZoneFailure
 from ops.tpu.capacity import CapacitySearch, SearchResult
-from ops.tpu.model import PROVISIONING_MODELS, QueuedResourceInfo
+from ops.tpu.model import LIVE_STATES, PROVISIONING_MODELS, QueuedResourceInfo, free_name, primary_among
 from ops.tpu.recovery import dead_reason
 
 
@@ -196,8 +196,10 @@ _FIND_PARAMS = (
 @dataclass(frozen=True)
 class _FindPlan:
     """What a search will do: its name (the same in every zone), type, the zones tried (in order, with
-    `order` saying why) and those skipped, what the zone data says will refuse (zone -> reasons), and the
-    zone data itself (for the preview's warnings)."""
+    `order` saying why) and those skipped, what the zone data says will refuse (zone -> reasons), the
+    zone data itself (for the preview's warnings), the zones skipped because a resource of the name is
+    there (zone -> it), and the live resource whose name the search's was derived from (None: the name
+    was free, or given)."""
 
     name: str
     accelerator: str
@@ -207,6 +209,8 @@ class _FindPlan:
     order: str
     blocked: dict[str, list[str]]
     facts: ZoneFacts
+    existing: dict[str, QueuedResourceInfo]
+    named_after: QueuedResourceInfo | None
 
 
 def _plan(
@@ -225,7 +229,6 @@ def _plan(
         BadInput: an unknown zone, a zone not offering the type, or no zone offering it at all.
     """
     settings = ctx.services.settings
-    primary = name or settings.tpu_primary
     accelerator = type_ or settings.tpu_accelerator_type
     if zones:
         check_zones(ctx, zones, accelerator)
@@ -252,20 +255,77 @@ def _plan(
         order = "cheapest first, equal prices in TPU_ZONES order" + (
             ", zones expected to refuse last" if blocked else ""
         )
+    named = _search_name(ctx, name, [*settings.tpu_zones, *candidates])
+    existing = {qr.zone: qr for qr in named.listed if qr.name == named.name and qr.zone in candidates}
     tried = [zone for zone in candidates if zone not in remembered]
-    previewed = _previewed_zones(ctx)
-    if previewed is not None:  # confirmed: the zones previewed, in that order, and no other
-        tried = [zone for zone in previewed if zone in tried]
+    previewed = _previewed(ctx)
+    if previewed is not None:  # confirmed: the zones previewed, in that order, and no other (their pins
+        tried = [zone for zone in previewed[1] if zone in tried]  # say if the name appeared in one since)
+    else:  # never a zone where the name exists: its create would fail, or make a second of the name
+        tried = [zone for zone in tried if zone not in existing]
     skipped = {zone: failure for zone, failure in remembered.items() if zone in candidates}
     at_once = parallel or settings.capacity_parallel
-    return _FindPlan(primary, accelerator, tried, skipped, at_once, order, blocked, facts)
+    return _FindPlan(
+        named.name, accelerator, tried, skipped, at_once, order, blocked, facts, existing, named.named_after
+    )
 
 
-def _previewed_zones(ctx: Context) -> list[str] | None:
-    """The zones of the confirmed preview's pins, in their order (None when not run from a preview)."""
+@dataclass(frozen=True)
+class _SearchName:
+    """The name a search's requests carry (`name`), the live resource it was derived from (None: the name
+    was free, or given), and every queued resource listed while choosing it."""
+
+    name: str
+    named_after: QueuedResourceInfo | None
+    listed: tuple[QueuedResourceInfo, ...]
+
+
+def _search_name(ctx: Context, name: str | None, zones: list[str]) -> _SearchName:
+    """The name every request of the search carries, from the listing of `zones` read now.
+
+    A second TPU beside a live one needs a name of its own: when no name is given and a queued resource
+    named TPU_PRIMARY is live (`LIVE_STATES`) in any zone, the search takes the first free
+    `TPU_PRIMARY-N` (`free_name`, against every queued resource and node name listed), so that the
+    primary stays the one resource of its name. After a confirmation the previewed name is kept (its
+    pins are checked again before anything is created).
+
+    Raises:
+        OpsError: a zone could not be listed (no name can be promised free).
+        BadInput: a given name is live in a zone: a second of the same name would be two resources
+            of one name, so the refusal offers a free one.
+    """
+    settings = ctx.services.settings
+    listing = ctx.services.tpu.list_queued_resources(list(dict.fromkeys(zones)), with_nodes=False)
+    if listing.errors:
+        zone, error = next(iter(listing.errors.items()))
+        raise OpsError(f"cannot read {zone}: {error.message}", "try again shortly")
+    wanted = name or settings.tpu_primary
+    live = primary_among(
+        [qr for qr in listing.resources if qr.state in LIVE_STATES], wanted, settings.tpu_zones
+    )
+    previewed = _previewed(ctx)
+    if previewed is not None:
+        return _SearchName(previewed[0], live if previewed[0] != wanted else None, listing.resources)
+    if live is None:
+        return _SearchName(wanted, None, listing.resources)
+    taken = {qr.name for qr in listing.resources} | {node for qr in listing.resources for node in qr.node_ids}
+    free = free_name(wanted, taken)
+    if name is not None:
+        raise BadInput(
+            f"`{name}` is already {live.state} in `{live.zone}`: a search for it would make a second "
+            f"queued resource of the same name in another zone",
+            f"give the second one a name of its own, e.g. `/tpu find {free} --allow-second`",
+        )
+    return _SearchName(free, live, listing.resources)
+
+
+def _previewed(ctx: Context) -> tuple[str, list[str]] | None:
+    """The name and the zones (in their order) of the confirmed preview's pins (None when not run from
+    a preview)."""
     try:
-        return [pin["zone"] for pin in json.loads(ctx.confirmed_plan or "")["pins"]]
-    except (ValueError, KeyError, TypeError):
+        pins = json.loads(ctx.confirmed_plan or "")["pins"]
+        return pins[0]["name"], [pin["zone"] for pin in pins]
+    except (ValueError, KeyError, TypeError, IndexError):
         return None
 
 
@@ -302,6 +362,12 @@ def _preview_find(
         "name": name, "type_": type_, "zones": ",".join(zones) if zones else None, "parallel": parallel,
         "retry_all": retry_all, "valid_until": valid_until, "allow_second": allow_second,
     }  # fmt: skip
+    if not plan.tried and plan.existing:
+        where = ", ".join(f"`{zone}` ({qr.state})" for zone, qr in sorted(plan.existing.items()))
+        raise BadInput(
+            f"`{plan.name}` already exists in every zone left to try for {plan.accelerator}: {where}",
+            "give the search another name (`/tpu find NAME`), or other zones (`--zones a,b`)",
+        )
     if not plan.tried:
         raise BadInput(
             f"every zone for {plan.accelerator} is remembered as not offering flex-start for it",
@@ -323,11 +389,14 @@ def _preview_find(
         f"valid for {human_duration(valid_until or timedelta(hours=1))}",
         f"*Zones tried, in order* ({plan.order}) " + ", ".join(f"`{z}`" for z in plan.tried),
         *spend_lines(spend, "flex-start"),
-        f"Every request is named `{plan.name}` (a name is unique per zone); the first zone that becomes "
-        "ACTIVE is kept, every other request this search made (labelled with its id) is deleted and checked "
-        "gone.",
+        f"Every request is named `{plan.name}` (a name is unique per zone){_named_why(plan)}; the first zone "
+        "that becomes ACTIVE is kept, every other request this search made (labelled with its id) is deleted "
+        "and checked gone.",
         *preview.warnings,
     ]
+    if plan.existing:
+        there = " · ".join(f"`{zone}` ({qr.state})" for zone, qr in sorted(plan.existing.items()))
+        lines.append(f"*Not tried* (`{plan.name}` exists there, a name is unique per zone): {there}")
     if plan.remembered:  # in /tpu zones' words: one judgement of a zone's fit
         skipped = " · ".join(
             f"`{z}` {plan.facts.fit(z, plan.accelerator, 'flex-start')}" for z in sorted(plan.remembered)
@@ -336,6 +405,17 @@ def _preview_find(
     reply = find_preview(lines)
     reply.plan = pins_text(_pins(ctx, plan))
     return reply
+
+
+def _named_why(plan: _FindPlan) -> str:
+    """Why the search's name is not the primary's, when it was derived (else "")."""
+    live = plan.named_after
+    if live is None:
+        return ""
+    return (
+        f", not `{live.name}`: that is the primary, {live.state} in `{live.zone}`, and a second TPU beside "
+        f"it gets a name of its own (give `NAME` to choose it)"
+    )
 
 
 def _recheck(ctx: Context, plan: _FindPlan, allow_second: bool) -> None:

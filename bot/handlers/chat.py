@@ -64,6 +64,7 @@ from bot.shared.fleet_status import departed_line, deployment_lines, snapshots
 from bot.shared.serving import ContainerNow, container_now, counted_names
 from bot.slack.render import Reply, human_duration
 from bot.views.chat import Answer, Shown, chat_reply, nothing_asked, resource_line
+from bot.views.cost import burn_text, burn_total
 from bot.views.findings import unmatched_fact
 from bot.views.metrics import metrics_lines, ms
 from llm.agent import FACTS_PROMPT, SUGGEST_TOOL, SYSTEM_PROMPT, AgentAnswer, Tool, ToolResult, answer
@@ -511,13 +512,11 @@ def _cost_fact(ctx: Context, resources: list[QueuedResourceInfo]) -> Fact:
         bound = spend.quote.bound
         spent, rate, bounded = spent + spend.usd_so_far, rate + spend.usd_per_hour, bounded or bool(bound)
         lines.append(
-            f"`{qr.name}` ({qr.accelerator_type}, {qr.provisioning_model}): {bound}${spend.usd_so_far:,.2f} "
-            f"so far over {spend.hours_so_far:.1f} h at {bound}${spend.usd_per_hour:,.2f}/h"
+            f"`{qr.name}` ({qr.accelerator_type}, {qr.provisioning_model}): {burn_text(spend)}"
             + (f" ({spend.quote.used}; {spend.quote.source})" if spend.quote.used else "")
         )
     if rate:
-        bound = "at most " if bounded else ""
-        lines.append(f"total {bound}${spent:,.2f} so far at {bound}${rate:,.2f}/h")
+        lines.append(f"total {burn_total(spent, rate, bounded)}")
     detail = _tool_text(ctx, _command(ctx, "cost"), {}, ctx.deployment)
     about = tuple(qr.name for qr in resources) or (ctx.deployment,)
     return Fact("live burn", "; ".join(lines) or "no queued resources", detail, at=now, about=about)

@@ -11,7 +11,16 @@ from bot.commands.registry import ACCELERATOR_TYPE, ChatTool, Param, registry
 from bot.services import settled
 from bot.shared.tpu_requests import startup_config
 from bot.slack.render import Reply, human_duration, plural, utc
-from bot.views.cost import cost_estimate, deploy_file, estimate_lines, per_hour, spend_report, usd
+from bot.views.cost import (
+    burn_text,
+    burn_total,
+    cost_estimate,
+    deploy_file,
+    estimate_lines,
+    per_hour,
+    spend_report,
+    usd,
+)
 from ops.cost import pricing as cost
 from ops.cost.spend import DeploymentSpend, deployment_spend, midnight
 from ops.errors import BadInput, OpsError
@@ -187,21 +196,18 @@ def _burn_text(ctx: Context) -> str:
         if spend.usd_until_termination is not None:
             left = human_duration(qr.time_left(now))
             rest = f", {_bounded(spend.usd_until_termination, spend.quote)} more until termination in {left}"
-        running = human_duration(timedelta(hours=spend.hours_so_far))
         lines.append(
             f"• `{qr.name}` ({qr.accelerator_type}, {qr.provisioning_model}, {qr.zone}): "
-            f"{_bounded(spend.usd_so_far, spend.quote)} over {running} ({per_hour(spend.usd_per_hour)}){rest}"
-            + (f" _({spend.quote.used})_" if spend.quote.used else "")
+            f"{burn_text(spend)}{rest}" + (f" _({spend.quote.used})_" if spend.quote.used else "")
         )
     without = f"{unpriced} without any price, not counted" if unpriced else ""
-    bound = "at most " if bounded else ""
     if priced + unpriced == 0:
         lines.append("none running")
     elif priced == 0:
         lines.append(f"*Total* unknown: {without}")
     else:
         lines.append(
-            f"*Total* {bound}{usd(spent)} so far, {bound}{per_hour(rate)} now"
+            f"*Total* {burn_total(spent, rate, bounded)}"
             + (f" ({priced} priced; {without})" if without else "")
         )
     lines += [f":red_circle: `{zone}`: {err.message}" for zone, err in sorted(listing.errors.items())]
@@ -236,8 +242,10 @@ def tpu_config(ctx: Context, kind: str) -> Reply:
             "flex-start",
             timedelta(hours=4),
         )
-        body, filename = text, "create.sh"
-    elif kind == "gke":
+        # The command's --metadata-from-file names startup.sh: it goes with it.
+        script = ("startup.sh", deploy.startup_script(startup))
+        return deploy_file(text, "create.sh", s.hf_token_secret, beside=script)
+    if kind == "gke":
         body, filename = deploy.gke_manifest(startup, s.tpu_accelerator_type), "vllm-gke.yaml"
     else:
         body, filename = deploy.startup_script(startup), "startup.sh"

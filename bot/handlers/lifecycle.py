@@ -35,6 +35,7 @@ from bot.shared.safety import (
     check_zones,
     create_labelled,
     current_pin,
+    is_primary,
     now_text,
     one_operation,
     pin_of,
@@ -49,7 +50,7 @@ from bot.views.lifecycle import change, create_unseen, created, ensure_preview, 
 from bot.views.tpu import resource_line
 from ops.cost import pricing as cost
 from ops.errors import AlreadyExists, BadInput, NotFound, OpsError
-from ops.tpu.model import NodeInfo, QueuedResourceInfo
+from ops.tpu.model import NodeInfo, QueuedResourceInfo, free_name
 from ops.vllm.endpoint import DEAD_NODE_STATES
 
 OPERATION_TIMEOUT_S = 600.0
@@ -90,6 +91,17 @@ def _preview_create(ctx: Context, **kw: object) -> Reply:
         frozenset({spec.name}), spec.accelerator_type, spec.provisioning_model, (spec.zone,), 1, hours
     )
     preview = capacity_preview(ctx, ask, instead=f"`/tpu create {spec.name} --zone Z` with Z one of")
+    twin = next((qr for qr in preview.running if qr.name == spec.name), None)
+    if twin is not None:  # a name is unique per zone only: a second of it elsewhere is two of one name
+        zones = list(dict.fromkeys([*ctx.services.settings.tpu_zones, spec.zone]))
+        listed = ctx.services.tpu.list_queued_resources(zones, with_nodes=False).resources
+        free = free_name(spec.name, {qr.name for qr in listed} | {n for qr in listed for n in qr.node_ids})
+        named = command_line(ctx.registry, "tpu create", {**kw, "name": free, "allow_second": True})
+        raise BadInput(
+            f"`{spec.name}` is already {twin.state} in `{twin.zone}`: creating it in `{spec.zone}` would "
+            "make a second queued resource of the same name",
+            f"give the second one a name of its own, e.g. `{named}`",
+        )
     if preview.running and not args.allow_second:
         go_on = command_line(ctx.registry, "tpu create", {**kw, "allow_second": True})
         raise already_running(ctx, preview, "this create", go_on)
@@ -215,7 +227,7 @@ def _preview_delete(
 def _goes_down(ctx: Context, qr: QueuedResourceInfo, how_long: str) -> str:
     """The "what goes down" line of a disruptive preview."""
     nodes = ", ".join(f"`{n.name}`" for n in qr.nodes) or "its node"
-    primary = qr.name == ctx.services.settings.tpu_primary
+    primary = is_primary(ctx, qr)
     serving = " (the primary: the bot's vLLM endpoint)" if primary else ""
     return f":warning: *Goes down* vLLM on {nodes}{serving}, {how_long}."
 

@@ -16,6 +16,7 @@ from bot.services import identify, settled
 from bot.shared.diagnosis import deployment_of, needs_listing, refusal_lines, resource_diagnosis
 from bot.shared.fleet_status import Snapshot, departed_line, snapshots
 from bot.shared.hints import not_found_hint
+from bot.shared.serving import not_serving
 from bot.slack.render import Reply, blocks_reply, plural
 from bot.views.fleet import fleet_view
 from bot.views.tpu import Status, describe_blocks, list_blocks, status_blocks
@@ -152,6 +153,12 @@ def tpu_status(ctx: Context) -> Reply:
         checked = _not_booting(health, endpoint, listing)
         if checked is not health:  # the other vLLM calls failed for the same reason: not "booting" either
             models, metrics = _not_ready(models), _not_ready(metrics)
+        elif health.state in ("refused", "timeout"):  # the node is up: the container says which it is
+            problem = not_serving(ctx)
+            if problem is not None:
+                hint = f" ({problem.hint})" if problem.hint else ""
+                checked = replace(health, detail=f"{problem.message}{hint}")
+                models, metrics = _not_ready(models, _SEE_HEALTH), _not_ready(metrics, _SEE_HEALTH)
         health = checked
     status = Status(
         listing, services.settings.tpu_zones, endpoint, health, models, metrics,
@@ -184,9 +191,12 @@ def _not_booting(health: HealthCheck, endpoint: Endpoint, listing: ZoneListing |
     return health
 
 
-def _not_ready(value: T | OpsError) -> T | OpsError:
+_SEE_HEALTH = "the container's state is above, beside /health"
+
+
+def _not_ready(value: T | OpsError, hint: str = "its node is not READY (see /health above)") -> T | OpsError:
     if isinstance(value, OpsError):
-        return OpsError(value.message, "its node is not READY (see /health above)", backend=value.backend)
+        return OpsError(value.message, hint, backend=value.backend)
     return value
 
 

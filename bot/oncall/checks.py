@@ -28,7 +28,7 @@ from ops.alerts.planned import MaintenanceWindows, Window
 from ops.cost.idle import IdleWatch
 from ops.errors import BackendTimeout, OpsError
 from ops.times import rfc3339
-from ops.tpu.model import QueuedResourceInfo
+from ops.tpu.model import QueuedResourceInfo, primary_among
 from ops.tpu.ownership import MANAGED_BY, MANAGED_BY_KEY, created_by_bot
 from ops.tpu.recovery import RecoveryBudget, dead_reason
 from ops.vllm.metrics import summarize
@@ -331,9 +331,12 @@ class AutoRecovery:
         recovery: its outcome is posted and audited."""
         if not self.options.auto_recover:
             return
+        # The primary by zone and name: a dead resource that only shares its name is not recovered as it.
+        zones = self.delivery.services.settings.tpu_zones
+        primary = primary_among(by_identity.values(), self.options.primary, zones)
         for ident in dict.fromkeys(a.resource for a in found if a.kind in ("state", "preempted")):
             qr = by_identity.get(ident)
-            if qr is not None and qr.name == self.options.primary and dead_reason(qr):
+            if qr is not None and qr is primary and dead_reason(qr):
                 self._recover(qr, now, result)
 
     def _recover(self, qr: QueuedResourceInfo, now: datetime, result: TickResult) -> None:

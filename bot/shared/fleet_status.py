@@ -27,7 +27,7 @@ from ops.alerts.ledger import AlertLedger, LedgerRow
 from ops.alerts.placement import place_open_alerts
 from ops.cost.spend import DeploymentSpend, deployment_spend, midnight, unreadable
 from ops.errors import OpsError
-from ops.tpu.model import QueuedResourceInfo, ZoneListing
+from ops.tpu.model import QueuedResourceInfo, ZoneListing, primary_among
 from ops.vllm.endpoint import Endpoint
 from ops.vllm.metrics import LOAD_FAMILIES, MetricsSummary
 from ops.vllm.server import HealthCheck, VllmClient
@@ -200,9 +200,10 @@ def _red(label: str, err: OpsError) -> str:
     return f":red_circle: *{label}*: {err.message}" + (f" _({err.hint})_" if err.hint else "")
 
 
-def primary_of(listing: ZoneListing, primary: str) -> QueuedResourceInfo | None:
-    """The deployment's primary queued resource (TPU_PRIMARY), else its first ACTIVE one, else None."""
-    by_name = next((qr for qr in listing.resources if qr.name == primary), None)
+def primary_of(listing: ZoneListing, primary: str, zones: list[str]) -> QueuedResourceInfo | None:
+    """The deployment's primary queued resource (TPU_PRIMARY, one resource: `primary_among` the listing,
+    `zones` the watched ones in order), else its first ACTIVE one, else None."""
+    by_name = primary_among(listing.resources, primary, zones)
     return by_name or next((qr for qr in listing.resources if qr.state == "ACTIVE"), None)
 
 
@@ -213,7 +214,7 @@ def _resource_line(snap: Snapshot, now: datetime) -> str:
     if failed_all is not None:
         return _red("Queued resources", failed_all)
     s = snap.services.settings
-    qr = primary_of(snap.listing, s.tpu_primary)
+    qr = primary_of(snap.listing, s.tpu_primary, s.tpu_zones)
     failed = [f"`{zone}`" for zone in snap.listing.errors]
     missing = f" · :warning: zones not answering: {', '.join(failed)}" if failed else ""
     if qr is None:

@@ -16,7 +16,7 @@ from bot.commands.context import Context
 from bot.commands.registry import Registry
 from ops.errors import OpsError
 from ops.times import duration_word
-from ops.tpu.model import QueuedResourceInfo
+from ops.tpu.model import QueuedResourceInfo, primary_among
 
 __all__ = ["close_names", "command_line", "delete_line", "has_running_nodes", "not_found_hint"]
 
@@ -115,10 +115,17 @@ def not_found_hint(ctx: Context, name: str, verb: str, looked_in: list[str]) -> 
     except OpsError:  # a hint is best effort: fall back to the general one
         listing = None
     resources = listing.resources if listing else ()
-    found = next((qr for qr in resources if qr.name == name and qr.zone not in looked_in), None)
-    if found is not None:
-        line = command_line(ctx.registry, f"tpu {verb}", {"name": name, "zone": found.zone})
-        return f"it is in `{found.zone}`: `{line}`"
+    found = [qr for qr in resources if qr.name == name and qr.zone not in looked_in]
+    if found:  # a name is unique per zone only: offer every zone that holds it
+        primary = primary_among(resources, ctx.services.settings.tpu_primary, ctx.services.settings.tpu_zones)
+        offers = []
+        for qr in found:
+            line = command_line(ctx.registry, f"tpu {verb}", {"name": name, "zone": qr.zone})
+            which = " (the primary)" if qr is primary else ""
+            offers.append(
+                f"`{qr.zone}`{which} (`{line}`)" if len(found) > 1 else f"`{qr.zone}`{which}: `{line}`"
+            )
+        return "it is in " + " and in ".join(offers)
     close = close_names(name, [qr.name for qr in resources])
     if close:
         zone_of = {qr.name: qr.zone for qr in resources}

@@ -15,9 +15,9 @@ from bot.commands.context import Context
 from bot.slack.render import mention
 from ops.errors import BackendTimeout, BackendUnavailable, BadInput, NotFound, OpsError
 from ops.store.state import OperationBusy
-from ops.times import shown_time
+from ops.times import shown_time, utc_text
 from ops.tpu.api import unknown_zone
-from ops.tpu.model import CreateSpec, QueuedResourceInfo
+from ops.tpu.model import CreateSpec, QueuedResourceInfo, primary_among
 from ops.tpu.ownership import (
     CreateOutcome,
     create_owned,
@@ -129,10 +129,12 @@ def check_pins(ctx: Context, current: list[dict[str, str]], command: str) -> Non
         elif before["state"] != "absent" and now["state"] == "absent":
             changes.append(f"{where} no longer exists")
         elif before["created"] != now["created"]:
-            changes.append(
-                f"{where} was recreated (created {shown_time(before['created'])} when previewed, "
-                f"now {shown_time(now['created'])})"
+            # Two creates of one name may share a minute: their times are shown to the second.
+            then, since = (
+                shown_time(before["created"], seconds=True),
+                shown_time(now["created"], seconds=True),
             )
+            changes.append(f"{where} was recreated (created {then} when previewed, now {since})")
         elif before["state"] != now["state"] and not _moved_on(before["state"], now["state"]):
             changes.append(f"{where} went from {before['state']} to {now['state']}")
     if len(pinned) != len(current):
@@ -168,9 +170,10 @@ def check_ssh_pin(ctx: Context, current: dict[str, str], command: str) -> None:
             f"the VM is now node `{current.get('node') or '?'}` (was `{pinned.get('node') or '?'}`)"
         )
     elif pinned.get("created") != current.get("created"):
+        then = shown_time(pinned.get("created", ""), seconds=True)
+        since = shown_time(current.get("created", ""), seconds=True)
         changes.append(
-            f"node `{current.get('node')}` was recreated (created {shown_time(pinned.get('created', ''))} "
-            f"when previewed, now {shown_time(current.get('created', ''))})"
+            f"node `{current.get('node')}` was recreated (created {then} when previewed, now {since})"
         )
     if pinned.get("host") != current.get("host"):
         changes.append(f"its address changed from `{pinned.get('host')}` to `{current.get('host')}`")
@@ -198,8 +201,8 @@ def current_pin(ctx: Context, name: str, zone: str) -> dict[str, str]:
 
 
 def now_text(moment: datetime | None) -> str:
-    """A create time for people."""
-    return moment.strftime("%Y-%m-%d %H:%M UTC") if moment else "unknown"
+    """A create time for people (`utc_text`), "unknown" when there is none."""
+    return utc_text(moment) if moment else "unknown"
 
 
 # ---- previews: refusals before Confirm
@@ -233,6 +236,22 @@ def check_zones(ctx: Context, zones: list[str], accelerator_type: str) -> None:
             f"accelerator type {accelerator_type} is not offered in {', '.join(missing)}",
             f"see where it is offered with /tpu zones --type {accelerator_type}",
         )
+
+
+def is_primary(ctx: Context, qr: QueuedResourceInfo) -> bool:
+    """Whether `qr` is the deployment's primary: one resource, by zone and name (`primary_among` the
+    watched zones and `qr`'s, listed now), never by name alone (a name is unique per zone only).
+    A listing that fails leaves the name alone to judge by."""
+    settings = ctx.services.settings
+    if qr.name != settings.tpu_primary:
+        return False
+    zones = list(dict.fromkeys([*settings.tpu_zones, qr.zone]))
+    try:
+        listing = ctx.services.tpu.list_queued_resources(zones, with_nodes=False)
+    except OpsError:
+        return True
+    primary = primary_among(listing.resources, settings.tpu_primary, settings.tpu_zones)
+    return primary is None or (primary.zone, primary.name) == (qr.zone, qr.name)
 
 
 def active_named(ctx: Context, names: set[str], zones: list[str]) -> list[QueuedResourceInfo]:

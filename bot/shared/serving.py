@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from bot.chat.asks import outcomes
 from bot.commands.context import Context
 from bot.services import Services
 from bot.shared.diagnosis import container_diagnosis, deployment_of, plain_log
@@ -30,6 +31,10 @@ from bot.views.findings import unmatched_fact
 from llm.grounding import Fact
 from ops.diagnosis.engine import Diagnosis
 from ops.errors import BackendTimeout, BackendUnavailable, OpsError
+from ops.vllm.container import ContainerStatus
+
+AUDIT_LINES = 200
+"""How many of the newest audit lines are read for the `/vllm stop` that stopped a container."""
 
 __all__ = [
     "CONTAINER_LOG_TAIL",
@@ -41,6 +46,7 @@ __all__ = [
     "explained_when_starting",
     "not_serving",
     "require_serving",
+    "stopped_text",
 ]
 
 LOAD_TIME = timedelta(minutes=10)
@@ -89,7 +95,7 @@ def not_serving(ctx: Context) -> OpsError | None:
     name = f"`{container.name}`"
     if not status.running:
         return BackendUnavailable(
-            f"vLLM is not running: container {name} is {status.state}",
+            f"vLLM is not running: container {name} {stopped_text(ctx, status)}",
             f"start it with /vllm start (it then loads for about {_minutes(LOAD_TIME)}: {ESTIMATE_BASIS}); "
             "/vllm status says why it stopped",
             backend="vllm",
@@ -120,6 +126,29 @@ def not_serving(ctx: Context) -> OpsError | None:
         "run the command again once it answers; /vllm status follows the start-up",
         backend="vllm",
     )
+
+
+def stopped_text(ctx: Context, status: ContainerStatus) -> str:
+    """What became of a container that does not run, as read: "exited with code 0 at 08:03 UTC, stopped by
+    <@U1> with `/vllm stop` (from the audit trail)" (docker's State.ExitCode and State.FinishedAt; the
+    newest `/vllm stop` that succeeded, when it ended after the container did, within a minute), else "is
+    STATE". An audit trail that cannot be read leaves docker's words alone."""
+    if status.state != "exited" or status.exit_code is None:
+        return f"is {status.state}"
+    text = f"exited with code {status.exit_code}"
+    if status.finished_at is None:
+        return text
+    text += f" at {_clock(status.finished_at)}"
+    try:
+        runs = outcomes(list(reversed(ctx.services.store.audit(last=AUDIT_LINES))))
+    except Exception:  # the audit store failing leaves what docker said
+        return text
+    for run in runs:  # newest first
+        if run.state == "succeeded" and run.command.split()[:2] == ["vllm", "stop"]:
+            if timedelta(0) <= run.ended_at - status.finished_at <= timedelta(minutes=1):
+                text += f", stopped by <@{run.user_id}> with `/{run.command}` (from the audit trail)"
+            break
+    return text
 
 
 def require_serving(ctx: Context) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 
 from bot.commands.context import Context
 from bot.shared.hints import delete_line
@@ -31,8 +31,9 @@ from ops.diagnosis.zonefit import classify
 from ops.errors import BadInput, OpsError
 from ops.gcp import quotas
 from ops.store.state import ZoneFailure
+from ops.times import utc_text
 from ops.tpu.capacity import CapacitySearch
-from ops.tpu.model import CreateSpec, QueuedResourceInfo
+from ops.tpu.model import CreateSpec, QueuedResourceInfo, primary_among
 
 __all__ = [
     "PREEMPTIBLE_MODELS",
@@ -112,7 +113,7 @@ class ZoneFacts:
             )
         failure = self.remembered.get(zone) if remembered else None
         if failure is not None:
-            when = failure.at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+            when = utc_text(failure.at)
             # The stored message starts with the classification's reason ("no quota in zone: <text>").
             reasons.append(
                 f"refused {failure.provisioning_model} {failure.accelerator_type} on {when} "
@@ -345,7 +346,12 @@ def already_running(ctx: Context, preview: CapacityPreview, what: str, go_on: st
     first, rate = preview.running[0], preview.spend.max_usd_per_hour
     bound = "up to" if preview.spend.ceiling else "about"
     more = f" ({bound} ${rate:,.2f}/h more)" if rate is not None else ""
-    primary = "the primary " if first.name == ctx.services.settings.tpu_primary else ""
+    settings = ctx.services.settings
+    primary = (
+        "the primary "
+        if first is primary_among(preview.running, settings.tpu_primary, settings.tpu_zones)
+        else ""
+    )
     return BadInput(
         f"{primary}`{first.name}` is already {first.state} in `{first.zone}` "
         f"({first.accelerator_type or 'TPU'}): {what} would start a second one{more}",

@@ -32,6 +32,7 @@ from bot.slack.limits import (
     SECTION_TEXT_LIMIT,
 )
 from ops.linear import LinearMatch, linear
+from ops.times import utc_text
 
 Block = dict[str, Any]
 
@@ -269,8 +270,8 @@ def plural(count: int, noun: str, many: str = "") -> str:
 
 
 def utc(moment: datetime | None) -> str:
-    """'2026-11-29 14:05 UTC', or '-' when unknown."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC") if moment else "-"
+    """'2026-11-29 14:05 UTC', or '-' when unknown (`ops.times.utc_text`, the one form of a time shown)."""
+    return utc_text(moment)
 
 
 def confirm_buttons(token: str, command: str, *, expires_in: str) -> Block:

@@ -9,9 +9,20 @@ date it was read; a row read longer ago than PRICE_MAX_AGE_DAYS is flagged besid
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 
-from bot.slack.render import Attachment, Reply, blocks_reply, code, context, header, plural, section, utc
+from bot.slack.render import (
+    Attachment,
+    Reply,
+    blocks_reply,
+    code,
+    context,
+    header,
+    human_duration,
+    plural,
+    section,
+    utc,
+)
 from ops.cost import pricing as cost
 from ops.cost.spend import SpendPlan
 
@@ -26,6 +37,22 @@ def usd(amount: float) -> str:
 def per_hour(amount: float) -> str:
     """A rate in US dollars per hour: "$21.60/h"."""
     return f"{usd(amount)}/h"
+
+
+def burn_text(spend: cost.Burn) -> str:
+    """What an ACTIVE queued resource has cost so far, in the one wording of `/tpu cost` and the chat's
+    facts: "at most $31.91 over 1h 28m (at most $21.60/h)": the quote's bound ("at most ", "about ") before
+    every figure, the time run as `human_duration`."""
+    bound = spend.quote.bound
+    running = human_duration(timedelta(hours=spend.hours_so_far))
+    return f"{bound}{usd(spend.usd_so_far)} over {running} ({bound}{per_hour(spend.usd_per_hour)})"
+
+
+def burn_total(spent: float, rate: float, bounded: bool) -> str:
+    """The running resources' spend summed, as `/tpu cost` and the chat's facts say it: "at most $31.91 so
+    far, at most $21.60/h now" ("at most" when a figure is a ceiling)."""
+    bound = "at most " if bounded else ""
+    return f"{bound}{usd(spent)} so far, {bound}{per_hour(rate)} now"
 
 
 def cited(row: cost.Price, today: date | None = None, max_age_days: int | None = None) -> str:
@@ -201,10 +228,19 @@ def spend_report(label: str, deployment_lines: list[str], total: str, sources: s
     )
 
 
-def deploy_file(body: str, filename: str, secret: str) -> Reply:
+def deploy_file(body: str, filename: str, secret: str, *, beside: tuple[str, str] | None = None) -> Reply:
     """A generated deployment file shown as code and attached as `filename`, with a note that the Hugging
-    Face token stays in the Secret Manager secret `secret`."""
+    Face token stays in the Secret Manager secret `secret`.
+
+    Args:
+        beside: (filename, body) of a file `body` reads from its own directory (the gcloud command's
+            `startup.sh`): attached too, and named in the note, so the command runs as given.
+    """
     note = f"The Hugging Face token stays in Secret Manager (`{secret}`); nothing here contains it."
+    files = [(filename, body)]
+    if beside is not None:
+        files.append(beside)
+        note = f"`{filename}` reads `{beside[0]}` from the directory it runs in: both are attached. {note}"
     reply = blocks_reply([section(code(body)), context(note)])
-    reply.files.append(Attachment(filename, body, filename))
+    reply.files += [Attachment(name, content, name) for name, content in files]
     return reply

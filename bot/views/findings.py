@@ -11,11 +11,11 @@ the same."""
 from __future__ import annotations
 
 import math
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from ops.diagnosis.engine import Diagnosis
 from ops.diagnosis.nomatch import Unmatched
-from ops.times import rfc3339
+from ops.times import utc_text
 from ops.vllm.server import ServerIdentity
 
 __all__ = [
@@ -71,17 +71,22 @@ _WHY = {
 }
 
 
+def _at(moment: datetime | None) -> str:
+    """A log line's time as every answer shows a time, to the second (lines a few seconds apart)."""
+    return utc_text(moment, seconds=True)
+
+
 def _template_line(u: Unmatched, index: int) -> str:
     t = u.templates[index]
-    times = f" · first {rfc3339(t.first_seen)} · last {rfc3339(t.last_seen)}" if u.timed else ""
+    times = f" · first {_at(t.first_seen)} · last {_at(t.last_seen)}" if u.timed else ""
     return f"{index + 1}. *{t.count:,}× {t.severity}* `{t.template[:150]}`{times}"
 
 
 def _first_error_line(u: Unmatched) -> str:
     if not u.first_error:
         return ""
-    when = f" at {rfc3339(u.first_error_at)}" if u.first_error_at else ""
-    before = f", before the container exited at {rfc3339(u.ended_at)}" if u.ended_at else ""
+    when = f" at {_at(u.first_error_at)}" if u.first_error_at else ""
+    before = f", before the container exited at {_at(u.ended_at)}" if u.ended_at else ""
     return f"*First error*{when}{before}:\n`{u.first_error[:300]}`"
 
 
@@ -131,12 +136,12 @@ def unmatched_fact(u: Unmatched) -> str:
     with counts and first/last seen, the first error, the next step."""
     top = "; ".join(
         f"{t.count}× {t.severity} `{t.template[:100]}`"
-        + (f" (first {rfc3339(t.first_seen)}, last {rfc3339(t.last_seen)})" if u.timed else "")
+        + (f" (first {_at(t.first_seen)}, last {_at(t.last_seen)})" if u.timed else "")
         for t in u.templates
     )
     text = f"{NO_MATCH_LEAD}; top error templates: {top}"
     if u.first_error:
-        when = f" at {rfc3339(u.first_error_at)}" if u.first_error_at else ""
+        when = f" at {_at(u.first_error_at)}" if u.first_error_at else ""
         text += f"; first error{when}: `{u.first_error[:200]}`"
     return text + "; next step: " + " or ".join(f"`{step}`" for step in next_steps(u))
 

@@ -31,7 +31,7 @@ from ops.diagnosis.families import FixFacts
 from ops.diagnosis.notices import can_start_early, maintenance_finding
 from ops.errors import OpsError
 from ops.tpu.maintenance import window_text
-from ops.tpu.model import NodeInfo, QueuedResourceInfo, UpcomingMaintenance, ZoneListing
+from ops.tpu.model import NodeInfo, QueuedResourceInfo, UpcomingMaintenance, ZoneListing, primary_among
 from ops.vllm.endpoint import Endpoint
 from ops.vllm.metrics import MetricsSummary
 from ops.vllm.server import HealthCheck, ModelCard, ServerIdentity
@@ -56,13 +56,14 @@ def _icon(state: str) -> str:
     return STATE_ICONS.get(state, ":grey_question:")
 
 
-def resource_line(qr: QueuedResourceInfo, now: datetime, *, primary: bool = False) -> str:
-    """One queued resource as a markdown paragraph: name (marked when it is the deployment's primary),
-    zone, state, type, model, age, nodes, time left, and the first conclusion of the fault rules when its
-    state does not already say it."""
+def resource_line(qr: QueuedResourceInfo, now: datetime, *, primary: QueuedResourceInfo | None = None) -> str:
+    """One queued resource as a markdown paragraph: name (marked "(primary)" when it is the deployment's
+    primary `primary`, by zone and name; "(not the primary, which is in `Z`)" when it only shares its
+    name), zone, state, type, model, age, nodes, time left, and the first conclusion of the fault rules
+    when its state does not already say it."""
     state = f"{_icon(qr.state)} {qr.state}" + (f" (by {qr.state_initiator})" if qr.state_initiator else "")
     parts = [
-        f"*{qr.name}*{' (primary)' if primary else ''} · `{qr.zone}` · {state}",
+        f"*{qr.name}*{_primary_mark(qr, primary)} · `{qr.zone}` · {state}",
         f"{qr.accelerator_type or '?'} · {qr.provisioning_model} · created {ago(qr.create_time, now)}",
     ]
     left = qr.time_left(now)
@@ -86,6 +87,14 @@ def resource_line(qr: QueuedResourceInfo, now: datetime, *, primary: bool = Fals
     if diagnosis and diagnosis.findings and qr.state != "FAILED" and not qr.preempted:  # shown above
         parts.append(f":warning: {diagnosis.findings[0].conclusion}")
     return "\n".join(parts)
+
+
+def _primary_mark(qr: QueuedResourceInfo, primary: QueuedResourceInfo | None) -> str:
+    if primary is None or qr.name != primary.name:
+        return ""
+    if qr.zone == primary.zone:
+        return " (primary)"
+    return f" (not the primary, which is in `{primary.zone}`)"
 
 
 def preempted_line(qr: QueuedResourceInfo) -> str:
@@ -129,12 +138,14 @@ def _red(label: str, err: OpsError) -> str:
 def listing_blocks(
     listing: ZoneListing | OpsError, zones: list[str], now: datetime, primary: str = ""
 ) -> list[Block]:
-    """Queued resources, the deployment's primary (TPU_PRIMARY) first and marked, the rest in the listing's
-    order; then one red line per zone that failed; "none" only for zones that answered."""
+    """Queued resources, the deployment's primary (TPU_PRIMARY: one resource, `primary_among` the listing)
+    first and marked, the rest in the listing's order (another of the primary's name marked as not the
+    primary); then one red line per zone that failed; "none" only for zones that answered."""
     if isinstance(listing, OpsError):
         return [section(_red("Queued resources", listing))]
-    ordered = sorted(listing.resources, key=lambda qr: qr.name != primary)  # stable: keeps (zone, name)
-    blocks = [section(resource_line(qr, now, primary=qr.name == primary)) for qr in ordered]
+    chosen = primary_among(listing.resources, primary, zones)
+    ordered = sorted(listing.resources, key=lambda qr: qr is not chosen)  # stable: keeps (zone, name)
+    blocks = [section(resource_line(qr, now, primary=chosen)) for qr in ordered]
     answered = [zone for zone in zones if zone not in listing.errors]
     if not listing.resources and answered:
         blocks.append(section(f"No queued resources in {', '.join(answered)}."))

@@ -38,7 +38,7 @@ from ops.alerts.tables import (
 )
 from ops.store import schema
 from ops.store.state import Store
-from ops.times import from_rfc3339, iso_utc
+from ops.times import from_rfc3339, iso_utc, utc_text
 from ops.tpu.model import QueuedResourceInfo
 
 __all__ = [
@@ -148,7 +148,7 @@ def _threshold_alert(
         kind,
         str(urgent),
         title,
-        text=f"{qr.state} {qr.provisioning_model} {qr.accelerator_type}, deadline {iso_utc(deadline)}",
+        text=f"{qr.state} {qr.provisioning_model} {qr.accelerator_type}, deadline {utc_text(deadline)}",
         threshold=urgent,
         deadline=deadline,
         state=qr.state,

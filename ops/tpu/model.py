@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import paramiko
@@ -29,6 +29,7 @@ from ops.times import parse_protobuf_duration, parse_rfc3339, protobuf_duration
 __all__ = [
     "FLEX_START_MAX_RUN",
     "KEY_COMMENT",
+    "LIVE_STATES",
     "NODE_EXISTED_STATES",
     "PROVISIONING_MODELS",
     "REGION_PATTERN",
@@ -44,12 +45,14 @@ __all__ = [
     "absent_nodes",
     "check_create_spec",
     "check_zone",
+    "free_name",
     "is_region",
     "is_zone",
     "load_key",
     "maintenance_from_api",
     "node_from_api",
     "parse_time",
+    "primary_among",
     "provisioning_model_label",
     "queued_resource_body",
     "queued_resource_from_api",
@@ -335,6 +338,69 @@ class ZoneListing:
 
     resources: tuple[QueuedResourceInfo, ...]
     errors: dict[str, OpsError] = field(default_factory=dict)
+
+
+# A queued resource that holds or is on its way to capacity (the states before ACTIVE and ACTIVE itself,
+# https://cloud.google.com/tpu/docs/queued-resources#queued_resource_states); FAILED, SUSPENDING,
+# SUSPENDED and DELETING hold none.
+LIVE_STATES = ("ACTIVE", "PROVISIONING", "CREATING", "WAITING_FOR_RESOURCES", "ACCEPTED")
+
+
+def primary_among(
+    resources: Iterable[QueuedResourceInfo], name: str, zones: Sequence[str] = ()
+) -> QueuedResourceInfo | None:
+    """The one primary queued resource among `resources`, known by zone and name, never by name alone.
+
+    A name is unique per zone only, so two zones may each hold a `name` (a second request made by hand,
+    or one of an older release). Of those, the primary is the one that holds capacity: ACTIVE first, then
+    one on its way (`LIVE_STATES`), then any; among equals the oldest (`createTime`: the later one is the
+    second), then the first in `zones` (TPU_ZONES) order.
+
+    Args:
+        resources: the queued resources read (any zones, any order).
+        name: the primary's name (TPU_PRIMARY), e.g. "gemma4-qr".
+        zones: the watched zones in the operators' order.
+
+    Returns:
+        That resource, or None when no resource is named `name`.
+    """
+    order = {zone: index for index, zone in enumerate(zones)}
+    never = datetime.max.replace(tzinfo=UTC)
+
+    def rank(qr: QueuedResourceInfo) -> tuple[bool, bool, datetime, int, str]:
+        created = qr.create_time or never
+        return (
+            qr.state != "ACTIVE",
+            qr.state not in LIVE_STATES,
+            created,
+            order.get(qr.zone, len(order)),
+            qr.zone,
+        )
+
+    named = [qr for qr in resources if qr.name == name]
+    return min(named, key=rank) if named else None
+
+
+def free_name(base: str, taken: Iterable[str]) -> str:
+    """The first of `base`-2, `base`-3, ... that is a valid queued resource id and neither it nor its
+    default node id (`NAME-node`) is in `taken`.
+
+    Args:
+        base: the name in use, e.g. "gemma4-qr".
+        taken: every queued resource and node name read, in any zone.
+
+    Returns:
+        e.g. "gemma4-qr-2"; the base is shortened to keep the result within 63 characters (RFC 1035,
+        the queued resource id rule of `RESOURCE_ID`).
+    """
+    used = set(taken)
+    number = 2
+    while True:
+        suffix = f"-{number}"
+        candidate = base[: 63 - len(suffix) - len("-node")].rstrip("-") + suffix
+        if candidate not in used and f"{candidate}-node" not in used:
+            return candidate
+        number += 1
 
 
 @dataclass(frozen=True)

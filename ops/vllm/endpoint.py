@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 from ops.errors import NotFound, OpsError
 from ops.tpu.api import TpuOps
-from ops.tpu.model import QueuedResourceInfo, ZoneListing
+from ops.tpu.model import QueuedResourceInfo, ZoneListing, primary_among
 from ops.tpu.ownership import created_by_bot
 
 __all__ = ["DEAD_NODE_STATES", "Departed", "Endpoint", "EndpointResolver"]
@@ -240,10 +240,12 @@ class EndpointResolver:
         """The endpoint of the first trusted serving node of `listing`, in rank order."""
         order = {zone: index for index, zone in enumerate(self._zones)}
 
-        def rank(qr: QueuedResourceInfo) -> tuple[bool, int]:
-            return qr.name != self._primary, order.get(qr.zone, len(order))
+        primary = self._primary_in(listing)
 
-        trusted = [qr for qr in listing.resources if self._trusted(qr)]
+        def rank(qr: QueuedResourceInfo) -> tuple[bool, int]:
+            return qr is not primary, order.get(qr.zone, len(order))
+
+        trusted = [qr for qr in listing.resources if self._trusted(qr, primary)]
         for resource in sorted(trusted, key=rank):
             endpoint = self._from_resource(resource)
             if endpoint is not None:
@@ -253,9 +255,14 @@ class EndpointResolver:
     def _none_found(self, listing: ZoneListing, departed: Departed | None) -> NotFound:
         """The NotFound of a listing with no trusted serving node: what it shows instead, and the endpoint
         last used when it is gone."""
-        trusted = [qr for qr in listing.resources if self._trusted(qr)]
+        primary = self._primary_in(listing)
+        trusted = [qr for qr in listing.resources if self._trusted(qr, primary)]
         zones = ", ".join(self._zones)
-        ignored = [qr.name for qr in listing.resources if qr.state == "ACTIVE" and not self._trusted(qr)]
+        ignored = [
+            f"{qr.name} in {qr.zone}"
+            for qr in listing.resources
+            if qr.state == "ACTIVE" and not self._trusted(qr, primary)
+        ]
         also = f" ({', '.join(ignored)}: ACTIVE, not the primary, not made by the bot)" if ignored else ""
         down = [  # a trusted VM that is stopped or preempted: say so, it is not "booting"
             f"node `{node.name}` of `{qr.name}` is {node.state}, so vLLM is not booting there"
@@ -273,9 +280,14 @@ class EndpointResolver:
             "set VLLM_BASE_URL, or create one with /tpu create",
         )
 
-    def _trusted(self, resource: QueuedResourceInfo) -> bool:
-        """The primary by name, or a queued resource carrying the bot's `managed-by` label."""
-        return resource.name == self._primary or created_by_bot(resource)
+    def _primary_in(self, listing: ZoneListing) -> QueuedResourceInfo | None:
+        """The primary of `listing`: one resource, by zone and name (`primary_among`)."""
+        return primary_among(listing.resources, self._primary, self._zones) if self._primary else None
+
+    @staticmethod
+    def _trusted(resource: QueuedResourceInfo, primary: QueuedResourceInfo | None) -> bool:
+        """The primary (by zone and name), or a queued resource carrying the bot's `managed-by` label."""
+        return resource is primary or created_by_bot(resource)
 
     def _from_resource(self, resource: QueuedResourceInfo) -> Endpoint | None:
         if resource.state != "ACTIVE" or resource.preempted:

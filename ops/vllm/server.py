@@ -62,7 +62,11 @@ def _tls_context() -> ssl.SSLContext:
         return _tls
 
 
-BOOTING_HINT = "vLLM may still be booting (about 10 minutes on TPU) or be down: try /vllm health"
+NOT_LISTENING_HINT = (
+    "nothing listens on vLLM's port: it is still loading the model or it is stopped; /vllm status reads its "
+    "container and says which"
+)
+"""Where the container cannot be read here: "booting" is said only where it is (`bot.shared.serving`)."""
 TIMEOUT_HINT = "the server may be overloaded or the network slow: try /vllm health, or raise HTTP_TIMEOUT_S"
 SERVER_ERROR_HINT = "check /vllm health; if the engine is dead, restart the vLLM container"
 AUTH_HINT = "set VLLM_API_KEY to the server's --api-key value"
@@ -78,10 +82,10 @@ class HealthCheck:
 
     Attributes:
         state: "ready" (HTTP 200), "engine-dead" (HTTP 503: restart the container), "refused" (connection
-            refused: the server is booting, about 10 minutes on TPU, or down), "timeout" (no answer within the
-            client timeout), "not-vllm" (HTTP 404: an OpenAI-compatible server without vLLM's /health, e.g.
-            llama.cpp's; judge it by a one-token completion), or "error" (any other status or transport
-            failure).
+            refused: nothing listens, the server is loading the model or stopped), "timeout" (no answer
+            within the client timeout), "not-vllm" (HTTP 404: an OpenAI-compatible server without vLLM's
+            /health, e.g. llama.cpp's; judge it by a one-token completion), or "error" (any other status or
+            transport failure).
         status: the HTTP status, or None when no response arrived.
         latency_s: wall time of the request in seconds.
         detail: one line for humans.
@@ -299,7 +303,7 @@ class VllmClient:
                 "refused",
                 None,
                 elapsed(),
-                f"cannot connect to {url}: vLLM is booting (about 10 minutes on TPU) or down",
+                f"cannot connect to {url}: nothing listens there (vLLM loading the model, or stopped)",
             )
         except Exception as exc:  # health must never raise
             detail = f"{url}: {type(exc).__name__}: {_one_line(str(exc))}"
@@ -414,7 +418,7 @@ class VllmClient:
             ) from exc
         except httpx.ConnectError as exc:
             message = f"cannot connect to vLLM at {url}"
-            raise BackendUnavailable(message, BOOTING_HINT, backend="vllm") from exc
+            raise BackendUnavailable(message, NOT_LISTENING_HINT, backend="vllm") from exc
         except httpx.HTTPError as exc:
             message = f"vLLM at {url}: {type(exc).__name__}: {_one_line(str(exc))}"
             raise BackendUnavailable(message, SERVER_ERROR_HINT, backend="vllm") from exc

@@ -216,6 +216,12 @@ class GcpSimulator:
             sim_zone = self.world.zones[zone]
             sim_zone.capacity_after, sim_zone.provisioning = zone_capacity(capacity)
 
+    def set_quota(self, zone: str, quota_id: str, limit: int) -> None:
+        """Change a zone's Cloud Quotas value (same keys as the scenario's `quota`), e.g. a preemptible
+        quota lowered to 0, for the quota reads and creates from now on."""
+        with self.world.lock:
+            self.world.zones[zone].quota[quota_id] = limit
+
     def add_log_entry(
         self,
         text: str,

@@ -9,6 +9,8 @@ import re
 from ops.tpu.api import TpuOps
 from sim.demo import Demo
 
+PREEMPTIBLE_V6E = "TPUV6EPreemptiblePerProjectPerZoneForTPUAPI"
+
 
 def _say(demo: Demo, line: str, timeout: float = 30) -> str:
     out, answered = demo.user.run(line, timeout=timeout)
@@ -17,6 +19,7 @@ def _say(demo: Demo, line: str, timeout: float = 30) -> str:
 
 
 def test_recover_by_search_prices_the_dearest_zone_and_warns_like_create(world: Demo) -> None:
+    world.gcp.set_quota("europe-west4-a", PREEMPTIBLE_V6E, 0)  # a zone without preemptible quota
     # Beside the ACTIVE primary, a recovery is refused as a create is, and says how to go on.
     for line in ("/tpu recover gemma4-old --search", "/tpu recover gemma4-old"):
         refused = _say(world, line)
@@ -81,6 +84,7 @@ def test_ensure_shows_the_spend_and_warnings_of_the_create_it_makes(world: Demo)
 
 
 def test_find_and_zones_give_one_judgement_of_a_zone_in_the_same_words(world: Demo) -> None:
+    world.gcp.set_quota("europe-west4-a", PREEMPTIBLE_V6E, 0)  # a zone without preemptible quota
     store, now = world.bot.services.store, world.bot.services.now()
     message = "flex-start not offered: FLEX_START is not offered for v6e-8 in europe-west4-a"
     store.remember_zone_failure("europe-west4-a", "v6e-8", "flex-start", message, now=now)

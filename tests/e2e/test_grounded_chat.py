@@ -54,6 +54,32 @@ def test_cost_questions_fetch_the_live_burn_whatever_the_wording(world: Demo, qu
     assert "_live burn_" in text
 
 
+def _words(spend: str) -> str:
+    """A spend line with every number as "9" ("$31.69" -> "$9", "1h 28m" -> "9h 9m"): its wording, whatever
+    second it was read at."""
+    out: list[str] = []
+    for index, char in enumerate(spend):
+        between = char in ".," and 0 < index < len(spend) - 1 and spend[index + 1].isdigit()
+        if char.isdigit() or (between and out[-1:] == ["9"]):
+            if out[-1:] != ["9"]:
+                out.append("9")
+            continue
+        out.append(char)
+    return "".join(out)
+
+
+def test_the_chat_says_the_spend_in_the_words_of_tpu_cost(demo: Demo) -> None:
+    cost = _say(demo, "/tpu cost")
+    burn = cost.split("• `gemma4-qr` (v6e-8, flex-start, us-east5-a): ", 1)[1].split(", at most", 1)[0]
+    assert _words(burn) == "at most $9 over 9h 9m (at most $9/h)", burn
+    total = cost.split("*Total* ", 1)[1].splitlines()[0]
+    assert _words(total) == "at most $9 so far, at most $9/h now", total
+    text = _say(demo, "@gemma-bot how much has gemma4-qr cost so far?")
+    fact = text.split("_live burn_: `gemma4-qr` (v6e-8, flex-start): ", 1)[1].splitlines()[0]
+    assert _words(fact).startswith(_words(burn)), fact  # one wording, one duration format
+    assert _words(fact).endswith(f"; total {_words(total)}") and "at at most" not in fact, fact
+
+
 def test_a_failed_resource_error_is_its_state_not_a_log_failure(world: Demo) -> None:
     text = _say(world, "@gemma-bot what went wrong with gemma4-old?")
     assert "*`gemma4-old` is FAILED: its state and error (TPU API)*" in text

@@ -180,7 +180,11 @@ def test_zones_cost_config_and_token(world: Demo, caplog: pytest.LogCaptureFixtu
     startup = _say(world, "/tpu config startup")
     assert "[file startup.sh:" in startup
     assert "[file vllm-gke.yaml:" in _say(world, "/tpu config gke")
-    assert "gcloud alpha compute tpus queued-resources create" in _say(world, "/tpu config gcloud")
+    gcloud = _say(world, "/tpu config gcloud")
+    assert "gcloud alpha compute tpus queued-resources create" in gcloud
+    assert "--metadata-from-file=startup-script=startup.sh" in gcloud  # the script it names goes with it
+    assert "[file create.sh:" in gcloud and "[file startup.sh:" in gcloud, gcloud
+    assert "`create.sh` reads `startup.sh` from the directory it runs in: both are attached" in gcloud
 
     token = "hf_" + "Q" * 34
     _say(world, "/tpu token")

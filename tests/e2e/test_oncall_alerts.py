@@ -23,7 +23,15 @@ import yaml
 from bot.oncall.scheduler import AlertScheduler
 from bot.slack.gateway import SlackGateway
 from ops.cost.idle import parse_schedule
-from ops.tpu.ownership import SEARCH_KEY, USER_KEY, created_by_bot, label_value, operation_keys
+from ops.tpu.model import CreateSpec
+from ops.tpu.ownership import (
+    SEARCH_KEY,
+    USER_KEY,
+    created_by_bot,
+    label_value,
+    operation_keys,
+    ownership_labels,
+)
 from sim import scenario as scenarios
 from sim.console import DEMO_USER
 from sim.demo import ALERTS_CHANNEL, Demo
@@ -384,3 +392,31 @@ def test_scheduled_stop_proposes_delete_with_the_usual_confirmation(world: Demo)
     lines, answered = demo.user.run("click Confirm", timeout=60)
     assert answered, lines
     assert any("Deleted queued resource `gemma4-qr`" in line for line in lines)
+
+
+def test_a_dead_resource_that_only_shares_the_primarys_name_is_not_recovered_as_it(world: Demo) -> None:
+    demo = world
+    base = _scheduler(demo)
+    client = SlackGateway.connect(demo.settings.slack_bot_token.get_secret_value(), demo.slack.api_url)
+    scheduler = AlertScheduler.build(
+        demo.bot.services,
+        client,
+        ALERTS_CHANNEL,
+        runner=demo.bot.runner,
+        options=dataclasses.replace(base.options, auto_recover=True),
+    )
+    tpu = demo.bot.services.tpu  # a second gemma4-qr, the bot's, spot in another zone: then preempted
+    spec = CreateSpec(
+        "gemma4-qr", "gemma4-qr-node", "europe-west4-a", "v6e-8", "v2-alpha-tpuv6e", "spot", None, None,
+        labels=ownership_labels("r-twin", DEMO_USER),
+    )  # fmt: skip
+    tpu.wait_operation(tpu.create_queued_resource(spec), timeout_s=30)
+    scheduler.tick()
+    demo.gcp.preempt("europe-west4-a", "gemma4-qr-node")
+    demo.gcp.advance(120)
+    scheduler.tick()
+    twin = tpu.get_queued_resource("gemma4-qr", ["europe-west4-a"])
+    assert twin.preempted, twin.state
+    assert not [e for e in demo.bot.services.store.audit(last=20) if e.user_id == "auto-recover"]
+    assert not [m for m in demo.slack.messages if "Recovering `gemma4-qr` automatically" in m.text]
+    assert _primary_state(demo) == "ACTIVE"  # the primary, by zone and name, is alive: nothing to recover

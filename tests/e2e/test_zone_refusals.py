@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from sim.demo import Demo
 
+PREEMPTIBLE_V6E = "TPUV6EPreemptiblePerProjectPerZoneForTPUAPI"
+
 
 def _say(demo: Demo, line: str, timeout: float = 20) -> str:
     out, answered = demo.user.run(line, timeout=timeout)
@@ -12,18 +14,20 @@ def _say(demo: Demo, line: str, timeout: float = 20) -> str:
     return "\n".join(out)
 
 
-def test_a_zone_s_fit_is_shown_per_provisioning_model_with_its_reasons(demo: Demo) -> None:
-    default = _say(demo, "/tpu zones")
+def test_a_zone_s_fit_is_shown_per_provisioning_model_with_its_reasons(world: Demo) -> None:
+    world.gcp.set_quota("europe-west4-a", PREEMPTIBLE_V6E, 0)  # a zone without preemptible quota
+    default = _say(world, "/tpu zones")
     assert "Zones for v6e-8: flex-start" in default
     assert "flex-start: ❌ has preemptible v6e quota 0 (flex-start draws on it)" in default
     assert "`europe-west4-a`" in default and "`us-east5-a`" in default
-    every = _say(demo, "/tpu zones --all-models")
+    every = _say(world, "/tpu zones --all-models")
     europe = every.split("`europe-west4-a`")[1].split("`us-east5-a`")[0]
     assert "spot: ❌ has preemptible" in europe and "on-demand: ✅ fits" in europe
     assert ":large_yellow_circle: `europe-west4-a`" in every
 
 
 def test_a_create_refused_for_good_is_remembered_and_shown(world: Demo) -> None:
+    world.gcp.set_quota("europe-west4-a", PREEMPTIBLE_V6E, 0)  # a zone without preemptible quota
     _say(world, "/tpu create gemma4-eu --zone europe-west4-a --spot --allow-second")
     refused = _say(world, "click Confirm")
     assert "Limit 0 in zone europe-west4-a" in refused

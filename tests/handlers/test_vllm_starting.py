@@ -33,6 +33,7 @@ def test_a_stopped_container_is_said_with_the_command_that_starts_it(world: Demo
     assert code == 0, err
     text = Handlers(world).run("vllm bench --prompts 4")
     name = world.settings.vllm_container
-    assert f"vLLM is not running: container `{name}` is exited" in text and "/vllm start" in text
+    assert f"vLLM is not running: container `{name}` exited with code 0 at 20" in text, text
+    assert "/vllm start" in text and "audit trail" not in text, text  # stopped outside the bot: no one named
     assert "it then loads for about 10 min: the bot's estimate" in text
     assert "Benchmarking" not in text

@@ -331,6 +331,7 @@ def test_changes_and_every_lifecycle_state_match_the_discovery_document(api: str
     doc, problems, checked = DOCS[api], list[str](), 0
     models = ["FLEX_START", "SPOT", "RESERVED", "STANDARD"] if api == "v2alpha1" else ["SPOT", "STANDARD"]
     with GcpSimulator(lifecycle_world(), now=lambda: NOW) as sim:
+        sim.set_quota("europe-west4-a", "TPUV6EPreemptiblePerProjectPerZoneForTPUAPI", 0)  # no spot there
         base = f"/{api}/projects/{sim.project}/locations"
 
         def change(method: str, path: str, body: Any = None, expect: int = 200) -> dict[str, Any]:

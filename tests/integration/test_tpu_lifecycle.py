@@ -209,8 +209,9 @@ def test_flex_start_not_offered_fails_the_operation(gcp: GcpSimulator, tpu: TpuO
     assert expected in err.value.message and "code 3" in err.value.message
     with pytest.raises(NotFound):
         tpu.get_queued_resource("flex-eu", ["europe-west4-a"])  # nothing is kept
-    # Spot is offered there, but the zone's preemptible quota is 0: refused at once, before any operation,
-    # and for good in that zone (the fault catalogue's tpu-preemptible-quota-zero): no retry, nothing to free.
+    # Spot is offered there; with the zone's preemptible quota 0 it is refused at once, before any
+    # operation, and for good in that zone (the fault catalogue's tpu-preemptible-quota-zero): no retry.
+    gcp.set_quota("europe-west4-a", "TPUV6EPreemptiblePerProjectPerZoneForTPUAPI", 0)
     with pytest.raises(
         UnsupportedInZone, match="Quota 'TPUV6EPreemptiblePerProjectPerZoneForTPUAPI' exhausted"
     ) as zero:
@@ -313,7 +314,11 @@ def test_zone_quotas_through_cloud_quotas(gcp: GcpSimulator) -> None:
         "TPUV6EPerProjectPerZoneForTPUAPI": 64,
         "TPUV6EPreemptiblePerProjectPerZoneForTPUAPI": 64,
     }
-    assert quotas["europe-west4-a"]["TPUV6EPreemptiblePerProjectPerZoneForTPUAPI"] == 0
+    # europe-west4-a's preemptible quota is what its FAILED spot gemma4-old was admitted on
+    assert quotas["europe-west4-a"]["TPUV6EPreemptiblePerProjectPerZoneForTPUAPI"] == 16
+    gcp.set_quota("europe-west4-a", "TPUV6EPreemptiblePerProjectPerZoneForTPUAPI", 0)
+    lowered = zone_quotas(gcp.project, "v6e", api_endpoint=gcp.url)["europe-west4-a"]
+    assert lowered["TPUV6EPreemptiblePerProjectPerZoneForTPUAPI"] == 0  # a limit lowered is read as such
     assert zone_quotas(gcp.project, "v5p", api_endpoint=gcp.url) == {}  # no such quota ids: left out
     client = google.cloud_quotas(gcp.url)
     parent = f"projects/{gcp.project}/locations/global/services/tpu.googleapis.com"

@@ -221,7 +221,8 @@ def test_stopped_simulator_is_refused() -> None:
         with pytest.raises(BackendUnavailable) as info:
             client.models()
         assert url in info.value.message
-        assert "booting" in info.value.hint and "/vllm health" in info.value.hint
+        assert "still loading the model or it is stopped" in info.value.hint, info.value.hint
+        assert "/vllm status" in info.value.hint and "booting" not in info.value.hint
         with pytest.raises(BackendUnavailable):
             gemma.probe()
 

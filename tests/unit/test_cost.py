@@ -353,7 +353,7 @@ def test_live_burn_has_a_total_and_bounds_what_has_no_row() -> None:
         )
     )
     assert "`a` (v6e-8, spot, us-east5-a): $12.96 over 1h 30m ($8.64/h)" in text
-    assert "`c` (v6e-8, flex-start, us-east5-a): at most $32.40 over 1h 30m ($21.60/h)" in text
+    assert "`c` (v6e-8, flex-start, us-east5-a): at most $32.40 over 1h 30m (at most $21.60/h)" in text
     assert "no flex-start row for v6e in us-east5" in text
     assert "*Total* at most $77.76 so far, at most $51.84/h now (3 priced; 1 without any price" in text
     assert "read 2026-12-02" in text

@@ -11,10 +11,11 @@ import pytest
 
 import bot.handlers  # noqa: F401  (declares every command)
 from bot.commands.registry import registry
-from bot.views.findings import NO_MATCH_LEAD, diagnosis_text, next_steps, rfc3339, unmatched_fact
+from bot.views.findings import NO_MATCH_LEAD, diagnosis_text, next_steps, unmatched_fact
 from llm.nomatch import from_lines
 from ops.diagnosis.engine import Diagnosis
 from ops.diagnosis.nomatch import TOP_TEMPLATES, Unmatched, from_templates, line_severity
+from ops.times import rfc3339, utc_text
 from ops.vllm.container import timed_lines
 
 T0 = datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
@@ -140,11 +141,13 @@ def test_the_view_and_the_fact_say_the_same() -> None:
     assert u is not None
     text = diagnosis_text(Diagnosis((), ("ZeroDivisionError: shard count is zero",), u))
     assert text.startswith(f":mag: *{NO_MATCH_LEAD}.*")
-    assert "1. *2× ERROR*" in text and f"first {rfc3339(_at(5))} · last {rfc3339(_at(7))}" in text
-    assert f"*First error* at 2026-12-03T09:00:05Z, before the container exited at {rfc3339(_at(10))}" in text
+    first, last = utc_text(_at(5), seconds=True), utc_text(_at(7), seconds=True)
+    assert "1. *2× ERROR*" in text and f"first {first} · last {last}" in text  # as every answer shows a time
+    exited = utc_text(_at(10), seconds=True)
+    assert f"*First error* at 2026-12-03 09:00:05 UTC, before the container exited at {exited}" in text
     assert "*Key lines*\n`ZeroDivisionError: shard count is zero`" in text
     fact = unmatched_fact(u)
-    assert fact.startswith(NO_MATCH_LEAD) and "first error at 2026-12-03T09:00:05Z" in fact
+    assert fact.startswith(NO_MATCH_LEAD) and "first error at 2026-12-03 09:00:05 UTC" in fact
     assert "next step: `/vllm logs --since 2h --tail 2000`" in fact
 
 
