@@ -38,7 +38,7 @@ test: $(STAMP)
 
 # The fast tier: pure logic, property tests and the contract, in two worker processes, without the tests
 # marked slow (those that start a demo world, a simulator, a server or a subprocess: tests/conftest.py);
-# about 25 s on two cores (2,533 tests; longer while other work runs beside it).
+# about 25 s on two cores (2,575 tests; longer while other work runs beside it).
 CHECK_TIER := tests/unit tests/property tests/test_contract.py
 check: $(STAMP)
 	$(BIN)/pytest -q -n 2 -m "not slow" $(CHECK_TIER) $(ARGS)
