@@ -301,6 +301,16 @@ def log_analysis(a: LogAnalysis) -> Reply:
                 + ". Try a shorter `--since` or `--node`, or again in a minute."
             )
         )
+    if a.errors is None and not a.total_entries:
+        # A VM that serves logs every request: a window with no entry at all says nothing of its errors.
+        blocks.append(
+            section(
+                ":grey_question: *No entries at all* in the window: nothing of the TPU VM or its vLLM container "
+                "reached Cloud Logging, so this says nothing about errors. `/vllm logs` reads the container "
+                "over SSH; `/logs --since 1d` shows whether anything arrived earlier."
+            )
+        )
+        return blocks_reply(blocks)
     if a.errors is None:
         blocks.append(section(f":white_check_mark: No errors in the window ({a.total_entries:,} entries)."))
         return blocks_reply(blocks)

@@ -82,10 +82,23 @@ def test_an_empty_window_is_refused_without_reading_the_logs(world: Demo) -> Non
 
 
 def test_no_errors_means_no_model_call(world: Demo) -> None:
+    world.gcp.add_log_entry(
+        'INFO:     10.0.0.7:51234 - "GET /health HTTP/1.1" 200 OK',
+        severity="INFO",
+        at=world.gcp.now() - timedelta(seconds=20),
+    )
     before = world.vllm.requests_served
     text = _say(world, "/logs analyze --since 1m")
     assert "No errors in the window" in text
     assert world.vllm.requests_served == before
+
+
+def test_a_window_with_no_entry_at_all_is_not_called_free_of_errors(world: Demo) -> None:
+    """Nothing at all from a node in the window (its logs do not reach Cloud Logging, or it did not log) is
+    said as such, never as a green "no errors"."""
+    text = _say(world, "/logs analyze --since 1h --node gemma4-standby-node")
+    assert "*No entries at all* in the window" in text and "says nothing about errors" in text, text
+    assert "No errors in the window" not in text and ":white_check_mark:" not in text, text
 
 
 def test_tokens_in_logs_are_masked_in_slack(world: Demo) -> None:
