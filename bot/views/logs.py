@@ -305,9 +305,9 @@ def log_analysis(a: LogAnalysis) -> Reply:
         # A VM that serves logs every request: a window with no entry at all says nothing of its errors.
         blocks.append(
             section(
-                ":grey_question: *No entries at all* in the window: nothing of the TPU VM or its vLLM container "
-                "reached Cloud Logging, so this says nothing about errors. `/vllm logs` reads the container "
-                "over SSH; `/logs --since 1d` shows whether anything arrived earlier."
+                ":grey_question: *No entries at all* in the window: nothing of the TPU VM or its vLLM "
+                "container reached Cloud Logging, so this says nothing about errors. `/vllm logs` reads the "
+                "container over SSH; `/logs --since 1d` shows whether anything arrived earlier."
             )
         )
         return blocks_reply(blocks)
