@@ -210,7 +210,7 @@ def test_stored_benchmark_runs_can_be_listed_and_compared(world: Demo) -> None:
     compared = _say(world, "/vllm bench compare 1 2")
     assert "run 1" in compared and "run 2" in compared and "change" in compared
     assert "TTFT median (ms)" in compared and "%" in compared
-    table = compared.split("```")[1].splitlines()
+    table = compared.split("```")[1].strip("\n").splitlines()
     assert len({len(line) for line in table}) == 1, table  # every figure under its column
     assert "Peak output token throughput (tok/s)" in compared
     assert "\n  run 1: " in compared and "\n  run 2: " in compared  # the footer's lines alike
