@@ -420,3 +420,38 @@ def test_a_dead_resource_that_only_shares_the_primarys_name_is_not_recovered_as_
     assert not [e for e in demo.bot.services.store.audit(last=20) if e.user_id == "auto-recover"]
     assert not [m for m in demo.slack.messages if "Recovering `gemma4-qr` automatically" in m.text]
     assert _primary_state(demo) == "ACTIVE"  # the primary, by zone and name, is alive: nothing to recover
+
+
+def _twin(demo: Demo, model: str = "spot") -> None:
+    """A second `gemma4-qr`, the bot's, in europe-west4-a (a name is unique per zone only), made ACTIVE
+    through the Google emulator beside the primary, ACTIVE in us-east5-a since before."""
+    tpu = demo.bot.services.tpu
+    spec = CreateSpec(
+        "gemma4-qr", "gemma4-qr-node", "europe-west4-a", "v6e-8", "v2-alpha-tpuv6e", model, None, None,
+        labels=ownership_labels("r-twin", DEMO_USER),
+    )  # fmt: skip
+    tpu.wait_operation(tpu.create_queued_resource(spec), timeout_s=30)
+    demo.gcp.advance(600)
+    assert tpu.get_queued_resource("gemma4-qr", ["europe-west4-a"]).state == "ACTIVE"
+
+
+def test_the_transition_of_a_resource_that_only_shares_the_primarys_name_is_not_the_primarys(
+    world: Demo,
+) -> None:
+    demo = world
+    scheduler = _scheduler(demo)
+    _twin(demo)
+    scheduler.tick()
+    start = len(demo.slack.messages)
+    demo.gcp.preempt("europe-west4-a", "gemma4-qr-node")
+    demo.gcp.advance(120)
+    scheduler.tick()
+    about = [m for m in _posts(demo, start, threads=True) if "europe-west4-a" in m.text]
+    assert [m for m in about if m.thread_ts], [m.text for m in demo.slack.messages[start:]]
+    # Neither "serving is down" nor Recover: the primary, by zone and name, still serves in us-east5-a.
+    assert not [m for m in about if "Serving is down" in m.render()]
+    assert not [e for m in about for _, e in m.buttons() if e["action_id"].startswith("alert_recover")]
+    assert _primary_state(demo) == "ACTIVE"
+    # A Recover button's resource is the primary of its watcher only in the primary's zone.
+    assert scheduler.watcher_of("europe-west4-a", "gemma4-qr") is None
+    assert scheduler.watcher_of("us-east5-a", "gemma4-qr") is scheduler
