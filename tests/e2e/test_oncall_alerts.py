@@ -69,14 +69,19 @@ def world(tmp_path: Path) -> Iterator[Demo]:
 def spot_world(tmp_path: Path) -> Iterator[Demo]:
     """The demo with `gemma4-qr` on spot, the model with a sourced v6e price in us-east5 (flex-start has
     none, so its alerts carry no cost figure), and idle alerts."""
+    with Demo(scenario_path=_spot_scenario(tmp_path), idle_alert_after="2h") as world:
+        yield world
+
+
+def _spot_scenario(tmp_path: Path) -> Path:
+    """The demo's scenario with `gemma4-qr` on spot and no other vLLM client, written in `tmp_path`."""
     scenario = scenarios.load()
     (primary,) = [q for q in scenario["google"]["queued_resources"] if q["name"] == "gemma4-qr"]
     primary["provisioning_model"] = "SPOT"
     scenario["vllm"]["background_rps"] = 0.0  # no other client: the idle alert's story
     path = tmp_path / "spot.yaml"
     path.write_text(yaml.safe_dump(scenario))
-    with Demo(scenario_path=path, idle_alert_after="2h") as world:
-        yield world
+    return path
 
 
 def _scheduler(demo: Demo) -> AlertScheduler:
@@ -455,3 +460,19 @@ def test_the_transition_of_a_resource_that_only_shares_the_primarys_name_is_not_
     # A Recover button's resource is the primary of its watcher only in the primary's zone.
     assert scheduler.watcher_of("europe-west4-a", "gemma4-qr") is None
     assert scheduler.watcher_of("us-east5-a", "gemma4-qr") is scheduler
+
+
+def test_the_idle_alert_is_about_the_primary_not_the_first_zones_resource_of_its_name(
+    tmp_path: Path,
+) -> None:
+    # europe-west4-a first: a read by name alone takes the second gemma4-qr there for the primary.
+    zones = ["europe-west4-a", "us-east5-a", "asia-northeast1-b"]
+    with Demo(scenario_path=_spot_scenario(tmp_path), idle_alert_after="2h", tpu_zones=zones) as demo:
+        _twin(demo)
+        scheduler = _scheduler(demo)
+        scheduler.tick()
+        start = len(demo.slack.messages)
+        demo.gcp.advance(2 * 3600 + 60)
+        scheduler.tick()
+        (idle,) = [m for m in _posts(demo, start) if "served no request" in m.text]
+        assert "`gemma4-qr` (us-east5-a) served no request" in idle.text, idle.text
