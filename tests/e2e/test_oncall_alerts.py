@@ -22,6 +22,7 @@ import yaml
 
 from bot.oncall.scheduler import AlertScheduler
 from bot.slack.gateway import SlackGateway
+from ops.alerts.planned import MaintenanceWindows
 from ops.cost.idle import parse_schedule
 from ops.tpu.model import CreateSpec
 from ops.tpu.ownership import (
@@ -476,3 +477,25 @@ def test_the_idle_alert_is_about_the_primary_not_the_first_zones_resource_of_its
         scheduler.tick()
         (idle,) = [m for m in _posts(demo, start) if "served no request" in m.text]
         assert "`gemma4-qr` (us-east5-a) served no request" in idle.text, idle.text
+
+
+def test_a_reset_of_a_resource_that_only_shares_the_primarys_name_opens_no_maintenance_window(
+    world: Demo,
+) -> None:
+    demo = world
+    tpu = demo.bot.services.tpu  # a second gemma4-qr where there is no capacity: FAILED once its wait ends
+    spec = CreateSpec(
+        "gemma4-qr", "gemma4-qr-node", "asia-northeast1-b", "v6e-8", "v2-alpha-tpuv6e", "spot", None,
+        timedelta(minutes=5), labels=ownership_labels("r-twin", DEMO_USER),
+    )  # fmt: skip
+    tpu.wait_operation(tpu.create_queued_resource(spec), timeout_s=30)
+    demo.gcp.advance(600)
+    assert tpu.get_queued_resource("gemma4-qr", ["asia-northeast1-b"]).state == "FAILED"
+    lines, answered = demo.user.run("/tpu reset gemma4-qr --zone asia-northeast1-b")
+    assert answered, lines
+    lines, answered = demo.user.run("click Confirm", timeout=60)
+    assert answered, lines
+    assert any("reset" in line.lower() for line in lines), lines
+    # Not the primary's work: the primary serves on in us-east5-a, its outage alerts are not held back.
+    assert MaintenanceWindows(demo.bot.services.store).get(_scheduler(demo).deployment) is None
+    assert _primary_state(demo) == "ACTIVE"
