@@ -169,10 +169,8 @@ def _primary_work(ctx: Context, name: str, zone: str, reason: str) -> AbstractCo
     deployment vLLM serves from); none otherwise. The primary is one resource, by zone and name
     (`primary_among` the watched zones and `zone`): work on another zone's resource of its name (reset) is
     not the primary's, nor is a create of one while another of its name holds or waits for capacity (that
-    one, older and live, stays the primary).
-
-    Raises:
-        OpsError: the listing failed in every zone.
+    one, older and live, stays the primary). A zone that does not answer holds none of them here
+    (`list_queued_resources` reports it instead of raising).
     """
     settings = ctx.services.settings
     if name != settings.tpu_primary:

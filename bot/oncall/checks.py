@@ -289,13 +289,10 @@ class ServingChecks:
 
     def _primary(self) -> QueuedResourceInfo | None:
         """The primary by zone and name (`primary_among` the zones' listing), not the first zone's resource of
-        its name: that may be a second one, idle or not, while the primary serves. None when the listing
-        fails or holds none."""
+        its name: that may be a second one, idle or not, while the primary serves. None when the zones that
+        answered hold none (`list_queued_resources` reports a failing zone instead of raising)."""
         zones = self.services.settings.tpu_zones
-        try:
-            listing = self.services.tpu.list_queued_resources(zones)
-        except OpsError:
-            return None
+        listing = self.services.tpu.list_queued_resources(zones)
         return primary_among(listing.resources, self.options.primary, zones)
 
 

@@ -291,16 +291,14 @@ class AlertScheduler:
         zone's resource of the primary's name is not the primary.
 
         Returns:
-            That watcher; None when no deployment's primary is that one (or its listing failed).
+            That watcher; None when no deployment's primary is that one (a zone that did not answer holds
+            none: `list_queued_resources` reports it instead of raising).
         """
         for each in self.watchers.values():
             zones = each.services.settings.tpu_zones
             if each.options.primary != name or zone not in zones:
                 continue
-            try:
-                listing = each.services.tpu.list_queued_resources(zones)
-            except OpsError:
-                continue
+            listing = each.services.tpu.list_queued_resources(zones)
             primary = primary_among(listing.resources, name, zones)
             if primary is not None and primary.zone == zone:
                 return each
