@@ -50,7 +50,7 @@ from bot.views.lifecycle import change, create_unseen, created, ensure_preview, 
 from bot.views.tpu import resource_line
 from ops.cost import pricing as cost
 from ops.errors import AlreadyExists, BadInput, NotFound, OpsError
-from ops.tpu.model import NodeInfo, QueuedResourceInfo, free_name
+from ops.tpu.model import LIVE_STATES, NodeInfo, QueuedResourceInfo, free_name, primary_among
 from ops.vllm.endpoint import DEAD_NODE_STATES
 
 OPERATION_TIMEOUT_S = 600.0
@@ -142,7 +142,10 @@ def tpu_create(ctx: Context, **kw: object) -> Reply:
     tpu = ctx.services.tpu
     with one_operation(ctx, spec.zone, spec.name, f"tpu create {spec.name}") as operation_id:
         check_pins(ctx, [current_pin(ctx, spec.name, spec.zone)], f"tpu create {spec.name}")
-        with _primary_work(ctx, spec.name, f"tpu create {spec.name}"), remembering_refusals(ctx, spec):
+        with (
+            _primary_work(ctx, spec.name, spec.zone, f"tpu create {spec.name}"),
+            remembering_refusals(ctx, spec),
+        ):
             outcome = create_labelled(ctx, spec, operation_id=operation_id, kind="create")
             if outcome.operation is not None:
                 tpu.wait_operation(outcome.operation, timeout_s=OPERATION_TIMEOUT_S, cancel=ctx.cancelled)
@@ -161,11 +164,26 @@ def tpu_create(ctx: Context, **kw: object) -> Reply:
     return created(qr, now, outcome.ambiguous.message if outcome.ambiguous is not None else None)
 
 
-def _primary_work(ctx: Context, name: str, reason: str) -> AbstractContextManager[None]:
-    """A maintenance window for work on the primary (the deployment vLLM serves from); none otherwise."""
-    return (
-        planned_work(ctx, reason, target=name) if name == ctx.services.settings.tpu_primary else nullcontext()
-    )
+def _primary_work(ctx: Context, name: str, zone: str, reason: str) -> AbstractContextManager[None]:
+    """A maintenance window for work on queued resource `name` in `zone` when it is the primary (the
+    deployment vLLM serves from); none otherwise. The primary is one resource, by zone and name
+    (`primary_among` the watched zones and `zone`): work on another zone's resource of its name (reset) is
+    not the primary's, nor is a create of one while another of its name holds or waits for capacity (that
+    one, older and live, stays the primary). A zone that does not answer holds none of them here
+    (`list_queued_resources` reports it instead of raising).
+    """
+    settings = ctx.services.settings
+    if name != settings.tpu_primary:
+        return nullcontext()
+    zones = list(dict.fromkeys([*settings.tpu_zones, zone]))
+    listing = ctx.services.tpu.list_queued_resources(zones)
+    if any(qr.name == name and qr.zone == zone for qr in listing.resources):
+        primary = primary_among(listing.resources, name, zones)
+        ours = primary is not None and primary.zone == zone
+    else:  # a create: the new resource, on its way and the newest, ranks after a live one elsewhere
+        other = primary_among(listing.resources, name, zones)
+        ours = other is None or other.state not in LIVE_STATES
+    return planned_work(ctx, reason, target=name) if ours else nullcontext()
 
 
 def _find(ctx: Context, name: str, zone: str | None, verb: str) -> QueuedResourceInfo:
@@ -344,7 +362,7 @@ def tpu_reset(ctx: Context, name: str, zone: str | None) -> Reply:
     tpu = ctx.services.tpu
     with (
         one_operation(ctx, qr.zone, qr.name, f"tpu reset {qr.name}"),
-        _primary_work(ctx, qr.name, f"tpu reset {qr.name}"),
+        _primary_work(ctx, qr.name, qr.zone, f"tpu reset {qr.name}"),
     ):
         check_pins(ctx, [current_pin(ctx, qr.name, qr.zone)], f"tpu reset {name}")
         operation = tpu.reset_queued_resource(qr.name, qr.zone)
@@ -542,7 +560,7 @@ def tpu_ensure(ctx: Context, name: str | None) -> Reply:
             done.append(f"deleted `{qr.name}` ({qr.zone})")
         if create:
             spec, _ = create_spec(ctx, default_create_args(primary))
-            with _primary_work(ctx, primary, f"tpu ensure {primary}"):
+            with _primary_work(ctx, primary, spec.zone, f"tpu ensure {primary}"):
                 outcome = create_labelled(ctx, spec, operation_id=operation_id, kind="ensure")
                 if outcome.operation is not None:
                     tpu.wait_operation(outcome.operation, timeout_s=OPERATION_TIMEOUT_S, cancel=ctx.cancelled)

@@ -288,12 +288,12 @@ class ServingChecks:
             self.delivery.deliver(alert, qr, now, result, mutes)
 
     def _primary(self) -> QueuedResourceInfo | None:
-        try:
-            return self.services.tpu.get_queued_resource(
-                self.options.primary, self.services.settings.tpu_zones
-            )
-        except OpsError:
-            return None
+        """The primary by zone and name (`primary_among` the zones' listing), not the first zone's resource of
+        its name: that may be a second one, idle or not, while the primary serves. None when the zones that
+        answered hold none (`list_queued_resources` reports a failing zone instead of raising)."""
+        zones = self.services.settings.tpu_zones
+        listing = self.services.tpu.list_queued_resources(zones)
+        return primary_among(listing.resources, self.options.primary, zones)
 
 
 class AutoRecovery:

@@ -181,6 +181,7 @@ class AlertDelivery:
         mutes: dict[str, tuple[datetime, str]],
         thread: tuple[str, str | None] | None = None,
         threads: dict[str, tuple[str | None, str | None]] | None = None,
+        primary: QueuedResourceInfo | None = None,
     ) -> Delivered:
         """Claim and post one alert, counting what happened in `result`.
 
@@ -189,6 +190,9 @@ class AlertDelivery:
         updates its resource's one message and posts in that message's thread (`threads`: resource ->
         (channel, ts) posted earlier in the same tick); any other is posted to its routed channel, or as a
         reply in `thread` (channel, ts) when given, and a resolution updates the resolved message in place.
+        `primary` is the deployment's primary among the resources the tick read (`primary_among`, by zone
+        and name): only a transition of that resource offers Recover and says serving is down, not one of
+        another resource that shares its name in another zone (None: no resource is the primary).
 
         Returns:
             What was done: "sent", "held" (the channel refuses the bot), "suppressed", "duplicate", or
@@ -205,7 +209,7 @@ class AlertDelivery:
             result.duplicate += 1
             return "duplicate"
         if alert.kind in STATE_KINDS:
-            post = partial(self._post_state, alert, qr, now, {} if threads is None else threads)
+            post = partial(self._post_state, alert, qr, now, {} if threads is None else threads, primary)
             return self._send(alert, post, result, qr=qr)
         return self._send(
             alert,
@@ -308,6 +312,7 @@ class AlertDelivery:
         qr: QueuedResourceInfo | None,
         now: datetime,
         threads: dict[str, tuple[str | None, str | None]],
+        primary: QueuedResourceInfo | None,
     ) -> str | None:
         channel, ts = threads.get(alert.resource) or self.ledger.thread(alert.resource)
         summary = state_summary(alert, qr)
@@ -326,11 +331,13 @@ class AlertDelivery:
             ts=ts,
         )
         text = self.router.mention(alert) + alert.title
-        if alert.kind == "state" and alert.previous == "ACTIVE" and alert.name == self.options.primary:
+        # The primary by zone and name: a resource that only shares its name serves nothing here.
+        is_primary = qr is not None and qr is primary
+        if alert.kind == "state" and alert.previous == "ACTIVE" and is_primary:
             # The outage's one alert: with the primary gone there is no vLLM endpoint to call down.
             text += "\n" + serving_down(alert.name, alert.state)
         reply_blocks = [section(text)]
-        if qr is not None and qr.name == self.options.primary and dead_reason(qr):
+        if qr is not None and is_primary and dead_reason(qr):
             reply_blocks.append(recover_buttons(qr))
         return self.slack.post(channel or self.channel, Reply(alert.title, reply_blocks), ts) or None
 

@@ -56,7 +56,7 @@ from ops.alerts.planned import DEFAULT_DEPLOYMENT, MaintenanceWindows
 from ops.cost.spend import DeploymentSpend, deployment_spend
 from ops.errors import OpsError
 from ops.tpu.maintenance import maintenance_alerts, maintenance_over
-from ops.tpu.model import QueuedResourceInfo, ZoneListing
+from ops.tpu.model import QueuedResourceInfo, ZoneListing, primary_among
 from ops.tpu.ownership import SEARCH_KEY
 from ops.tpu.recovery import RecoveryBudget
 
@@ -286,16 +286,23 @@ class AlertScheduler:
         return None if deployment is None else self.watchers.get(deployment)
 
     def watcher_of(self, zone: str, name: str) -> AlertScheduler | None:
-        """The watcher whose primary is queued resource `name` in one of its zones (a Recover button's
-        resource), None when no deployment's primary is that one."""
-        return next(
-            (
-                each
-                for each in self.watchers.values()
-                if each.options.primary == name and zone in each.services.settings.tpu_zones
-            ),
-            None,
-        )
+        """The watcher whose primary is queued resource `name` in `zone` (a Recover button's resource): the
+        one `primary_among` its zones' listing picks, since a name is unique per zone only and another
+        zone's resource of the primary's name is not the primary.
+
+        Returns:
+            That watcher; None when no deployment's primary is that one (a zone that did not answer holds
+            none: `list_queued_resources` reports it instead of raising).
+        """
+        for each in self.watchers.values():
+            zones = each.services.settings.tpu_zones
+            if each.options.primary != name or zone not in zones:
+                continue
+            listing = each.services.tpu.list_queued_resources(zones)
+            primary = primary_among(listing.resources, name, zones)
+            if primary is not None and primary.zone == zone:
+                return each
+        return None
 
     def tick_all(self) -> dict[str, TickResult]:
         """`tick()` of every deployment in turn (each never raises). Returns deployment -> its TickResult."""
@@ -523,6 +530,7 @@ class ResourceChecks:
         # not one failing insert per known key and tick.
         known = self.ledger.known(key for alert in found for key in (alert.key, *alert.supersedes))
         threads: dict[str, tuple[str | None, str | None]] = {}
+        primary = primary_among(resources, self.options.primary, self.services.settings.tpu_zones)
         for alert in found:
             for key in alert.supersedes:
                 if key in known:
@@ -532,7 +540,8 @@ class ResourceChecks:
             if alert.key in known:
                 result.duplicate += 1
                 continue
-            self.delivery.deliver(alert, by_identity.get(alert.resource), now, result, mutes, threads=threads)
+            qr = by_identity.get(alert.resource)
+            self.delivery.deliver(alert, qr, now, result, mutes, threads=threads, primary=primary)
         if self.recovery is not None:
             self.recovery.tick(found, by_identity, now, result)
         changed = {}

@@ -22,6 +22,7 @@ import yaml
 
 from bot.oncall.scheduler import AlertScheduler
 from bot.slack.gateway import SlackGateway
+from ops.alerts.planned import MaintenanceWindows
 from ops.cost.idle import parse_schedule
 from ops.tpu.model import CreateSpec
 from ops.tpu.ownership import (
@@ -69,14 +70,19 @@ def world(tmp_path: Path) -> Iterator[Demo]:
 def spot_world(tmp_path: Path) -> Iterator[Demo]:
     """The demo with `gemma4-qr` on spot, the model with a sourced v6e price in us-east5 (flex-start has
     none, so its alerts carry no cost figure), and idle alerts."""
+    with Demo(scenario_path=_spot_scenario(tmp_path), idle_alert_after="2h") as world:
+        yield world
+
+
+def _spot_scenario(tmp_path: Path) -> Path:
+    """The demo's scenario with `gemma4-qr` on spot and no other vLLM client, written in `tmp_path`."""
     scenario = scenarios.load()
     (primary,) = [q for q in scenario["google"]["queued_resources"] if q["name"] == "gemma4-qr"]
     primary["provisioning_model"] = "SPOT"
     scenario["vllm"]["background_rps"] = 0.0  # no other client: the idle alert's story
     path = tmp_path / "spot.yaml"
     path.write_text(yaml.safe_dump(scenario))
-    with Demo(scenario_path=path, idle_alert_after="2h") as world:
-        yield world
+    return path
 
 
 def _scheduler(demo: Demo) -> AlertScheduler:
@@ -420,3 +426,76 @@ def test_a_dead_resource_that_only_shares_the_primarys_name_is_not_recovered_as_
     assert not [e for e in demo.bot.services.store.audit(last=20) if e.user_id == "auto-recover"]
     assert not [m for m in demo.slack.messages if "Recovering `gemma4-qr` automatically" in m.text]
     assert _primary_state(demo) == "ACTIVE"  # the primary, by zone and name, is alive: nothing to recover
+
+
+def _twin(demo: Demo, model: str = "spot") -> None:
+    """A second `gemma4-qr`, the bot's, in europe-west4-a (a name is unique per zone only), made ACTIVE
+    through the Google emulator beside the primary, ACTIVE in us-east5-a since before."""
+    tpu = demo.bot.services.tpu
+    spec = CreateSpec(
+        "gemma4-qr", "gemma4-qr-node", "europe-west4-a", "v6e-8", "v2-alpha-tpuv6e", model, None, None,
+        labels=ownership_labels("r-twin", DEMO_USER),
+    )  # fmt: skip
+    tpu.wait_operation(tpu.create_queued_resource(spec), timeout_s=30)
+    demo.gcp.advance(600)
+    assert tpu.get_queued_resource("gemma4-qr", ["europe-west4-a"]).state == "ACTIVE"
+
+
+def test_the_transition_of_a_resource_that_only_shares_the_primarys_name_is_not_the_primarys(
+    world: Demo,
+) -> None:
+    demo = world
+    scheduler = _scheduler(demo)
+    _twin(demo)
+    scheduler.tick()
+    start = len(demo.slack.messages)
+    demo.gcp.preempt("europe-west4-a", "gemma4-qr-node")
+    demo.gcp.advance(120)
+    scheduler.tick()
+    about = [m for m in _posts(demo, start, threads=True) if "europe-west4-a" in m.text]
+    assert [m for m in about if m.thread_ts], [m.text for m in demo.slack.messages[start:]]
+    # Neither "serving is down" nor Recover: the primary, by zone and name, still serves in us-east5-a.
+    assert not [m for m in about if "Serving is down" in m.render()]
+    assert not [e for m in about for _, e in m.buttons() if e["action_id"].startswith("alert_recover")]
+    assert _primary_state(demo) == "ACTIVE"
+    # A Recover button's resource is the primary of its watcher only in the primary's zone.
+    assert scheduler.watcher_of("europe-west4-a", "gemma4-qr") is None
+    assert scheduler.watcher_of("us-east5-a", "gemma4-qr") is scheduler
+
+
+def test_the_idle_alert_is_about_the_primary_not_the_first_zones_resource_of_its_name(
+    tmp_path: Path,
+) -> None:
+    # europe-west4-a first: a read by name alone takes the second gemma4-qr there for the primary.
+    zones = ["europe-west4-a", "us-east5-a", "asia-northeast1-b"]
+    with Demo(scenario_path=_spot_scenario(tmp_path), idle_alert_after="2h", tpu_zones=zones) as demo:
+        _twin(demo)
+        scheduler = _scheduler(demo)
+        scheduler.tick()
+        start = len(demo.slack.messages)
+        demo.gcp.advance(2 * 3600 + 60)
+        scheduler.tick()
+        (idle,) = [m for m in _posts(demo, start) if "served no request" in m.text]
+        assert "`gemma4-qr` (us-east5-a) served no request" in idle.text, idle.text
+
+
+def test_a_reset_of_a_resource_that_only_shares_the_primarys_name_opens_no_maintenance_window(
+    world: Demo,
+) -> None:
+    demo = world
+    tpu = demo.bot.services.tpu  # a second gemma4-qr where there is no capacity: FAILED once its wait ends
+    spec = CreateSpec(
+        "gemma4-qr", "gemma4-qr-node", "asia-northeast1-b", "v6e-8", "v2-alpha-tpuv6e", "spot", None,
+        timedelta(minutes=5), labels=ownership_labels("r-twin", DEMO_USER),
+    )  # fmt: skip
+    tpu.wait_operation(tpu.create_queued_resource(spec), timeout_s=30)
+    demo.gcp.advance(600)
+    assert tpu.get_queued_resource("gemma4-qr", ["asia-northeast1-b"]).state == "FAILED"
+    lines, answered = demo.user.run("/tpu reset gemma4-qr --zone asia-northeast1-b")
+    assert answered, lines
+    lines, answered = demo.user.run("click Confirm", timeout=60)
+    assert answered, lines
+    assert any("reset" in line.lower() for line in lines), lines
+    # Not the primary's work: the primary serves on in us-east5-a, its outage alerts are not held back.
+    assert MaintenanceWindows(demo.bot.services.store).get(_scheduler(demo).deployment) is None
+    assert _primary_state(demo) == "ACTIVE"
