@@ -573,7 +573,8 @@ def _preview_recover(
     qr, reason = _dead(ctx, name, zone)
     ask = _recovery_ask(ctx, qr, search)
     zones = list(ctx.services.settings.tpu_zones)
-    instead = "" if search else f"`/tpu recover {qr.name} --search` (flex-start) or `/tpu create` in"
+    second = " --allow-second" if allow_second else ""  # the way on beside a running TPU, as given
+    instead = "" if search else f"`/tpu recover {qr.name} --search{second}` (flex-start) or `/tpu create` in"
     checked = capacity_preview(ctx, ask, instead=instead)
     if checked.running and not allow_second:
         given = {"name": name, "zone": zone, "search": search, "allow_second": True}

@@ -43,7 +43,13 @@ from bot.shared.safety import (
 )
 from bot.shared.serving import VLLM_LOAD
 from bot.shared.tpu_requests import MODEL_FLAGS, CreateArgs, create_spec, default_create_args
-from bot.shared.zone_plan import CapacityAsk, already_running, capacity_preview, remembering_refusals
+from bot.shared.zone_plan import (
+    CapacityAsk,
+    already_running,
+    capacity_preview,
+    remembering_refusals,
+    starts_second,
+)
 from bot.slack.render import Reply, human_duration, utc
 from bot.views.cost import create_spend_lines, per_hour, start_spend_lines, usd
 from bot.views.lifecycle import change, create_unseen, created, ensure_preview, reset_requested
@@ -278,8 +284,10 @@ def tpu_delete(
     raise OpsError(f"{qr.name} still exists after the delete operation finished", "check /tpu describe")
 
 
-def reset_refusal(qr: QueuedResourceInfo) -> BadInput | None:
+def reset_refusal(qr: QueuedResourceInfo, beside_running: bool) -> BadInput | None:
     """Why `qr` cannot be reset, with the way on that fits its state as just read; None when it can.
+    `beside_running` (`bot.shared.zone_plan.starts_second`): a recovery or create of it would start a
+    second TPU beside one running, so the `/tpu recover` and `/tpu create` offered carry --allow-second.
 
     The API resets only a FAILED queued resource: a SUSPENDED one (spot preemption, end of a flex-start
     run) has had its resources deleted and cannot get them back, so the way out is delete and create
@@ -289,18 +297,20 @@ def reset_refusal(qr: QueuedResourceInfo) -> BadInput | None:
     if qr.state == "FAILED":
         return None
     where = f"--zone {qr.zone}"
+    second = " --allow-second" if beside_running else ""
     if qr.state in ("SUSPENDED", "SUSPENDING"):
         why = (
             "its spot capacity was preempted" if qr.preempted else f"it is {qr.state} (its VMs were deleted)"
         )
         return BadInput(
             f"`{qr.name}` cannot be reset: {why}, and only a FAILED queued resource can be reset",
-            f"`/tpu recover {qr.name} {where}` deletes it and creates it again (`--search` tries TPU_ZONES)",
+            f"`/tpu recover {qr.name} {where}{second}` deletes it and creates it again "
+            "(`--search` tries TPU_ZONES)",
         )
     message = f"`{qr.name}` is {qr.state}: only a FAILED queued resource can be reset"
     if qr.state == "ACTIVE":
         if qr.preempted:
-            return BadInput(message, f"its node was preempted: `/tpu recover {qr.name} {where}`")
+            return BadInput(message, f"its node was preempted: `/tpu recover {qr.name} {where}{second}`")
         stopped = [n.name for n in qr.nodes if n.state in ("STOPPED", "STOPPING")]
         if stopped:
             return BadInput(message, f"its node is stopped: `/tpu start {stopped[0]} {where}`")
@@ -314,7 +324,7 @@ def reset_refusal(qr: QueuedResourceInfo) -> BadInput | None:
         return BadInput(
             f"{message}; its node is gone",
             f"delete it and create it again: `/tpu delete {qr.name} {where} --force`, then "
-            f"`/tpu create {qr.name} {where}`",
+            f"`/tpu create {qr.name} {where}{second}`",
         )
     if qr.state == "DELETING":
         return BadInput(message, f"it is being deleted: nothing to reset; `/tpu describe {qr.name} {where}`")
@@ -327,7 +337,8 @@ def reset_refusal(qr: QueuedResourceInfo) -> BadInput | None:
 
 def _preview_reset(ctx: Context, name: str, zone: str | None) -> Reply:
     qr = _find(ctx, name, zone, "reset")
-    refusal = reset_refusal(qr)
+    beside_running = starts_second(ctx, qr)
+    refusal = reset_refusal(qr, beside_running)
     if refusal is not None:
         raise refusal
     text = "*Reset* (its nodes are recreated; data on them is lost):\n" + resource_line(
@@ -340,8 +351,9 @@ def _preview_reset(ctx: Context, name: str, zone: str | None) -> Reply:
     kind = (qr.accelerator_type, qr.provisioning_model)
     hours = qr.max_run_duration.total_seconds() / 3600 if qr.max_run_duration else None
     ask = CapacityAsk(frozenset({qr.name}), *kind, (qr.zone,), 1, hours, qr)
+    second = " --allow-second" if beside_running else ""
     checked = capacity_preview(
-        ctx, ask, instead=f"`/tpu recover {qr.name} --search` (flex-start) or `/tpu create` in"
+        ctx, ask, instead=f"`/tpu recover {qr.name} --search{second}` (flex-start) or `/tpu create` in"
     )
     text += "\n" + "\n".join([*create_spend_lines(checked.spend, qr.provisioning_model), *checked.warnings])
     reply = change(text)

@@ -35,7 +35,7 @@ from ops.diagnosis.nomatch import from_templates
 from ops.diagnosis.notices import refusal_finding
 from ops.errors import OpsError
 from ops.linear import linear
-from ops.tpu.model import QueuedResourceInfo
+from ops.tpu.model import QueuedResourceInfo, primary_among
 from ops.vllm.container import timed_lines
 
 __all__ = [
@@ -56,6 +56,9 @@ __all__ = [
 # The flags `ops.vllm.ssh`'s docker run template starts vLLM with (besides the model, sizes and port).
 VLLM_FLAGS = ("--enable-auto-tool-choice", "--tool-call-parser gemma4", "--reasoning-parser gemma4")
 _HOLDS_QUOTA = ("FAILED", "SUSPENDED")
+# A primary in these states makes /tpu create, find and recover refuse a second TPU without --allow-second
+# (bot.shared.safety.active_named).
+_RUNS = ("ACTIVE", "PROVISIONING")
 _ERROR_SEVERITIES = ("ERROR", "CRITICAL", "ALERT", "EMERGENCY")
 
 
@@ -69,7 +72,10 @@ def deployment_of(
         qr: the queued resource concerned, if any (its accelerator type, zone and name win over the
             settings; its state picks the catalogue's state-specific fixes, e.g. recover a FAILED one).
         listed: queued resources already listed (FAILED/SUSPENDED ones are named as holding quota).
-            Their nodes and `qr`'s are the owners a finding naming a node is pointed at (`FixFacts.about`).
+            Their nodes and `qr`'s are the owners a finding naming a node is pointed at (`FixFacts.about`);
+            the primary among them (`ops.tpu.model.primary_among`, by zone and name), when ACTIVE or
+            PROVISIONING, is the one a fix's create, find or recover would start a second TPU beside
+            (`FixFacts.running_primary`).
     """
     spec = services.vllm_spec()
     listed = list(listed)
@@ -78,6 +84,9 @@ def deployment_of(
     owners = tuple(
         (node, r.name, r.zone, r.state) for r in read.values() for node in dict.fromkeys(r.node_ids)
     )
+    settings = services.settings
+    primary = primary_among(read.values(), settings.tpu_primary, settings.tpu_zones)
+    running = (primary.name, primary.zone) if primary and primary.state in _RUNS else None
     return FixFacts(
         model=spec.model,
         image=spec.image,
@@ -91,6 +100,7 @@ def deployment_of(
         stale_resources=stale,
         state=qr.state if qr else None,
         owners=owners,
+        running_primary=running,
     )
 
 
@@ -161,10 +171,17 @@ def container_diagnosis(
 
 
 def needs_listing(result: Diagnosis) -> bool:
-    """Whether a finding's fix names the queued resources that hold quota (so the caller should list them
-    and diagnose again with `deployment_of(..., listed)`)."""
+    """Whether a finding's fix names the queued resources that hold quota or offers a command that is
+    refused beside a running primary without --allow-second (so the caller should list the queued
+    resources and diagnose again with `deployment_of(..., listed)`)."""
     families = catalogue()
-    return any(f.name in families and "{stale_resources}" in families[f.name].fix for f in result.findings)
+    return any(
+        field in template
+        for f in result.findings
+        if f.name in families
+        for template in (families[f.name].fix, *families[f.name].fix_when.values())
+        for field in ("{stale_resources}", "{allow_second}")
+    )
 
 
 DIAGNOSED_STATES = frozenset({"FAILED", "SUSPENDING", "SUSPENDED"})
@@ -204,6 +221,9 @@ def alert_diagnosis(services: Services, alert: Alert, qr: QueuedResourceInfo | N
     elif qr is not None and (alert.kind in ("preempted", "node_gone") or alert.state in DIAGNOSED_STATES):
         state = f"*State* `{qr.name}` ({qr.zone}) {qr.state}"
         diagnosis = resource_diagnosis(qr, deployment_of(services, qr))
+        if diagnosis is not None and needs_listing(diagnosis):  # e.g. a recovery beside the running primary
+            listed = services.tpu.list_queued_resources(services.settings.tpu_zones).resources
+            diagnosis = resource_diagnosis(qr, deployment_of(services, qr, listed))
         if diagnosis is None:
             return ""
         result, missing = diagnosis, ""

@@ -51,6 +51,7 @@ __all__ = [
     "remembering_refusals",
     "running_beside",
     "second_tpu",
+    "starts_second",
     "zone_facts",
     "zone_warnings",
 ]
@@ -269,6 +270,20 @@ def running_beside(
     settings = ctx.services.settings
     found = active_named(ctx, {*names, settings.tpu_primary}, [*settings.tpu_zones, *zones])
     return [qr for qr in found if apart is None or (qr.name, qr.zone) != (apart.name, apart.zone)]
+
+
+def starts_second(ctx: Context, qr: QueuedResourceInfo) -> bool:
+    """Whether `/tpu recover` of `qr`, or `/tpu create` of its name in its zone once it is deleted, would
+    start a second TPU beside one running (`running_beside` of its name and zone, `qr` itself apart), so
+    that a hint offering either must add --allow-second for it to be accepted (`already_running`).
+
+    Returns:
+        False too when a zone could not be listed: the command offered then says so itself.
+    """
+    try:
+        return bool(running_beside(ctx, {qr.name}, [qr.zone], qr))
+    except OpsError:
+        return False
 
 
 def became_running(

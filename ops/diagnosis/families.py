@@ -43,6 +43,7 @@ from ops.diagnosis.schema import (
 from ops.linear import LinearMatch, LinearPattern, PatternSet, linear
 
 __all__ = [
+    "ALLOW_SECOND",
     "BUILTIN_PATH",
     "QUEUED_RESOURCE_STATES",
     "SEVERITIES",
@@ -73,6 +74,9 @@ _ANY_FIELD = linear(r"\{(!?)(\w+)\}")  # "{!name}": a field inside a code span, 
 _PIECE = linear(r"\[([^\[\]]*)\]|\{(!?)(\w+)\}")  # an optional segment, or a field outside one
 _CODE = linear(r"`[^`]*`")
 _ACCELERATOR = linear(r"^v(\d+)([a-z]*)-(\d+)$")
+ALLOW_SECOND = "--allow-second"
+"""The flag /tpu create, find and recover take to go on beside an ACTIVE primary (bot.shared.zone_plan's
+`already_running`), filled as the `{allow_second}` field."""
 EVIDENCE_CHARS = 200
 """An evidence line longer than this is shortened in the middle (`shorten`), never across its deciding
 words."""
@@ -143,6 +147,11 @@ class FixFacts:
         owners: the nodes read with their queued resources, as (node id, resource name, zone, state): a
             finding whose evidence names one of them is about the resource that owns it (`about`), not the
             one concerned; () when none were read.
+        running_primary: the deployment's primary (TPU_PRIMARY, picked by zone and name with
+            `ops.tpu.model.primary_among`) as (name, zone) when it was read ACTIVE or PROVISIONING, else
+            None. A fix for another resource that creates capacity (/tpu recover, create, find) would start
+            a second TPU beside it, which the bot refuses without --allow-second, so the fix's
+            `{allow_second}` field says it (`values`).
     """
 
     model: str | None = None
@@ -156,6 +165,7 @@ class FixFacts:
     stale_resources: tuple[str, ...] = ()
     state: str | None = None
     owners: tuple[tuple[str, str, str, str], ...] = ()
+    running_primary: tuple[str, str] | None = None
 
     def about(self, extracted: Mapping[str, str]) -> FixFacts:
         """These facts for a finding whose evidence is `extracted` (a match's named groups): when it names a
@@ -198,11 +208,22 @@ class FixFacts:
             out["stale_resources"] = ", ".join(self.stale_resources)
         if self.state:
             out["qr_state"] = self.state
+        if self.beside_primary():
+            out["allow_second"] = ALLOW_SECOND
         chips_n = int(out.get("chips", "0"))
         tp = self.tensor_parallel_size or 0
         if chips_n and tp and tp < chips_n:
             out["tp_up"] = str(min(chips_n, tp * 2))
         return out
+
+    def beside_primary(self) -> bool:
+        """Whether a command creating capacity for the resource these facts are about would start a second
+        TPU beside the running primary (`running_primary` is set and is not that resource; a resource of
+        the primary's name without a zone is the primary)."""
+        if self.running_primary is None:
+            return False
+        name, zone = self.running_primary
+        return (self.name, self.zone or zone) != (name, zone) if self.name else False
 
 
 def chips_of(accelerator_type: str) -> int | None:

@@ -187,21 +187,6 @@ def suggestions(world: Demo, refusal: str) -> list[str]:
     return found
 
 
-SECOND = "would start a second one"  # bot.shared.zone_plan.already_running
-
-
-def answer_past_a_second(world: Demo, handlers: Handlers, line: str) -> str:
-    """The answer to `line`; when it is refused only because it would start a second TPU beside the one
-    running (as /tpu create, find and recover are: `already_running`), the answer to the same command with
-    --allow-second that the refusal offers, the one way on it asks of the user."""
-    answer = handlers.run(line)
-    if REFUSED.search(answer) and SECOND in answer:
-        (go_on,) = [found for found in suggestions(world, answer) if "--allow-second" in found]
-        assert go_on.split()[:3] == f"/{line}".split()[:3], (line, go_on)
-        answer = handlers.run(go_on.lstrip("/"))
-    return answer
-
-
 def accepted(world: Demo, line: str, answer: str) -> bool:
     command = world.bot.registry.parse(line).command
     if REFUSED.search(answer):
@@ -227,7 +212,7 @@ def test_each_refusal_suggests_what_is_accepted_in_that_state(world: Demo, state
                 # The second step of a sequence ("`/tpu stop X`, then `/tpu start X`") is accepted once the
                 # step before it ran, not in the state the refusal was given in.
                 continue
-            answer = answer_past_a_second(world, handlers, line.lstrip("/"))
+            answer = handlers.run(line.lstrip("/"))
             assert accepted(world, line.lstrip("/"), answer), (state, case.line, line, answer)
 
 

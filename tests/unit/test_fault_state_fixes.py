@@ -3,6 +3,7 @@ fix deletes or recovers it (with the command), never "wait until valid-until".""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -148,3 +149,27 @@ def test_a_finding_that_names_a_node_writes_its_fix_for_the_resource_that_owns_i
     # Without owners read, the facts stand as given.
     (plain,) = diagnose("node gemma4-b-node is gone", FixFacts(name="gemma4-qr", state="ACTIVE")).findings
     assert "/tpu delete gemma4-qr --force" in plain.fix
+
+
+def test_a_fix_for_another_resource_beside_the_running_primary_adds_allow_second() -> None:
+    """gemma4-old FAILED on a stockout while the primary gemma4-qr runs: its recovery would start a second
+    TPU, which /tpu recover refuses without --allow-second, so the fix says it; the primary's own fix, and
+    any fix when the primary is not running, leaves it out. A finding redirected to another resource's node
+    (FixFacts.about) is judged for that resource."""
+    stockout = "There is no more capacity in the zone europe-west4-a"
+    running = ("gemma4-qr", "us-east5-a")
+    old = FixFacts(name="gemma4-old", zone="europe-west4-a", state="FAILED", running_primary=running)
+    (found,) = diagnose(ResourceState("gemma4-old", "FAILED", stockout), old).findings
+    assert "/tpu recover gemma4-old --search --allow-second" in found.fix, found.fix
+    alone = replace(old, running_primary=None)
+    (found,) = diagnose(ResourceState("gemma4-old", "FAILED", stockout), alone).findings
+    assert "/tpu recover gemma4-old --search" in found.fix and "--allow-second" not in found.fix, found.fix
+    owners = (("gemma4-b-node", "gemma4-b", "us-east5-b", "SUSPENDED"),)
+    primary = FixFacts(
+        name="gemma4-qr", zone="us-east5-a", state="ACTIVE", owners=owners, running_primary=running
+    )
+    assert not primary.beside_primary() and primary.about({"node": "gemma4-b-node"}).beside_primary()
+    (other,) = diagnose("node gemma4-b-node is gone", primary).findings
+    assert "/tpu recover gemma4-b --allow-second" in other.fix, other.fix
+    # A resource of the primary's name without a zone is the primary.
+    assert not FixFacts(name="gemma4-qr", running_primary=running).beside_primary()
