@@ -317,7 +317,7 @@ def test_create_and_recover_previews_warn_about_a_zone_that_will_refuse(world: D
     assert "*Spend* up to $" in create
     recover = _say(world, "/tpu recover gemma4-old --allow-second")
     assert ":warning: `europe-west4-a` has preemptible v6e quota 0 (spot draws on it)" in recover
-    assert "`/tpu recover gemma4-old --search`" in recover
+    assert "`/tpu recover gemma4-old --search --allow-second`" in recover
     fine = _say(world, "/tpu create gemma4-d --zone us-east5-a --allow-second")
     assert ":warning: `us-east5-a`" not in fine and "*Instead*" not in fine
 
