@@ -151,27 +151,35 @@ def spend_lines(plan: SpendPlan, provisioning_model: str) -> list[str]:
 
 def create_spend_lines(plan: SpendPlan, provisioning_model: str) -> list[str]:
     """The cost lines of a single create's preview (one request, one zone): its price and its spend."""
-    lines = [_price_line(plan, provisioning_model)]
-    if plan.winner_usd is not None and plan.run_hours is not None:
-        lines.append(
-            f"*Spend* up to ${plan.winner_usd:,.2f} ({plan.run_hours:g} h max run), billed once ACTIVE"
-        )
-    elif plan.max_usd_per_hour is not None:
-        lines.append(_no_end_line(plan.max_usd_per_hour, "once ACTIVE, until deleted"))
-    return lines + _plan_sources(plan)
+    span = f"{plan.run_hours:g} h max run" if plan.run_hours is not None else None
+    return _one_spend_lines(
+        plan, provisioning_model, span, "billed once ACTIVE", "once ACTIVE, until deleted"
+    )
 
 
 def start_spend_lines(plan: SpendPlan, provisioning_model: str, ends: datetime | None) -> list[str]:
     """The cost lines of `/tpu start`'s preview: the node's price, and what it may bill once started, up to
     its queued resource's termination time `ends` (None: no fixed end, until stopped or deleted)."""
+    span = (
+        f"{plan.run_hours:.1f} h until it terminates at {utc(ends)}"
+        if plan.run_hours is not None and ends is not None
+        else None
+    )
+    return _one_spend_lines(
+        plan, provisioning_model, span, "billed again once started", "once started, until stopped or deleted"
+    )
+
+
+def _one_spend_lines(
+    plan: SpendPlan, provisioning_model: str, span: str | None, billed: str, no_end: str
+) -> list[str]:
+    """The price line, then the spend over `span` (e.g. "4 h max run"; None: no fixed end, the hourly
+    ceiling `no_end` instead), then the price sources: one request in one zone."""
     lines = [_price_line(plan, provisioning_model)]
-    if plan.winner_usd is not None and plan.run_hours is not None and ends is not None:
-        lines.append(
-            f"*Spend* up to ${plan.winner_usd:,.2f} ({plan.run_hours:.1f} h until it terminates at "
-            f"{utc(ends)}), billed again once started"
-        )
+    if plan.winner_usd is not None and span is not None:
+        lines.append(f"*Spend* up to ${plan.winner_usd:,.2f} ({span}), {billed}")
     elif plan.max_usd_per_hour is not None:
-        lines.append(_no_end_line(plan.max_usd_per_hour, "once started, until stopped or deleted"))
+        lines.append(_no_end_line(plan.max_usd_per_hour, no_end))
     return lines + _plan_sources(plan)
 
 
