@@ -198,17 +198,21 @@ def _primary_state(demo: Demo) -> str:
     return next(q.state for q in listing.resources if q.name == "gemma4-qr")
 
 
-def test_dead_primary_recovered_by_click_then_automatically(world: Demo) -> None:
-    demo = world
-    base = _scheduler(demo)
+def _auto_recovering_scheduler(demo: Demo) -> AlertScheduler:
+    """A scheduler of the demo's alert channel with AUTO_RECOVER on, its other options the bot's."""
     client = SlackGateway.connect(demo.settings.slack_bot_token.get_secret_value(), demo.slack.api_url)
-    scheduler = AlertScheduler.build(
+    return AlertScheduler.build(
         demo.bot.services,
         client,
         ALERTS_CHANNEL,
         runner=demo.bot.runner,
-        options=dataclasses.replace(base.options, auto_recover=True),
+        options=dataclasses.replace(_scheduler(demo).options, auto_recover=True),
     )
+
+
+def test_dead_primary_recovered_by_click_then_automatically(world: Demo) -> None:
+    demo = world
+    scheduler = _auto_recovering_scheduler(demo)
     scheduler.tick()
 
     # The scenario's gemma4-qr was not made by the bot: no automatic recovery, a Recover button instead.
@@ -402,15 +406,7 @@ def test_scheduled_stop_proposes_delete_with_the_usual_confirmation(world: Demo)
 
 def test_a_dead_resource_that_only_shares_the_primarys_name_is_not_recovered_as_it(world: Demo) -> None:
     demo = world
-    base = _scheduler(demo)
-    client = SlackGateway.connect(demo.settings.slack_bot_token.get_secret_value(), demo.slack.api_url)
-    scheduler = AlertScheduler.build(
-        demo.bot.services,
-        client,
-        ALERTS_CHANNEL,
-        runner=demo.bot.runner,
-        options=dataclasses.replace(base.options, auto_recover=True),
-    )
+    scheduler = _auto_recovering_scheduler(demo)
     tpu = demo.bot.services.tpu  # a second gemma4-qr, the bot's, spot in another zone: then preempted
     spec = CreateSpec(
         "gemma4-qr", "gemma4-qr-node", "europe-west4-a", "v6e-8", "v2-alpha-tpuv6e", "spot", None, None,
