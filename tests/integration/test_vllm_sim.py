@@ -378,7 +378,7 @@ def test_prompts_are_redacted_before_they_reach_the_model(gemma: GemmaClient) ->
 def test_kv_cache_usage_is_that_of_the_requests_running() -> None:
     """vLLM's usage counts the blocks running requests hold: one streamed request of a 700-word prompt holds
     ceil(tokens / 16) of the 16,384 blocks while it runs, and nothing once it ends."""
-    with make_sim(itl_s=0.05) as simulator, VllmClient(simulator.url) as client:
+    with make_sim(itl_s=0.5) as simulator, VllmClient(simulator.url) as client:
         messages = [{"role": "user", "content": "word " * 700}]
         body = {"model": MODEL, "messages": messages, "stream": True, "max_tokens": 10}
         with httpx.stream("POST", simulator.url + "/v1/chat/completions", json=body) as response:
